@@ -1,0 +1,77 @@
+/*
+ * http.h - the HTTP server (libmicrohttpd) and its route table.
+ *
+ * A static table of {method, path, handler} routes; the server owns one
+ * thread pool (sized to the cores, epoll), caps request bodies (413 beyond
+ * the cap), answers 404 for unknown paths and 405 (with Allow) for a known
+ * path with the wrong method. Each request gets a pool freed when the
+ * response is queued. Handlers run on the pool threads concurrently.
+ */
+#ifndef AGENTSCHED_HTTP_H
+#define AGENTSCHED_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/buf.h"
+#include "agentsched/error.h"
+#include "agentsched/pool.h"
+
+typedef struct http_request {
+    const char *method;
+    const char *path;   /* without query string */
+    const char *body;   /* NUL-terminated copy; "" when none */
+    size_t body_len;
+    pool *pool;         /* per-request scratch, freed after the response */
+    void *conn;         /* opaque (MHD connection) for http_request_query */
+} http_request;
+
+typedef struct http_response {
+    int status;               /* default 200 */
+    const char *content_type; /* default "application/json" (static string) */
+    buf body;
+} http_response;
+
+typedef void (*http_handler_fn)(void *ctx, const http_request *req, http_response *resp);
+
+typedef struct http_route {
+    const char *method; /* "GET", "POST" */
+    const char *path;   /* exact match */
+    http_handler_fn fn;
+} http_route;
+
+typedef struct http_server_config {
+    const char *listen;      /* "HOST:PORT"; port 0 picks a free one */
+    unsigned threads;        /* 0 = number of online CPUs */
+    size_t max_body;         /* bytes; 0 = 16 MiB */
+    const http_route *routes;/* borrowed, must outlive the server */
+    size_t nroutes;
+    void *ctx;               /* passed to every handler */
+} http_server_config;
+
+typedef struct http_server http_server;
+
+/* http_server_start binds and starts serving. AS_EINVAL (bad listen
+ * address, diag says which), AS_EIO (bind failed: port in use). */
+as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag);
+
+/* http_server_stop stops accepting, waits for in-flight requests, frees. */
+void http_server_stop(http_server *s);
+
+/* http_server_port returns the bound TCP port. */
+uint16_t http_server_port(const http_server *s);
+
+/* http_request_query returns the value of a query argument or NULL. */
+const char *http_request_query(const http_request *req, const char *key);
+
+/* http_error sets status and a JSON body {"error": msg, "field": field}
+ * (field omitted when NULL). */
+void http_error(http_response *resp, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* http_status_for_err maps an as_err to an HTTP status (400 for input
+ * errors, 404, 409, 413, 500, 503...). */
+int http_status_for_err(as_err err);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * metrics.h - lock-free counters, gauges and histograms rendered in the
+ * Prometheus text exposition format.
+ *
+ * Metrics are declared once at start-up (metrics_new_counter / _gauge /
+ * metrics_new_histogram return stable handles) and updated from any thread with
+ * atomics. A metric name may carry one fixed label set, written in the name:
+ * metrics_new_counter(m, "agentsched_binds_total{result=\"fast\"}", help).
+ * Series of the same base name share one HELP/TYPE header.
+ */
+#ifndef AGENTSCHED_METRICS_H
+#define AGENTSCHED_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/buf.h"
+#include "agentsched/error.h"
+
+#define METRICS_MAX_SERIES 256
+#define METRICS_MAX_BUCKETS 24
+
+typedef struct metrics metrics;
+typedef struct metrics_counter metrics_counter; /* also used for gauges */
+typedef struct metrics_histogram metrics_histogram;
+
+as_err metrics_new(metrics **out);
+void metrics_free(metrics *m);
+
+/* Declare (or find, when the same name was declared before) a series.
+ * NULL when METRICS_MAX_SERIES is reached (updates on NULL are no-ops). */
+metrics_counter *metrics_new_counter(metrics *m, const char *name, const char *help);
+metrics_counter *metrics_new_gauge(metrics *m, const char *name, const char *help);
+/* bounds: ascending upper bounds in seconds (+Inf is implicit). */
+metrics_histogram *metrics_new_histogram(metrics *m, const char *name, const char *help,
+                                         const double *bounds, size_t nbounds);
+
+void metrics_add(metrics_counter *c, uint64_t n);
+void metrics_inc(metrics_counter *c);
+void metrics_set(metrics_counter *g, int64_t v); /* gauges */
+void metrics_observe(metrics_histogram *h, double seconds);
+
+/* Default latency buckets from 50us to 10s (sub-millisecond included). */
+extern const double metrics_latency_buckets[];
+extern const size_t metrics_latency_nbuckets;
+
+/* metrics_render appends every series in text format 0.0.4 to out. */
+as_err metrics_render(metrics *m, buf *out);
+
+#endif

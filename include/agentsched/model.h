@@ -1,0 +1,308 @@
+/*
+ * model.h - compact Kubernetes object model: resources, Nodes, Pods.
+ *
+ * Decoders turn v1 Node / Pod JSON (jansson DOM) into flat C structs whose
+ * strings and arrays live in one pool per object, so an object is freed with
+ * a single call and never shares memory with the JSON it came from.
+ *
+ * Resources are dense vectors indexed through a model_registry: cpu, memory,
+ * ephemeral-storage and pods have fixed indexes; extended resources
+ * (nvidia.com/gpu, example.com/foo) are interned when a *node* advertises
+ * them. A pod that requests a resource no node has gets `unknown_res` set
+ * instead (it can fit nowhere), so hostile pods cannot fill the registry.
+ *
+ * Units: cpu in millicores, everything else in base units (bytes, count).
+ */
+#ifndef AGENTSCHED_MODEL_H
+#define AGENTSCHED_MODEL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/error.h"
+#include "agentsched/pool.h"
+
+#define MODEL_MAX_RES 16   /* distinct resource names, fixed ones included */
+#define MODEL_MAX_GPUS 16  /* GPU devices per node */
+#define MODEL_RES_NAME_MAX 128
+#define MODEL_GPU_MILLI 1000 /* one whole GPU */
+
+/* Fixed resource indexes. */
+enum {
+    MODEL_RES_CPU = 0,
+    MODEL_RES_MEMORY = 1,
+    MODEL_RES_EPHEMERAL = 2,
+    MODEL_RES_PODS = 3,
+    MODEL_RES_FIRST_EXTENDED = 4,
+};
+
+/* ------------------------------------------------------------------ */
+/* Resource registry                                                   */
+/* ------------------------------------------------------------------ */
+
+/*
+ * model_registry maps resource names to vector indexes and holds the GPU
+ * configuration. Lookups are lock-free (names are written once, before `n`
+ * is published with release order); interning takes `mu`. One per service.
+ */
+typedef struct model_registry {
+    char names[MODEL_MAX_RES][MODEL_RES_NAME_MAX];
+    int n;                 /* published count; access with __atomic */
+    pthread_mutex_t mu;    /* serialises interning */
+    int gpu_res;           /* index of the whole-GPU resource, -1 until a node has it */
+    char gpu_name[MODEL_RES_NAME_MAX];       /* default "nvidia.com/gpu" */
+    char gpu_share_name[MODEL_RES_NAME_MAX]; /* default "agentsched.io/gpu-milli" */
+    char gpu_model_label[MODEL_RES_NAME_MAX];/* default "agentsched.io/gpu-model" */
+} model_registry;
+
+/* model_registry_init fills the fixed resources and GPU defaults. */
+void model_registry_init(model_registry *reg);
+
+/* model_registry_destroy releases the mutex. */
+void model_registry_destroy(model_registry *reg);
+
+/* model_registry_lookup returns the index of name[0..len) or -1. Lock-free. */
+int model_registry_lookup(const model_registry *reg, const char *name, size_t len);
+
+/* model_registry_intern returns the index of name, adding it if new.
+ * AS_ELIMIT when MODEL_MAX_RES names exist already; AS_EINVAL if too long. */
+as_err model_registry_intern(model_registry *reg, const char *name, size_t len, int *idx);
+
+/* model_registry_count returns the number of names (acquire load). */
+int model_registry_count(const model_registry *reg);
+
+/* model_registry_name returns the name of index i (borrowed; valid forever). */
+const char *model_registry_name(const model_registry *reg, int i);
+
+/* ------------------------------------------------------------------ */
+/* Quantities                                                          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * model_quantity_parse parses a Kubernetes quantity (s[0..len)): decimal SI
+ * suffixes m k M G T P E, binary Ki Mi Gi Ti Pi Ei, exponents 1e3 / 1E-3,
+ * fractions 0.5, optional sign. With milli=true the result is in
+ * thousandths (cpu millicores), else in base units. Fractions round up
+ * (towards +inf), as the API server's Value()/MilliValue() do.
+ * Errors: AS_EPARSE (malformed, message in diag), AS_ERANGE (does not fit
+ * int64). Negative values parse; callers decide if they are allowed.
+ */
+as_err model_quantity_parse(const char *s, size_t len, bool milli, int64_t *out, as_diag *diag);
+
+/*
+ * model_quantity_from_json accepts a JSON string quantity or a JSON number
+ * (YAML `cpu: 2` arrives as an integer) and parses it as above.
+ */
+as_err model_quantity_from_json(const json_t *v, bool milli, int64_t *out, as_diag *diag);
+
+/* ------------------------------------------------------------------ */
+/* Labels, taints, tolerations, affinity                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct model_resvec {
+    int64_t v[MODEL_MAX_RES];
+} model_resvec;
+
+typedef struct model_kv {
+    const char *key;
+    const char *value;
+} model_kv;
+
+/* A label set, sorted by key (strcmp) for binary search. */
+typedef struct model_labels {
+    const model_kv *items;
+    uint32_t n;
+} model_labels;
+
+/* model_labels_get returns the value of key, or NULL if absent. */
+const char *model_labels_get(const model_labels *l, const char *key);
+
+typedef enum model_effect {
+    MODEL_EFFECT_ALL = 0, /* only in tolerations: empty effect matches all */
+    MODEL_EFFECT_NO_SCHEDULE,
+    MODEL_EFFECT_PREFER_NO_SCHEDULE,
+    MODEL_EFFECT_NO_EXECUTE,
+} model_effect;
+
+typedef struct model_taint {
+    const char *key;
+    const char *value; /* "" when absent */
+    model_effect effect;
+} model_taint;
+
+typedef enum model_tol_op { MODEL_TOL_EQUAL = 0, MODEL_TOL_EXISTS } model_tol_op;
+
+typedef struct model_toleration {
+    const char *key;   /* "" with EXISTS tolerates every key */
+    const char *value; /* "" when absent */
+    model_tol_op op;
+    model_effect effect;
+} model_toleration;
+
+/* model_toleration_matches follows v1 Toleration.ToleratesTaint. */
+bool model_toleration_matches(const model_toleration *t, const model_taint *taint);
+
+typedef enum model_sel_op {
+    MODEL_SEL_IN = 0,
+    MODEL_SEL_NOT_IN,
+    MODEL_SEL_EXISTS,
+    MODEL_SEL_DOES_NOT_EXIST,
+    MODEL_SEL_GT,
+    MODEL_SEL_LT,
+} model_sel_op;
+
+typedef struct model_selector_req {
+    const char *key;
+    model_sel_op op;
+    const char *const *values;
+    uint32_t nvalues;
+    int64_t num; /* parsed values[0] for GT/LT */
+} model_selector_req;
+
+/* One NodeSelectorTerm: all expressions AND all fields must match. */
+typedef struct model_selector_term {
+    const model_selector_req *exprs;
+    uint32_t nexprs;
+    const model_selector_req *fields; /* key is always "metadata.name" */
+    uint32_t nfields;
+} model_selector_term;
+
+/* requiredDuringSchedulingIgnoredDuringExecution: terms are ORed. present=false
+ * means no constraint; present with nterms==0 matches no node (as upstream). */
+typedef struct model_affinity {
+    bool present;
+    const model_selector_term *terms;
+    uint32_t nterms;
+} model_affinity;
+
+/* model_affinity_matches reports whether a node with this name and labels
+ * satisfies the affinity (true when !present). */
+bool model_affinity_matches(const model_affinity *a, const char *node_name,
+                            const model_labels *node_labels);
+
+/* ------------------------------------------------------------------ */
+/* Node                                                                */
+/* ------------------------------------------------------------------ */
+
+typedef struct model_node {
+    pool *pool; /* owns every pointer below */
+    const char *name;
+    const char *uid;              /* "" when absent */
+    const char *resource_version; /* "" when absent */
+    model_labels labels;
+    const model_taint *taints;
+    uint32_t ntaints;
+    model_resvec alloc;    /* status.allocatable (capacity when absent) */
+    model_resvec capacity; /* status.capacity */
+    bool unschedulable;    /* spec.unschedulable */
+    bool ready;            /* Ready condition is True (true when no conditions) */
+    uint32_t ngpus;        /* devices: allocatable of reg->gpu_name, capped */
+    const char *gpu_model; /* value of reg->gpu_model_label, or NULL */
+} model_node;
+
+/*
+ * model_node_from_json decodes a v1 Node. Interns every extended resource
+ * name in status.allocatable/capacity into reg. A node with neither
+ * allocatable nor capacity is an error (AS_EINVAL, field
+ * "status.allocatable"). On success *out is owned by the caller
+ * (model_node_free); on failure *out is NULL and diag says why.
+ */
+as_err model_node_from_json(model_registry *reg, const json_t *obj, model_node **out,
+                            as_diag *diag);
+
+/* model_node_free frees a node and its pool. NULL ok. */
+void model_node_free(model_node *n);
+
+/* ------------------------------------------------------------------ */
+/* Pod                                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef enum model_phase {
+    MODEL_PHASE_PENDING = 0, /* also when absent */
+    MODEL_PHASE_RUNNING,
+    MODEL_PHASE_SUCCEEDED,
+    MODEL_PHASE_FAILED,
+    MODEL_PHASE_UNKNOWN,
+} model_phase;
+
+typedef struct model_pod {
+    pool *pool; /* owns every pointer below */
+    const char *ns;   /* "default" when absent */
+    const char *name;
+    const char *uid;              /* "" when absent */
+    const char *resource_version; /* "" when absent */
+    const char *node_name;        /* spec.nodeName, NULL when unbound */
+    const char *scheduler_name;   /* "default-scheduler" when absent */
+    /* Effective request as kube-scheduler computes it: max(sum(containers)
+     * + sum(restartable init containers), each init container + the
+     * restartable ones before it) + overhead. req.v[MODEL_RES_PODS] = 1. */
+    model_resvec req;
+    uint32_t req_mask; /* bit r set when req.v[r] != 0 */
+    const char *unknown_res; /* first requested resource no node has, or NULL */
+    /* GPU demand: whole GPUs (count=k, milli=1000) or a share of one
+     * (count=1, milli=reg->gpu_share_name's value). count=0: none. */
+    uint32_t gpu_count;
+    uint32_t gpu_milli;
+    model_labels labels;
+    model_labels node_selector;
+    model_affinity affinity;
+    const model_toleration *tolerations;
+    uint32_t ntolerations;
+    int32_t priority;
+    model_phase phase;
+    bool terminating;    /* metadata.deletionTimestamp set */
+    int64_t created_ms;  /* metadata.creationTimestamp, ms since epoch; 0 if absent */
+} model_pod;
+
+/*
+ * model_pod_from_json decodes a v1 Pod. Does not intern names: resources
+ * unknown to reg with a non-zero request set unknown_res. Malformed
+ * quantities, selectors, or wrongly-typed fields are errors with the field
+ * path in diag. Caller owns *out (model_pod_free).
+ */
+as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_pod **out,
+                           as_diag *diag);
+
+/* model_pod_free frees a pod and its pool. NULL ok. */
+void model_pod_free(model_pod *p);
+
+/* model_pod_is_terminal: phase Succeeded or Failed (its resources are free). */
+bool model_pod_is_terminal(const model_pod *p);
+
+/* ------------------------------------------------------------------ */
+/* Cluster snapshot (embedded mode)                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct model_cluster {
+    model_node **nodes; /* owned */
+    size_t nnodes;
+    model_pod **pods; /* owned */
+    size_t npods;
+} model_cluster;
+
+/*
+ * model_cluster_from_json decodes a Kubernetes List (kind List, NodeList,
+ * PodList; `items` of Node and Pod objects) or a single Node/Pod. Other
+ * kinds in items are skipped. Duplicate node names are an error. Errors
+ * name the item: field "items[3].status.allocatable.cpu", msg naming the
+ * object. Caller owns *out (model_cluster_free).
+ */
+as_err model_cluster_from_json(model_registry *reg, const json_t *doc, model_cluster **out,
+                               as_diag *diag);
+
+/*
+ * model_cluster_load reads a YAML or JSON file (exactly what
+ * `kubectl get nodes,pods -A -o yaml|json` prints; multi-document YAML
+ * is concatenated) through doc_load_file and decodes it as above. The
+ * diag message names the file.
+ */
+as_err model_cluster_load(model_registry *reg, const char *path, model_cluster **out,
+                          as_diag *diag);
+
+/* model_cluster_free frees the snapshot and every object in it. NULL ok. */
+void model_cluster_free(model_cluster *c);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * pool.h - bump allocator for objects freed all at once.
+ *
+ * A decoded Node or Pod keeps its strings and arrays in one pool, and an
+ * HTTP request keeps its scratch memory in one pool, so freeing is one call
+ * and error paths cannot leak. Not thread-safe: one owner at a time.
+ * Every pool has a byte cap; allocation beyond it fails (returns NULL).
+ */
+#ifndef AGENTSCHED_POOL_H
+#define AGENTSCHED_POOL_H
+
+#include <stddef.h>
+
+typedef struct pool pool;
+
+/* pool_new creates a pool that will hand out at most `cap` bytes in total
+ * (0 = 64 MiB). Returns NULL when out of memory. Caller owns; pool_free. */
+pool *pool_new(size_t cap);
+
+/* pool_free releases the pool and everything allocated from it. NULL ok. */
+void pool_free(pool *p);
+
+/* pool_alloc returns `n` zeroed bytes aligned to 16, or NULL when the cap
+ * would be exceeded or memory is exhausted. Owned by the pool. */
+void *pool_alloc(pool *p, size_t n);
+
+/* pool_strndup copies s[0..n) plus a NUL into the pool; NULL on failure. */
+char *pool_strndup(pool *p, const char *s, size_t n);
+
+/* pool_strdup copies the NUL-terminated s into the pool; NULL if s is NULL
+ * or on failure. */
+char *pool_strdup(pool *p, const char *s);
+
+/* pool_used reports the bytes handed out so far (for metrics and tests). */
+size_t pool_used(const pool *p);
+
+#endif

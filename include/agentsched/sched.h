@@ -1,0 +1,106 @@
+/*
+ * sched.h - evaluate one pod against the cache: the decision core shared
+ * by the kube-scheduler extender, the Volcano extender, dry-run placement
+ * and the fast-path workers.
+ *
+ * sched_evaluate scans either the named nodes (extender: NodeNames / Nodes)
+ * or every node, under the cache read lock, in place: predicates, then
+ * scores for the feasible nodes, keeping the top K candidates. Each
+ * candidate carries the node's bind_version loaded (acquire) before its
+ * usage was read, for the versioned binder.
+ *
+ * Soft shard mode: in-shard nodes get the policy's bonus; when scanning all
+ * nodes, out-of-shard nodes are only candidates if no in-shard node fits.
+ */
+#ifndef AGENTSCHED_SCHED_H
+#define AGENTSCHED_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/cache.h"
+#include "agentsched/model.h"
+#include "agentsched/pred.h"
+#include "agentsched/score.h"
+
+#define SCHED_MAX_K 16
+
+typedef struct sched_candidate {
+    uint32_t slot;         /* node slot at evaluation */
+    uint64_t node_id;      /* node incarnation */
+    uint64_t bind_version; /* seen at evaluation */
+    double score;          /* [0, 100] (+ soft-shard bonus) */
+    const char *name;      /* borrowed from the node spec: valid only while the
+                              node exists; copy before releasing the read lock
+                              if needed beyond it */
+} sched_candidate;
+
+/* A name given by the caller: pointer + length, need not be NUL-terminated. */
+typedef struct sched_name {
+    const char *s;
+    size_t len;
+} sched_name;
+
+/* Per-reason counts: "3000 Insufficient cpu". Buckets are keyed by
+ * (code, arg), where for PRED_TAINT arg is a hash of the taint's key and
+ * value (taint indexes differ between nodes); text is rendered once per
+ * bucket, from the first node that produced it, before the read lock is
+ * released. */
+typedef struct sched_reason_count {
+    pred_result reason;
+    uint32_t count;
+    char text[160];
+} sched_reason_count;
+
+typedef struct sched_request {
+    const model_pod *pod;    /* borrowed */
+    const score_policy *policy; /* borrowed */
+    const sched_name *names; /* NULL: every node in the cache */
+    size_t nnames;
+    uint32_t k;              /* top-K candidates to keep (<= SCHED_MAX_K) */
+    bool score_all;          /* fill per-name scores (prioritize) */
+    bool skip_filter;        /* prioritize: names were already filtered upstream;
+                                still scores only nodes that exist */
+} sched_request;
+
+/*
+ * Result. When names were given, per_name[i] / score[i] correspond to
+ * names[i] (arrays of nnames, owned by the result). reasons holds up to
+ * SCHED_MAX_REASONS distinct reasons with counts (sorted by count desc).
+ */
+#define SCHED_MAX_REASONS 32
+typedef struct sched_result {
+    pred_result *per_name; /* NULL when scanning all nodes */
+    double *score;         /* per name, -1 for infeasible; NULL unless score_all */
+    size_t nnames;
+    size_t evaluated;      /* nodes looked at */
+    size_t feasible;
+    sched_candidate cand[SCHED_MAX_K];
+    uint32_t ncand;        /* sorted by score desc, ties by node name */
+    sched_reason_count reasons[SCHED_MAX_REASONS];
+    uint32_t nreasons;
+    uint64_t shard_revision; /* shard revision the decision was made against */
+} sched_result;
+
+/* sched_result_init zeroes r; sched_result_free releases its arrays. */
+void sched_result_init(sched_result *r);
+void sched_result_free(sched_result *r);
+
+/*
+ * sched_evaluate runs one decision. Takes and releases the cache read lock
+ * itself (candidate names are therefore only hints after return; use
+ * slot/node_id). AS_ENOMEM on allocation failure; an infeasible pod is not
+ * an error (ncand == 0, reasons filled).
+ */
+as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out);
+
+/*
+ * sched_format_unschedulable writes kube-scheduler's message, e.g.
+ * "0/5000 nodes are available: 3000 Insufficient cpu, 2000 node(s) had
+ * untolerated taint {a: b}." into out.
+ */
+const char *sched_format_unschedulable(const sched_result *r, size_t total_nodes, char *out,
+                                       size_t len);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * score.h - node scoring strategies and the policy that selects them.
+ *
+ * A score_policy is immutable once built, except for its learned task-shape
+ * statistics (updated with atomics), so any number of threads may score
+ * with it at once. Reload = build a new policy and swap the pointer
+ * (score_policy_ref / score_policy_unref keep in-flight decisions safe).
+ *
+ * score_node returns a value in [0, 100], higher is better; the extender
+ * integer score (0..10) and the standalone ranking derive from it as the
+ * policy says.
+ */
+#ifndef AGENTSCHED_SCORE_H
+#define AGENTSCHED_SCORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "agentsched/cache.h"
+#include "agentsched/error.h"
+#include "agentsched/model.h"
+
+typedef enum score_strategy {
+    SCORE_LEAST_ALLOCATED = 0,
+    SCORE_MOST_ALLOCATED,
+    SCORE_BALANCED_ALLOCATION,
+    SCORE_BEST_FIT,
+    SCORE_FGD,
+    SCORE_FRAGMENT,
+    SCORE__COUNT
+} score_strategy;
+
+/* score_strategy_parse maps "least-allocated", "most-allocated",
+ * "balanced-allocation", "best-fit", "fgd", "fragment". */
+as_err score_strategy_parse(const char *name, score_strategy *out);
+const char *score_strategy_name(score_strategy s);
+
+typedef struct score_policy score_policy;
+
+/* score_policy_new_default builds the built-in default policy (strategy
+ * `fragment` once implemented; most-allocated over cpu+memory until then). */
+as_err score_policy_new_default(model_registry *reg, score_policy **out);
+
+/* score_policy_new_strategy builds a default policy with another strategy. */
+as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_policy **out);
+
+/*
+ * score_policy_load reads a policy YAML file. Every field is validated;
+ * unknown keys are errors. diag names the file and the field.
+ */
+as_err score_policy_load(model_registry *reg, const char *path, score_policy **out,
+                         as_diag *diag);
+
+/* Reference counting: _new/_load return one reference. */
+score_policy *score_policy_ref(score_policy *p);
+void score_policy_unref(score_policy *p);
+
+score_strategy score_policy_strategy(const score_policy *p);
+
+/* score_policy_is_agent_pod: does the policy count this pod as an agent pod
+ * (scheduler name / labels)? */
+bool score_policy_is_agent_pod(const score_policy *p, const model_pod *pod);
+
+/* score_policy_soft_shard_bonus: points (0..100 scale) added to in-shard
+ * nodes in soft shard mode. */
+double score_policy_soft_shard_bonus(const score_policy *p);
+
+/*
+ * score_node scores placing pod on node (which must fit: pred_check OK) in
+ * its current state. Reads usage with cache accessors; never allocates.
+ * Returns [0, 100].
+ */
+double score_node(const score_policy *p, const model_pod *pod, const cache_node *node);
+
+/* score_observe_pod feeds the learned task-shape popularity (fgd,
+ * fragment). Thread-safe. */
+void score_observe_pod(score_policy *p, const model_pod *pod);
+
+/* score_to_extender maps a [0,100] score to the extender's 0..10 integer. */
+int score_to_extender(const score_policy *p, double score);
+
+#endif

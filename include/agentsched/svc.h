@@ -1,0 +1,101 @@
+/*
+ * svc.h - the service context: the one place that holds agentsched's
+ * mutable state (no globals elsewhere), and its configuration.
+ *
+ * Configuration is parsed into svc_config first (flags, files), validated,
+ * and only then turned into a running svc (h2o style: parsing separate from
+ * runtime). Entry points (extender, placement, volcano, fast path) receive
+ * the svc as their handler context and reach the core through it.
+ */
+#ifndef AGENTSCHED_SVC_H
+#define AGENTSCHED_SVC_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/binder.h"
+#include "agentsched/cache.h"
+#include "agentsched/error.h"
+#include "agentsched/http.h"
+#include "agentsched/metrics.h"
+#include "agentsched/model.h"
+#include "agentsched/score.h"
+
+typedef struct svc_config {
+    const char *listen;          /* default "127.0.0.1:8888" */
+    const char *cluster_path;    /* embedded mode: Kubernetes List file */
+    const char *kubeconfig;      /* live mode */
+    bool in_cluster;             /* live mode from the service account */
+    const char *policy_path;     /* NULL = built-in default */
+    const char *scheduler_name;  /* default "agent-scheduler" */
+    const char *shard_name;      /* default = scheduler_name */
+    cache_shard_mode shard_mode; /* default none */
+    unsigned http_threads;       /* 0 = cores */
+    size_t max_body;             /* default 16 MiB */
+    unsigned workers;            /* fast path workers, default 2 */
+    unsigned candidates;         /* K, default 3 */
+    double kube_api_qps;         /* default 1000 */
+    unsigned kube_api_burst;     /* default 2000 */
+    int64_t watch_down_ms;       /* readyz fails after watches down this long */
+    int log_level;               /* 0 error .. 3 debug; default 2 */
+} svc_config;
+
+/* svc_config_defaults fills every field with its default. */
+void svc_config_defaults(svc_config *cfg);
+
+/* Metric handles the entry points update (declared by svc_new). */
+typedef struct svc_metrics {
+    metrics_counter *requests_total;
+    metrics_counter *request_errors_total;
+    metrics_histogram *filter_seconds;
+    metrics_histogram *prioritize_seconds;
+    metrics_histogram *bind_seconds;
+    metrics_histogram *preempt_seconds;
+    metrics_histogram *placement_seconds;
+    metrics_counter *binds_fast;
+    metrics_counter *binds_rechecked;
+    metrics_counter *binds_idempotent;
+    metrics_counter *bind_conflicts;
+} svc_metrics;
+
+typedef struct svc {
+    svc_config cfg;
+    model_registry reg;
+    cache *cache;
+    binder *binder;
+    score_policy *policy; /* guarded by policy_mu; use svc_policy_get/set */
+    pthread_mutex_t policy_mu;
+    metrics *metrics;
+    svc_metrics m;
+    http_server *http;
+    int64_t started_ms;
+    int ready;            /* (atomic) 1 once the cache is synced */
+    volatile sig_atomic_t stop;
+    void *k8s;            /* live-mode API client (k8s module), NULL embedded */
+} svc;
+
+/* svc_new builds the runtime from a validated config: registry, cache,
+ * binder, policy, metrics. Does not load clusters or start servers. */
+as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag);
+void svc_free(svc *s);
+
+/* svc_load_cluster loads an embedded cluster file into the cache and marks
+ * the service ready. */
+as_err svc_load_cluster(svc *s, const char *path, as_diag *diag);
+
+/* svc_policy_get returns a reference to the current policy (caller unrefs);
+ * svc_policy_set swaps in a new one (takes the reference). */
+score_policy *svc_policy_get(svc *s);
+void svc_policy_set(svc *s, score_policy *p);
+
+/* svc_routes returns the static route table of every HTTP endpoint. */
+const http_route *svc_routes(size_t *n);
+
+/* svc_now_ms: wall clock in ms (CLOCK_REALTIME); svc_mono_ns: monotonic. */
+int64_t svc_now_ms(void);
+uint64_t svc_mono_ns(void);
+
+#endif

@@ -1,0 +1,100 @@
+/* pool.c - chunked bump allocator with a byte cap. */
+#include "agentsched/pool.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POOL_CHUNK 4096
+#define POOL_DEFAULT_CAP ((size_t)64 << 20)
+
+typedef struct pool_chunk {
+    struct pool_chunk *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+} pool_chunk;
+
+struct pool {
+    pool_chunk *head;
+    size_t cap, used;
+};
+
+/* See pool.h. */
+pool *pool_new(size_t cap)
+{
+    pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->cap = cap ? cap : POOL_DEFAULT_CAP;
+    return p;
+}
+
+/* See pool.h. */
+void pool_free(pool *p)
+{
+    if (!p)
+        return;
+    pool_chunk *c = p->head;
+    while (c) {
+        pool_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(p);
+}
+
+/* See pool.h. */
+void *pool_alloc(pool *p, size_t n)
+{
+    size_t need = (n + 15) & ~(size_t)15;
+    if (need < n || need > p->cap - p->used)
+        return NULL;
+    pool_chunk *c = p->head;
+    if (!c || c->size - c->used < need) {
+        /* Large requests get a chunk of their own so small ones keep
+         * filling the current chunk. */
+        size_t size = need > POOL_CHUNK / 2 ? need : POOL_CHUNK;
+        pool_chunk *nc = malloc(sizeof *nc + size);
+        if (!nc)
+            return NULL;
+        nc->size = size;
+        nc->used = 0;
+        if (c && size == need && c->size - c->used >= 64) {
+            /* keep the partially used chunk at the head */
+            nc->next = c->next;
+            c->next = nc;
+        } else {
+            nc->next = c;
+            p->head = nc;
+        }
+        c = nc;
+    }
+    void *out = c->data + c->used;
+    c->used += need;
+    p->used += need;
+    memset(out, 0, n);
+    return out;
+}
+
+/* See pool.h. */
+char *pool_strndup(pool *p, const char *s, size_t n)
+{
+    char *d = pool_alloc(p, n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* See pool.h. */
+char *pool_strdup(pool *p, const char *s)
+{
+    return s ? pool_strndup(p, s, strlen(s)) : NULL;
+}
+
+/* See pool.h. */
+size_t pool_used(const pool *p)
+{
+    return p->used;
+}
