@@ -48,6 +48,13 @@ typedef struct http_server_config {
     const http_route *routes;/* borrowed, must outlive the server */
     size_t nroutes;
     void *ctx;               /* passed to every handler */
+    /* Added by the service helper (zero = default keeps older callers valid). */
+    unsigned conn_limit;     /* max concurrent connections; 0 = 1024 */
+    unsigned timeout_s;      /* idle connection timeout; 0 = 30 s */
+    /* observe, when set, is called once per answered request (any status,
+     * including 404/405/413) with the elapsed time, from a pool thread. */
+    void (*observe)(void *ctx, const char *method, const char *path, int status,
+                    uint64_t elapsed_ns);
 } http_server_config;
 
 typedef struct http_server http_server;

@@ -1,0 +1,485 @@
+/* http.c - libmicrohttpd server with a static route table (see http.h). */
+#include "agentsched/http.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/log.h"
+
+#define HTTP_DEFAULT_MAX_BODY   ((size_t)16 << 20)
+#define HTTP_DEFAULT_CONN_LIMIT 1024
+#define HTTP_DEFAULT_TIMEOUT_S  30
+/* Scratch memory per request: decoded pods and responses are a small
+ * multiple of the body, so cap the pool relative to it. */
+#define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
+#define HTTP_RESPONSE_CAP ((size_t)64 << 20)
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    http_server_config cfg; /* copy; routes/ctx borrowed */
+    size_t max_body;
+    uint16_t port;
+};
+
+/* Per-request state, created on the first access-handler call and freed by
+ * the completion notifier whatever happened (client gone, timeout, ...). */
+typedef struct http_req_state {
+    pool *pool;
+    buf body;
+    const http_route *route;
+    int early_status; /* 404/405/413 decided from the headers alone */
+    bool too_big;     /* body exceeded the cap while streaming */
+    bool answered;
+    uint64_t start_ns;
+} http_req_state;
+
+static uint64_t http_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors and status codes                                            */
+/* ------------------------------------------------------------------ */
+
+/* See http.h. */
+void http_error(http_response *resp, int status, const char *field, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    resp->status = status;
+    resp->content_type = "application/json";
+    buf_reset(&resp->body);
+    buf_puts(&resp->body, "{\"error\": ");
+    buf_json_cstr(&resp->body, msg);
+    if (field) {
+        buf_puts(&resp->body, ", \"field\": ");
+        buf_json_cstr(&resp->body, field);
+    }
+    buf_puts(&resp->body, "}\n");
+}
+
+/* See http.h. */
+int http_status_for_err(as_err err)
+{
+    switch (err) {
+    case AS_OK:
+        return 200;
+    case AS_EINVAL:
+    case AS_EPARSE:
+    case AS_ERANGE:
+        return 400;
+    case AS_EAUTH:
+        return 401;
+    case AS_ENOTFOUND:
+        return 404;
+    case AS_EEXIST:
+    case AS_ECONFLICT:
+        return 409;
+    case AS_EGONE:
+        return 410;
+    case AS_ETOOBIG:
+        return 413;
+    case AS_EUNSCHED:
+        return 422;
+    case AS_ELIMIT:
+        return 429;
+    case AS_EUNSUPPORTED:
+        return 501;
+    case AS_EHTTP:
+    case AS_EIO:
+        return 502;
+    case AS_ETIMEOUT:
+        return 504;
+    case AS_ENOMEM:
+        return 503;
+    case AS_EINTERNAL:
+    default:
+        return 500;
+    }
+}
+
+/* See http.h. */
+const char *http_request_query(const http_request *req, const char *key)
+{
+    if (!req || !req->conn || !key)
+        return NULL;
+    return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_GET_ARGUMENT_KIND,
+                                       key);
+}
+
+/* ------------------------------------------------------------------ */
+/* Routing                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Finds the route for (method, path). HEAD uses the GET route (MHD drops
+ * the body). When the path exists with other methods, *path_known is set
+ * so the caller answers 405 rather than 404. */
+static const http_route *http_route_find(const http_server *s, const char *method, const char *path,
+                                         bool *path_known)
+{
+    *path_known = false;
+    bool head = strcmp(method, "HEAD") == 0;
+    for (size_t i = 0; i < s->cfg.nroutes; i++) {
+        const http_route *r = &s->cfg.routes[i];
+        if (strcmp(r->path, path) != 0)
+            continue;
+        *path_known = true;
+        if (strcmp(r->method, method) == 0 || (head && strcmp(r->method, "GET") == 0))
+            return r;
+    }
+    return NULL;
+}
+
+/* Allow header value: every method registered for path. */
+static void http_allow_header(const http_server *s, const char *path, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < s->cfg.nroutes; i++) {
+        const http_route *r = &s->cfg.routes[i];
+        if (strcmp(r->path, path) != 0)
+            continue;
+        int n = snprintf(out + used, len - used, "%s%s", used ? ", " : "", r->method);
+        if (n < 0 || (size_t)n >= len - used)
+            break;
+        used += (size_t)n;
+        if (strcmp(r->method, "GET") == 0) {
+            n = snprintf(out + used, len - used, ", HEAD");
+            if (n > 0 && (size_t)n < len - used)
+                used += (size_t)n;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* MHD callbacks                                                      */
+/* ------------------------------------------------------------------ */
+
+static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, http_req_state *st,
+                                 const char *method, const char *path, http_response *resp)
+{
+    char *data = NULL;
+    size_t len = 0;
+    if (resp->body.err) {
+        /* The handler overflowed its response cap or ran out of memory:
+         * the partial body is useless, say so instead. */
+        as_err e = resp->body.err;
+        buf_free(&resp->body);
+        buf_init(&resp->body, 0);
+        http_error(resp, 500, NULL, "response could not be built: %s", as_strerror(e));
+    }
+    if (resp->body.len > 0 && buf_take(&resp->body, &data, &len) != AS_OK) {
+        data = NULL;
+        len = 0;
+    }
+    struct MHD_Response *r;
+    if (data)
+        r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    else
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(data);
+        buf_free(&resp->body);
+        return MHD_NO;
+    }
+    buf_free(&resp->body);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            resp->content_type ? resp->content_type : "application/json");
+    if (resp->status == 405) {
+        char allow[128];
+        http_allow_header(s, path, allow, sizeof allow);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    }
+    int status = resp->status ? resp->status : 200;
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (ret == MHD_YES) {
+        st->answered = true;
+        if (s->cfg.observe)
+            s->cfg.observe(s->cfg.ctx, method, path, status, http_mono_ns() - st->start_ns);
+    }
+    return ret;
+}
+
+static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *conn,
+                                       http_req_state *st, const char *method, const char *path,
+                                       int status)
+{
+    http_response resp = {.status = status};
+    buf_init(&resp.body, 4096);
+    switch (status) {
+    case 404:
+        http_error(&resp, 404, NULL, "no such endpoint: %s", path);
+        break;
+    case 405:
+        http_error(&resp, 405, NULL, "method %s not allowed on %s", method, path);
+        break;
+    case 413:
+        http_error(&resp, 413, NULL,
+                   "request body larger than %zu bytes; raise --max-body if this is intended",
+                   s->max_body);
+        break;
+    default:
+        http_error(&resp, status, NULL, "request rejected");
+        break;
+    }
+    return http_send(s, conn, st, method, path, &resp);
+}
+
+/* Parses a Content-Length header value; false when absent or malformed
+ * (MHD itself rejects malformed values before we are called). */
+static bool http_content_length(struct MHD_Connection *conn, uint64_t *out)
+{
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!v || !*v)
+        return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || !end || *end)
+        return false;
+    *out = n;
+    return true;
+}
+
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                   const char *method, const char *version, const char *upload_data,
+                                   size_t *upload_data_size, void **con_cls)
+{
+    http_server *s = cls;
+    http_req_state *st = *con_cls;
+
+    if (!st) {
+        st = calloc(1, sizeof *st);
+        if (!st)
+            return MHD_NO;
+        *con_cls = st;
+        st->start_ns = http_mono_ns();
+        bool path_known = false;
+        st->route = http_route_find(s, method, url, &path_known);
+        if (!st->route)
+            st->early_status = path_known ? 405 : 404;
+        uint64_t clen = 0;
+        if (!st->early_status && http_content_length(conn, &clen) && clen > s->max_body)
+            st->early_status = 413;
+        if (st->early_status)
+            /* Answer before reading the body: MHD then refuses the rest of
+             * the upload and closes the connection after the response. */
+            return http_send_error(s, conn, st, method, url, st->early_status);
+        buf_init(&st->body, s->max_body);
+        return MHD_YES;
+    }
+
+    if (st->answered) {
+        /* Already answered (early error); drop whatever MHD still hands us. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    if (*upload_data_size > 0) {
+        if (!st->too_big) {
+            if (buf_append(&st->body, upload_data, *upload_data_size) != AS_OK) {
+                st->too_big = st->body.err == AS_ETOOBIG;
+                buf_free(&st->body);
+                if (!st->too_big) {
+                    *upload_data_size = 0;
+                    return MHD_NO;
+                }
+            }
+        }
+        *upload_data_size = 0;
+        if (st->too_big) {
+            /* Chunked body past the cap: MHD cannot answer mid-upload, and
+             * reading on would let a client stream forever. Close. */
+            log_debug("msg=\"request body over cap, closing\" path=%s", url);
+            return MHD_NO;
+        }
+        return MHD_YES;
+    }
+
+    /* Whole request received: run the handler. */
+    st->pool = pool_new(s->max_body * 8 > HTTP_POOL_MIN_CAP ? s->max_body * 8 : HTTP_POOL_MIN_CAP);
+    if (!st->pool)
+        return MHD_NO;
+    http_request req = {
+        .method = method,
+        .path = url,
+        .body = st->body.data ? st->body.data : "",
+        .body_len = st->body.len,
+        .pool = st->pool,
+        .conn = conn,
+    };
+    http_response resp = {.status = 200, .content_type = "application/json"};
+    buf_init(&resp.body, HTTP_RESPONSE_CAP);
+    st->route->fn(s->cfg.ctx, &req, &resp);
+    return http_send(s, conn, st, method, url, &resp);
+}
+
+static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    http_req_state *st = *con_cls;
+    if (!st)
+        return;
+    buf_free(&st->body);
+    pool_free(st->pool);
+    free(st);
+    *con_cls = NULL;
+}
+
+static void http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    log_debug("msg=\"libmicrohttpd: %s\"", line);
+}
+
+/* ------------------------------------------------------------------ */
+/* Start / stop                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT" and resolves it. */
+static as_err http_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen,
+                           bool *v6, as_diag *diag)
+{
+    if (!listen || !*listen)
+        return as_diag_set(diag, AS_EINVAL, "listen", "listen address is empty; use HOST:PORT");
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon)
+        return as_diag_set(diag, AS_EINVAL, "listen",
+                           "listen address '%s' has no port; use HOST:PORT (e.g. 127.0.0.1:8888)",
+                           listen);
+    size_t hlen = (size_t)(colon - listen);
+    const char *h = listen;
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof host)
+        return as_diag_set(diag, AS_EINVAL, "listen", "listen host in '%s' is too long", listen);
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    const char *port = colon + 1;
+    char *end = NULL;
+    errno = 0;
+    long p = strtol(port, &end, 10);
+    if (!*port || errno || *end || p < 0 || p > 65535)
+        return as_diag_set(diag, AS_EINVAL, "listen",
+                           "listen port '%s' in '%s' is not a number in 0..65535", port, listen);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(hlen ? host : NULL, port, &hints, &res);
+    if (rc != 0 || !res)
+        return as_diag_set(diag, AS_EINVAL, "listen", "cannot resolve listen host '%s': %s", host,
+                           gai_strerror(rc));
+    /* Prefer IPv4 when a name resolves to both (localhost). */
+    struct addrinfo *pick = res;
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    *sslen = pick->ai_addrlen;
+    *v6 = pick->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return AS_OK;
+}
+
+/* See http.h. */
+as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag)
+{
+    *out = NULL;
+    if (!cfg || !cfg->routes)
+        return as_diag_set(diag, AS_EINVAL, NULL, "HTTP server needs a route table");
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    bool v6 = false;
+    as_err err = http_resolve(cfg->listen, &ss, &sslen, &v6, diag);
+    if (err)
+        return err;
+
+    http_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return AS_ENOMEM;
+    s->cfg = *cfg;
+    s->max_body = cfg->max_body ? cfg->max_body : HTTP_DEFAULT_MAX_BODY;
+    unsigned threads = cfg->threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    if (threads > 64)
+        threads = 64;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
+        flags |= MHD_USE_EPOLL;
+    else if (MHD_is_feature_supported(MHD_FEATURE_POLL) == MHD_YES)
+        flags |= MHD_USE_POLL;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+
+    unsigned conn_limit = cfg->conn_limit ? cfg->conn_limit : HTTP_DEFAULT_CONN_LIMIT;
+    unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
+    /* The logger goes first so that warnings about later options use it. */
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)http_mhd_log, s},
+        {MHD_OPTION_SOCK_ADDR, 0, &ss},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_limit, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_completed, s},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL},
+        /* a pool of one thread is the internal polling thread itself */
+        {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_access, s, MHD_OPTION_ARRAY, opts,
+                                 MHD_OPTION_END);
+    if (!s->daemon) {
+        free(s);
+        return as_diag_set(diag, AS_EIO, "listen",
+                           "cannot listen on %s (address in use or not available)", cfg->listen);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : 0;
+    *out = s;
+    return AS_OK;
+}
+
+/* See http.h. */
+void http_server_stop(http_server *s)
+{
+    if (!s)
+        return;
+    if (s->daemon)
+        MHD_stop_daemon(s->daemon);
+    free(s);
+}
+
+/* See http.h. */
+uint16_t http_server_port(const http_server *s)
+{
+    return s ? s->port : 0;
+}
