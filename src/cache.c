@@ -1,0 +1,1294 @@
+/*
+ * cache.c - the shard-aware node cache (see cache.h for the concurrency
+ * model).
+ *
+ * Layout:
+ *   - nodes: a dense array of cnode pointers (slot = index; the last node
+ *     moves into a removed slot), plus an open-addressing hash name -> cnode
+ *     that readers probe under the read lock. Both change only under the
+ *     write lock.
+ *   - recs: one record per node *name* that has a node or pods (writer
+ *     mutex only). A record lists the pods occupying that name, so a node
+ *     that goes away leaves its pods detached on the record and a node that
+ *     comes back with the same name re-attaches them in O(its pods).
+ *   - pods: hash uid -> pentry. A pentry exists only while the pod occupies
+ *     capacity (ASSUMED or BOUND); its request vector is stored compactly
+ *     (only the resources it requests), so 100k pods stay small.
+ *   - assumed pods are also on a list so expiry costs O(assumed).
+ */
+#include "agentsched/cache.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentsched/pred.h"
+
+/* ------------------------------------------------------------------ */
+/* Open-addressing string hash (linear probing, backward-shift delete) */
+/* ------------------------------------------------------------------ */
+
+typedef struct hent {
+    uint64_t h;
+    const char *k; /* NULL = empty; points into the value (owned there) */
+    size_t klen;
+    void *v;
+} hent;
+
+typedef struct hmap {
+    hent *t;
+    size_t cap; /* power of two, or 0 */
+    size_t n;
+} hmap;
+
+static uint64_t hash_str(const char *s, size_t len)
+{
+    /* FNV-1a with a final avalanche so linear probing sees spread bits. */
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static void *hmap_get(const hmap *m, const char *k, size_t len)
+{
+    if (!m->cap)
+        return NULL;
+    uint64_t h = hash_str(k, len);
+    size_t mask = m->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const hent *e = &m->t[i];
+        if (!e->k)
+            return NULL;
+        if (e->h == h && e->klen == len && memcmp(e->k, k, len) == 0)
+            return e->v;
+    }
+}
+
+static void hmap_insert_raw(hent *t, size_t cap, const hent *src)
+{
+    size_t mask = cap - 1;
+    size_t i = src->h & mask;
+    while (t[i].k)
+        i = (i + 1) & mask;
+    t[i] = *src;
+}
+
+/* hmap_put inserts k (which must be absent). k must stay valid while
+ * stored. */
+static as_err hmap_put(hmap *m, const char *k, size_t len, void *v)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 16;
+        hent *nt = calloc(ncap, sizeof *nt);
+        if (!nt)
+            return AS_ENOMEM;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->t[i].k)
+                hmap_insert_raw(nt, ncap, &m->t[i]);
+        free(m->t);
+        m->t = nt;
+        m->cap = ncap;
+    }
+    hent e = {hash_str(k, len), k, len, v};
+    hmap_insert_raw(m->t, m->cap, &e);
+    m->n++;
+    return AS_OK;
+}
+
+/* hmap_del removes k and returns its value (NULL when absent). */
+static void *hmap_del(hmap *m, const char *k, size_t len)
+{
+    if (!m->cap)
+        return NULL;
+    uint64_t h = hash_str(k, len);
+    size_t mask = m->cap - 1;
+    size_t i = h & mask;
+    for (;; i = (i + 1) & mask) {
+        hent *e = &m->t[i];
+        if (!e->k)
+            return NULL;
+        if (e->h == h && e->klen == len && memcmp(e->k, k, len) == 0)
+            break;
+    }
+    void *v = m->t[i].v;
+    /* Backward shift: pull later entries of the probe run into the hole
+     * when their home slot allows it, so lookups never need tombstones. */
+    size_t hole = i;
+    for (size_t j = (i + 1) & mask; m->t[j].k; j = (j + 1) & mask) {
+        size_t home = m->t[j].h & mask;
+        bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+        if (movable) {
+            m->t[hole] = m->t[j];
+            hole = j;
+        }
+    }
+    m->t[hole].k = NULL;
+    m->n--;
+    return v;
+}
+
+static void hmap_free(hmap *m)
+{
+    free(m->t);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------------ */
+/* Types                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct prec prec;
+typedef struct pentry pentry;
+
+typedef struct cnode {
+    cache_node pub; /* first: cache_node * and cnode * convert */
+    prec *rec;
+    uint64_t epoch;
+} cnode;
+
+/* One per node name that has a node or pods. */
+struct prec {
+    char *name;
+    size_t len;
+    cnode *node; /* NULL while detached */
+    pentry *pods;
+    size_t npods;
+};
+
+/* A pod occupying capacity. Allocated with its request values and strings
+ * in one block. */
+struct pentry {
+    prec *rec;
+    pentry *next, *prev;   /* on rec->pods */
+    pentry *anext, *aprev; /* on the assumed list (state ASSUMED only) */
+    int64_t assumed_at_ms;
+    uint64_t epoch;
+    uint32_t req_mask;
+    uint32_t gpu_devices;
+    int32_t gpu_milli;
+    uint16_t gpu_count;
+    uint8_t state; /* cache_pod_state */
+    uint8_t nreq;
+    char *uid;
+    char *key;
+    int64_t req[]; /* popcount(req_mask) values, then the strings */
+};
+
+struct cache {
+    model_registry *reg;
+    pthread_mutex_t wmu;
+    pthread_rwlock_t rw;
+
+    cnode **nodes;
+    size_t nnodes, nodes_cap;
+    hmap by_name; /* name -> cnode (key owned by the rec) */
+    hmap recs;    /* name -> prec */
+    hmap pods;    /* uid -> pentry */
+    pentry *assumed;
+
+    hmap shard; /* names (owned char *) in the shard */
+    bool shard_applied;
+    int mode;           /* (atomic) cache_shard_mode */
+    uint64_t shard_rev; /* (atomic) */
+
+    uint64_t next_id;
+    uint64_t epoch;
+    size_t pods_bound, pods_assumed, pods_detached;
+    uint64_t node_events, pod_events;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shard mode                                                          */
+/* ------------------------------------------------------------------ */
+
+/* See cache.h. */
+as_err cache_shard_mode_parse(const char *s, cache_shard_mode *out)
+{
+    if (!s)
+        return AS_EINVAL;
+    if (strcmp(s, "none") == 0)
+        *out = CACHE_SHARD_NONE;
+    else if (strcmp(s, "soft") == 0)
+        *out = CACHE_SHARD_SOFT;
+    else if (strcmp(s, "hard") == 0)
+        *out = CACHE_SHARD_HARD;
+    else
+        return AS_EINVAL;
+    return AS_OK;
+}
+
+/* See cache.h. */
+const char *cache_shard_mode_name(cache_shard_mode m)
+{
+    switch (m) {
+    case CACHE_SHARD_NONE:
+        return "none";
+    case CACHE_SHARD_SOFT:
+        return "soft";
+    case CACHE_SHARD_HARD:
+        return "hard";
+    }
+    return "unknown";
+}
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle                                                           */
+/* ------------------------------------------------------------------ */
+
+/* See cache.h. */
+as_err cache_new(model_registry *reg, cache **out)
+{
+    *out = NULL;
+    cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return AS_ENOMEM;
+    c->reg = reg;
+    pthread_mutex_init(&c->wmu, NULL);
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    /* Writer preference so a node update is not starved by a stream of
+     * decisions; the write lock is held only for pointer swaps. */
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&c->rw, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    c->next_id = 1;
+    c->epoch = 1;
+    *out = c;
+    return AS_OK;
+}
+
+/* See cache.h. */
+void cache_free(cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->pods.cap; i++)
+        if (c->pods.t[i].k)
+            free(c->pods.t[i].v);
+    for (size_t i = 0; i < c->recs.cap; i++)
+        if (c->recs.t[i].k) {
+            prec *r = c->recs.t[i].v;
+            free(r->name);
+            free(r);
+        }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        model_node_free((model_node *)c->nodes[i]->pub.spec);
+        free(c->nodes[i]);
+    }
+    for (size_t i = 0; i < c->shard.cap; i++)
+        if (c->shard.t[i].k)
+            free(c->shard.t[i].v);
+    free(c->nodes);
+    hmap_free(&c->by_name);
+    hmap_free(&c->recs);
+    hmap_free(&c->pods);
+    hmap_free(&c->shard);
+    pthread_rwlock_destroy(&c->rw);
+    pthread_mutex_destroy(&c->wmu);
+    free(c);
+}
+
+/* See cache.h. */
+model_registry *cache_registry(cache *c)
+{
+    return c->reg;
+}
+
+/* ------------------------------------------------------------------ */
+/* Readers                                                             */
+/* ------------------------------------------------------------------ */
+
+/* See cache.h. */
+void cache_read_lock(cache *c)
+{
+    int rc = pthread_rwlock_rdlock(&c->rw);
+    assert(rc == 0);
+    (void)rc;
+}
+
+/* See cache.h. */
+void cache_read_unlock(cache *c)
+{
+    pthread_rwlock_unlock(&c->rw);
+}
+
+/* See cache.h. */
+size_t cache_node_count(const cache *c)
+{
+    return c->nnodes;
+}
+
+/* See cache.h. */
+cache_node *cache_node_at(const cache *c, size_t i)
+{
+    return i < c->nnodes ? &c->nodes[i]->pub : NULL;
+}
+
+/* See cache.h. */
+cache_node *cache_node_find(const cache *c, const char *name, size_t len)
+{
+    cnode *n = hmap_get(&c->by_name, name, len);
+    return n ? &n->pub : NULL;
+}
+
+/* See cache.h. */
+cache_node *cache_node_get(const cache *c, uint32_t slot, uint64_t id)
+{
+    if (slot < c->nnodes && c->nodes[slot]->pub.id == id)
+        return &c->nodes[slot]->pub;
+    /* Slots move only when a node is removed; find the incarnation if it
+     * moved (rare, so a scan is fine). */
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i]->pub.id == id)
+            return &c->nodes[i]->pub;
+    return NULL;
+}
+
+/* See cache.h. */
+cache_shard_mode cache_get_shard_mode(const cache *c)
+{
+    return (cache_shard_mode)__atomic_load_n(&c->mode, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------ */
+/* Usage accounting (writer mutex held)                                */
+/* ------------------------------------------------------------------ */
+
+static void bump_generation(cnode *n)
+{
+    __atomic_add_fetch(&n->pub.generation, 1, __ATOMIC_RELEASE);
+}
+
+/* Must be the last write of a mutation that can make a fitting pod stop
+ * fitting (see the seqlock argument in cache.h). */
+static void bump_bind_version(cnode *n)
+{
+    __atomic_add_fetch(&n->pub.bind_version, 1, __ATOMIC_RELEASE);
+}
+
+/* usage_apply adds (sign > 0) or removes the pod's usage on n. An increase
+ * bumps bind_version last; a decrease only generation (it can only make
+ * more pods fit, so earlier fit decisions stay valid). */
+static void usage_apply(cnode *n, const pentry *e, int sign)
+{
+    int k = 0;
+    for (uint32_t m = e->req_mask; m; m &= m - 1) {
+        int r = __builtin_ctz(m);
+        __atomic_add_fetch(&n->pub.requested[r], sign * e->req[k++], __ATOMIC_RELAXED);
+    }
+    for (uint32_t m = e->gpu_devices; m; m &= m - 1) {
+        int d = __builtin_ctz(m);
+        __atomic_add_fetch(&n->pub.gpu_used[d], sign * e->gpu_milli, __ATOMIC_RELAXED);
+    }
+    bump_generation(n);
+    if (sign > 0)
+        bump_bind_version(n);
+}
+
+/* pick_devices chooses GPU devices for an entry on n: best fit first; a pod
+ * the API server says is bound there must be counted even when no device
+ * set fits (someone else overcommitted), so fall back to the least used. */
+static uint32_t pick_devices(const cnode *n, const pentry *e)
+{
+    uint32_t ngpus = n->pub.spec->ngpus;
+    if (!e->gpu_count || !ngpus)
+        return 0;
+    if (ngpus > MODEL_MAX_GPUS)
+        ngpus = MODEL_MAX_GPUS;
+    model_pod tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.gpu_count = e->gpu_count;
+    tmp.gpu_milli = (uint32_t)e->gpu_milli;
+    uint32_t dev = 0;
+    if (pred_gpu_choose(&tmp, &n->pub, &dev))
+        return dev;
+    dev = 0;
+    for (uint32_t k = 0; k < e->gpu_count && k < ngpus; k++) {
+        int best = -1;
+        for (uint32_t d = 0; d < ngpus; d++) {
+            if (dev & (1u << d))
+                continue;
+            if (best < 0 ||
+                cache_node_gpu_used(&n->pub, (int)d) < cache_node_gpu_used(&n->pub, best))
+                best = (int)d;
+        }
+        dev |= 1u << best;
+    }
+    return dev;
+}
+
+static void rec_link(prec *r, pentry *e)
+{
+    e->rec = r;
+    e->prev = NULL;
+    e->next = r->pods;
+    if (r->pods)
+        r->pods->prev = e;
+    r->pods = e;
+    r->npods++;
+}
+
+static void rec_unlink(pentry *e)
+{
+    prec *r = e->rec;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        r->pods = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    r->npods--;
+    e->rec = NULL;
+    e->next = e->prev = NULL;
+}
+
+static void assumed_link(cache *c, pentry *e)
+{
+    e->aprev = NULL;
+    e->anext = c->assumed;
+    if (c->assumed)
+        c->assumed->aprev = e;
+    c->assumed = e;
+}
+
+static void assumed_unlink(cache *c, pentry *e)
+{
+    if (e->aprev)
+        e->aprev->anext = e->anext;
+    else
+        c->assumed = e->anext;
+    if (e->anext)
+        e->anext->aprev = e->aprev;
+    e->anext = e->aprev = NULL;
+}
+
+static prec *rec_get(cache *c, const char *name, size_t len, bool create)
+{
+    prec *r = hmap_get(&c->recs, name, len);
+    if (r || !create)
+        return r;
+    r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->name = strndup(name, len);
+    r->len = len;
+    if (!r->name || hmap_put(&c->recs, r->name, len, r) != AS_OK) {
+        free(r->name);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* rec_maybe_free drops a record that no longer has a node or pods. */
+static void rec_maybe_free(cache *c, prec *r)
+{
+    if (r->node || r->pods)
+        return;
+    hmap_del(&c->recs, r->name, r->len);
+    free(r->name);
+    free(r);
+}
+
+static pentry *pentry_new(const char *uid, size_t uid_len, const model_pod *pod)
+{
+    uint32_t mask = 0;
+    int nreq = 0;
+    for (int r = 0; r < MODEL_MAX_RES; r++)
+        if (r == MODEL_RES_PODS || pod->req.v[r] != 0) {
+            mask |= 1u << r;
+            nreq++;
+        }
+    const char *ns = pod->ns ? pod->ns : "default";
+    const char *name = pod->name ? pod->name : "";
+    size_t key_len = strlen(ns) + 1 + strlen(name);
+    size_t size = sizeof(pentry) + (size_t)nreq * sizeof(int64_t) + uid_len + 1 + key_len + 1;
+    pentry *e = calloc(1, size);
+    if (!e)
+        return NULL;
+    e->req_mask = mask;
+    e->nreq = (uint8_t)nreq;
+    int k = 0;
+    for (int r = 0; r < MODEL_MAX_RES; r++)
+        if (mask & (1u << r))
+            e->req[k++] = r == MODEL_RES_PODS ? 1 : pod->req.v[r];
+    e->uid = (char *)&e->req[nreq];
+    memcpy(e->uid, uid, uid_len);
+    e->uid[uid_len] = '\0';
+    e->key = e->uid + uid_len + 1;
+    snprintf(e->key, key_len + 1, "%s/%s", ns, name);
+    e->gpu_count = (uint16_t)(pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count);
+    e->gpu_milli = (int32_t)(pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli);
+    return e;
+}
+
+/* same_request: does the entry already hold exactly the pod's demand? */
+static bool same_request(const pentry *e, const model_pod *pod)
+{
+    int k = 0;
+    for (int r = 0; r < MODEL_MAX_RES; r++) {
+        bool in = (e->req_mask >> r) & 1;
+        int64_t want = r == MODEL_RES_PODS ? 1 : pod->req.v[r];
+        if (in ? e->req[k++] != want : want != 0)
+            return false;
+    }
+    return e->gpu_count == pod->gpu_count && (uint32_t)e->gpu_milli == pod->gpu_milli;
+}
+
+/* attach_usage places e's usage on its record's node (if any). */
+static void attach_usage(cache *c, pentry *e, bool choose_devices)
+{
+    cnode *n = e->rec->node;
+    if (!n) {
+        c->pods_detached++;
+        return;
+    }
+    if (choose_devices)
+        e->gpu_devices = pick_devices(n, e);
+    usage_apply(n, e, +1);
+}
+
+static void detach_usage(cache *c, pentry *e)
+{
+    cnode *n = e->rec->node;
+    if (!n) {
+        c->pods_detached--;
+        return;
+    }
+    usage_apply(n, e, -1);
+}
+
+/* pod_drop releases e's usage and frees it. */
+static void pod_drop(cache *c, pentry *e)
+{
+    prec *r = e->rec;
+    detach_usage(c, e);
+    rec_unlink(e);
+    if (e->state == CACHE_POD_ASSUMED) {
+        assumed_unlink(c, e);
+        c->pods_assumed--;
+    } else {
+        c->pods_bound--;
+    }
+    hmap_del(&c->pods, e->uid, strlen(e->uid));
+    free(e);
+    rec_maybe_free(c, r);
+}
+
+/* pod_insert indexes a new entry on the named node. */
+static as_err pod_insert(cache *c, pentry *e, const char *node, size_t node_len,
+                         cache_pod_state state, bool choose_devices)
+{
+    prec *r = rec_get(c, node, node_len, true);
+    if (!r)
+        return AS_ENOMEM;
+    if (hmap_put(&c->pods, e->uid, strlen(e->uid), e) != AS_OK) {
+        rec_maybe_free(c, r);
+        return AS_ENOMEM;
+    }
+    e->state = (uint8_t)state;
+    e->epoch = c->epoch;
+    rec_link(r, e);
+    if (state == CACHE_POD_ASSUMED) {
+        assumed_link(c, e);
+        c->pods_assumed++;
+    } else {
+        c->pods_bound++;
+    }
+    attach_usage(c, e, choose_devices);
+    return AS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pod index                                                           */
+/* ------------------------------------------------------------------ */
+
+static void copy_str(char *dst, size_t cap, const char *src, size_t len)
+{
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* See cache.h. */
+void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&c->wmu);
+    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    if (e) {
+        out->state = (cache_pod_state)e->state;
+        copy_str(out->node, sizeof out->node, e->rec->name, e->rec->len);
+        copy_str(out->key, sizeof out->key, e->key, strlen(e->key));
+        out->assumed_at_ms = e->assumed_at_ms;
+        out->gpu_devices = e->gpu_devices;
+    }
+    pthread_mutex_unlock(&c->wmu);
+}
+
+/* pod_uid writes the index key of pod: its uid, or "namespace/name". */
+static const char *pod_uid(const model_pod *pod, char *tmp, size_t cap, size_t *len)
+{
+    if (pod->uid && pod->uid[0]) {
+        *len = strlen(pod->uid);
+        return pod->uid;
+    }
+    int n = snprintf(tmp, cap, "%s/%s", pod->ns ? pod->ns : "default", pod->name ? pod->name : "");
+    *len = n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+    return tmp;
+}
+
+/* See cache.h. */
+as_err cache_pod_upsert(cache *c, const model_pod *pod)
+{
+    char tmp[600];
+    size_t uid_len;
+    const char *uid = pod_uid(pod, tmp, sizeof tmp, &uid_len);
+    as_err err = AS_OK;
+
+    pthread_mutex_lock(&c->wmu);
+    c->pod_events++;
+    pentry *e = hmap_get(&c->pods, uid, uid_len);
+    bool terminal = model_pod_is_terminal(pod);
+    const char *node = pod->node_name && pod->node_name[0] ? pod->node_name : NULL;
+
+    if (terminal || !node) {
+        /* An ASSUMED pod seen unbound is our own bind the watch has not
+         * caught up with; its expiry governs it. */
+        if (e && (terminal || e->state == CACHE_POD_BOUND))
+            pod_drop(c, e);
+        else if (e)
+            e->epoch = c->epoch;
+        goto done;
+    }
+
+    size_t node_len = strlen(node);
+    if (e && e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0 &&
+        same_request(e, pod)) {
+        if (e->state == CACHE_POD_ASSUMED) {
+            assumed_unlink(c, e);
+            c->pods_assumed--;
+            c->pods_bound++;
+            e->state = CACHE_POD_BOUND;
+        }
+        e->epoch = c->epoch;
+        goto done;
+    }
+    /* New, moved, or resized: replace the entry wholesale. */
+    if (e)
+        pod_drop(c, e);
+    pentry *ne = pentry_new(uid, uid_len, pod);
+    if (!ne) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    err = pod_insert(c, ne, node, node_len, CACHE_POD_BOUND, true);
+    if (err != AS_OK)
+        free(ne);
+done:
+    pthread_mutex_unlock(&c->wmu);
+    return err;
+}
+
+/* See cache.h. */
+as_err cache_pod_delete(cache *c, const char *uid)
+{
+    as_err err = AS_OK;
+    pthread_mutex_lock(&c->wmu);
+    c->pod_events++;
+    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    if (e)
+        pod_drop(c, e);
+    else
+        err = AS_ENOTFOUND;
+    pthread_mutex_unlock(&c->wmu);
+    return err;
+}
+
+/* See cache.h. */
+as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t id,
+                       uint64_t seen_bind_version, cache_fit_fn fit, void *arg,
+                       cache_assume_result *result, uint32_t *gpu_devices)
+{
+    char tmp[600];
+    size_t uid_len;
+    const char *uid = pod_uid(pod, tmp, sizeof tmp, &uid_len);
+    as_err err = AS_OK;
+    uint32_t dev = 0;
+
+    if (gpu_devices)
+        *gpu_devices = 0;
+    pthread_mutex_lock(&c->wmu);
+    /* The writer mutex excludes structural changes, so the node array is
+     * stable here without the read lock. */
+    cache_node *node = cache_node_get(c, slot, id);
+    pentry *e = hmap_get(&c->pods, uid, uid_len);
+    if (e) {
+        bool same = node && e->rec->node == (cnode *)node;
+        if (same && gpu_devices)
+            *gpu_devices = e->gpu_devices;
+        *result = same ? CACHE_ASSUME_SAME_NODE : CACHE_ASSUME_OTHER_NODE;
+        goto done;
+    }
+    if (!node) {
+        *result = CACHE_ASSUME_NODE_GONE;
+        goto done;
+    }
+    cnode *n = (cnode *)node;
+    bool fast = __atomic_load_n(&n->pub.bind_version, __ATOMIC_RELAXED) == seen_bind_version;
+    if (fast) {
+        /* Still fits by the seqlock argument; only devices need choosing. */
+        if (pod->gpu_count && n->pub.spec->ngpus) {
+            bool ok = fit ? fit(arg, pod, node, &dev) : pred_gpu_choose(pod, node, &dev);
+            if (!ok) {
+                *result = CACHE_ASSUME_NO_FIT;
+                goto done;
+            }
+        }
+        *result = CACHE_ASSUME_FAST;
+    } else {
+        if (!fit || !fit(arg, pod, node, &dev)) {
+            *result = CACHE_ASSUME_NO_FIT;
+            goto done;
+        }
+        *result = CACHE_ASSUME_RECHECKED;
+    }
+    pentry *ne = pentry_new(uid, uid_len, pod);
+    if (!ne) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    ne->gpu_devices = dev;
+    ne->assumed_at_ms = now_ms();
+    err = pod_insert(c, ne, n->rec->name, n->rec->len, CACHE_POD_ASSUMED, false);
+    if (err != AS_OK) {
+        free(ne);
+        goto done;
+    }
+    if (gpu_devices)
+        *gpu_devices = dev;
+done:
+    pthread_mutex_unlock(&c->wmu);
+    return err;
+}
+
+/* See cache.h. */
+as_err cache_forget(cache *c, const char *uid)
+{
+    as_err err = AS_OK;
+    pthread_mutex_lock(&c->wmu);
+    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    if (!e)
+        err = AS_ENOTFOUND;
+    else if (e->state != CACHE_POD_ASSUMED)
+        err = AS_ECONFLICT;
+    else
+        pod_drop(c, e);
+    pthread_mutex_unlock(&c->wmu);
+    return err;
+}
+
+/* See cache.h. */
+as_err cache_expire_assumed(cache *c, int64_t now, int64_t ttl_ms, size_t *n)
+{
+    size_t count = 0;
+    pthread_mutex_lock(&c->wmu);
+    pentry *e = c->assumed;
+    while (e) {
+        pentry *next = e->anext;
+        if (e->assumed_at_ms < now - ttl_ms) {
+            pod_drop(c, e);
+            count++;
+        }
+        e = next;
+    }
+    pthread_mutex_unlock(&c->wmu);
+    if (n)
+        *n = count;
+    return AS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Nodes                                                               */
+/* ------------------------------------------------------------------ */
+
+static bool shard_has(const cache *c, const char *name, size_t len)
+{
+    return hmap_get(&c->shard, name, len) != NULL;
+}
+
+static int initial_in_shard(const cache *c, const char *name, size_t len)
+{
+    if (c->shard_applied)
+        return shard_has(c, name, len);
+    return cache_get_shard_mode(c) == CACHE_SHARD_NONE;
+}
+
+/* See cache.h. */
+as_err cache_node_upsert(cache *c, model_node *node)
+{
+    if (!node)
+        return AS_EINVAL;
+    if (!node->name || !node->name[0]) {
+        model_node_free(node);
+        return AS_EINVAL;
+    }
+    as_err err = AS_OK;
+    size_t len = strlen(node->name);
+    pthread_mutex_lock(&c->wmu);
+    c->node_events++;
+    cnode *n = hmap_get(&c->by_name, node->name, len);
+    if (n) {
+        const model_node *old = n->pub.spec;
+        pthread_rwlock_wrlock(&c->rw);
+        n->pub.spec = node;
+        pthread_rwlock_unlock(&c->rw);
+        n->epoch = c->epoch;
+        if (old->ngpus != node->ngpus) {
+            /* Device indexes may no longer exist: re-place every pod's
+             * share on the new device set. */
+            for (int d = 0; d < MODEL_MAX_GPUS; d++)
+                __atomic_store_n(&n->pub.gpu_used[d], 0, __ATOMIC_RELAXED);
+            for (pentry *e = n->rec->pods; e; e = e->next) {
+                e->gpu_devices = pick_devices(n, e);
+                for (uint32_t m = e->gpu_devices; m; m &= m - 1)
+                    __atomic_add_fetch(&n->pub.gpu_used[__builtin_ctz(m)], e->gpu_milli,
+                                       __ATOMIC_RELAXED);
+            }
+        }
+        bump_generation(n);
+        bump_bind_version(n);
+        model_node_free((model_node *)old);
+        goto done;
+    }
+
+    prec *r = rec_get(c, node->name, len, true);
+    n = calloc(1, sizeof *n);
+    if (!r || !n) {
+        free(n);
+        if (r)
+            rec_maybe_free(c, r);
+        model_node_free(node);
+        err = AS_ENOMEM;
+        goto done;
+    }
+    n->pub.spec = node;
+    n->pub.id = c->next_id++;
+    n->pub.bind_version = 1; /* 0 never matches: "always recheck" */
+    n->pub.generation = 1;
+    n->pub.in_shard = initial_in_shard(c, r->name, len);
+    n->rec = r;
+    n->epoch = c->epoch;
+
+    pthread_rwlock_wrlock(&c->rw);
+    if (c->nnodes == c->nodes_cap) {
+        size_t ncap = c->nodes_cap ? c->nodes_cap * 2 : 64;
+        cnode **nn = realloc(c->nodes, ncap * sizeof *nn);
+        if (!nn) {
+            err = AS_ENOMEM;
+            goto unlock;
+        }
+        c->nodes = nn;
+        c->nodes_cap = ncap;
+    }
+    err = hmap_put(&c->by_name, r->name, len, n);
+    if (err != AS_OK)
+        goto unlock;
+    n->pub.slot = (uint32_t)c->nnodes;
+    c->nodes[c->nnodes++] = n;
+    r->node = n;
+unlock:
+    pthread_rwlock_unlock(&c->rw);
+    if (err != AS_OK) {
+        free(n);
+        rec_maybe_free(c, r);
+        model_node_free(node);
+        goto done;
+    }
+    /* Re-attach pods recorded against this name (node came back, or pods
+     * arrived before their node). Readers may see usage grow; that is
+     * conservative and bumps bind_version. */
+    for (pentry *e = r->pods; e; e = e->next) {
+        c->pods_detached--;
+        attach_usage(c, e, true);
+    }
+done:
+    pthread_mutex_unlock(&c->wmu);
+    return err;
+}
+
+/* node_remove_locked unlinks n (writer mutex and write lock held) and
+ * returns it for freeing after the write lock is released. */
+static cnode *node_remove_locked(cache *c, cnode *n)
+{
+    hmap_del(&c->by_name, n->rec->name, n->rec->len);
+    uint32_t slot = n->pub.slot;
+    cnode *last = c->nodes[--c->nnodes];
+    c->nodes[slot] = last;
+    last->pub.slot = slot;
+    n->rec->node = NULL;
+    c->pods_detached += n->rec->npods;
+    return n;
+}
+
+static void node_destroy(cache *c, cnode *n)
+{
+    prec *r = n->rec;
+    /* Devices chosen on this incarnation mean nothing on the next one. */
+    for (pentry *e = r->pods; e; e = e->next)
+        e->gpu_devices = 0;
+    model_node_free((model_node *)n->pub.spec);
+    free(n);
+    rec_maybe_free(c, r);
+}
+
+/* See cache.h. */
+as_err cache_node_remove(cache *c, const char *name)
+{
+    if (!name)
+        return AS_EINVAL;
+    as_err err = AS_OK;
+    pthread_mutex_lock(&c->wmu);
+    c->node_events++;
+    cnode *n = hmap_get(&c->by_name, name, strlen(name));
+    if (!n) {
+        err = AS_ENOTFOUND;
+        goto done;
+    }
+    pthread_rwlock_wrlock(&c->rw);
+    node_remove_locked(c, n);
+    pthread_rwlock_unlock(&c->rw);
+    node_destroy(c, n);
+done:
+    pthread_mutex_unlock(&c->wmu);
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Resync                                                              */
+/* ------------------------------------------------------------------ */
+
+/* See cache.h. */
+uint64_t cache_sync_begin(cache *c)
+{
+    pthread_mutex_lock(&c->wmu);
+    uint64_t e = ++c->epoch;
+    pthread_mutex_unlock(&c->wmu);
+    return e;
+}
+
+/* See cache.h. */
+as_err cache_sync_end_nodes(cache *c, uint64_t epoch, size_t *removed)
+{
+    size_t count = 0;
+    as_err err = AS_OK;
+    pthread_mutex_lock(&c->wmu);
+    cnode **gone = NULL;
+    size_t ngone = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i]->epoch < epoch)
+            ngone++;
+    if (ngone) {
+        gone = malloc(ngone * sizeof *gone);
+        if (!gone) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < c->nnodes; i++)
+            if (c->nodes[i]->epoch < epoch)
+                gone[k++] = c->nodes[i];
+        pthread_rwlock_wrlock(&c->rw);
+        for (size_t i = 0; i < ngone; i++)
+            node_remove_locked(c, gone[i]);
+        pthread_rwlock_unlock(&c->rw);
+        for (size_t i = 0; i < ngone; i++)
+            node_destroy(c, gone[i]);
+        c->node_events += ngone;
+        count = ngone;
+    }
+done:
+    pthread_mutex_unlock(&c->wmu);
+    free(gone);
+    if (removed)
+        *removed = count;
+    return err;
+}
+
+/* See cache.h. */
+as_err cache_sync_end_pods(cache *c, uint64_t epoch, size_t *removed)
+{
+    size_t count = 0;
+    as_err err = AS_OK;
+    pthread_mutex_lock(&c->wmu);
+    pentry **gone = NULL;
+    size_t ngone = 0;
+    for (size_t i = 0; i < c->pods.cap; i++) {
+        pentry *e = c->pods.t[i].k ? c->pods.t[i].v : NULL;
+        if (e && e->state == CACHE_POD_BOUND && e->epoch < epoch)
+            ngone++;
+    }
+    if (ngone) {
+        gone = malloc(ngone * sizeof *gone);
+        if (!gone) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < c->pods.cap; i++) {
+            pentry *e = c->pods.t[i].k ? c->pods.t[i].v : NULL;
+            if (e && e->state == CACHE_POD_BOUND && e->epoch < epoch)
+                gone[k++] = e;
+        }
+        for (size_t i = 0; i < ngone; i++)
+            pod_drop(c, gone[i]);
+        c->pod_events += ngone;
+        count = ngone;
+    }
+done:
+    pthread_mutex_unlock(&c->wmu);
+    free(gone);
+    if (removed)
+        *removed = count;
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shards                                                              */
+/* ------------------------------------------------------------------ */
+
+/* See cache.h. */
+void cache_set_shard_mode(cache *c, cache_shard_mode mode)
+{
+    pthread_mutex_lock(&c->wmu);
+    cache_shard_mode old = cache_get_shard_mode(c);
+    __atomic_store_n(&c->mode, (int)mode, __ATOMIC_RELAXED);
+    if (old != mode) {
+        /* A stricter mode can make a fitting pod stop fitting. */
+        for (size_t i = 0; i < c->nnodes; i++) {
+            bump_generation(c->nodes[i]);
+            bump_bind_version(c->nodes[i]);
+        }
+        __atomic_add_fetch(&c->shard_rev, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&c->wmu);
+}
+
+static void set_in_shard(cnode *n, int v)
+{
+    if (__atomic_load_n(&n->pub.in_shard, __ATOMIC_RELAXED) == v)
+        return;
+    __atomic_store_n(&n->pub.in_shard, v, __ATOMIC_RELAXED);
+    bump_generation(n);
+    if (!v)
+        bump_bind_version(n);
+}
+
+/* See cache.h. */
+as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t *revision)
+{
+    hmap next = {0};
+    as_err err = AS_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i])
+            continue;
+        size_t len = strlen(names[i]);
+        if (hmap_get(&next, names[i], len))
+            continue;
+        char *dup = strndup(names[i], len);
+        if (!dup || hmap_put(&next, dup, len, dup) != AS_OK) {
+            free(dup);
+            err = AS_ENOMEM;
+            break;
+        }
+    }
+    if (err != AS_OK) {
+        for (size_t i = 0; i < next.cap; i++)
+            if (next.t[i].k)
+                free(next.t[i].v);
+        hmap_free(&next);
+        return err;
+    }
+
+    pthread_mutex_lock(&c->wmu);
+    if (!c->shard_applied) {
+        /* First membership: every node's flag is decided now. */
+        for (size_t i = 0; i < c->nnodes; i++) {
+            cnode *nd = c->nodes[i];
+            set_in_shard(nd, hmap_get(&next, nd->rec->name, nd->rec->len) != NULL);
+        }
+    } else {
+        for (size_t i = 0; i < c->shard.cap; i++) {
+            const hent *h = &c->shard.t[i];
+            if (h->k && !hmap_get(&next, h->k, h->klen)) {
+                cnode *nd = hmap_get(&c->by_name, h->k, h->klen);
+                if (nd)
+                    set_in_shard(nd, 0);
+            }
+        }
+        for (size_t i = 0; i < next.cap; i++) {
+            const hent *h = &next.t[i];
+            if (h->k && !hmap_get(&c->shard, h->k, h->klen)) {
+                cnode *nd = hmap_get(&c->by_name, h->k, h->klen);
+                if (nd)
+                    set_in_shard(nd, 1);
+            }
+        }
+    }
+    hmap old = c->shard;
+    c->shard = next;
+    c->shard_applied = true;
+    uint64_t rev = __atomic_add_fetch(&c->shard_rev, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->wmu);
+
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.t[i].k)
+            free(old.t[i].v);
+    hmap_free(&old);
+    if (revision)
+        *revision = rev;
+    return AS_OK;
+}
+
+/* See cache.h. */
+uint64_t cache_shard_revision(const cache *c)
+{
+    return __atomic_load_n(&c->shard_rev, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------------------ */
+/* Observability                                                       */
+/* ------------------------------------------------------------------ */
+
+/* See cache.h. */
+void cache_get_stats(cache *c, cache_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&c->wmu);
+    out->nodes = c->nnodes;
+    bool none = cache_get_shard_mode(c) == CACHE_SHARD_NONE;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (none || cache_node_in_shard(&c->nodes[i]->pub))
+            out->nodes_in_shard++;
+    out->pods_bound = c->pods_bound;
+    out->pods_assumed = c->pods_assumed;
+    out->pods_detached = c->pods_detached;
+    out->node_events = c->node_events;
+    out->pod_events = c->pod_events;
+    pthread_mutex_unlock(&c->wmu);
+}
+
+/* See cache.h. */
+as_err cache_check_invariants(cache *c, as_diag *diag)
+{
+    as_err err = AS_OK;
+    pthread_mutex_lock(&c->wmu);
+    size_t bound = 0, assumed = 0, detached = 0;
+    for (size_t i = 0; i < c->pods.cap; i++) {
+        const pentry *e = c->pods.t[i].k ? c->pods.t[i].v : NULL;
+        if (!e)
+            continue;
+        if (e->state == CACHE_POD_ASSUMED)
+            assumed++;
+        else if (e->state == CACHE_POD_BOUND)
+            bound++;
+        else {
+            err = as_diag_set(diag, AS_EINTERNAL, NULL, "pod %s has state %d", e->uid, e->state);
+            goto done;
+        }
+        if (!e->rec->node)
+            detached++;
+    }
+    if (bound != c->pods_bound || assumed != c->pods_assumed || detached != c->pods_detached) {
+        err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                          "pod counters bound=%zu/%zu assumed=%zu/%zu detached=%zu/%zu", bound,
+                          c->pods_bound, assumed, c->pods_assumed, detached, c->pods_detached);
+        goto done;
+    }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const cnode *n = c->nodes[i];
+        const model_node *spec = n->pub.spec;
+        if (n->pub.slot != i || n->rec->node != n) {
+            err =
+                as_diag_set(diag, AS_EINTERNAL, NULL, "node %s: slot/record mismatch", spec->name);
+            goto done;
+        }
+        int64_t sum[MODEL_MAX_RES] = {0}, asum[MODEL_MAX_RES] = {0};
+        int32_t gsum[MODEL_MAX_GPUS] = {0};
+        uint32_t gassumed = 0;
+        size_t npods = 0;
+        for (const pentry *e = n->rec->pods; e; e = e->next) {
+            int k = 0;
+            for (uint32_t m = e->req_mask; m; m &= m - 1) {
+                int r = __builtin_ctz(m);
+                sum[r] += e->req[k];
+                if (e->state == CACHE_POD_ASSUMED)
+                    asum[r] += e->req[k];
+                k++;
+            }
+            for (uint32_t m = e->gpu_devices; m; m &= m - 1)
+                gsum[__builtin_ctz(m)] += e->gpu_milli;
+            if (e->state == CACHE_POD_ASSUMED)
+                gassumed |= e->gpu_devices;
+            npods++;
+        }
+        if (npods != n->rec->npods) {
+            err = as_diag_set(diag, AS_EINTERNAL, NULL, "node %s: pod list length", spec->name);
+            goto done;
+        }
+        for (int r = 0; r < MODEL_MAX_RES; r++) {
+            int64_t have = cache_node_requested(&n->pub, r);
+            if (have != sum[r]) {
+                err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                                  "node %s: requested[%s] = %lld but its pods sum to %lld",
+                                  spec->name, model_registry_name(c->reg, r), (long long)have,
+                                  (long long)sum[r]);
+                goto done;
+            }
+            bool devices_cover = r == c->reg->gpu_res && spec->ngpus > 0;
+            if (asum[r] > 0 && !devices_cover && have > spec->alloc.v[r]) {
+                err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                                  "node %s: overcommitted %s (%lld requested > %lld "
+                                  "allocatable) with assumed pods",
+                                  spec->name, model_registry_name(c->reg, r), (long long)have,
+                                  (long long)spec->alloc.v[r]);
+                goto done;
+            }
+        }
+        for (int d = 0; d < MODEL_MAX_GPUS; d++) {
+            int32_t have = cache_node_gpu_used(&n->pub, d);
+            if (have != gsum[d]) {
+                err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                                  "node %s: gpu %d used %d but its pods sum to %d", spec->name, d,
+                                  have, gsum[d]);
+                goto done;
+            }
+            if ((gassumed >> d & 1) && have > MODEL_GPU_MILLI) {
+                err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                                  "node %s: gpu %d overcommitted (%d milli) with assumed pods",
+                                  spec->name, d, have);
+                goto done;
+            }
+        }
+    }
+done:
+    pthread_mutex_unlock(&c->wmu);
+    return err;
+}

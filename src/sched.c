@@ -1,0 +1,232 @@
+/*
+ * sched.c - one scheduling decision over the cache, in place.
+ */
+#include "agentsched/sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* See sched.h. */
+void sched_result_init(sched_result *r)
+{
+    memset(r, 0, sizeof *r);
+}
+
+/* See sched.h. */
+void sched_result_free(sched_result *r)
+{
+    if (!r)
+        return;
+    free(r->per_name);
+    free(r->score);
+    r->per_name = NULL;
+    r->score = NULL;
+}
+
+typedef struct topk {
+    sched_candidate c[SCHED_MAX_K];
+    uint32_t n, k;
+} topk;
+
+static bool better(double s, const char *name, const sched_candidate *than)
+{
+    if (s != than->score)
+        return s > than->score;
+    return strcmp(name, than->name) < 0;
+}
+
+static void topk_offer(topk *t, const cache_node *node, uint64_t version, double score)
+{
+    if (!t->k)
+        return;
+    const char *name = node->spec->name;
+    if (t->n == t->k && !better(score, name, &t->c[t->n - 1]))
+        return;
+    uint32_t i = t->n < t->k ? t->n++ : t->n - 1;
+    while (i > 0 && better(score, name, &t->c[i - 1])) {
+        t->c[i] = t->c[i - 1];
+        i--;
+    }
+    t->c[i] = (sched_candidate){node->slot, node->id, version, score, name};
+}
+
+/* Reason buckets: (code, key) where key is the resource index, or a hash of
+ * the taint's key and value so equal taints on different nodes share a
+ * bucket. */
+static int32_t reason_key(const cache_node *node, pred_result r)
+{
+    if (r.code != PRED_TAINT || !node || (uint32_t)r.arg >= node->spec->ntaints)
+        return r.arg;
+    const model_taint *t = &node->spec->taints[r.arg];
+    uint32_t h = 2166136261u;
+    for (const char *s = t->key; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    h = (h ^ 0xff) * 16777619u;
+    for (const char *s = t->value; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return (int32_t)(h & 0x7fffffff);
+}
+
+static void add_reason(sched_result *out, const model_registry *reg, const model_pod *pod,
+                       const cache_node *node, pred_result r)
+{
+    int32_t key = reason_key(node, r);
+    for (uint32_t i = 0; i < out->nreasons; i++) {
+        sched_reason_count *rc = &out->reasons[i];
+        if (rc->reason.code == r.code && rc->reason.arg == key) {
+            rc->count++;
+            return;
+        }
+    }
+    if (out->nreasons == SCHED_MAX_REASONS)
+        return; /* distinct reasons beyond the cap are dropped */
+    sched_reason_count *rc = &out->reasons[out->nreasons++];
+    rc->reason = (pred_result){r.code, key};
+    rc->count = 1;
+    pred_reason(reg, node, pod, r, rc->text, sizeof rc->text);
+}
+
+static int cmp_reason(const void *a, const void *b)
+{
+    const sched_reason_count *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return strcmp(x->text, y->text);
+}
+
+typedef struct eval_ctx {
+    const model_registry *reg;
+    cache_shard_mode mode;
+    const sched_request *req;
+    double bonus;
+    sched_result *out;
+    topk in, out_of_shard;
+    bool split; /* soft mode, scanning all: out-of-shard only as fallback */
+    size_t feasible_in;
+} eval_ctx;
+
+/* eval_node evaluates one node; returns its score or -1 when infeasible. */
+static double eval_node(eval_ctx *x, const cache_node *node, pred_result *res)
+{
+    const sched_request *req = x->req;
+    /* Acquire the version before any usage read: the seqlock contract. */
+    uint64_t version = cache_node_bind_version(node);
+    x->out->evaluated++;
+    if (!req->skip_filter) {
+        pred_result r = pred_check(x->reg, x->mode, req->pod, node);
+        if (res)
+            *res = r;
+        if (r.code != PRED_OK) {
+            add_reason(x->out, x->reg, req->pod, node, r);
+            return -1;
+        }
+    } else if (res) {
+        *res = (pred_result){PRED_OK, 0};
+    }
+    x->out->feasible++;
+    double s = score_node(req->policy, req->pod, node);
+    bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
+    if (x->mode == CACHE_SHARD_SOFT && in)
+        s += x->bonus;
+    if (x->split && !in) {
+        topk_offer(&x->out_of_shard, node, version, s);
+    } else {
+        x->feasible_in++;
+        topk_offer(&x->in, node, version, s);
+    }
+    return s;
+}
+
+/* See sched.h. */
+as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
+{
+    sched_result_init(out);
+    if (!req || !req->pod || !req->policy || (req->nnames && !req->names))
+        return AS_EINVAL;
+    size_t nn = req->names ? req->nnames : 0;
+    if (req->names) {
+        out->nnames = nn;
+        out->per_name = calloc(nn ? nn : 1, sizeof *out->per_name);
+        if (!out->per_name)
+            return AS_ENOMEM;
+        if (req->score_all) {
+            out->score = malloc((nn ? nn : 1) * sizeof *out->score);
+            if (!out->score) {
+                sched_result_free(out);
+                return AS_ENOMEM;
+            }
+        }
+    }
+
+    eval_ctx x;
+    memset(&x, 0, sizeof x);
+    x.reg = cache_registry(c);
+    x.req = req;
+    x.out = out;
+    x.in.k = x.out_of_shard.k = req->k > SCHED_MAX_K ? SCHED_MAX_K : req->k;
+
+    cache_read_lock(c);
+    x.mode = cache_get_shard_mode(c);
+    x.bonus = x.mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(req->policy) : 0;
+    x.split = x.mode == CACHE_SHARD_SOFT && !req->names;
+    out->shard_revision = cache_shard_revision(c);
+    if (req->names) {
+        for (size_t i = 0; i < nn; i++) {
+            const cache_node *node = cache_node_find(c, req->names[i].s, req->names[i].len);
+            double s = -1;
+            if (!node) {
+                out->per_name[i] = (pred_result){PRED_NOT_FOUND, 0};
+                add_reason(out, x.reg, req->pod, NULL, out->per_name[i]);
+            } else {
+                s = eval_node(&x, node, &out->per_name[i]);
+            }
+            if (out->score)
+                out->score[i] = s;
+        }
+    } else {
+        size_t n = cache_node_count(c);
+        for (size_t i = 0; i < n; i++)
+            eval_node(&x, cache_node_at(c, i), NULL);
+    }
+    const topk *best = x.split && x.feasible_in == 0 ? &x.out_of_shard : &x.in;
+    memcpy(out->cand, best->c, best->n * sizeof best->c[0]);
+    out->ncand = best->n;
+    cache_read_unlock(c);
+
+    qsort(out->reasons, out->nreasons, sizeof out->reasons[0], cmp_reason);
+    return AS_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* See sched.h. */
+const char *sched_format_unschedulable(const sched_result *r, size_t total_nodes, char *out,
+                                       size_t len)
+{
+    if (!out || !len)
+        return out;
+    /* Upstream FitError.Error(): "0/N nodes are available:" then the
+     * "<count> <reason>" strings sorted as strings, joined by ", ", then ".". */
+    char items[SCHED_MAX_REASONS][176];
+    const char *ptrs[SCHED_MAX_REASONS];
+    uint32_t n = r->nreasons > SCHED_MAX_REASONS ? SCHED_MAX_REASONS : r->nreasons;
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(items[i], sizeof items[i], "%u %s", r->reasons[i].count, r->reasons[i].text);
+        ptrs[i] = items[i];
+    }
+    qsort(ptrs, n, sizeof ptrs[0], cmp_str);
+    size_t off = 0;
+    int w = snprintf(out, len, "0/%zu nodes are available:", total_nodes);
+    off = w < 0 ? 0 : (size_t)w;
+    for (uint32_t i = 0; i < n && off < len; i++) {
+        w = snprintf(out + off, len - off, "%s%s", i ? ", " : " ", ptrs[i]);
+        off += w < 0 ? 0 : (size_t)w;
+    }
+    if (n && off < len)
+        snprintf(out + off, len - off, ".");
+    return out;
+}
