@@ -1,0 +1,138 @@
+/*
+ * extargs.h - fast decoders of the kube-scheduler extender request bodies
+ * (k8s.io/kube-scheduler/extender/v1).
+ *
+ * ExtenderArgs is decoded with a streaming parser (yajl): NodeNames are
+ * copied into the request pool as (ptr, len) names without ever building a
+ * DOM for them, full Node items are kept as byte spans of the request body
+ * plus their metadata.name, and only the Pod subtree is built into a
+ * jansson DOM (by a small yajl -> jansson builder) for model_pod_from_json.
+ * The binding and preemption arguments are small or rare; they are built
+ * into a DOM with the same builder and read with extargs_get.
+ *
+ * Wire rules, as Go's encoding/json applies them to these tag-less types:
+ *   - keys are the Go field names, matched case-insensitively ("Pod",
+ *     "pod", "POD"); NodeList / ObjectMeta keys ("items", "metadata",
+ *     "name") likewise;
+ *   - a repeated key: the last occurrence wins;
+ *   - unknown keys are ignored; `null` means an unset pointer.
+ * Stricter than Go, on purpose: a wrongly-typed value is AS_EINVAL with
+ * the field path in diag->field ("Pod", "NodeNames[3]",
+ * "Nodes.items[2].metadata.name"), including `null` inside NodeNames and a
+ * node item without metadata.name. Syntax errors (truncated JSON, invalid
+ * UTF-8, NUL bytes, trailing garbage) are AS_EPARSE with the byte offset.
+ *
+ * Caps: nesting depth EXTARGS_MAX_DEPTH, EXTARGS_MAX_NAMES names/items,
+ * EXTARGS_MAX_NAME_LEN bytes per node name, EXTARGS_MAX_KEY_LEN per object
+ * key; beyond them AS_ETOOBIG (AS_EINVAL for the name length) with the
+ * field. Everything allocated lives in the caller's pool except the jansson
+ * DOMs, which the decoded structs own (free with the _release functions).
+ */
+#ifndef AGENTSCHED_EXTARGS_H
+#define AGENTSCHED_EXTARGS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/error.h"
+#include "agentsched/pool.h"
+#include "agentsched/sched.h"
+
+#define EXTARGS_MAX_DEPTH    64
+#define EXTARGS_MAX_NAMES    65536
+#define EXTARGS_MAX_NAME_LEN 253 /* a DNS subdomain, as node names are */
+#define EXTARGS_MAX_KEY_LEN  4096
+
+/* One item of ExtenderArgs.Nodes.items. */
+typedef struct extargs_node {
+    sched_name name; /* metadata.name, copied into the pool */
+    const char *raw; /* the item's JSON text: points into the request body */
+    size_t raw_len;
+} extargs_node;
+
+/*
+ * ExtenderArgs. Names are de-duplicated (first occurrence kept, in input
+ * order) both in NodeNames and in Nodes.items (by metadata.name).
+ */
+typedef struct extargs_args {
+    json_t *pod;         /* owned; NULL when Pod is absent or null */
+    bool has_node_names; /* NodeNames present and not null */
+    sched_name *names;   /* pool; NodeNames */
+    size_t nnames;
+    size_t dup_names;    /* duplicates dropped from NodeNames */
+    bool has_nodes;      /* Nodes present and not null */
+    extargs_node *nodes; /* pool; Nodes.items */
+    size_t nnodes;
+    size_t dup_nodes; /* duplicates dropped from Nodes.items */
+} extargs_args;
+
+/*
+ * extargs_decode_args decodes body[0..len) (need not be NUL-terminated but
+ * must stay alive as long as *out: node raw spans point into it). Names go
+ * into p. On error *out is released and zeroed and diag says why.
+ */
+as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *out, as_diag *diag);
+
+/* extargs_args_release frees the Pod DOM and zeroes a (pool memory stays). */
+void extargs_args_release(extargs_args *a);
+
+/* ExtenderBindingArgs; strings in the pool, "" when absent. */
+typedef struct extargs_binding {
+    const char *pod_name;
+    const char *pod_namespace;
+    const char *pod_uid;
+    const char *node;
+} extargs_binding;
+
+/*
+ * extargs_decode_binding decodes ExtenderBindingArgs. PodName and Node are
+ * required (AS_EINVAL naming the field when missing or empty); PodNamespace
+ * defaults to "default"; PodUID may be empty.
+ */
+as_err extargs_decode_binding(pool *p, const char *body, size_t len, extargs_binding *out,
+                              as_diag *diag);
+
+/* One entry of NodeNameToVictims / NodeNameToMetaVictims. */
+typedef struct extargs_victims {
+    const char *node;    /* pool */
+    const char **uids;   /* pool; per victim, "" when the pod has none */
+    const json_t **pods; /* full pods (NodeNameToVictims) borrowed from the
+                            args' DOM; NULL for MetaVictims */
+    size_t npods;
+    int64_t num_pdb_violations;
+} extargs_victims;
+
+/*
+ * ExtenderPreemptionArgs. When NodeNameToMetaVictims is present (the
+ * nodeCacheCapable form) it is used; otherwise NodeNameToVictims. A null
+ * entry counts as no victims.
+ */
+typedef struct extargs_preemption {
+    json_t *doc;              /* owned: the whole request DOM */
+    const json_t *pod;        /* borrowed from doc; NULL when absent/null */
+    bool meta;                /* entries came from NodeNameToMetaVictims */
+    extargs_victims *entries; /* pool */
+    size_t nentries;
+} extargs_preemption;
+
+as_err extargs_decode_preemption(pool *p, const char *body, size_t len, extargs_preemption *out,
+                                 as_diag *diag);
+void extargs_preemption_release(extargs_preemption *a);
+
+/*
+ * extargs_parse_json builds body[0..len) into a jansson DOM with the
+ * streaming builder (depth and key caps as above; integers that fit int64
+ * become integers, other numbers reals). Caller owns *out (json_decref).
+ */
+as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *diag);
+
+/*
+ * extargs_get returns obj's member `key`, matched exactly first, else
+ * case-insensitively (ASCII); NULL when absent or obj is not an object.
+ * Borrowed.
+ */
+json_t *extargs_get(const json_t *obj, const char *key);
+
+#endif

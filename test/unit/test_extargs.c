@@ -1,0 +1,486 @@
+/* test_extargs.c - the streaming decoders of the extender request bodies. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/extargs.h"
+
+/* The ExtenderArgs example of upstream's types_test.go, and its
+ * lower-cased round trip (Go decodes keys case-insensitively). */
+static const char *upstream_args =
+    "{\"Pod\":{\"metadata\":{\"name\":\"podname\",\"creationTimestamp\":null},\"spec\":{"
+    "\"containers\":null},\"status\":{}},\"Nodes\":{\"metadata\":{},\"items\":[{\"metadata\":{"
+    "\"name\":\"nodename\",\"creationTimestamp\":null},\"spec\":{},\"status\":{"
+    "\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":0}},\"nodeInfo\":{\"machineID\":\"\","
+    "\"systemUUID\":\"\",\"bootID\":\"\",\"kernelVersion\":\"\",\"osImage\":\"\","
+    "\"containerRuntimeVersion\":\"\",\"kubeletVersion\":\"\",\"kubeProxyVersion\":\"\","
+    "\"operatingSystem\":\"\",\"architecture\":\"\"}}}]},\"NodeNames\":[\"node1\"]}";
+
+static char *lower(const char *s)
+{
+    char *o = strdup(s);
+    for (char *p = o; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    return o;
+}
+
+static bool name_eq(sched_name n, const char *s)
+{
+    return n.len == strlen(s) && memcmp(n.s, s, n.len) == 0;
+}
+
+static as_err decode(const char *body, extargs_args *a, as_diag *d, pool **pp)
+{
+    *pp = pool_new(0);
+    memset(d, 0, sizeof *d);
+    return extargs_decode_args(*pp, body, strlen(body), a, d);
+}
+
+Test(extargs, upstream_example)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        char *body = pass ? lower(upstream_args) : strdup(upstream_args);
+        extargs_args a;
+        as_diag d;
+        pool *p;
+        cr_assert_eq(decode(body, &a, &d, &p), AS_OK, "%s: %s", d.field, d.msg);
+        cr_assert(a.pod);
+        cr_assert_str_eq(
+            json_string_value(json_object_get(json_object_get(a.pod, "metadata"), "name")),
+            "podname");
+        cr_assert(a.has_node_names);
+        cr_assert_eq(a.nnames, 1);
+        cr_assert(name_eq(a.names[0], "node1"));
+        cr_assert(a.has_nodes);
+        cr_assert_eq(a.nnodes, 1);
+        cr_assert(name_eq(a.nodes[0].name, "nodename"));
+        /* the raw span is exactly the item object */
+        json_t *item = json_loadb(a.nodes[0].raw, a.nodes[0].raw_len, 0, NULL);
+        cr_assert(item, "raw span is not a JSON document: %.*s", (int)a.nodes[0].raw_len,
+                  a.nodes[0].raw);
+        cr_assert_eq(a.nodes[0].raw[0], '{');
+        cr_assert_eq(a.nodes[0].raw[a.nodes[0].raw_len - 1], '}');
+        json_decref(item);
+        extargs_args_release(&a);
+        pool_free(p);
+        free(body);
+    }
+}
+
+Test(extargs, names_only_and_nulls)
+{
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    cr_assert_eq(
+        decode("{\"Pod\":null,\"Nodes\":null,\"NodeNames\":[\"a\",\"b\",\"c\"]}", &a, &d, &p),
+        AS_OK);
+    cr_assert_null(a.pod);
+    cr_assert_not(a.has_nodes);
+    cr_assert(a.has_node_names);
+    cr_assert_eq(a.nnames, 3);
+    cr_assert(name_eq(a.names[2], "c"));
+    extargs_args_release(&a);
+    pool_free(p);
+
+    cr_assert_eq(decode("{\"NodeNames\":null}", &a, &d, &p), AS_OK);
+    cr_assert_not(a.has_node_names);
+    extargs_args_release(&a);
+    pool_free(p);
+
+    cr_assert_eq(decode("{\"NodeNames\":[]}", &a, &d, &p), AS_OK);
+    cr_assert(a.has_node_names);
+    cr_assert_eq(a.nnames, 0);
+    extargs_args_release(&a);
+    pool_free(p);
+}
+
+Test(extargs, case_insensitive_last_wins_and_unknown_keys)
+{
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    const char *body =
+        "{\"x\":{\"deep\":[1,2,{\"NodeNames\":[\"no\"]}]},\"NODENAMES\":[\"first\"],"
+        "\"nodeNames\":[\"second\",\"third\"],\"pOd\":{\"metadata\":{\"name\":\"p\"}},"
+        "\"extra\":\"ignored\"}";
+    cr_assert_eq(decode(body, &a, &d, &p), AS_OK, "%s", d.msg);
+    cr_assert_eq(a.nnames, 2);
+    cr_assert(name_eq(a.names[0], "second"));
+    cr_assert(name_eq(a.names[1], "third"));
+    cr_assert(a.pod);
+    extargs_args_release(&a);
+    pool_free(p);
+}
+
+Test(extargs, duplicates_dropped_in_order)
+{
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    cr_assert_eq(decode("{\"NodeNames\":[\"b\",\"a\",\"b\",\"c\",\"a\"]}", &a, &d, &p), AS_OK);
+    cr_assert_eq(a.nnames, 3);
+    cr_assert_eq(a.dup_names, 2);
+    cr_assert(name_eq(a.names[0], "b"));
+    cr_assert(name_eq(a.names[1], "a"));
+    cr_assert(name_eq(a.names[2], "c"));
+    extargs_args_release(&a);
+    pool_free(p);
+
+    cr_assert_eq(decode("{\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"x\"}},{\"metadata\":{"
+                        "\"name\":\"y\"}},{\"metadata\":{\"name\":\"x\"},\"spec\":{}}]}}",
+                        &a, &d, &p),
+                 AS_OK);
+    cr_assert_eq(a.nnodes, 2);
+    cr_assert_eq(a.dup_nodes, 1);
+    cr_assert(name_eq(a.nodes[1].name, "y"));
+    cr_assert_eq(a.nodes[1].raw_len, strlen("{\"metadata\":{\"name\":\"y\"}}"));
+    extargs_args_release(&a);
+    pool_free(p);
+}
+
+Test(extargs, escaped_names_and_pod_values)
+{
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    const char *body =
+        "{\"NodeNames\":[\"n\\u00e9\\\"q\"],\"Pod\":{\"a\":[1,-2,3.5,true,false,null,"
+        "\"s\",{\"k\":{}}],\"big\":9007199254740993}}";
+    cr_assert_eq(decode(body, &a, &d, &p), AS_OK, "%s", d.msg);
+    cr_assert(name_eq(a.names[0], "n\xc3\xa9\"q"));
+    json_t *want = json_loads("{\"a\":[1,-2,3.5,true,false,null,\"s\",{\"k\":{}}],"
+                              "\"big\":9007199254740993}",
+                              0, NULL);
+    cr_assert(json_equal(a.pod, want));
+    json_decref(want);
+    extargs_args_release(&a);
+    pool_free(p);
+}
+
+typedef struct bad_case {
+    const char *body;
+    as_err err;
+    const char *field; /* NULL: do not check */
+} bad_case;
+
+Test(extargs, errors_name_the_field)
+{
+    static const bad_case cases[] = {
+        {"", AS_EPARSE, ""},
+        {"{", AS_EPARSE, ""},
+        {"{\"NodeNames\":[\"a\",", AS_EPARSE, ""},
+        {"[]", AS_EINVAL, ""},
+        {"null", AS_EINVAL, ""},
+        {"\"str\"", AS_EINVAL, ""},
+        {"{\"Pod\":[]}", AS_EINVAL, "Pod"},
+        {"{\"Pod\":\"x\"}", AS_EINVAL, "Pod"},
+        {"{\"Pod\":1}", AS_EINVAL, "Pod"},
+        {"{\"NodeNames\":\"a\"}", AS_EINVAL, "NodeNames"},
+        {"{\"NodeNames\":{}}", AS_EINVAL, "NodeNames"},
+        {"{\"NodeNames\":[\"a\",\"b\",\"c\",1]}", AS_EINVAL, "NodeNames[3]"},
+        {"{\"NodeNames\":[\"a\",null]}", AS_EINVAL, "NodeNames[1]"},
+        {"{\"NodeNames\":[[\"a\"]]}", AS_EINVAL, "NodeNames[0]"},
+        {"{\"Nodes\":[]}", AS_EINVAL, "Nodes"},
+        {"{\"Nodes\":{\"items\":{}}}", AS_EINVAL, "Nodes.items"},
+        {"{\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{\"name\":\"b\"}},"
+         "{\"metadata\":{\"name\":7}}]}}",
+         AS_EINVAL, "Nodes.items[2].metadata.name"},
+        {"{\"Nodes\":{\"items\":[null]}}", AS_EINVAL, "Nodes.items[0]"},
+        {"{\"Nodes\":{\"items\":[{\"metadata\":[]}]}}", AS_EINVAL, "Nodes.items[0].metadata"},
+        {"{\"Nodes\":{\"items\":[{\"spec\":{}}]}}", AS_EINVAL, "Nodes.items[0].metadata.name"},
+        {"{\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"\"}}]}}", AS_EINVAL,
+         "Nodes.items[0].metadata.name"},
+        {"{\"NodeNames\":[\"a\"]} x", AS_EPARSE, ""},
+        {"{\"NodeNames\":[\"a\"]}{}", AS_EPARSE, ""},
+        {"{\"NodeNames\":[\"\xff\xfe\"]}", AS_EPARSE, ""},
+        {"{\"NodeNames\":[\"a\"],} ", AS_EPARSE, ""},
+        {"{'NodeNames':['a']}", AS_EPARSE, ""},
+        {"{\"NodeNames\":[\"a\"] /* c */}", AS_EPARSE, ""},
+        {"{\"Pod\":{\"x\":99999999999999999999999}}", AS_EPARSE, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        extargs_args a;
+        as_diag d;
+        pool *p;
+        as_err err = decode(cases[i].body, &a, &d, &p);
+        cr_expect_eq(err, cases[i].err, "case %zu (%s): got %s (%s: %s)", i, cases[i].body,
+                     as_strerror(err), d.field, d.msg);
+        if (cases[i].field)
+            cr_expect_str_eq(d.field, cases[i].field, "case %zu: %s", i, d.msg);
+        cr_expect_gt(strlen(d.msg), 10, "case %zu has no message", i);
+        cr_expect_null(a.pod);
+        pool_free(p);
+    }
+}
+
+Test(extargs, nul_byte_is_a_syntax_error)
+{
+    static const char body[] = "{\"NodeNames\":[\"a\0b\"]}";
+    pool *p = pool_new(0);
+    extargs_args a;
+    as_diag d = {0};
+    cr_assert_eq(extargs_decode_args(p, body, sizeof body - 1, &a, &d), AS_EPARSE);
+    pool_free(p);
+    /* \u0000 inside a name is valid JSON: it is a name no node has */
+    p = pool_new(0);
+    cr_assert_eq(extargs_decode_args(p, "{\"NodeNames\":[\"a\\u0000b\"]}", 26, &a, &d), AS_OK);
+    cr_assert_eq(a.names[0].len, 3);
+    extargs_args_release(&a);
+    pool_free(p);
+}
+
+static char *repeat_nest(int depth, const char *prefix)
+{
+    size_t n = strlen(prefix) + (size_t)depth * 2 + 8;
+    char *s = malloc(n);
+    strcpy(s, prefix);
+    size_t o = strlen(s);
+    for (int i = 0; i < depth; i++)
+        s[o++] = '[';
+    for (int i = 0; i < depth; i++)
+        s[o++] = ']';
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
+}
+
+Test(extargs, depth_is_capped)
+{
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    char *ok = repeat_nest(EXTARGS_MAX_DEPTH - 2, "{\"Pod\":{\"x\":");
+    strcat(ok, "}");
+    cr_assert_eq(decode(ok, &a, &d, &p), AS_OK, "%s", d.msg);
+    extargs_args_release(&a);
+    pool_free(p);
+    free(ok);
+    char *deep = repeat_nest(100000, "{\"skipped\":");
+    cr_assert_eq(decode(deep, &a, &d, &p), AS_ETOOBIG);
+    pool_free(p);
+    free(deep);
+    deep = repeat_nest(200, "{\"Pod\":{\"x\":");
+    cr_assert_eq(decode(deep, &a, &d, &p), AS_ETOOBIG);
+    pool_free(p);
+    free(deep);
+}
+
+Test(extargs, many_names)
+{
+    size_t n = 10000;
+    char *body = malloc(n * 16 + 64);
+    size_t o = (size_t)sprintf(body, "{\"NodeNames\":[");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(body + o, "%s\"node-%zu\"", i ? "," : "", i);
+    strcpy(body + o, "]}");
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    cr_assert_eq(decode(body, &a, &d, &p), AS_OK);
+    cr_assert_eq(a.nnames, n);
+    cr_assert(name_eq(a.names[9999], "node-9999"));
+    extargs_args_release(&a);
+    pool_free(p);
+    free(body);
+
+    n = EXTARGS_MAX_NAMES + 1;
+    body = malloc(n * 4 + 64);
+    o = (size_t)sprintf(body, "{\"NodeNames\":[");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(body + o, "%s\"x\"", i ? "," : "");
+    strcpy(body + o, "]}");
+    cr_assert_eq(decode(body, &a, &d, &p), AS_ETOOBIG);
+    cr_assert_str_eq(d.field, "NodeNames[65536]");
+    pool_free(p);
+    free(body);
+}
+
+Test(extargs, long_name_and_key)
+{
+    char body[6000];
+    char name[300];
+    memset(name, 'n', 254);
+    name[254] = '\0';
+    snprintf(body, sizeof body, "{\"NodeNames\":[\"%s\"]}", name);
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    cr_assert_eq(decode(body, &a, &d, &p), AS_EINVAL);
+    cr_assert_str_eq(d.field, "NodeNames[0]");
+    pool_free(p);
+    char key[4200];
+    memset(key, 'k', 4100);
+    key[4100] = '\0';
+    snprintf(body, sizeof body, "{\"Pod\":{\"%s\":1}}", key);
+    cr_assert_eq(decode(body, &a, &d, &p), AS_ETOOBIG);
+    pool_free(p);
+}
+
+Test(extargs, pool_cap_is_honoured)
+{
+    pool *p = pool_new(8192);
+    char body[4096];
+    size_t o = (size_t)sprintf(body, "{\"NodeNames\":[");
+    for (int i = 0; i < 300; i++)
+        o += (size_t)sprintf(body + o, "%s\"n%d\"", i ? "," : "", i);
+    strcpy(body + o, "]}");
+    extargs_args a;
+    as_diag d = {0};
+    cr_assert_eq(extargs_decode_args(p, body, strlen(body), &a, &d), AS_ENOMEM);
+    pool_free(p);
+}
+
+Test(extargs, binding)
+{
+    static const char *up =
+        "{\"PodName\":\"mypodname\",\"PodNamespace\":\"mypodnamespace\",\"PodUID\":\"mypoduid\","
+        "\"Node\":\"mynode\"}";
+    for (int pass = 0; pass < 2; pass++) {
+        char *body = pass ? lower(up) : strdup(up);
+        pool *p = pool_new(0);
+        extargs_binding b;
+        as_diag d = {0};
+        cr_assert_eq(extargs_decode_binding(p, body, strlen(body), &b, &d), AS_OK, "%s", d.msg);
+        cr_assert_str_eq(b.pod_name, "mypodname");
+        cr_assert_str_eq(b.pod_namespace, "mypodnamespace");
+        cr_assert_str_eq(b.pod_uid, "mypoduid");
+        cr_assert_str_eq(b.node, "mynode");
+        pool_free(p);
+        free(body);
+    }
+    static const bad_case bad[] = {
+        {"{\"PodName\":\"p\"}", AS_EINVAL, "Node"},
+        {"{\"Node\":\"n\"}", AS_EINVAL, "PodName"},
+        {"{\"PodName\":1,\"Node\":\"n\"}", AS_EINVAL, "PodName"},
+        {"{\"PodName\":\"p\",\"Node\":\"n\",\"PodUID\":[]}", AS_EINVAL, "PodUID"},
+        {"{\"PodName\":\"p\",\"Node\":{}}", AS_EINVAL, "Node"},
+        {"[]", AS_EINVAL, ""},
+        {"{\"PodName\":\"p\"", AS_EPARSE, ""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pool *p = pool_new(0);
+        extargs_binding b;
+        as_diag d = {0};
+        cr_expect_eq(extargs_decode_binding(p, bad[i].body, strlen(bad[i].body), &b, &d),
+                     bad[i].err, "case %zu", i);
+        cr_expect_str_eq(d.field, bad[i].field, "case %zu: %s", i, d.msg);
+        pool_free(p);
+    }
+    pool *p = pool_new(0);
+    extargs_binding b;
+    as_diag d = {0};
+    const char *nons = "{\"podname\":\"p\",\"node\":\"n\",\"podnamespace\":null}";
+    cr_assert_eq(extargs_decode_binding(p, nons, strlen(nons), &b, &d), AS_OK);
+    cr_assert_str_eq(b.pod_namespace, "default");
+    cr_assert_str_eq(b.pod_uid, "");
+    pool_free(p);
+}
+
+Test(extargs, preemption_upstream_example)
+{
+    static const char *up =
+        "{\"Pod\":{\"metadata\":{\"name\":\"podname\",\"creationTimestamp\":null},\"spec\":{"
+        "\"containers\":null},\"status\":{}},\"NodeNameToVictims\":{\"foo\":{\"Pods\":[{"
+        "\"metadata\":{\"name\":\"podname\",\"creationTimestamp\":null},\"spec\":{\"containers\":"
+        "null},\"status\":{}}],\"NumPDBViolations\":1}},\"NodeNameToMetaVictims\":{\"foo\":{"
+        "\"Pods\":[{\"UID\":\"myuid\"}],\"NumPDBViolations\":1}}}";
+    for (int pass = 0; pass < 2; pass++) {
+        char *body = pass ? lower(up) : strdup(up);
+        pool *p = pool_new(0);
+        extargs_preemption a;
+        as_diag d = {0};
+        cr_assert_eq(extargs_decode_preemption(p, body, strlen(body), &a, &d), AS_OK, "%s", d.msg);
+        cr_assert(a.pod);
+        cr_assert(a.meta);
+        cr_assert_eq(a.nentries, 1);
+        cr_assert_str_eq(a.entries[0].node, "foo");
+        cr_assert_eq(a.entries[0].npods, 1);
+        cr_assert_str_eq(a.entries[0].uids[0], "myuid");
+        cr_assert_eq(a.entries[0].num_pdb_violations, 1);
+        extargs_preemption_release(&a);
+        pool_free(p);
+        free(body);
+    }
+}
+
+Test(extargs, preemption_full_victims)
+{
+    const char *body = "{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToVictims\":{"
+                       "\"a\":{\"Pods\":[{\"metadata\":{\"name\":\"v1\",\"uid\":\"u1\"}},"
+                       "{\"metadata\":{\"name\":\"v2\"}}],\"NumPDBViolations\":0},\"b\":null},"
+                       "\"NodeNameToMetaVictims\":null}";
+    pool *p = pool_new(0);
+    extargs_preemption a;
+    as_diag d = {0};
+    cr_assert_eq(extargs_decode_preemption(p, body, strlen(body), &a, &d), AS_OK, "%s", d.msg);
+    cr_assert_not(a.meta);
+    cr_assert_eq(a.nentries, 2);
+    cr_assert_eq(a.entries[0].npods, 2);
+    cr_assert_str_eq(a.entries[0].uids[0], "u1");
+    cr_assert_str_eq(a.entries[0].uids[1], "");
+    cr_assert(a.entries[0].pods[1]);
+    cr_assert_eq(a.entries[1].npods, 0);
+    extargs_preemption_release(&a);
+    pool_free(p);
+
+    static const bad_case bad[] = {
+        {"{\"Pod\":7}", AS_EINVAL, "Pod"},
+        {"{\"NodeNameToMetaVictims\":[]}", AS_EINVAL, "NodeNameToMetaVictims"},
+        {"{\"NodeNameToMetaVictims\":{\"n\":1}}", AS_EINVAL, "NodeNameToMetaVictims.n"},
+        {"{\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":{}}}}", AS_EINVAL,
+         "NodeNameToMetaVictims.n.Pods"},
+        {"{\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":5}]}}}", AS_EINVAL,
+         "NodeNameToMetaVictims.n.Pods[0].UID"},
+        {"{\"NodeNameToMetaVictims\":{\"n\":{\"NumPDBViolations\":\"1\"}}}", AS_EINVAL,
+         "NodeNameToMetaVictims.n.NumPDBViolations"},
+        {"{\"NodeNameToVictims\":{\"n\":{\"Pods\":[\"x\"]}}}", AS_EINVAL,
+         "NodeNameToVictims.n.Pods[0]"},
+        {"{\"NodeNameToMetaVictims\":{\"\":{}}}", AS_EINVAL, "NodeNameToMetaVictims."},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = pool_new(0);
+        cr_expect_eq(extargs_decode_preemption(p, bad[i].body, strlen(bad[i].body), &a, &d),
+                     bad[i].err, "case %zu", i);
+        cr_expect_str_eq(d.field, bad[i].field, "case %zu: %s", i, d.msg);
+        cr_expect_null(a.doc);
+        pool_free(p);
+    }
+}
+
+Test(extargs, parse_json_matches_jansson)
+{
+    static const char *docs[] = {
+        "{}",
+        "[]",
+        "null",
+        "1",
+        "-1.5e3",
+        "\"s\\n\\u2603\"",
+        "{\"a\":{\"b\":[1,2,{\"c\":null}]},\"d\":true,\"e\":false,\"a\":3}",
+        "[[[[[]]]],{},\"\",0]",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        json_t *mine = NULL;
+        as_diag d = {0};
+        cr_assert_eq(extargs_parse_json(docs[i], strlen(docs[i]), &mine, &d), AS_OK, "%s: %s",
+                     docs[i], d.msg);
+        json_t *ref = json_loads(docs[i], JSON_DECODE_ANY, NULL);
+        cr_assert(json_equal(mine, ref), "doc %zu differs", i);
+        json_decref(mine);
+        json_decref(ref);
+    }
+}
+
+Test(extargs, get_is_case_insensitive)
+{
+    json_t *o = json_loads("{\"Pod\":1,\"nodenames\":2}", 0, NULL);
+    cr_assert_eq(json_integer_value(extargs_get(o, "Pod")), 1);
+    cr_assert_eq(json_integer_value(extargs_get(o, "POD")), 1);
+    cr_assert_eq(json_integer_value(extargs_get(o, "NodeNames")), 2);
+    cr_assert_null(extargs_get(o, "Nodes"));
+    cr_assert_null(extargs_get(NULL, "Nodes"));
+    json_decref(o);
+}
