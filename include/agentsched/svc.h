@@ -94,6 +94,19 @@ void svc_policy_set(svc *s, score_policy *p);
 /* svc_routes returns the static route table of every HTTP endpoint. */
 const http_route *svc_routes(size_t *n);
 
+/* svc_http_start starts s->http on cfg.listen with svc_routes(), the
+ * configured threads and body cap, counting every request in s->m
+ * (requests_total; request_errors_total for status >= 400). svc_http_stop stops it
+ * (waits for in-flight requests); NULL-safe and idempotent. Errors as
+ * http_server_start. (Added by the service helper.) */
+as_err svc_http_start(svc *s, as_diag *diag);
+void svc_http_stop(svc *s);
+
+/* svc_reload_policy re-reads cfg.policy_path (SIGHUP): on success swaps the
+ * policy in; on failure keeps the old one and fills diag. AS_ENOTFOUND when
+ * no policy file is configured. (Added by the service helper.) */
+as_err svc_reload_policy(svc *s, as_diag *diag);
+
 /* svc_now_ms: wall clock in ms (CLOCK_REALTIME); svc_mono_ns: monotonic. */
 int64_t svc_now_ms(void);
 uint64_t svc_mono_ns(void);
