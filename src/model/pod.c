@@ -1,0 +1,642 @@
+/*
+ * pod.c - v1 Pod decoder and the effective pod request.
+ *
+ * The request is computed the way kube-scheduler's NodeResourcesFit does
+ * (k8s.io/component-helpers/resource PodRequests with default options), on
+ * the object as the API server stores it:
+ *   1. per container, requests; a resource with a limit but no request
+ *      gets the limit (SetDefaults_Pod does this in the API server, so a
+ *      pod read back from it always carries those requests);
+ *   2. sum over spec.containers;
+ *   3. init containers in order: a sidecar (restartPolicy: Always) is added
+ *      to the sum and to a running sidecar total; a regular init container
+ *      needs itself + the sidecars started before it; the pod needs the max
+ *      of the sum and every init container's need, per resource;
+ *   4. pod-level spec.resources (PodLevelResources): requests for cpu /
+ *      memory replace the container aggregate; pod-level limits without a
+ *      request stand in for it when no container asked for that resource
+ *      (the API server's defaultPodRequests);
+ *   5. plus spec.overhead;
+ *   6. pods = 1.
+ * GPUs: whole GPUs (reg->gpu_name) stay in the vector AND set gpu_count=k,
+ * gpu_milli=1000, so the vector accounting still counts whole devices; the
+ * share resource (reg->gpu_share_name, milli-GPU of one device) is not a
+ * vector entry, it only sets gpu_count=1, gpu_milli=value (1..1000). The
+ * share and whole GPUs are aggregated with the same sum/max rules.
+ */
+#include "agentsched/model.h"
+#include "model_priv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ACC_SHARE MODEL_MAX_RES       /* reg->gpu_share_name */
+#define ACC_WHOLE (MODEL_MAX_RES + 1) /* reg->gpu_name, even when not interned */
+#define ACC_N     (MODEL_MAX_RES + 2)
+
+typedef struct acc {
+    int64_t v[ACC_N];
+    uint32_t present; /* bit per slot: the resource was named (even with 0) */
+} acc;
+
+typedef struct pod_dec {
+    model_priv_ctx c;
+    const model_registry *reg;
+    model_pod *pod;
+    char share_path[MODEL_PRIV_PATH_MAX]; /* first field asking for a GPU share */
+    char whole_path[MODEL_PRIV_PATH_MAX]; /* first field asking for whole GPUs */
+} pod_dec;
+
+_Static_assert(ACC_N <= 32, "acc.present is 32 bits");
+
+static as_err acc_add(pod_dec *d, acc *dst, const acc *src, const char *path)
+{
+    for (int i = 0; i < ACC_N; i++) {
+        if (__builtin_add_overflow(dst->v[i], src->v[i], &dst->v[i]))
+            return model_priv_fail(&d->c, AS_ERANGE, path,
+                                   "the summed requests of a resource overflow a 64-bit "
+                                   "integer; use realistic quantities");
+    }
+    dst->present |= src->present;
+    return AS_OK;
+}
+
+static void acc_max(acc *dst, const acc *src)
+{
+    for (int i = 0; i < ACC_N; i++) {
+        if (src->v[i] > dst->v[i])
+            dst->v[i] = src->v[i];
+    }
+    dst->present |= src->present;
+}
+
+/*
+ * Adds one ResourceList into *a (slots are set, not added: the keys of one
+ * list are unique). Keys also present in `skip` are ignored (used for
+ * limits defaulting into requests).
+ */
+static as_err pod_reslist(pod_dec *d, const json_t *map, const json_t *skip, const char *path,
+                          acc *a)
+{
+    const char *key;
+    const json_t *val;
+    char fp[MODEL_PRIV_PATH_MAX];
+    const model_registry *reg = d->reg;
+    json_object_foreach((json_t *)map, key, val)
+    {
+        if (skip && json_object_get(skip, key))
+            continue;
+        model_priv_path_key(fp, sizeof fp, path, key);
+        int64_t q;
+        as_err err = model_priv_quantity(&d->c, val, strcmp(key, "cpu") == 0, fp, &q);
+        if (err)
+            return err;
+        size_t klen = strlen(key);
+        if (strcmp(key, reg->gpu_share_name) == 0) {
+            a->v[ACC_SHARE] = q;
+            a->present |= 1u << ACC_SHARE;
+            if (q && !d->share_path[0])
+                snprintf(d->share_path, sizeof d->share_path, "%s", fp);
+            continue;
+        }
+        if (strcmp(key, reg->gpu_name) == 0) {
+            a->v[ACC_WHOLE] = q;
+            a->present |= 1u << ACC_WHOLE;
+            if (q && !d->whole_path[0])
+                snprintf(d->whole_path, sizeof d->whole_path, "%s", fp);
+        }
+        int idx = model_registry_lookup(reg, key, klen);
+        if (idx < 0) {
+            /* no node has it: remember, but never intern on behalf of a pod */
+            if (q && !d->pod->unknown_res) {
+                d->pod->unknown_res = pool_strdup(d->c.pool, key);
+                if (!d->pod->unknown_res)
+                    return model_priv_oom(&d->c, fp);
+            }
+            continue;
+        }
+        a->v[idx] = q;
+        a->present |= 1u << idx;
+    }
+    return AS_OK;
+}
+
+/* Requests of one container, with limits defaulting missing requests. */
+static as_err pod_container(pod_dec *d, const json_t *ctr, const char *base, acc *a, bool *sidecar)
+{
+    memset(a, 0, sizeof *a);
+    if (sidecar)
+        *sidecar = false;
+    if (!json_is_object(ctr))
+        return model_priv_fail(&d->c, AS_EINVAL, base, "a container must be an object, not %s",
+                               model_priv_type_name(ctr));
+    char fp[MODEL_PRIV_PATH_MAX];
+    const json_t *res, *req, *lim, *rp;
+    as_err err;
+    snprintf(fp, sizeof fp, "%s.resources", base);
+    if ((err = model_priv_get(&d->c, ctr, "resources", fp, JSON_OBJECT, &res)))
+        return err;
+    snprintf(fp, sizeof fp, "%s.resources.requests", base);
+    if ((err = model_priv_get(&d->c, res, "requests", fp, JSON_OBJECT, &req)))
+        return err;
+    if (req && (err = pod_reslist(d, req, NULL, fp, a)))
+        return err;
+    snprintf(fp, sizeof fp, "%s.resources.limits", base);
+    if ((err = model_priv_get(&d->c, res, "limits", fp, JSON_OBJECT, &lim)))
+        return err;
+    if (lim && (err = pod_reslist(d, lim, req, fp, a)))
+        return err;
+    if (sidecar) {
+        snprintf(fp, sizeof fp, "%s.restartPolicy", base);
+        if ((err = model_priv_get(&d->c, ctr, "restartPolicy", fp, JSON_STRING, &rp)))
+            return err;
+        *sidecar = rp && strcmp(json_string_value(rp), "Always") == 0;
+    }
+    return AS_OK;
+}
+
+static as_err pod_requests(pod_dec *d, const json_t *spec)
+{
+    const json_t *ctrs, *inits, *over, *pres;
+    as_err err;
+    if ((err = model_priv_get(&d->c, spec, "containers", "spec.containers", JSON_ARRAY, &ctrs)))
+        return err;
+    if ((err = model_priv_get(&d->c, spec, "initContainers", "spec.initContainers", JSON_ARRAY,
+                              &inits)))
+        return err;
+
+    acc total = {{0}, 0}, one, sidecars = {{0}, 0}, initmax = {{0}, 0};
+    char base[MODEL_PRIV_PATH_MAX];
+    for (size_t i = 0; i < json_array_size(ctrs); i++) {
+        snprintf(base, sizeof base, "spec.containers[%zu]", i);
+        if ((err = pod_container(d, json_array_get(ctrs, i), base, &one, NULL)))
+            return err;
+        if ((err = acc_add(d, &total, &one, base)))
+            return err;
+    }
+    for (size_t i = 0; i < json_array_size(inits); i++) {
+        bool sidecar;
+        snprintf(base, sizeof base, "spec.initContainers[%zu]", i);
+        if ((err = pod_container(d, json_array_get(inits, i), base, &one, &sidecar)))
+            return err;
+        if (sidecar) {
+            if ((err = acc_add(d, &total, &one, base)) || (err = acc_add(d, &sidecars, &one, base)))
+                return err;
+            acc_max(&initmax, &sidecars);
+        } else {
+            if ((err = acc_add(d, &one, &sidecars, base)))
+                return err;
+            acc_max(&initmax, &one);
+        }
+    }
+    acc_max(&total, &initmax);
+
+    /* pod-level resources: only cpu and memory are honoured here */
+    if ((err = model_priv_get(&d->c, spec, "resources", "spec.resources", JSON_OBJECT, &pres)))
+        return err;
+    if (pres) {
+        const json_t *preq, *plim;
+        if ((err = model_priv_get(&d->c, pres, "requests", "spec.resources.requests", JSON_OBJECT,
+                                  &preq)) ||
+            (err = model_priv_get(&d->c, pres, "limits", "spec.resources.limits", JSON_OBJECT,
+                                  &plim)))
+            return err;
+        static const struct {
+            const char *name;
+            int idx;
+        } lvl[] = {{"cpu", MODEL_RES_CPU}, {"memory", MODEL_RES_MEMORY}};
+        for (size_t k = 0; k < sizeof lvl / sizeof lvl[0]; k++) {
+            const json_t *q = preq ? json_object_get(preq, lvl[k].name) : NULL;
+            const char *what = "spec.resources.requests";
+            if (!q && plim && !(total.present & (1u << lvl[k].idx))) {
+                q = json_object_get(plim, lvl[k].name);
+                what = "spec.resources.limits";
+            }
+            if (!q)
+                continue;
+            char fp[MODEL_PRIV_PATH_MAX];
+            model_priv_path_key(fp, sizeof fp, what, lvl[k].name);
+            if ((err = model_priv_quantity(&d->c, q, lvl[k].idx == MODEL_RES_CPU, fp,
+                                           &total.v[lvl[k].idx])))
+                return err;
+            total.present |= 1u << lvl[k].idx;
+        }
+    }
+
+    if ((err = model_priv_get(&d->c, spec, "overhead", "spec.overhead", JSON_OBJECT, &over)))
+        return err;
+    if (over) {
+        memset(&one, 0, sizeof one);
+        if ((err = pod_reslist(d, over, NULL, "spec.overhead", &one)) ||
+            (err = acc_add(d, &total, &one, "spec.overhead")))
+            return err;
+    }
+
+    model_pod *p = d->pod;
+    for (int i = 0; i < MODEL_MAX_RES; i++)
+        p->req.v[i] = total.v[i];
+    p->req.v[MODEL_RES_PODS] = 1;
+    p->req_mask = 0;
+    for (int i = 0; i < MODEL_MAX_RES; i++) {
+        if (p->req.v[i])
+            p->req_mask |= 1u << i;
+    }
+
+    int64_t whole = total.v[ACC_WHOLE], share = total.v[ACC_SHARE];
+    if (share && whole)
+        return model_priv_fail(&d->c, AS_EINVAL, d->share_path,
+                               "a pod asks for a share of one GPU (%s) or for whole GPUs "
+                               "(%s), not both; remove one of them",
+                               d->reg->gpu_share_name, d->reg->gpu_name);
+    if (whole) {
+        p->gpu_count = whole > UINT32_MAX ? UINT32_MAX : (uint32_t)whole;
+        p->gpu_milli = MODEL_GPU_MILLI;
+    } else if (share) {
+        if (share > MODEL_GPU_MILLI)
+            return model_priv_fail(&d->c, AS_EINVAL, d->share_path,
+                                   "a GPU share of %lld milli-GPU is more than one GPU (1000); "
+                                   "ask for whole GPUs with %s instead",
+                                   (long long)share, d->reg->gpu_name);
+        p->gpu_count = 1;
+        p->gpu_milli = (uint32_t)share;
+        if (__atomic_load_n(&d->reg->gpu_res, __ATOMIC_ACQUIRE) < 0 && !p->unknown_res)
+            p->unknown_res = d->reg->gpu_share_name; /* no node has GPUs at all */
+    }
+    return AS_OK;
+}
+
+static as_err parse_sel_op(const char *s, bool fields, model_sel_op *op)
+{
+    static const struct {
+        const char *name;
+        model_sel_op op;
+    } ops[] = {{"In", MODEL_SEL_IN},         {"NotIn", MODEL_SEL_NOT_IN},
+               {"Exists", MODEL_SEL_EXISTS}, {"DoesNotExist", MODEL_SEL_DOES_NOT_EXIST},
+               {"Gt", MODEL_SEL_GT},         {"Lt", MODEL_SEL_LT}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (fields && i >= 2)
+            break;
+        if (strcmp(s, ops[i].name) == 0) {
+            *op = ops[i].op;
+            return AS_OK;
+        }
+    }
+    return AS_EINVAL;
+}
+
+static as_err pod_sel_reqs(pod_dec *d, const json_t *arr, const char *base, bool fields,
+                           const model_selector_req **out, uint32_t *nout)
+{
+    size_t n = json_array_size(arr);
+    *out = NULL;
+    *nout = 0;
+    if (n == 0)
+        return AS_OK;
+    model_selector_req *r = pool_alloc(d->c.pool, n * sizeof *r);
+    if (!r)
+        return model_priv_oom(&d->c, base);
+    char ip[MODEL_PRIV_PATH_MAX], fp[MODEL_PRIV_PATH_MAX];
+    as_err err;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *it = json_array_get(arr, i), *vals;
+        snprintf(ip, sizeof ip, "%s[%zu]", base, i);
+        if (!json_is_object(it))
+            return model_priv_fail(&d->c, AS_EINVAL, ip,
+                                   "must be an object with key, operator and values, not %s",
+                                   model_priv_type_name(it));
+        snprintf(fp, sizeof fp, "%s.key", ip);
+        if ((err = model_priv_get_str(&d->c, it, "key", fp, "", &r[i].key)))
+            return err;
+        if (!r[i].key[0])
+            return model_priv_fail(&d->c, AS_EINVAL, fp, "a requirement needs a non-empty key");
+        if (fields && strcmp(r[i].key, "metadata.name") != 0)
+            return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                   "matchFields supports only the key metadata.name, not "
+                                   "\"%.60s\"",
+                                   r[i].key);
+        const char *ops;
+        snprintf(fp, sizeof fp, "%s.operator", ip);
+        if ((err = model_priv_get_str(&d->c, it, "operator", fp, "", &ops)))
+            return err;
+        if (parse_sel_op(ops, fields, &r[i].op))
+            return model_priv_fail(&d->c, AS_EINVAL, fp, "unknown operator \"%.40s\"; use %s", ops,
+                                   fields ? "In or NotIn"
+                                          : "In, NotIn, Exists, DoesNotExist, Gt or Lt");
+        snprintf(fp, sizeof fp, "%s.values", ip);
+        if ((err = model_priv_get(&d->c, it, "values", fp, JSON_ARRAY, &vals)))
+            return err;
+        size_t nv = json_array_size(vals);
+        if (nv > UINT32_MAX)
+            return model_priv_fail(&d->c, AS_ERANGE, fp, "has too many values");
+        switch (r[i].op) {
+        case MODEL_SEL_IN:
+        case MODEL_SEL_NOT_IN:
+            if (nv == 0)
+                return model_priv_fail(&d->c, AS_EINVAL, fp, "operator %s needs at least one value",
+                                       ops);
+            if (fields && nv != 1)
+                return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                       "matchFields with %s takes exactly one value", ops);
+            break;
+        case MODEL_SEL_EXISTS:
+        case MODEL_SEL_DOES_NOT_EXIST:
+            if (nv != 0)
+                return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                       "operator %s takes no values; remove them", ops);
+            break;
+        case MODEL_SEL_GT:
+        case MODEL_SEL_LT:
+            if (nv != 1)
+                return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                       "operator %s takes exactly one integer value", ops);
+            break;
+        }
+        if (nv) {
+            const char **vs = pool_alloc(d->c.pool, nv * sizeof *vs);
+            if (!vs)
+                return model_priv_oom(&d->c, fp);
+            for (size_t k = 0; k < nv; k++) {
+                char vp[MODEL_PRIV_PATH_MAX];
+                snprintf(vp, sizeof vp, "%s[%zu]", fp, k);
+                if ((err = model_priv_str(&d->c, json_array_get(vals, k), vp, &vs[k])))
+                    return err;
+            }
+            r[i].values = vs;
+            r[i].nvalues = (uint32_t)nv;
+        }
+        if ((r[i].op == MODEL_SEL_GT || r[i].op == MODEL_SEL_LT) &&
+            !model_priv_parse_int64(r[i].values[0], &r[i].num))
+            return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                   "operator %s needs an integer value, not \"%.40s\"", ops,
+                                   r[i].values[0]);
+    }
+    *out = r;
+    *nout = (uint32_t)n;
+    return AS_OK;
+}
+
+static as_err pod_affinity(pod_dec *d, const json_t *spec)
+{
+    const char *rp = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+    const json_t *aff, *na, *req, *terms;
+    as_err err;
+    if ((err = model_priv_get(&d->c, spec, "affinity", "spec.affinity", JSON_OBJECT, &aff)) ||
+        (err = model_priv_get(&d->c, aff, "nodeAffinity", "spec.affinity.nodeAffinity", JSON_OBJECT,
+                              &na)) ||
+        (err = model_priv_get(&d->c, na, "requiredDuringSchedulingIgnoredDuringExecution", rp,
+                              JSON_OBJECT, &req)))
+        return err;
+    if (!req)
+        return AS_OK;
+    char tp[MODEL_PRIV_PATH_MAX];
+    snprintf(tp, sizeof tp, "%s.nodeSelectorTerms", rp);
+    if ((err = model_priv_get(&d->c, req, "nodeSelectorTerms", tp, JSON_ARRAY, &terms)))
+        return err;
+    model_affinity *a = &d->pod->affinity;
+    a->present = true;
+    size_t n = json_array_size(terms);
+    if (n == 0)
+        return AS_OK;
+    model_selector_term *t = pool_alloc(d->c.pool, n * sizeof *t);
+    if (!t)
+        return model_priv_oom(&d->c, tp);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *it = json_array_get(terms, i), *ex, *fl;
+        char ip[MODEL_PRIV_PATH_MAX], fp[MODEL_PRIV_PATH_MAX];
+        snprintf(ip, sizeof ip, "%s[%zu]", tp, i);
+        if (!json_is_object(it))
+            return model_priv_fail(&d->c, AS_EINVAL, ip, "must be an object, not %s",
+                                   model_priv_type_name(it));
+        snprintf(fp, sizeof fp, "%s.matchExpressions", ip);
+        if ((err = model_priv_get(&d->c, it, "matchExpressions", fp, JSON_ARRAY, &ex)) ||
+            (ex && (err = pod_sel_reqs(d, ex, fp, false, &t[i].exprs, &t[i].nexprs))))
+            return err;
+        snprintf(fp, sizeof fp, "%s.matchFields", ip);
+        if ((err = model_priv_get(&d->c, it, "matchFields", fp, JSON_ARRAY, &fl)) ||
+            (fl && (err = pod_sel_reqs(d, fl, fp, true, &t[i].fields, &t[i].nfields))))
+            return err;
+    }
+    a->terms = t;
+    a->nterms = (uint32_t)n;
+    return AS_OK;
+}
+
+static as_err pod_tolerations(pod_dec *d, const json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    if (n == 0)
+        return AS_OK;
+    model_toleration *t = pool_alloc(d->c.pool, n * sizeof *t);
+    if (!t)
+        return model_priv_oom(&d->c, "spec.tolerations");
+    as_err err;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *it = json_array_get(arr, i);
+        char ip[MODEL_PRIV_PATH_MAX], fp[MODEL_PRIV_PATH_MAX];
+        snprintf(ip, sizeof ip, "spec.tolerations[%zu]", i);
+        if (!json_is_object(it))
+            return model_priv_fail(&d->c, AS_EINVAL, ip, "must be an object, not %s",
+                                   model_priv_type_name(it));
+        const char *op, *eff;
+        snprintf(fp, sizeof fp, "%s.key", ip);
+        if ((err = model_priv_get_str(&d->c, it, "key", fp, "", &t[i].key)))
+            return err;
+        snprintf(fp, sizeof fp, "%s.value", ip);
+        if ((err = model_priv_get_str(&d->c, it, "value", fp, "", &t[i].value)))
+            return err;
+        snprintf(fp, sizeof fp, "%s.operator", ip);
+        if ((err = model_priv_get_str(&d->c, it, "operator", fp, "", &op)))
+            return err;
+        if (!op[0] || strcmp(op, "Equal") == 0) {
+            t[i].op = MODEL_TOL_EQUAL;
+            if (!t[i].key[0])
+                return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                       "a toleration without a key must use operator Exists "
+                                       "(it then tolerates every taint)");
+        } else if (strcmp(op, "Exists") == 0) {
+            t[i].op = MODEL_TOL_EXISTS;
+            if (t[i].value[0]) {
+                snprintf(fp, sizeof fp, "%s.value", ip);
+                return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                       "must be empty with operator Exists; remove the value "
+                                       "or use operator Equal");
+            }
+        } else {
+            return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                   "unknown toleration operator \"%.40s\"; use Equal or Exists",
+                                   op);
+        }
+        snprintf(fp, sizeof fp, "%s.effect", ip);
+        if ((err = model_priv_get_str(&d->c, it, "effect", fp, "", &eff)))
+            return err;
+        if (!eff[0])
+            t[i].effect = MODEL_EFFECT_ALL;
+        else if (!model_priv_effect_parse(eff, &t[i].effect))
+            return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                   "unknown effect \"%.40s\"; use NoSchedule, PreferNoSchedule, "
+                                   "NoExecute or leave it empty for all effects",
+                                   eff);
+    }
+    d->pod->tolerations = t;
+    d->pod->ntolerations = (uint32_t)n;
+    return AS_OK;
+}
+
+static as_err pod_phase(pod_dec *d, const json_t *status)
+{
+    const char *ph;
+    as_err err = model_priv_get_str(&d->c, status, "phase", "status.phase", "", &ph);
+    if (err)
+        return err;
+    static const char *const names[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
+    if (!ph[0]) {
+        d->pod->phase = MODEL_PHASE_PENDING;
+        return AS_OK;
+    }
+    for (int i = 0; i < 5; i++) {
+        if (strcmp(ph, names[i]) == 0) {
+            d->pod->phase = (model_phase)i;
+            return AS_OK;
+        }
+    }
+    return model_priv_fail(&d->c, AS_EINVAL, "status.phase",
+                           "unknown phase \"%.40s\"; use Pending, Running, Succeeded, Failed or "
+                           "Unknown",
+                           ph);
+}
+
+static as_err pod_metadata(pod_dec *d, const json_t *obj)
+{
+    model_pod *p = d->pod;
+    const json_t *meta, *v;
+    as_err err;
+    if ((err = model_priv_get(&d->c, obj, "metadata", "metadata", JSON_OBJECT, &meta)))
+        return err;
+    if ((err = model_priv_get_str(&d->c, meta, "name", "metadata.name", "", &p->name)))
+        return err;
+    if ((err = model_priv_get_str(&d->c, meta, "namespace", "metadata.namespace", "", &p->ns)))
+        return err;
+    if (!p->ns[0])
+        p->ns = "default";
+    if (!p->name[0])
+        return model_priv_fail(&d->c, AS_EINVAL, "metadata.name",
+                               "a Pod needs a non-empty metadata.name");
+    snprintf(d->c.what, sizeof d->c.what, "pod %.90s/%.100s", p->ns, p->name);
+    if ((err = model_priv_get_str(&d->c, meta, "uid", "metadata.uid", "", &p->uid)) ||
+        (err = model_priv_get_str(&d->c, meta, "resourceVersion", "metadata.resourceVersion", "",
+                                  &p->resource_version)))
+        return err;
+    if ((err = model_priv_get(&d->c, meta, "labels", "metadata.labels", JSON_OBJECT, &v)) ||
+        (err = model_priv_labels(&d->c, v, "metadata.labels", &p->labels)))
+        return err;
+    if ((err = model_priv_get(&d->c, meta, "deletionTimestamp", "metadata.deletionTimestamp",
+                              JSON_STRING, &v)))
+        return err;
+    p->terminating = v != NULL;
+    if ((err = model_priv_get(&d->c, meta, "creationTimestamp", "metadata.creationTimestamp",
+                              JSON_STRING, &v)))
+        return err;
+    if (v && !model_priv_rfc3339_ms(json_string_value(v), &p->created_ms))
+        return model_priv_fail(&d->c, AS_EINVAL, "metadata.creationTimestamp",
+                               "\"%.40s\" is not an RFC 3339 time; use e.g. "
+                               "\"2026-01-02T15:04:05Z\"",
+                               json_string_value(v));
+    return AS_OK;
+}
+
+static as_err pod_spec(pod_dec *d, const json_t *spec)
+{
+    model_pod *p = d->pod;
+    const json_t *v;
+    as_err err;
+    if ((err = model_priv_get_str(&d->c, spec, "nodeName", "spec.nodeName", "", &p->node_name)))
+        return err;
+    if (!p->node_name[0])
+        p->node_name = NULL;
+    if ((err = model_priv_get_str(&d->c, spec, "schedulerName", "spec.schedulerName", "",
+                                  &p->scheduler_name)))
+        return err;
+    if (!p->scheduler_name[0])
+        p->scheduler_name = "default-scheduler";
+    if ((err = model_priv_get(&d->c, spec, "priority", "spec.priority", JSON_INTEGER, &v)))
+        return err;
+    if (v) {
+        json_int_t pr = json_integer_value(v);
+        if (pr < INT32_MIN || pr > INT32_MAX)
+            return model_priv_fail(&d->c, AS_ERANGE, "spec.priority",
+                                   "%lld does not fit a 32-bit priority", (long long)pr);
+        p->priority = (int32_t)pr;
+    }
+    if ((err = model_priv_get(&d->c, spec, "nodeSelector", "spec.nodeSelector", JSON_OBJECT, &v)) ||
+        (err = model_priv_labels(&d->c, v, "spec.nodeSelector", &p->node_selector)))
+        return err;
+    if ((err = pod_affinity(d, spec)))
+        return err;
+    if ((err = model_priv_get(&d->c, spec, "tolerations", "spec.tolerations", JSON_ARRAY, &v)) ||
+        (v && (err = pod_tolerations(d, v))))
+        return err;
+    return pod_requests(d, spec);
+}
+
+/* See model.h. */
+as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_pod **out,
+                           as_diag *diag)
+{
+    *out = NULL;
+    pod_dec d;
+    memset(&d, 0, sizeof d);
+    d.c.diag = diag;
+    d.reg = reg;
+    snprintf(d.c.what, sizeof d.c.what, "pod");
+    if (!json_is_object(obj))
+        return model_priv_fail(&d.c, AS_EINVAL, "", "a Pod must be an object, not %s",
+                               obj ? model_priv_type_name(obj) : "nothing");
+    d.c.pool = pool_new(0);
+    if (!d.c.pool)
+        return model_priv_oom(&d.c, "");
+    as_err err = AS_OK;
+    model_pod *p = pool_alloc(d.c.pool, sizeof *p);
+    if (!p) {
+        err = model_priv_oom(&d.c, "");
+        goto done;
+    }
+    p->pool = d.c.pool;
+    d.pod = p;
+
+    const json_t *kind, *spec, *status;
+    if ((err = model_priv_get(&d.c, obj, "kind", "kind", JSON_STRING, &kind)))
+        goto done;
+    if (kind && strcmp(json_string_value(kind), "Pod") != 0) {
+        err = model_priv_fail(&d.c, AS_EINVAL, "kind", "expected kind Pod, got \"%.40s\"",
+                              json_string_value(kind));
+        goto done;
+    }
+    if ((err = pod_metadata(&d, obj)))
+        goto done;
+    if ((err = model_priv_get(&d.c, obj, "spec", "spec", JSON_OBJECT, &spec)) ||
+        (err = pod_spec(&d, spec)))
+        goto done;
+    if ((err = model_priv_get(&d.c, obj, "status", "status", JSON_OBJECT, &status)) ||
+        (err = pod_phase(&d, status)))
+        goto done;
+done:
+    if (err) {
+        pool_free(d.c.pool);
+        return err;
+    }
+    *out = p;
+    return AS_OK;
+}
+
+/* See model.h. */
+void model_pod_free(model_pod *p)
+{
+    if (p)
+        pool_free(p->pool);
+}
+
+/* See model.h. */
+bool model_pod_is_terminal(const model_pod *p)
+{
+    return p->phase == MODEL_PHASE_SUCCEEDED || p->phase == MODEL_PHASE_FAILED;
+}
