@@ -1262,7 +1262,8 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                                   (long long)sum[r]);
                 goto done;
             }
-            bool devices_cover = r == c->reg->gpu_res && spec->ngpus > 0;
+            bool devices_cover =
+                r == __atomic_load_n(&c->reg->gpu_res, __ATOMIC_ACQUIRE) && spec->ngpus > 0;
             if (asum[r] > 0 && !devices_cover && have > spec->alloc.v[r]) {
                 err = as_diag_set(diag, AS_EINTERNAL, NULL,
                                   "node %s: overcommitted %s (%lld requested > %lld "

@@ -115,11 +115,12 @@ pred_result pred_check_resources(const model_registry *reg, const model_pod *pod
     if (cache_node_requested(node, MODEL_RES_PODS) + 1 > spec->alloc.v[MODEL_RES_PODS])
         return (pred_result){PRED_TOO_MANY_PODS, 0};
     bool devices = spec->ngpus > 0;
+    int gpu_res = __atomic_load_n(&reg->gpu_res, __ATOMIC_ACQUIRE);
     for (int r = 0; r < MODEL_MAX_RES; r++) {
         int64_t want = pod->req.v[r];
         if (r == MODEL_RES_PODS || want <= 0)
             continue;
-        if (devices && r == reg->gpu_res)
+        if (devices && r == gpu_res)
             continue;
         if (want > spec->alloc.v[r] - cache_node_requested(node, r))
             return (pred_result){PRED_INSUFFICIENT, r};
