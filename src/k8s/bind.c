@@ -1,0 +1,334 @@
+/* bind.c - pods/binding over a bounded pool of keep-alive connections. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/log.h"
+#include "internal.h"
+
+#define BIND_QUEUE_CAP         16384
+#define BIND_ASYNC_WORKERS_MAX 16
+#define BIND_RESP_CAP          (256 * 1024)
+
+as_err k8s_bind_init(k8s_client *k)
+{
+    size_t n = k->cfg.bind_concurrency;
+    k->bhandles = calloc(n, sizeof *k->bhandles);
+    k->bq = calloc(BIND_QUEUE_CAP, sizeof *k->bq);
+    if (!k->bhandles || !k->bq)
+        return AS_ENOMEM;
+    k->bq_cap = BIND_QUEUE_CAP;
+    for (size_t i = 0; i < n; i++)
+        if (!(k->bhandles[i] = curl_easy_init()))
+            return AS_ENOMEM;
+    k->nbfree = n;
+    return AS_OK;
+}
+
+static void job_free(k8s_bind_job *j)
+{
+    free(j->ns);
+    free(j->name);
+    free(j->uid);
+    free(j->node);
+    memset(j, 0, sizeof *j);
+}
+
+void k8s_bind_shutdown(k8s_client *k)
+{
+    pthread_mutex_lock(&k->bmu);
+    pthread_cond_broadcast(&k->bqcond);
+    pthread_cond_broadcast(&k->bcond);
+    pthread_mutex_unlock(&k->bmu);
+    for (size_t i = 0; i < k->nbworkers; i++)
+        pthread_join(k->bworkers[i], NULL);
+    free(k->bworkers);
+    k->bworkers = NULL;
+    k->nbworkers = 0;
+    /* Jobs never started fail, so their callers release the pods. */
+    pthread_mutex_lock(&k->bmu);
+    while (k->bq && k->bq_len > 0) {
+        k8s_bind_job j = k->bq[k->bq_head];
+        k->bq_head = (k->bq_head + 1) % k->bq_cap;
+        k->bq_len--;
+        pthread_mutex_unlock(&k->bmu);
+        if (j.done) {
+            as_diag d;
+            as_diag_set(&d, AS_EIO, NULL, "client stopped before the bind was sent");
+            j.done(j.arg, AS_EIO, &d);
+        }
+        job_free(&j);
+        pthread_mutex_lock(&k->bmu);
+    }
+    /* Synchronous binds in flight abort on stop; wait for their handles. */
+    while (k->bhandles && k->nbfree < k->cfg.bind_concurrency)
+        pthread_cond_wait(&k->bcond, &k->bmu);
+    pthread_mutex_unlock(&k->bmu);
+    if (k->bhandles)
+        for (size_t i = 0; i < k->cfg.bind_concurrency; i++)
+            if (k->bhandles[i])
+                curl_easy_cleanup(k->bhandles[i]);
+    free(k->bhandles);
+    k->bhandles = NULL;
+    free(k->bq);
+    k->bq = NULL;
+}
+
+static CURL *handle_get(k8s_client *k)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&k->bmu);
+    while (k->nbfree == 0 && !k8s_stopping(k))
+        pthread_cond_wait(&k->bcond, &k->bmu);
+    if (!k8s_stopping(k) && k->bhandles)
+        h = k->bhandles[--k->nbfree];
+    pthread_mutex_unlock(&k->bmu);
+    return h;
+}
+
+static void handle_put(k8s_client *k, CURL *h)
+{
+    pthread_mutex_lock(&k->bmu);
+    k->bhandles[k->nbfree++] = h;
+    pthread_cond_broadcast(&k->bcond);
+    pthread_mutex_unlock(&k->bmu);
+}
+
+/* See k8s.h. */
+bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen)
+{
+    static const char pat[] = "already assigned to node ";
+    const char *end = body + len;
+    const char *p = body;
+    out[0] = 0;
+    while (p < end) {
+        const char *hit = memmem(p, (size_t)(end - p), pat, sizeof pat - 1);
+        if (!hit)
+            return false;
+        const char *q = hit + sizeof pat - 1;
+        /* Go's %q quoting; inside a JSON string body it arrives as \" . */
+        if (q < end && *q == '\\')
+            q++;
+        if (q < end && *q == '"')
+            q++;
+        const char *s = q;
+        while (q < end && *q != '"' && *q != '\\' && *q != ' ' && *q != ',' && *q != '}')
+            q++;
+        size_t n = (size_t)(q - s);
+        if (n > 0 && n < outlen) {
+            memcpy(out, s, n);
+            out[n] = 0;
+            return true;
+        }
+        p = hit + 1;
+    }
+    return false;
+}
+
+static const char *status_message(const buf *b, char *tmp, size_t len)
+{
+    tmp[0] = 0;
+    json_t *st = b->len ? json_loadb(b->data, b->len, 0, NULL) : NULL;
+    const char *m = json_string_value(json_object_get(st, "message"));
+    if (m)
+        snprintf(tmp, len, "%s", m);
+    else if (b->len)
+        snprintf(tmp, len, "%.*s", (int)(b->len > 200 ? 200 : b->len), b->data);
+    json_decref(st);
+    return tmp;
+}
+
+/* See k8s.h. */
+as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
+                as_diag *diag)
+{
+    if (!ns || !*ns || !name || !*name || !node || !*node)
+        return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
+    buf body, resp;
+    buf_init(&body, 8192);
+    buf_init(&resp, BIND_RESP_CAP);
+    char *path = NULL;
+    as_err err = AS_OK;
+    CURL *h = handle_get(k);
+    if (!h) {
+        err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
+        goto out;
+    }
+    char *ens = curl_easy_escape(h, ns, 0), *ename = curl_easy_escape(h, name, 0);
+    if (ens && ename) {
+        size_t n = strlen(ens) + strlen(ename) + 64;
+        if ((path = malloc(n)))
+            snprintf(path, n, "/api/v1/namespaces/%s/pods/%s/binding", ens, ename);
+    }
+    curl_free(ens);
+    curl_free(ename);
+    buf_puts(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
+    buf_json_cstr(&body, name);
+    buf_puts(&body, ",\"namespace\":");
+    buf_json_cstr(&body, ns);
+    if (uid && *uid) {
+        buf_puts(&body, ",\"uid\":");
+        buf_json_cstr(&body, uid);
+    }
+    buf_puts(&body, "},\"target\":{\"kind\":\"Node\",\"name\":");
+    buf_json_cstr(&body, node);
+    buf_puts(&body, "}}");
+    if (!path || body.err) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    uint64_t rng = k8s_mono_ns() ^ (uint64_t)(uintptr_t)h;
+    char msg[256];
+    for (unsigned attempt = 0;; attempt++) {
+        long status = 0;
+        as_diag d = {{0}, {0}};
+        buf_reset(&resp);
+        err = k8s_do(k, h, "POST", path, body.data, body.len, &resp, &status, &d);
+        bool retry = false;
+        if (err) {
+            if (k8s_stopping(k)) {
+                err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns,
+                                  name);
+                goto done;
+            }
+            retry = err == AS_EIO || err == AS_ETIMEOUT;
+            if (!retry || attempt >= k->cfg.bind_retries) {
+                err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s", ns, name, node, d.msg);
+                goto done;
+            }
+        } else if (status == 200 || status == 201) {
+            err = AS_OK;
+            goto done;
+        } else if (status == 409) {
+            char other[256];
+            if (k8s_conflict_node(resp.data ? resp.data : "", resp.len, other, sizeof other)) {
+                if (!strcmp(other, node)) {
+                    log_debug("msg=\"bind already done\" pod=%s/%s node=%s", ns, name, node);
+                    err = AS_OK;
+                    goto done;
+                }
+                err = as_diag_set(diag, AS_ECONFLICT, NULL,
+                                  "pod %s/%s is already bound to node %s, not %s", ns, name, other,
+                                  node);
+                goto done;
+            }
+            err = as_diag_set(diag, AS_ECONFLICT, NULL, "bind %s/%s to %s refused (409): %s", ns,
+                              name, node, status_message(&resp, msg, sizeof msg));
+            goto done;
+        } else if (status == 404) {
+            err =
+                as_diag_set(diag, AS_ENOTFOUND, NULL, "pod %s/%s no longer exists (404)", ns, name);
+            goto done;
+        } else if (status == 401 || status == 403) {
+            err = as_diag_set(diag, AS_EAUTH, NULL,
+                              "bind %s/%s refused (%ld): %s; the scheduler needs create on "
+                              "pods/binding",
+                              ns, name, status, status_message(&resp, msg, sizeof msg));
+            goto done;
+        } else if (status == 429 || status >= 500) {
+            retry = true;
+            if (attempt >= k->cfg.bind_retries) {
+                err = as_diag_set(
+                    diag, AS_EHTTP, NULL, "bind %s/%s to %s failed after %u attempts (%ld): %s", ns,
+                    name, node, attempt + 1, status, status_message(&resp, msg, sizeof msg));
+                goto done;
+            }
+        } else {
+            err = as_diag_set(diag, AS_EHTTP, NULL, "bind %s/%s to %s refused (%ld): %s", ns, name,
+                              node, status, status_message(&resp, msg, sizeof msg));
+            goto done;
+        }
+        k8s_count(k, &k->st.bind_retries, 1);
+        int64_t ms =
+            k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, &rng);
+        if (!k8s_sleep_ms(k, ms)) {
+            err =
+                as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns, name);
+            goto done;
+        }
+    }
+done:
+    handle_put(k, h);
+out:
+    if (err == AS_OK)
+        k8s_count(k, &k->st.binds_ok, 1);
+    else
+        k8s_count(k, &k->st.binds_failed, 1);
+    free(path);
+    buf_free(&body);
+    buf_free(&resp);
+    return err;
+}
+
+static void *bind_worker(void *arg)
+{
+    k8s_client *k = arg;
+    pthread_mutex_lock(&k->bmu);
+    for (;;) {
+        while (k->bq_len == 0 && !k8s_stopping(k))
+            pthread_cond_wait(&k->bqcond, &k->bmu);
+        if (k8s_stopping(k))
+            break;
+        k8s_bind_job j = k->bq[k->bq_head];
+        k->bq_head = (k->bq_head + 1) % k->bq_cap;
+        k->bq_len--;
+        pthread_mutex_unlock(&k->bmu);
+        as_diag d = {{0}, {0}};
+        as_err err = k8s_bind(k, j.ns, j.name, j.uid, j.node, &d);
+        if (j.done)
+            j.done(j.arg, err, &d);
+        job_free(&j);
+        pthread_mutex_lock(&k->bmu);
+    }
+    pthread_mutex_unlock(&k->bmu);
+    return NULL;
+}
+
+/* See k8s.h. */
+as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const char *uid,
+                      const char *node, k8s_bind_done_fn done, void *arg)
+{
+    if (!ns || !name || !node)
+        return AS_EINVAL;
+    k8s_bind_job j = {0};
+    j.ns = strdup(ns);
+    j.name = strdup(name);
+    j.uid = strdup(uid ? uid : "");
+    j.node = strdup(node);
+    j.done = done;
+    j.arg = arg;
+    if (!j.ns || !j.name || !j.uid || !j.node) {
+        job_free(&j);
+        return AS_ENOMEM;
+    }
+    as_err err = AS_OK;
+    pthread_mutex_lock(&k->bmu);
+    if (k8s_stopping(k) || !k->bq) {
+        err = AS_EINVAL;
+    } else if (k->bq_len >= k->bq_cap) {
+        err = AS_ELIMIT;
+    } else {
+        if (!k->bworkers) {
+            size_t n = k->cfg.bind_concurrency < BIND_ASYNC_WORKERS_MAX ? k->cfg.bind_concurrency
+                                                                        : BIND_ASYNC_WORKERS_MAX;
+            k->bworkers = calloc(n, sizeof *k->bworkers);
+            for (size_t i = 0; k->bworkers && i < n; i++) {
+                if (pthread_create(&k->bworkers[i], NULL, bind_worker, k) != 0)
+                    break;
+                k->nbworkers++;
+            }
+            if (!k->nbworkers)
+                err = AS_ENOMEM;
+        }
+        if (!err) {
+            k->bq[(k->bq_head + k->bq_len) % k->bq_cap] = j;
+            k->bq_len++;
+            pthread_cond_signal(&k->bqcond);
+        }
+    }
+    pthread_mutex_unlock(&k->bmu);
+    if (err)
+        job_free(&j);
+    return err;
+}

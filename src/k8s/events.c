@@ -1,0 +1,205 @@
+/* events.c - v1 Events (Scheduled / FailedScheduling), rate-limited per pod. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentsched/log.h"
+#include "internal.h"
+
+#define ERATE_SLOTS   8192
+#define EVENT_MSG_MAX 1024
+
+as_err k8s_events_init(k8s_client *k)
+{
+    k->eq_cap = k->cfg.event_queue;
+    k->eq = calloc(k->eq_cap, sizeof *k->eq);
+    k->erate_n = ERATE_SLOTS;
+    k->erate_key = calloc(k->erate_n, sizeof *k->erate_key);
+    k->erate_ms = calloc(k->erate_n, sizeof *k->erate_ms);
+    if (!k->eq || !k->erate_key || !k->erate_ms)
+        return AS_ENOMEM;
+    return AS_OK;
+}
+
+static void ejob_free(k8s_event_job *j)
+{
+    free(j->ns);
+    free(j->name);
+    free(j->uid);
+    free(j->type);
+    free(j->reason);
+    free(j->message);
+    memset(j, 0, sizeof *j);
+}
+
+void k8s_events_shutdown(k8s_client *k)
+{
+    pthread_mutex_lock(&k->emu);
+    pthread_cond_broadcast(&k->econd);
+    bool running = k->erunning;
+    pthread_mutex_unlock(&k->emu);
+    if (running)
+        pthread_join(k->ethread, NULL);
+    k->erunning = false;
+    while (k->eq && k->eq_len > 0) {
+        ejob_free(&k->eq[k->eq_head]);
+        k->eq_head = (k->eq_head + 1) % k->eq_cap;
+        k->eq_len--;
+    }
+    free(k->eq);
+    k->eq = NULL;
+    free(k->erate_key);
+    k->erate_key = NULL;
+    free(k->erate_ms);
+    k->erate_ms = NULL;
+}
+
+static void rfc3339(int64_t ms, char *out, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
+{
+    char ts[32];
+    rfc3339(j->at_ms, ts, sizeof ts);
+    char evname[400];
+    /* Like client-go's recorder: "<object>.<unix nanos in hex>", unique enough. */
+    snprintf(evname, sizeof evname, "%.250s.%llx", j->name,
+             (unsigned long long)j->at_ms * 1000000ull + (k8s_mono_ns() % 1000000ull));
+    buf_puts(b, "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":");
+    buf_json_cstr(b, evname);
+    buf_puts(b, ",\"namespace\":");
+    buf_json_cstr(b, j->ns);
+    buf_puts(b, "},\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"namespace\":");
+    buf_json_cstr(b, j->ns);
+    buf_puts(b, ",\"name\":");
+    buf_json_cstr(b, j->name);
+    if (j->uid && *j->uid) {
+        buf_puts(b, ",\"uid\":");
+        buf_json_cstr(b, j->uid);
+    }
+    buf_puts(b, "},\"reason\":");
+    buf_json_cstr(b, j->reason);
+    buf_puts(b, ",\"message\":");
+    buf_json_cstr(b, j->message);
+    buf_puts(b, ",\"type\":");
+    buf_json_cstr(b, j->type);
+    buf_puts(b, ",\"source\":{\"component\":");
+    buf_json_cstr(b, k->scheduler_name);
+    buf_printf(b, "},\"firstTimestamp\":\"%s\",\"lastTimestamp\":\"%s\",\"count\":1}", ts, ts);
+    return b->err;
+}
+
+static void *event_worker(void *arg)
+{
+    k8s_client *k = arg;
+    CURL *h = curl_easy_init(); /* one keep-alive connection for events */
+    buf body, resp;
+    buf_init(&body, 16384);
+    buf_init(&resp, 64 * 1024);
+    pthread_mutex_lock(&k->emu);
+    for (;;) {
+        while (k->eq_len == 0 && !k8s_stopping(k))
+            pthread_cond_wait(&k->econd, &k->emu);
+        if (k8s_stopping(k) || !h)
+            break;
+        k8s_event_job j = k->eq[k->eq_head];
+        k->eq_head = (k->eq_head + 1) % k->eq_cap;
+        k->eq_len--;
+        pthread_mutex_unlock(&k->emu);
+        buf_reset(&body);
+        buf_reset(&resp);
+        char path[600];
+        char *ens = curl_easy_escape(h, j.ns, 0);
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", ens ? ens : "default");
+        curl_free(ens);
+        long status = 0;
+        as_diag d = {{0}, {0}};
+        as_err err = event_body(k, &j, &body);
+        if (!err)
+            err = k8s_do(k, h, "POST", path, body.data, body.len, &resp, &status, &d);
+        if (!err && (status == 200 || status == 201)) {
+            k8s_count(k, &k->st.events_posted, 1);
+        } else {
+            k8s_count(k, &k->st.events_dropped, 1);
+            log_debug("msg=\"event not posted\" pod=%s/%s reason=%s status=%ld err=\"%s\"", j.ns,
+                      j.name, j.reason, status, d.msg);
+        }
+        ejob_free(&j);
+        pthread_mutex_lock(&k->emu);
+    }
+    pthread_mutex_unlock(&k->emu);
+    buf_free(&body);
+    buf_free(&resp);
+    if (h)
+        curl_easy_cleanup(h);
+    return NULL;
+}
+
+static uint64_t fnv(uint64_t h, const char *s)
+{
+    for (; s && *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* See k8s.h. */
+void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char *uid,
+                    const char *type, const char *reason, const char *message)
+{
+    if (!k || !ns || !name || !reason)
+        return;
+    int64_t now = k8s_now_ms();
+    uint64_t key = fnv(0xcbf29ce484222325ull, uid && *uid ? uid : name);
+    key = fnv(fnv(key, "/"), ns);
+    key = fnv(fnv(key, "|"), reason);
+    if (!key)
+        key = 1;
+    k8s_event_job j = {0};
+    bool queued = false;
+    pthread_mutex_lock(&k->emu);
+    if (k8s_stopping(k) || !k->eq)
+        goto drop;
+    /* Per pod+reason limit in a fixed table: a collision only ever lets an
+     * extra event through, and memory stays bounded. */
+    size_t slot = (size_t)(key % k->erate_n);
+    if (k->erate_key[slot] == key && now - k->erate_ms[slot] < k->cfg.event_pod_interval_ms)
+        goto drop;
+    if (k->eq_len >= k->eq_cap)
+        goto drop;
+    char msg[EVENT_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", message ? message : "");
+    j.ns = strdup(ns);
+    j.name = strdup(name);
+    j.uid = strdup(uid ? uid : "");
+    j.type = strdup(type ? type : "Normal");
+    j.reason = strdup(reason);
+    j.message = strdup(msg);
+    j.at_ms = now;
+    if (!j.ns || !j.name || !j.uid || !j.type || !j.reason || !j.message)
+        goto drop;
+    if (!k->erunning) {
+        if (pthread_create(&k->ethread, NULL, event_worker, k) != 0)
+            goto drop;
+        k->erunning = true;
+    }
+    k->erate_key[slot] = key;
+    k->erate_ms[slot] = now;
+    k->eq[(k->eq_head + k->eq_len) % k->eq_cap] = j;
+    k->eq_len++;
+    queued = true;
+    pthread_cond_signal(&k->econd);
+drop:
+    pthread_mutex_unlock(&k->emu);
+    if (!queued) {
+        ejob_free(&j);
+        k8s_count(k, &k->st.events_dropped, 1);
+    }
+}

@@ -1,0 +1,994 @@
+/* watch.c - list+watch reflectors for Nodes, Pods and NodeShards. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/log.h"
+#include "internal.h"
+
+#define RV_MAX      128
+#define ERRBODY_CAP (64 * 1024)
+#define SHARDS_MAX  4096
+
+static const char *const kind_names[K8S_KIND__COUNT] = {"nodes", "pods", "nodeshards"};
+static const char *const kind_obj[K8S_KIND__COUNT] = {"Node", "Pod", "NodeShard"};
+
+/* ================================================================== */
+/* Shard table                                                         */
+/* ================================================================== */
+
+static void free_strv(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void k8s_shard_free_fields(k8s_shard *s)
+{
+    free(s->name);
+    free(s->resource_version);
+    free_strv(s->nodes_desired, s->n_desired);
+    free_strv(s->nodes_in_use, s->n_in_use);
+    free_strv(s->nodes_to_remove, s->n_to_remove);
+    free_strv(s->nodes_to_add, s->n_to_add);
+    free(s->last_update_time);
+    memset(s, 0, sizeof *s);
+}
+
+/* See k8s.h. */
+void k8s_shards_free(k8s_shard *shards, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        k8s_shard_free_fields(&shards[i]);
+    free(shards);
+}
+
+static as_err strv_from_json(const json_t *arr, char ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!json_is_array(arr) || json_array_size(arr) == 0)
+        return AS_OK;
+    size_t cnt = json_array_size(arr);
+    char **v = calloc(cnt, sizeof *v);
+    if (!v)
+        return AS_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        const char *s = json_string_value(json_array_get(arr, i));
+        if (!s)
+            continue;
+        if (!(v[k] = strdup(s))) {
+            free_strv(v, k);
+            return AS_ENOMEM;
+        }
+        k++;
+    }
+    *out = v;
+    *n = k;
+    return AS_OK;
+}
+
+static as_err strv_copy(char *const *src, size_t n, char ***out)
+{
+    *out = NULL;
+    if (!n)
+        return AS_OK;
+    char **v = calloc(n, sizeof *v);
+    if (!v)
+        return AS_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = strdup(src[i]))) {
+            free_strv(v, i);
+            return AS_ENOMEM;
+        }
+    *out = v;
+    return AS_OK;
+}
+
+static as_err shard_from_json(const json_t *obj, k8s_shard *s)
+{
+    memset(s, 0, sizeof *s);
+    const json_t *md = json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(md, "name"));
+    if (!name || !*name)
+        return AS_EINVAL;
+    const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *st = json_object_get(obj, "status");
+    const char *lut = json_string_value(json_object_get(st, "lastUpdateTime"));
+    as_err err = AS_ENOMEM;
+    if (!(s->name = strdup(name)) || !(s->resource_version = strdup(rv ? rv : "")) ||
+        (lut && !(s->last_update_time = strdup(lut))))
+        goto fail;
+    if ((err = strv_from_json(json_object_get(spec, "nodesDesired"), &s->nodes_desired,
+                              &s->n_desired)) ||
+        (err = strv_from_json(json_object_get(st, "nodesInUse"), &s->nodes_in_use, &s->n_in_use)) ||
+        (err = strv_from_json(json_object_get(st, "nodesToRemove"), &s->nodes_to_remove,
+                              &s->n_to_remove)) ||
+        (err = strv_from_json(json_object_get(st, "nodesToAdd"), &s->nodes_to_add, &s->n_to_add)))
+        goto fail;
+    return AS_OK;
+fail:
+    k8s_shard_free_fields(s);
+    return err;
+}
+
+static as_err shard_copy(const k8s_shard *src, k8s_shard *dst)
+{
+    memset(dst, 0, sizeof *dst);
+    as_err err = AS_ENOMEM;
+    if (!(dst->name = strdup(src->name)) ||
+        !(dst->resource_version = strdup(src->resource_version)) ||
+        (src->last_update_time && !(dst->last_update_time = strdup(src->last_update_time))))
+        goto fail;
+    if ((err = strv_copy(src->nodes_desired, src->n_desired, &dst->nodes_desired)))
+        goto fail;
+    dst->n_desired = src->n_desired;
+    if ((err = strv_copy(src->nodes_in_use, src->n_in_use, &dst->nodes_in_use)))
+        goto fail;
+    dst->n_in_use = src->n_in_use;
+    if ((err = strv_copy(src->nodes_to_remove, src->n_to_remove, &dst->nodes_to_remove)))
+        goto fail;
+    dst->n_to_remove = src->n_to_remove;
+    if ((err = strv_copy(src->nodes_to_add, src->n_to_add, &dst->nodes_to_add)))
+        goto fail;
+    dst->n_to_add = src->n_to_add;
+    return AS_OK;
+fail:
+    k8s_shard_free_fields(dst);
+    return err;
+}
+
+/* See k8s.h. */
+as_err k8s_shards_copy(k8s_client *k, k8s_shard **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&k->shard_mu);
+    as_err err = AS_OK;
+    if (k->nshards) {
+        k8s_shard *v = calloc(k->nshards, sizeof *v);
+        if (!v) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+        for (size_t i = 0; i < k->nshards; i++)
+            if ((err = shard_copy(&k->shards[i], &v[i]))) {
+                k8s_shards_free(v, i);
+                goto done;
+            }
+        *out = v;
+        *n = k->nshards;
+    }
+done:
+    pthread_mutex_unlock(&k->shard_mu);
+    return err;
+}
+
+/* Finds name's index in the sorted table, or its insertion point (*found false). */
+static size_t shard_find(k8s_shard *v, size_t n, const char *name, bool *found)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(v[mid].name, name);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+/* Upserts (takes s's fields) or deletes name in the table. */
+static as_err shard_table_apply(k8s_client *k, k8s_shard *s, bool del)
+{
+    as_err err = AS_OK;
+    pthread_mutex_lock(&k->shard_mu);
+    bool found;
+    size_t i = shard_find(k->shards, k->nshards, s->name, &found);
+    if (del) {
+        if (found) {
+            k8s_shard_free_fields(&k->shards[i]);
+            memmove(&k->shards[i], &k->shards[i + 1], (k->nshards - i - 1) * sizeof *k->shards);
+            k->nshards--;
+        }
+        k8s_shard_free_fields(s);
+    } else if (found) {
+        k8s_shard_free_fields(&k->shards[i]);
+        k->shards[i] = *s;
+    } else if (k->nshards >= SHARDS_MAX) {
+        k8s_shard_free_fields(s);
+        err = AS_ELIMIT;
+    } else {
+        k8s_shard *nv = realloc(k->shards, (k->nshards + 1) * sizeof *nv);
+        if (!nv) {
+            k8s_shard_free_fields(s);
+            err = AS_ENOMEM;
+        } else {
+            k->shards = nv;
+            memmove(&nv[i + 1], &nv[i], (k->nshards - i) * sizeof *nv);
+            nv[i] = *s;
+            k->nshards++;
+        }
+    }
+    pthread_mutex_unlock(&k->shard_mu);
+    return err;
+}
+
+static void shard_table_clear(k8s_client *k)
+{
+    pthread_mutex_lock(&k->shard_mu);
+    k8s_shards_free(k->shards, k->nshards);
+    k->shards = NULL;
+    k->nshards = 0;
+    pthread_mutex_unlock(&k->shard_mu);
+}
+
+static void shard_notify(k8s_client *k)
+{
+    if (k && k->cfg.shard_hook)
+        k->cfg.shard_hook(k->cfg.shard_hook_arg, k);
+}
+
+/* ================================================================== */
+/* Event decoding                                                      */
+/* ================================================================== */
+
+struct k8s_stream {
+    k8s_kind kind;
+    cache *cache;
+    model_registry *reg;
+    k8s_client *client; /* may be NULL */
+    buf line;           /* partial line carried between feeds (capped) */
+    size_t max_line;
+    char rv[RV_MAX];
+    uint64_t events;
+    bool discard; /* tests/fuzz: nothing */
+};
+
+/* See k8s.h. */
+as_err k8s_stream_new(k8s_kind kind, cache *c, k8s_client *client, size_t max_line,
+                      k8s_stream **out)
+{
+    *out = NULL;
+    if ((int)kind < 0 || kind >= K8S_KIND__COUNT || !c)
+        return AS_EINVAL;
+    k8s_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return AS_ENOMEM;
+    s->kind = kind;
+    s->cache = c;
+    s->reg = cache_registry(c);
+    s->client = client;
+    s->max_line = max_line ? max_line : ((size_t)8 << 20);
+    buf_init(&s->line, s->max_line);
+    *out = s;
+    return AS_OK;
+}
+
+/* See k8s.h. */
+void k8s_stream_free(k8s_stream *s)
+{
+    if (!s)
+        return;
+    buf_free(&s->line);
+    free(s);
+}
+
+/* See k8s.h. */
+void k8s_stream_reset(k8s_stream *s, const char *rv)
+{
+    buf_reset(&s->line);
+    if (rv)
+        snprintf(s->rv, sizeof s->rv, "%s", rv);
+}
+
+/* See k8s.h. */
+const char *k8s_stream_rv(const k8s_stream *s)
+{
+    return s->rv;
+}
+
+/* See k8s.h. */
+uint64_t k8s_stream_events(const k8s_stream *s)
+{
+    return s->events;
+}
+
+static void note_rv(k8s_stream *s, const json_t *obj)
+{
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (rv && *rv && strlen(rv) < sizeof s->rv)
+        memcpy(s->rv, rv, strlen(rv) + 1);
+}
+
+/* The list API omits kind/apiVersion on items; decoders may want them. */
+static void ensure_kind(json_t *obj, k8s_kind kind)
+{
+    if (!json_object_get(obj, "kind"))
+        json_object_set_new(obj, "kind", json_string(kind_obj[kind]));
+}
+
+static void apply_node(k8s_stream *s, k8s_event_type ev, json_t *obj)
+{
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    if (ev == K8S_EV_DELETED) {
+        if (name)
+            cache_node_remove(s->cache, name);
+        return;
+    }
+    model_node *n = NULL;
+    as_diag d = {{0}, {0}};
+    as_err err = model_node_from_json(s->reg, obj, &n, &d);
+    if (err) {
+        /* A node we cannot read must not stay schedulable with an old spec. */
+        log_warn("msg=\"ignoring node the model cannot decode\" node=%s field=%s err=\"%s\"",
+                 name ? name : "?", d.field, d.msg);
+        if (name)
+            cache_node_remove(s->cache, name);
+        return;
+    }
+    err = cache_node_upsert(s->cache, n); /* takes n */
+    if (err)
+        log_warn("msg=\"cache rejected node\" node=%s err=%s", name ? name : "?", as_strerror(err));
+}
+
+static void pod_uid(const json_t *obj, char *out, size_t len)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    if (uid && *uid) {
+        snprintf(out, len, "%s", uid);
+        return;
+    }
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    const char *name = json_string_value(json_object_get(md, "name"));
+    snprintf(out, len, "%s/%s", ns && *ns ? ns : "default", name ? name : "");
+}
+
+static void pod_hook(k8s_stream *s, k8s_event_type ev, model_pod *p)
+{
+    k8s_client *k = s->client;
+    if (k && k->cfg.pod_hook && k->cfg.pod_hook(k->cfg.pod_hook_arg, ev, p))
+        return; /* the hook took p */
+    model_pod_free(p);
+}
+
+static void apply_pod(k8s_stream *s, k8s_event_type ev, json_t *obj)
+{
+    model_pod *p = NULL;
+    as_diag d = {{0}, {0}};
+    as_err derr = model_pod_from_json(s->reg, obj, &p, &d);
+    if (ev == K8S_EV_DELETED) {
+        char uid[600];
+        pod_uid(obj, uid, sizeof uid);
+        cache_pod_delete(s->cache, uid); /* ENOTFOUND: it held no capacity */
+        if (!derr)
+            pod_hook(s, ev, p);
+        return;
+    }
+    if (derr) {
+        /* Keep what the cache had: releasing usage could double-book. */
+        char uid[600];
+        pod_uid(obj, uid, sizeof uid);
+        log_warn("msg=\"ignoring pod update the model cannot decode\" pod=%s field=%s err=\"%s\"",
+                 uid, d.field, d.msg);
+        return;
+    }
+    as_err err = cache_pod_upsert(s->cache, p);
+    if (err)
+        log_warn("msg=\"cache rejected pod\" pod=%s/%s err=%s", p->ns, p->name, as_strerror(err));
+    pod_hook(s, ev, p);
+}
+
+static void apply_shard(k8s_stream *s, k8s_event_type ev, json_t *obj)
+{
+    if (!s->client)
+        return;
+    k8s_shard sh;
+    if (shard_from_json(obj, &sh) != AS_OK) {
+        log_warn("msg=\"ignoring malformed NodeShard\"");
+        return;
+    }
+    as_err err = shard_table_apply(s->client, &sh, ev == K8S_EV_DELETED);
+    if (err)
+        log_warn("msg=\"NodeShard table update failed\" err=%s", as_strerror(err));
+    shard_notify(s->client);
+}
+
+/* Applies one object (watch event or list item). */
+static void apply_object(k8s_stream *s, k8s_event_type ev, json_t *obj)
+{
+    ensure_kind(obj, s->kind);
+    switch (s->kind) {
+    case K8S_KIND_NODE:
+        apply_node(s, ev, obj);
+        break;
+    case K8S_KIND_POD:
+        apply_pod(s, ev, obj);
+        break;
+    default:
+        apply_shard(s, ev, obj);
+        break;
+    }
+}
+
+static as_err process_line(k8s_stream *s, const char *line, size_t len)
+{
+    size_t i = 0;
+    while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
+        i++;
+    if (i == len)
+        return AS_OK; /* blank keep-alive line */
+    json_error_t je;
+    json_t *ev = json_loadb(line + i, len - i, JSON_REJECT_DUPLICATES, &je);
+    if (!ev) {
+        log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu", kind_names[s->kind],
+                 je.text, len);
+        return AS_EPARSE;
+    }
+    as_err err = AS_OK;
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *obj = json_object_get(ev, "object");
+    if (!type || !json_is_object(obj)) {
+        log_warn("msg=\"watch line is not an event\" kind=%s", kind_names[s->kind]);
+        err = AS_EPARSE;
+        goto done;
+    }
+    if (!strcmp(type, "ERROR")) {
+        json_int_t code = json_integer_value(json_object_get(obj, "code"));
+        const char *reason = json_string_value(json_object_get(obj, "reason"));
+        const char *msg = json_string_value(json_object_get(obj, "message"));
+        log_info("msg=\"watch ERROR event\" kind=%s code=%lld reason=%s message=\"%s\"",
+                 kind_names[s->kind], (long long)code, reason ? reason : "", msg ? msg : "");
+        if (code == 410 || (reason && (!strcmp(reason, "Expired") || !strcmp(reason, "Gone"))))
+            err = AS_EGONE;
+        else
+            err = AS_EHTTP;
+        goto done;
+    }
+    k8s_event_type et;
+    if (!strcmp(type, "ADDED"))
+        et = K8S_EV_ADDED;
+    else if (!strcmp(type, "MODIFIED"))
+        et = K8S_EV_MODIFIED;
+    else if (!strcmp(type, "DELETED"))
+        et = K8S_EV_DELETED;
+    else if (!strcmp(type, "BOOKMARK"))
+        et = K8S_EV_BOOKMARK;
+    else {
+        log_warn("msg=\"unknown watch event type\" kind=%s type=%.32s", kind_names[s->kind], type);
+        err = AS_EPARSE;
+        goto done;
+    }
+    if (et != K8S_EV_BOOKMARK)
+        apply_object(s, et, obj);
+    note_rv(s, obj);
+    s->events++;
+done:
+    json_decref(ev);
+    return err;
+}
+
+/* See k8s.h. */
+as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len)
+{
+    while (len > 0) {
+        const char *nl = memchr(data, '\n', len);
+        if (!nl) {
+            if (buf_append(&s->line, data, len) != AS_OK) {
+                log_warn("msg=\"watch event larger than the line cap\" kind=%s cap=%zu",
+                         kind_names[s->kind], s->max_line);
+                buf_reset(&s->line);
+                return AS_ETOOBIG;
+            }
+            return AS_OK;
+        }
+        size_t n = (size_t)(nl - data);
+        as_err err;
+        if (s->line.len > 0) {
+            if (buf_append(&s->line, data, n) != AS_OK) {
+                log_warn("msg=\"watch event larger than the line cap\" kind=%s cap=%zu",
+                         kind_names[s->kind], s->max_line);
+                buf_reset(&s->line);
+                return AS_ETOOBIG;
+            }
+            err = process_line(s, s->line.data, s->line.len);
+            buf_reset(&s->line);
+        } else if (n > s->max_line) {
+            log_warn("msg=\"watch event larger than the line cap\" kind=%s cap=%zu",
+                     kind_names[s->kind], s->max_line);
+            return AS_ETOOBIG;
+        } else {
+            err = process_line(s, data, n);
+        }
+        if (err)
+            return err;
+        data = nl + 1;
+        len -= n + 1;
+    }
+    return AS_OK;
+}
+
+/* ================================================================== */
+/* Reflector                                                           */
+/* ================================================================== */
+
+struct k8s_reflector {
+    k8s_client *k;
+    k8s_kind kind;
+    k8s_stream *stream;
+    CURL *h; /* one persistent connection for list pages and the watch */
+    uint64_t rng;
+    bool absent_logged;
+    unsigned attempt;
+};
+
+/* Builds "<base>?<params>" for kind into a malloc'ed string. */
+static char *build_path(k8s_reflector *r, const char *params)
+{
+    k8s_client *k = r->k;
+    const char *base = r->kind == K8S_KIND_NODE  ? "/api/v1/nodes"
+                       : r->kind == K8S_KIND_POD ? "/api/v1/pods"
+                                                 : "/apis/shard.volcano.sh/v1alpha1/nodeshards";
+    char *sel = NULL;
+    if (r->kind == K8S_KIND_POD && k->pod_field_selector[0]) {
+        char *e = curl_easy_escape(r->h, k->pod_field_selector, 0);
+        if (!e)
+            return NULL;
+        size_t n = strlen(e) + 32;
+        sel = malloc(n);
+        if (sel)
+            snprintf(sel, n, "fieldSelector=%s&", e);
+        curl_free(e);
+        if (!sel)
+            return NULL;
+    }
+    size_t n = strlen(base) + strlen(params) + (sel ? strlen(sel) : 0) + 4;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s?%s%s", base, sel ? sel : "", params);
+    free(sel);
+    return p;
+}
+
+static void log_http_failure(k8s_reflector *r, const char *what, long status, const buf *body)
+{
+    const char *msg = NULL;
+    json_t *st = body && body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
+    if (st)
+        msg = json_string_value(json_object_get(st, "message"));
+    log_warn("msg=\"%s failed\" kind=%s status=%ld message=\"%s\"", what, kind_names[r->kind],
+             status, msg ? msg : "");
+    json_decref(st);
+}
+
+static as_err status_err(long status)
+{
+    if (status == 410)
+        return AS_EGONE;
+    if (status == 404)
+        return AS_ENOTFOUND;
+    if (status == 401 || status == 403)
+        return AS_EAUTH;
+    return AS_EHTTP;
+}
+
+/* Lists every page inside a sync epoch (nodes/pods) or into a fresh table
+ * (shards); leaves the list's resourceVersion in the stream. */
+static as_err do_list(k8s_reflector *r)
+{
+    k8s_client *k = r->k;
+    buf body;
+    buf_init(&body, k->cfg.max_list_body);
+    char *cont = NULL;
+    char *path = NULL;
+    as_err err = AS_OK;
+    bool locked = false;
+    uint64_t epoch = 0;
+    uint64_t items = 0;
+    as_diag d = {{0}, {0}};
+
+    if (r->kind != K8S_KIND_NODESHARD) {
+        /* Epochs compare with <, so concurrent relists of nodes and pods
+         * do not disturb each other: no lock across the network I/O. */
+        locked = true;
+        epoch = cache_sync_begin(k->cache);
+        if (r->kind == K8S_KIND_POD && k->cfg.pod_hook)
+            k->cfg.pod_hook(k->cfg.pod_hook_arg, K8S_EV_SYNC_BEGIN, NULL);
+    } else {
+        shard_table_clear(k);
+    }
+    for (;;) {
+        char params[1024];
+        if (cont) {
+            char *e = curl_easy_escape(r->h, cont, 0);
+            if (!e) {
+                err = AS_ENOMEM;
+                goto done;
+            }
+            snprintf(params, sizeof params, "limit=%u&continue=%s", k->cfg.list_limit, e);
+            curl_free(e);
+        } else {
+            snprintf(params, sizeof params, "limit=%u", k->cfg.list_limit);
+        }
+        free(path);
+        if (!(path = build_path(r, params))) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+        long status = 0;
+        buf_reset(&body);
+        err = k8s_do(k, r->h, "GET", path, NULL, 0, &body, &status, &d);
+        if (err) {
+            log_warn("msg=\"list failed\" kind=%s err=\"%s\"", kind_names[r->kind], d.msg);
+            goto done;
+        }
+        if (status != 200) {
+            if (!(r->kind == K8S_KIND_NODESHARD && status == 404))
+                log_http_failure(r, "list", status, &body);
+            err = status_err(status);
+            if (status == 410 && cont) {
+                /* The continue token expired: restart the list from scratch. */
+                free(cont);
+                cont = NULL;
+                log_info("msg=\"list continue token expired; restarting\" kind=%s",
+                         kind_names[r->kind]);
+                err = AS_OK;
+                continue;
+            }
+            goto done;
+        }
+        json_error_t je;
+        json_t *doc = json_loadb(body.data, body.len, 0, &je);
+        if (!doc) {
+            log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", kind_names[r->kind],
+                     je.text);
+            err = AS_EPARSE;
+            goto done;
+        }
+        json_t *md = json_object_get(doc, "metadata");
+        const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+        const char *c = json_string_value(json_object_get(md, "continue"));
+        json_t *arr = json_object_get(doc, "items");
+        size_t i;
+        json_t *it;
+        json_array_foreach(arr, i, it)
+        {
+            if (json_is_object(it))
+                apply_object(r->stream, K8S_EV_ADDED, it);
+        }
+        items += json_array_size(arr);
+        free(cont);
+        cont = c && *c ? strdup(c) : NULL;
+        if (rv && *rv && !cont)
+            k8s_stream_reset(r->stream, rv);
+        json_decref(doc);
+        if (c && *c && !cont) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+        if (!cont)
+            break;
+        if (k8s_stopping(k)) {
+            err = AS_EIO;
+            goto done;
+        }
+    }
+    if (locked) {
+        size_t removed = 0;
+        if (r->kind == K8S_KIND_NODE)
+            err = cache_sync_end_nodes(k->cache, epoch, &removed);
+        else
+            err = cache_sync_end_pods(k->cache, epoch, &removed);
+        log_info("msg=\"listed\" kind=%s items=%llu removed_stale=%zu rv=%s", kind_names[r->kind],
+                 (unsigned long long)items, removed, k8s_stream_rv(r->stream));
+    } else {
+        log_info("msg=\"listed\" kind=%s items=%llu rv=%s", kind_names[r->kind],
+                 (unsigned long long)items, k8s_stream_rv(r->stream));
+    }
+done:
+    if (r->kind == K8S_KIND_NODESHARD)
+        shard_notify(k);
+    if (locked) {
+        if (r->kind == K8S_KIND_POD && k->cfg.pod_hook)
+            k->cfg.pod_hook(k->cfg.pod_hook_arg, K8S_EV_SYNC_END, NULL);
+    }
+    free(cont);
+    free(path);
+    buf_free(&body);
+    return err;
+}
+
+typedef struct watch_ctx {
+    k8s_reflector *r;
+    long status;
+    buf errbody;
+    as_err feed_err;
+    uint64_t last_byte_ns;
+    bool timed_out;
+    bool marked_up;
+    uint64_t bytes;
+} watch_ctx;
+
+static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    watch_ctx *w = ud;
+    size_t n = size * nmemb;
+    w->last_byte_ns = k8s_mono_ns();
+    if (!w->status)
+        curl_easy_getinfo(w->r->h, CURLINFO_RESPONSE_CODE, &w->status);
+    if (w->status != 200) {
+        buf_append(&w->errbody, ptr, n); /* capped; truncation is fine */
+        return n;
+    }
+    if (!w->marked_up) {
+        w->marked_up = true;
+        k8s_mark_up(w->r->k, w->r->kind);
+    }
+    w->bytes += n;
+    uint64_t before = k8s_stream_events(w->r->stream);
+    as_err err = k8s_stream_feed(w->r->stream, ptr, n);
+    uint64_t applied = k8s_stream_events(w->r->stream) - before;
+    if (applied)
+        k8s_count(w->r->k, &w->r->k->st.events[w->r->kind], applied);
+    if (err) {
+        w->feed_err = err;
+        return 0; /* abort the transfer */
+    }
+    return n;
+}
+
+static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    watch_ctx *w = ud;
+    k8s_client *k = w->r->k;
+    if (k8s_stopping(k))
+        return 1;
+    if (!w->marked_up) {
+        long st = 0;
+        curl_easy_getinfo(w->r->h, CURLINFO_RESPONSE_CODE, &st);
+        if (st == 200) {
+            w->marked_up = true;
+            k8s_mark_up(k, w->r->kind);
+        }
+    }
+    uint64_t idle = k8s_mono_ns() - w->last_byte_ns;
+    if (idle > (uint64_t)k->cfg.watch_timeout_ms * 1000000ull) {
+        w->timed_out = true;
+        return 1;
+    }
+    return 0;
+}
+
+/* One watch connection from the stream's resourceVersion until it ends. */
+static as_err do_watch(k8s_reflector *r, bool *progressed)
+{
+    k8s_client *k = r->k;
+    *progressed = false;
+    /* Ask the server to end the watch before our dead-stream timer could
+     * fire on a healthy but quiet stream; jitter spreads reconnects. */
+    int64_t lo = k->cfg.watch_timeout_ms / 2, span = k->cfg.watch_timeout_ms * 4 / 10;
+    int64_t tmo_ms = lo + (int64_t)(r->rng % (uint64_t)(span + 1));
+    long tmo_s = (long)(tmo_ms / 1000);
+    if (tmo_s < 1)
+        tmo_s = 1;
+    char params[512];
+    char *erv = curl_easy_escape(r->h, k8s_stream_rv(r->stream), 0);
+    if (!erv)
+        return AS_ENOMEM;
+    snprintf(params, sizeof params,
+             "watch=true&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%ld", erv,
+             tmo_s);
+    curl_free(erv);
+    char *path = build_path(r, params);
+    char *url = path ? k8s_url(k, path) : NULL;
+    struct curl_slist *hdrs = NULL;
+    watch_ctx w;
+    memset(&w, 0, sizeof w);
+    w.r = r;
+    buf_init(&w.errbody, ERRBODY_CAP);
+    as_err err;
+    if (!url) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    if (!k8s_rl_wait(k)) {
+        err = AS_EIO;
+        goto done;
+    }
+    curl_easy_reset(r->h);
+    if ((err = k8s_easy_prepare(k, r->h, url, false, &hdrs)))
+        goto done;
+    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, watch_write);
+    curl_easy_setopt(r->h, CURLOPT_WRITEDATA, &w);
+    curl_easy_setopt(r->h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(r->h, CURLOPT_XFERINFOFUNCTION, watch_progress);
+    curl_easy_setopt(r->h, CURLOPT_XFERINFODATA, &w);
+    k8s_stream_reset(r->stream, NULL);
+    w.last_byte_ns = k8s_mono_ns();
+    uint64_t events_before = k8s_stream_events(r->stream);
+    CURLcode cc = curl_easy_perform(r->h);
+    *progressed = k8s_stream_events(r->stream) > events_before;
+    if (!w.status)
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &w.status);
+    if (w.feed_err) {
+        err = w.feed_err;
+    } else if (k8s_stopping(k)) {
+        err = AS_EIO;
+    } else if (w.timed_out) {
+        log_warn("msg=\"watch stream dead: no bytes\" kind=%s idle_ms=%lld rv=%s",
+                 kind_names[r->kind], (long long)k->cfg.watch_timeout_ms, k8s_stream_rv(r->stream));
+        err = AS_ETIMEOUT;
+    } else if (cc != CURLE_OK) {
+        log_warn("msg=\"watch connection dropped\" kind=%s err=\"%s\" rv=%s", kind_names[r->kind],
+                 curl_easy_strerror(cc), k8s_stream_rv(r->stream));
+        err = AS_EIO;
+    } else if (w.status != 200) {
+        if (!(r->kind == K8S_KIND_NODESHARD && w.status == 404))
+            log_http_failure(r, "watch", w.status, &w.errbody);
+        if (w.status == 401)
+            k8s_token_invalidate(k);
+        err = status_err(w.status);
+    } else if (r->stream->line.len > 0) {
+        /* Clean end in the middle of an event: it was not applied. */
+        log_warn("msg=\"watch stream ended mid-event\" kind=%s rv=%s", kind_names[r->kind],
+                 k8s_stream_rv(r->stream));
+        err = AS_EIO;
+    } else {
+        err = AS_OK;
+    }
+done:
+    curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hdrs);
+    buf_free(&w.errbody);
+    k8s_stream_reset(r->stream, NULL);
+    free(url);
+    free(path);
+    return err;
+}
+
+static bool backoff_sleep(k8s_reflector *r)
+{
+    int64_t ms =
+        k8s_backoff_ms(r->k->cfg.backoff_initial_ms, r->k->cfg.backoff_max_ms, r->attempt, &r->rng);
+    if (r->attempt < 32)
+        r->attempt++;
+    return k8s_sleep_ms(r->k, ms);
+}
+
+static void *reflector_main(void *arg)
+{
+    k8s_reflector *r = arg;
+    k8s_client *k = r->k;
+    bool need_list = true;
+    while (!k8s_stopping(k)) {
+        if (need_list) {
+            as_err err = do_list(r);
+            if (k8s_stopping(k))
+                break;
+            if (err == AS_ENOTFOUND && r->kind == K8S_KIND_NODESHARD) {
+                if (!r->absent_logged) {
+                    log_info("msg=\"NodeShard CRD (shard.volcano.sh/v1alpha1) not installed; "
+                             "shards absent\"");
+                    r->absent_logged = true;
+                }
+                pthread_mutex_lock(&k->st_mu);
+                k->st.shards_present = false;
+                pthread_mutex_unlock(&k->st_mu);
+                k8s_sleep_ms(k, k->cfg.shard_retry_ms);
+                continue;
+            }
+            if (err) {
+                k8s_mark_down(k, r->kind);
+                k8s_count(k, &k->st.reconnects[r->kind], 1);
+                backoff_sleep(r);
+                continue;
+            }
+            if (r->kind == K8S_KIND_NODESHARD) {
+                pthread_mutex_lock(&k->st_mu);
+                k->st.shards_present = true;
+                pthread_mutex_unlock(&k->st_mu);
+                if (r->absent_logged)
+                    log_info("msg=\"NodeShard CRD now installed\"");
+                r->absent_logged = false;
+            }
+            need_list = false;
+            r->attempt = 0;
+            k8s_mark_up(k, r->kind);
+            k8s_mark_listed(k, r->kind);
+        }
+        bool progressed = false;
+        as_err err = do_watch(r, &progressed);
+        if (k8s_stopping(k))
+            break;
+        if (progressed)
+            r->attempt = 0;
+        switch (err) {
+        case AS_OK:
+            /* Server ended the watch (timeoutSeconds): resume at once unless
+             * it keeps ending without delivering anything. */
+            if (!progressed)
+                backoff_sleep(r);
+            break;
+        case AS_EGONE:
+        case AS_ETOOBIG:
+            log_info("msg=\"relisting\" kind=%s reason=%s", kind_names[r->kind],
+                     err == AS_EGONE ? "resourceVersion expired" : "event over the line cap");
+            need_list = true;
+            if (r->attempt > 0)
+                backoff_sleep(r);
+            else
+                r->attempt++;
+            break;
+        case AS_ENOTFOUND:
+            if (r->kind == K8S_KIND_NODESHARD) {
+                shard_table_clear(k);
+                shard_notify(k);
+                need_list = true;
+                break;
+            }
+            /* fallthrough */
+        default:
+            k8s_count(k, &k->st.reconnects[r->kind], 1);
+            if (err != AS_EPARSE && err != AS_ETIMEOUT)
+                k8s_mark_down(k, r->kind);
+            backoff_sleep(r);
+            break;
+        }
+    }
+    return NULL;
+}
+
+as_err k8s_reflectors_start(k8s_client *k)
+{
+    for (int i = 0; i < K8S_KIND__COUNT; i++) {
+        if (i == K8S_KIND_NODESHARD && !k->cfg.watch_shards)
+            continue;
+        k8s_reflector *r = calloc(1, sizeof *r);
+        if (!r)
+            return AS_ENOMEM;
+        r->k = k;
+        r->kind = (k8s_kind)i;
+        r->rng = k8s_mono_ns() ^ ((uint64_t)(uintptr_t)r << 7) ^ (uint64_t)i;
+        r->h = curl_easy_init();
+        if (!r->h || k8s_stream_new(r->kind, k->cache, k, k->cfg.max_line, &r->stream)) {
+            if (r->h)
+                curl_easy_cleanup(r->h);
+            free(r);
+            return AS_ENOMEM;
+        }
+        k->refl[i] = r;
+        if (pthread_create(&k->refl_thread[i], NULL, reflector_main, r) != 0)
+            return AS_ENOMEM;
+        k->refl_running[i] = true;
+    }
+    return AS_OK;
+}
+
+void k8s_reflectors_join(k8s_client *k)
+{
+    for (int i = 0; i < K8S_KIND__COUNT; i++) {
+        if (k->refl_running[i]) {
+            pthread_join(k->refl_thread[i], NULL);
+            k->refl_running[i] = false;
+        }
+        k8s_reflector *r = k->refl[i];
+        if (r) {
+            k8s_stream_free(r->stream);
+            curl_easy_cleanup(r->h);
+            free(r);
+            k->refl[i] = NULL;
+        }
+    }
+}
