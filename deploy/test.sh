@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# deploy/test.sh - build and run every test of agentsched.
+#
+#   deploy/test.sh [--quick] [--no-fuzz] [--jobs N]
+#
+# Stages (each in its own build directory):
+#   build/       Release          ctest -L unit, -L integration, -L e2e
+#   build-asan/  ASan + UBSan     ctest -L unit, -L integration
+#   build-tsan/  TSan             ctest -L unit  (every unit test: the
+#                                 concurrency tests are unit tests)
+#   build-fuzz/  clang libFuzzer  each test/fuzz/fuzz_*.c for FUZZ_SECONDS
+#                                 (default 15) on its seed corpus
+# --quick runs only the first stage. Prints ctest's summary per stage and a
+# final table; exits non-zero when any stage failed.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+JOBS=$(nproc 2>/dev/null || echo 2)
+QUICK=0
+FUZZ=1
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=1 ;;
+    --no-fuzz) FUZZ=0 ;;
+    --jobs) JOBS=$2; shift ;;
+    -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+declare -a RESULTS=()
+FAILED=0
+record() { # name status seconds
+    RESULTS+=("$(printf '%-34s %-6s %5ss' "$1" "$2" "$3")")
+    [ "$2" = ok ] || FAILED=1
+}
+
+configure_build() { # dir cmake-args...
+    local dir=$1
+    shift
+    cmake -S "$ROOT" -B "$ROOT/$dir" -G Ninja "$@" >/dev/null &&
+        cmake --build "$ROOT/$dir" -j "$JOBS"
+}
+
+run_ctest() { # dir label
+    local dir=$1 label=$2 t0 rc
+    t0=$(date +%s)
+    echo "=== $dir: ctest -L $label"
+    ctest --test-dir "$ROOT/$dir" -L "^$label\$" --output-on-failure --no-tests=ignore \
+        -j "$JOBS" 2>&1 | tail -n 60
+    rc=${PIPESTATUS[0]}
+    record "$dir ctest -L $label" "$([ "$rc" -eq 0 ] && echo ok || echo FAIL)" "$(($(date +%s) - t0))"
+}
+
+stage() { # dir labels... -- cmake args
+    local dir=$1 t0
+    shift
+    local labels=()
+    while [ "$1" != -- ]; do labels+=("$1"); shift; done
+    shift
+    t0=$(date +%s)
+    echo "=== building $dir"
+    if ! configure_build "$dir" "$@"; then
+        record "$dir build" FAIL "$(($(date +%s) - t0))"
+        return
+    fi
+    record "$dir build" ok "$(($(date +%s) - t0))"
+    for l in "${labels[@]}"; do run_ctest "$dir" "$l"; done
+}
+
+# Sanitizers: fail on the first report, with stacks.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+stage build unit integration e2e -- -DCMAKE_BUILD_TYPE=Release
+if [ "$QUICK" -eq 0 ]; then
+    stage build-asan unit integration -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DAGENTSCHED_SANITIZE=address,undefined -DAGENTSCHED_BENCH=OFF
+    stage build-tsan unit -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DAGENTSCHED_SANITIZE=thread -DAGENTSCHED_BENCH=OFF
+    if [ "$FUZZ" -eq 1 ] && ls "$ROOT"/test/fuzz/fuzz_*.c >/dev/null 2>&1; then
+        t0=$(date +%s)
+        echo "=== building build-fuzz"
+        if configure_build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTSCHED_FUZZ=ON \
+            -DCMAKE_C_COMPILER=clang; then
+            record "build-fuzz build" ok "$(($(date +%s) - t0))"
+            for src in "$ROOT"/test/fuzz/fuzz_*.c; do
+                name=$(basename "$src" .c)
+                t0=$(date +%s)
+                corpus="$ROOT/test/fuzz/corpus/${name#fuzz_}"
+                [ -d "$corpus" ] || corpus="$ROOT/test/fuzz/corpus/$name"
+                work=$(mktemp -d)
+                args=(-max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048
+                    -artifact_prefix="$work/")
+                echo "=== fuzzing $name for ${FUZZ_SECONDS}s"
+                if [ -d "$corpus" ]; then
+                    "$ROOT/build-fuzz/$name" "${args[@]}" "$work" "$corpus" >"$work/log" 2>&1
+                else
+                    "$ROOT/build-fuzz/$name" "${args[@]}" "$work" >"$work/log" 2>&1
+                fi
+                rc=$?
+                tail -n 3 "$work/log"
+                if [ "$rc" -ne 0 ]; then
+                    tail -n 40 "$work/log"
+                    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* 2>/dev/null
+                fi
+                record "fuzz $name" "$([ "$rc" -eq 0 ] && echo ok || echo FAIL)" \
+                    "$(($(date +%s) - t0))"
+                rm -rf "$work"
+            done
+        else
+            record "build-fuzz build" FAIL "$(($(date +%s) - t0))"
+        fi
+    fi
+fi
+
+echo
+echo "=== summary"
+printf '%s\n' "${RESULTS[@]}"
+if [ "$FAILED" -ne 0 ]; then
+    echo "FAILED"
+    exit 1
+fi
+echo "all stages passed"
