@@ -187,8 +187,11 @@ done:
 static void print_pod_error(const char *path, const pod_src *ps, size_t i, const as_diag *d)
 {
     const char *o = ps->origin[i];
-    const char *f = d->field;
-    fprintf(stderr, "agentsched place: %s: %s%s%s%s%s\n", path, o, o[0] && f[0] ? "." : "", f,
+    /* Decoder messages usually repeat the field; print it only if not. */
+    const char *f = d->field[0] && !strstr(d->msg, d->field) ? d->field : "";
+    size_t ol = strlen(o);
+    const char *join = !o[0] || !f[0] ? "" : o[ol - 1] == ']' ? "." : ", ";
+    fprintf(stderr, "agentsched place: %s: %s%s%s%s%s\n", path, o, join, f,
             o[0] || f[0] ? ": " : "", d->msg);
 }
 
