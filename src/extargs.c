@@ -242,6 +242,8 @@ static int copy_name(ctx *c, const ev *e, sched_name *dst, const char *field)
     if (e->len > EXTARGS_MAX_NAME_LEN)
         return fail(c, AS_EINVAL, field, "a node name is at most 253 bytes (a DNS subdomain)%s",
                     NULL);
+    if (memchr(e->s, '\0', e->len))
+        return fail(c, AS_EINVAL, field, "a node name cannot contain NUL characters%s", NULL);
     char *s = pool_strndup(c->p, e->s, e->len);
     if (!s)
         return fail(c, AS_ENOMEM, field, "request too large for its memory budget%s", NULL);
@@ -948,4 +950,65 @@ void extargs_preemption_release(extargs_preemption *a)
     if (a->doc)
         json_decref(a->doc);
     memset(a, 0, sizeof *a);
+}
+
+/* See extargs.h. */
+as_err extargs_eval_names(pool *p, const extargs_args *a, sched_name **names, size_t *n,
+                          size_t **item_index)
+{
+    *item_index = NULL;
+    if (a->nnodes == 0) {
+        *names = a->names;
+        *n = a->nnames;
+        return AS_OK;
+    }
+    size_t total = a->nnames + a->nnodes;
+    sched_name *all = pool_alloc(p, total * sizeof *all);
+    size_t *idx = pool_alloc(p, a->nnodes * sizeof *idx);
+    size_t size = 16;
+    while (size < total * 2)
+        size <<= 1;
+    uint32_t *tab = a->nnames ? pool_alloc(p, size * sizeof *tab) : NULL;
+    if (!all || !idx || (a->nnames && !tab))
+        return AS_ENOMEM;
+    memcpy(all, a->names, a->nnames * sizeof *all);
+    size_t count = a->nnames;
+    if (!tab) {
+        /* items are already unique among themselves */
+        for (size_t j = 0; j < a->nnodes; j++) {
+            all[j] = a->nodes[j].name;
+            idx[j] = j;
+        }
+        count = a->nnodes;
+    } else {
+        for (size_t i = 0; i < a->nnames; i++) {
+            size_t h = (size_t)name_hash(all[i].s, all[i].len) & (size - 1);
+            while (tab[h])
+                h = (h + 1) & (size - 1);
+            tab[h] = (uint32_t)i + 1;
+        }
+        for (size_t j = 0; j < a->nnodes; j++) {
+            const sched_name *nm = &a->nodes[j].name;
+            size_t h = (size_t)name_hash(nm->s, nm->len) & (size - 1);
+            size_t found = (size_t)-1;
+            while (tab[h]) {
+                const sched_name *o = &all[tab[h] - 1];
+                if (o->len == nm->len && memcmp(o->s, nm->s, nm->len) == 0) {
+                    found = tab[h] - 1;
+                    break;
+                }
+                h = (h + 1) & (size - 1);
+            }
+            if (found == (size_t)-1) {
+                found = count;
+                all[count++] = *nm;
+                tab[h] = (uint32_t)found + 1;
+            }
+            idx[j] = found;
+        }
+    }
+    *names = all;
+    *n = count;
+    *item_index = idx;
+    return AS_OK;
 }

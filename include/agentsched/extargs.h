@@ -75,6 +75,16 @@ typedef struct extargs_args {
  */
 as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *out, as_diag *diag);
 
+/*
+ * extargs_eval_names returns the set of node names a filter/prioritize
+ * evaluates: NodeNames, followed by the names of Nodes.items not among
+ * them (both are present only in odd requests, e.g. upstream's own test
+ * example). *item_index (may be NULL when there are no items) maps each
+ * Nodes item j to its index in *names. Arrays in p (or a->names itself).
+ */
+as_err extargs_eval_names(pool *p, const extargs_args *a, sched_name **names, size_t *n,
+                          size_t **item_index);
+
 /* extargs_args_release frees the Pod DOM and zeroes a (pool memory stays). */
 void extargs_args_release(extargs_args *a);
 

@@ -1,0 +1,682 @@
+/*
+ * extender.c - the kube-scheduler extender verbs: filter, prioritize, bind,
+ * preempt. The wire contract (bodies, status codes, decisions) is written
+ * down in extender.h.
+ */
+#include "agentsched/extender.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "agentsched/binder.h"
+#include "agentsched/cache.h"
+#include "agentsched/extargs.h"
+#include "agentsched/log.h"
+#include "agentsched/model.h"
+#include "agentsched/pred.h"
+#include "agentsched/sched.h"
+#include "agentsched/score.h"
+#include "agentsched/svc.h"
+
+/* ------------------------------------------------------------------ */
+/* Replies                                                             */
+/* ------------------------------------------------------------------ */
+
+/* reply_error writes the 4xx/5xx body of extender.h; with_error adds the
+ * protocol's own "Error" field (filter and bind results have one). */
+static void reply_error(http_response *resp, int status, bool with_error, const as_diag *d,
+                        as_err err)
+{
+    const char *msg = d && d->msg[0] ? d->msg : as_strerror(err);
+    buf *o = &resp->body;
+    resp->status = status;
+    resp->content_type = "application/json";
+    buf_reset(o);
+    buf_puts(o, "{\"error\":");
+    buf_json_cstr(o, msg);
+    buf_puts(o, ",\"field\":");
+    buf_json_cstr(o, d ? d->field : "");
+    if (with_error) {
+        buf_puts(o, ",\"Error\":");
+        buf_json_cstr(o, msg);
+    }
+    buf_puts(o, "}");
+}
+
+/* decode_status: input errors are 400; running out of the request's
+ * memory budget is 413; anything else as the server maps it. */
+static int decode_status(as_err err)
+{
+    switch (err) {
+    case AS_EINVAL:
+    case AS_EPARSE:
+    case AS_ERANGE:
+    case AS_ETOOBIG:
+        return 400;
+    case AS_ENOMEM:
+        return 413;
+    default:
+        return http_status_for_err(err);
+    }
+}
+
+static void reply_ok(http_response *resp)
+{
+    resp->status = 200;
+    resp->content_type = "application/json";
+}
+
+static double seconds_since(uint64_t t0)
+{
+    return (double)(svc_mono_ns() - t0) / 1e9;
+}
+
+/* decode_pod turns the Pod DOM into a model pod; diag fields start "Pod". */
+static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_diag *d)
+{
+    *out = NULL;
+    if (!pod_json)
+        return as_diag_set(d, AS_EINVAL, "Pod", "Pod is required: send the v1.Pod being scheduled");
+    as_err err = model_pod_from_json(&s->reg, pod_json, out, d);
+    if (err) {
+        as_diag_prefix_field(d, "Pod");
+        if (!d->msg[0])
+            as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
+    }
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reasons                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Reason texts depend only on (code, arg) except for taints (arg is a
+ * per-node index), so they are rendered once per distinct result. */
+#define REASON_MEMO 16
+typedef struct reason_memo {
+    pred_result r[REASON_MEMO];
+    char text[REASON_MEMO][160];
+    int n;
+} reason_memo;
+
+/* reason_text renders r for node (may be NULL); call under the read lock. */
+static const char *reason_text(reason_memo *m, const model_registry *reg, const cache_node *node,
+                               const model_pod *pod, pred_result r, char *scratch, size_t len)
+{
+    if (r.code == PRED_TAINT)
+        return pred_reason(reg, node, pod, r, scratch, len);
+    for (int i = 0; i < m->n; i++)
+        if (m->r[i].code == r.code && m->r[i].arg == r.arg)
+            return m->text[i];
+    if (m->n == REASON_MEMO)
+        return pred_reason(reg, node, pod, r, scratch, len);
+    m->r[m->n] = r;
+    return pred_reason(reg, node, pod, r, m->text[m->n++], sizeof m->text[0]);
+}
+
+/*
+ * The candidate names sched returns are borrowed from node specs that may
+ * be replaced once its read lock is released; re-resolve every candidate
+ * by (slot, id) under our own read lock and copy its name into the pool,
+ * dropping candidates whose node incarnation is gone. Returns the count.
+ */
+static uint32_t pin_candidates(cache *c, pool *p, sched_candidate *cand, uint32_t n)
+{
+    uint32_t out = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const cache_node *node = cache_node_get(c, cand[i].slot, cand[i].node_id);
+        if (!node)
+            continue;
+        const char *name = pool_strdup(p, node->spec->name);
+        if (!name)
+            continue;
+        cand[out] = cand[i];
+        cand[out++].name = name;
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ */
+/* filter / prioritize                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef enum verb { VERB_FILTER, VERB_PRIORITIZE } verb;
+
+typedef struct eval {
+    extargs_args a;
+    sched_name *names; /* evaluated set */
+    size_t n;
+    size_t *item_index;
+    model_pod *pod;
+    score_policy *policy;
+    sched_result r;
+} eval;
+
+static void write_name_list(buf *o, const sched_name *names, size_t n, const pred_result *res)
+{
+    bool first = true;
+    buf_puts(o, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].code != PRED_OK)
+            continue;
+        if (!first)
+            buf_puts(o, ",");
+        first = false;
+        buf_json_str(o, names[i].s, names[i].len);
+    }
+    buf_puts(o, "]");
+}
+
+/* write_filter builds the ExtenderFilterResult; takes the read lock to
+ * render reasons when some node failed. */
+static void write_filter(svc *s, eval *e, buf *o)
+{
+    const pred_result *res = e->r.per_name;
+    size_t failed = 0, unresolvable = 0;
+    for (size_t i = 0; i < e->n; i++)
+        if (res[i].code != PRED_OK) {
+            failed++;
+            unresolvable += pred_unresolvable(res[i].code);
+        }
+
+    buf_puts(o, "{\"Nodes\":");
+    if (e->a.has_nodes) {
+        buf_puts(o, "{\"metadata\":{},\"items\":[");
+        bool first = true;
+        for (size_t j = 0; j < e->a.nnodes; j++) {
+            if (res[e->item_index[j]].code != PRED_OK)
+                continue;
+            if (!first)
+                buf_puts(o, ",");
+            first = false;
+            buf_append(o, e->a.nodes[j].raw, e->a.nodes[j].raw_len);
+        }
+        buf_puts(o, "]}");
+    } else {
+        buf_puts(o, "null");
+    }
+    buf_puts(o, ",\"NodeNames\":");
+    if (e->a.has_node_names)
+        write_name_list(o, e->names, e->a.nnames, res);
+    else
+        buf_puts(o, "null");
+
+    buf_puts(o, ",\"FailedNodes\":{");
+    if (failed) {
+        buf unres;
+        buf_init(&unres, 0);
+        reason_memo memo;
+        memo.n = 0;
+        const model_registry *reg = &s->reg;
+        bool first = true, ufirst = true;
+        cache_read_lock(s->cache);
+        for (size_t i = 0; i < e->n; i++) {
+            if (res[i].code == PRED_OK)
+                continue;
+            char scratch[160];
+            const cache_node *node = res[i].code == PRED_TAINT
+                                         ? cache_node_find(s->cache, e->names[i].s, e->names[i].len)
+                                         : NULL;
+            const char *why =
+                reason_text(&memo, reg, node, e->pod, res[i], scratch, sizeof scratch);
+            if (!first)
+                buf_puts(o, ",");
+            first = false;
+            buf_json_str(o, e->names[i].s, e->names[i].len);
+            buf_puts(o, ":");
+            buf_json_cstr(o, why);
+            if (pred_unresolvable(res[i].code)) {
+                if (!ufirst)
+                    buf_puts(&unres, ",");
+                ufirst = false;
+                buf_json_str(&unres, e->names[i].s, e->names[i].len);
+                buf_puts(&unres, ":");
+                buf_json_cstr(&unres, why);
+            }
+        }
+        cache_read_unlock(s->cache);
+        buf_puts(o, "},\"FailedAndUnresolvableNodes\":{");
+        if (unresolvable) {
+            if (unres.err)
+                o->err = o->err ? o->err : unres.err;
+            else
+                buf_append(o, unres.data, unres.len);
+        }
+        buf_free(&unres);
+    } else {
+        buf_puts(o, "},\"FailedAndUnresolvableNodes\":{");
+    }
+    buf_puts(o, "},\"Error\":\"\"}");
+}
+
+static void write_prioritize(svc *s, eval *e, buf *o, const score_policy *policy)
+{
+    (void)s;
+    buf_puts(o, "[");
+    for (size_t i = 0; i < e->n; i++) {
+        int score = 0;
+        if (e->r.score && e->r.score[i] >= 0) {
+            score = score_to_extender(policy, e->r.score[i]);
+            score = score < 0 ? 0 : score > 10 ? 10 : score;
+        }
+        if (i)
+            buf_puts(o, ",");
+        buf_puts(o, "{\"Host\":");
+        buf_json_str(o, e->names[i].s, e->names[i].len);
+        char num[32];
+        int k = snprintf(num, sizeof num, ",\"Score\":%d}", score);
+        buf_append(o, num, (size_t)k);
+    }
+    buf_puts(o, "]");
+}
+
+static void handle_eval(svc *s, const http_request *req, http_response *resp, verb v)
+{
+    uint64_t t0 = svc_mono_ns();
+    bool with_error = v == VERB_FILTER;
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    eval e;
+    memset(&e, 0, sizeof e);
+    sched_result_init(&e.r);
+
+    as_err err = extargs_decode_args(req->pool, req->body, req->body_len, &e.a, &d);
+    if (err) {
+        reply_error(resp, decode_status(err), with_error, &d, err);
+        goto done;
+    }
+    if (!e.a.has_node_names && !e.a.has_nodes) {
+        err = as_diag_set(&d, AS_EINVAL, "NodeNames",
+                          "send the candidate nodes in NodeNames (nodeCacheCapable: true) or "
+                          "Nodes (nodeCacheCapable: false)");
+        reply_error(resp, 400, with_error, &d, err);
+        goto done;
+    }
+    err = decode_pod(s, e.a.pod, &e.pod, &d);
+    if (err) {
+        reply_error(resp, decode_status(err), with_error, &d, err);
+        goto done;
+    }
+    err = extargs_eval_names(req->pool, &e.a, &e.names, &e.n, &e.item_index);
+    if (err) {
+        as_diag_set(&d, err, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, with_error, &d, err);
+        goto done;
+    }
+
+    e.policy = svc_policy_get(s);
+    if (e.n > 0) {
+        sched_request sr = {
+            .pod = e.pod,
+            .policy = e.policy,
+            .names = e.names,
+            .nnames = e.n,
+            .k = SCHED_MAX_K,
+            .score_all = v == VERB_PRIORITIZE,
+            .skip_filter = false,
+        };
+        err = sched_evaluate(s->cache, &sr, &e.r);
+        if (err) {
+            as_diag_set(&d, err, NULL, "evaluation failed: %s", as_strerror(err));
+            reply_error(resp, 500, with_error, &d, err);
+            goto done;
+        }
+    }
+
+    buf *o = &resp->body;
+    buf_reset(o);
+    if (v == VERB_FILTER)
+        write_filter(s, &e, o);
+    else
+        write_prioritize(s, &e, o, e.policy);
+    if (o->err) {
+        err = o->err;
+        as_diag_set(&d, err, NULL, "the response does not fit its buffer (%s)", as_strerror(err));
+        reply_error(resp, 500, with_error, &d, err);
+        goto done;
+    }
+    reply_ok(resp);
+
+    /* Remember what was seen for the bind verb (the later verb replaces). */
+    cache_read_lock(s->cache);
+    e.r.ncand = pin_candidates(s->cache, req->pool, e.r.cand, e.r.ncand);
+    cache_read_unlock(s->cache);
+    err = binder_note(s->binder, e.pod, e.r.cand, e.r.ncand);
+    e.pod = NULL; /* the binder owns it now, even on error */
+    if (err)
+        log_warn("msg=\"cannot note the extender evaluation\" err=%s", as_strerror(err));
+    if (log_enabled(LOG_DEBUG))
+        log_debug("msg=\"extender %s\" nodes=%zu feasible=%zu",
+                  v == VERB_FILTER ? "filter" : "prioritize", e.n, e.r.feasible);
+done:
+    sched_result_free(&e.r);
+    if (e.policy)
+        score_policy_unref(e.policy);
+    model_pod_free(e.pod);
+    extargs_args_release(&e.a);
+    metrics_observe(v == VERB_FILTER ? s->m.filter_seconds : s->m.prioritize_seconds,
+                    seconds_since(t0));
+}
+
+/* See extender.h. */
+void extender_handle_filter(void *ctx, const http_request *req, http_response *resp)
+{
+    handle_eval(ctx, req, resp, VERB_FILTER);
+}
+
+/* See extender.h. */
+void extender_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
+{
+    handle_eval(ctx, req, resp, VERB_PRIORITIZE);
+}
+
+/* ------------------------------------------------------------------ */
+/* bind                                                                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * extender_live_bind - HOOK for the apiserver module: in live mode
+ * (s->k8s != NULL) post the pods/binding subresource for the pod the
+ * binder just assumed (k8s_bind_pod once it is implemented). On failure
+ * the caller releases the assumed pod. Until then live-mode binding is
+ * refused with a clear message.
+ */
+static as_err extender_live_bind(svc *s, const extargs_binding *b, as_diag *d)
+{
+    (void)s;
+    return as_diag_set(d, AS_EUNSUPPORTED, NULL,
+                       "binding pod %s/%s through the API server is not available in this "
+                       "build; remove bindVerb from the extender config to let kube-scheduler "
+                       "bind",
+                       b->pod_namespace, b->pod_name);
+}
+
+/*
+ * extender_live_fetch_pod - HOOK for the apiserver module: in live mode a
+ * bind for a pod agentsched never filtered (memo evicted, agentsched
+ * restarted between filter and bind) could GET the pod, note it and retry
+ * the bind. Not implemented yet: such binds are refused.
+ */
+static as_err extender_live_fetch_pod(svc *s, const extargs_binding *b, model_pod **out, as_diag *d)
+{
+    (void)s;
+    (void)b;
+    *out = NULL;
+    return as_diag_set(d, AS_EUNSUPPORTED, NULL, "fetching pods is not available");
+}
+
+static void reply_bind(http_response *resp, const char *error)
+{
+    buf *o = &resp->body;
+    buf_reset(o);
+    buf_puts(o, "{\"Error\":");
+    buf_json_cstr(o, error ? error : "");
+    buf_puts(o, "}");
+    reply_ok(resp);
+}
+
+/* See extender.h. */
+void extender_handle_bind(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    uint64_t t0 = svc_mono_ns();
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    extargs_binding b;
+    char why[600];
+    as_err err = extargs_decode_binding(req->pool, req->body, req->body_len, &b, &d);
+    if (err) {
+        reply_error(resp, decode_status(err), true, &d, err);
+        goto done;
+    }
+    char keyuid[600];
+    const char *uid = b.pod_uid;
+    if (!uid[0]) {
+        /* the cache and the binder key uid-less pods by namespace/name */
+        snprintf(keyuid, sizeof keyuid, "%s/%s", b.pod_namespace, b.pod_name);
+        uid = keyuid;
+    }
+    binder_outcome out;
+    err = binder_bind_noted(s->binder, uid, b.node, &out);
+    if (err == AS_ENOTFOUND && s->k8s) {
+        model_pod *pod = NULL;
+        as_diag fd;
+        memset(&fd, 0, sizeof fd);
+        if (extender_live_fetch_pod(s, &b, &pod, &fd) == AS_OK) {
+            binder_note(s->binder, pod, NULL, 0);
+            err = binder_bind_noted(s->binder, uid, b.node, &out);
+        }
+    }
+    switch (err) {
+    case AS_OK:
+        metrics_inc(out.how == BINDER_FAST        ? s->m.binds_fast
+                    : out.how == BINDER_RECHECKED ? s->m.binds_rechecked
+                                                  : s->m.binds_idempotent);
+        if (s->k8s && out.how != BINDER_IDEMPOTENT) {
+            err = extender_live_bind(s, &b, &d);
+            if (err) {
+                binder_release(s->binder, uid);
+                snprintf(why, sizeof why, "agentsched could not bind pod %s/%s to node %s: %s",
+                         b.pod_namespace, b.pod_name, b.node, d.msg);
+                reply_bind(resp, why);
+                goto done;
+            }
+        }
+        log_info("msg=\"bound\" pod=%s/%s node=%s how=%s", b.pod_namespace, b.pod_name, b.node,
+                 out.how == BINDER_FAST        ? "fast"
+                 : out.how == BINDER_RECHECKED ? "rechecked"
+                                               : "idempotent");
+        reply_bind(resp, "");
+        break;
+    case AS_ENOTFOUND:
+        snprintf(why, sizeof why,
+                 "agentsched cannot bind pod %s/%s to node %s: it was not filtered by agentsched "
+                 "(or its filter note expired); configure agentsched's filterVerb in the same "
+                 "extender entry as its bindVerb",
+                 b.pod_namespace, b.pod_name, b.node);
+        reply_bind(resp, why);
+        break;
+    case AS_ECONFLICT:
+        metrics_inc(s->m.bind_conflicts);
+        snprintf(why, sizeof why, "agentsched refused to bind pod %s/%s to node %s: %s",
+                 b.pod_namespace, b.pod_name, b.node, out.reason);
+        log_info("msg=\"bind refused\" pod=%s/%s node=%s reason=\"%s\"", b.pod_namespace,
+                 b.pod_name, b.node, out.reason);
+        reply_bind(resp, why);
+        break;
+    default:
+        as_diag_set(&d, err, NULL, "bind failed: %s", as_strerror(err));
+        reply_error(resp, http_status_for_err(err) < 500 ? 500 : http_status_for_err(err), true, &d,
+                    err);
+        break;
+    }
+done:
+    metrics_observe(s->m.bind_seconds, seconds_since(t0));
+}
+
+/* ------------------------------------------------------------------ */
+/* preempt                                                             */
+/* ------------------------------------------------------------------ */
+
+/* What we learned about one victim before taking the read lock. */
+typedef struct victim {
+    bool on_node;         /* the cache has it on the entry's node */
+    uint32_t gpu_devices; /* devices it holds there */
+    model_pod *pod;       /* decoded full pod (NodeNameToVictims), else NULL */
+} victim;
+
+/* can_host_after: does pod fit `node` once the victims are gone?
+ * Called under the read lock. */
+static bool can_host_after(const model_registry *reg, cache_shard_mode mode, const model_pod *pod,
+                           const cache_node *node, const victim *v, size_t nv, bool meta)
+{
+    pred_result r = pred_check_static(mode, pod, node);
+    if (r.code != PRED_OK)
+        return false;
+    cache_node tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.spec = node->spec;
+    tmp.id = node->id;
+    tmp.slot = node->slot;
+    tmp.in_shard = cache_node_in_shard(node);
+    for (int i = 0; i < MODEL_MAX_RES; i++)
+        tmp.requested[i] = meta ? 0 : cache_node_requested(node, i);
+    for (int g = 0; g < MODEL_MAX_GPUS; g++)
+        tmp.gpu_used[g] = cache_node_gpu_used(node, g);
+    for (size_t k = 0; k < nv; k++) {
+        if (!v[k].on_node)
+            continue;
+        for (int g = 0; g < MODEL_MAX_GPUS; g++) {
+            if (!(v[k].gpu_devices & (1u << g)))
+                continue;
+            /* a share frees its milli; whole GPUs (and MetaVictims, whose
+             * share is unknown) count the device as wholly freed */
+            int32_t freed = MODEL_GPU_MILLI;
+            if (!meta && v[k].pod && v[k].pod->gpu_count == 1 &&
+                v[k].pod->gpu_milli < MODEL_GPU_MILLI)
+                freed = (int32_t)v[k].pod->gpu_milli;
+            tmp.gpu_used[g] = tmp.gpu_used[g] > freed ? tmp.gpu_used[g] - freed : 0;
+        }
+        if (meta || !v[k].pod)
+            continue;
+        for (int i = 0; i < MODEL_MAX_RES; i++) {
+            tmp.requested[i] -= v[k].pod->req.v[i];
+            if (tmp.requested[i] < 0)
+                tmp.requested[i] = 0;
+        }
+    }
+    r = pred_check_resources(reg, pod, &tmp);
+    return r.code == PRED_OK;
+}
+
+/* See extender.h. */
+void extender_handle_preempt(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    uint64_t t0 = svc_mono_ns();
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    extargs_preemption a;
+    model_pod *pod = NULL;
+    victim **vs = NULL;
+    bool *keep = NULL;
+    as_err err = extargs_decode_preemption(req->pool, req->body, req->body_len, &a, &d);
+    if (err) {
+        reply_error(resp, decode_status(err), false, &d, err);
+        goto done;
+    }
+    err = decode_pod(s, a.pod, &pod, &d);
+    if (err) {
+        reply_error(resp, decode_status(err), false, &d, err);
+        goto done;
+    }
+    vs = pool_alloc(req->pool, (a.nentries ? a.nentries : 1) * sizeof *vs);
+    keep = pool_alloc(req->pool, (a.nentries ? a.nentries : 1) * sizeof *keep);
+    if (!vs || !keep) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, false, &d, err);
+        goto done;
+    }
+    /* Phase 1, no lock held: decode victims and ask the pod index where
+     * they are (cache_pod_lookup takes the writer mutex, which must never
+     * be taken under the read lock). */
+    for (size_t i = 0; i < a.nentries; i++) {
+        extargs_victims *en = &a.entries[i];
+        vs[i] = pool_alloc(req->pool, (en->npods ? en->npods : 1) * sizeof *vs[i]);
+        if (!vs[i]) {
+            err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+            reply_error(resp, 413, false, &d, err);
+            goto done;
+        }
+        for (size_t k = 0; k < en->npods; k++) {
+            victim *v = &vs[i][k];
+            if (!a.meta) {
+                err = model_pod_from_json(&s->reg, en->pods[k], &v->pod, &d);
+                if (err) {
+                    char prefix[400];
+                    snprintf(prefix, sizeof prefix, "NodeNameToVictims.%s.Pods[%zu]", en->node, k);
+                    as_diag_prefix_field(&d, prefix);
+                    reply_error(resp, decode_status(err), false, &d, err);
+                    goto done;
+                }
+            }
+            const char *uid = en->uids[k];
+            char tmp[600];
+            if (!uid[0] && v->pod) {
+                snprintf(tmp, sizeof tmp, "%s/%s", v->pod->ns, v->pod->name);
+                uid = tmp;
+            }
+            if (!uid[0])
+                continue;
+            cache_pod_info info;
+            cache_pod_lookup(s->cache, uid, &info);
+            if (info.state != CACHE_POD_ABSENT && strcmp(info.node, en->node) == 0) {
+                v->on_node = true;
+                v->gpu_devices = info.gpu_devices;
+            }
+        }
+    }
+    /* Phase 2: judge every node under one read lock. */
+    cache_read_lock(s->cache);
+    cache_shard_mode mode = cache_get_shard_mode(s->cache);
+    for (size_t i = 0; i < a.nentries; i++) {
+        extargs_victims *en = &a.entries[i];
+        const cache_node *node = cache_node_find(s->cache, en->node, strlen(en->node));
+        keep[i] = node && can_host_after(&s->reg, mode, pod, node, vs[i], en->npods, a.meta);
+    }
+    cache_read_unlock(s->cache);
+
+    buf *o = &resp->body;
+    buf_reset(o);
+    buf_puts(o, "{\"NodeNameToMetaVictims\":{");
+    bool first = true;
+    for (size_t i = 0; i < a.nentries; i++) {
+        if (!keep[i])
+            continue;
+        extargs_victims *en = &a.entries[i];
+        if (!first)
+            buf_puts(o, ",");
+        first = false;
+        buf_json_cstr(o, en->node);
+        buf_puts(o, ":{\"Pods\":[");
+        for (size_t k = 0; k < en->npods; k++) {
+            buf_puts(o, k ? ",{\"UID\":" : "{\"UID\":");
+            buf_json_cstr(o, en->uids[k]);
+            buf_puts(o, "}");
+        }
+        buf_printf(o, "],\"NumPDBViolations\":%lld}", (long long)en->num_pdb_violations);
+    }
+    buf_puts(o, "}}");
+    if (o->err) {
+        err = o->err;
+        as_diag_set(&d, err, NULL, "the response does not fit its buffer");
+        reply_error(resp, 500, false, &d, err);
+        goto done;
+    }
+    reply_ok(resp);
+done:
+    if (vs)
+        for (size_t i = 0; i < a.nentries; i++)
+            if (vs[i])
+                for (size_t k = 0; k < a.entries[i].npods; k++)
+                    model_pod_free(vs[i][k].pod);
+    model_pod_free(pod);
+    extargs_preemption_release(&a);
+    metrics_observe(s->m.preempt_seconds, seconds_since(t0));
+}
+
+/* ------------------------------------------------------------------ */
+
+static const http_route extender_route_table[] = {
+    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter},
+    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize},
+    {"POST", EXTENDER_PATH_BIND, extender_handle_bind},
+    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt},
+};
+
+/* See extender.h. */
+const http_route *extender_routes(size_t *n)
+{
+    *n = sizeof extender_route_table / sizeof extender_route_table[0];
+    return extender_route_table;
+}

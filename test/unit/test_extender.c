@@ -1,0 +1,574 @@
+/* test_extender.c - the kube-scheduler extender verbs, driven by fixtures
+ * (test/unit/data/extender/<verb>/<case>/{request.json,expected.json[,status]})
+ * plus the stateful bind paths and a table of hostile requests. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/doc.h"
+#include "agentsched/extargs.h"
+#include "agentsched/extender.h"
+#include "agentsched/log.h"
+#include "agentsched/svc.h"
+
+#define DATA TEST_DATA_DIR "/extender"
+
+static svc *new_svc(void)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.log_level = 0;
+    log_set_level(LOG_ERROR);
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "svc_new: %s", d.msg);
+    cr_assert_eq(svc_load_cluster(s, DATA "/cluster.yaml", &d), AS_OK, "load: %s: %s", d.field,
+                 d.msg);
+    return s;
+}
+
+typedef struct reply {
+    int status;
+    char *raw;
+    json_t *json;
+} reply;
+
+static void reply_free(reply *r)
+{
+    free(r->raw);
+    json_decref(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+/* call runs one handler the way the HTTP server does: NUL-terminated body
+ * copy, a fresh request pool, an empty response. */
+static reply call_n(svc *s, http_handler_fn fn, const char *body, size_t len)
+{
+    char *copy = malloc(len + 1);
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    http_request req = {.method = "POST",
+                        .path = "/",
+                        .body = copy,
+                        .body_len = len,
+                        .pool = pool_new((size_t)64 << 20)};
+    http_response resp = {.status = 200, .content_type = "application/json"};
+    buf_init(&resp.body, (size_t)64 << 20);
+    fn(s, &req, &resp);
+    reply r;
+    r.status = resp.status ? resp.status : 200;
+    r.raw = strdup(resp.body.data ? resp.body.data : "");
+    json_error_t je;
+    r.json = json_loads(r.raw, JSON_DECODE_ANY, &je);
+    cr_assert(r.json, "response is not JSON (%s): %.300s", je.text, r.raw);
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    free(copy);
+    return r;
+}
+
+static reply call(svc *s, http_handler_fn fn, const char *body)
+{
+    return call_n(s, fn, body, strlen(body));
+}
+
+/* match compares got against want, where the string "*" in want matches
+ * any value. Objects must have the same keys. */
+static bool match(const json_t *want, const json_t *got, char *where, size_t len)
+{
+    if (json_is_string(want) && strcmp(json_string_value(want), "*") == 0)
+        return got != NULL;
+    if (!got || json_typeof(want) != json_typeof(got))
+        return false;
+    if (json_is_object(want)) {
+        if (json_object_size(want) != json_object_size(got)) {
+            snprintf(where, len, "object sizes differ");
+            return false;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)want, k, v)
+        {
+            if (!match(v, json_object_get(got, k), where, len)) {
+                size_t n = strlen(where);
+                snprintf(where + n, len - n, " <- %s", k);
+                return false;
+            }
+        }
+        return true;
+    }
+    if (json_is_array(want)) {
+        if (json_array_size(want) != json_array_size(got))
+            return false;
+        for (size_t i = 0; i < json_array_size(want); i++)
+            if (!match(json_array_get(want, i), json_array_get(got, i), where, len)) {
+                size_t n = strlen(where);
+                snprintf(where + n, len - n, " <- [%zu]", i);
+                return false;
+            }
+        return true;
+    }
+    return json_equal(want, got);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static size_t run_fixtures(const char *verb, http_handler_fn fn)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", DATA, verb);
+    DIR *dp = opendir(dir);
+    cr_assert(dp, "no fixture dir %s", dir);
+    char *names[256];
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) && n < 256)
+        if (de->d_name[0] != '.')
+            names[n++] = strdup(de->d_name);
+    closedir(dp);
+    qsort(names, n, sizeof names[0], cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char path[1024];
+        as_diag d = {{0}, {0}};
+        char *body = NULL;
+        size_t len = 0;
+        snprintf(path, sizeof path, "%s/%s/request.json", dir, names[i]);
+        cr_assert_eq(doc_read_file(path, 0, &body, &len, &d), AS_OK, "%s: %s", path, d.msg);
+        snprintf(path, sizeof path, "%s/%s/expected.json", dir, names[i]);
+        json_error_t je;
+        json_t *want = json_load_file(path, JSON_DECODE_ANY, &je);
+        cr_assert(want, "%s: %s", path, je.text);
+        int want_status = 200;
+        snprintf(path, sizeof path, "%s/%s/status", dir, names[i]);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            cr_assert_eq(fscanf(f, "%d", &want_status), 1);
+            fclose(f);
+        }
+        svc *s = new_svc();
+        reply r = call_n(s, fn, body, len);
+        char where[512] = "";
+        cr_expect_eq(r.status, want_status, "%s/%s: status %d, body %.400s", verb, names[i],
+                     r.status, r.raw);
+        cr_expect(match(want, r.json, where, sizeof where), "%s/%s: mismatch (%s)\n got: %s", verb,
+                  names[i], where, r.raw);
+        reply_free(&r);
+        svc_free(s);
+        json_decref(want);
+        free(body);
+        free(names[i]);
+    }
+    return n;
+}
+
+Test(extender, fixtures_filter)
+{
+    cr_assert_geq(run_fixtures("filter", extender_handle_filter), 10);
+}
+
+Test(extender, fixtures_prioritize)
+{
+    cr_assert_geq(run_fixtures("prioritize", extender_handle_prioritize), 4);
+}
+
+Test(extender, fixtures_bind)
+{
+    cr_assert_geq(run_fixtures("bind", extender_handle_bind), 3);
+}
+
+Test(extender, fixtures_preempt)
+{
+    cr_assert_geq(run_fixtures("preempt", extender_handle_preempt), 4);
+}
+
+Test(extender, routes)
+{
+    size_t n = 0;
+    const http_route *r = extender_routes(&n);
+    cr_assert_eq(n, 4);
+    const char *paths[] = {"/scheduler/filter", "/scheduler/prioritize", "/scheduler/bind",
+                           "/scheduler/preempt"};
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_str_eq(r[i].method, "POST");
+        cr_assert_str_eq(r[i].path, paths[i]);
+        cr_assert(r[i].fn);
+    }
+}
+
+static char *pod_args(const char *name, const char *uid, const char *cpu, const char *names_json)
+{
+    char *s = NULL;
+    cr_assert(asprintf(&s,
+                       "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\","
+                       "\"uid\":\"%s\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":"
+                       "{\"requests\":{\"cpu\":\"%s\",\"memory\":\"512Mi\"}}}]}},"
+                       "\"NodeNames\":%s}",
+                       name, uid, cpu, names_json) > 0);
+    return s;
+}
+
+static char *bind_args(const char *name, const char *uid, const char *node)
+{
+    char *s = NULL;
+    cr_assert(asprintf(&s,
+                       "{\"PodName\":\"%s\",\"PodNamespace\":\"default\",\"PodUID\":\"%s\","
+                       "\"Node\":\"%s\"}",
+                       name, uid, node) > 0);
+    return s;
+}
+
+static const char *error_of(const reply *r)
+{
+    return json_string_value(json_object_get(r->json, "Error"));
+}
+
+static void filter_ok(svc *s, const char *name, const char *uid, const char *cpu, const char *names,
+                      size_t want_pass)
+{
+    char *args = pod_args(name, uid, cpu, names);
+    reply r = call(s, extender_handle_filter, args);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    cr_assert_str_eq(error_of(&r), "");
+    cr_assert_eq(json_array_size(json_object_get(r.json, "NodeNames")), want_pass, "%s", r.raw);
+    reply_free(&r);
+    free(args);
+}
+
+static int64_t node_cpu(svc *s, const char *node)
+{
+    cache_read_lock(s->cache);
+    const cache_node *n = cache_node_find(s->cache, node, strlen(node));
+    int64_t v = n ? cache_node_requested(n, MODEL_RES_CPU) : -1;
+    cache_read_unlock(s->cache);
+    return v;
+}
+
+Test(extender, bind_after_filter_is_idempotent_and_exclusive)
+{
+    svc *s = new_svc();
+    filter_ok(s, "agent-1", "uid-agent-1", "500m", "[\"last-slot\",\"node1\"]", 2);
+    char *b = bind_args("agent-1", "uid-agent-1", "last-slot");
+    reply r = call(s, extender_handle_bind, b);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(error_of(&r), "", "%s", r.raw);
+    reply_free(&r);
+    cr_assert_eq(node_cpu(s, "last-slot"), 500);
+    /* kube-scheduler retries a bind whose reply was lost */
+    r = call(s, extender_handle_bind, b);
+    cr_assert_str_eq(error_of(&r), "", "%s", r.raw);
+    reply_free(&r);
+    cr_assert_eq(node_cpu(s, "last-slot"), 500);
+    free(b);
+    /* the same pod to another node is refused */
+    b = bind_args("agent-1", "uid-agent-1", "node1");
+    r = call(s, extender_handle_bind, b);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(error_of(&r), "last-slot"), "%s", r.raw);
+    reply_free(&r);
+    free(b);
+    cr_assert_eq(node_cpu(s, "node1"), 0);
+    /* the next filter sees the capacity as taken */
+    filter_ok(s, "agent-2", "uid-agent-2", "600m", "[\"last-slot\"]", 0);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+}
+
+Test(extender, bind_without_filter_is_refused)
+{
+    svc *s = new_svc();
+    char *b = bind_args("stranger", "uid-stranger", "node1");
+    reply r = call(s, extender_handle_bind, b);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(error_of(&r), "not filtered by agentsched"), "%s", r.raw);
+    reply_free(&r);
+    free(b);
+    cr_assert_eq(node_cpu(s, "node1"), 0);
+    svc_free(s);
+}
+
+Test(extender, prioritize_notes_for_bind)
+{
+    svc *s = new_svc();
+    char *args = pod_args("agent-p", "uid-p", "250m", "[\"big-1\",\"node1\",\"small-1\"]");
+    reply r = call(s, extender_handle_prioritize, args);
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(json_array_size(r.json), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_int_t sc = json_integer_value(json_object_get(json_array_get(r.json, i), "Score"));
+        cr_assert(sc >= 0 && sc <= 10);
+    }
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(r.json, 2), "Score")), 0);
+    reply_free(&r);
+    free(args);
+    char *b = bind_args("agent-p", "uid-p", "big-1");
+    r = call(s, extender_handle_bind, b);
+    cr_assert_str_eq(error_of(&r), "", "%s", r.raw);
+    reply_free(&r);
+    free(b);
+    cr_assert_eq(node_cpu(s, "big-1"), 250);
+    svc_free(s);
+}
+
+/* Two pods race for the last slot: both pass filter, one binds, the other
+ * gets an Error and the node is never overcommitted. */
+Test(extender, bind_conflict_last_slot_sequential)
+{
+    svc *s = new_svc();
+    filter_ok(s, "racer-1", "uid-r1", "1", "[\"last-slot\"]", 1);
+    filter_ok(s, "racer-2", "uid-r2", "1", "[\"last-slot\"]", 1);
+    char *b1 = bind_args("racer-1", "uid-r1", "last-slot");
+    char *b2 = bind_args("racer-2", "uid-r2", "last-slot");
+    reply r1 = call(s, extender_handle_bind, b1);
+    reply r2 = call(s, extender_handle_bind, b2);
+    cr_assert_str_eq(error_of(&r1), "", "%s", r1.raw);
+    cr_assert_str_neq(error_of(&r2), "");
+    cr_assert(strstr(error_of(&r2), "no longer fits"), "%s", r2.raw);
+    cr_assert_eq(node_cpu(s, "last-slot"), 1000);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    reply_free(&r1);
+    reply_free(&r2);
+    free(b1);
+    free(b2);
+    svc_free(s);
+}
+
+typedef struct racer {
+    svc *s;
+    const char *body;
+    pthread_barrier_t *go;
+    bool ok;
+} racer;
+
+static void *race_bind(void *arg)
+{
+    racer *r = arg;
+    pthread_barrier_wait(r->go);
+    reply rep = call(r->s, extender_handle_bind, r->body);
+    r->ok = rep.status == 200 && strcmp(error_of(&rep), "") == 0;
+    reply_free(&rep);
+    return NULL;
+}
+
+Test(extender, bind_conflict_last_slot_concurrent)
+{
+    for (int round = 0; round < 20; round++) {
+        svc *s = new_svc();
+        filter_ok(s, "racer-1", "uid-r1", "1", "[\"last-slot\"]", 1);
+        filter_ok(s, "racer-2", "uid-r2", "1", "[\"last-slot\"]", 1);
+        char *b1 = bind_args("racer-1", "uid-r1", "last-slot");
+        char *b2 = bind_args("racer-2", "uid-r2", "last-slot");
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        racer r1 = {s, b1, &go, false}, r2 = {s, b2, &go, false};
+        pthread_t t1, t2;
+        pthread_create(&t1, NULL, race_bind, &r1);
+        pthread_create(&t2, NULL, race_bind, &r2);
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        pthread_barrier_destroy(&go);
+        cr_assert_eq((int)r1.ok + (int)r2.ok, 1, "round %d: %d binds succeeded", round,
+                     (int)r1.ok + (int)r2.ok);
+        cr_assert_eq(node_cpu(s, "last-slot"), 1000);
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+        free(b1);
+        free(b2);
+        svc_free(s);
+    }
+}
+
+Test(extender, filter_answers_only_input_names_in_order)
+{
+    svc *s = new_svc();
+    const char *names = "[\"nodename\",\"zzz\",\"big-1\",\"node1\",\"foo\",\"mynode\"]";
+    char *args = pod_args("order", "uid-order", "100m", names);
+    reply r = call(s, extender_handle_filter, args);
+    json_t *in = json_loads(names, 0, NULL);
+    json_t *out = json_object_get(r.json, "NodeNames");
+    size_t j = 0;
+    for (size_t i = 0; i < json_array_size(out); i++) {
+        const char *n = json_string_value(json_array_get(out, i));
+        while (j < json_array_size(in) && strcmp(json_string_value(json_array_get(in, j)), n))
+            j++;
+        cr_assert_lt(j, json_array_size(in), "%s not in input order", n);
+    }
+    cr_assert_eq(json_array_size(out), 5);
+    cr_assert(json_is_string(json_object_get(json_object_get(r.json, "FailedNodes"), "zzz")));
+    json_decref(in);
+    reply_free(&r);
+    free(args);
+    svc_free(s);
+}
+
+/* ---- hostile requests ----------------------------------------------- */
+
+typedef struct hostile {
+    const char *name;
+    http_handler_fn fn;
+    const char *body; /* NULL: built by the test */
+    size_t len;       /* 0: strlen */
+    int status;
+    const char *field; /* expected field on 400, NULL: do not check */
+} hostile;
+
+#define POD "{\"metadata\":{\"name\":\"h\",\"uid\":\"h\"},\"spec\":{\"containers\":[]}}"
+#define F   extender_handle_filter
+#define P   extender_handle_prioritize
+#define B   extender_handle_bind
+#define X   extender_handle_preempt
+
+static char *big_names(size_t n, bool dup, bool huge_depth)
+{
+    size_t cap = n * 24 + 400000;
+    char *s = malloc(cap);
+    size_t o = (size_t)snprintf(s, cap, "{\"Pod\":" POD ",\"NodeNames\":[");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(s + o, cap - o, "%s\"n-%zu\"", i ? "," : "", dup ? i % 3 : i);
+    o += (size_t)snprintf(s + o, cap - o, "]");
+    if (huge_depth) {
+        o += (size_t)snprintf(s + o, cap - o, ",\"x\":");
+        for (int i = 0; i < 100000; i++)
+            s[o++] = '[';
+        for (int i = 0; i < 100000; i++)
+            s[o++] = ']';
+    }
+    snprintf(s + o, cap - o, "}");
+    return s;
+}
+
+Test(extender, hostile_requests)
+{
+    static const char nul_body[] = "{\"Pod\":" POD ",\"NodeNames\":[\"node1\0\"]}";
+    static const hostile cases[] = {
+        {"empty body", F, "", 0, 400, ""},
+        {"whitespace", F, "  \n", 0, 400, ""},
+        {"truncated", F, "{\"Pod\":" POD ",\"NodeNames\":[\"node1\"", 0, 400, ""},
+        {"truncated string", F, "{\"Pod\":" POD ",\"NodeNames\":[\"no", 0, 400, ""},
+        {"top array", F, "[\"node1\"]", 0, 400, ""},
+        {"top string", P, "\"node1\"", 0, 400, ""},
+        {"top null", F, "null", 0, 400, ""},
+        {"pod array", F, "{\"Pod\":[],\"NodeNames\":[]}", 0, 400, "Pod"},
+        {"pod number", P, "{\"Pod\":3,\"NodeNames\":[]}", 0, 400, "Pod"},
+        {"names object", F, "{\"Pod\":" POD ",\"NodeNames\":{\"a\":1}}", 0, 400, "NodeNames"},
+        {"name number", F, "{\"Pod\":" POD ",\"NodeNames\":[\"a\",1]}", 0, 400, "NodeNames[1]"},
+        {"name bool", P, "{\"Pod\":" POD ",\"NodeNames\":[true]}", 0, 400, "NodeNames[0]"},
+        {"name null", F, "{\"Pod\":" POD ",\"NodeNames\":[null]}", 0, 400, "NodeNames[0]"},
+        {"nodes string", F, "{\"Pod\":" POD ",\"Nodes\":\"n\"}", 0, 400, "Nodes"},
+        {"items object", P, "{\"Pod\":" POD ",\"Nodes\":{\"items\":{}}}", 0, 400, "Nodes.items"},
+        {"item name number", F,
+         "{\"Pod\":" POD ",\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"node1\"}},{\"metadata\":"
+         "{\"name\":\"a\"}},{\"metadata\":{\"name\":1}}]}}",
+         0, 400, "Nodes.items[2].metadata.name"},
+        {"item without name", F, "{\"Pod\":" POD ",\"Nodes\":{\"items\":[{}]}}", 0, 400,
+         "Nodes.items[0].metadata.name"},
+        {"pod containers string", F,
+         "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":\"x\"}},\"NodeNames\":"
+         "[]}",
+         0, 400, NULL},
+        {"pod cpu number-as-garbage", F,
+         "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+         "\"resources\":{\"requests\":{\"cpu\":\"1x\"}}}]}},\"NodeNames\":[]}",
+         0, 400, NULL},
+        {"invalid utf8", F, "{\"Pod\":" POD ",\"NodeNames\":[\"\xc3\x28\"]}", 0, 400, ""},
+        {"nul byte", F, nul_body, sizeof nul_body - 1, 400, ""},
+        {"escaped nul name", F, "{\"Pod\":" POD ",\"NodeNames\":[\"a\\u0000b\"]}", 0, 400,
+         "NodeNames[0]"},
+        {"trailing garbage", F, "{\"Pod\":" POD ",\"NodeNames\":[]}}", 0, 400, ""},
+        {"two documents", P, "{\"Pod\":" POD ",\"NodeNames\":[]} {}", 0, 400, ""},
+        {"comments", F, "{/*c*/\"Pod\":" POD ",\"NodeNames\":[]}", 0, 400, ""},
+        {"single quotes", F, "{'Pod':{}}", 0, 400, ""},
+        {"numbers as strings", F, "{\"Pod\":" POD ",\"NodeNames\":[\"1\",2]}", 0, 400,
+         "NodeNames[1]"},
+        {"case variations", F, "{\"pOD\":" POD ",\"NODENAMES\":[\"node1\",\"NODE1\"]}", 0, 200,
+         NULL},
+        {"unknown names", P, "{\"Pod\":" POD ",\"NodeNames\":[\"nope\",\"nada\"]}", 0, 200, NULL},
+        {"float overflow", F, "{\"Pod\":" POD ",\"NodeNames\":[],\"x\":1e999999}", 0, 400, ""},
+        {"integer overflow", F, "{\"Pod\":" POD ",\"x\":123456789012345678901234567890}", 0, 400,
+         ""},
+        {"bind array", B, "[]", 0, 400, ""},
+        {"bind node number", B, "{\"PodName\":\"p\",\"Node\":5}", 0, 400, "Node"},
+        {"bind empty", B, "{}", 0, 400, "PodName"},
+        {"bind truncated", B, "{\"PodName\":\"p\",\"Node\":\"node1", 0, 400, ""},
+        {"bind unknown node", B, "{\"PodName\":\"p\",\"PodUID\":\"u\",\"Node\":\"nope\"}", 0, 200,
+         NULL},
+        {"preempt map array", X, "{\"Pod\":" POD ",\"NodeNameToVictims\":[]}", 0, 400,
+         "NodeNameToVictims"},
+        {"preempt pods string", X,
+         "{\"Pod\":" POD ",\"NodeNameToMetaVictims\":{\"foo\":{\"Pods\":"
+         "\"x\"}}}",
+         0, 400, "NodeNameToMetaVictims.foo.Pods"},
+        {"preempt pdb string", X,
+         "{\"Pod\":" POD ",\"NodeNameToMetaVictims\":{\"foo\":{"
+         "\"NumPDBViolations\":\"1\"}}}",
+         0, 400, "NodeNameToMetaVictims.foo.NumPDBViolations"},
+        {"preempt victim bad pod", X,
+         "{\"Pod\":" POD ",\"NodeNameToVictims\":{\"foo\":{\"Pods\":"
+         "[{\"metadata\":{\"name\":\"v\"},\"spec\":{\"containers\":7}}]}}}",
+         0, 400, NULL},
+        {"preempt no pod", X, "{\"NodeNameToMetaVictims\":{}}", 0, 400, "Pod"},
+        {"preempt truncated", X, "{\"Pod\":", 0, 400, ""},
+    };
+    svc *s = new_svc();
+    size_t n = sizeof cases / sizeof cases[0];
+    cr_assert_geq(n, 30);
+    for (size_t i = 0; i < n; i++) {
+        const hostile *h = &cases[i];
+        reply r = call_n(s, h->fn, h->body, h->len ? h->len : strlen(h->body));
+        cr_expect_eq(r.status, h->status, "%s: status %d body %.300s", h->name, r.status, r.raw);
+        if (r.status == 400) {
+            cr_expect(json_is_string(json_object_get(r.json, "error")), "%s: %s", h->name, r.raw);
+            cr_expect(json_is_string(json_object_get(r.json, "field")), "%s: %s", h->name, r.raw);
+            bool has_error_field = h->fn == F || h->fn == B;
+            cr_expect_eq(json_object_get(r.json, "Error") != NULL, has_error_field, "%s: %s",
+                         h->name, r.raw);
+            if (h->field)
+                cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), h->field,
+                                 "%s: %s", h->name, r.raw);
+        }
+        reply_free(&r);
+    }
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+}
+
+Test(extender, hostile_big_requests)
+{
+    svc *s = new_svc();
+    /* 10k unknown names: answered, every one failed */
+    char *body = big_names(10000, false, false);
+    reply r = call(s, extender_handle_filter, body);
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(json_array_size(json_object_get(r.json, "NodeNames")), 0);
+    cr_assert_eq(json_object_size(json_object_get(r.json, "FailedNodes")), 10000);
+    reply_free(&r);
+    free(body);
+    /* duplicates: each name once */
+    body = big_names(3000, true, false);
+    r = call(s, extender_handle_prioritize, body);
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(json_array_size(r.json), 3);
+    reply_free(&r);
+    free(body);
+    /* 100k-deep nesting in an ignored key */
+    body = big_names(1, false, true);
+    r = call(s, extender_handle_filter, body);
+    cr_assert_eq(r.status, 400, "%.200s", r.raw);
+    reply_free(&r);
+    free(body);
+    /* beyond the name cap */
+    body = big_names(EXTARGS_MAX_NAMES + 1, false, false);
+    r = call(s, extender_handle_filter, body);
+    cr_assert_eq(r.status, 400, "%.200s", r.raw);
+    reply_free(&r);
+    free(body);
+    svc_free(s);
+}
