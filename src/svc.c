@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agentsched/extender.h"
 #include "agentsched/log.h"
 #include "agentsched/placement.h"
 #include "agentsched/pool.h"
@@ -352,7 +353,11 @@ static const http_route svc_route_table[] = {
     {"GET", "/metrics", svc_metrics_endpoint},
     /* placement */
     {"POST", PLACEMENT_PATH, placement_handle},
-    /* extender: add /scheduler/... lines here */
+    /* extender */
+    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter},
+    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize},
+    {"POST", EXTENDER_PATH_BIND, extender_handle_bind},
+    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt},
     /* volcano: add /volcano/... lines here */
 };
 
