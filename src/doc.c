@@ -79,12 +79,17 @@ static int bool_text(const char *s, size_t n)
     return -1;
 }
 
-/* Integer per the core schema; false when not an integer or out of range. */
-static bool int_text(const char *s, size_t n, json_int_t *out)
+/* Integer per the core schema: 1 with *out set, 0 when the text is an
+ * integer that does not fit int64, -1 when it is not an integer at all. */
+static int int_text(const char *s, size_t n, json_int_t *out)
 {
     char buf[80];
-    if (n == 0 || n >= sizeof buf)
-        return false;
+    if (n == 0)
+        return -1;
+    if (n >= sizeof buf) {
+        size_t i = (s[0] == '+' || s[0] == '-') ? 1 : 0;
+        return all_in(s + i, n - i, "0123456789") ? 0 : -1;
+    }
     memcpy(buf, s, n);
     buf[n] = '\0';
     int base = 10;
@@ -93,16 +98,16 @@ static bool int_text(const char *s, size_t n, json_int_t *out)
         base = 8;
         digits = buf + 2;
         if (!all_in(digits, n - 2, "01234567"))
-            return false;
+            return -1;
     } else if (n > 2 && buf[0] == '0' && buf[1] == 'x') {
         base = 16;
         digits = buf + 2;
         if (!all_in(digits, n - 2, "0123456789abcdefABCDEF"))
-            return false;
+            return -1;
     } else {
         size_t i = (buf[0] == '+' || buf[0] == '-') ? 1 : 0;
         if (!all_in(buf + i, n - i, "0123456789"))
-            return false;
+            return -1;
     }
     errno = 0;
     char *end;
@@ -110,13 +115,13 @@ static bool int_text(const char *s, size_t n, json_int_t *out)
     if (base != 10) {
         unsigned long long u = strtoull(digits, &end, base);
         if (errno || u > (unsigned long long)LLONG_MAX)
-            return false;
+            return 0;
         v = (long long)u;
     }
     if (errno || *end)
-        return false;
+        return 0;
     *out = (json_int_t)v;
-    return true;
+    return 1;
 }
 
 static bool float_text(const char *s, size_t n, double *out)
@@ -186,13 +191,16 @@ static json_t *doc_scalar(const yaml_event_t *ev, as_diag *diag, as_err *err)
     if (plain || want) {
         json_int_t i;
         double d;
-        int b;
+        int b, ik = -1;
         if ((!want || !strcmp(want, "null")) && is_null_text(s, n))
             v = json_null();
         else if ((!want || !strcmp(want, "bool")) && (b = bool_text(s, n)) >= 0)
             v = json_boolean(b);
-        else if ((!want || !strcmp(want, "int") || !strcmp(want, "float")) && int_text(s, n, &i))
+        else if ((!want || !strcmp(want, "int") || !strcmp(want, "float")) &&
+                 (ik = int_text(s, n, &i)) == 1)
             v = want && !strcmp(want, "float") ? json_real((double)i) : json_integer(i);
+        else if (ik == 0 && !want)
+            v = NULL; /* an integer beyond int64: keep its text */
         else if ((!want || !strcmp(want, "float")) && float_text(s, n, &d))
             v = json_real(d);
         else if (want && strcmp(want, "str") != 0) {
