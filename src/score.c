@@ -1,16 +1,31 @@
 /*
- * score.c - TEMPORARY minimal scoring (most-allocated over cpu and memory)
- * so the decision core links; the [scoring] work replaces this file.
+ * score.c - node scoring strategies.
+ *
+ * Every strategy reads the node in place (usage through the cache's atomic
+ * accessors) into a small stack view, never allocates, and returns a score
+ * in [0, 100], higher is better. The policy layout is in score_int.h; the
+ * YAML loader lives in policy.c.
+ *
+ * least-/most-allocated and balanced-allocation follow kube-scheduler's
+ * NodeResourcesFit / NodeResourcesBalancedAllocation (integer arithmetic,
+ * weighted mean, resources with zero allocatable skipped, extended
+ * resources skipped when the pod does not ask for them, non-zero default
+ * requests for cpu/memory of the pod). The whole-GPU resource is measured
+ * per device in milli-GPU so that GPU shares count.
  */
 #include "agentsched/score.h"
 
+#include <assert.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct score_policy {
-    int refs; /* atomic */
-    score_strategy strategy;
-};
+#include "score_int.h"
+
+#define MAX_NODE_SCORE 100
+#define NONZERO_CPU    100                   /* kube-scheduler DefaultMilliCPURequest */
+#define NONZERO_MEM    (200LL * 1024 * 1024) /* DefaultMemoryRequest */
+#define MIB            (1024.0 * 1024.0)
 
 static const char *const strategy_names[SCORE__COUNT] = {
     "least-allocated", "most-allocated", "balanced-allocation", "best-fit", "fgd", "fragment",
@@ -19,6 +34,8 @@ static const char *const strategy_names[SCORE__COUNT] = {
 /* See score.h. */
 as_err score_strategy_parse(const char *name, score_strategy *out)
 {
+    if (!name)
+        return AS_EINVAL;
     for (int i = 0; i < SCORE__COUNT; i++)
         if (strcmp(name, strategy_names[i]) == 0) {
             *out = (score_strategy)i;
@@ -33,14 +50,259 @@ const char *score_strategy_name(score_strategy s)
     return (unsigned)s < SCORE__COUNT ? strategy_names[s] : "unknown";
 }
 
-/* See score.h. */
-as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_policy **out)
+/* ------------------------------------------------------------------ */
+/* Policy construction                                                 */
+/* ------------------------------------------------------------------ */
+
+/* See score_int.h. */
+as_err score_policy_set_weight(score_policy *p, const char *name, double weight, double unit)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= MODEL_RES_NAME_MAX)
+        return AS_EINVAL;
+    int i;
+    for (i = 0; i < p->nw; i++)
+        if (strcmp(p->w[i].name, name) == 0)
+            break;
+    if (i == p->nw) {
+        if (p->nw == SCORE_MAX_WEIGHTS)
+            return AS_ELIMIT;
+        p->nw++;
+        memcpy(p->w[i].name, name, n + 1);
+        p->w[i].idx = -1;
+    }
+    p->w[i].weight = weight;
+    p->w[i].unit = unit > 0 ? unit : 1;
+    return AS_OK;
+}
+
+/* Default best-fit units: a core, 4 GiB, one GPU (milli), else 1. */
+static double default_unit(const score_policy *p, const char *name)
+{
+    if (strcmp(name, "cpu") == 0)
+        return 1000;
+    if (strcmp(name, "memory") == 0)
+        return 4.0 * 1024 * MIB;
+    if (strcmp(name, p->gpu_name) == 0)
+        return 1000;
+    return 1;
+}
+
+/* See score_int.h. */
+score_policy *score_policy_alloc(score_strategy s)
 {
     score_policy *p = calloc(1, sizeof *p);
     if (!p)
-        return AS_ENOMEM;
+        return NULL;
+    p->pool = pool_new(1 << 20);
+    if (!p->pool) {
+        free(p);
+        return NULL;
+    }
     p->refs = 1;
     p->strategy = s;
+    strcpy(p->gpu_name, "nvidia.com/gpu");
+    strcpy(p->gpu_share_name, "agentsched.io/gpu-milli");
+    strcpy(p->gpu_model_label, "agentsched.io/gpu-model");
+    static const char *const sched[] = {"agent-scheduler"};
+    p->agent_sched = (const char **)sched;
+    p->nagent_sched = 1;
+    p->soft_bonus = 50;
+    p->ext_lo = 0;
+    p->ext_hi = 100;
+    p->ext_max = 10;
+    p->candidates = 3;
+    p->learn = true;
+    p->pop_threshold = 0.95;
+    p->f_strand = 1.0;
+    p->f_frag = 1.0;
+    p->f_pack = 0;
+    p->f_spread = 0.05;
+    p->f_multi = 0;
+    p->f_cpu_gpu = 8000;
+    p->f_mem_gpu = 32768;
+    /* kube-scheduler's default resources, plus the GPU so shares count. */
+    score_policy_set_weight(p, "cpu", 1, default_unit(p, "cpu"));
+    score_policy_set_weight(p, "memory", 1, default_unit(p, "memory"));
+    score_policy_set_weight(p, p->gpu_name, 1, default_unit(p, p->gpu_name));
+    return p;
+}
+
+static uint64_t shape_hash(const score_shape *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    uint64_t v[4] = {(uint64_t)s->cpu, (uint64_t)s->mem, s->gpu_count, s->gpu_milli};
+    for (int i = 0; i < 4; i++) {
+        h ^= v[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* Finds or claims the slot of shape s; NULL when the table is full. */
+static score_shape_slot *shape_slot(score_policy *p, const score_shape *s)
+{
+    uint64_t h = shape_hash(s);
+    for (int probe = 0; probe < SCORE_MAX_SHAPES; probe++) {
+        score_shape_slot *sl = &p->slots[(h + (uint64_t)probe) % SCORE_MAX_SHAPES];
+        int st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+        if (st == 0) {
+            int expect = 0;
+            if (__atomic_compare_exchange_n(&sl->state, &expect, 1, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                sl->shape = *s;
+                __atomic_store_n(&sl->state, 2, __ATOMIC_RELEASE);
+                return sl;
+            }
+            st = expect;
+        }
+        /* Another thread is writing this slot: wait for it (a few stores). */
+        while (st == 1)
+            st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+        if (memcmp(&sl->shape, s, sizeof *s) == 0)
+            return sl;
+    }
+    return NULL;
+}
+
+/* See score_int.h. */
+as_err score_policy_add_shape(score_policy *p, const score_shape *s, double pop)
+{
+    score_shape_slot *sl = shape_slot(p, s);
+    if (!sl)
+        return AS_ELIMIT;
+    uint64_t c = (uint64_t)llround(pop * 1e6);
+    __atomic_add_fetch(&sl->count, c ? c : 1, __ATOMIC_RELAXED);
+    return AS_OK;
+}
+
+/* Relaxed atomic double load / store for the derived tables. */
+static double ld(const double *x)
+{
+    double v;
+    __atomic_load(x, &v, __ATOMIC_RELAXED);
+    return v;
+}
+
+static void st(double *x, double v)
+{
+    __atomic_store(x, &v, __ATOMIC_RELAXED);
+}
+
+/* Rebuilds fragment's table from the learned aggregates (policy priors
+ * until ten GPUs' worth of pods were seen). */
+static void rebuild_fragment(score_policy *p)
+{
+    uint64_t milli = __atomic_load_n(&p->gpu_milli_sum, __ATOMIC_RELAXED);
+    uint64_t cpu = __atomic_load_n(&p->gpu_cpu_sum, __ATOMIC_RELAXED);
+    uint64_t mem = __atomic_load_n(&p->gpu_mem_mib_sum, __ATOMIC_RELAXED);
+    if (milli >= 10 * MODEL_GPU_MILLI) {
+        st(&p->t_cpu_per_milli, (double)cpu / (double)milli);
+        st(&p->t_mem_per_milli, (double)mem * MIB / (double)milli);
+    } else {
+        st(&p->t_cpu_per_milli, p->f_cpu_gpu / MODEL_GPU_MILLI);
+        st(&p->t_mem_per_milli, p->f_mem_gpu * MIB / MODEL_GPU_MILLI);
+    }
+    uint64_t h[SCORE_HIST_BUCKETS], tot = 0;
+    for (int b = 0; b < SCORE_HIST_BUCKETS; b++) {
+        h[b] = __atomic_load_n(&p->hist[b], __ATOMIC_RELAXED);
+        tot += h[b];
+    }
+    /* Without observations assume half of the demands miss a partial GPU. */
+    double acc = 0;
+    for (int b = SCORE_HIST_BUCKETS - 1; b >= 0; b--) {
+        st(&p->t_p_above[b], tot ? acc / (double)tot : 0.5);
+        acc += (double)h[b];
+    }
+    uint64_t kh[MODEL_MAX_GPUS + 1], ktot = 0;
+    for (int k = 0; k <= MODEL_MAX_GPUS; k++) {
+        kh[k] = __atomic_load_n(&p->khist[k], __ATOMIC_RELAXED);
+        ktot += kh[k];
+    }
+    acc = 0;
+    for (int k = MODEL_MAX_GPUS; k >= 0; k--) {
+        st(&p->t_k_above[k], ktot ? acc / (double)ktot : 0);
+        acc += (double)kh[k];
+    }
+}
+
+typedef struct typ_tmp {
+    score_shape s;
+    uint64_t c;
+} typ_tmp;
+
+static int typ_cmp(const void *a, const void *b)
+{
+    const typ_tmp *x = a, *y = b;
+    if (x->c != y->c)
+        return x->c > y->c ? -1 : 1;
+    return memcmp(&x->s, &y->s, sizeof x->s);
+}
+
+/* Rebuilds the derived tables: fgd's typical shapes (the most popular
+ * until they cover pop_threshold of all observations, at most
+ * SCORE_MAX_TYPICAL) and fragment's ratios and demand distributions. */
+static void rebuild_tables(score_policy *p)
+{
+    if (__atomic_exchange_n(&p->rebuilding, 1, __ATOMIC_ACQUIRE))
+        return; /* someone else is at it */
+    typ_tmp t[SCORE_MAX_SHAPES];
+    size_t n = 0;
+    uint64_t total = 0;
+    for (int i = 0; i < SCORE_MAX_SHAPES; i++) {
+        score_shape_slot *sl = &p->slots[i];
+        if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != 2)
+            continue;
+        uint64_t c = __atomic_load_n(&sl->count, __ATOMIC_RELAXED);
+        if (!c)
+            continue;
+        t[n].s = sl->shape;
+        t[n].c = c;
+        total += c;
+        n++;
+    }
+    qsort(t, n, sizeof t[0], typ_cmp);
+    uint64_t covered = 0, kept_total = 0;
+    size_t k = 0;
+    while (k < n && k < SCORE_MAX_TYPICAL &&
+           (k == 0 || (double)covered < p->pop_threshold * (double)total)) {
+        covered += t[k].c;
+        k++;
+    }
+    kept_total = covered;
+    for (size_t i = 0; i < k; i++) {
+        score_typical *ty = &p->typ[i];
+        __atomic_store_n(&ty->cpu, t[i].s.cpu, __ATOMIC_RELAXED);
+        __atomic_store_n(&ty->mem, t[i].s.mem, __ATOMIC_RELAXED);
+        __atomic_store_n(&ty->gpu_count, t[i].s.gpu_count, __ATOMIC_RELAXED);
+        __atomic_store_n(&ty->gpu_milli, t[i].s.gpu_milli, __ATOMIC_RELAXED);
+        double pop = (double)t[i].c / (double)kept_total;
+        __atomic_store(&ty->pop, &pop, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&p->ntyp, (int)k, __ATOMIC_RELEASE);
+    rebuild_fragment(p);
+    __atomic_store_n(&p->rebuilding, 0, __ATOMIC_RELEASE);
+}
+
+/* See score_int.h. */
+void score_policy_finish(score_policy *p)
+{
+    for (int i = 0; i < p->nw; i++)
+        p->w[i].gpu = strcmp(p->w[i].name, p->gpu_name) == 0;
+    rebuild_tables(p);
+}
+
+/* See score.h. */
+as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_policy **out)
+{
+    if ((unsigned)s >= SCORE__COUNT)
+        return AS_EINVAL;
+    score_policy *p = score_policy_alloc(s);
+    if (!p)
+        return AS_ENOMEM;
+    p->reg = reg;
+    score_policy_finish(p);
     *out = p;
     return AS_OK;
 }
@@ -48,14 +310,7 @@ as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_po
 /* See score.h. */
 as_err score_policy_new_default(model_registry *reg, score_policy **out)
 {
-    return score_policy_new_strategy(reg, SCORE_MOST_ALLOCATED, out);
-}
-
-/* See score.h. */
-as_err score_policy_load(model_registry *reg, const char *path, score_policy **out, as_diag *diag)
-{
-    return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "%s: policy files are not supported yet",
-                       path);
+    return score_policy_new_strategy(reg, SCORE_FRAGMENT, out);
 }
 
 /* See score.h. */
@@ -68,8 +323,10 @@ score_policy *score_policy_ref(score_policy *p)
 /* See score.h. */
 void score_policy_unref(score_policy *p)
 {
-    if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        pool_free(p->pool);
         free(p);
+    }
 }
 
 /* See score.h. */
@@ -81,44 +338,426 @@ score_strategy score_policy_strategy(const score_policy *p)
 /* See score.h. */
 bool score_policy_is_agent_pod(const score_policy *p, const model_pod *pod)
 {
-    return pod->scheduler_name && strcmp(pod->scheduler_name, "agent-scheduler") == 0;
+    if (pod->scheduler_name)
+        for (size_t i = 0; i < p->nagent_sched; i++)
+            if (strcmp(pod->scheduler_name, p->agent_sched[i]) == 0)
+                return true;
+    if (p->nagent_labels == 0)
+        return false;
+    for (size_t i = 0; i < p->nagent_labels; i++) {
+        const char *v = model_labels_get(&pod->labels, p->agent_labels[i].key);
+        if (!v || strcmp(v, p->agent_labels[i].value) != 0)
+            return false;
+    }
+    return true;
 }
 
 /* See score.h. */
 double score_policy_soft_shard_bonus(const score_policy *p)
 {
-    return 50.0;
-}
-
-/* See score.h. */
-double score_node(const score_policy *p, const model_pod *pod, const cache_node *node)
-{
-    static const int res[] = {MODEL_RES_CPU, MODEL_RES_MEMORY};
-    double sum = 0;
-    int n = 0;
-    for (size_t i = 0; i < sizeof res / sizeof res[0]; i++) {
-        int r = res[i];
-        int64_t alloc = node->spec->alloc.v[r];
-        if (alloc <= 0)
-            continue;
-        int64_t used = cache_node_requested(node, r) + pod->req.v[r];
-        if (used > alloc)
-            used = alloc;
-        double frac = (double)used * 100.0 / (double)alloc;
-        sum += p->strategy == SCORE_LEAST_ALLOCATED ? 100.0 - frac : frac;
-        n++;
-    }
-    return n ? sum / n : 0.0;
-}
-
-/* See score.h. */
-void score_observe_pod(score_policy *p, const model_pod *pod)
-{
+    return p->soft_bonus;
 }
 
 /* See score.h. */
 int score_to_extender(const score_policy *p, double score)
 {
-    int s = (int)(score / 10.0 + 0.5);
-    return s < 0 ? 0 : s > 10 ? 10 : s;
+    double span = p->ext_hi - p->ext_lo;
+    double x = span > 0 ? (score - p->ext_lo) / span : 0;
+    if (x < 0)
+        x = 0;
+    if (x > 1)
+        x = 1;
+    x *= p->ext_max;
+    int s = p->ext_floor ? (int)floor(x) : (int)floor(x + 0.5);
+    return s < 0 ? 0 : s > p->ext_max ? p->ext_max : s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Learning                                                            */
+/* ------------------------------------------------------------------ */
+
+static int64_t pod_cpu(const model_pod *pod)
+{
+    return pod->req.v[MODEL_RES_CPU];
+}
+
+static int64_t pod_mem(const model_pod *pod)
+{
+    return pod->req.v[MODEL_RES_MEMORY];
+}
+
+/* See score.h. */
+void score_observe_pod(score_policy *p, const model_pod *pod)
+{
+    if (!p->learn)
+        return;
+    score_shape s = {pod_cpu(pod), pod_mem(pod), pod->gpu_count,
+                     pod->gpu_count ? pod->gpu_milli : 0};
+    score_shape_slot *sl = shape_slot(p, &s);
+    if (sl)
+        __atomic_add_fetch(&sl->count, 1, __ATOMIC_RELAXED);
+    if (pod->gpu_count) {
+        uint64_t milli = (uint64_t)pod->gpu_count * pod->gpu_milli;
+        __atomic_add_fetch(&p->gpu_pods, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->gpu_milli_sum, milli, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->gpu_cpu_sum, (uint64_t)(s.cpu > 0 ? s.cpu : 0), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->gpu_mem_mib_sum, (uint64_t)(s.mem > 0 ? s.mem : 0) >> 20,
+                           __ATOMIC_RELAXED);
+        uint32_t d = pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli;
+        __atomic_add_fetch(&p->hist[d / 50], pod->gpu_count, __ATOMIC_RELAXED);
+        __atomic_add_fetch(
+            &p->khist[pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count], 1,
+            __ATOMIC_RELAXED);
+    } else {
+        __atomic_add_fetch(&p->cpu_pods, 1, __ATOMIC_RELAXED);
+    }
+    /* Rebuild the typical table often while little is known, then rarely:
+     * popularity converges and the rebuild is O(slots log slots). */
+    uint64_t n = __atomic_add_fetch(&p->observed, 1, __ATOMIC_RELAXED);
+    if (n <= 64 || (n & 63) == 0)
+        rebuild_tables(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Node view                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct view {
+    int64_t cpu_alloc, mem_alloc;
+    int64_t cpu_free, mem_free;
+    int ngpu;
+    int32_t f[MODEL_MAX_GPUS]; /* free milli per device */
+} view;
+
+static void view_load(view *v, const cache_node *node)
+{
+    const model_node *s = node->spec;
+    v->cpu_alloc = s->alloc.v[MODEL_RES_CPU];
+    v->mem_alloc = s->alloc.v[MODEL_RES_MEMORY];
+    v->cpu_free = v->cpu_alloc - cache_node_requested(node, MODEL_RES_CPU);
+    v->mem_free = v->mem_alloc - cache_node_requested(node, MODEL_RES_MEMORY);
+    v->ngpu = (int)(s->ngpus > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : s->ngpus);
+    for (int i = 0; i < v->ngpu; i++)
+        v->f[i] = MODEL_GPU_MILLI - cache_node_gpu_used(node, i);
+}
+
+/* Applies pod to the view the way pred_gpu_choose places it: whole GPUs on
+ * fully free devices (lowest index first), a share on the device with the
+ * least free milli that holds it. Returns false if the GPUs do not fit. */
+static bool view_place(view *v, const model_pod *pod)
+{
+    v->cpu_free -= pod_cpu(pod);
+    v->mem_free -= pod_mem(pod);
+    if (!pod->gpu_count)
+        return true;
+    if (pod->gpu_milli >= MODEL_GPU_MILLI) {
+        uint32_t need = pod->gpu_count;
+        for (int i = 0; i < v->ngpu && need; i++)
+            if (v->f[i] >= MODEL_GPU_MILLI) {
+                v->f[i] = 0;
+                need--;
+            }
+        return need == 0;
+    }
+    int best = -1;
+    for (int i = 0; i < v->ngpu; i++)
+        if (v->f[i] >= (int32_t)pod->gpu_milli && (best < 0 || v->f[i] < v->f[best]))
+            best = i;
+    if (best < 0)
+        return false;
+    v->f[best] -= (int32_t)pod->gpu_milli;
+    return true;
+}
+
+typedef struct gpu_sum {
+    int64_t total; /* free milli over all devices */
+    int nfull;     /* fully free devices */
+    int32_t max;   /* largest free on one device */
+} gpu_sum;
+
+static gpu_sum view_gpu(const view *v)
+{
+    gpu_sum g = {0, 0, 0};
+    for (int i = 0; i < v->ngpu; i++) {
+        int32_t f = v->f[i] < 0 ? 0 : v->f[i];
+        g.total += f;
+        g.nfull += f >= MODEL_GPU_MILLI;
+        if (f > g.max)
+            g.max = f;
+    }
+    return g;
+}
+
+/* Resolves the registry index of weight w (or -1 while nobody has it). */
+static int weight_index(const score_weight *w, const model_registry *reg)
+{
+    int idx = __atomic_load_n(&((score_weight *)w)->idx, __ATOMIC_RELAXED);
+    if (idx >= 0)
+        return idx;
+    if (!reg)
+        return -1;
+    idx = model_registry_lookup(reg, w->name, strlen(w->name));
+    if (idx >= 0)
+        __atomic_store_n(&((score_weight *)w)->idx, idx, __ATOMIC_RELAXED);
+    return idx;
+}
+
+/* Allocatable, node requested (before the pod) and pod request of weight w,
+ * kube-scheduler style. Returns false when the resource is skipped. */
+static bool weight_amounts(const score_policy *p, const score_weight *w, const model_pod *pod,
+                           const cache_node *node, const model_registry *reg, int64_t *alloc,
+                           int64_t *req, int64_t *podreq, bool nonzero)
+{
+    if (w->gpu) {
+        int n = (int)node->spec->ngpus;
+        if (n > MODEL_MAX_GPUS)
+            n = MODEL_MAX_GPUS;
+        *podreq = (int64_t)pod->gpu_count * pod->gpu_milli;
+        if (*podreq == 0 || n == 0)
+            return false; /* an extended resource the pod does not use */
+        int64_t used = 0;
+        for (int i = 0; i < n; i++)
+            used += cache_node_gpu_used(node, i);
+        *alloc = (int64_t)n * MODEL_GPU_MILLI;
+        *req = used;
+        return true;
+    }
+    int r = weight_index(w, reg);
+    if (r < 0)
+        return false;
+    *alloc = node->spec->alloc.v[r];
+    *req = cache_node_requested(node, r);
+    *podreq = pod->req.v[r];
+    if (nonzero && r == MODEL_RES_CPU && *podreq == 0)
+        *podreq = NONZERO_CPU;
+    else if (nonzero && r == MODEL_RES_MEMORY && *podreq == 0)
+        *podreq = NONZERO_MEM;
+    else if (r >= MODEL_RES_FIRST_EXTENDED && *podreq == 0)
+        return false;
+    return *alloc != 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* kube-scheduler strategies                                           */
+/* ------------------------------------------------------------------ */
+
+static const model_registry *policy_reg(const score_policy *p, const cache_node *node)
+{
+    (void)node;
+    return p->reg;
+}
+
+static double score_allocated(const score_policy *p, const model_pod *pod, const cache_node *node,
+                              const model_registry *reg, bool most)
+{
+    int64_t sum = 0, wsum = 0;
+    for (int i = 0; i < p->nw; i++) {
+        const score_weight *w = &p->w[i];
+        int64_t alloc, req, podreq;
+        if (!weight_amounts(p, w, pod, node, reg, &alloc, &req, &podreq, true))
+            continue;
+        int64_t used = req + podreq;
+        int64_t s;
+        if (most) {
+            if (used > alloc)
+                used = alloc;
+            s = used * MAX_NODE_SCORE / alloc;
+        } else {
+            s = used > alloc ? 0 : (alloc - used) * MAX_NODE_SCORE / alloc;
+        }
+        int64_t wt = (int64_t)w->weight;
+        sum += s * wt;
+        wsum += wt;
+    }
+    return wsum ? (double)(sum / wsum) : 0.0;
+}
+
+static double score_balanced(const score_policy *p, const model_pod *pod, const cache_node *node,
+                             const model_registry *reg)
+{
+    double frac[SCORE_MAX_WEIGHTS], total = 0;
+    int n = 0;
+    for (int i = 0; i < p->nw; i++) {
+        int64_t alloc, req, podreq;
+        if (p->w[i].weight <= 0 ||
+            !weight_amounts(p, &p->w[i], pod, node, reg, &alloc, &req, &podreq, false))
+            continue;
+        double f = (double)(req + podreq) / (double)alloc;
+        if (f > 1)
+            f = 1;
+        frac[n++] = f;
+        total += f;
+    }
+    double sd = 0;
+    if (n == 2) {
+        sd = fabs((frac[0] - frac[1]) / 2);
+    } else if (n > 2) {
+        double mean = total / n, acc = 0;
+        for (int i = 0; i < n; i++)
+            acc += (frac[i] - mean) * (frac[i] - mean);
+        sd = sqrt(acc / n);
+    }
+    return (double)(int64_t)((1 - sd) * MAX_NODE_SCORE);
+}
+
+/* best-fit: the weighted leftover after placement in the resources' units
+ * (absolute, so a small node that the pod fills snugly wins), mapped
+ * monotonically onto (0, 100]. */
+static double score_best_fit(const score_policy *p, const model_pod *pod, const cache_node *node,
+                             const model_registry *reg)
+{
+    double left = 0, wsum = 0;
+    for (int i = 0; i < p->nw; i++) {
+        const score_weight *w = &p->w[i];
+        int64_t alloc, req, podreq;
+        if (w->weight <= 0 || !weight_amounts(p, w, pod, node, reg, &alloc, &req, &podreq, false))
+            continue;
+        int64_t l = alloc - req - podreq;
+        if (l < 0)
+            l = 0;
+        left += w->weight * (double)l / w->unit;
+        wsum += w->weight;
+    }
+    if (wsum <= 0)
+        return 0;
+    left /= wsum;
+    return 100.0 / (1.0 + left / 16.0);
+}
+
+/* ------------------------------------------------------------------ */
+/* fgd                                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Sum of free milli on devices with less free than d. */
+static int64_t free_below(const view *v, int32_t d)
+{
+    int64_t s = 0;
+    for (int i = 0; i < v->ngpu; i++)
+        if (v->f[i] > 0 && v->f[i] < d)
+            s += v->f[i];
+    return s;
+}
+
+/* fgd fragmentation of the view over the typical shapes, in milli-GPU. */
+static double fgd_frag(const score_policy *p, const view *v, int ntyp)
+{
+    gpu_sum g = view_gpu(v);
+    if (g.total == 0)
+        return 0;
+    double F = 0;
+    for (int i = 0; i < ntyp; i++) {
+        const score_typical *t = &p->typ[i];
+        uint32_t cnt = __atomic_load_n(&t->gpu_count, __ATOMIC_RELAXED);
+        uint32_t milli = __atomic_load_n(&t->gpu_milli, __ATOMIC_RELAXED);
+        int64_t cpu = __atomic_load_n(&t->cpu, __ATOMIC_RELAXED);
+        int64_t mem = __atomic_load_n(&t->mem, __ATOMIC_RELAXED);
+        double pop;
+        __atomic_load(&t->pop, &pop, __ATOMIC_RELAXED);
+        int64_t frag;
+        if (cnt == 0 || cpu > v->cpu_free || mem > v->mem_free)
+            frag = g.total;
+        else if (milli >= MODEL_GPU_MILLI)
+            frag = g.nfull >= (int)cnt ? g.total - (int64_t)g.nfull * MODEL_GPU_MILLI : g.total;
+        else
+            frag = g.max >= (int32_t)milli ? free_below(v, (int32_t)milli) : g.total;
+        F += pop * (double)frag;
+    }
+    return F;
+}
+
+static double score_fgd(const score_policy *p, const model_pod *pod, const cache_node *node)
+{
+    int ntyp = __atomic_load_n(&p->ntyp, __ATOMIC_ACQUIRE);
+    view v;
+    view_load(&v, node);
+    if (v.ngpu == 0)
+        return 50; /* no GPU: fragmentation cannot change */
+    double before = fgd_frag(p, &v, ntyp);
+    view_place(&v, pod);
+    double after = fgd_frag(p, &v, ntyp);
+    /* Fragmentation growth is at most MODEL_MAX_GPUS GPUs; keep the exact
+     * order while mapping it onto [0, 100]. */
+    double s = 50.0 - 50.0 * (after - before) / (MODEL_MAX_GPUS * (double)MODEL_GPU_MILLI);
+    return s < 0 ? 0 : s > 100 ? 100 : s;
+}
+
+/* ------------------------------------------------------------------ */
+/* fragment                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Expected unusable GPU (milli) of a view: GPU that the node's remaining
+ * CPU or memory cannot feed (stranded), plus partial devices weighted by
+ * the chance that the next GPU demand does not fit in them. */
+static double frag_waste(const score_policy *p, const view *v)
+{
+    gpu_sum g = view_gpu(v);
+    if (g.total == 0)
+        return 0;
+    double cpu_free = v->cpu_free > 0 ? (double)v->cpu_free : 0;
+    double mem_free = v->mem_free > 0 ? (double)v->mem_free : 0;
+    double feedable = cpu_free / ld(&p->t_cpu_per_milli);
+    double by_mem = mem_free / ld(&p->t_mem_per_milli);
+    if (by_mem < feedable)
+        feedable = by_mem;
+    double strand = (double)g.total - feedable;
+    if (strand < 0)
+        strand = 0;
+    double frag = 0;
+    for (int i = 0; i < v->ngpu; i++) {
+        int32_t f = v->f[i];
+        if (f > 0 && f < MODEL_GPU_MILLI)
+            frag += (double)f * ld(&p->t_p_above[f / 50]);
+    }
+    /* Whole free devices are lost to pods that need more of them. */
+    double multi =
+        p->f_multi > 0 ? (double)g.nfull * MODEL_GPU_MILLI * ld(&p->t_k_above[g.nfull]) : 0;
+    return p->f_strand * strand + p->f_frag * frag + p->f_multi * multi;
+}
+
+static double score_fragment(const score_policy *p, const model_pod *pod, const cache_node *node)
+{
+    view v;
+    view_load(&v, node);
+    double gpu_alloc = (double)v.ngpu * MODEL_GPU_MILLI;
+    double before = frag_waste(p, &v);
+    view_place(&v, pod);
+    double after = frag_waste(p, &v);
+    /* Spreading CPU and memory (not GPU) keeps every GPU node able to feed
+     * its free GPUs, and breaks the many ties of the waste term away from
+     * the lowest-named nodes. */
+    double cpu_left = v.cpu_alloc > 0 ? (double)v.cpu_free / (double)v.cpu_alloc : 0;
+    double mem_left = v.mem_alloc > 0 ? (double)v.mem_free / (double)v.mem_alloc : 0;
+    double spread = 50.0 * (cpu_left + mem_left);
+    double pack = 0;
+    if (p->f_pack > 0) {
+        gpu_sum g = view_gpu(&v);
+        pack = gpu_alloc > 0 ? 100.0 * (1.0 - (double)g.total / gpu_alloc) : 100.0 * (1 - cpu_left);
+    }
+    double s = 50.0 - 50.0 * (after - before) / (MODEL_MAX_GPUS * (double)MODEL_GPU_MILLI) +
+               p->f_pack * pack + p->f_spread * spread;
+    return s < 0 ? 0 : s > 100 ? 100 : s;
+}
+
+/* See score.h. */
+double score_node(const score_policy *p, const model_pod *pod, const cache_node *node)
+{
+    const model_registry *reg = policy_reg(p, node);
+    switch (p->strategy) {
+    case SCORE_LEAST_ALLOCATED:
+        return score_allocated(p, pod, node, reg, false);
+    case SCORE_MOST_ALLOCATED:
+        return score_allocated(p, pod, node, reg, true);
+    case SCORE_BALANCED_ALLOCATION:
+        return score_balanced(p, pod, node, reg);
+    case SCORE_BEST_FIT:
+        return score_best_fit(p, pod, node, reg);
+    case SCORE_FGD:
+        return score_fgd(p, pod, node);
+    case SCORE_FRAGMENT:
+        return score_fragment(p, pod, node);
+    case SCORE__COUNT:
+        break;
+    }
+    assert(!"bad strategy");
+    return 0;
 }

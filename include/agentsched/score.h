@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "agentsched/cache.h"
 #include "agentsched/error.h"
@@ -37,8 +38,9 @@ const char *score_strategy_name(score_strategy s);
 
 typedef struct score_policy score_policy;
 
-/* score_policy_new_default builds the built-in default policy (strategy
- * `fragment` once implemented; most-allocated over cpu+memory until then). */
+/* score_policy_new_default builds the built-in default policy: strategy
+ * `fragment`, the same as policy/default.yaml. reg is borrowed and must
+ * outlive the policy (every constructor below keeps it). */
 as_err score_policy_new_default(model_registry *reg, score_policy **out);
 
 /* score_policy_new_strategy builds a default policy with another strategy. */
@@ -50,6 +52,27 @@ as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_po
  */
 as_err score_policy_load(model_registry *reg, const char *path, score_policy **out,
                          as_diag *diag);
+
+/* score_policy_parse is score_policy_load on text[0..len) already in
+ * memory; `name` stands for the file in messages. */
+as_err score_policy_parse(model_registry *reg, const char *name, const char *text, size_t len,
+                          score_policy **out, as_diag *diag);
+
+/* score_policy_gpu_names returns the GPU resource names the policy
+ * configures (borrowed from the policy). */
+void score_policy_gpu_names(const score_policy *p, const char **gpu_name,
+                            const char **share_name, const char **model_label);
+
+/* score_policy_apply_gpu_names copies the policy's GPU names into reg. Call
+ * once at start-up, before any node is decoded: AS_ECONFLICT when reg
+ * already has a GPU resource and the names differ (loading never changes
+ * the registry; a reload that renames GPUs is rejected by the loader). */
+as_err score_policy_apply_gpu_names(const score_policy *p, model_registry *reg);
+
+/* score_policy_candidates: top-K the standalone path keeps (1..16);
+ * score_policy_min_score: standalone candidates scoring below are dropped. */
+uint32_t score_policy_candidates(const score_policy *p);
+double score_policy_min_score(const score_policy *p);
 
 /* Reference counting: _new/_load return one reference. */
 score_policy *score_policy_ref(score_policy *p);
