@@ -232,6 +232,21 @@ Test(extargs, nul_byte_is_a_syntax_error)
     pool_free(p);
 }
 
+static char *repeat_nest(int depth, const char *prefix)
+{
+    size_t n = strlen(prefix) + (size_t)depth * 2 + 8;
+    char *s = malloc(n);
+    strcpy(s, prefix);
+    size_t o = strlen(s);
+    for (int i = 0; i < depth; i++)
+        s[o++] = '[';
+    for (int i = 0; i < depth; i++)
+        s[o++] = ']';
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
+}
+
 Test(extargs, depth_is_capped)
 {
     extargs_args a;
