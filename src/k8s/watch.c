@@ -671,10 +671,11 @@ static as_err do_list(k8s_reflector *r)
         items += json_array_size(arr);
         free(cont);
         cont = c && *c ? strdup(c) : NULL;
+        bool oom = c && *c && !cont;
         if (rv && *rv && !cont)
             k8s_stream_reset(r->stream, rv);
         json_decref(doc);
-        if (c && *c && !cont) {
+        if (oom) {
             err = AS_ENOMEM;
             goto done;
         }
@@ -890,6 +891,8 @@ static void *reflector_main(void *arg)
                 continue;
             }
             if (err) {
+                log_debug("msg=\"list attempt failed\" kind=%s err=%s", kind_names[r->kind],
+                          as_strerror(err));
                 k8s_mark_down(k, r->kind);
                 k8s_count(k, &k->st.reconnects[r->kind], 1);
                 backoff_sleep(r);
