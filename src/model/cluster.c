@@ -94,7 +94,8 @@ static const char *const cl_expect =
     "expected a Kubernetes List of Nodes and Pods (as `kubectl get nodes,pods -A -o yaml` "
     "prints), a NodeList, a PodList, a Node or a Pod";
 
-/* One document; `doc_prefix` is "" or "[i]" for multi-document input. */
+/* One document; `doc_prefix` is "" for a single document or "[i]" for
+ * document i of a multi-document stream. */
 static as_err cl_doc(cl_dec *d, const json_t *doc, const char *doc_prefix)
 {
     char where[64];
@@ -113,6 +114,12 @@ static as_err cl_doc(cl_dec *d, const json_t *doc, const char *doc_prefix)
     bool is_list = !strcmp(k, "List") || !strcmp(k, "NodeList") || !strcmp(k, "PodList");
     if (!is_list) {
         if (strcmp(k, "Node") != 0 && strcmp(k, "Pod") != 0) {
+            /* in a stream of manifests other kinds are skipped like list
+             * items; a lone document of another kind is a mistake */
+            if (*doc_prefix) {
+                log_debug("msg=\"cluster document skipped\" document=%s kind=%s", doc_prefix, k);
+                return AS_OK;
+            }
             snprintf(where, sizeof where, "%s%skind", doc_prefix, *doc_prefix ? "." : "");
             return as_diag_set(d->diag, AS_EINVAL, where, "%s: unexpected kind \"%.40s\"; %s",
                                where, k, cl_expect);
