@@ -8,7 +8,9 @@
  *  - every endpoint's answer to its documented request example (and, for
  *    POST endpoints, to a malformed body) has a documented status and
  *    media type and validates against the documented schema;
- *  - the fixture files of the HTTP APIs validate against their schemas.
+ *  - the fixture files of the HTTP APIs (placement, extender verbs) validate
+ *    against their schemas; there the string "*" is the fixtures' wildcard
+ *    and matches anything.
  *
  * The checker handles the subset of OpenAPI 3.0 schemas the document uses:
  * type, nullable, required, properties, additionalProperties (bool or
@@ -44,6 +46,7 @@ static json_t *load_doc(void)
 
 typedef struct checker {
     const json_t *root;
+    bool star_any; /* fixtures: the string "*" (a wildcard there) matches any schema */
     char why[1024];
 } checker;
 
@@ -83,6 +86,8 @@ static bool type_is(const json_t *v, const char *t)
 
 static bool validate(checker *c, const json_t *schema, const json_t *v, const char *path)
 {
+    if (c->star_any && json_is_string(v) && strcmp(json_string_value(v), "*") == 0)
+        return true;
     const json_t *ref = json_object_get(schema, "$ref");
     if (ref) {
         const json_t *target = resolve(c->root, json_string_value(ref));
@@ -524,7 +529,7 @@ Test(openapi, served_answers_validate)
 Test(openapi, placement_fixtures_validate)
 {
     json_t *doc = load_doc();
-    checker c = {.root = doc};
+    checker c = {.root = doc, .star_any = true};
     DIR *dir = opendir(PLACEMENT_DATA);
     cr_assert_not_null(dir);
     struct dirent *de;
@@ -552,5 +557,58 @@ Test(openapi, placement_fixtures_validate)
     }
     closedir(dir);
     cr_expect_gt(checked, 0);
+    json_decref(doc);
+}
+
+/* data/extender/<verb>/<case>/{request.json, expected.json, status}: the
+ * expected answers (status file absent = 200) match the documented schema of
+ * POST /scheduler/<verb> for that status. */
+Test(openapi, extender_fixtures_validate)
+{
+    json_t *doc = load_doc();
+    checker c = {.root = doc, .star_any = true};
+    static const char *const verbs[] = {"filter", "prioritize", "bind", "preempt"};
+    size_t checked = 0;
+    for (size_t v = 0; v < sizeof verbs / sizeof verbs[0]; v++) {
+        char dpath[512];
+        snprintf(dpath, sizeof dpath, TEST_DATA_DIR "/extender/%s", verbs[v]);
+        DIR *dir = opendir(dpath);
+        if (!dir)
+            continue; /* the extender's fixtures are optional here */
+        char api[64];
+        snprintf(api, sizeof api, "/scheduler/%s", verbs[v]);
+        const json_t *op =
+            json_object_get(json_object_get(json_object_get(doc, "paths"), api), "post");
+        cr_assert_not_null(op, "%s undocumented", api);
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+            if (de->d_name[0] == '.')
+                continue;
+            char path[1024];
+            int status = 200;
+            snprintf(path, sizeof path, "%s/%s/status", dpath, de->d_name);
+            FILE *f = fopen(path, "r");
+            if (f) {
+                cr_assert_eq(fscanf(f, "%d", &status), 1, "%s", path);
+                fclose(f);
+            }
+            snprintf(path, sizeof path, "%s/%s/expected.json", dpath, de->d_name);
+            json_t *exp = json_load_file(path, JSON_DECODE_ANY, NULL);
+            if (!exp)
+                continue; /* not a case directory */
+            char code[8];
+            snprintf(code, sizeof code, "%d", status);
+            const json_t *media = json_object_get(
+                json_object_get(json_object_get(json_object_get(op, "responses"), code), "content"),
+                "application/json");
+            cr_expect_not_null(media, "%s: status %d of %s is not documented", path, status, api);
+            if (media)
+                cr_expect(validate(&c, json_object_get(media, "schema"), exp, "$"), "%s: %s", path,
+                          c.why);
+            json_decref(exp);
+            checked++;
+        }
+        closedir(dir);
+    }
     json_decref(doc);
 }
