@@ -45,12 +45,29 @@ configure_build() { # dir cmake-args...
 }
 
 run_ctest() { # dir label
-    local dir=$1 label=$2 t0 rc
+    local dir=$1 label=$2 t0 rc logs
     t0=$(date +%s)
     echo "=== $dir: ctest -L $label"
-    ctest --test-dir "$ROOT/$dir" -L "^$label\$" --output-on-failure --no-tests=ignore \
-        -j "$JOBS" 2>&1 | tail -n 60
+    # Sanitizer reports go to files: Criterion runs each test in a child and
+    # does not fail a test whose child reports a leak at exit, so the files
+    # are what tells.
+    logs="$ROOT/$dir/sanitizer-logs/$label"
+    rm -rf "$logs"
+    mkdir -p "$logs"
+    ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$logs/asan" \
+        UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$logs/ubsan" \
+        TSAN_OPTIONS="$TSAN_OPTIONS:log_path=$logs/tsan" \
+        ctest --test-dir "$ROOT/$dir" -L "^$label\$" --output-on-failure --no-tests=ignore \
+        -j "$JOBS" 2>&1 | tail -n 80
     rc=${PIPESTATUS[0]}
+    if [ -n "$(ls -A "$logs")" ]; then
+        echo "--- sanitizer reports in $logs:"
+        for f in "$logs"/*; do
+            echo "--- $f"
+            head -n 60 "$f"
+        done
+        rc=1
+    fi
     record "$dir ctest -L $label" "$([ "$rc" -eq 0 ] && echo ok || echo FAIL)" "$(($(date +%s) - t0))"
 }
 
@@ -70,7 +87,8 @@ stage() { # dir labels... -- cmake args
     for l in "${labels[@]}"; do run_ctest "$dir" "$l"; done
 }
 
-# Sanitizers: fail on the first report, with stacks.
+# Sanitizers: fail on the first report, with stacks (reports are also
+# written to <build>/sanitizer-logs/<label>/, see run_ctest).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}

@@ -1,7 +1,493 @@
-/* main.c - placeholder until the CLI lands. */
+/* main.c - the agentsched command line: a table of subcommands. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentsched/cache.h"
+#include "agentsched/log.h"
+#include "agentsched/model.h"
+#include "agentsched/placement.h"
+#include "agentsched/replay.h"
+#include "agentsched/svc.h"
+
+#ifndef AGENTSCHED_GIT_COMMIT
+#define AGENTSCHED_GIT_COMMIT "unknown"
+#endif
+#ifndef AGENTSCHED_BUILD_TYPE
+#define AGENTSCHED_BUILD_TYPE "unknown"
+#endif
+
+/* Exit statuses shared by every command. */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*fn)(int argc, char **argv); /* argv[0] is the command name */
+} cli_command;
+
+static int cmd_serve(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+/* Every subcommand, in help order. Add a command with one line here; the
+ * help text is generated from this table. */
+static const cli_command cli_commands[] = {
+    {"serve", "run the scheduler service: HTTP endpoints over a cluster", cmd_serve},
+    {"place", "dry run: show where pods would go (offline or against a server)",
+     placement_cli_main},
+    {"replay", "compare placement policies on a GPU cluster trace (openb CSV)", replay_cli_main},
+    {"version", "print the version, commit and build type", cmd_version},
+};
+#define CLI_NCOMMANDS (sizeof cli_commands / sizeof cli_commands[0])
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Edit distance (for "did you mean" hints); inputs are short flags. */
+static size_t cli_distance(const char *a, const char *b)
 {
-    puts("agentsched " AGENTSCHED_VERSION);
-    return 0;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    size_t prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb];
+}
+
+static void cli_usage(FILE *f)
+{
+    fprintf(f,
+            "agentsched %s - a Kubernetes scheduler for AI-agent pods\n\n"
+            "Usage: agentsched COMMAND [FLAGS]\n\nCommands:\n",
+            AGENTSCHED_VERSION);
+    for (size_t i = 0; i < CLI_NCOMMANDS; i++)
+        fprintf(f, "  %-18s %s\n", cli_commands[i].name, cli_commands[i].summary);
+    fprintf(f, "\nFlags:\n"
+               "  -h, --help         show this help\n"
+               "  --version          same as 'agentsched version'\n"
+               "\nRun 'agentsched COMMAND --help' for the flags of a command.\n");
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("Usage: agentsched version\n\nPrints the version, git commit and build type.\n");
+            return EXIT_OK;
+        }
+        fprintf(stderr, "agentsched version: unexpected argument '%s' (it takes none)\n", argv[i]);
+        return EXIT_USAGE;
+    }
+    printf("agentsched %s (commit %s, build %s)\n", AGENTSCHED_VERSION, AGENTSCHED_GIT_COMMIT,
+           AGENTSCHED_BUILD_TYPE);
+    return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* serve                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum serve_flag_id {
+    F_CLUSTER,
+    F_LISTEN,
+    F_POLICY,
+    F_SCHEDULER_NAME,
+    F_SHARD_MODE,
+    F_SHARD_NAME,
+    F_CANDIDATES,
+    F_MAX_BODY,
+    F_HTTP_THREADS,
+    F_LOG_LEVEL,
+    F_KUBECONFIG,
+    F_HELP,
+} serve_flag_id;
+
+typedef struct cli_flag {
+    serve_flag_id id;
+    const char *name; /* "--listen" */
+    const char *arg;  /* metavariable, NULL for booleans */
+    const char *help; /* NULL: accepted but not listed (not implemented yet) */
+} cli_flag;
+
+static const cli_flag serve_flags[] = {
+    {F_CLUSTER, "--cluster", "FILE",
+     "Kubernetes List (YAML or JSON) of Nodes and Pods to schedule against,\n"
+     "                             e.g. `kubectl get nodes,pods -A -o yaml` (required)"},
+    {F_LISTEN, "--listen", "HOST:PORT",
+     "address of the HTTP endpoints (default 127.0.0.1:8888; port 0 picks\n"
+     "                             a free port, logged at start-up)"},
+    {F_POLICY, "--policy", "FILE", "scoring policy YAML (default: built-in); SIGHUP reloads it"},
+    {F_SCHEDULER_NAME, "--scheduler-name", "NAME",
+     "schedulerName this instance serves (default agent-scheduler)"},
+    {F_SHARD_MODE, "--shard-mode", "MODE",
+     "none | soft (prefer in-shard nodes) | hard (only in-shard nodes);\n"
+     "                             default none"},
+    {F_SHARD_NAME, "--shard-name", "NAME", "shard to use (default: the scheduler name)"},
+    {F_CANDIDATES, "--candidates", "K",
+     "candidates per decision, 1..16 (default 3; placement reports them)"},
+    {F_MAX_BODY, "--max-body", "BYTES",
+     "request body cap; a quantity like 16Mi or 1048576 (default 16Mi);\n"
+     "                             larger bodies get 413"},
+    {F_HTTP_THREADS, "--http-threads", "N", "HTTP worker threads, 1..256 (default: online CPUs)"},
+    {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
+    {F_KUBECONFIG, "--kubeconfig", "FILE", NULL},
+    {F_HELP, "--help", NULL, "show this help"},
+};
+#define SERVE_NFLAGS (sizeof serve_flags / sizeof serve_flags[0])
+
+static void serve_usage(FILE *f)
+{
+    fprintf(f, "Usage: agentsched serve --cluster FILE [FLAGS]\n\n"
+               "Loads the cluster into the node cache and serves the HTTP endpoints\n"
+               "(GET /healthz /readyz /version /metrics, POST /v1/placements, ...).\n"
+               "SIGINT/SIGTERM stop it cleanly; SIGHUP reloads the --policy file.\n\n"
+               "Flags:\n");
+    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
+        const cli_flag *fl = &serve_flags[i];
+        if (!fl->help)
+            continue;
+        char left[48];
+        snprintf(left, sizeof left, "%s%s%s%s", fl->id == F_HELP ? "-h, " : "", fl->name,
+                 fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        fprintf(f, "  %-26s %s\n", left, fl->help);
+    }
+}
+
+static int flag_error(const char *flag, const char *fmt, const char *value)
+{
+    fprintf(stderr, "agentsched serve: %s: ", flag);
+    fprintf(stderr, fmt, value);
+    fprintf(stderr, "\n");
+    return EXIT_USAGE;
+}
+
+static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigned long hi,
+                      unsigned long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (!*v || *v == '-' || errno || *end || n < lo || n > hi) {
+        fprintf(stderr, "agentsched serve: %s: '%s' is not a whole number in %lu..%lu\n", flag, v,
+                lo, hi);
+        return EXIT_USAGE;
+    }
+    *out = n;
+    return EXIT_OK;
+}
+
+static int check_name(const char *flag, const char *v)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n > 253)
+        return flag_error(flag, "'%s' must be 1..253 characters", v);
+    for (size_t i = 0; i < n; i++) {
+        char c = v[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+                  (c >= 'A' && c <= 'Z') || c == '_';
+        if (!ok)
+            return flag_error(flag, "'%s' may only contain letters, digits, '-', '.' and '_'", v);
+    }
+    return EXIT_OK;
+}
+
+static int check_listen(const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon)
+        return flag_error("--listen", "'%s' needs a port: use HOST:PORT, e.g. 127.0.0.1:8888", v);
+    unsigned long port;
+    if (parse_uint("--listen", colon + 1, 0, 65535, &port))
+        return EXIT_USAGE;
+    return EXIT_OK;
+}
+
+/* Finds the flag named by arg ("--x" or "--x=v"); *inline_value gets v. */
+static const cli_flag *find_flag(const char *arg, const char **inline_value)
+{
+    *inline_value = NULL;
+    if (strcmp(arg, "-h") == 0)
+        arg = "--help";
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
+        if (strlen(serve_flags[i].name) == len && strncmp(serve_flags[i].name, arg, len) == 0) {
+            if (eq)
+                *inline_value = eq + 1;
+            return &serve_flags[i];
+        }
+    }
+    return NULL;
+}
+
+static int unknown_flag(const char *arg)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", arg);
+    char *eq = strchr(name, '=');
+    if (eq)
+        *eq = '\0';
+    const char *best = NULL;
+    size_t bestd = 4;
+    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
+        if (!serve_flags[i].help)
+            continue;
+        size_t d = cli_distance(name, serve_flags[i].name);
+        if (d < bestd) {
+            bestd = d;
+            best = serve_flags[i].name;
+        }
+    }
+    if (arg[0] == '-')
+        fprintf(stderr, "agentsched serve: unknown flag '%s'", name);
+    else
+        fprintf(stderr, "agentsched serve: unexpected argument '%s' (serve takes only flags)",
+                name);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\nRun 'agentsched serve --help' for the list of flags.\n");
+    return EXIT_USAGE;
+}
+
+/* Parses serve's argv into cfg. Returns -1 to go on, else an exit status. */
+static int serve_parse(int argc, char **argv, svc_config *cfg)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *value = NULL;
+        const cli_flag *fl = find_flag(argv[i], &value);
+        if (!fl)
+            return unknown_flag(argv[i]);
+        if (fl->id == F_HELP) {
+            serve_usage(stdout);
+            return EXIT_OK;
+        }
+        if (!value) {
+            if (i + 1 >= argc)
+                return flag_error(fl->name, "missing value (expected %s)", fl->arg);
+            value = argv[++i];
+        }
+        unsigned long n = 0;
+        switch (fl->id) {
+        case F_CLUSTER:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            cfg->cluster_path = value;
+            break;
+        case F_LISTEN:
+            if (check_listen(value))
+                return EXIT_USAGE;
+            cfg->listen = value;
+            break;
+        case F_POLICY:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            cfg->policy_path = value;
+            break;
+        case F_SCHEDULER_NAME:
+            if (check_name(fl->name, value))
+                return EXIT_USAGE;
+            cfg->scheduler_name = value;
+            break;
+        case F_SHARD_NAME:
+            if (check_name(fl->name, value))
+                return EXIT_USAGE;
+            cfg->shard_name = value;
+            break;
+        case F_SHARD_MODE:
+            if (cache_shard_mode_parse(value, &cfg->shard_mode) != AS_OK)
+                return flag_error(fl->name, "'%s' is not one of none, soft, hard", value);
+            break;
+        case F_CANDIDATES:
+            if (parse_uint(fl->name, value, 1, PLACEMENT_MAX_K, &n))
+                return EXIT_USAGE;
+            cfg->candidates = (unsigned)n;
+            break;
+        case F_MAX_BODY: {
+            int64_t bytes = 0;
+            as_diag d = {0};
+            if (model_quantity_parse(value, strlen(value), false, &bytes, &d) != AS_OK ||
+                bytes < 1024 || bytes > ((int64_t)1 << 30))
+                return flag_error(
+                    fl->name, "'%s' is not a size between 1Ki and 1Gi (e.g. 16Mi, 1048576)", value);
+            cfg->max_body = (size_t)bytes;
+            break;
+        }
+        case F_HTTP_THREADS:
+            if (parse_uint(fl->name, value, 1, 256, &n))
+                return EXIT_USAGE;
+            cfg->http_threads = (unsigned)n;
+            break;
+        case F_LOG_LEVEL: {
+            static const char *const levels[] = {"error", "warn", "info", "debug"};
+            int lvl = -1;
+            for (int k = 0; k < 4; k++)
+                if (strcmp(value, levels[k]) == 0)
+                    lvl = k;
+            if (lvl < 0)
+                return flag_error(fl->name, "'%s' is not one of error, warn, info, debug", value);
+            cfg->log_level = lvl;
+            break;
+        }
+        case F_KUBECONFIG:
+            fprintf(stderr, "agentsched serve: --kubeconfig: live mode against an API server is "
+                            "not implemented yet; use --cluster FILE (a snapshot from "
+                            "`kubectl get nodes,pods -A -o yaml`)\n");
+            return EXIT_USAGE;
+        case F_HELP:
+            break;
+        }
+    }
+    if (!cfg->cluster_path) {
+        fprintf(stderr, "agentsched serve: --cluster FILE is required (a Kubernetes List of "
+                        "Nodes and Pods, e.g. deploy/examples/cluster.yaml)\n"
+                        "Run 'agentsched serve --help' for the list of flags.\n");
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
+static void print_diag(const char *what, as_err err, const as_diag *d)
+{
+    fprintf(stderr, "agentsched serve: %s: %s", what, d->msg[0] ? d->msg : as_strerror(err));
+    if (d->field[0])
+        fprintf(stderr, " (field %s)", d->field);
+    fprintf(stderr, "\n");
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    int rc = serve_parse(argc, argv, &cfg);
+    if (rc >= 0)
+        return rc;
+    log_set_level((log_level)cfg.log_level);
+
+    /* Signals are taken synchronously by this thread (sigtimedwait): block
+     * them before any other thread exists so every thread inherits the mask
+     * and no handler or global flag is needed. */
+    sigset_t sigs;
+    /* A parent may have left them ignored (background jobs of scripts,
+     * nohup), and an ignored signal is discarded rather than queued. */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    svc *s = NULL;
+    as_diag d = {0};
+    as_err err = svc_new(&cfg, &s, &d);
+    if (err) {
+        print_diag("cannot start", err, &d);
+        return EXIT_FAIL;
+    }
+    uint64_t t0 = svc_mono_ns();
+    err = svc_load_cluster(s, cfg.cluster_path, &d);
+    if (err) {
+        print_diag("cannot load the cluster", err, &d);
+        svc_free(s);
+        return EXIT_FAIL;
+    }
+    double load_ms = (double)(svc_mono_ns() - t0) / 1e6;
+    err = svc_http_start(s, &d);
+    if (err) {
+        print_diag("cannot serve HTTP", err, &d);
+        svc_free(s);
+        return EXIT_FAIL;
+    }
+
+    char host[256];
+    snprintf(host, sizeof host, "%s", cfg.listen);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0';
+    cache_stats cs;
+    cache_get_stats(s->cache, &cs);
+    score_policy *pol = svc_policy_get(s);
+    log_info("msg=\"agentsched serving\" version=%s listen=%s:%u cluster=%s nodes=%zu "
+             "pods_bound=%zu load_ms=%.1f policy=%s shard_mode=%s scheduler_name=%s",
+             AGENTSCHED_VERSION, host, (unsigned)http_server_port(s->http), cfg.cluster_path,
+             cs.nodes, cs.pods_bound, load_ms, score_strategy_name(score_policy_strategy(pol)),
+             cache_shard_mode_name(cfg.shard_mode), s->cfg.scheduler_name);
+    score_policy_unref(pol);
+
+    for (;;) {
+        struct timespec tick = {.tv_sec = 1};
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            log_info("msg=\"shutting down\" signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            break;
+        }
+        if (sig == SIGHUP) {
+            as_diag hd = {0};
+            as_err herr = svc_reload_policy(s, &hd);
+            if (herr == AS_OK)
+                log_info("msg=\"policy reloaded\" file=%s", s->cfg.policy_path);
+            else
+                log_error("msg=\"policy reload failed; keeping the current policy\" error=\"%s\" "
+                          "field=%s",
+                          hd.msg[0] ? hd.msg : as_strerror(herr), hd.field[0] ? hd.field : "-");
+        }
+        if (s->stop)
+            break;
+    }
+    svc_http_stop(s);
+    svc_free(s);
+    log_info("msg=\"stopped\"");
+    return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        cli_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        cli_usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0)
+        return cmd_version(1, argv + 1);
+    for (size_t i = 0; i < CLI_NCOMMANDS; i++)
+        if (strcmp(cmd, cli_commands[i].name) == 0)
+            return cli_commands[i].fn(argc - 1, argv + 1);
+    const char *best = NULL;
+    size_t bestd = 3;
+    for (size_t i = 0; i < CLI_NCOMMANDS; i++) {
+        size_t d = cli_distance(cmd, cli_commands[i].name);
+        if (d < bestd) {
+            bestd = d;
+            best = cli_commands[i].name;
+        }
+    }
+    fprintf(stderr, "agentsched: unknown command '%s'", cmd);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\nRun 'agentsched --help' for the list of commands.\n");
+    return EXIT_USAGE;
 }

@@ -136,6 +136,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
     return len;
 }
 
+static bool use_expect; /* send "Expect: 100-continue" (curl's default for big bodies) */
+
 static void do_req(CURL *c, const char *method, const char *path, const char *body, size_t blen,
                    bool chunked, reply *r)
 {
@@ -150,7 +152,7 @@ static void do_req(CURL *c, const char *method, const char *path, const char *bo
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
     struct curl_slist *hdrs = NULL;
-    hdrs = curl_slist_append(hdrs, "Expect:");
+    hdrs = curl_slist_append(hdrs, use_expect ? "Expect: 100-continue" : "Expect:");
     if (chunked)
         hdrs = curl_slist_append(hdrs, "Transfer-Encoding: chunked");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
@@ -289,11 +291,20 @@ Test(http, huge_body_content_length_is_413)
     memset(body, 'x', n);
     body[n] = '\0';
     reply r;
+    /* A client that asks first (Expect: 100-continue, what curl and Go do
+     * for big bodies) gets the 413 before sending a byte of the body. */
+    use_expect = true;
     request("POST", "/echo", body, &r);
-    /* the server answers before reading the body and then closes; curl may
-     * report a send error after having read the 413 */
+    use_expect = false;
     cr_assert_eq(r.status, 413, "rc=%d", r.rc);
     cr_assert_not_null(strstr(r.body, "request body larger than 1024 bytes"));
+    /* One that just sends gets the 413 answered from the headers and the
+     * connection closed; depending on timing the close may reset the
+     * connection before the client reads the answer. Either way the server
+     * does not read (or buffer) the body. */
+    request("POST", "/echo", body, &r);
+    cr_assert(r.status == 413 || r.rc == CURLE_SEND_ERROR || r.rc == CURLE_RECV_ERROR,
+              "status %ld rc %d", r.status, r.rc);
     free(body);
     /* still alive */
     request("GET", "/hello", NULL, &r);

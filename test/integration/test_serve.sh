@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# test_serve.sh BINARY - `agentsched serve` end to end on the sample cluster:
+# start on a free port, probe the core endpoints, reload, stop; and the CLI's
+# error paths (bad cluster file, unknown flag, bad values, missing values).
+set -uo pipefail
+
+BIN=${1:?usage: test_serve.sh path/to/agentsched}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CLUSTER=${AGENTSCHED_TEST_CLUSTER:-$ROOT/deploy/examples/cluster.yaml}
+WORK=$(mktemp -d)
+PID=
+FAILS=0
+CHECKS=0
+
+cleanup() {
+    [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+ok() { CHECKS=$((CHECKS + 1)); echo "ok   - $1"; }
+fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL - $1"; }
+check() { # description command...
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else fail "$what"; fi
+}
+
+# Runs BIN with args, capturing status, stdout and stderr.
+run() {
+    "$BIN" "$@" >"$WORK/out" 2>"$WORK/err" </dev/null
+    RC=$?
+}
+expect_exit() { # code description args...
+    local code=$1 what=$2
+    shift 2
+    run "$@"
+    if [ "$RC" -eq "$code" ]; then ok "$what (exit $code)"; else
+        fail "$what: exit $RC, want $code"
+        sed 's/^/      /' "$WORK/err" | head -n 5
+    fi
+}
+err_has() { # text description
+    if grep -qF -- "$1" "$WORK/err"; then ok "$2"; else
+        fail "$2: stderr lacks '$1'"
+        sed 's/^/      /' "$WORK/err" | head -n 5
+    fi
+}
+out_has() {
+    if grep -qF -- "$1" "$WORK/out"; then ok "$2"; else
+        fail "$2: stdout lacks '$1'"
+        sed 's/^/      /' "$WORK/out" | head -n 5
+    fi
+}
+
+# ---- CLI --------------------------------------------------------------
+expect_exit 0 "--help" --help
+out_has "serve" "--help lists serve"
+out_has "version" "--help lists version"
+expect_exit 0 "-h" -h
+expect_exit 2 "no arguments"
+expect_exit 0 "version" version
+out_has "agentsched " "version prints the name"
+expect_exit 2 "unknown command" serv
+err_has "did you mean 'serve'" "unknown command hints"
+expect_exit 0 "serve --help" serve --help
+out_has "--cluster FILE" "serve --help lists --cluster"
+out_has "--listen HOST:PORT" "serve --help lists --listen"
+expect_exit 2 "unknown flag" serve --cluster "$CLUSTER" --lissten 127.0.0.1:0
+err_has "unknown flag '--lissten'" "unknown flag is named"
+err_has "did you mean '--listen'" "unknown flag hints"
+expect_exit 2 "missing value" serve --cluster
+err_has "--cluster" "missing value names the flag"
+expect_exit 2 "no --cluster" serve
+err_has "--cluster FILE is required" "serve requires --cluster"
+expect_exit 2 "bad --listen" serve --cluster "$CLUSTER" --listen nowhere
+err_has "--listen" "bad --listen names the flag"
+expect_exit 2 "bad --listen port" serve --cluster "$CLUSTER" --listen 127.0.0.1:99999
+expect_exit 2 "bad --shard-mode" serve --cluster "$CLUSTER" --shard-mode medium
+err_has "--shard-mode" "bad --shard-mode names the flag"
+expect_exit 2 "bad --max-body" serve --cluster "$CLUSTER" --max-body lots
+err_has "--max-body" "bad --max-body names the flag"
+expect_exit 2 "bad --http-threads" serve --cluster "$CLUSTER" --http-threads 0
+expect_exit 2 "bad --log-level" serve --cluster "$CLUSTER" --log-level loud
+expect_exit 2 "bad --candidates" serve --cluster "$CLUSTER" --candidates=99
+expect_exit 2 "bad --scheduler-name" serve --cluster "$CLUSTER" --scheduler-name "a b"
+expect_exit 2 "--kubeconfig not yet" serve --kubeconfig /dev/null
+err_has "not implemented yet" "--kubeconfig says so"
+
+# ---- bad cluster files ------------------------------------------------
+expect_exit 1 "missing cluster file" serve --cluster "$WORK/nope.yaml" --listen 127.0.0.1:0
+err_has "nope.yaml" "missing cluster file is named"
+printf 'items: [ {unclosed\n' >"$WORK/broken.yaml"
+expect_exit 1 "malformed cluster file" serve --cluster "$WORK/broken.yaml" --listen 127.0.0.1:0
+err_has "broken.yaml" "malformed cluster file is named"
+cat >"$WORK/badqty.yaml" <<'YAML'
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status: {allocatable: {cpu: "4 cores", memory: 8Gi}}
+YAML
+expect_exit 1 "bad quantity in cluster" serve --cluster "$WORK/badqty.yaml" --listen 127.0.0.1:0
+err_has "status.allocatable.cpu" "bad quantity names the field"
+expect_exit 1 "missing policy file" serve --cluster "$CLUSTER" --policy "$WORK/nopolicy.yaml" \
+    --listen 127.0.0.1:0
+err_has "nopolicy.yaml" "missing policy file is named"
+
+# ---- serve on the sample cluster -------------------------------------
+if [ ! -f "$CLUSTER" ]; then
+    fail "sample cluster $CLUSTER is missing"
+    echo "# $CHECKS checks, $FAILS failed"
+    exit 1
+fi
+
+"$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 --http-threads 2 --max-body 1Mi \
+    >"$WORK/serve.out" 2>"$WORK/serve.err" </dev/null &
+PID=$!
+PORT=
+for _ in $(seq 1 200); do
+    PORT=$(sed -n 's/.*msg="agentsched serving".* listen=[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
+        "$WORK/serve.err" | head -n 1)
+    [ -n "$PORT" ] && break
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$PORT" ]; then
+    fail "serve did not start"
+    cat "$WORK/serve.err"
+    exit 1
+fi
+ok "serve started on port $PORT"
+grep -q 'nodes=[1-9]' "$WORK/serve.err" && ok "start-up line has node count" ||
+    fail "start-up line has node count"
+URL="http://127.0.0.1:$PORT"
+
+status() { curl -s -o "$WORK/body" -w '%{http_code}' "$@"; }
+check "/healthz 200" [ "$(status "$URL/healthz")" = 200 ]
+check "/healthz says ok" grep -q '^ok' "$WORK/body"
+check "/readyz 200" [ "$(status "$URL/readyz")" = 200 ]
+check "/version 200" [ "$(status "$URL/version")" = 200 ]
+check "/version is JSON with version" python3 -c \
+    'import json,sys; d=json.load(open(sys.argv[1])); assert d["version"] and "commit" in d' \
+    "$WORK/body"
+check "/metrics 200" [ "$(status "$URL/metrics")" = 200 ]
+check "/metrics has node gauge" grep -qE '^agentsched_cache_nodes [1-9]' "$WORK/body"
+check "/metrics has TYPE lines" grep -q '^# TYPE agentsched_http_requests_total counter' \
+    "$WORK/body"
+check "/metrics has histogram" grep -q '^agentsched_request_duration_seconds_bucket{verb=' \
+    "$WORK/body"
+check "unknown path 404" [ "$(status "$URL/no/such/thing")" = 404 ]
+check "404 body is JSON error" grep -q '"error"' "$WORK/body"
+check "wrong method 405" [ "$(status -X POST -d x "$URL/healthz")" = 405 ]
+check "keep-alive: 3 requests, 1 connection" [ "$(curl -s -o /dev/null -o /dev/null \
+    -o /dev/null -w '%{num_connects}\n' "$URL/healthz" "$URL/readyz" "$URL/version" |
+    paste -sd' ')" = "1 0 0" ]
+head -c 2000000 /dev/zero >"$WORK/big"
+check "2 MB body over --max-body 1Mi is 413" [ "$(status -H 'Expect: 100-continue' -X POST --data-binary @"$WORK/big" \
+    "$URL/v1/placements")" = 413 ]
+
+kill -HUP "$PID"
+sleep 0.3
+check "SIGHUP without --policy keeps serving" [ "$(status "$URL/healthz")" = 200 ]
+check "SIGHUP logged" grep -q 'policy reload failed' "$WORK/serve.err"
+
+kill -TERM "$PID"
+RC=
+for _ in $(seq 1 100); do
+    if ! kill -0 "$PID" 2>/dev/null; then
+        wait "$PID"
+        RC=$?
+        break
+    fi
+    sleep 0.1
+done
+PID_DONE=$PID
+PID=
+check "SIGTERM stops cleanly (exit 0)" [ "${RC:-none}" = 0 ]
+check "shutdown logged" grep -q 'shutting down' "$WORK/serve.err"
+
+# port already taken -> exit 1 naming the address
+"$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 >/dev/null 2>"$WORK/a.err" </dev/null &
+PID=$!
+PORT=
+for _ in $(seq 1 200); do
+    PORT=$(sed -n 's/.* listen=[^ ]*:\([0-9][0-9]*\) .*/\1/p' "$WORK/a.err" | head -n 1)
+    [ -n "$PORT" ] && break
+    sleep 0.1
+done
+expect_exit 1 "port in use" serve --cluster "$CLUSTER" --listen "127.0.0.1:$PORT"
+err_has "127.0.0.1:$PORT" "port in use names the address"
+kill -INT "$PID"
+wait "$PID"
+check "SIGINT stops cleanly (exit 0)" [ $? = 0 ]
+PID=
+: "$PID_DONE"
+
+echo "# $CHECKS checks, $FAILS failed"
+[ "$FAILS" -eq 0 ]
