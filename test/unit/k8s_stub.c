@@ -81,6 +81,7 @@ struct k8s_stub {
     json_t *last_event;
     int inflight_binds, max_inflight_binds;
     int bind_delay_ms;
+    char last_auth[4096];
 };
 
 static const char *const stub_paths[STUB__KINDS] = {"/api/v1/nodes", "/api/v1/pods",
@@ -344,6 +345,13 @@ void stub_set_bind_delay(k8s_stub *s, int ms)
 {
     pthread_mutex_lock(&s->mu);
     s->bind_delay_ms = ms;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void stub_last_auth(k8s_stub *s, char *out, size_t len)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(out, len, "%s", s->last_auth);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -737,6 +745,16 @@ static void *conn_main(void *arg)
                 goto out;
             len += (size_t)r;
             b[len] = 0;
+        }
+        const char *au = strcasestr(b, "\r\nAuthorization:");
+        if (au && au < hend) {
+            au += 16;
+            while (*au == ' ')
+                au++;
+            size_t al = strcspn(au, "\r");
+            pthread_mutex_lock(&s->mu);
+            snprintf(s->last_auth, sizeof s->last_auth, "%.*s", (int)al, au);
+            pthread_mutex_unlock(&s->mu);
         }
         char *body = strndup(b + hl, clen);
         memmove(b, b + hl + clen, len - hl - clen);

@@ -72,6 +72,9 @@ int stub_connections(k8s_stub *s);
 int stub_max_inflight_binds(k8s_stub *s);
 void stub_set_bind_delay(k8s_stub *s, int ms);
 
+/* The Authorization header of the last request ("" when none). */
+void stub_last_auth(k8s_stub *s, char *out, size_t len);
+
 /* Deep copy of the objects of kind (JSON array; caller decrefs). */
 json_t *stub_objects(k8s_stub *s, int kind);
 

@@ -1,0 +1,314 @@
+/*
+ * test_kubeconfig.c - kubeconfig and in-cluster settings, base64, token
+ * rotation, and the client-side rate limiter.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/cache.h"
+#include "agentsched/k8s.h"
+#include "agentsched/log.h"
+#include "k8s_stub.c"
+
+#define KDIR TEST_DATA_DIR "/k8s"
+
+static k8s_conn *load_ok(const char *file, const char *ctx)
+{
+    k8s_conn *c = NULL;
+    as_diag d = {{0}, {0}};
+    as_err err = k8s_conn_from_kubeconfig(file, ctx, &c, &d);
+    cr_assert_eq(err, AS_OK, "%s: %s (%s)", file, d.msg, d.field);
+    cr_assert_not_null(c);
+    return c;
+}
+
+static void load_bad(const char *file, as_err want, const char *msg_part, const char *field_part)
+{
+    k8s_conn *c = NULL;
+    as_diag d = {{0}, {0}};
+    as_err err = k8s_conn_from_kubeconfig(file, NULL, &c, &d);
+    cr_assert_eq(err, want, "%s: got %s want %s: %s", file, as_strerror(err), as_strerror(want),
+                 d.msg);
+    cr_assert_null(c);
+    if (msg_part)
+        cr_assert(strstr(d.msg, msg_part) != NULL, "%s: message \"%s\" lacks \"%s\"", file, d.msg,
+                  msg_part);
+    if (field_part)
+        cr_assert(strstr(d.field, field_part) != NULL, "%s: field \"%s\" lacks \"%s\"", file,
+                  d.field, field_part);
+}
+
+Test(kubeconfig, token_and_ca_data)
+{
+    k8s_conn *c = load_ok(KDIR "/kubeconfig-token.yaml", NULL);
+    cr_assert_str_eq(c->server, "https://10.0.0.1:6443", "trailing slash dropped");
+    cr_assert_str_eq(c->context, "prod");
+    cr_assert_str_eq(c->token, "abc.def.ghi");
+    cr_assert_not_null(c->ca_data.data);
+    cr_assert(strstr((char *)c->ca_data.data, "BEGIN CERTIFICATE") != NULL);
+    cr_assert_null(c->ca_file);
+    cr_assert_not(c->insecure);
+    k8s_conn_free(c);
+}
+
+Test(kubeconfig, kind_client_cert_data)
+{
+    k8s_conn *c = load_ok(KDIR "/kubeconfig-kind.yaml", NULL);
+    cr_assert_str_eq(c->server, "https://127.0.0.1:39151");
+    cr_assert(strstr((char *)c->cert_data.data, "MIIBclient") != NULL);
+    cr_assert(strstr((char *)c->key_data.data, "PRIVATE KEY") != NULL);
+    cr_assert_null(c->token);
+    k8s_conn_free(c);
+}
+
+Test(kubeconfig, relative_files_resolved)
+{
+    k8s_conn *c = load_ok(KDIR "/kubeconfig-files.yaml", NULL);
+    cr_assert_str_eq(c->ca_file, KDIR "/ca.crt");
+    cr_assert_str_eq(c->cert_file, KDIR "/client.crt");
+    cr_assert_str_eq(c->key_file, KDIR "/client.key");
+    cr_assert_str_eq(c->tls_server_name, "kubernetes.default");
+    k8s_conn_free(c);
+    c = load_ok(KDIR "/kubeconfig-files.yaml", "tokenfile");
+    cr_assert_str_eq(c->context, "tokenfile");
+    cr_assert_str_eq(c->token_file, KDIR "/token.txt");
+    cr_assert(c->insecure);
+    cr_assert_str_eq(c->server, "http://127.0.0.1:8080");
+    k8s_conn_free(c);
+}
+
+Test(kubeconfig, bad_inputs_have_clear_errors)
+{
+    load_bad(KDIR "/does-not-exist.yaml", AS_EIO, "does-not-exist.yaml", NULL);
+    load_bad(KDIR "/bad-no-current.yaml", AS_ENOTFOUND, "current-context", "current-context");
+    load_bad(KDIR "/bad-unknown-context.yaml", AS_ENOTFOUND, "context \"missing\" not found",
+             "contexts");
+    load_bad(KDIR "/bad-unknown-cluster.yaml", AS_ENOTFOUND, "cluster \"nope\"", "clusters");
+    load_bad(KDIR "/bad-unknown-user.yaml", AS_ENOTFOUND, "user \"ghost\"", "users");
+    load_bad(KDIR "/bad-missing-cert.yaml", AS_EAUTH, "/nonexistent/client.crt",
+             "users[0].user.client-certificate");
+    load_bad(KDIR "/bad-missing-tokenfile.yaml", AS_EAUTH, "does-not-exist.token",
+             "users[0].user.tokenFile");
+    load_bad(KDIR "/bad-base64.yaml", AS_EINVAL, "base64",
+             "clusters[0].cluster.certificate-authority-data");
+    load_bad(KDIR "/bad-exec.yaml", AS_EUNSUPPORTED, "exec", "users[0].user");
+    load_bad(KDIR "/bad-no-server.yaml", AS_EINVAL, "no server", "clusters[0].cluster");
+    load_bad(KDIR "/bad-server-scheme.yaml", AS_EINVAL, "https://", "server");
+    load_bad(KDIR "/bad-cert-no-key.yaml", AS_EAUTH, "give both", "users[0].user");
+    load_bad(KDIR "/bad-yaml.yaml", AS_EPARSE, NULL, NULL);
+    load_bad(KDIR "/bad-not-mapping.yaml", AS_EPARSE, "mapping", NULL);
+}
+
+Test(kubeconfig, unknown_explicit_context)
+{
+    k8s_conn *c = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_conn_from_kubeconfig(KDIR "/kubeconfig-token.yaml", "staging", &c, &d),
+                 AS_ENOTFOUND);
+    cr_assert(strstr(d.msg, "staging") != NULL, "%s", d.msg);
+}
+
+Test(kubeconfig, base64)
+{
+    struct {
+        const char *in;
+        const char *out;
+    } ok[] = {
+        {"", ""},
+        {"Zg==", "f"},
+        {"Zm8=", "fo"},
+        {"Zm9v", "foo"},
+        {"Zm9vYg", "foob"},
+        {"Zm9vYmE=", "fooba"},
+        {"Zm9v\nYmFy", "foobar"},
+        {" Zm9vYmFy ", "foobar"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        k8s_blob b;
+        cr_assert_eq(k8s_base64_decode(ok[i].in, strlen(ok[i].in), &b), AS_OK, "%s", ok[i].in);
+        cr_assert_eq(b.len, strlen(ok[i].out));
+        cr_assert_eq(memcmp(b.data, ok[i].out, b.len), 0, "%s", ok[i].in);
+        free(b.data);
+    }
+    const char *bad[] = {"Z", "Zm9v!", "Zg==Zg", "*"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        k8s_blob b;
+        cr_assert_eq(k8s_base64_decode(bad[i], strlen(bad[i]), &b), AS_EINVAL, "%s", bad[i]);
+        cr_assert_null(b.data);
+    }
+}
+
+Test(kubeconfig, in_cluster)
+{
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    k8s_conn *c = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_conn_in_cluster(KDIR "/sa", &c, &d), AS_ENOTFOUND);
+    cr_assert(strstr(d.msg, "KUBERNETES_SERVICE_HOST") != NULL, "%s", d.msg);
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    cr_assert_eq(k8s_conn_in_cluster(KDIR "/sa", &c, &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(c->server, "https://10.96.0.1:443");
+    cr_assert_str_eq(c->token_file, KDIR "/sa/token");
+    cr_assert_str_eq(c->ca_file, KDIR "/sa/ca.crt");
+    k8s_conn_free(c);
+    setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+    cr_assert_eq(k8s_conn_in_cluster(KDIR "/sa", &c, &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(c->server, "https://[fd00::1]:443");
+    k8s_conn_free(c);
+    c = NULL;
+    cr_assert_eq(k8s_conn_in_cluster(KDIR "/no-such-sa", &c, &d), AS_EAUTH);
+    cr_assert(strstr(d.msg, "token") != NULL, "%s", d.msg);
+    cr_assert_null(c);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
+static void write_file(const char *path, const char *content)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    cr_assert_not_null(f);
+    fputs(content, f);
+    fclose(f);
+    cr_assert_eq(rename(tmp, path), 0); /* like kubelet: a new file atomically */
+}
+
+static void msleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+Test(kubeconfig, token_file_rotation)
+{
+    log_set_level(LOG_WARN);
+    k8s_stub *stub = stub_new();
+    char dir[] = "/tmp/agentsched-tokXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char tokpath[600];
+    snprintf(tokpath, sizeof tokpath, "%s/token", dir);
+    write_file(tokpath, "first-token\n");
+    model_registry reg;
+    model_registry_init(&reg);
+    cache *c;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(stub);
+    conn.token_file = tokpath;
+    k8s_config cfg;
+    k8s_config_defaults(&cfg);
+    cfg.conn = &conn;
+    k8s_client *k;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_OK, "%s", d.msg);
+    buf resp;
+    buf_init(&resp, 1 << 20);
+    long status = 0;
+    char auth[256];
+    cr_assert_eq(k8s_request(k, "GET", "/api/v1/nodes?limit=1", NULL, 0, &resp, &status, &d), AS_OK,
+                 "%s", d.msg);
+    cr_assert_eq(status, 200);
+    stub_last_auth(stub, auth, sizeof auth);
+    cr_assert_str_eq(auth, "Bearer first-token");
+    write_file(tokpath, "second-token\n");
+    msleep(1100); /* re-checked at most once a second */
+    buf_reset(&resp);
+    cr_assert_eq(k8s_request(k, "GET", "/api/v1/nodes?limit=1", NULL, 0, &resp, &status, &d),
+                 AS_OK);
+    stub_last_auth(stub, auth, sizeof auth);
+    cr_assert_str_eq(auth, "Bearer second-token");
+    /* Unknown path: still an HTTP answer, status says 404. */
+    buf_reset(&resp);
+    cr_assert_eq(k8s_request(k, "GET", "/nope", NULL, 0, &resp, &status, &d), AS_OK);
+    cr_assert_eq(status, 404);
+    buf_free(&resp);
+    k8s_client_free(k);
+    cache_free(c);
+    model_registry_destroy(&reg);
+    stub_free(stub);
+    unlink(tokpath);
+    rmdir(dir);
+}
+
+Test(kubeconfig, client_errors)
+{
+    model_registry reg;
+    model_registry_init(&reg);
+    cache *c;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    k8s_config cfg;
+    k8s_config_defaults(&cfg);
+    k8s_client *k = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_EINVAL, "no source");
+    cr_assert(strstr(d.msg, "--kubeconfig") != NULL, "%s", d.msg);
+    cfg.kubeconfig = KDIR "/bad-unknown-context.yaml";
+    cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_ENOTFOUND);
+    cfg.kubeconfig = KDIR "/kubeconfig-token.yaml";
+    cfg.qps = 10;
+    cfg.burst = 0;
+    cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_EINVAL);
+    cr_assert(strstr(d.msg, "burst") != NULL, "%s", d.msg);
+    cr_assert_null(k);
+    /* Connection refused: a transport error, not an HTTP status. */
+    k8s_conn conn = {0};
+    conn.server = "http://127.0.0.1:1";
+    k8s_config_defaults(&cfg);
+    cfg.conn = &conn;
+    cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_OK);
+    buf resp;
+    buf_init(&resp, 1024);
+    long status = -1;
+    cr_assert_eq(k8s_request(k, "GET", "/api/v1/nodes", NULL, 0, &resp, &status, &d), AS_EIO);
+    cr_assert_eq(status, 0);
+    cr_assert(strstr(d.msg, "127.0.0.1:1") != NULL, "%s", d.msg);
+    buf_free(&resp);
+    k8s_client_free(k);
+    cache_free(c);
+    model_registry_destroy(&reg);
+}
+
+Test(kubeconfig, rate_limiter_paces_requests)
+{
+    log_set_level(LOG_WARN);
+    k8s_stub *stub = stub_new();
+    model_registry reg;
+    model_registry_init(&reg);
+    cache *c;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(stub);
+    k8s_config cfg;
+    k8s_config_defaults(&cfg);
+    cfg.conn = &conn;
+    cfg.qps = 20;
+    cfg.burst = 5;
+    k8s_client *k;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_OK);
+    buf resp;
+    buf_init(&resp, 1 << 20);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 15; i++) {
+        long status;
+        buf_reset(&resp);
+        cr_assert_eq(k8s_request(k, "GET", "/api/v1/nodes", NULL, 0, &resp, &status, &d), AS_OK);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double el = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    /* 5 from the burst, then 10 at 20/s: at least ~0.5 s. */
+    cr_assert_geq(el, 0.45, "15 requests at qps 20 burst 5 took %.3fs", el);
+    buf_free(&resp);
+    k8s_client_free(k);
+    cache_free(c);
+    model_registry_destroy(&reg);
+    stub_free(stub);
+}
