@@ -194,23 +194,39 @@ as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size
     else if (asprintf(&nt->uid, "%s/%s", pod->ns ? pod->ns : "default",
                       pod->name ? pod->name : "") < 0)
         nt->uid = NULL;
+    /* The candidates' names are borrowed from node specs that may have
+     * been replaced since the evaluation: copy them from the live nodes
+     * under the read lock, dropping candidates whose node is gone. */
+    size_t kept = 0;
+    cache_read_lock(b->c);
     size_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += (cands[i].name ? strlen(cands[i].name) : 0) + 1;
+    for (size_t i = 0; i < n; i++) {
+        const cache_node *node = cache_node_get(b->c, cands[i].slot, cands[i].node_id);
+        if (node)
+            total += strlen(node->spec->name) + 1;
+    }
     nt->names = malloc(total ? total : 1);
+    if (nt->names) {
+        char *p = nt->names;
+        for (size_t i = 0; i < n; i++) {
+            const cache_node *node = cache_node_get(b->c, cands[i].slot, cands[i].node_id);
+            if (!node)
+                continue;
+            size_t len = strlen(node->spec->name);
+            memcpy(p, node->spec->name, len + 1);
+            nt->cands[kept] = cands[i];
+            nt->cands[kept].slot = node->slot;
+            nt->cands[kept].name = p;
+            kept++;
+            p += len + 1;
+        }
+    }
+    cache_read_unlock(b->c);
     if (!nt->uid || !nt->names) {
         note_free(nt);
         return AS_ENOMEM;
     }
-    char *p = nt->names;
-    for (size_t i = 0; i < n; i++) {
-        nt->cands[i] = cands[i];
-        size_t len = cands[i].name ? strlen(cands[i].name) : 0;
-        memcpy(p, cands[i].name ? cands[i].name : "", len);
-        p[len] = '\0';
-        nt->cands[i].name = p;
-        p += len + 1;
-    }
+    n = kept;
     nt->n = n;
     nt->h = hash_uid(nt->uid);
     nt->at_ms = mono_ms();
@@ -248,6 +264,7 @@ bool binder_noted_key(binder *b, const char *uid, char *key, size_t keylen)
 typedef struct fit_ctx {
     binder *b;
     pred_result last;
+    char node[256]; /* name of the node re-checked (copied while stable) */
 } fit_ctx;
 
 /* Re-check under the cache's writer mutex: every predicate against the
@@ -256,6 +273,7 @@ static bool fit_now(void *arg, const model_pod *pod, const cache_node *node, uin
 {
     fit_ctx *f = arg;
     cache *c = f->b->c;
+    snprintf(f->node, sizeof f->node, "%s", node->spec->name);
     f->last = pred_check(cache_registry(c), cache_get_shard_mode(c), pod, node);
     if (f->last.code != PRED_OK)
         return false;
@@ -290,7 +308,7 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
         return AS_EINVAL;
     const model_registry *reg = cache_registry(b->c);
     for (size_t i = 0; i < n; i++) {
-        fit_ctx f = {b, {PRED_OK, 0}};
+        fit_ctx f = {b, {PRED_OK, 0}, ""};
         cache_assume_result res;
         uint32_t dev = 0;
         as_err err = cache_assume_if(b->c, pod, cands[i].slot, cands[i].node_id,
@@ -316,8 +334,8 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
             cache_pod_lookup(b->c, pod_uid(pod, tmp, sizeof tmp), &info);
             if (info.state != CACHE_POD_ABSENT)
                 copy_name(out->node, sizeof out->node, info.node);
-            else
-                copy_name(out->node, sizeof out->node, cands[i].name);
+            else /* forgotten meanwhile; never read cands[i].name here */
+                copy_name(out->node, sizeof out->node, f.node);
             return AS_OK;
         }
         case CACHE_ASSUME_OTHER_NODE: {
@@ -334,14 +352,14 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
             pred_reason(reg, NULL, pod, f.last, why, sizeof why);
             snprintf(out->reason, sizeof out->reason,
                      "node %s changed since it was evaluated and the pod no longer fits: %s",
-                     cands[i].name ? cands[i].name : "?",
-                     f.last.code == PRED_TAINT ? "node(s) had untolerated taint" : why);
+                     f.node, f.last.code == PRED_TAINT ? "node(s) had untolerated taint" : why);
             stat_inc(&b->st.conflicts);
             break;
         }
         case CACHE_ASSUME_NODE_GONE:
-            snprintf(out->reason, sizeof out->reason, "node %s no longer exists",
-                     cands[i].name ? cands[i].name : "?");
+            /* cands[i].name died with that node's spec: do not read it */
+            snprintf(out->reason, sizeof out->reason,
+                     "candidate node %zu no longer exists (removed after evaluation)", i + 1);
             stat_inc(&b->st.conflicts);
             break;
         }

@@ -170,20 +170,22 @@ static void *churner(void *arg)
     return NULL;
 }
 
-Test(binder_stress, never_overcommits, .timeout = 240)
+/* stress_run is the whole test; plain checks so it also runs without
+ * Criterion's runner (see main below). */
+static void stress_run(void)
 {
     model_registry_init(&reg);
-    cr_assert_eq(cache_new(&reg, &c), AS_OK);
-    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_MOST_ALLOCATED, &pol), AS_OK);
-    cr_assert_eq(binder_new(c, NULL, &b), AS_OK);
+    T_ASSERT(cache_new(&reg, &c) == AS_OK);
+    T_ASSERT(score_policy_new_strategy(&reg, SCORE_MOST_ALLOCATED, &pol) == AS_OK);
+    T_ASSERT(binder_new(c, NULL, &b) == AS_OK);
     for (int i = 0; i < NODES; i++)
-        cr_assert_eq(cache_node_upsert(c, make_node(i)), AS_OK);
+        T_ASSERT(cache_node_upsert(c, make_node(i)) == AS_OK);
 
     pthread_t th[THREADS], ch;
     pthread_barrier_init(&start, NULL, THREADS);
-    cr_assert_eq(pthread_create(&ch, NULL, churner, NULL), 0);
+    T_ASSERT(pthread_create(&ch, NULL, churner, NULL) == 0);
     for (uintptr_t t = 0; t < THREADS; t++)
-        cr_assert_eq(pthread_create(&th[t], NULL, worker, (void *)t), 0);
+        T_ASSERT(pthread_create(&th[t], NULL, worker, (void *)t) == 0);
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
     __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
@@ -191,33 +193,35 @@ Test(binder_stress, never_overcommits, .timeout = 240)
     pthread_barrier_destroy(&start);
 
     as_diag d = {0};
-    cr_assert_eq(cache_check_invariants(c, &d), AS_OK, "%s", d.msg);
+    if (cache_check_invariants(c, &d) != AS_OK) {
+        fprintf(stderr, "invariant broken: %s\n", d.msg);
+        abort();
+    }
     cache_read_lock(c);
     for (int i = 0; i < NODES; i++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", i);
         const cache_node *n = cache_node_find(c, name, strlen(name));
-        cr_assert(n);
+        T_ASSERT(n);
         int64_t cpu = cache_node_requested(n, MODEL_RES_CPU);
-        cr_assert_eq(cpu, tally_cpu[i], "%s: cache %lld, threads %lld", name, (long long)cpu,
-                     (long long)tally_cpu[i]);
-        cr_assert_eq(cache_node_requested(n, MODEL_RES_PODS), tally_pods[i]);
-        cr_assert_leq(cpu, NODE_CPU);
-        cr_assert_leq(cache_node_requested(n, MODEL_RES_MEMORY), NODE_MEM);
-        cr_assert_leq(cache_node_requested(n, MODEL_RES_PODS), 60);
+        T_ASSERT(cpu == tally_cpu[i]);
+        T_ASSERT(cache_node_requested(n, MODEL_RES_PODS) == tally_pods[i]);
+        T_ASSERT(cpu <= NODE_CPU);
+        T_ASSERT(cache_node_requested(n, MODEL_RES_MEMORY) <= NODE_MEM);
+        T_ASSERT(cache_node_requested(n, MODEL_RES_PODS) <= 60);
         int64_t gpu = 0;
         for (int g = 0; g < MODEL_MAX_GPUS; g++) {
-            cr_assert_leq(cache_node_gpu_used(n, g), MODEL_GPU_MILLI);
+            T_ASSERT(cache_node_gpu_used(n, g) <= MODEL_GPU_MILLI);
             gpu += cache_node_gpu_used(n, g);
         }
-        cr_assert_eq(gpu, tally_gpu[i]);
+        T_ASSERT(gpu == tally_gpu[i]);
     }
     cache_read_unlock(c);
     binder_stats st;
     binder_get_stats(b, &st);
-    cr_assert_eq(st.accepted_fast + st.accepted_rechecked, placed);
-    cr_assert_gt(placed, 0);
-    cr_assert_gt(st.conflicts + unschedulable, 0, "the nodes must have filled up");
+    T_ASSERT(st.accepted_fast + st.accepted_rechecked == placed);
+    T_ASSERT(placed > 0);
+    T_ASSERT(st.conflicts + unschedulable > 0); /* the nodes filled up */
     fprintf(stderr,
             "binder stress: placed=%llu fast=%llu rechecked=%llu conflicts=%llu "
             "exhausted=%llu unschedulable=%llu\n",
@@ -229,4 +233,9 @@ Test(binder_stress, never_overcommits, .timeout = 240)
     score_policy_unref(pol);
     cache_free(c);
     model_registry_destroy(&reg);
+}
+
+Test(binder_stress, never_overcommits, .timeout = 240)
+{
+    stress_run();
 }

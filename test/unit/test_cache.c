@@ -691,7 +691,10 @@ Test(cache, memory_5000_nodes_100000_pods)
     cr_log_info("RSS for 5000 nodes + 100000 pods: %ld KiB (cache total, test fixtures incl.)",
                 after - before);
     fprintf(stderr, "cache memory: 5000 nodes + 100000 pods = %ld KiB RSS\n", after - before);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    /* sanitizer builds inflate every allocation; the budget is for release */
     cr_assert_lt(after - before, 256 * 1024);
+#endif
     p->uid = "";
     p->node_name = NULL;
     model_pod_free(p);
