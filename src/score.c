@@ -665,6 +665,30 @@ static double fgd_frag(const score_policy *p, const view *v, int ntyp)
     return F;
 }
 
+/* See score.h. */
+double score_fgd_fragment(const cache_node *node, const score_task_shape *shapes, size_t n)
+{
+    view v;
+    view_load(&v, node);
+    gpu_sum g = view_gpu(&v);
+    if (g.total == 0)
+        return 0;
+    double F = 0;
+    for (size_t i = 0; i < n; i++) {
+        const score_task_shape *t = &shapes[i];
+        int64_t frag;
+        if (t->gpu_count == 0 || t->cpu > v.cpu_free || t->mem > v.mem_free)
+            frag = g.total;
+        else if (t->gpu_milli >= MODEL_GPU_MILLI)
+            frag = g.nfull >= (int)t->gpu_count ? g.total - (int64_t)g.nfull * MODEL_GPU_MILLI
+                                                : g.total;
+        else
+            frag = g.max >= (int32_t)t->gpu_milli ? free_below(&v, (int32_t)t->gpu_milli) : g.total;
+        F += t->pop * (double)frag;
+    }
+    return F;
+}
+
 static double score_fgd(const score_policy *p, const model_pod *pod, const cache_node *node)
 {
     int ntyp = __atomic_load_n(&p->ntyp, __ATOMIC_ACQUIRE);

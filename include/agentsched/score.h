@@ -99,6 +99,24 @@ double score_node(const score_policy *p, const model_pod *pod, const cache_node 
  * fragment). Thread-safe. */
 void score_observe_pod(score_policy *p, const model_pod *pod);
 
+/* A task shape with its popularity (share of pods), for the FGD measure. */
+typedef struct score_task_shape {
+    int64_t cpu; /* millicores */
+    int64_t mem; /* bytes */
+    uint32_t gpu_count;
+    uint32_t gpu_milli; /* per device; 1000 for whole GPUs, 0 without GPU */
+    double pop;
+} score_task_shape;
+
+/*
+ * score_fgd_fragment returns the node's fragmentation in milli-GPU as FGD
+ * defines it (Weng et al., ATC '23), in its current state: for each shape,
+ * all idle GPU when the shape does not fit (CPU, memory, GPU) or asks for
+ * no GPU, else the idle GPU on devices with less free than its per-device
+ * demand; weighted by popularity. Never allocates.
+ */
+double score_fgd_fragment(const cache_node *node, const score_task_shape *shapes, size_t n);
+
 /* score_to_extender maps a [0,100] score to the extender's 0..10 integer. */
 int score_to_extender(const score_policy *p, double score);
 
