@@ -333,6 +333,17 @@ int stub_connections(k8s_stub *s)
     return n;
 }
 
+int stub_watchers(k8s_stub *s)
+{
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->nconns; i++)
+        if (s->conns[i].used && !s->conns[i].done && s->conns[i].watching)
+            n++;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 int stub_max_inflight_binds(k8s_stub *s)
 {
     pthread_mutex_lock(&s->mu);

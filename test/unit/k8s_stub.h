@@ -68,6 +68,8 @@ int stub_count(k8s_stub *s, const char *path_prefix, stub_req type);
 int stub_events_posted(k8s_stub *s);
 json_t *stub_last_event(k8s_stub *s); /* new reference or NULL */
 int stub_connections(k8s_stub *s);
+/* Open watch connections. */
+int stub_watchers(k8s_stub *s);
 /* Maximum concurrently open binding requests seen. */
 int stub_max_inflight_binds(k8s_stub *s);
 void stub_set_bind_delay(k8s_stub *s, int ms);

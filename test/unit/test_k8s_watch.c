@@ -179,6 +179,16 @@ static void wait_consistent(fx *f, int timeout_ms)
     cr_assert_eq(cache_check_invariants(f->c, &d), AS_OK, "%s", d.msg);
 }
 
+/* Waits for the first sync and for both watches to be open, so that a
+ * following stub_drop_watches really cuts them. */
+static void synced(fx *f)
+{
+    cr_assert(k8s_wait_synced(f->k, 5000));
+    for (int t = 0; t < 5000 && stub_watchers(f->stub) < 2; t += 10)
+        msleep(10);
+    cr_assert_geq(stub_watchers(f->stub), 2);
+}
+
 static k8s_status status(fx *f)
 {
     k8s_status st;
@@ -223,7 +233,7 @@ Test(k8s_watch, initial_sync_paginated)
     fx_init(&f);
     seed(&f, 7, 12);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     wait_consistent(&f, 2000);
     cr_assert_geq(stub_count(f.stub, "/api/v1/nodes", STUB_LIST), 3, "7 nodes / limit 3 = 3 pages");
     char why[256];
@@ -237,7 +247,7 @@ Test(k8s_watch, events_applied)
     fx_init(&f);
     seed(&f, 4, 8);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     mutate(&f, 1);
     wait_consistent(&f, 3000);
     /* modify a node's allocatable and a pod's node */
@@ -256,7 +266,7 @@ Test(k8s_watch, drop_mid_event_resumes)
     fx_init(&f);
     seed(&f, 4, 8);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     stub_fault(f.stub, "/api/v1/pods", STUB_WATCH, STUB_F_DROP_MID, 0);
     stub_fault(f.stub, "/api/v1/nodes", STUB_WATCH, STUB_F_DROP_MID, 0);
     stub_drop_watches(f.stub);
@@ -275,7 +285,7 @@ Test(k8s_watch, gone_after_compaction_relists)
     fx_init(&f);
     seed(&f, 5, 10);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     stub_pause_watches(f.stub, true);
     mutate(&f, 1);
     mutate(&f, 2);
@@ -294,7 +304,7 @@ Test(k8s_watch, error_event_and_http_410_relist)
     fx_init(&f);
     seed(&f, 4, 6);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     stub_fault(f.stub, "/api/v1/pods", STUB_WATCH, STUB_F_ERROR_410, 0);
     stub_fault(f.stub, "/api/v1/nodes", STUB_WATCH, STUB_F_STATUS, 410);
     stub_pause_watches(f.stub, true);
@@ -317,7 +327,7 @@ Test(k8s_watch, list_errors_retry)
     stub_fault(f.stub, "/api/v1/pods", STUB_LIST, STUB_F_CLOSE, 0);
     stub_fault(f.stub, "/api/v1/pods", STUB_LIST, STUB_F_SLOW, 300);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     wait_consistent(&f, 2000);
     cr_assert_eq(stub_faults_pending(f.stub), 0);
     fx_fini(&f);
@@ -330,7 +340,7 @@ Test(k8s_watch, continue_token_expired_restarts_list)
     seed(&f, 8, 4);
     stub_fault(f.stub, "/api/v1/nodes", STUB_LIST, STUB_F_EXPIRE_CONTINUE, 0);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     wait_consistent(&f, 2000);
     fx_fini(&f);
 }
@@ -341,7 +351,7 @@ Test(k8s_watch, garbage_line_reconnects)
     fx_init(&f);
     seed(&f, 4, 6);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     stub_fault(f.stub, "/api/v1/pods", STUB_WATCH, STUB_F_GARBAGE, 0);
     stub_drop_watches(f.stub);
     msleep(100);
@@ -357,7 +367,7 @@ Test(k8s_watch, oversized_line_relists)
     fx_init(&f);
     seed(&f, 3, 3);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     json_t *n = stub_make_node("big-node", "8", "32Gi", 110);
     char *big = malloc(48 * 1024);
     memset(big, 'x', 48 * 1024 - 1);
@@ -383,12 +393,13 @@ Test(k8s_watch, dead_stream_detected)
     fx_init(&f);
     seed(&f, 3, 6);
     fx_start(&f, short_dead);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     stub_fault(f.stub, "/api/v1/pods", STUB_WATCH, STUB_F_HANG, 0);
     stub_drop_watches(f.stub);
     msleep(100);
     mutate(&f, 1);
     wait_consistent(&f, 5000);
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
     cr_assert_geq(status(&f).reconnects[K8S_KIND_POD], 2);
     fx_fini(&f);
 }
@@ -399,7 +410,7 @@ Test(k8s_watch, bookmark_avoids_relist)
     fx_init(&f);
     seed(&f, 3, 3);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     /* Pod changes move the global resourceVersion; nodes see only a bookmark. */
     mutate(&f, 1);
     msleep(50);
@@ -425,7 +436,7 @@ Test(k8s_watch, readiness_tracks_watch_downtime)
     seed(&f, 3, 3);
     char why[256];
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     cr_assert(k8s_ready(f.k, now_ms(), why, sizeof why), "%s", why);
     for (int i = 0; i < 40; i++)
         stub_fault(f.stub, "/api/v1/pods", STUB_ANY, STUB_F_CLOSE, 0);
@@ -457,7 +468,7 @@ Test(k8s_watch, not_ready_before_sync)
     char why[256];
     cr_assert_not(k8s_ready(f.k, now_ms(), why, sizeof why));
     cr_assert(strstr(why, "first sync") != NULL, "%s", why);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     fx_fini(&f);
 }
 
@@ -467,7 +478,7 @@ Test(k8s_watch, shards_absent_then_installed)
     fx_init(&f);
     seed(&f, 2, 0);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     msleep(150);
     k8s_shard *sh;
     size_t n;
@@ -522,7 +533,7 @@ Test(k8s_watch, fault_storm_invariant)
     fx_init(&f);
     seed(&f, 6, 20);
     fx_start(&f, NULL);
-    cr_assert(k8s_wait_synced(f.k, 5000));
+    synced(&f);
     stub_fault_kind kinds[] = {STUB_F_DROP_MID, STUB_F_GARBAGE, STUB_F_ERROR_410, STUB_F_CLOSE};
     for (int round = 0; round < 4; round++) {
         stub_fault(f.stub, "/api/v1/pods", STUB_WATCH, kinds[round], 0);

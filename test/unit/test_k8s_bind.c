@@ -1,0 +1,382 @@
+/*
+ * test_k8s_bind.c - pods/binding through the stub: success, 409 same/other
+ * node, 404, bounded retries on 429/5xx/transport, bounded concurrency on
+ * keep-alive connections, assumed-pod confirmation and expiry, and Events.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentsched/cache.h"
+#include "agentsched/k8s.h"
+#include "agentsched/log.h"
+#include "k8s_stub.c"
+
+typedef struct bfx {
+    k8s_stub *stub;
+    model_registry reg;
+    cache *c;
+    k8s_client *k;
+} bfx;
+
+typedef void (*btweak)(k8s_config *cfg);
+
+static void msleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void put_pod(bfx *f, const char *name, const char *node)
+{
+    char uid[128];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    json_t *p = stub_make_pod("default", name, uid, node, "1", "1Gi");
+    stub_put(f->stub, STUB_POD, p);
+    json_decref(p);
+}
+
+static void bfx_init(bfx *f, btweak tweak, bool start)
+{
+    memset(f, 0, sizeof *f);
+    log_set_level(LOG_ERROR);
+    f->stub = stub_new();
+    model_registry_init(&f->reg);
+    cr_assert_eq(cache_new(&f->reg, &f->c), AS_OK);
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%d", i);
+        json_t *n = stub_make_node(name, "4", "16Gi", 110);
+        stub_put(f->stub, STUB_NODE, n);
+        json_decref(n);
+    }
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(f->stub);
+    k8s_config cfg;
+    k8s_config_defaults(&cfg);
+    cfg.conn = &conn;
+    cfg.bind_backoff_ms = 5;
+    cfg.backoff_initial_ms = 10;
+    cfg.backoff_max_ms = 50;
+    cfg.assumed_ttl_ms = 300;
+    cfg.expire_period_ms = 50;
+    cfg.watch_shards = false;
+    cfg.event_pod_interval_ms = 60000;
+    if (tweak)
+        tweak(&cfg);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_client_new(&cfg, f->c, &f->k, &d), AS_OK, "%s", d.msg);
+    if (start) {
+        cr_assert_eq(k8s_client_start(f->k), AS_OK);
+        cr_assert(k8s_wait_synced(f->k, 5000));
+    }
+}
+
+static void bfx_fini(bfx *f)
+{
+    k8s_client_free(f->k);
+    stub_free(f->stub);
+    cache_free(f->c);
+    model_registry_destroy(&f->reg);
+}
+
+static const char *stub_pod_node(bfx *f, const char *uid)
+{
+    static char out[128];
+    out[0] = 0;
+    json_t *pods = stub_objects(f->stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pods, i, v)
+    {
+        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")),
+                    uid)) {
+            const char *n =
+                json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+            snprintf(out, sizeof out, "%s", n ? n : "");
+        }
+    }
+    json_decref(pods);
+    return out;
+}
+
+Test(k8s_bind, success_and_idempotent_409)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "a", NULL);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "a", "uid-a", "n1", &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-a"), "n1");
+    /* A retry after a lost response: 409 naming the same node is success. */
+    cr_assert_eq(k8s_bind(f.k, "default", "a", "uid-a", "n1", &d), AS_OK, "%s", d.msg);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.binds_ok, 2);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, conflict_other_node_and_not_found)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "b", "n2");
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "b", "uid-b", "n0", &d), AS_ECONFLICT);
+    cr_assert(strstr(d.msg, "n2") != NULL, "%s", d.msg);
+    cr_assert_eq(k8s_bind(f.k, "default", "ghost", NULL, "n0", &d), AS_ENOTFOUND);
+    cr_assert(strstr(d.msg, "ghost") != NULL, "%s", d.msg);
+    cr_assert_eq(k8s_bind(f.k, "default", "", NULL, "n0", &d), AS_EINVAL);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.binds_failed, 2);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, retries_429_5xx_and_transport)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "c", NULL);
+    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_STATUS, 429);
+    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_STATUS, 500);
+    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_CLOSE, 0);
+    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_STATUS, 503);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "c", "uid-c", "n0", &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-c"), "n0");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    /* curl itself retries once when a reused connection dies silently. */
+    cr_assert(st.bind_retries == 3 || st.bind_retries == 4, "retries %llu",
+              (unsigned long long)st.bind_retries);
+    bfx_fini(&f);
+}
+
+static void two_retries(k8s_config *cfg)
+{
+    cfg->bind_retries = 2;
+}
+
+Test(k8s_bind, retries_are_bounded)
+{
+    bfx f;
+    bfx_init(&f, two_retries, false);
+    put_pod(&f, "d", NULL);
+    for (int i = 0; i < 5; i++)
+        stub_fault(f.stub, "/api/v1/namespaces/default/pods/d/binding", STUB_POST, STUB_F_STATUS,
+                   500);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "d", "uid-d", "n0", &d), AS_EHTTP);
+    cr_assert(strstr(d.msg, "3 attempts") != NULL, "%s", d.msg);
+    cr_assert_eq(stub_faults_pending(f.stub), 2);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-d"), "");
+    bfx_fini(&f);
+}
+
+static void four_conns(k8s_config *cfg)
+{
+    cfg->bind_concurrency = 4;
+}
+
+typedef struct done_count {
+    pthread_mutex_t mu;
+    int ok, failed;
+} done_count;
+
+static void on_done(void *arg, as_err err, const as_diag *diag)
+{
+    done_count *dc = arg;
+    pthread_mutex_lock(&dc->mu);
+    if (err == AS_OK)
+        dc->ok++;
+    else
+        dc->failed++;
+    pthread_mutex_unlock(&dc->mu);
+}
+
+Test(k8s_bind, bounded_concurrency_keepalive)
+{
+    bfx f;
+    bfx_init(&f, four_conns, false);
+    char name[32];
+    for (int i = 0; i < 24; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        put_pod(&f, name, NULL);
+    }
+    stub_set_bind_delay(f.stub, 30);
+    done_count dc = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+    for (int i = 0; i < 24; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        cr_assert_eq(k8s_bind_async(f.k, "default", name, NULL, i % 2 ? "n1" : "n2", on_done, &dc),
+                     AS_OK);
+    }
+    for (int t = 0; t < 5000; t += 10) {
+        pthread_mutex_lock(&dc.mu);
+        int n = dc.ok + dc.failed;
+        pthread_mutex_unlock(&dc.mu);
+        if (n == 24)
+            break;
+        msleep(10);
+    }
+    cr_assert_eq(dc.ok, 24);
+    cr_assert_leq(stub_max_inflight_binds(f.stub), 4);
+    cr_assert_geq(stub_max_inflight_binds(f.stub), 2, "binds ran concurrently");
+    cr_assert_leq(stub_connections(f.stub), 4, "keep-alive connections reused");
+    bfx_fini(&f);
+}
+
+static bool fit_any(void *arg, const model_pod *pod, const cache_node *node, uint32_t *gpu)
+{
+    *gpu = 0;
+    return true;
+}
+
+static model_pod *decode_pod(bfx *f, const char *name)
+{
+    char uid[128];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    json_t *j = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
+    model_pod *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&f->reg, j, &p, &d), AS_OK, "%s", d.msg);
+    json_decref(j);
+    return p;
+}
+
+static void assume(bfx *f, const model_pod *p, const char *node)
+{
+    cache_read_lock(f->c);
+    cache_node *n = cache_node_find(f->c, node, strlen(node));
+    cr_assert_not_null(n);
+    uint32_t slot = n->slot;
+    uint64_t id = n->id, bv = cache_node_bind_version(n);
+    cache_read_unlock(f->c);
+    cache_assume_result res;
+    uint32_t gpu = 0;
+    cr_assert_eq(cache_assume_if(f->c, p, slot, id, bv, fit_any, NULL, &res, &gpu), AS_OK);
+    cr_assert(res == CACHE_ASSUME_FAST || res == CACHE_ASSUME_RECHECKED);
+}
+
+Test(k8s_bind, assumed_pod_confirmed_by_watch)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    put_pod(&f, "e", NULL);
+    model_pod *p = decode_pod(&f, "e");
+    assume(&f, p, "n1");
+    cache_pod_info pi;
+    cache_pod_lookup(f.c, "uid-e", &pi);
+    cr_assert_eq(pi.state, CACHE_POD_ASSUMED);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "e", "uid-e", "n1", &d), AS_OK, "%s", d.msg);
+    for (int t = 0; t < 3000; t += 10) {
+        cache_pod_lookup(f.c, "uid-e", &pi);
+        if (pi.state == CACHE_POD_BOUND)
+            break;
+        msleep(10);
+    }
+    cr_assert_eq(pi.state, CACHE_POD_BOUND, "the watch confirms our bind");
+    cr_assert_str_eq(pi.node, "n1");
+    cr_assert_eq(cache_check_invariants(f.c, &d), AS_OK, "%s", d.msg);
+    model_pod_free(p);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, failed_bind_released_and_unconfirmed_expires)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    /* Failure: the pod was deleted; the caller forgets the assumed pod. */
+    model_pod *gone = decode_pod(&f, "gone");
+    assume(&f, gone, "n0");
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "gone", "uid-gone", "n0", &d), AS_ENOTFOUND);
+    cr_assert_eq(cache_forget(f.c, "uid-gone"), AS_OK);
+    cache_pod_info pi;
+    cache_pod_lookup(f.c, "uid-gone", &pi);
+    cr_assert_eq(pi.state, CACHE_POD_ABSENT);
+    /* Never confirmed: housekeeping forgets it after the TTL. */
+    put_pod(&f, "lost", NULL);
+    model_pod *lost = decode_pod(&f, "lost");
+    assume(&f, lost, "n2");
+    for (int t = 0; t < 3000; t += 20) {
+        cache_pod_lookup(f.c, "uid-lost", &pi);
+        if (pi.state == CACHE_POD_ABSENT)
+            break;
+        msleep(20);
+    }
+    cr_assert_eq(pi.state, CACHE_POD_ABSENT, "expired after the assumed TTL");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_geq(st.assumed_expired, 1);
+    cr_assert_eq(cache_check_invariants(f.c, &d), AS_OK, "%s", d.msg);
+    model_pod_free(gone);
+    model_pod_free(lost);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, events_posted_and_rate_limited)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    k8s_event_post(f.k, "default", "a", "uid-a", "Normal", "Scheduled",
+                   "Successfully assigned default/a to n1");
+    k8s_event_post(f.k, "default", "a", "uid-a", "Normal", "Scheduled",
+                   "Successfully assigned default/a to n1");
+    k8s_event_post(f.k, "default", "b", "uid-b", "Warning", "FailedScheduling",
+                   "0/3 nodes are available: 3 Insufficient cpu.");
+    for (int t = 0; t < 3000 && stub_events_posted(f.stub) < 2; t += 10)
+        msleep(10);
+    msleep(50);
+    cr_assert_eq(stub_events_posted(f.stub), 2, "the duplicate was rate-limited");
+    json_t *e = stub_last_event(f.stub);
+    cr_assert_not_null(e);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "FailedScheduling");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "type")), "Warning");
+    json_t *io = json_object_get(e, "involvedObject");
+    cr_assert_str_eq(json_string_value(json_object_get(io, "kind")), "Pod");
+    cr_assert_str_eq(json_string_value(json_object_get(io, "name")), "b");
+    cr_assert_str_eq(json_string_value(json_object_get(io, "uid")), "uid-b");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(e, "source"), "component")),
+                     "agent-scheduler");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(e, "metadata"), "namespace")), "default");
+    json_decref(e);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.events_posted, 2);
+    cr_assert_eq(st.events_dropped, 1);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, conflict_message_parsing)
+{
+    char out[64];
+    const char *b1 = "{\"kind\":\"Status\",\"message\":\"Operation cannot be fulfilled on "
+                     "pods/binding \\\"p\\\": pod p is already assigned to node \\\"node-7\\\"\"}";
+    cr_assert(k8s_conflict_node(b1, strlen(b1), out, sizeof out));
+    cr_assert_str_eq(out, "node-7");
+    const char *b2 = "pod p is already assigned to node \"n1\"";
+    cr_assert(k8s_conflict_node(b2, strlen(b2), out, sizeof out));
+    cr_assert_str_eq(out, "n1");
+    const char *b3 = "pod p is being deleted, cannot be assigned to a host";
+    cr_assert_not(k8s_conflict_node(b3, strlen(b3), out, sizeof out));
+    const char *b4 = "already assigned to node ";
+    cr_assert_not(k8s_conflict_node(b4, strlen(b4), out, sizeof out));
+    cr_assert_not(k8s_conflict_node("", 0, out, sizeof out));
+}
+
+Test(k8s_bind, after_stop)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    k8s_client_stop(f.k);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind_async(f.k, "default", "x", NULL, "n0", NULL, NULL), AS_EINVAL);
+    cr_assert_eq(k8s_bind(f.k, "default", "x", NULL, "n0", &d), AS_EIO);
+    k8s_event_post(f.k, "default", "x", NULL, "Normal", "Scheduled", "m");
+    bfx_fini(&f);
+}
