@@ -1,0 +1,397 @@
+/*
+ * bench_extender.c - extender throughput and latency against the server's
+ * own /healthz, measured in one run, in one process.
+ *
+ * An in-process agentsched (svc + HTTP server) holds a generated
+ * 5000-node cache. A libcurl multi client keeps 16 keep-alive connections
+ * busy, first on GET /healthz, then on POST /scheduler/filter and
+ * /scheduler/prioritize with 500 NodeNames, and reports req/s, p50/p99
+ * and the ratio to /healthz (targets: >= 0.4x, p99 < 2 ms). A full-Nodes
+ * filter (500 Node objects) is then timed on one connection (target
+ * < 5 ms). Finally it times decoding the same 500-name ExtenderArgs with a
+ * jansson DOM and with the streaming extargs decoder.
+ *
+ * Usage: bench_extender [seconds-per-phase] (default 2; total ~4x that).
+ * Client and server share the machine's cores, for both the baseline and
+ * the verbs, so the ratios are comparable.
+ */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentsched/buf.h"
+#include "agentsched/cache.h"
+#include "agentsched/extargs.h"
+#include "agentsched/extender.h"
+#include "agentsched/log.h"
+#include "agentsched/model.h"
+#include "agentsched/pool.h"
+#include "agentsched/svc.h"
+
+#define NODES 5000
+#define NAMES 500
+#define CONNS 16
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- cluster ------------------------------------------------------ */
+
+static void node_json(buf *b, int i, bool full)
+{
+    buf_printf(b,
+               "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\","
+               "\"uid\":\"0000-%05d\",\"resourceVersion\":\"%d\",\"labels\":{"
+               "\"kubernetes.io/hostname\":\"node-%05d\",\"kubernetes.io/arch\":\"amd64\","
+               "\"kubernetes.io/os\":\"linux\",\"topology.kubernetes.io/zone\":\"zone-%d\","
+               "\"node.kubernetes.io/instance-type\":\"m5.8xlarge\",\"pool\":\"agents\"}},"
+               "\"spec\":{%s},\"status\":{\"capacity\":{\"cpu\":\"32\",\"memory\":\"128Gi\","
+               "\"pods\":\"110\",\"ephemeral-storage\":\"200Gi\"},\"allocatable\":{\"cpu\":"
+               "\"31500m\",\"memory\":\"125Gi\",\"pods\":\"110\",\"ephemeral-storage\":\"190Gi\"},"
+               "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}",
+               i, i, 1000 + i, i, i % 3,
+               i % 10 == 0 ? "\"taints\":[{\"key\":\"dedicated\",\"value\":\"infra\","
+                             "\"effect\":\"NoSchedule\"}]"
+                           : "");
+    if (full) {
+        /* what a real NodeList item also carries */
+        static const char *conds[] = {"MemoryPressure", "DiskPressure", "PIDPressure",
+                                      "NetworkUnavailable"};
+        for (int c = 0; c < 4; c++)
+            buf_printf(b,
+                       ",{\"type\":\"%s\",\"status\":\"False\",\"lastHeartbeatTime\":"
+                       "\"2026-11-30T05:00:00Z\",\"lastTransitionTime\":\"2026-11-01T00:00:00Z\","
+                       "\"reason\":\"KubeletHasSufficient\",\"message\":\"kubelet is fine\"}",
+                       conds[c]);
+        buf_printf(b,
+                   "],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.%d.%d\"},"
+                   "{\"type\":\"Hostname\",\"address\":\"node-%05d\"}],\"daemonEndpoints\":{"
+                   "\"kubeletEndpoint\":{\"Port\":10250}},\"nodeInfo\":{\"machineID\":"
+                   "\"ec2b3f0c6a8e4d0f9b1f8f4c3a2d1e0f\",\"systemUUID\":"
+                   "\"ec2b3f0c-6a8e-4d0f-9b1f-8f4c3a2d1e0f\",\"bootID\":"
+                   "\"5d1c7a2b-9e3f-4b8a-8c6d-2f1e0a9b8c7d\",\"kernelVersion\":\"6.1.0-18\","
+                   "\"osImage\":\"Debian GNU/Linux 12\",\"containerRuntimeVersion\":"
+                   "\"containerd://1.7.13\",\"kubeletVersion\":\"v1.30.4\",\"kubeProxyVersion\":"
+                   "\"v1.30.4\",\"operatingSystem\":\"linux\",\"architecture\":\"amd64\"}}}",
+                   i / 256, i % 256, i);
+    } else {
+        buf_puts(b, "]}}");
+    }
+}
+
+static void load_cluster(svc *s)
+{
+    buf b;
+    buf_init(&b, 0);
+    for (int i = 0; i < NODES; i++) {
+        buf_reset(&b);
+        node_json(&b, i, false);
+        json_t *j = json_loadb(b.data, b.len, 0, NULL);
+        model_node *n = NULL;
+        as_diag d = {{0}, {0}};
+        if (!j || model_node_from_json(&s->reg, j, &n, &d) != AS_OK ||
+            cache_node_upsert(s->cache, n) != AS_OK) {
+            fprintf(stderr, "cannot build node %d: %s\n", i, d.msg);
+            exit(1);
+        }
+        json_decref(j);
+    }
+    buf_free(&b);
+    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
+}
+
+static const char *POD =
+    "{\"metadata\":{\"name\":\"agent-7\",\"namespace\":\"agents\",\"uid\":\"u-agent-7\","
+    "\"labels\":{\"app\":\"agent\"}},\"spec\":{\"schedulerName\":\"agent-scheduler\","
+    "\"containers\":[{\"name\":\"agent\",\"image\":\"agent:1\",\"resources\":{\"requests\":{"
+    "\"cpu\":\"500m\",\"memory\":\"1Gi\"},\"limits\":{\"memory\":\"2Gi\"}}}]},"
+    "\"status\":{\"phase\":\"Pending\"}}";
+
+static char *names_body(void)
+{
+    buf b;
+    buf_init(&b, 0);
+    buf_printf(&b, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[", POD);
+    for (int i = 0; i < NAMES; i++)
+        buf_printf(&b, "%s\"node-%05d\"", i ? "," : "", (i * 7919) % NODES);
+    buf_puts(&b, "]}");
+    char *out;
+    size_t len;
+    buf_take(&b, &out, &len);
+    return out;
+}
+
+static char *nodes_body(void)
+{
+    buf b;
+    buf_init(&b, 0);
+    buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", POD);
+    for (int i = 0; i < NAMES; i++) {
+        if (i)
+            buf_puts(&b, ",");
+        node_json(&b, (i * 7919) % NODES, true);
+    }
+    buf_puts(&b, "]},\"NodeNames\":null}");
+    char *out;
+    size_t len;
+    buf_take(&b, &out, &len);
+    return out;
+}
+
+/* ---- client ------------------------------------------------------- */
+
+typedef struct conn {
+    CURL *e;
+    uint64_t t0;
+    size_t got;
+} conn;
+
+typedef struct run_result {
+    double rps;
+    double p50_ms, p99_ms;
+    size_t n, errors;
+} run_result;
+
+static size_t sink(char *p, size_t sz, size_t n, void *u)
+{
+    ((conn *)u)->got += sz * n;
+    (void)p;
+    return sz * n;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static run_result run(const char *url, const char *body, size_t body_len, int nconn, double seconds)
+{
+    run_result rr;
+    memset(&rr, 0, sizeof rr);
+    size_t cap = 4u << 20;
+    uint32_t *lat = malloc(cap * sizeof *lat);
+    CURLM *m = curl_multi_init();
+    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)nconn);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    hdr = curl_slist_append(hdr, "Expect:");
+    conn c[CONNS];
+    for (int i = 0; i < nconn; i++) {
+        c[i].e = curl_easy_init();
+        curl_easy_setopt(c[i].e, CURLOPT_URL, url);
+        curl_easy_setopt(c[i].e, CURLOPT_WRITEFUNCTION, sink);
+        curl_easy_setopt(c[i].e, CURLOPT_WRITEDATA, &c[i]);
+        curl_easy_setopt(c[i].e, CURLOPT_PRIVATE, &c[i]);
+        curl_easy_setopt(c[i].e, CURLOPT_TCP_NODELAY, 1L);
+        if (body) {
+            curl_easy_setopt(c[i].e, CURLOPT_HTTPHEADER, hdr);
+            curl_easy_setopt(c[i].e, CURLOPT_POSTFIELDS, body);
+            curl_easy_setopt(c[i].e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+        }
+        c[i].t0 = now_ns();
+        curl_multi_add_handle(m, c[i].e);
+    }
+    uint64_t start = now_ns(), end = start + (uint64_t)(seconds * 1e9);
+    int running = nconn;
+    bool stopping = false;
+    while (running > 0) {
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(m, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            conn *k;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&k);
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            uint64_t t = now_ns();
+            if (msg->data.result != CURLE_OK || code != 200)
+                rr.errors++;
+            else if (rr.n < cap)
+                lat[rr.n++] = (uint32_t)((t - k->t0) / 1000);
+            curl_multi_remove_handle(m, k->e);
+            if (t < end) {
+                k->t0 = now_ns();
+                k->got = 0;
+                curl_multi_add_handle(m, k->e);
+                running++;
+            } else {
+                stopping = true;
+            }
+        }
+        if (running > 0)
+            curl_multi_poll(m, NULL, 0, 5, NULL);
+    }
+    (void)stopping;
+    double el = (double)(now_ns() - start) / 1e9;
+    rr.rps = (double)rr.n / el;
+    if (rr.n) {
+        qsort(lat, rr.n, sizeof *lat, cmp_u32);
+        rr.p50_ms = lat[rr.n / 2] / 1000.0;
+        rr.p99_ms = lat[(size_t)((double)rr.n * 0.99)] / 1000.0;
+    }
+    for (int i = 0; i < nconn; i++)
+        curl_easy_cleanup(c[i].e);
+    curl_multi_cleanup(m);
+    curl_slist_free_all(hdr);
+    free(lat);
+    return rr;
+}
+
+static void print_run(const char *what, run_result r, double base)
+{
+    printf("%-34s %9.0f req/s  p50 %6.3f ms  p99 %6.3f ms", what, r.rps, r.p50_ms, r.p99_ms);
+    if (base > 0)
+        printf("  ratio %.2fx", r.rps / base);
+    if (r.errors)
+        printf("  (%zu errors)", r.errors);
+    printf("\n");
+}
+
+/* ---- in-process costs (thread CPU time: robust on a loaded machine) -- */
+
+static double cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* handler_cpu_ms calls a handler directly (no HTTP) and returns the CPU
+ * time per call in ms. */
+static double handler_cpu_ms(svc *s, http_handler_fn fn, const char *body, int iters)
+{
+    size_t len = strlen(body);
+    double t0 = cpu_ns();
+    for (int i = 0; i < iters; i++) {
+        http_request req = {
+            .method = "POST", .path = "/", .body = body, .body_len = len, .pool = pool_new(0)};
+        http_response resp = {.status = 200};
+        buf_init(&resp.body, 0);
+        fn(s, &req, &resp);
+        if (resp.status != 200) {
+            fprintf(stderr, "handler answered %d: %.200s\n", resp.status, resp.body.data);
+            exit(1);
+        }
+        buf_free(&resp.body);
+        pool_free(req.pool);
+    }
+    return (cpu_ns() - t0) / iters / 1e6;
+}
+
+/* ---- decoding ------------------------------------------------------ */
+
+static void bench_decode(const char *body)
+{
+    size_t len = strlen(body);
+    int iters = 2000;
+    double t0 = cpu_ns();
+    for (int i = 0; i < iters; i++) {
+        json_t *j = json_loadb(body, len, 0, NULL);
+        if (!j)
+            exit(1);
+        json_decref(j);
+    }
+    double dom = (cpu_ns() - t0) / iters / 1e6;
+    t0 = cpu_ns();
+    for (int i = 0; i < iters; i++) {
+        pool *p = pool_new(0);
+        extargs_args a;
+        as_diag d;
+        if (extargs_decode_args(p, body, len, &a, &d) != AS_OK)
+            exit(1);
+        extargs_args_release(&a);
+        pool_free(p);
+    }
+    double stream = (cpu_ns() - t0) / iters / 1e6;
+    printf("decode 500-name ExtenderArgs (%zu B, CPU time): jansson DOM %.4f ms, extargs (yajl "
+           "streaming, Pod DOM included) %.4f ms (%.1fx faster)\n",
+           len, dom, stream, dom / stream);
+}
+
+int main(int argc, char **argv)
+{
+    double secs = argc > 1 ? atof(argv[1]) : 2.0;
+    if (secs <= 0 || secs > 60)
+        secs = 2.0;
+    log_set_level(LOG_ERROR);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.log_level = 0;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    if (svc_new(&cfg, &s, &d) != AS_OK) {
+        fprintf(stderr, "svc_new: %s\n", d.msg);
+        return 1;
+    }
+    uint64_t t0 = now_ns();
+    load_cluster(s);
+    if (svc_http_start(s, &d) != AS_OK) {
+        fprintf(stderr, "http: %s\n", d.msg);
+        return 1;
+    }
+    unsigned port = http_server_port(s->http);
+    printf("cluster: %d nodes loaded in %.0f ms; server on 127.0.0.1:%u; %d connections, "
+           "%.1f s per phase\n",
+           NODES, (double)(now_ns() - t0) / 1e6, port, CONNS, secs);
+
+    char url[128];
+    char *names = names_body();
+    char *nodes = nodes_body();
+    double load[3] = {0, 0, 0};
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+            load[0] = 0;
+        fclose(la);
+    }
+    printf("machine load average %.1f (ratios are only meaningful on an idle machine)\n", load[0]);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/healthz", port);
+    run_result h = run(url, NULL, 0, CONNS, secs);
+    print_run("GET /healthz", h, 0);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/scheduler/filter", port);
+    run_result f = run(url, names, strlen(names), CONNS, secs);
+    print_run("filter (500 NodeNames)", f, h.rps);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/scheduler/prioritize", port);
+    run_result p = run(url, names, strlen(names), CONNS, secs);
+    print_run("prioritize (500 NodeNames)", p, h.rps);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/scheduler/filter", port);
+    run_result fn = run(url, nodes, strlen(nodes), 1, secs / 2);
+    char label[64];
+    snprintf(label, sizeof label, "filter (500 Nodes, %zu KB, 1 conn)", strlen(nodes) / 1024);
+    print_run(label, fn, 0);
+
+    bench_decode(names);
+    printf("handler CPU per call, no HTTP: filter %.3f ms, prioritize %.3f ms, full-Nodes filter "
+           "%.3f ms\n",
+           handler_cpu_ms(s, extender_handle_filter, names, 500),
+           handler_cpu_ms(s, extender_handle_prioritize, names, 500),
+           handler_cpu_ms(s, extender_handle_filter, nodes, 20));
+
+    bool ok_f = f.rps >= 0.4 * h.rps && f.p99_ms < 2.0 && !f.errors;
+    bool ok_p = p.rps >= 0.4 * h.rps && p.p99_ms < 2.0 && !p.errors;
+    bool ok_n = fn.p99_ms < 5.0 && !fn.errors && fn.n > 0;
+    printf("targets: filter >= 0.4x healthz, p99 < 2 ms: %s; prioritize: %s; "
+           "full-Nodes p99 < 5 ms: %s\n",
+           ok_f ? "MET" : "MISSED", ok_p ? "MET" : "MISSED", ok_n ? "MET" : "MISSED");
+
+    free(names);
+    free(nodes);
+    svc_http_stop(s);
+    svc_free(s);
+    curl_global_cleanup();
+    return 0;
+}
