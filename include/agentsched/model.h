@@ -85,16 +85,22 @@ const char *model_registry_name(const model_registry *reg, int i);
  * model_quantity_parse parses a Kubernetes quantity (s[0..len)): decimal SI
  * suffixes m k M G T P E, binary Ki Mi Gi Ti Pi Ei, exponents 1e3 / 1E-3,
  * fractions 0.5, optional sign. With milli=true the result is in
- * thousandths (cpu millicores), else in base units. Fractions round up
- * (towards +inf), as the API server's Value()/MilliValue() do.
+ * thousandths (cpu millicores), else in base units. Fractions round up in
+ * magnitude (away from zero), as the API server's Value()/MilliValue() do
+ * ("0.0001" cpu -> 1m, "100m" memory -> 1). Suffixes n and u are accepted
+ * too (upstream does); "+", "." and "" are not (the grammar needs a digit).
+ * Where the API server would silently cap a value at 2^63-1 this reports
+ * AS_ERANGE.
  * Errors: AS_EPARSE (malformed, message in diag), AS_ERANGE (does not fit
  * int64). Negative values parse; callers decide if they are allowed.
  */
 as_err model_quantity_parse(const char *s, size_t len, bool milli, int64_t *out, as_diag *diag);
 
 /*
- * model_quantity_from_json accepts a JSON string quantity or a JSON number
- * (YAML `cpu: 2` arrives as an integer) and parses it as above.
+ * model_quantity_from_json accepts a JSON string quantity (surrounding
+ * spaces trimmed, as the API server does) or a JSON number (YAML `cpu: 2`
+ * arrives as an integer; a real is read through its shortest decimal text,
+ * so 0.1 is 100m, not 101m) and parses it as above. JSON null is 0.
  */
 as_err model_quantity_from_json(const json_t *v, bool milli, int64_t *out, as_diag *diag);
 
@@ -205,7 +211,12 @@ typedef struct model_node {
 
 /*
  * model_node_from_json decodes a v1 Node. Interns every extended resource
- * name in status.allocatable/capacity into reg. A node with neither
+ * name in status.allocatable/capacity that has a non-zero amount into reg
+ * (zero entries such as hugepages-1Gi: "0" would only use up slots); when
+ * reg is full (AS_ELIMIT) or a name is too long, that resource is dropped
+ * with a logged warning and the node still decodes. reg->gpu_share_name is
+ * never a vector entry. ngpus is capped at MODEL_MAX_GPUS (warning; the
+ * vector keeps the real count). A node with neither
  * allocatable nor capacity is an error (AS_EINVAL, field
  * "status.allocatable"). On success *out is owned by the caller
  * (model_node_free); on failure *out is NULL and diag says why.
@@ -243,7 +254,10 @@ typedef struct model_pod {
     uint32_t req_mask; /* bit r set when req.v[r] != 0 */
     const char *unknown_res; /* first requested resource no node has, or NULL */
     /* GPU demand: whole GPUs (count=k, milli=1000) or a share of one
-     * (count=1, milli=reg->gpu_share_name's value). count=0: none. */
+     * (count=1, milli=reg->gpu_share_name's value, 1..1000). count=0: none.
+     * Whole GPUs also stay in req.v[reg->gpu_res] (so vector accounting
+     * counts devices); the share is not a vector entry. Asking for both, or
+     * for a share above 1000, is a decode error. */
     uint32_t gpu_count;
     uint32_t gpu_milli;
     model_labels labels;
@@ -259,7 +273,10 @@ typedef struct model_pod {
 
 /*
  * model_pod_from_json decodes a v1 Pod. Does not intern names: resources
- * unknown to reg with a non-zero request set unknown_res. Malformed
+ * unknown to reg with a non-zero request set unknown_res (also a GPU share
+ * while no node has reg->gpu_name). Limits stand in for missing requests
+ * (the API server's defaulting), pod-level spec.resources cpu/memory are
+ * honoured. Malformed
  * quantities, selectors, or wrongly-typed fields are errors with the field
  * path in diag. Caller owns *out (model_pod_free).
  */

@@ -259,8 +259,12 @@ static as_err pod_requests(pod_dec *d, const json_t *spec)
                                    (long long)share, d->reg->gpu_name);
         p->gpu_count = 1;
         p->gpu_milli = (uint32_t)share;
-        if (__atomic_load_n(&d->reg->gpu_res, __ATOMIC_ACQUIRE) < 0 && !p->unknown_res)
-            p->unknown_res = d->reg->gpu_share_name; /* no node has GPUs at all */
+        if (__atomic_load_n(&d->reg->gpu_res, __ATOMIC_ACQUIRE) < 0 && !p->unknown_res) {
+            /* no node has GPUs at all */
+            p->unknown_res = pool_strdup(d->c.pool, d->reg->gpu_share_name);
+            if (!p->unknown_res)
+                return model_priv_oom(&d->c, d->share_path);
+        }
     }
     return AS_OK;
 }
