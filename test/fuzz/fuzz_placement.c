@@ -19,7 +19,7 @@
 
 static svc *fuzz_svc;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+static void fuzz_setup(void)
 {
     svc_config cfg;
     svc_config_defaults(&cfg);
@@ -32,11 +32,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     }
     log_set_level(LOG_ERROR);
-    return 0;
 }
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    /* Set up on first use: the service lives for the whole fuzzing run. */
+    if (!fuzz_svc)
+        fuzz_setup();
     buf out;
     buf_init(&out, 1 << 24);
     as_diag d = {{0}, {0}};
