@@ -240,6 +240,16 @@ static int typ_cmp(const void *a, const void *b)
     return memcmp(&x->s, &y->s, sizeof x->s);
 }
 
+static int typ_class_cmp(const void *a, const void *b)
+{
+    const typ_tmp *x = a, *y = b;
+    if (x->s.gpu_count != y->s.gpu_count)
+        return x->s.gpu_count < y->s.gpu_count ? -1 : 1;
+    if (x->s.gpu_milli != y->s.gpu_milli)
+        return x->s.gpu_milli < y->s.gpu_milli ? -1 : 1;
+    return typ_cmp(a, b);
+}
+
 /* Rebuilds the derived tables: fgd's typical shapes (the most popular
  * until they cover pop_threshold of all observations, at most
  * SCORE_MAX_TYPICAL) and fragment's ratios and demand distributions. */
@@ -271,8 +281,19 @@ static void rebuild_tables(score_policy *p)
         k++;
     }
     kept_total = covered;
+    /* Group the kept shapes by GPU demand so fgd computes each device
+     * fragment once per class. */
+    qsort(t, k, sizeof t[0], typ_class_cmp);
+    int ncls = 0;
     for (size_t i = 0; i < k; i++) {
         score_typical *ty = &p->typ[i];
+        if (ncls == 0 || p->cls_cnt[ncls - 1] != t[i].s.gpu_count ||
+            p->cls_milli[ncls - 1] != t[i].s.gpu_milli) {
+            __atomic_store_n(&p->cls_cnt[ncls], t[i].s.gpu_count, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->cls_milli[ncls], t[i].s.gpu_milli, __ATOMIC_RELAXED);
+            ncls++;
+        }
+        __atomic_store_n(&ty->cls, ncls - 1, __ATOMIC_RELAXED);
         __atomic_store_n(&ty->cpu, t[i].s.cpu, __ATOMIC_RELAXED);
         __atomic_store_n(&ty->mem, t[i].s.mem, __ATOMIC_RELAXED);
         __atomic_store_n(&ty->gpu_count, t[i].s.gpu_count, __ATOMIC_RELAXED);
@@ -280,6 +301,7 @@ static void rebuild_tables(score_policy *p)
         double pop = (double)t[i].c / (double)kept_total;
         __atomic_store(&ty->pop, &pop, __ATOMIC_RELAXED);
     }
+    __atomic_store_n(&p->ncls, ncls, __ATOMIC_RELAXED);
     __atomic_store_n(&p->ntyp, (int)k, __ATOMIC_RELEASE);
     rebuild_fragment(p);
     __atomic_store_n(&p->rebuilding, 0, __ATOMIC_RELEASE);
@@ -644,23 +666,33 @@ static double fgd_frag(const score_policy *p, const view *v, int ntyp)
     gpu_sum g = view_gpu(v);
     if (g.total == 0)
         return 0;
-    double F = 0;
-    for (int i = 0; i < ntyp; i++) {
-        const score_typical *t = &p->typ[i];
-        uint32_t cnt = __atomic_load_n(&t->gpu_count, __ATOMIC_RELAXED);
-        uint32_t milli = __atomic_load_n(&t->gpu_milli, __ATOMIC_RELAXED);
-        int64_t cpu = __atomic_load_n(&t->cpu, __ATOMIC_RELAXED);
-        int64_t mem = __atomic_load_n(&t->mem, __ATOMIC_RELAXED);
-        double pop;
-        __atomic_load(&t->pop, &pop, __ATOMIC_RELAXED);
+    /* The device fragment of each GPU demand class, then one branch-light
+     * pass over the shapes: a shape that does not fit CPU or memory (or
+     * asks for no GPU) sees all idle GPU as fragment. */
+    int ncls = __atomic_load_n(&p->ncls, __ATOMIC_RELAXED);
+    double cf[SCORE_MAX_TYPICAL];
+    for (int c = 0; c < ncls; c++) {
+        uint32_t cnt = __atomic_load_n(&p->cls_cnt[c], __ATOMIC_RELAXED);
+        uint32_t milli = __atomic_load_n(&p->cls_milli[c], __ATOMIC_RELAXED);
         int64_t frag;
-        if (cnt == 0 || cpu > v->cpu_free || mem > v->mem_free)
+        if (cnt == 0)
             frag = g.total;
         else if (milli >= MODEL_GPU_MILLI)
             frag = g.nfull >= (int)cnt ? g.total - (int64_t)g.nfull * MODEL_GPU_MILLI : g.total;
         else
             frag = g.max >= (int32_t)milli ? free_below(v, (int32_t)milli) : g.total;
-        F += pop * (double)frag;
+        cf[c] = (double)frag;
+    }
+    double total = (double)g.total, F = 0;
+    for (int i = 0; i < ntyp; i++) {
+        const score_typical *t = &p->typ[i];
+        int c = __atomic_load_n(&t->cls, __ATOMIC_RELAXED);
+        int64_t cpu = __atomic_load_n(&t->cpu, __ATOMIC_RELAXED);
+        int64_t mem = __atomic_load_n(&t->mem, __ATOMIC_RELAXED);
+        double pop;
+        __atomic_load(&t->pop, &pop, __ATOMIC_RELAXED);
+        bool fits = cpu <= v->cpu_free && mem <= v->mem_free && c >= 0 && c < ncls;
+        F += pop * (fits ? cf[c] : total);
     }
     return F;
 }

@@ -49,6 +49,7 @@ typedef struct score_typical {
     uint32_t gpu_count;
     uint32_t gpu_milli;
     double pop; /* popularity, sums to 1 over the table */
+    int cls;    /* index into the policy's GPU demand classes */
 } score_typical;
 
 struct score_policy {
@@ -85,7 +86,10 @@ struct score_policy {
     uint64_t observed; /* atomic */
     int rebuilding;    /* atomic try-lock for the typical table */
     score_typical typ[SCORE_MAX_TYPICAL];
-    int ntyp; /* atomic */
+    int ntyp;                              /* atomic */
+    uint32_t cls_cnt[SCORE_MAX_TYPICAL];   /* GPU demand classes of the typical */
+    uint32_t cls_milli[SCORE_MAX_TYPICAL]; /* shapes: devices x milli (atomics) */
+    int ncls;                              /* atomic */
 
     /* fragment: learned aggregates (atomics). */
     uint64_t gpu_pods, gpu_milli_sum, gpu_cpu_sum, gpu_mem_mib_sum;
