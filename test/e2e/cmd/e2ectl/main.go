@@ -1,0 +1,76 @@
+// Command e2ectl is the harness's helper: everything dev-cluster needs that
+// is easier to get right in Go than in bash (certificates, kubeconfigs, fake
+// nodes, manifests, the scheduler configuration, readiness probes), and the
+// scenarios themselves, which check the cluster through client-go.
+//
+//	e2ectl freeports N
+//	e2ectl pki --dir DIR
+//	e2ectl kubeconfig --dir DIR --server URL --out FILE [--cert]
+//	e2ectl wait-url --url URL [--ca FILE] [--insecure] [--timeout 60s] [--pid PID]
+//	e2ectl nodes --kubeconfig FILE --count N [--cpu 8] [--memory 32Gi] [--pods 110]
+//	e2ectl apply --kubeconfig FILE -f MANIFEST
+//	e2ectl scheduler-config --in FILE --out FILE --kubeconfig FILE --extender-url URL
+//	e2ectl scenario NAME --state-dir DIR
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+type command struct {
+	run  func(args []string) error
+	help string
+}
+
+var commands = map[string]command{
+	"freeports":        {cmdFreePorts, "print N free loopback TCP ports"},
+	"pki":              {cmdPKI, "generate CA, serving/client certs, SA key, admin token"},
+	"kubeconfig":       {cmdKubeconfig, "write an admin kubeconfig"},
+	"wait-url":         {cmdWaitURL, "poll an URL until it answers 200"},
+	"nodes":            {cmdNodes, "register fake Ready nodes"},
+	"apply":            {cmdApply, "create or update every object of a manifest"},
+	"scheduler-config": {cmdSchedulerConfig, "derive kube-scheduler's configuration"},
+	"scenario":         {cmdScenario, "run one end-to-end scenario"},
+}
+
+func usage() {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(os.Stderr, "usage: e2ectl COMMAND [flags]")
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-17s %s\n", n, commands[n].help)
+	}
+	os.Exit(2)
+}
+
+func main() {
+	if filepath.Base(os.Args[0]) == "stub-agentsched" {
+		if err := runStub(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "stub-agentsched:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) < 2 {
+		usage()
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		usage()
+	}
+	if err := c.run(os.Args[2:]); err != nil {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "FAIL") {
+			msg = "e2ectl " + os.Args[1] + ": " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(1)
+	}
+}

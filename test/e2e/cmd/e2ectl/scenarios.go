@@ -1,0 +1,373 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+)
+
+var scenarios = map[string]func(c *cluster){
+	"extender_path": scenarioExtenderPath,
+	"rejection":     scenarioRejection,
+	"burst":         scenarioBurst,
+	"restart":       scenarioRestart,
+}
+
+// cmdScenario runs one scenario against the dev-cluster in --state-dir and
+// exits non-zero with a FAIL line saying what broke.
+func cmdScenario(args []string) (err error) {
+	if len(args) < 1 {
+		return fmt.Errorf("usage: scenario NAME --state-dir DIR")
+	}
+	name := args[0]
+	run, ok := scenarios[name]
+	if !ok {
+		return fmt.Errorf("unknown scenario %q", name)
+	}
+	fs := flag.NewFlagSet("scenario", flag.ExitOnError)
+	stateDir := fs.String("state-dir", "", "dev-cluster state directory (required)")
+	_ = fs.Parse(args[1:])
+	if *stateDir == "" {
+		return fmt.Errorf("--state-dir is required")
+	}
+	e, err := loadEnv(*stateDir)
+	if err != nil {
+		return err
+	}
+	cs, _, err := clientset(e["KUBECONFIG"])
+	if err != nil {
+		return err
+	}
+	c := &cluster{cs: cs, env: e, stateDir: *stateDir, agentschedURL: e["AGENTSCHED_URL"],
+		ns: "e2e-" + strings.ReplaceAll(name, "_", "-")}
+	if c.agentschedURL == "" {
+		return fmt.Errorf("state env has no AGENTSCHED_URL")
+	}
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(failure)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("FAIL e2e/%s after %.1fs: %s", name, time.Since(start).Seconds(), f.msg)
+		}
+	}()
+	logf("scenario %s: kubeconfig %s, agentsched %s", name, e["KUBECONFIG"], c.agentschedURL)
+	c.createNamespace()
+	run(c)
+	fmt.Printf("PASS e2e/%s (%.1fs)\n", name, time.Since(start).Seconds())
+	return nil
+}
+
+func extenderPrefix(c *cluster) string {
+	if p := c.env["EXTENDER_PATH"]; p != "" {
+		return p
+	}
+	return "/scheduler"
+}
+
+// Scenario 1: pods of the default scheduler go through agentsched's filter
+// and prioritize and are bound by agentsched; every bound pod fits.
+func scenarioExtenderPath(c *cluster) {
+	const n = 40
+	nodes := c.nodes()
+	before := c.metrics()
+	b0, ok := bindsDone(before)
+	if !ok {
+		fail("agentsched /metrics has no agentsched_binds_total series; have: %s", metricNames(before))
+	}
+	f0, okF := verbCount(before, "filter")
+	p0, okP := verbCount(before, "prioritize")
+	if !okF || !okP {
+		fail("agentsched /metrics has no filter/prioritize request histogram (_count); have: %s", metricNames(before))
+	}
+	logf("%d nodes; agentsched before: binds=%.0f filter=%.0f prioritize=%.0f", len(nodes), b0, f0, p0)
+
+	d := c.createPods("agent", n, smallPod("", "250m", "256Mi"), 8)
+	logf("created %d pods in %.2fs", n, d.Seconds())
+	t, pods := c.waitSettled(n, n, 30*time.Second, 120*time.Second)
+	if t.bound != n {
+		dumpUnbound(c, pods, 10)
+		fail("%d of %d pods bound (%s)", t.bound, n, t)
+	}
+	used := map[string]bool{}
+	for _, p := range pods {
+		used[p.Spec.NodeName] = true
+	}
+	logf("all %d pods bound, spread over %d nodes", n, len(used))
+
+	after := c.metrics()
+	b1, _ := bindsDone(after)
+	f1, _ := verbCount(after, "filter")
+	p1, _ := verbCount(after, "prioritize")
+	logf("agentsched after: binds=%.0f (+%.0f) filter=%.0f (+%.0f) prioritize=%.0f (+%.0f)",
+		b1, b1-b0, f1, f1-f0, p1, p1-p0)
+	if b1-b0 < n {
+		fail("agentsched bound only %.0f of the %d pods (the rest were bound by someone else)", b1-b0, n)
+	}
+	if f1-f0 < n {
+		fail("agentsched's filter was called %.0f times for %d pods", f1-f0, n)
+	}
+	if len(nodes) > 1 && p1-p0 < 1 {
+		fail("agentsched's prioritize was never called")
+	}
+	c.checkNoOvercommit()
+}
+
+// Scenario 2: a pod agentsched's filter rejects on every node stays
+// Pending with a FailedScheduling event that carries agentsched's reason.
+//
+// kube-scheduler only asks the extender about nodes its own plugins
+// accepted, so the rejection must be one kube-scheduler does not make
+// itself: nodes whose Ready condition is False but which carry no not-ready
+// taint (no node-lifecycle controller runs to add it, and dev-cluster
+// disables the TaintNodesByCondition admission plugin). kube-scheduler
+// filters on taints only, agentsched also on the Ready condition.
+func scenarioRejection(c *cluster) {
+	nodes := c.nodes()
+	names := make([]string, 0, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		names = append(names, n.Name)
+		for j := range n.Status.Conditions {
+			if n.Status.Conditions[j].Type == corev1.NodeReady {
+				n.Status.Conditions[j].Status = corev1.ConditionFalse
+				n.Status.Conditions[j].Reason = "KubeletNotReady"
+				n.Status.Conditions[j].LastTransitionTime = metav1.Now()
+			}
+		}
+		ctx, cancel := ctxTimeout(30 * time.Second)
+		_, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		cancel()
+		check(err, "mark node "+n.Name+" not ready")
+	}
+	logf("marked %d nodes NotReady (no taint)", len(nodes))
+
+	pod := smallPod("rejected", "100m", "64Mi")
+	pod.Namespace = c.ns
+	// Ask agentsched directly what it says about this pod on these nodes,
+	// waiting until its watch has seen the status change.
+	var reasons map[string]string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		passed, failed := c.extenderFilter(pod, names, extenderPrefix(c))
+		if len(passed) == 0 && len(failed) == len(names) {
+			reasons = failed
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("agentsched still accepts %d NotReady node(s) %v after 30s (failed: %v)", len(passed), passed, failed)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	distinct := map[string]bool{}
+	for _, r := range reasons {
+		if strings.TrimSpace(r) == "" {
+			fail("agentsched rejected a node with an empty reason: %v", reasons)
+		}
+		distinct[r] = true
+	}
+	logf("agentsched's filter rejects every node: %v", keys(distinct))
+
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{})
+	cancel()
+	check(err, "create pod")
+
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", pod.Name),
+		fields.OneTermEqualSelector("reason", "FailedScheduling")).String()
+	var msgs []string
+	deadline = time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := ctxTimeout(10 * time.Second)
+		evs, err := c.cs.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
+		cancel()
+		check(err, "list events")
+		msgs = msgs[:0]
+		for _, ev := range evs.Items {
+			msgs = append(msgs, ev.Message)
+			for r := range distinct {
+				if strings.Contains(ev.Message, r) {
+					logf("FailedScheduling event from %s: %q", ev.Source.Component+ev.ReportingController, ev.Message)
+					assertStillPending(c, pod.Name)
+					return
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if len(msgs) == 0 {
+		fail("no FailedScheduling event for %s/%s within 60s", c.ns, pod.Name)
+	}
+	fail("FailedScheduling events %q do not carry agentsched's reason (one of %q)", msgs, keys(distinct))
+}
+
+func assertStillPending(c *cluster, name string) {
+	time.Sleep(2 * time.Second)
+	ctx, cancel := ctxTimeout(10 * time.Second)
+	defer cancel()
+	p, err := c.cs.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
+	check(err, "get pod")
+	if p.Spec.NodeName != "" {
+		fail("rejected pod was bound to %s", p.Spec.NodeName)
+	}
+	cond := scheduledCondition(p)
+	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable {
+		fail("rejected pod has PodScheduled condition %+v, want False/Unschedulable", cond)
+	}
+	logf("pod stays Pending: PodScheduled=False reason=%s message=%q", cond.Reason, cond.Message)
+}
+
+// burstCheck runs the checks shared by the burst and restart scenarios.
+func burstCheck(c *cluster, total, fit int, t tally, pods []corev1.Pod) {
+	if len(pods) != total {
+		fail("LOST PODS: %d of %d pods exist", len(pods), total)
+	}
+	c.checkNoOvercommit()
+	if t.pending > 0 {
+		dumpUnbound(c, pods, 10)
+		fail("%d pods neither bound nor Pending with a reason (%s)", t.pending, t)
+	}
+	want := fit
+	if total < want {
+		want = total
+	}
+	logf("final: %s; capacity fits %d; unschedulable reasons: %v", t, fit, topReasons(t.reasons, 3))
+	if t.bound != want {
+		dumpUnbound(c, pods, 5)
+		fail("%d pods bound, but the nodes fit %d of them (capacity left unused)", t.bound, want)
+	}
+}
+
+// Scenario 3: 2000 small pods at once onto nodes that fit ~90% of them.
+func scenarioBurst(c *cluster) {
+	const total = 2000
+	tmpl := smallPod("", "100m", "64Mi")
+	nodes := c.nodes()
+	fit := fitCapacity(nodes, podRequests(tmpl))
+	logf("%d nodes fit %d of %d pods (%.0f%%)", len(nodes), fit, total, 100*float64(fit)/total)
+	b0, ok := bindsDone(c.metrics())
+	if !ok {
+		fail("agentsched /metrics has no agentsched_binds_total series")
+	}
+	start := time.Now()
+	d := c.createPods("burst", total, tmpl, 32)
+	logf("created %d pods in %.1fs (%.0f/s)", total, d.Seconds(), total/d.Seconds())
+	t, pods := c.waitSettled(total, fit, 45*time.Second, 15*time.Minute)
+	el := time.Since(start)
+	logf("settled after %.1fs: %.0f bound pods/s", el.Seconds(), float64(t.bound)/el.Seconds())
+	burstCheck(c, total, fit, t, pods)
+	b1, _ := bindsDone(c.metrics())
+	if int(b1-b0) < t.bound {
+		fail("agentsched counted %.0f binds for %d bound pods", b1-b0, t.bound)
+	}
+}
+
+// Scenario 4: SIGKILL agentsched in the middle of a burst and start it
+// again: no pod lost or double-booked, ready again within 5 s.
+func scenarioRestart(c *cluster) {
+	const total = 1000
+	tmpl := smallPod("", "100m", "64Mi")
+	nodes := c.nodes()
+	fit := fitCapacity(nodes, podRequests(tmpl))
+	logf("%d nodes fit %d of %d pods", len(nodes), fit, total)
+	c.createPods("restart", total, tmpl, 32)
+	logf("created %d pods", total)
+
+	killAt := fit / 4
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		t := tallyPods(c.pods())
+		if t.bound >= killAt {
+			logf("%d pods bound: killing agentsched (SIGKILL)", t.bound)
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("only %d pods bound after 5 min, never reached %d to kill agentsched mid-burst", t.bound, killAt)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.devCluster("agentsched-kill")
+	boundAtKill := tallyPods(c.pods()).bound
+	time.Sleep(time.Second) // let kube-scheduler see the extender gone
+
+	// The API server stays reachable throughout: readiness is measured from
+	// agentsched's start.
+	ctx, cancel := ctxTimeout(10 * time.Second)
+	_, err := c.cs.Discovery().ServerVersion()
+	cancel()
+	_ = ctx
+	check(err, "API server reachable before restart")
+	start := time.Now()
+	c.devCluster("agentsched-start")
+	ready := false
+	for time.Since(start) < 30*time.Second {
+		code, _, err := c.agentschedGet("/readyz")
+		if err == nil && code == http.StatusOK {
+			ready = true
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	readyAfter := time.Since(start)
+	if !ready {
+		fail("agentsched not ready 30s after restart")
+	}
+	logf("agentsched ready %.2fs after restart (%d pods bound at the kill)", readyAfter.Seconds(), boundAtKill)
+	if readyAfter > 5*time.Second {
+		fail("agentsched took %.2fs to become ready after restart (limit 5s)", readyAfter.Seconds())
+	}
+
+	t, pods := c.waitSettled(total, fit, 45*time.Second, 10*time.Minute)
+	burstCheck(c, total, fit, t, pods)
+}
+
+func dumpUnbound(c *cluster, pods []corev1.Pod, max int) {
+	n := 0
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		cond := scheduledCondition(p)
+		fmt.Fprintf(os.Stderr, "  unbound %s: condition %+v\n", p.Name, cond)
+		if n++; n >= max {
+			break
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func topReasons(m map[string]int, k int) []string {
+	type kv struct {
+		s string
+		n int
+	}
+	var l []kv
+	for s, n := range m {
+		l = append(l, kv{s, n})
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].n > l[j].n })
+	var out []string
+	for i := 0; i < len(l) && i < k; i++ {
+		out = append(out, fmt.Sprintf("%dx %q", l[i].n, l[i].s))
+	}
+	return out
+}
