@@ -37,6 +37,8 @@ static as_err fail(ld_ctx *c, as_err err, const char *field, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!*field)
+        return as_diag_set(c->diag, err, field, "%s: %s", c->path, msg);
     return as_diag_set(c->diag, err, field, "%s: %s: %s", c->path, field, msg);
 }
 
@@ -65,7 +67,8 @@ static const char *type_name(const json_t *v)
 static as_err check_keys(ld_ctx *c, const json_t *obj, const char *path, const char *const *allowed)
 {
     if (!json_is_object(obj))
-        return fail(c, AS_EINVAL, path, "must be a mapping, not %s", type_name(obj));
+        return fail(c, AS_EINVAL, path, "%s must be a mapping, not %s",
+                    *path ? "this field" : "the policy", type_name(obj));
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)obj, key, v)
