@@ -981,7 +981,8 @@ as_err extargs_eval_names(pool *p, const extargs_args *a, sched_name **names, si
     uint32_t *tab = a->nnames ? pool_alloc(p, size * sizeof *tab) : NULL;
     if (!all || !idx || (a->nnames && !tab))
         return AS_ENOMEM;
-    memcpy(all, a->names, a->nnames * sizeof *all);
+    if (a->nnames)
+        memcpy(all, a->names, a->nnames * sizeof *all);
     size_t count = a->nnames;
     if (!tab) {
         /* items are already unique among themselves */
