@@ -189,6 +189,9 @@ struct cache {
     pthread_rwlock_t rw;
 
     cnode **nodes;
+    void **slabs; /* cnode slabs (CNODE_SLAB each), freed with the cache */
+    size_t nslabs;
+    cnode *free_cnodes; /* recycled cnodes, linked through rec */
     size_t nnodes, nodes_cap;
     hmap by_name; /* name -> cnode (key owned by the rec) */
     hmap recs;    /* name -> prec */
@@ -211,6 +214,41 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* cnodes come from slabs so a scan over the dense array touches
+ * neighbouring memory instead of one heap block per node. */
+#define CNODE_SLAB 64
+
+static cnode *cnode_alloc(cache *c)
+{
+    if (!c->free_cnodes) {
+        void **ns = realloc(c->slabs, (c->nslabs + 1) * sizeof *ns);
+        if (!ns)
+            return NULL;
+        c->slabs = ns;
+        cnode *slab = calloc(CNODE_SLAB, sizeof *slab);
+        if (!slab)
+            return NULL;
+        c->slabs[c->nslabs++] = slab;
+        for (int i = CNODE_SLAB - 1; i >= 0; i--) {
+            slab[i].rec = (prec *)c->free_cnodes;
+            c->free_cnodes = &slab[i];
+        }
+    }
+    cnode *n = c->free_cnodes;
+    c->free_cnodes = (cnode *)n->rec;
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+static void cnode_release(cache *c, cnode *n)
+{
+    if (!n)
+        return;
+    memset(n, 0, sizeof *n);
+    n->rec = (prec *)c->free_cnodes;
+    c->free_cnodes = n;
 }
 
 /* ------------------------------------------------------------------ */
@@ -289,8 +327,10 @@ void cache_free(cache *c)
         }
     for (size_t i = 0; i < c->nnodes; i++) {
         model_node_free((model_node *)c->nodes[i]->pub.spec);
-        free(c->nodes[i]);
     }
+    for (size_t i = 0; i < c->nslabs; i++)
+        free(c->slabs[i]);
+    free(c->slabs);
     for (size_t i = 0; i < c->shard.cap; i++)
         if (c->shard.t[i].k)
             free(c->shard.t[i].v);
@@ -880,9 +920,9 @@ as_err cache_node_upsert(cache *c, model_node *node)
     }
 
     prec *r = rec_get(c, node->name, len, true);
-    n = calloc(1, sizeof *n);
+    n = cnode_alloc(c);
     if (!r || !n) {
-        free(n);
+        cnode_release(c, n);
         if (r)
             rec_maybe_free(c, r);
         model_node_free(node);
@@ -917,7 +957,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
 unlock:
     pthread_rwlock_unlock(&c->rw);
     if (err != AS_OK) {
-        free(n);
+        cnode_release(c, n);
         rec_maybe_free(c, r);
         model_node_free(node);
         goto done;
@@ -955,7 +995,7 @@ static void node_destroy(cache *c, cnode *n)
     for (pentry *e = r->pods; e; e = e->next)
         e->gpu_devices = 0;
     model_node_free((model_node *)n->pub.spec);
-    free(n);
+    cnode_release(c, n);
     rec_maybe_free(c, r);
 }
 
