@@ -508,3 +508,62 @@ Test(placement, route_table)
                  all[i].fn == placement_handle;
     cr_expect(found, "svc_routes lacks POST " PLACEMENT_PATH);
 }
+
+typedef struct churn_arg {
+    svc *s;
+    int stop;
+    int bad;
+} churn_arg;
+
+static void *churn_writer(void *p)
+{
+    churn_arg *x = p;
+    json_t *j = json_loads("{\"metadata\": {\"name\": \"churn\", \"namespace\": \"t\", \"uid\": "
+                           "\"uid-churn\"}, \"spec\": {\"nodeName\": \"node-b\", \"containers\": "
+                           "[{\"name\": \"c\", \"resources\": {\"requests\": {\"cpu\": \"3\"}}}]}, "
+                           "\"status\": {\"phase\": \"Running\"}}",
+                           0, NULL);
+    model_pod *pod = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&x->s->reg, j, &pod, &d), AS_OK, "%s", d.msg);
+    while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
+        cache_pod_upsert(x->s->cache, pod);
+        cache_pod_delete(x->s->cache, "uid-churn");
+    }
+    model_pod_free(pod);
+    json_decref(j);
+    return NULL;
+}
+
+static void *churn_reader(void *p)
+{
+    churn_arg *x = p;
+    for (int i = 0; i < 30; i++) {
+        answer a = call_str(x->s, fill_req);
+        json_t *r = json_loadb(a.body, a.len, 0, NULL);
+        if (a.status != 200 || json_array_size(json_object_get(r, "placements")) != 4)
+            __atomic_add_fetch(&x->bad, 1, __ATOMIC_RELAXED);
+        json_decref(r);
+        free(a.body);
+    }
+    return NULL;
+}
+
+/* Placements read live usage while the cache changes underneath (TSan). */
+Test(placement, concurrent_with_cache_writes)
+{
+    svc *s = new_svc();
+    churn_arg x = {.s = s};
+    pthread_t w, r[2];
+    cr_assert_eq(pthread_create(&w, NULL, churn_writer, &x), 0);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&r[i], NULL, churn_reader, &x), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(r[i], NULL);
+    __atomic_store_n(&x.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(w, NULL);
+    cr_assert_eq(x.bad, 0);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+}
