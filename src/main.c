@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "agentsched/cache.h"
+#include "agentsched/k8s.h"
 #include "agentsched/log.h"
 #include "agentsched/model.h"
 #include "agentsched/placement.h"
@@ -115,6 +116,11 @@ typedef enum serve_flag_id {
     F_HTTP_THREADS,
     F_LOG_LEVEL,
     F_KUBECONFIG,
+    F_IN_CLUSTER,
+    F_KUBE_API_QPS,
+    F_KUBE_API_BURST,
+    F_WATCH_TIMEOUT,
+    F_WATCH_DOWN_LIMIT,
     F_HELP,
 } serve_flag_id;
 
@@ -146,14 +152,25 @@ static const cli_flag serve_flags[] = {
      "                             larger bodies get 413"},
     {F_HTTP_THREADS, "--http-threads", "N", "HTTP worker threads, 1..256 (default: online CPUs)"},
     {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
-    {F_KUBECONFIG, "--kubeconfig", "FILE", NULL},
+    {F_KUBECONFIG, "--kubeconfig", "FILE",
+     "live mode: follow the cluster of this kubeconfig (current-context)\n"
+     "                             and bind through its API server (instead of --cluster)"},
+    {F_IN_CLUSTER, "--in-cluster", NULL,
+     "live mode from the pod's service account (KUBERNETES_SERVICE_HOST)"},
+    {F_KUBE_API_QPS, "--kube-api-qps", "N", "API requests per second, 1..100000 (default 1000)"},
+    {F_KUBE_API_BURST, "--kube-api-burst", "N", "API request burst, 1..100000 (default 2000)"},
+    {F_WATCH_TIMEOUT, "--watch-timeout", "SECONDS",
+     "reconnect a watch silent this long, bookmarks included (default 120)"},
+    {F_WATCH_DOWN_LIMIT, "--watch-down-limit", "SECONDS",
+     "/readyz fails once the watches are down this long (default 60)"},
     {F_HELP, "--help", NULL, "show this help"},
 };
 #define SERVE_NFLAGS (sizeof serve_flags / sizeof serve_flags[0])
 
 static void serve_usage(FILE *f)
 {
-    fprintf(f, "Usage: agentsched serve --cluster FILE [FLAGS]\n\n"
+    fprintf(f, "Usage: agentsched serve (--cluster FILE | --kubeconfig FILE | --in-cluster)\n"
+               "       [FLAGS]\n\n"
                "Loads the cluster into the node cache and serves the HTTP endpoints\n"
                "(GET /healthz /readyz /version /metrics, POST /v1/placements, ...).\n"
                "SIGINT/SIGTERM stop it cleanly; SIGHUP reloads the --policy file.\n\n"
@@ -277,6 +294,10 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             serve_usage(stdout);
             return EXIT_OK;
         }
+        if (fl->id == F_IN_CLUSTER && !value) {
+            cfg->in_cluster = true;
+            continue;
+        }
         if (!value) {
             if (i + 1 >= argc)
                 return flag_error(fl->name, "missing value (expected %s)", fl->arg);
@@ -345,17 +366,46 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             break;
         }
         case F_KUBECONFIG:
-            fprintf(stderr, "agentsched serve: --kubeconfig: live mode against an API server is "
-                            "not implemented yet; use --cluster FILE (a snapshot from "
-                            "`kubectl get nodes,pods -A -o yaml`)\n");
-            return EXIT_USAGE;
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            cfg->kubeconfig = value;
+            break;
+        case F_IN_CLUSTER:
+            return flag_error(fl->name, "takes no value (got '%s')", value);
+        case F_KUBE_API_QPS:
+            if (parse_uint(fl->name, value, 1, 100000, &n))
+                return EXIT_USAGE;
+            cfg->kube_api_qps = (double)n;
+            break;
+        case F_KUBE_API_BURST:
+            if (parse_uint(fl->name, value, 1, 100000, &n))
+                return EXIT_USAGE;
+            cfg->kube_api_burst = (unsigned)n;
+            break;
+        case F_WATCH_TIMEOUT:
+            if (parse_uint(fl->name, value, 1, 86400, &n))
+                return EXIT_USAGE;
+            cfg->watch_timeout_ms = (int64_t)n * 1000;
+            break;
+        case F_WATCH_DOWN_LIMIT:
+            if (parse_uint(fl->name, value, 1, 86400, &n))
+                return EXIT_USAGE;
+            cfg->watch_down_ms = (int64_t)n * 1000;
+            break;
         case F_HELP:
             break;
         }
     }
-    if (!cfg->cluster_path) {
+    int sources = !!cfg->cluster_path + !!cfg->kubeconfig + !!cfg->in_cluster;
+    if (sources > 1) {
+        fprintf(stderr, "agentsched serve: give only one of --cluster, --kubeconfig, "
+                        "--in-cluster\n");
+        return EXIT_USAGE;
+    }
+    if (!sources) {
         fprintf(stderr, "agentsched serve: --cluster FILE is required (a Kubernetes List of "
-                        "Nodes and Pods, e.g. deploy/examples/cluster.yaml)\n"
+                        "Nodes and Pods, e.g. deploy/examples/cluster.yaml), or --kubeconfig "
+                        "FILE / --in-cluster for a live cluster\n"
                         "Run 'agentsched serve --help' for the list of flags.\n");
         return EXIT_USAGE;
     }
@@ -403,9 +453,23 @@ static int cmd_serve(int argc, char **argv)
         return EXIT_FAIL;
     }
     uint64_t t0 = svc_mono_ns();
-    err = svc_load_cluster(s, cfg.cluster_path, &d);
+    if (cfg.cluster_path) {
+        err = svc_load_cluster(s, cfg.cluster_path, &d);
+    } else {
+        /* Live mode: the reflectors fill the cache; /readyz says when. */
+        k8s_config kc;
+        k8s_config_defaults(&kc);
+        kc.kubeconfig = cfg.kubeconfig;
+        kc.in_cluster = cfg.in_cluster;
+        kc.scheduler_name = cfg.scheduler_name;
+        kc.qps = cfg.kube_api_qps;
+        kc.burst = cfg.kube_api_burst;
+        kc.watch_down_ms = cfg.watch_down_ms;
+        kc.watch_timeout_ms = cfg.watch_timeout_ms;
+        err = k8s_start(s, &kc, &d);
+    }
     if (err) {
-        print_diag("cannot load the cluster", err, &d);
+        print_diag(cfg.cluster_path ? "cannot load the cluster" : "cannot connect", err, &d);
         svc_free(s);
         return EXIT_FAIL;
     }
@@ -427,7 +491,10 @@ static int cmd_serve(int argc, char **argv)
     score_policy *pol = svc_policy_get(s);
     log_info("msg=\"agentsched serving\" version=%s listen=%s:%u cluster=%s nodes=%zu "
              "pods_bound=%zu load_ms=%.1f policy=%s shard_mode=%s scheduler_name=%s",
-             AGENTSCHED_VERSION, host, (unsigned)http_server_port(s->http), cfg.cluster_path,
+             AGENTSCHED_VERSION, host, (unsigned)http_server_port(s->http),
+             cfg.cluster_path ? cfg.cluster_path
+             : cfg.kubeconfig ? cfg.kubeconfig
+                              : "-",
              cs.nodes, cs.pods_bound, load_ms, score_strategy_name(score_policy_strategy(pol)),
              cache_shard_mode_name(cfg.shard_mode), s->cfg.scheduler_name);
     score_policy_unref(pol);

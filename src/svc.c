@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "agentsched/extender.h"
+#include "agentsched/k8s.h"
 #include "agentsched/log.h"
 #include "agentsched/placement.h"
 #include "agentsched/pool.h"
@@ -165,6 +166,7 @@ void svc_free(svc *s)
     if (!s)
         return;
     svc_http_stop(s);
+    k8s_stop(s); /* its reflectors write the cache: stop them first */
     if (s->binder)
         binder_free(s->binder);
     cache_free(s->cache);
@@ -258,6 +260,17 @@ static void svc_healthz(void *ctx, const http_request *req, http_response *resp)
 static void svc_readyz(void *ctx, const http_request *req, http_response *resp)
 {
     svc *s = ctx;
+    if (s->k8s) {
+        /* Live mode: synced once, and the watches not down past the bound. */
+        char why[256];
+        if (k8s_svc_ready(s, why, sizeof why)) {
+            resp->content_type = "text/plain; charset=utf-8";
+            buf_puts(&resp->body, "ok\n");
+        } else {
+            http_error(resp, 503, NULL, "%s", why);
+        }
+        return;
+    }
     if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE)) {
         resp->content_type = "text/plain; charset=utf-8";
         buf_puts(&resp->body, "ok\n");

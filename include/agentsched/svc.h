@@ -41,6 +41,7 @@ typedef struct svc_config {
     unsigned kube_api_burst;     /* default 2000 */
     int64_t watch_down_ms;       /* readyz fails after watches down this long */
     int log_level;               /* 0 error .. 3 debug; default 2 */
+    int64_t watch_timeout_ms;    /* live mode: reconnect a silent watch; 0 = default */
 } svc_config;
 
 /* svc_config_defaults fills every field with its default. */

@@ -688,6 +688,8 @@ as_err k8s_start(svc *s, const k8s_config *cfg, as_diag *diag)
         c.burst = s->cfg.kube_api_burst;
     if (!c.watch_down_ms && s->cfg.watch_down_ms > 0)
         c.watch_down_ms = s->cfg.watch_down_ms;
+    if (!c.watch_timeout_ms && s->cfg.watch_timeout_ms > 0)
+        c.watch_timeout_ms = s->cfg.watch_timeout_ms;
     k8s_client *k;
     as_err err = k8s_client_new(&c, s->cache, &k, diag);
     if (err)

@@ -84,8 +84,10 @@ expect_exit 2 "bad --http-threads" serve --cluster "$CLUSTER" --http-threads 0
 expect_exit 2 "bad --log-level" serve --cluster "$CLUSTER" --log-level loud
 expect_exit 2 "bad --candidates" serve --cluster "$CLUSTER" --candidates=99
 expect_exit 2 "bad --scheduler-name" serve --cluster "$CLUSTER" --scheduler-name "a b"
-expect_exit 2 "--kubeconfig not yet" serve --kubeconfig /dev/null
-err_has "not implemented yet" "--kubeconfig says so"
+expect_exit 1 "--kubeconfig not a kubeconfig" serve --kubeconfig /dev/null --listen 127.0.0.1:0
+err_has "/dev/null" "a bad --kubeconfig is named"
+expect_exit 2 "two cluster sources" serve --cluster "$CLUSTER" --kubeconfig /dev/null
+err_has "only one of" "--cluster and --kubeconfig exclude each other"
 
 # ---- bad cluster files ------------------------------------------------
 expect_exit 1 "missing cluster file" serve --cluster "$WORK/nope.yaml" --listen 127.0.0.1:0

@@ -380,3 +380,57 @@ Test(k8s_bind, after_stop)
     k8s_event_post(f.k, "default", "x", NULL, "Normal", "Scheduled", "m");
     bfx_fini(&f);
 }
+
+/* ---- service wiring ------------------------------------------------ */
+
+#include "agentsched/svc.h"
+
+Test(k8s_svc, start_ready_bind_stop)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    json_t *p = stub_make_pod("default", "w", "uid-w", NULL, "1", "1Gi");
+    stub_put(stub, STUB_POD, p);
+    json_decref(p);
+    char dir[] = "/tmp/agentsched-kcXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[600];
+    snprintf(path, sizeof path, "%s/kubeconfig", dir);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
+            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
+            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
+            stub_url(stub));
+    fclose(fp);
+
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.kubeconfig = path;
+    cfg.watch_down_ms = 500;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    char why[256];
+    cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_EUNSUPPORTED);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.kubeconfig = path;
+    kc.watch_shards = false;
+    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_not_null(s->k8s);
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    cr_assert_eq(__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE), 1);
+    cr_assert(k8s_svc_ready(s, why, sizeof why), "%s", why);
+    cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
+    stub_last_auth(stub, why, sizeof why);
+    cr_assert_str_eq(why, "Bearer secret");
+    svc_free(s); /* stops the client before the cache goes */
+    stub_free(stub);
+    unlink(path);
+    rmdir(dir);
+}
