@@ -288,6 +288,15 @@ static as_err doc_parse_yaml(const char *buf, size_t len, bool multi, json_t **o
     while (!done) {
         if (!yaml_parser_parse(&parser, &ev)) {
             const char *ctx = parser.context ? parser.context : "";
+            if (parser.error == YAML_READER_ERROR) {
+                /* the reader reports a byte offset, not a line */
+                err = as_diag_set(diag, AS_EPARSE, NULL,
+                                  "byte offset %zu: %s (the input must be "
+                                  "UTF-8 text)",
+                                  parser.problem_offset,
+                                  parser.problem ? parser.problem : "invalid input");
+                goto done;
+            }
             err =
                 as_diag_set(diag, AS_EPARSE, NULL, "line %zu column %zu: %s%s%s",
                             parser.problem_mark.line + 1, parser.problem_mark.column + 1,

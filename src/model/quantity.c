@@ -76,15 +76,18 @@ static bool qty_suffix(const char *s, size_t len, int64_t *exp10, int *exp2)
     }
     if (i >= len)
         return false;
-    int64_t e = 0;
+    /* upstream reads the exponent with ParseInt(.., 64): beyond int64 it is
+     * a syntax error, not a huge value */
+    uint64_t acc = 0;
     for (; i < len; i++) {
         if (!isdigit((unsigned char)s[i]))
             return false;
-        if (e < QTY_EXP_SAT)
-            e = e * 10 + (s[i] - '0');
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (acc > ((uint64_t)INT64_MAX - d) / 10)
+            return false;
+        acc = acc * 10 + d;
     }
-    if (e > QTY_EXP_SAT)
-        e = QTY_EXP_SAT;
+    int64_t e = acc > QTY_EXP_SAT ? QTY_EXP_SAT : (int64_t)acc;
     *exp10 = neg ? -e : e;
     return true;
 }

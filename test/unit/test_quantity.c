@@ -51,6 +51,10 @@ static const qcase cases[] = {
     {"9E", CPU, AS_ERANGE, 0},
     {"1Ei", CPU, AS_ERANGE, 0},
     {"1e400", CPU, AS_ERANGE, 0},
+    {"1e9223372036854775807", CPU, AS_ERANGE, 0},
+    {"1e-9223372036854775807", MEM, AS_OK, 1},
+    {"1e9223372036854775808", CPU, AS_EPARSE, 0}, /* exponent beyond int64: syntax */
+    {"0e9223372036854775808", CPU, AS_EPARSE, 0},
     {"64", CPU, AS_OK, 64000},
     /* memory and counts, base units */
     {"100m", MEM, AS_OK, 1},
