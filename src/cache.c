@@ -869,6 +869,18 @@ as_err cache_expire_assumed(cache *c, int64_t now, int64_t ttl_ms, size_t *n)
 /* Nodes                                                               */
 /* ------------------------------------------------------------------ */
 
+/* set_spec installs spec and its hot copies (write lock held, or the node
+ * not yet published). */
+static void set_spec(cnode *n, const model_node *spec)
+{
+    n->pub.spec = spec;
+    n->pub.ready = spec->ready;
+    n->pub.unschedulable = spec->unschedulable;
+    n->pub.ntaints = spec->ntaints;
+    n->pub.ngpus = spec->ngpus > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : spec->ngpus;
+    n->pub.alloc = spec->alloc;
+}
+
 static bool shard_has(const cache *c, const char *name, size_t len)
 {
     return hmap_get(&c->shard, name, len) != NULL;
@@ -898,7 +910,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
     if (n) {
         const model_node *old = n->pub.spec;
         pthread_rwlock_wrlock(&c->rw);
-        n->pub.spec = node;
+        set_spec(n, node);
         pthread_rwlock_unlock(&c->rw);
         n->epoch = c->epoch;
         if (old->ngpus != node->ngpus) {
@@ -929,7 +941,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         err = AS_ENOMEM;
         goto done;
     }
-    n->pub.spec = node;
+    set_spec(n, node);
     n->pub.id = c->next_id++;
     n->pub.bind_version = 1; /* 0 never matches: "always recheck" */
     n->pub.generation = 1;

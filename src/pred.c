@@ -54,17 +54,20 @@ static bool selector_matches(const model_pod *pod, const model_node *spec)
 /* See pred.h. */
 pred_result pred_check_static(cache_shard_mode mode, const model_pod *pod, const cache_node *node)
 {
-    const model_node *spec = node->spec;
-    if (!spec->ready)
+    /* The node's hot copies answer the common case without touching the
+     * spec (one cache line per node during a scan). */
+    if (!node->ready)
         return (pred_result){PRED_NOT_READY, 0};
-    if (spec->unschedulable && !tolerates_unschedulable(pod))
+    if (node->unschedulable && !tolerates_unschedulable(pod))
         return (pred_result){PRED_UNSCHEDULABLE, 0};
     if (mode == CACHE_SHARD_HARD && !cache_node_in_shard(node))
         return (pred_result){PRED_SHARD, 0};
-    int t = untolerated_taint(pod, spec);
-    if (t >= 0)
-        return (pred_result){PRED_TAINT, t};
-    if (!selector_matches(pod, spec))
+    if (node->ntaints) {
+        int t = untolerated_taint(pod, node->spec);
+        if (t >= 0)
+            return (pred_result){PRED_TAINT, t};
+    }
+    if ((pod->node_selector.n || pod->affinity.present) && !selector_matches(pod, node->spec))
         return (pred_result){PRED_AFFINITY, 0};
     return (pred_result){PRED_OK, 0};
 }
@@ -75,9 +78,7 @@ bool pred_gpu_choose(const model_pod *pod, const cache_node *node, uint32_t *dev
     *devices = 0;
     if (!pod->gpu_count)
         return true;
-    uint32_t ngpus = node->spec->ngpus;
-    if (ngpus > MODEL_MAX_GPUS)
-        ngpus = MODEL_MAX_GPUS;
+    uint32_t ngpus = node->ngpus;
     int32_t need = (int32_t)(pod->gpu_milli ? pod->gpu_milli : MODEL_GPU_MILLI);
     if (need > MODEL_GPU_MILLI || pod->gpu_count > ngpus)
         return false;
@@ -109,12 +110,11 @@ bool pred_gpu_choose(const model_pod *pod, const cache_node *node, uint32_t *dev
 pred_result pred_check_resources(const model_registry *reg, const model_pod *pod,
                                  const cache_node *node)
 {
-    const model_node *spec = node->spec;
     if (pod->unknown_res)
         return (pred_result){PRED_UNKNOWN_RESOURCE, 0};
-    if (cache_node_requested(node, MODEL_RES_PODS) + 1 > spec->alloc.v[MODEL_RES_PODS])
+    if (cache_node_requested(node, MODEL_RES_PODS) + 1 > node->alloc.v[MODEL_RES_PODS])
         return (pred_result){PRED_TOO_MANY_PODS, 0};
-    bool devices = spec->ngpus > 0;
+    bool devices = node->ngpus > 0;
     int gpu_res = __atomic_load_n(&reg->gpu_res, __ATOMIC_ACQUIRE);
     /* req_mask (model.h) has a bit for every non-zero request, so only the
      * requested resources are visited. */
@@ -125,7 +125,7 @@ pred_result pred_check_resources(const model_registry *reg, const model_pod *pod
             continue;
         if (devices && r == gpu_res)
             continue;
-        if (want > spec->alloc.v[r] - cache_node_requested(node, r))
+        if (want > node->alloc.v[r] - cache_node_requested(node, r))
             return (pred_result){PRED_INSUFFICIENT, r};
     }
     if (pod->gpu_count) {

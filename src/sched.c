@@ -186,8 +186,14 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         }
     } else {
         size_t n = cache_node_count(c);
-        for (size_t i = 0; i < n; i++)
+        size_t i = n ? req->start % n : 0;
+        for (size_t j = 0; j < n; j++) {
             eval_node(&x, cache_node_at(c, i), NULL);
+            if (req->max_feasible && x.feasible_in >= req->max_feasible)
+                break;
+            if (++i == n)
+                i = 0;
+        }
     }
     const topk *best = x.split && x.feasible_in == 0 ? &x.out_of_shard : &x.in;
     memcpy(out->cand, best->c, best->n * sizeof best->c[0]);

@@ -62,6 +62,14 @@ typedef struct cache_node {
     uint64_t bind_version;            /* (atomic) bumped on every bind / usage increase /
                                          spec change */
     int in_shard;                     /* (atomic) 1 when in this scheduler's shard */
+    /* Copies of the spec fields every predicate reads, written with spec
+     * (under the write lock), so a scan reads one dense record per node
+     * instead of chasing each spec. Stable under the read lock. */
+    bool ready;            /* spec->ready */
+    bool unschedulable;    /* spec->unschedulable */
+    uint32_t ntaints;      /* spec->ntaints */
+    uint32_t ngpus;        /* spec->ngpus, capped at MODEL_MAX_GPUS */
+    model_resvec alloc;    /* spec->alloc */
 } cache_node;
 
 static inline int64_t cache_node_requested(const cache_node *n, int r)

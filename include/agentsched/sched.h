@@ -62,6 +62,13 @@ typedef struct sched_request {
     bool score_all;          /* fill per-name scores (prioritize) */
     bool skip_filter;        /* prioritize: names were already filtered upstream;
                                 still scores only nodes that exist */
+    /* Early stop when scanning every node (ignored with names), like
+     * kube-scheduler's percentageOfNodesToScore: 0 = full scan (default);
+     * else stop once this many feasible (in-shard, in soft mode) nodes were
+     * found. The scan starts at node index `start` modulo the node count and
+     * wraps, so a caller rotating `start` spreads its samples. */
+    uint32_t max_feasible;
+    uint32_t start;
 } sched_request;
 
 /*

@@ -280,3 +280,40 @@ Test(sched, hard_shard_filters)
     sched_result_free(&r);
     model_pod_free(pod);
 }
+
+Test(sched, early_stop_and_rotating_start)
+{
+    for (int i = 0; i < 10; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "n%d", i);
+        add(fx_node(name, i < 5 ? 500 : 4000, 8 * FX_GI, 110)); /* n0..n4 too small */
+    }
+    model_pod *pod = fx_pod("p", "u", 1000, FX_GI);
+    sched_request req = {.pod = pod, .policy = pol, .k = 3, .max_feasible = 2};
+    sched_result r;
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.feasible, 2);
+    cr_assert_eq(r.evaluated, 7, "five infeasible, then two feasible");
+    cr_assert_eq(r.ncand, 2);
+    cr_assert_eq(r.reasons[0].count, 5);
+    sched_result_free(&r);
+
+    req.start = 8; /* n8, n9 are feasible: stop there */
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.evaluated, 2);
+    cr_assert_eq(r.nreasons, 0);
+    sched_result_free(&r);
+
+    req.start = 9 + 10 * 3; /* wraps: n9, n0..n4, n5 */
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.evaluated, 7);
+    cr_assert_eq(r.feasible, 2);
+    sched_result_free(&r);
+
+    req.max_feasible = 0; /* default: full scan */
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.evaluated, 10);
+    cr_assert_eq(r.feasible, 5);
+    sched_result_free(&r);
+    model_pod_free(pod);
+}
