@@ -139,7 +139,15 @@ typedef struct model_taint {
     model_effect effect;
 } model_taint;
 
-typedef enum model_tol_op { MODEL_TOL_EQUAL = 0, MODEL_TOL_EXISTS } model_tol_op;
+/* LT/GT (TaintTolerationComparisonOperators): the taint's value compared
+ * numerically with the toleration's, both base-10 int64; taint < / >
+ * toleration. */
+typedef enum model_tol_op {
+    MODEL_TOL_EQUAL = 0,
+    MODEL_TOL_EXISTS,
+    MODEL_TOL_LT,
+    MODEL_TOL_GT,
+} model_tol_op;
 
 typedef struct model_toleration {
     const char *key;   /* "" with EXISTS tolerates every key */

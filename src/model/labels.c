@@ -26,7 +26,7 @@ const char *model_labels_get(const model_labels *l, const char *key)
 /* See model.h. Mirrors v1.Toleration.ToleratesTaint: an empty effect
  * matches every effect, an empty key every key (the API only allows that
  * with Exists, but the matcher itself does not care), Exists ignores the
- * value and Equal compares it. */
+ * value, Equal compares it, Lt/Gt compare it as integers. */
 bool model_toleration_matches(const model_toleration *t, const model_taint *taint)
 {
     if (t->effect != MODEL_EFFECT_ALL && t->effect != taint->effect)
@@ -38,6 +38,14 @@ bool model_toleration_matches(const model_toleration *t, const model_taint *tain
         return true;
     case MODEL_TOL_EQUAL:
         return strcmp(t->value, taint->value) == 0;
+    case MODEL_TOL_LT:
+    case MODEL_TOL_GT: {
+        int64_t tv, nv;
+        /* either side not an integer: not tolerated */
+        if (!model_priv_parse_int64(t->value, &tv) || !model_priv_parse_int64(taint->value, &nv))
+            return false;
+        return t->op == MODEL_TOL_LT ? nv < tv : nv > tv;
+    }
     }
     return false;
 }

@@ -465,9 +465,18 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
                                        "must be empty with operator Exists; remove the value "
                                        "or use operator Equal");
             }
+        } else if (strcmp(op, "Lt") == 0 || strcmp(op, "Gt") == 0) {
+            t[i].op = op[0] == 'L' ? MODEL_TOL_LT : MODEL_TOL_GT;
+            int64_t num;
+            if (!t[i].key[0] || !model_priv_parse_int64(t[i].value, &num)) {
+                snprintf(fp, sizeof fp, "%s.%s", ip, t[i].key[0] ? "value" : "key");
+                return model_priv_fail(&d->c, AS_EINVAL, fp,
+                                       "operator %s needs a key and an integer value", op);
+            }
         } else {
             return model_priv_fail(&d->c, AS_EINVAL, fp,
-                                   "unknown toleration operator \"%.40s\"; use Equal or Exists",
+                                   "unknown toleration operator \"%.40s\"; use Equal, Exists, Lt "
+                                   "or Gt",
                                    op);
         }
         snprintf(fp, sizeof fp, "%s.effect", ip);

@@ -566,8 +566,10 @@ Test(match, tolerations_decoded)
                          "  - {key: dedicated, operator: Equal, value: batch, effect: NoSchedule}\n"
                          "  - {key: gpu, operator: Exists}\n"
                          "  - {operator: Exists}\n"
-                         "  - {key: k, value: v, effect: NoExecute, tolerationSeconds: 300}\n");
-    cr_assert_eq(p->ntolerations, 4);
+                         "  - {key: k, value: v, effect: NoExecute, tolerationSeconds: 300}\n"
+                         "  - {key: slo, operator: Lt, value: \"100\"}\n");
+    cr_assert_eq(p->ntolerations, 5);
+    cr_assert_eq(p->tolerations[4].op, MODEL_TOL_LT);
     cr_assert_eq(p->tolerations[0].op, MODEL_TOL_EQUAL);
     cr_assert_eq(p->tolerations[0].effect, MODEL_EFFECT_NO_SCHEDULE);
     cr_assert_eq(p->tolerations[1].op, MODEL_TOL_EXISTS);
@@ -626,6 +628,22 @@ Test(match, toleration_semantics)
          {"any", "x", MODEL_EFFECT_NO_SCHEDULE},
          true,
          "ToleratesTaint: empty key with Equal compares only the value"},
+        {{"slo", "100", MODEL_TOL_LT, MODEL_EFFECT_ALL},
+         {"slo", "50", MODEL_EFFECT_NO_SCHEDULE},
+         true,
+         "Lt: taint value below the toleration's"},
+        {{"slo", "100", MODEL_TOL_LT, MODEL_EFFECT_ALL},
+         {"slo", "100", MODEL_EFFECT_NO_SCHEDULE},
+         false,
+         "Lt is strict"},
+        {{"slo", "100", MODEL_TOL_GT, MODEL_EFFECT_ALL},
+         {"slo", "101", MODEL_EFFECT_NO_SCHEDULE},
+         true,
+         "Gt"},
+        {{"slo", "100", MODEL_TOL_GT, MODEL_EFFECT_ALL},
+         {"slo", "high", MODEL_EFFECT_NO_SCHEDULE},
+         false,
+         "Gt with a non-integer taint value"},
     };
     for (size_t i = 0; i < sizeof tc / sizeof tc[0]; i++)
         cr_expect_eq(model_toleration_matches(&tc[i].t, &tc[i].taint), tc[i].want, "%s", tc[i].why);
@@ -635,6 +653,10 @@ Test(match, toleration_errors)
 {
     bad(HDR "spec: {tolerations: [{key: a, operator: Maybe}]}\n", AS_EINVAL,
         "spec.tolerations[0].operator", "unknown toleration operator \"Maybe\"", "Exists");
+    bad(HDR "spec: {tolerations: [{key: a, operator: Gt, value: x}]}\n", AS_EINVAL,
+        "spec.tolerations[0].value", "integer value", NULL);
+    bad(HDR "spec: {tolerations: [{operator: Lt, value: \"5\"}]}\n", AS_EINVAL,
+        "spec.tolerations[0].key", "needs a key", NULL);
     bad(HDR "spec: {tolerations: [{key: a, effect: Never}]}\n", AS_EINVAL,
         "spec.tolerations[0].effect", "unknown effect", NULL);
     bad(HDR "spec: {tolerations: [{key: a, operator: Exists, value: b}]}\n", AS_EINVAL,
