@@ -240,6 +240,15 @@ static int typ_cmp(const void *a, const void *b)
     return memcmp(&x->s, &y->s, sizeof x->s);
 }
 
+static void close_class(score_policy *p, int c, int end, double pop, int64_t max_cpu,
+                        int64_t max_mem)
+{
+    __atomic_store_n(&p->cls_end[c], end, __ATOMIC_RELAXED);
+    __atomic_store(&p->cls_pop[c], &pop, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->cls_max_cpu[c], max_cpu, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->cls_max_mem[c], max_mem, __ATOMIC_RELAXED);
+}
+
 static int typ_class_cmp(const void *a, const void *b)
 {
     const typ_tmp *x = a, *y = b;
@@ -285,22 +294,36 @@ static void rebuild_tables(score_policy *p)
      * fragment once per class. */
     qsort(t, k, sizeof t[0], typ_class_cmp);
     int ncls = 0;
+    double cpop = 0;
+    int64_t cmax_cpu = 0, cmax_mem = 0;
     for (size_t i = 0; i < k; i++) {
         score_typical *ty = &p->typ[i];
+        double pop = (double)t[i].c / (double)kept_total;
         if (ncls == 0 || p->cls_cnt[ncls - 1] != t[i].s.gpu_count ||
             p->cls_milli[ncls - 1] != t[i].s.gpu_milli) {
+            if (ncls > 0)
+                close_class(p, ncls - 1, (int)i, cpop, cmax_cpu, cmax_mem);
             __atomic_store_n(&p->cls_cnt[ncls], t[i].s.gpu_count, __ATOMIC_RELAXED);
             __atomic_store_n(&p->cls_milli[ncls], t[i].s.gpu_milli, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->cls_first[ncls], (int)i, __ATOMIC_RELAXED);
             ncls++;
+            cpop = 0;
+            cmax_cpu = cmax_mem = 0;
         }
+        cpop += pop;
+        if (t[i].s.cpu > cmax_cpu)
+            cmax_cpu = t[i].s.cpu;
+        if (t[i].s.mem > cmax_mem)
+            cmax_mem = t[i].s.mem;
         __atomic_store_n(&ty->cls, ncls - 1, __ATOMIC_RELAXED);
         __atomic_store_n(&ty->cpu, t[i].s.cpu, __ATOMIC_RELAXED);
         __atomic_store_n(&ty->mem, t[i].s.mem, __ATOMIC_RELAXED);
         __atomic_store_n(&ty->gpu_count, t[i].s.gpu_count, __ATOMIC_RELAXED);
         __atomic_store_n(&ty->gpu_milli, t[i].s.gpu_milli, __ATOMIC_RELAXED);
-        double pop = (double)t[i].c / (double)kept_total;
         __atomic_store(&ty->pop, &pop, __ATOMIC_RELAXED);
     }
+    if (ncls > 0)
+        close_class(p, ncls - 1, (int)k, cpop, cmax_cpu, cmax_mem);
     __atomic_store_n(&p->ncls, ncls, __ATOMIC_RELAXED);
     __atomic_store_n(&p->ntyp, (int)k, __ATOMIC_RELEASE);
     rebuild_fragment(p);
@@ -572,11 +595,14 @@ static const model_registry *policy_reg(const score_policy *p, const cache_node 
 static double score_allocated(const score_policy *p, const model_pod *pod, const cache_node *node,
                               const model_registry *reg, bool most)
 {
-    int64_t sum = 0, wsum = 0;
+    /* Integer per-resource scores as upstream; the weighted mean is
+     * truncated like upstream's int64 division (exact for integer weights,
+     * and policies may also give fractional ones). */
+    double sum = 0, wsum = 0;
     for (int i = 0; i < p->nw; i++) {
         const score_weight *w = &p->w[i];
         int64_t alloc, req, podreq;
-        if (!weight_amounts(p, w, pod, node, reg, &alloc, &req, &podreq, true))
+        if (w->weight <= 0 || !weight_amounts(p, w, pod, node, reg, &alloc, &req, &podreq, true))
             continue;
         int64_t used = req + podreq;
         int64_t s;
@@ -587,11 +613,10 @@ static double score_allocated(const score_policy *p, const model_pod *pod, const
         } else {
             s = used > alloc ? 0 : (alloc - used) * MAX_NODE_SCORE / alloc;
         }
-        int64_t wt = (int64_t)w->weight;
-        sum += s * wt;
-        wsum += wt;
+        sum += (double)s * w->weight;
+        wsum += w->weight;
     }
-    return wsum ? (double)(sum / wsum) : 0.0;
+    return wsum > 0 ? floor(sum / wsum) : 0.0;
 }
 
 static double score_balanced(const score_policy *p, const model_pod *pod, const cache_node *node,
@@ -666,33 +691,43 @@ static double fgd_frag(const score_policy *p, const view *v, int ntyp)
     gpu_sum g = view_gpu(v);
     if (g.total == 0)
         return 0;
-    /* The device fragment of each GPU demand class, then one branch-light
-     * pass over the shapes: a shape that does not fit CPU or memory (or
-     * asks for no GPU) sees all idle GPU as fragment. */
+    /* Per GPU demand class: the device fragment once, then either the
+     * whole class at once (the node has room for its largest CPU and
+     * memory request, the common case) or shape by shape; a shape that
+     * does not fit CPU or memory (or asks for no GPU) sees all idle GPU
+     * as fragment. */
     int ncls = __atomic_load_n(&p->ncls, __ATOMIC_RELAXED);
-    double cf[SCORE_MAX_TYPICAL];
+    double total = (double)g.total, F = 0;
     for (int c = 0; c < ncls; c++) {
         uint32_t cnt = __atomic_load_n(&p->cls_cnt[c], __ATOMIC_RELAXED);
         uint32_t milli = __atomic_load_n(&p->cls_milli[c], __ATOMIC_RELAXED);
+        double cpop = ld(&p->cls_pop[c]);
         int64_t frag;
-        if (cnt == 0)
-            frag = g.total;
-        else if (milli >= MODEL_GPU_MILLI)
+        if (cnt == 0) {
+            F += cpop * total;
+            continue;
+        }
+        if (milli >= MODEL_GPU_MILLI)
             frag = g.nfull >= (int)cnt ? g.total - (int64_t)g.nfull * MODEL_GPU_MILLI : g.total;
         else
             frag = g.max >= (int32_t)milli ? free_below(v, (int32_t)milli) : g.total;
-        cf[c] = (double)frag;
-    }
-    double total = (double)g.total, F = 0;
-    for (int i = 0; i < ntyp; i++) {
-        const score_typical *t = &p->typ[i];
-        int c = __atomic_load_n(&t->cls, __ATOMIC_RELAXED);
-        int64_t cpu = __atomic_load_n(&t->cpu, __ATOMIC_RELAXED);
-        int64_t mem = __atomic_load_n(&t->mem, __ATOMIC_RELAXED);
-        double pop;
-        __atomic_load(&t->pop, &pop, __ATOMIC_RELAXED);
-        bool fits = cpu <= v->cpu_free && mem <= v->mem_free && c >= 0 && c < ncls;
-        F += pop * (fits ? cf[c] : total);
+        double cf = (double)frag;
+        if (__atomic_load_n(&p->cls_max_cpu[c], __ATOMIC_RELAXED) <= v->cpu_free &&
+            __atomic_load_n(&p->cls_max_mem[c], __ATOMIC_RELAXED) <= v->mem_free) {
+            F += cpop * cf;
+            continue;
+        }
+        int first = __atomic_load_n(&p->cls_first[c], __ATOMIC_RELAXED);
+        int end = __atomic_load_n(&p->cls_end[c], __ATOMIC_RELAXED);
+        if (end > ntyp)
+            end = ntyp;
+        for (int i = first < 0 ? 0 : first; i < end; i++) {
+            const score_typical *t = &p->typ[i];
+            int64_t cpu = __atomic_load_n(&t->cpu, __ATOMIC_RELAXED);
+            int64_t mem = __atomic_load_n(&t->mem, __ATOMIC_RELAXED);
+            double pop = ld(&t->pop);
+            F += pop * (cpu <= v->cpu_free && mem <= v->mem_free ? cf : total);
+        }
     }
     return F;
 }

@@ -89,7 +89,12 @@ struct score_policy {
     int ntyp;                              /* atomic */
     uint32_t cls_cnt[SCORE_MAX_TYPICAL];   /* GPU demand classes of the typical */
     uint32_t cls_milli[SCORE_MAX_TYPICAL]; /* shapes: devices x milli (atomics) */
-    int ncls;                              /* atomic */
+    int cls_first[SCORE_MAX_TYPICAL];      /* typ[first, end) belong to the class */
+    int cls_end[SCORE_MAX_TYPICAL];
+    double cls_pop[SCORE_MAX_TYPICAL];      /* summed popularity of the class */
+    int64_t cls_max_cpu[SCORE_MAX_TYPICAL]; /* largest cpu / memory of its shapes */
+    int64_t cls_max_mem[SCORE_MAX_TYPICAL];
+    int ncls; /* atomic */
 
     /* fragment: learned aggregates (atomics). */
     uint64_t gpu_pods, gpu_milli_sum, gpu_cpu_sum, gpu_mem_mib_sum;

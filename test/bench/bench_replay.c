@@ -1,0 +1,156 @@
+/*
+ * bench_replay.c - placement quality on the full openb traces, against the
+ * targets of issue 9.
+ *
+ * Reads ../shared/data/openb (next to the repository; override with
+ * AGENTSCHED_OPENB_DIR) and replays the default, cpu050, gpushare40 and
+ * multigpu20 pod lists on the 1523-node cluster with least-allocated,
+ * most-allocated, best-fit, fgd and fragment (inflation 1.3, seed 42).
+ * Prints each table, then the target ratios:
+ *   - fragment's GPU allocation / fgd's, at 100% arrived and at the end (>= 1);
+ *   - fragment's unallocated GPUs at the end / the best of least-allocated,
+ *     most-allocated, best-fit (<= 0.8);
+ *   - fragment's placed CPU-only pods / the best baseline's (>= 1);
+ *   - the wall time of the default trace's five replays (< 10 s; on a
+ *     shared machine compare the CPU time too).
+ * Exits 0 when every target holds, 1 when one misses, 0 with a note when
+ * the data is absent (so it can run anywhere).
+ *
+ * Usage: bench_replay [--trace NAME]... [--inflate X] [--seed S]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/replay.h"
+
+static const char *const traces[] = {"default", "cpu050", "gpushare40", "multigpu20"};
+static const char *const policies[] = {"least-allocated", "most-allocated", "best-fit", "fgd",
+                                       "fragment"};
+#define NPOL 5
+#define FRAG 4
+#define FGD  3
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_time(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = getenv("AGENTSCHED_OPENB_DIR");
+    char dflt[4096];
+    if (!dir || !*dir) {
+        snprintf(dflt, sizeof dflt, "%s/../shared/data/openb", AGENTSCHED_SOURCE_DIR);
+        dir = dflt;
+    }
+    replay_options o = {1.3, 42, false};
+    const char *only[4];
+    size_t nonly = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc && nonly < 4)
+            only[nonly++] = argv[++i];
+        else if (strcmp(argv[i], "--inflate") == 0 && i + 1 < argc)
+            o.inflate = atof(argv[++i]);
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+            o.seed = strtoull(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: %s [--trace NAME]... [--inflate X] [--seed S]\n", argv[0]);
+            return 2;
+        }
+    }
+    char nodes[4200];
+    snprintf(nodes, sizeof nodes, "%s/openb_node_list_all_node.csv", dir);
+    if (access(nodes, R_OK) != 0) {
+        printf("bench_replay: %s not found; skipping (set AGENTSCHED_OPENB_DIR to the openb "
+               "trace folder)\n",
+               nodes);
+        return 0;
+    }
+    int misses = 0;
+    for (size_t ti = 0; ti < sizeof traces / sizeof traces[0]; ti++) {
+        if (nonly) {
+            bool want = false;
+            for (size_t k = 0; k < nonly; k++)
+                want |= strcmp(only[k], traces[ti]) == 0;
+            if (!want)
+                continue;
+        }
+        char pods[4200];
+        snprintf(pods, sizeof pods, "%s/openb_pod_list_%s.csv", dir, traces[ti]);
+        replay_trace *t = NULL;
+        as_diag d = {{0}, {0}};
+        if (replay_trace_load(nodes, pods, &t, &d)) {
+            printf("bench_replay: %s: %s; skipping\n", traces[ti], d.msg);
+            continue;
+        }
+        replay_result r[NPOL];
+        double w0 = wall(), c0 = cpu_time();
+        for (int i = 0; i < NPOL; i++) {
+            if (replay_run(t, policies[i], &o, &r[i], &d)) {
+                fprintf(stderr, "bench_replay: %s %s: %s\n", traces[ti], policies[i], d.msg);
+                return 1;
+            }
+        }
+        double w = wall() - w0, c = cpu_time() - c0;
+        printf("\n== %s: %zu nodes, %zu pods, %.0f GPUs, inflate %.2f, seed %llu ==\n", traces[ti],
+               replay_trace_nnodes(t), replay_trace_npods(t),
+               (double)replay_trace_gpu_capacity(t) / 1000, o.inflate, (unsigned long long)o.seed);
+        printf("%-16s %7s %7s %9s %8s %8s %8s %8s %8s %8s %11s\n", "policy", "placed", "failed",
+               "cpu-pods", "gpu@100", "gpu_end", "cpu_end", "mem_end", "unalloc", "frag",
+               "decisions/s");
+        for (int i = 0; i < NPOL; i++)
+            printf("%-16s %7llu %7llu %9llu %8.4f %8.4f %8.4f %8.4f %8.1f %8.1f %11.0f\n",
+                   r[i].policy, (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
+                   (unsigned long long)r[i].cpu_pods_placed, r[i].gpu_alloc_ratio_at_100,
+                   r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end, r[i].mem_alloc_ratio_end,
+                   r[i].unallocated_gpus_end, r[i].fragmentation_end, r[i].decisions_per_sec);
+        double best_unalloc = 1e18;
+        uint64_t best_cpu = 0;
+        for (int i = 0; i < 3; i++) {
+            if (r[i].unallocated_gpus_end < best_unalloc)
+                best_unalloc = r[i].unallocated_gpus_end;
+        }
+        for (int i = 0; i < FRAG; i++)
+            if (r[i].cpu_pods_placed > best_cpu)
+                best_cpu = r[i].cpu_pods_placed;
+        double a100 = r[FRAG].gpu_alloc_ratio_at_100 / r[FGD].gpu_alloc_ratio_at_100;
+        double aend = r[FRAG].gpu_alloc_ratio_end / r[FGD].gpu_alloc_ratio_end;
+        double un = r[FRAG].unallocated_gpus_end / best_unalloc;
+        double cpu = best_cpu ? (double)r[FRAG].cpu_pods_placed / (double)best_cpu : 1;
+        bool ok100 = a100 >= 1, okend = aend >= 1, okun = un <= 0.8, okcpu = cpu >= 1;
+        printf("targets: fragment/fgd gpu@100 %.4f (>= 1 %s)  gpu_end %.4f (>= 1 %s)  "
+               "unalloc vs best baseline %.3f (<= 0.8 %s)  cpu-only pods vs best %.3f "
+               "(>= 1 %s)\n",
+               a100, ok100 ? "ok" : "MISS", aend, okend ? "ok" : "MISS", un, okun ? "ok" : "MISS",
+               cpu, okcpu ? "ok" : "MISS");
+        misses += !ok100 + !okend + !okun + !okcpu;
+        printf("time: five replays %.2f s wall, %.2f s CPU", w, c);
+        if (strcmp(traces[ti], "default") == 0) {
+            printf(" (target < 10 s: %s)", w < 10   ? "ok"
+                                           : c < 10 ? "CPU ok, machine loaded"
+                                                    : "MISS");
+            misses += c >= 10;
+        }
+        printf("\n");
+        for (int i = 0; i < NPOL; i++)
+            replay_result_free(&r[i]);
+        replay_trace_free(t);
+    }
+    printf("\n%s\n",
+           misses ? "bench_replay: some targets missed" : "bench_replay: all targets met");
+    return misses ? 1 : 0;
+}
