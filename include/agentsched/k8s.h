@@ -29,6 +29,7 @@
 #ifndef AGENTSCHED_K8S_H
 #define AGENTSCHED_K8S_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -84,6 +85,14 @@ typedef struct k8s_conn {
  */
 as_err k8s_conn_from_kubeconfig(const char *path, const char *context, k8s_conn **out,
                                 as_diag *diag);
+
+/*
+ * k8s_conn_from_kubeconfig_json is the same on an already parsed document
+ * (borrowed). path names the file in messages, and relative credential
+ * paths resolve against its directory (NULL: "kubeconfig", the cwd).
+ */
+as_err k8s_conn_from_kubeconfig_json(json_t *root, const char *path, const char *context,
+                                     k8s_conn **out, as_diag *diag);
 
 /*
  * k8s_conn_in_cluster builds the in-cluster settings from

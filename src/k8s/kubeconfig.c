@@ -187,19 +187,31 @@ as_err k8s_conn_from_kubeconfig(const char *path, const char *context, k8s_conn 
 {
     *out = NULL;
     json_t *root = NULL;
-    k8s_conn *c = NULL;
-    char *dir = NULL;
-    char fb[192];
-    as_err err;
     if (!path || !*path)
         return as_diag_set(diag, AS_EINVAL, "kubeconfig", "no kubeconfig path given");
-    err = doc_load_file(path, KUBECONFIG_CAP, false, &root, diag);
+    as_err err = doc_load_file(path, KUBECONFIG_CAP, false, &root, diag);
     if (err) {
         if (err == AS_EIO && diag && !strstr(diag->msg, "--kubeconfig"))
             snprintf(diag->msg + strlen(diag->msg), sizeof diag->msg - strlen(diag->msg),
                      " (check --kubeconfig)");
         return err;
     }
+    err = k8s_conn_from_kubeconfig_json(root, path, context, out, diag);
+    json_decref(root);
+    return err;
+}
+
+/* See k8s.h. */
+as_err k8s_conn_from_kubeconfig_json(json_t *root, const char *path, const char *context,
+                                     k8s_conn **out, as_diag *diag)
+{
+    *out = NULL;
+    k8s_conn *c = NULL;
+    char *dir = NULL;
+    char fb[192];
+    as_err err;
+    if (!path || !*path)
+        path = "kubeconfig";
     if (!json_is_object(root)) {
         err = as_diag_set(diag, AS_EPARSE, "", "%s: a kubeconfig must be a mapping", path);
         goto done;
@@ -360,7 +372,6 @@ creds_done:
 done:
     k8s_conn_free(c);
     free(dir);
-    json_decref(root);
     return err;
 }
 

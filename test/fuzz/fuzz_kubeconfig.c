@@ -1,0 +1,33 @@
+/*
+ * fuzz_kubeconfig.c - libFuzzer target for kubeconfig decoding: YAML/JSON
+ * through doc_parse, then k8s_conn_from_kubeconfig_json with the current
+ * context and with a context named by the input. Must not crash or leak.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "agentsched/doc.h"
+#include "agentsched/k8s.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    json_t *root = NULL;
+    as_diag d;
+    if (doc_parse((const char *)data, size, false, &root, &d) != AS_OK)
+        return 0;
+    k8s_conn *c = NULL;
+    /* Relative credential paths resolve under a directory that does not exist. */
+    if (k8s_conn_from_kubeconfig_json(root, "/nonexistent-fuzz/kubeconfig", NULL, &c, &d) ==
+        AS_OK) {
+        if (!c || !c->server)
+            abort();
+        k8s_conn_free(c);
+    } else if (c) {
+        abort();
+    }
+    const char *ctx = json_string_value(json_object_get(root, "fuzz-context"));
+    if (ctx && k8s_conn_from_kubeconfig_json(root, NULL, ctx, &c, &d) == AS_OK)
+        k8s_conn_free(c);
+    json_decref(root);
+    return 0;
+}
