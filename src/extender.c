@@ -5,6 +5,7 @@
  */
 #include "agentsched/extender.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -513,11 +514,15 @@ static bool can_host_after(const model_registry *reg, cache_shard_mode mode, con
     pred_result r = pred_check_static(mode, pod, node);
     if (r.code != PRED_OK)
         return false;
+    /* A private copy of the node to subtract the victims from: the fields
+     * before `requested` and after `in_shard` are stable under the read
+     * lock (and include any hot copies of the spec the cache keeps); the
+     * atomic usage fields in between are loaded with their accessors. */
     cache_node tmp;
     memset(&tmp, 0, sizeof tmp);
-    tmp.spec = node->spec;
-    tmp.id = node->id;
-    tmp.slot = node->slot;
+    memcpy(&tmp, node, offsetof(cache_node, requested));
+    size_t tail = offsetof(cache_node, in_shard) + sizeof node->in_shard;
+    memcpy((char *)&tmp + tail, (const char *)node + tail, sizeof tmp - tail);
     tmp.in_shard = cache_node_in_shard(node);
     for (int i = 0; i < MODEL_MAX_RES; i++)
         tmp.requested[i] = meta ? 0 : cache_node_requested(node, i);
