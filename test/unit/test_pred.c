@@ -1,5 +1,6 @@
 /* test_pred.c - every predicate and its kube-scheduler reason string. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "agentsched/cache.h"
@@ -310,4 +311,78 @@ Test(pred, gpu_pods_on_nodes_without_devices)
     cache_read_unlock(c);
     cr_assert_eq(dev, 0u, "no GPU demand: no devices");
     model_pod_free(p);
+}
+
+/* ---- fixtures: real v1 objects through the decoders ----------------- */
+
+static model_pod *decode_pod(const json_t *obj, const char *what)
+{
+    model_pod *p = NULL;
+    as_diag d = {0};
+    cr_assert_eq(model_pod_from_json(&reg, obj, &p, &d), AS_OK, "%s: %s", what, d.msg);
+    return p;
+}
+
+Test(pred, fixture_cases)
+{
+    json_error_t jerr;
+    json_t *doc = json_load_file(TEST_DATA_DIR "/pred/cases.json", 0, &jerr);
+    cr_assert(doc, "cases.json: %s", jerr.text);
+    json_t *cases = json_object_get(doc, "cases");
+    cr_assert(json_is_array(cases));
+    size_t i;
+    json_t *tc;
+    json_array_foreach(cases, i, tc)
+    {
+        const char *name = json_string_value(json_object_get(tc, "name"));
+        cache_free(c);
+        model_registry_destroy(&reg);
+        setup();
+
+        const char *mode_s = json_string_value(json_object_get(tc, "shard"));
+        cache_shard_mode mode = CACHE_SHARD_NONE;
+        if (mode_s)
+            cr_assert_eq(cache_shard_mode_parse(mode_s, &mode), AS_OK, "%s", name);
+        cache_set_shard_mode(c, mode);
+
+        model_node *node = NULL;
+        as_diag d = {0};
+        cr_assert_eq(model_node_from_json(&reg, json_object_get(tc, "node"), &node, &d), AS_OK,
+                     "%s: %s", name, d.msg);
+        char node_name[128];
+        snprintf(node_name, sizeof node_name, "%s", node->name);
+        cr_assert_eq(cache_node_upsert(c, node), AS_OK);
+        const char *in[] = {node_name};
+        bool in_shard = !json_is_false(json_object_get(tc, "in_shard"));
+        cr_assert_eq(cache_shard_apply(c, in, in_shard ? 1 : 0, NULL), AS_OK);
+
+        size_t j;
+        json_t *rp;
+        json_array_foreach(json_object_get(tc, "running"), j, rp)
+        {
+            model_pod *p = decode_pod(rp, name);
+            cr_assert_eq(cache_pod_upsert(c, p), AS_OK, "%s", name);
+            model_pod_free(p);
+        }
+        as_diag inv = {0};
+        cr_assert_eq(cache_check_invariants(c, &inv), AS_OK, "%s: %s", name, inv.msg);
+
+        model_pod *pod = decode_pod(json_object_get(tc, "pod"), name);
+        cache_read_lock(c);
+        const cache_node *n = cache_node_find(c, node_name, strlen(node_name));
+        cr_assert(n);
+        pred_result r = pred_check(&reg, mode, pod, n);
+        char why[160] = "";
+        if (r.code != PRED_OK)
+            pred_reason(&reg, n, pod, r, why, sizeof why);
+        cache_read_unlock(c);
+        const char *want = json_string_value(json_object_get(tc, "reason"));
+        cr_assert_str_eq(why, want, "%s", name);
+        if (r.code != PRED_OK)
+            cr_assert_eq(pred_unresolvable(r.code),
+                         json_is_true(json_object_get(tc, "unresolvable")), "%s: unresolvable",
+                         name);
+        model_pod_free(pod);
+    }
+    json_decref(doc);
 }
