@@ -43,6 +43,10 @@ static void topk_offer(topk *t, const cache_node *node, uint64_t version, double
     const char *name = node->spec->name;
     if (t->n == t->k && !better(score, name, &t->c[t->n - 1]))
         return;
+    /* a name listed twice by the caller is one candidate */
+    for (uint32_t j = 0; j < t->n; j++)
+        if (t->c[j].node_id == node->id)
+            return;
     uint32_t i = t->n < t->k ? t->n++ : t->n - 1;
     while (i > 0 && better(score, name, &t->c[i - 1])) {
         t->c[i] = t->c[i - 1];

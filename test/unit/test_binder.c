@@ -345,3 +345,75 @@ Test(binder, memo_is_capped_by_count_and_age)
     binder_outcome o;
     cr_assert_eq(binder_bind_noted(b, "u4", "n1", &o), AS_ENOTFOUND);
 }
+
+/* ---- deterministic interleavings between evaluation and commit ---- */
+
+Test(binder, node_shrinks_after_evaluation)
+{
+    add("n1", 4000);
+    model_pod *a = fx_pod("a", "ua", 3000, 0);
+    sched_result r;
+    evaluate(a, 1, &r);
+    add("n1", 2000); /* spec replaced: allocatable shrinks */
+    binder_outcome o;
+    cr_assert_eq(binder_commit(b, a, r.cand, 1, &o), AS_ECONFLICT);
+    cr_assert(strstr(o.reason, "node n1 changed") && strstr(o.reason, "Insufficient cpu"), "%s",
+              o.reason);
+    sched_result_free(&r);
+    model_pod_free(a);
+}
+
+Test(binder, taint_added_after_evaluation)
+{
+    add("n1", 4000);
+    model_pod *a = fx_pod("a", "ua", 100, 0);
+    sched_result r;
+    evaluate(a, 1, &r);
+    model_node *n = fx_node("n1", 4000, 64 * FX_GI, 110);
+    fx_node_taint(n, "maintenance", "true", MODEL_EFFECT_NO_SCHEDULE);
+    cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    binder_outcome o;
+    cr_assert_eq(binder_commit(b, a, r.cand, 1, &o), AS_ECONFLICT);
+    cr_assert(strstr(o.reason, "untolerated taint"), "%s", o.reason);
+    sched_result_free(&r);
+    model_pod_free(a);
+}
+
+Test(binder, usage_decrease_keeps_the_fast_path)
+{
+    add("n1", 1000);
+    model_pod *a = fx_pod("a", "ua", 600, 0), *bb = fx_pod("b", "ub", 300, 0);
+    sched_result ra;
+    evaluate(a, 1, &ra);
+    binder_outcome o;
+    cr_assert_eq(binder_commit(b, a, ra.cand, 1, &o), AS_OK);
+    sched_result rb;
+    evaluate(bb, 1, &rb);                         /* sees a's usage */
+    cr_assert_eq(binder_release(b, "ua"), AS_OK); /* frees capacity: no version bump */
+    cr_assert_eq(binder_commit(b, bb, rb.cand, 1, &o), AS_OK);
+    cr_assert_eq(o.how, BINDER_FAST, "a decrease cannot invalidate a fit decision");
+    check_invariants();
+    sched_result_free(&ra);
+    sched_result_free(&rb);
+    model_pod_free(a);
+    model_pod_free(bb);
+}
+
+Test(binder, pod_bound_by_someone_else_meanwhile)
+{
+    add("n1", 4000);
+    add("n2", 4000);
+    model_pod *a = fx_pod("a", "ua", 100, 0);
+    sched_result r;
+    evaluate(a, 2, &r);
+    model_pod *seen = fx_pod("a", "ua", 100, 0);
+    fx_pod_bind(seen, r.cand[1].name);
+    cr_assert_eq(cache_pod_upsert(c, seen), AS_OK); /* the watch: bound elsewhere */
+    binder_outcome o;
+    cr_assert_eq(binder_commit(b, a, r.cand, 1, &o), AS_ECONFLICT);
+    cr_assert(strstr(o.reason, "already bound"), "%s", o.reason);
+    check_invariants();
+    sched_result_free(&r);
+    model_pod_free(a);
+    model_pod_free(seen);
+}

@@ -317,3 +317,20 @@ Test(sched, early_stop_and_rotating_start)
     sched_result_free(&r);
     model_pod_free(pod);
 }
+
+Test(sched, duplicate_names_are_one_candidate)
+{
+    add(fx_node("n1", 4000, 8 * FX_GI, 110));
+    add(fx_node("n2", 4000, 8 * FX_GI, 110));
+    model_pod *pod = fx_pod("p", "u", 1000, FX_GI);
+    sched_name names[] = {{"n1", 2}, {"n1", 2}, {"n2", 2}};
+    sched_request req = {.pod = pod, .policy = pol, .names = names, .nnames = 3, .k = 3};
+    sched_result r;
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.ncand, 2);
+    cr_assert_str_eq(r.cand[0].name, "n1");
+    cr_assert_str_eq(r.cand[1].name, "n2");
+    cr_assert_eq(r.per_name[1].code, PRED_OK);
+    sched_result_free(&r);
+    model_pod_free(pod);
+}
