@@ -467,6 +467,20 @@ static int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
     *raw = (const char *)p;
     *esc = false;
     for (;;) {
+        /* Eight bytes at a time while none is a quote, a backslash, a
+         * control character or non-ASCII. With every byte below 0x80,
+         * (v - k) sets a byte's high bit whenever that byte is below k
+         * (borrows only add false positives, which the byte loop below
+         * sorts out). */
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            if ((x | (x - ones * 0x20) | (q - ones) | (b - ones)) & high)
+                break;
+            p += 8;
+        }
         while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80)
             p++;
         if (p >= end) {
