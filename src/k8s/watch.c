@@ -224,6 +224,11 @@ static as_err shard_table_apply(k8s_client *k, k8s_shard *s, bool del)
     return err;
 }
 
+static int shard_cmp(const void *a, const void *b)
+{
+    return strcmp(((const k8s_shard *)a)->name, ((const k8s_shard *)b)->name);
+}
+
 static void shard_table_clear(k8s_client *k)
 {
     pthread_mutex_lock(&k->shard_mu);
@@ -598,6 +603,8 @@ static as_err do_list(k8s_reflector *r)
     uint64_t epoch = 0;
     uint64_t items = 0;
     as_diag d = {{0}, {0}};
+    k8s_shard *staged = NULL;
+    size_t nstaged = 0;
 
     if (r->kind != K8S_KIND_NODESHARD) {
         /* Epochs compare with <, so concurrent relists of nodes and pods
@@ -606,8 +613,6 @@ static as_err do_list(k8s_reflector *r)
         epoch = cache_sync_begin(k->cache);
         if (r->kind == K8S_KIND_POD && k->cfg.pod_hook)
             k->cfg.pod_hook(k->cfg.pod_hook_arg, K8S_EV_SYNC_BEGIN, NULL);
-    } else {
-        shard_table_clear(k);
     }
     for (;;) {
         char params[1024];
@@ -665,8 +670,25 @@ static as_err do_list(k8s_reflector *r)
         json_t *it;
         json_array_foreach(arr, i, it)
         {
-            if (json_is_object(it))
+            if (!json_is_object(it))
+                continue;
+            if (r->kind != K8S_KIND_NODESHARD) {
                 apply_object(r->stream, K8S_EV_ADDED, it);
+                continue;
+            }
+            /* Shards are staged and swapped in whole: readers never see a
+             * half-listed table. */
+            if (nstaged >= SHARDS_MAX)
+                continue;
+            k8s_shard *nv = realloc(staged, (nstaged + 1) * sizeof *nv);
+            if (!nv) {
+                err = AS_ENOMEM;
+                json_decref(doc);
+                goto done;
+            }
+            staged = nv;
+            if (shard_from_json(it, &staged[nstaged]) == AS_OK)
+                nstaged++;
         }
         items += json_array_size(arr);
         free(cont);
@@ -695,12 +717,22 @@ static as_err do_list(k8s_reflector *r)
         log_info("msg=\"listed\" kind=%s items=%llu removed_stale=%zu rv=%s", kind_names[r->kind],
                  (unsigned long long)items, removed, k8s_stream_rv(r->stream));
     } else {
+        qsort(staged, nstaged, sizeof *staged, shard_cmp);
+        pthread_mutex_lock(&k->shard_mu);
+        k8s_shard *old = k->shards;
+        size_t nold = k->nshards;
+        k->shards = staged;
+        k->nshards = nstaged;
+        pthread_mutex_unlock(&k->shard_mu);
+        k8s_shards_free(old, nold);
+        staged = NULL;
+        nstaged = 0;
+        shard_notify(k);
         log_info("msg=\"listed\" kind=%s items=%llu rv=%s", kind_names[r->kind],
                  (unsigned long long)items, k8s_stream_rv(r->stream));
     }
 done:
-    if (r->kind == K8S_KIND_NODESHARD)
-        shard_notify(k);
+    k8s_shards_free(staged, nstaged);
     if (locked) {
         if (r->kind == K8S_KIND_POD && k->cfg.pod_hook)
             k->cfg.pod_hook(k->cfg.pod_hook_arg, K8S_EV_SYNC_END, NULL);
