@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "agentsched/cache.h"
@@ -311,4 +312,180 @@ Test(kubeconfig, rate_limiter_paces_requests)
     cache_free(c);
     model_registry_destroy(&reg);
     stub_free(stub);
+}
+
+/* ---- TLS: CA / client certificate as files and as memory blobs ------- */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+static bool run(const char *cmd)
+{
+    return system(cmd) == 0;
+}
+
+static k8s_blob slurp(const char *path)
+{
+    k8s_blob b = {0};
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b.data = malloc((size_t)n + 1);
+    cr_assert_eq(fread(b.data, 1, (size_t)n, f), (size_t)n);
+    b.data[n] = 0;
+    b.len = (size_t)n;
+    fclose(f);
+    return b;
+}
+
+static uint16_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    socklen_t l = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static bool port_open(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static long tls_get(model_registry *reg, const k8s_conn *conn, as_err *err, char *msg, size_t len)
+{
+    cache *c;
+    cr_assert_eq(cache_new(reg, &c), AS_OK);
+    k8s_config cfg;
+    k8s_config_defaults(&cfg);
+    cfg.conn = conn;
+    cfg.connect_timeout_ms = 3000;
+    cfg.request_timeout_ms = 5000;
+    k8s_client *k;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_OK, "%s", d.msg);
+    buf resp;
+    buf_init(&resp, 1 << 20);
+    long status = 0;
+    *err = k8s_request(k, "GET", "/", NULL, 0, &resp, &status, &d);
+    snprintf(msg, len, "%s", d.msg);
+    buf_free(&resp);
+    k8s_client_free(k);
+    cache_free(c);
+    return status;
+}
+
+Test(k8s_tls, ca_and_client_cert_files_and_blobs)
+{
+    if (!run("command -v openssl >/dev/null 2>&1")) {
+        cr_skip_test("openssl CLI not installed");
+    }
+    log_set_level(LOG_ERROR);
+    char dir[] = "/tmp/agentsched-tlsXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && exec >/dev/null 2>&1 && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout ca.key -out ca.crt -days 1 -subj /CN=test-ca && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout other.key -out other.crt -days 1 -subj /CN=other-ca && "
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout srv.key -out srv.csr -subj /CN=127.0.0.1 && "
+             "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-out srv.crt -days 1 -extfile san.ext && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout cli.key -out cli.csr -subj /CN=admin/O=system:masters && "
+             "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-out cli.crt -days 1",
+             dir);
+    cr_assert(run(cmd), "openssl could not make test certificates");
+    uint16_t port = free_port();
+    char portarg[16], crt[600], key[600], ca[600], cli_crt[600], cli_key[600], other[600];
+    snprintf(portarg, sizeof portarg, "%u", port);
+    snprintf(crt, sizeof crt, "%s/srv.crt", dir);
+    snprintf(key, sizeof key, "%s/srv.key", dir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(cli_crt, sizeof cli_crt, "%s/cli.crt", dir);
+    snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+    snprintf(other, sizeof other, "%s/other.crt", dir);
+    char *argv[] = {"openssl", "s_server", "-quiet",  "-www", "-accept", portarg, "-cert", crt,
+                    "-key",    key,        "-CAfile", ca,     "-Verify", "1",     NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    cr_assert_eq(posix_spawnp(&pid, "openssl", &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    for (int t = 0; t < 5000 && !port_open(port); t += 20)
+        msleep(20);
+
+    model_registry reg;
+    model_registry_init(&reg);
+    char server[64], msg[512];
+    snprintf(server, sizeof server, "https://127.0.0.1:%u", port);
+    as_err err;
+
+    /* Files. */
+    k8s_conn c = {0};
+    c.server = server;
+    c.ca_file = ca;
+    c.cert_file = cli_crt;
+    c.key_file = cli_key;
+    cr_assert_eq(tls_get(&reg, &c, &err, msg, sizeof msg), 200, "files: %s", msg);
+
+    /* Memory blobs (kubeconfig *-data). */
+    k8s_conn b = {0};
+    b.server = server;
+    b.ca_data = slurp(ca);
+    b.cert_data = slurp(cli_crt);
+    b.key_data = slurp(cli_key);
+    cr_assert_eq(tls_get(&reg, &b, &err, msg, sizeof msg), 200, "blobs: %s", msg);
+
+    /* The wrong CA fails verification; insecure-skip-tls-verify gets through. */
+    k8s_conn w = b;
+    k8s_blob oth = slurp(other);
+    w.ca_data = oth;
+    cr_assert_eq(tls_get(&reg, &w, &err, msg, sizeof msg), 0);
+    cr_assert_eq(err, AS_EIO, "%s", msg);
+    w.insecure = true;
+    cr_assert_eq(tls_get(&reg, &w, &err, msg, sizeof msg), 200, "insecure: %s", msg);
+
+    /* No client certificate: the server refuses the handshake. */
+    k8s_conn n = {0};
+    n.server = server;
+    n.ca_data = b.ca_data;
+    cr_assert_eq(tls_get(&reg, &n, &err, msg, sizeof msg), 0);
+    cr_assert_eq(err, AS_EIO, "%s", msg);
+
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    free(b.ca_data.data);
+    free(b.cert_data.data);
+    free(b.key_data.data);
+    free(oth.data);
+    model_registry_destroy(&reg);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run(cmd);
 }
