@@ -215,6 +215,11 @@ static void rebuild_fragment(score_policy *p)
         st(&p->t_p_above[b], tot ? acc / (double)tot : 0.5);
         acc += (double)h[b];
     }
+    /* GPU waste only matters as much as GPU pods come: a stream of
+     * CPU-only agent pods should not keep GPU nodes' CPU idle. */
+    uint64_t gp = __atomic_load_n(&p->gpu_pods, __ATOMIC_RELAXED);
+    uint64_t cp = __atomic_load_n(&p->cpu_pods, __ATOMIC_RELAXED);
+    st(&p->t_gpu_share, gp + cp >= 20 ? (double)gp / (double)(gp + cp) : 1.0);
     uint64_t kh[MODEL_MAX_GPUS + 1], ktot = 0;
     for (int k = 0; k <= MODEL_MAX_GPUS; k++) {
         kh[k] = __atomic_load_n(&p->khist[k], __ATOMIC_RELAXED);
@@ -698,6 +703,24 @@ static double fgd_frag(const score_policy *p, const view *v, int ntyp)
      * as fragment. */
     int ncls = __atomic_load_n(&p->ncls, __ATOMIC_RELAXED);
     double total = (double)g.total, F = 0;
+    /* Idle devices sorted ascending: share classes come in ascending milli,
+     * so "free below milli" is a running sum over one pass. */
+    int32_t fs[MODEL_MAX_GPUS];
+    int nf = 0;
+    for (int i = 0; i < v->ngpu; i++) {
+        int32_t f = v->f[i];
+        if (f <= 0)
+            continue;
+        int j = nf++;
+        while (j > 0 && fs[j - 1] > f) {
+            fs[j] = fs[j - 1];
+            j--;
+        }
+        fs[j] = f;
+    }
+    int pos = 0;
+    int64_t below = 0;
+    uint32_t last_milli = 0;
     for (int c = 0; c < ncls; c++) {
         uint32_t cnt = __atomic_load_n(&p->cls_cnt[c], __ATOMIC_RELAXED);
         uint32_t milli = __atomic_load_n(&p->cls_milli[c], __ATOMIC_RELAXED);
@@ -707,10 +730,20 @@ static double fgd_frag(const score_policy *p, const view *v, int ntyp)
             F += cpop * total;
             continue;
         }
-        if (milli >= MODEL_GPU_MILLI)
+        if (milli >= MODEL_GPU_MILLI) {
             frag = g.nfull >= (int)cnt ? g.total - (int64_t)g.nfull * MODEL_GPU_MILLI : g.total;
-        else
-            frag = g.max >= (int32_t)milli ? free_below(v, (int32_t)milli) : g.total;
+        } else if (g.max < (int32_t)milli) {
+            frag = g.total;
+        } else {
+            if (milli < last_milli) {
+                pos = 0;
+                below = 0;
+            }
+            last_milli = milli;
+            while (pos < nf && fs[pos] < (int32_t)milli)
+                below += fs[pos++];
+            frag = below;
+        }
         double cf = (double)frag;
         if (__atomic_load_n(&p->cls_max_cpu[c], __ATOMIC_RELAXED) <= v->cpu_free &&
             __atomic_load_n(&p->cls_max_mem[c], __ATOMIC_RELAXED) <= v->mem_free) {
@@ -824,8 +857,10 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
         gpu_sum g = view_gpu(&v);
         pack = gpu_alloc > 0 ? 100.0 * (1.0 - (double)g.total / gpu_alloc) : 100.0 * (1 - cpu_left);
     }
-    double s = 50.0 - 50.0 * (after - before) / (MODEL_MAX_GPUS * (double)MODEL_GPU_MILLI) +
-               p->f_pack * pack + p->f_spread * spread;
+    double s =
+        50.0 -
+        50.0 * ld(&p->t_gpu_share) * (after - before) / (MODEL_MAX_GPUS * (double)MODEL_GPU_MILLI) +
+        p->f_pack * pack + p->f_spread * spread;
     return s < 0 ? 0 : s > 100 ? 100 : s;
 }
 

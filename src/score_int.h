@@ -116,6 +116,7 @@ struct score_policy {
     double t_mem_per_milli;               /* memory bytes per milli-GPU */
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n devices) */
+    double t_gpu_share;                   /* share of pods asking for GPUs */
 };
 
 /* score_policy_alloc returns a policy with every default set (strategy s);
