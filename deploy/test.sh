@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/test.sh - build and run every test of agentsched.
 #
-#   deploy/test.sh [--quick] [--no-fuzz] [--jobs N]
+#   deploy/test.sh [--quick] [--no-fuzz] [--jobs N] [--prefix NAME]
 #
 # Stages (each in its own build directory):
 #   build/       Release          ctest -L unit, -L integration, -L e2e
@@ -10,8 +10,9 @@
 #                                 concurrency tests are unit tests)
 #   build-fuzz/  clang libFuzzer  each test/fuzz/fuzz_*.c for FUZZ_SECONDS
 #                                 (default 15) on its seed corpus
-# --quick runs only the first stage. Prints ctest's summary per stage and a
-# final table; exits non-zero when any stage failed.
+# --quick runs only the first stage; --prefix NAME uses NAME/, NAME-asan/,
+# ... instead of build/, build-asan/, ... Prints ctest's summary per stage
+# and a final table; exits non-zero when any stage failed.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,11 +20,13 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 QUICK=0
 FUZZ=1
 FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+P=build
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
     --no-fuzz) FUZZ=0 ;;
     --jobs) JOBS=$2; shift ;;
+    --prefix) P=$2; shift ;;
     -h | --help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -93,18 +96,18 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
-stage build unit integration e2e -- -DCMAKE_BUILD_TYPE=Release
+stage "$P" unit integration e2e -- -DCMAKE_BUILD_TYPE=Release
 if [ "$QUICK" -eq 0 ]; then
-    stage build-asan unit integration -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    stage "$P-asan" unit integration -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DAGENTSCHED_SANITIZE=address,undefined -DAGENTSCHED_BENCH=OFF
-    stage build-tsan unit -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    stage "$P-tsan" unit -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DAGENTSCHED_SANITIZE=thread -DAGENTSCHED_BENCH=OFF
     if [ "$FUZZ" -eq 1 ] && ls "$ROOT"/test/fuzz/fuzz_*.c >/dev/null 2>&1; then
         t0=$(date +%s)
-        echo "=== building build-fuzz"
-        if configure_build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTSCHED_FUZZ=ON \
+        echo "=== building $P-fuzz"
+        if configure_build "$P-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTSCHED_FUZZ=ON \
             -DCMAKE_C_COMPILER=clang; then
-            record "build-fuzz build" ok "$(($(date +%s) - t0))"
+            record "$P-fuzz build" ok "$(($(date +%s) - t0))"
             for src in "$ROOT"/test/fuzz/fuzz_*.c; do
                 name=$(basename "$src" .c)
                 t0=$(date +%s)
@@ -115,9 +118,9 @@ if [ "$QUICK" -eq 0 ]; then
                     -artifact_prefix="$work/")
                 echo "=== fuzzing $name for ${FUZZ_SECONDS}s"
                 if [ -d "$corpus" ]; then
-                    "$ROOT/build-fuzz/$name" "${args[@]}" "$work" "$corpus" >"$work/log" 2>&1
+                    "$ROOT/$P-fuzz/$name" "${args[@]}" "$work" "$corpus" >"$work/log" 2>&1
                 else
-                    "$ROOT/build-fuzz/$name" "${args[@]}" "$work" >"$work/log" 2>&1
+                    "$ROOT/$P-fuzz/$name" "${args[@]}" "$work" >"$work/log" 2>&1
                 fi
                 rc=$?
                 tail -n 3 "$work/log"
@@ -130,7 +133,7 @@ if [ "$QUICK" -eq 0 ]; then
                 rm -rf "$work"
             done
         else
-            record "build-fuzz build" FAIL "$(($(date +%s) - t0))"
+            record "$P-fuzz build" FAIL "$(($(date +%s) - t0))"
         fi
     fi
 fi

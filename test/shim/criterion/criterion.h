@@ -135,8 +135,15 @@ static inline void crs_report(bool fatal, const char *file, int line, const char
 #define cr_expect_null(p, ...) CRS_CHECK(0, (p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_expect_not_null(p, ...) CRS_CHECK(0, (p) != NULL, #p " != NULL", __VA_ARGS__)
 
+/* NULL compares unequal to every string (a failure, not a crash). */
+static inline int crs_strcmp(const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b ? 0 : 1;
+    return strcmp(a, b);
+}
 #define CRS_STR(fatal, a, op, b, ...)                                                              \
-    CRS_CHECK(fatal, strcmp((a), (b)) op 0, #a " " #op " " #b, __VA_ARGS__)
+    CRS_CHECK(fatal, crs_strcmp((a), (b)) op 0, #a " " #op " " #b, __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...) CRS_STR(1, a, ==, b, __VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) CRS_STR(1, a, !=, b, __VA_ARGS__)
 #define cr_expect_str_eq(a, b, ...) CRS_STR(0, a, ==, b, __VA_ARGS__)
