@@ -134,7 +134,7 @@ typedef struct cli_flag {
 static const cli_flag serve_flags[] = {
     {F_CLUSTER, "--cluster", "FILE",
      "Kubernetes List (YAML or JSON) of Nodes and Pods to schedule against,\n"
-     "                             e.g. `kubectl get nodes,pods -A -o yaml` (required)"},
+     "                             e.g. `kubectl get nodes,pods -A -o yaml` (embedded mode)"},
     {F_LISTEN, "--listen", "HOST:PORT",
      "address of the HTTP endpoints (default 127.0.0.1:8888; port 0 picks\n"
      "                             a free port, logged at start-up)"},
