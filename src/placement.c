@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,14 @@ static const ov_entry *overlay_find(const overlay *ov, uint64_t id)
     return e->used ? e : NULL;
 }
 
+/* The view copies a cache_node: the stable fields (before `requested` and
+ * from `ready` on: the hot spec copies) as bytes, the atomic usage fields
+ * in between through the accessors. Fields added to cache_node must keep
+ * that split: stable ones at the end. */
+_Static_assert(offsetof(cache_node, requested) > offsetof(cache_node, slot) &&
+                   offsetof(cache_node, ready) > offsetof(cache_node, in_shard),
+               "cache_node layout changed: revisit view_of");
+
 /* view_of returns n itself when no earlier pod went there, else tmp filled
  * with n's live usage plus the overlay. bind_version is loaded first
  * (acquire), as every reader of usage must. */
@@ -88,9 +97,9 @@ static const cache_node *view_of(const cache_node *n, const ov_entry *e, cache_n
         return n;
     tmp->bind_version = cache_node_bind_version(n);
     tmp->generation = cache_node_generation(n);
-    tmp->spec = n->spec;
-    tmp->id = n->id;
-    tmp->slot = n->slot;
+    memcpy(tmp, n, offsetof(cache_node, requested));
+    memcpy((char *)tmp + offsetof(cache_node, ready), (const char *)n + offsetof(cache_node, ready),
+           sizeof *tmp - offsetof(cache_node, ready));
     tmp->in_shard = cache_node_in_shard(n) ? 1 : 0;
     for (int r = 0; r < MODEL_MAX_RES; r++)
         tmp->requested[r] = cache_node_requested(n, r) + e->req[r];
