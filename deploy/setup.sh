@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deploy/setup.sh - set up a fresh Debian 12 machine for agentsched and build it.
 #
-#   sudo deploy/setup.sh          install the Debian packages, build build/ (Release)
+#   sudo deploy/setup.sh          install the Debian packages, build build/agentsched
+#                                 (Release)
 #   sudo deploy/setup.sh --run    ... then run the main job on the sample cluster
 #                                 (deploy/run-sample.sh)
 #   deploy/setup.sh --no-deps     only (re)build; no root needed
@@ -83,7 +84,8 @@ build() {
     jobs=$(nproc 2>/dev/null || echo 2)
     echo "setup: building $BUILD_DIR (Release, -j$jobs)"
     as_user cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-    as_user cmake --build "$BUILD_DIR" -j "$jobs"
+    # Only the binary: deploy/test.sh builds the tests and benchmarks.
+    as_user cmake --build "$BUILD_DIR" -j "$jobs" --target agentsched
     echo "setup: built $BUILD_DIR/agentsched"
     "$BUILD_DIR/agentsched" version
 }
