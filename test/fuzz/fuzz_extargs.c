@@ -15,15 +15,16 @@
 
 #include "agentsched/extargs.h"
 
-/* valid_json: jansson agrees the text is JSON (an object when obj). Huge
- * numbers are valid JSON that jansson cannot represent: accepted. */
-static bool valid_json(const char *s, size_t n, bool obj)
+/* valid_json: 1 when jansson agrees the text is JSON (an object when
+ * obj), 0 when it does not, -1 when it cannot tell (a number too big for
+ * it stops its parse early). */
+static int valid_json(const char *s, size_t n, bool obj)
 {
     json_error_t je;
     json_t *j = json_loadb(s, n, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
     if (!j)
-        return json_error_code(&je) == json_error_numeric_overflow;
-    bool ok = !obj || json_is_object(j);
+        return json_error_code(&je) == json_error_numeric_overflow ? -1 : 0;
+    int ok = !obj || json_is_object(j);
     json_decref(j);
     return ok;
 }
@@ -44,7 +45,7 @@ static void check_args(const char *body, size_t len, const extargs_args *a)
             abort();
         if (n->raw[0] != '{' || n->raw[n->raw_len - 1] != '}')
             abort();
-        if (!valid_json(n->raw, n->raw_len, true))
+        if (valid_json(n->raw, n->raw_len, true) == 0)
             abort(); /* the echoed span must be a JSON object on its own */
     }
     if (a->pod && !json_is_object(a->pod))
@@ -72,11 +73,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     abort();
         }
         extargs_args_release(&a);
-        if (!valid_json(body, size, true))
+        if (valid_json(body, size, true) == 0)
             abort(); /* accepted something that is not JSON */
     } else if (!d.msg[0]) {
         abort();
-    } else if (strstr(d.msg, "malformed JSON") && valid_json(body, size, false) &&
+    } else if (strstr(d.msg, "malformed JSON") && valid_json(body, size, false) == 1 &&
                !memchr(body, '\0', size)) {
         abort(); /* rejected valid JSON as malformed */
     }
