@@ -341,6 +341,7 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
               __atomic_load_n(&s->ready, __ATOMIC_ACQUIRE));
     svc_gauge(s, "agentsched_start_time_seconds", "Start time since the Unix epoch.",
               s->started_ms / 1000);
+    k8s_metrics_update(s); /* live mode: agentsched_k8s_* */
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     as_err err = metrics_render(s->metrics, &resp->body);
     if (err)

@@ -383,4 +383,12 @@ as_err k8s_bind_pod(struct svc *s, const char *ns, const char *name, const char 
  * s->k8s); true on embedded services (s->k8s NULL) when s->ready. */
 bool k8s_svc_ready(struct svc *s, char *why, size_t whylen);
 
+/*
+ * k8s_metrics_update sets the client's counters and gauges in s->metrics
+ * (agentsched_k8s_*: watch events, relists, reconnects, watch downtime,
+ * binds, events, expired assumed pods, synced). Call before rendering
+ * /metrics; no-op on embedded services.
+ */
+void k8s_metrics_update(struct svc *s);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include "agentsched/doc.h"
 #include "agentsched/log.h"
+#include "agentsched/metrics.h"
 #include "agentsched/svc.h"
 #include "internal.h"
 
@@ -731,4 +732,59 @@ bool k8s_svc_ready(svc *s, char *why, size_t whylen)
         return r;
     }
     return k8s_ready(s->k8s, k8s_now_ms(), why, whylen);
+}
+
+static void set_metric(metrics *m, bool gauge, const char *name, const char *help, int64_t v)
+{
+    metrics_counter *c =
+        gauge ? metrics_new_gauge(m, name, help) : metrics_new_counter(m, name, help);
+    metrics_set(c, v);
+}
+
+/* See k8s.h. */
+void k8s_metrics_update(svc *s)
+{
+    if (!s || !s->k8s || !s->metrics)
+        return;
+    k8s_client *k = s->k8s;
+    k8s_status st;
+    k8s_get_status(k, &st);
+    int64_t now = k8s_now_ms();
+    static const char *const kinds[K8S_KIND__COUNT] = {"nodes", "pods", "nodeshards"};
+    char name[160];
+    for (int i = 0; i < K8S_KIND__COUNT; i++) {
+        snprintf(name, sizeof name, "agentsched_k8s_watch_events_total{kind=\"%s\"}", kinds[i]);
+        set_metric(s->metrics, false, name, "Watch events applied, by resource.",
+                   (int64_t)st.events[i]);
+        snprintf(name, sizeof name, "agentsched_k8s_relists_total{kind=\"%s\"}", kinds[i]);
+        set_metric(s->metrics, false, name,
+                   "Relists after the first list (410 Gone, expired or oversized events).",
+                   (int64_t)st.relists[i]);
+        snprintf(name, sizeof name, "agentsched_k8s_reconnects_total{kind=\"%s\"}", kinds[i]);
+        set_metric(s->metrics, false, name, "Failed lists and broken watch connections.",
+                   (int64_t)st.reconnects[i]);
+        snprintf(name, sizeof name, "agentsched_k8s_watch_down_seconds{kind=\"%s\"}", kinds[i]);
+        set_metric(s->metrics, true, name, "Seconds the stream has been down (0 while up).",
+                   st.down_since_ms[i] ? (now - st.down_since_ms[i]) / 1000 : 0);
+    }
+    const char *bh = "Bindings posted to the API server, by result.";
+    set_metric(s->metrics, false, "agentsched_k8s_binds_total{result=\"ok\"}", bh,
+               (int64_t)st.binds_ok);
+    set_metric(s->metrics, false, "agentsched_k8s_binds_total{result=\"failed\"}", bh,
+               (int64_t)st.binds_failed);
+    set_metric(s->metrics, false, "agentsched_k8s_bind_retries_total",
+               "Binding attempts retried after 429, 5xx or a transport error.",
+               (int64_t)st.bind_retries);
+    const char *eh = "v1 Events, by outcome (dropped: rate-limited, queue full or refused).";
+    set_metric(s->metrics, false, "agentsched_k8s_events_total{result=\"posted\"}", eh,
+               (int64_t)st.events_posted);
+    set_metric(s->metrics, false, "agentsched_k8s_events_total{result=\"dropped\"}", eh,
+               (int64_t)st.events_dropped);
+    set_metric(s->metrics, false, "agentsched_k8s_assumed_expired_total",
+               "Assumed pods forgotten because the API server never confirmed them.",
+               (int64_t)st.assumed_expired);
+    set_metric(s->metrics, true, "agentsched_k8s_synced",
+               "1 after the first full list of nodes and pods.", st.synced);
+    set_metric(s->metrics, true, "agentsched_k8s_shards_present",
+               "1 when the NodeShard CRD answers.", st.shards_present);
 }

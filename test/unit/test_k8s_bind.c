@@ -429,6 +429,14 @@ Test(k8s_svc, start_ready_bind_stop)
     cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
     stub_last_auth(stub, why, sizeof why);
     cr_assert_str_eq(why, "Bearer secret");
+    k8s_metrics_update(s);
+    buf m;
+    buf_init(&m, 1 << 20);
+    cr_assert_eq(metrics_render(s->metrics, &m), AS_OK);
+    cr_assert_not_null(strstr(m.data, "agentsched_k8s_binds_total{result=\"ok\"} 1\n"), "%s",
+                       m.data);
+    cr_assert_not_null(strstr(m.data, "agentsched_k8s_synced 1\n"), "%s", m.data);
+    buf_free(&m);
     svc_free(s); /* stops the client before the cache goes */
     stub_free(stub);
     unlink(path);
