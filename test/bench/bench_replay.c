@@ -19,7 +19,9 @@
  * Exits 0 when every target holds, 1 when one misses, 0 with a note when
  * the data is absent (so it can run anywhere).
  *
- * Usage: bench_replay [--trace NAME|cpu-only]... [--inflate X] [--seed S]
+ * Also the cost of score_node alone per strategy (5000 synthetic nodes).
+ *
+ * Usage: bench_replay [--trace NAME|cpu-only|score-cost]... [--inflate X] [--seed S]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "agentsched/replay.h"
+#include "agentsched/score.h"
 
 static const char *const traces[] = {"default", "cpu050", "gpushare40", "multigpu20"};
 static const char *const policies[] = {"least-allocated", "most-allocated", "best-fit", "fgd",
@@ -175,6 +178,70 @@ static int cpu_only_scenario(const char *dir, const char *nodes)
     return miss;
 }
 
+/* Cost of score_node alone per strategy: 5000 synthetic nodes (openb-like
+ * shapes, random usage), 200 pods, ns per node scored. The scan around it
+ * (predicates, top-K) is the sched module's. */
+static void score_cost(void)
+{
+    enum { NN = 5000, NP = 200 };
+    model_registry reg;
+    model_registry_init(&reg);
+    int gi;
+    model_registry_intern(&reg, reg.gpu_name, strlen(reg.gpu_name), &gi);
+    model_node *specs = calloc(NN, sizeof *specs);
+    cache_node *nodes = calloc(NN, sizeof *nodes);
+    model_pod *pods = calloc(NP, sizeof *pods);
+    if (!specs || !nodes || !pods)
+        goto out;
+    uint64_t rng = 7;
+    static const int64_t shape[][3] = {
+        {96000, 384, 8}, {104000, 512, 2}, {32000, 256, 0}, {128000, 768, 8}, {32000, 128, 4}};
+    for (int i = 0; i < NN; i++) {
+        const int64_t *sh = shape[i % 5];
+        specs[i].name = "n";
+        specs[i].alloc.v[MODEL_RES_CPU] = sh[0];
+        specs[i].alloc.v[MODEL_RES_MEMORY] = sh[1] << 30;
+        specs[i].alloc.v[MODEL_RES_PODS] = 110;
+        specs[i].alloc.v[gi] = sh[2];
+        specs[i].ngpus = (uint32_t)sh[2];
+        specs[i].ready = true;
+        nodes[i].spec = &specs[i];
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        nodes[i].requested[MODEL_RES_CPU] = (int64_t)((rng >> 33) % (uint64_t)sh[0]) / 2;
+        nodes[i].requested[MODEL_RES_MEMORY] = (int64_t)((rng >> 20) % (uint64_t)(sh[1] << 29));
+        for (int d = 0; d < sh[2]; d++)
+            nodes[i].gpu_used[d] = (int32_t)((rng >> (d * 4)) % 3) * 400;
+    }
+    for (int i = 0; i < NP; i++) {
+        pods[i].req.v[MODEL_RES_CPU] = 4000 + (i % 7) * 1000;
+        pods[i].req.v[MODEL_RES_MEMORY] = (int64_t)(8 + i % 5) << 30;
+        pods[i].req.v[MODEL_RES_PODS] = 1;
+        pods[i].gpu_count = i % 4 ? 1 : 0;
+        pods[i].gpu_milli = i % 4 == 1 ? 1000 : i % 4 ? 200 + (uint32_t)(i % 8) * 100 : 0;
+    }
+    printf("\n== score_node cost: %d nodes x %d pods ==\n", NN, NP);
+    for (int s = 0; s < SCORE__COUNT; s++) {
+        score_policy *p = NULL;
+        if (score_policy_new_strategy(&reg, (score_strategy)s, &p))
+            continue;
+        for (int i = 0; i < NP; i++)
+            score_observe_pod(p, &pods[i]);
+        double sink = 0, t0 = cpu_time();
+        for (int i = 0; i < NP; i++)
+            for (int n = 0; n < NN; n++)
+                sink += score_node(p, &pods[i], &nodes[n]);
+        double secs = cpu_time() - t0;
+        printf("%-20s %6.1f ns/node (CPU time; checksum %.0f)\n",
+               score_strategy_name((score_strategy)s), secs * 1e9 / ((double)NN * NP), sink);
+        score_policy_unref(p);
+    }
+out:
+    free(specs);
+    free(nodes);
+    free(pods);
+    model_registry_destroy(&reg);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = getenv("AGENTSCHED_OPENB_DIR");
@@ -198,6 +265,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    bool cost = !nonly;
+    for (size_t k = 0; k < nonly; k++)
+        cost |= strcmp(only[k], "score-cost") == 0;
+    if (cost)
+        score_cost();
     char nodes[4200];
     snprintf(nodes, sizeof nodes, "%s/openb_node_list_all_node.csv", dir);
     if (access(nodes, R_OK) != 0) {
