@@ -9,7 +9,7 @@
  * and the ratio to /healthz (targets: >= 0.4x, p99 < 2 ms). A full-Nodes
  * filter (500 Node objects) is then timed on one connection (target
  * < 5 ms). Finally it times decoding the same 500-name ExtenderArgs with a
- * jansson DOM and with the streaming extargs decoder.
+ * jansson DOM and with the extargs decoder (validating scanner).
  *
  * Usage: bench_extender [seconds-per-phase] (default 2; total ~4x that).
  * Client and server share the machine's cores, for both the baseline and
@@ -311,8 +311,8 @@ static void bench_decode(const char *body)
         pool_free(p);
     }
     double stream = (cpu_ns() - t0) / iters / 1e6;
-    printf("decode 500-name ExtenderArgs (%zu B, CPU time): jansson DOM %.4f ms, extargs (yajl "
-           "streaming, Pod DOM included) %.4f ms (%.1fx faster)\n",
+    printf("decode 500-name ExtenderArgs (%zu B, CPU time): jansson DOM %.4f ms, extargs "
+           "(validating scanner, Pod DOM included) %.4f ms (%.1fx faster)\n",
            len, dom, stream, dom / stream);
 }
 
