@@ -473,6 +473,21 @@ static uint32_t pick_devices(const cnode *n, const pentry *e)
     return dev;
 }
 
+/* devices_still_valid: can e keep the devices it held (on this node's
+ * previous spec or incarnation) given n's current usage? Keeping them
+ * preserves a packing that a fresh best-fit pass might not reproduce. */
+static bool devices_still_valid(const cnode *n, const pentry *e)
+{
+    uint32_t ngpus = n->pub.ngpus;
+    if (!e->gpu_devices || (ngpus < 32 && (e->gpu_devices >> ngpus) != 0) ||
+        (uint32_t)__builtin_popcount(e->gpu_devices) != e->gpu_count)
+        return false;
+    for (uint32_t m = e->gpu_devices; m; m &= m - 1)
+        if (cache_node_gpu_used(&n->pub, __builtin_ctz(m)) + e->gpu_milli > MODEL_GPU_MILLI)
+            return false;
+    return true;
+}
+
 static void rec_link(prec *r, pentry *e)
 {
     e->rec = r;
@@ -599,7 +614,7 @@ static void attach_usage(cache *c, pentry *e, bool choose_devices)
         c->pods_detached++;
         return;
     }
-    if (choose_devices)
+    if (choose_devices && !devices_still_valid(n, e))
         e->gpu_devices = pick_devices(n, e);
     usage_apply(n, e, +1);
 }
@@ -914,16 +929,28 @@ as_err cache_node_upsert(cache *c, model_node *node)
         pthread_rwlock_unlock(&c->rw);
         n->epoch = c->epoch;
         if (old->ngpus != node->ngpus) {
-            /* Device indexes may no longer exist: re-place every pod's
-             * share on the new device set. */
+            /* Device indexes may no longer exist: re-place the shares on
+             * the new device set. Pass 0 keeps every still-valid placement
+             * and clears the others; pass 1 re-picks the cleared ones. */
             for (int d = 0; d < MODEL_MAX_GPUS; d++)
                 __atomic_store_n(&n->pub.gpu_used[d], 0, __ATOMIC_RELAXED);
-            for (pentry *e = n->rec->pods; e; e = e->next) {
-                e->gpu_devices = pick_devices(n, e);
-                for (uint32_t m = e->gpu_devices; m; m &= m - 1)
-                    __atomic_add_fetch(&n->pub.gpu_used[__builtin_ctz(m)], e->gpu_milli,
-                                       __ATOMIC_RELAXED);
-            }
+            for (int pass = 0; pass < 2; pass++)
+                for (pentry *e = n->rec->pods; e; e = e->next) {
+                    if (!e->gpu_count)
+                        continue;
+                    if (pass == 0 && !devices_still_valid(n, e)) {
+                        e->gpu_devices = 0;
+                        continue;
+                    }
+                    if (pass == 1) {
+                        if (e->gpu_devices)
+                            continue;
+                        e->gpu_devices = pick_devices(n, e);
+                    }
+                    for (uint32_t m = e->gpu_devices; m; m &= m - 1)
+                        __atomic_add_fetch(&n->pub.gpu_used[__builtin_ctz(m)], e->gpu_milli,
+                                           __ATOMIC_RELAXED);
+                }
         }
         bump_generation(n);
         bump_bind_version(n);
@@ -977,10 +1004,26 @@ unlock:
     /* Re-attach pods recorded against this name (node came back, or pods
      * arrived before their node). Readers may see usage grow; that is
      * conservative and bumps bind_version. */
-    for (pentry *e = r->pods; e; e = e->next) {
-        c->pods_detached--;
-        attach_usage(c, e, true);
-    }
+    /* Two passes: pods whose previous devices are still valid keep them
+     * (pass 0, with every pod that needs no device); the others are
+     * cleared and re-picked afterwards (pass 1), so a re-picked pod cannot
+     * take a keeper's place. */
+    for (int pass = 0; pass < 2; pass++)
+        for (pentry *e = r->pods; e; e = e->next) {
+            bool needs_device = e->gpu_count && n->pub.ngpus;
+            if (pass == 0) {
+                if (needs_device && !devices_still_valid(n, e)) {
+                    e->gpu_devices = 0;
+                    continue;
+                }
+                if (!needs_device)
+                    e->gpu_devices = 0;
+            } else if (!needs_device || e->gpu_devices) {
+                continue;
+            }
+            c->pods_detached--;
+            attach_usage(c, e, pass == 1);
+        }
 done:
     pthread_mutex_unlock(&c->wmu);
     return err;
@@ -1003,9 +1046,8 @@ static cnode *node_remove_locked(cache *c, cnode *n)
 static void node_destroy(cache *c, cnode *n)
 {
     prec *r = n->rec;
-    /* Devices chosen on this incarnation mean nothing on the next one. */
-    for (pentry *e = r->pods; e; e = e->next)
-        e->gpu_devices = 0;
+    /* Pods keep their device masks: if the node comes back with the same
+     * devices they are reused (attach checks they are still valid). */
     model_node_free((model_node *)n->pub.spec);
     cnode_release(c, n);
     rec_maybe_free(c, r);

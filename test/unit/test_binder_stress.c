@@ -153,13 +153,23 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* churner: replaces node specs (bumps versions, takes the write lock) and
- * checks invariants while the workers run. */
+/* churner: replaces node specs (bumps versions, takes the write lock),
+ * sometimes removes and re-adds a node, and checks invariants while the
+ * workers run. */
 static void *churner(void *arg)
 {
     int i = 0;
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
-        T_ASSERT(cache_node_upsert(c, make_node(i++ % NODES)) == AS_OK);
+        int k = i++ % NODES;
+        if (i % 8 == 0) {
+            /* the node object is recreated: slots move, candidates of the
+             * old incarnation are refused, its pods detach and re-attach */
+            char name[16];
+            snprintf(name, sizeof name, "n%d", k);
+            T_ASSERT(cache_node_remove(c, name) == AS_OK);
+            sched_yield();
+        }
+        T_ASSERT(cache_node_upsert(c, make_node(k)) == AS_OK);
         as_diag d = {0};
         if (cache_check_invariants(c, &d) != AS_OK) {
             fprintf(stderr, "invariant broken during the race: %s\n", d.msg);
@@ -170,8 +180,8 @@ static void *churner(void *arg)
     return NULL;
 }
 
-/* stress_run is the whole test; plain checks so it also runs without
- * Criterion's runner (see main below). */
+/* stress_run is the whole test, with plain checks (they are also safe
+ * in the helper threads). */
 static void stress_run(void)
 {
     model_registry_init(&reg);

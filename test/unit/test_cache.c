@@ -699,3 +699,64 @@ Test(cache, memory_5000_nodes_100000_pods)
     p->node_name = NULL;
     model_pod_free(p);
 }
+
+static model_node *gpu_node(const char *name, uint32_t ngpus)
+{
+    model_node *n = fx_node(name, 64000, 256 * FX_GI, 110);
+    fx_node_gpus(&reg, n, ngpus);
+    return n;
+}
+
+static void gpu_used_of(const char *name, int32_t out[4])
+{
+    cache_read_lock(c);
+    cache_node *n = cache_node_find(c, name, strlen(name));
+    cr_assert(n);
+    for (int d = 0; d < 4; d++)
+        out[d] = cache_node_gpu_used(n, d);
+    cache_read_unlock(c);
+}
+
+Test(cache, gpu_packing_survives_node_return_and_resize)
+{
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    /* packed as 600+300 | 600+300; a fresh best-fit pass over the pods in
+     * another order (300, 300, 600, 600) could not place the last 600 */
+    static const struct {
+        const char *uid;
+        uint32_t milli;
+    } shares[] = {{"a", 600}, {"b", 600}, {"c", 300}, {"d", 300}};
+    for (int i = 0; i < 4; i++) {
+        model_pod *p = fx_pod(shares[i].uid, shares[i].uid, 100, 0);
+        fx_pod_gpu(&reg, p, 1, shares[i].milli);
+        fx_pod_bind(p, "g");
+        cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+        model_pod_free(p);
+    }
+    int32_t used[4];
+    gpu_used_of("g", used);
+    cr_assert_eq(used[0], 900);
+    cr_assert_eq(used[1], 900);
+
+    cr_assert_eq(cache_node_remove(c, "g"), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    gpu_used_of("g", used);
+    cr_assert_eq(used[0], 900, "placements kept on return");
+    cr_assert_eq(used[1], 900);
+    check_invariants();
+
+    /* grows to 4 devices: every placement still valid, kept */
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 4)), AS_OK);
+    gpu_used_of("g", used);
+    cr_assert_eq(used[0] + used[1], 1800);
+    cr_assert_eq(used[2] + used[3], 0);
+    check_invariants();
+
+    /* shrinks to 1 device: the shares of device 1 are re-placed (the
+     * API server says they run there, so they are counted, overcommitted) */
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 1)), AS_OK);
+    gpu_used_of("g", used);
+    cr_assert_eq(used[0], 1800);
+    cr_assert_eq(used[1], 0);
+    check_invariants();
+}
