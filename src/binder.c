@@ -265,6 +265,7 @@ typedef struct fit_ctx {
     binder *b;
     pred_result last;
     char node[256]; /* name of the node re-checked (copied while stable) */
+    char why[160];  /* rendered reason of the last refusal */
 } fit_ctx;
 
 /* Re-check under the cache's writer mutex: every predicate against the
@@ -275,13 +276,12 @@ static bool fit_now(void *arg, const model_pod *pod, const cache_node *node, uin
     cache *c = f->b->c;
     snprintf(f->node, sizeof f->node, "%s", node->spec->name);
     f->last = pred_check(cache_registry(c), cache_get_shard_mode(c), pod, node);
-    if (f->last.code != PRED_OK)
-        return false;
-    if (!pred_gpu_choose(pod, node, devices)) {
+    if (f->last.code == PRED_OK && !pred_gpu_choose(pod, node, devices))
         f->last = (pred_result){PRED_INSUFFICIENT_GPU, 0};
-        return false;
-    }
-    return true;
+    if (f->last.code == PRED_OK)
+        return true;
+    pred_reason(cache_registry(c), node, pod, f->last, f->why, sizeof f->why);
+    return false;
 }
 
 /* pod_uid returns the cache key of pod: its uid, or "namespace/name". */
@@ -306,9 +306,8 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
     out->chosen = -1;
     if (!pod || (n && !cands))
         return AS_EINVAL;
-    const model_registry *reg = cache_registry(b->c);
     for (size_t i = 0; i < n; i++) {
-        fit_ctx f = {b, {PRED_OK, 0}, ""};
+        fit_ctx f = {b, {PRED_OK, 0}, "", ""};
         cache_assume_result res;
         uint32_t dev = 0;
         as_err err = cache_assume_if(b->c, pod, cands[i].slot, cands[i].node_id,
@@ -347,15 +346,12 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
             stat_inc(&b->st.conflicts);
             return AS_ECONFLICT;
         }
-        case CACHE_ASSUME_NO_FIT: {
-            char why[160];
-            pred_reason(reg, NULL, pod, f.last, why, sizeof why);
+        case CACHE_ASSUME_NO_FIT:
             snprintf(out->reason, sizeof out->reason,
                      "node %s changed since it was evaluated and the pod no longer fits: %s",
-                     f.node, f.last.code == PRED_TAINT ? "node(s) had untolerated taint" : why);
+                     f.node, f.why[0] ? f.why : "refused");
             stat_inc(&b->st.conflicts);
             break;
-        }
         case CACHE_ASSUME_NODE_GONE:
             /* cands[i].name died with that node's spec: do not read it */
             snprintf(out->reason, sizeof out->reason,

@@ -80,7 +80,10 @@ as_err binder_release(binder *b, const char *uid);
 /*
  * binder_note remembers pod (takes ownership; freed by the binder) and the
  * candidates evaluated for it (copied), replacing any earlier note for the
- * same uid. Oldest notes are evicted past the caps.
+ * same uid. Oldest notes are evicted past the caps. Candidate names are
+ * copied from the live nodes (by slot/node_id, under the cache read lock,
+ * so cands[i].name need not be valid any more); candidates whose node
+ * incarnation is gone are dropped. Do not call with the read lock held.
  */
 as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size_t n);
 

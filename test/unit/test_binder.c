@@ -374,7 +374,7 @@ Test(binder, taint_added_after_evaluation)
     cr_assert_eq(cache_node_upsert(c, n), AS_OK);
     binder_outcome o;
     cr_assert_eq(binder_commit(b, a, r.cand, 1, &o), AS_ECONFLICT);
-    cr_assert(strstr(o.reason, "untolerated taint"), "%s", o.reason);
+    cr_assert(strstr(o.reason, "untolerated taint {maintenance: true}"), "%s", o.reason);
     sched_result_free(&r);
     model_pod_free(a);
 }
