@@ -69,7 +69,12 @@ as_err score_policy_set_weight(score_policy *p, const char *name, double weight,
             return AS_ELIMIT;
         p->nw++;
         memcpy(p->w[i].name, name, n + 1);
-        p->w[i].idx = -1;
+        /* Fixed resources have fixed indexes; others resolve lazily. */
+        p->w[i].idx = strcmp(name, "cpu") == 0                 ? MODEL_RES_CPU
+                      : strcmp(name, "memory") == 0            ? MODEL_RES_MEMORY
+                      : strcmp(name, "ephemeral-storage") == 0 ? MODEL_RES_EPHEMERAL
+                      : strcmp(name, "pods") == 0              ? MODEL_RES_PODS
+                                                               : -1;
     }
     p->w[i].weight = weight;
     p->w[i].unit = unit > 0 ? unit : 1;
