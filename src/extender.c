@@ -12,6 +12,7 @@
 #include "agentsched/binder.h"
 #include "agentsched/cache.h"
 #include "agentsched/extargs.h"
+#include "agentsched/k8s.h"
 #include "agentsched/log.h"
 #include "agentsched/model.h"
 #include "agentsched/pred.h"
@@ -378,32 +379,23 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 /*
  * extender_live_bind - HOOK for the apiserver module: in live mode
  * (s->k8s != NULL) post the pods/binding subresource for the pod the
- * binder just assumed (k8s_bind_pod once it is implemented). On failure
- * the caller releases the assumed pod. Until then live-mode binding is
- * refused with a clear message.
+ * binder just assumed (k8s_bind_pod). On failure the caller releases the
+ * assumed pod.
  */
 static as_err extender_live_bind(svc *s, const extargs_binding *b, as_diag *d)
 {
-    (void)s;
-    return as_diag_set(d, AS_EUNSUPPORTED, NULL,
-                       "binding pod %s/%s through the API server is not available in this "
-                       "build; remove bindVerb from the extender config to let kube-scheduler "
-                       "bind",
-                       b->pod_namespace, b->pod_name);
+    return k8s_bind_pod(s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
 }
 
 /*
  * extender_live_fetch_pod - HOOK for the apiserver module: in live mode a
  * bind for a pod agentsched never filtered (memo evicted, agentsched
- * restarted between filter and bind) could GET the pod, note it and retry
- * the bind. Not implemented yet: such binds are refused.
+ * restarted between filter and bind) GETs the pod, notes it and retries
+ * the bind (k8s_get_pod).
  */
 static as_err extender_live_fetch_pod(svc *s, const extargs_binding *b, model_pod **out, as_diag *d)
 {
-    (void)s;
-    (void)b;
-    *out = NULL;
-    return as_diag_set(d, AS_EUNSUPPORTED, NULL, "fetching pods is not available");
+    return k8s_get_pod(s->k8s, b->pod_namespace, b->pod_name, &s->reg, out, d);
 }
 
 static void reply_bind(http_response *resp, const char *error)

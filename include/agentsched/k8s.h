@@ -305,6 +305,15 @@ typedef void (*k8s_bind_done_fn)(void *arg, as_err err, const as_diag *diag);
 as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const char *uid,
                       const char *node, k8s_bind_done_fn done, void *arg);
 
+/*
+ * k8s_get_pod fetches pod ns/name and decodes it with reg (borrowed).
+ * AS_ENOTFOUND on 404, AS_EAUTH on 401/403, AS_EHTTP otherwise, transport
+ * errors as k8s_request. Caller owns *out (model_pod_free). For the
+ * extender bind of a pod whose filter note is gone.
+ */
+as_err k8s_get_pod(k8s_client *k, const char *ns, const char *name, const model_registry *reg,
+                   model_pod **out, as_diag *diag);
+
 /* k8s_conflict_node extracts X from a 409 body/message "... is already
  * assigned to node \"X\"" into out; false when absent. */
 bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen);

@@ -332,3 +332,50 @@ as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const cha
         job_free(&j);
     return err;
 }
+
+/* See k8s.h. */
+as_err k8s_get_pod(k8s_client *k, const char *ns, const char *name, const model_registry *reg,
+                   model_pod **out, as_diag *diag)
+{
+    *out = NULL;
+    if (!ns || !*ns || !name || !*name)
+        return as_diag_set(diag, AS_EINVAL, NULL, "a pod needs a namespace and a name");
+    CURL *h = curl_easy_init();
+    if (!h)
+        return AS_ENOMEM;
+    char *ens = curl_easy_escape(h, ns, 0), *ename = curl_easy_escape(h, name, 0);
+    char path[1200];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ens ? ens : "",
+             ename ? ename : "");
+    curl_free(ens);
+    curl_free(ename);
+    buf resp;
+    buf_init(&resp, (size_t)8 << 20);
+    long status = 0;
+    as_err err = k8s_do(k, h, "GET", path, NULL, 0, &resp, &status, diag);
+    curl_easy_cleanup(h);
+    if (err)
+        goto done;
+    if (status == 404) {
+        err = as_diag_set(diag, AS_ENOTFOUND, NULL, "pod %s/%s does not exist", ns, name);
+        goto done;
+    }
+    if (status != 200) {
+        char msg[256];
+        err = as_diag_set(diag, status == 401 || status == 403 ? AS_EAUTH : AS_EHTTP, NULL,
+                          "GET pod %s/%s: %ld %s", ns, name, status,
+                          status_message(&resp, msg, sizeof msg));
+        goto done;
+    }
+    json_error_t je;
+    json_t *obj = json_loadb(resp.data, resp.len, 0, &je);
+    if (!obj) {
+        err = as_diag_set(diag, AS_EPARSE, NULL, "GET pod %s/%s: %s", ns, name, je.text);
+        goto done;
+    }
+    err = model_pod_from_json(reg, obj, out, diag);
+    json_decref(obj);
+done:
+    buf_free(&resp);
+    return err;
+}

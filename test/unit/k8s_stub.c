@@ -708,6 +708,25 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
     if (kind >= 0 && type == STUB_WATCH)
         return serve_watch(s, cn, kind, query, have_f, f);
     char ns[256], name[256];
+    char rest[8];
+    if (type == STUB_LIST &&
+        sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]%7s", ns, name, rest) == 2) {
+        char *b = NULL;
+        pthread_mutex_lock(&s->mu);
+        const char *k;
+        json_t *v;
+        json_object_foreach(s->objs[STUB_POD], k, v)
+        {
+            json_t *md = json_object_get(v, "metadata");
+            if (!strcmp(json_string_value(json_object_get(md, "name")), name) &&
+                !strcmp(json_string_value(json_object_get(md, "namespace")), ns))
+                b = json_dumps(v, JSON_COMPACT);
+        }
+        pthread_mutex_unlock(&s->mu);
+        bool ok = b ? send_response(fd, 200, b) : send_status(fd, 404, "NotFound", "pod not found");
+        free(b);
+        return ok;
+    }
     if (type == STUB_POST &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]/binding", ns, name) == 2)
         return serve_binding(s, fd, ns, name, body);

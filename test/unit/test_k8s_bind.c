@@ -383,6 +383,7 @@ Test(k8s_bind, after_stop)
 
 /* ---- service wiring ------------------------------------------------ */
 
+#include "agentsched/extender.h"
 #include "agentsched/svc.h"
 
 Test(k8s_svc, start_ready_bind_stop)
@@ -429,11 +430,44 @@ Test(k8s_svc, start_ready_bind_stop)
     cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
     stub_last_auth(stub, why, sizeof why);
     cr_assert_str_eq(why, "Bearer secret");
+    /* Extender bind verb for a pod agentsched never filtered: the live
+     * hooks GET the pod, note it, assume it and post the binding. */
+    json_t *px = stub_make_pod("default", "x", "uid-x", NULL, "1", "1Gi");
+    stub_put(stub, STUB_POD, px);
+    json_decref(px);
+    const char *body =
+        "{\"PodName\":\"x\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-x\",\"Node\":\"n0\"}";
+    http_request req = {0};
+    req.method = "POST";
+    req.path = "/scheduler/bind";
+    req.body = body;
+    req.body_len = strlen(body);
+    req.pool = pool_new(0);
+    http_response resp = {0};
+    resp.status = 200;
+    buf_init(&resp.body, 1 << 16);
+    extender_handle_bind(s, &req, &resp);
+    cr_assert_str_eq(resp.body.data, "{\"Error\":\"\"}", "%s", resp.body.data);
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    bool bound = false;
+    json_array_foreach(pods, i, v)
+    {
+        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")),
+                    "uid-x"))
+            bound = nn && !strcmp(nn, "n0");
+    }
+    json_decref(pods);
+    cr_assert(bound, "the extender bind reached the API server");
     k8s_metrics_update(s);
     buf m;
     buf_init(&m, 1 << 20);
     cr_assert_eq(metrics_render(s->metrics, &m), AS_OK);
-    cr_assert_not_null(strstr(m.data, "agentsched_k8s_binds_total{result=\"ok\"} 1\n"), "%s",
+    cr_assert_not_null(strstr(m.data, "agentsched_k8s_binds_total{result=\"ok\"} 2\n"), "%s",
                        m.data);
     cr_assert_not_null(strstr(m.data, "agentsched_k8s_synced 1\n"), "%s", m.data);
     buf_free(&m);
