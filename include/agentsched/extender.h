@@ -54,11 +54,12 @@
  * (svc->k8s == NULL) the bind is applied to the in-memory cluster: the
  * pod stays ASSUMED in the cache, which counts its usage exactly as a
  * bound pod; the cache offers no "mark bound" without the full pod, and
- * nothing in embedded mode expires assumed pods. In live mode the API
- * call is extender_live_bind (see extender.c) and an un-noted pod would be
- * fetched by extender_live_fetch_pod; both are hooks for the apiserver
- * module (today: the bind stays ASSUMED until the watch confirms it, and
- * un-noted pods are refused).
+ * nothing in embedded mode expires assumed pods. In live mode the bind
+ * posts the pods/binding subresource (extender_live_bind ->
+ * k8s_bind_pod; on failure the assumed pod is released and Error says
+ * why), and a pod agentsched never noted is fetched from the API server
+ * (extender_live_fetch_pod -> k8s_get_pod), noted, and bound with a full
+ * re-check.
  *
  * PREEMPT. 200 {"NodeNameToMetaVictims": {node: {"Pods":[{"UID":..}],
  * "NumPDBViolations": n}}}: the victims kube-scheduler proposed, per node,
