@@ -182,9 +182,10 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
     char msg[256];
     for (unsigned attempt = 0;; attempt++) {
         long status = 0;
+        int64_t retry_after = 0;
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
-        err = k8s_do(k, h, "POST", path, body.data, body.len, &resp, &status, &d);
+        err = k8s_do_ex(k, h, "POST", path, body.data, body.len, &resp, &status, &retry_after, &d);
         bool retry = false;
         if (err) {
             if (k8s_stopping(k)) {
@@ -242,6 +243,9 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         k8s_count(k, &k->st.bind_retries, 1);
         int64_t ms =
             k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, &rng);
+        /* The server's Retry-After wins, capped so a bind never stalls long. */
+        if (retry_after > ms)
+            ms = retry_after < 5000 ? retry_after : 5000;
         if (!k8s_sleep_ms(k, ms)) {
             err =
                 as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns, name);

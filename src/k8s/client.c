@@ -290,7 +290,15 @@ static int stop_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, 
 as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
               size_t body_len, buf *resp, long *status, as_diag *diag)
 {
+    return k8s_do_ex(k, h, method, path, body, body_len, resp, status, NULL, diag);
+}
+
+as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
+                 size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, as_diag *diag)
+{
     *status = 0;
+    if (retry_after_ms)
+        *retry_after_ms = 0;
     if (!k8s_rl_wait(k))
         return as_diag_set(diag, AS_EIO, NULL, "client stopping");
     char *url = k8s_url(k, path);
@@ -323,6 +331,14 @@ as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, cons
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
         if (*status == 401)
             k8s_token_invalidate(k);
+        struct curl_header *ra = NULL;
+        if (retry_after_ms && (*status == 429 || *status == 503) &&
+            curl_easy_header(h, "Retry-After", 0, CURLH_HEADER, -1, &ra) == CURLHE_OK && ra &&
+            ra->value) {
+            long sec = strtol(ra->value, NULL, 10); /* seconds; HTTP dates are ignored */
+            if (sec > 0)
+                *retry_after_ms = (int64_t)sec * 1000;
+        }
         err = AS_OK;
     } else if (sink.overflow) {
         err = as_diag_set(diag, AS_ETOOBIG, NULL, "%s %s: response larger than %zu bytes", method,

@@ -123,6 +123,10 @@ char *k8s_url(k8s_client *k, const char *path);
 as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
               size_t body_len, buf *resp, long *status, as_diag *diag);
 
+/* k8s_do_ex also reports a 429/503 Retry-After (seconds form) in ms (0: none). */
+as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
+                 size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, as_diag *diag);
+
 /* Forces the next token read to reload the file (after a 401). */
 void k8s_token_invalidate(k8s_client *k);
 
