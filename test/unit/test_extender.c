@@ -2,6 +2,7 @@
  * (test/unit/data/extender/<verb>/<case>/{request.json,expected.json[,status]})
  * plus the stateful bind paths and a table of hostile requests. */
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -571,5 +572,65 @@ Test(extender, hostile_big_requests)
     cr_assert_eq(r.status, 400, "%.200s", r.raw);
     reply_free(&r);
     free(body);
+    svc_free(s);
+}
+
+/* ---- through the HTTP server -------------------------------------- */
+
+static size_t collect(char *p, size_t sz, size_t n, void *u)
+{
+    buf_append(u, p, sz * n);
+    return sz * n;
+}
+
+static long http_post(unsigned port, const char *path, const char *body, buf *out)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, path);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
+    if (body)
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    long code = 0;
+    cr_assert_eq(curl_easy_perform(e), CURLE_OK);
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(e);
+    return code;
+}
+
+Test(extender, served_by_the_http_server)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.listen = "127.0.0.1:0";
+    log_set_level(LOG_ERROR);
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(svc_load_cluster(s, DATA "/cluster.yaml", &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(svc_http_start(s, &d), AS_OK, "%s", d.msg);
+    unsigned port = http_server_port(s->http);
+    buf b;
+    buf_init(&b, 0);
+    char *args = pod_args("web", "uid-web", "100m", "[\"node1\",\"nope\"]");
+    cr_assert_eq(http_post(port, EXTENDER_PATH_FILTER, args, &b), 200, "%s", b.data);
+    cr_assert(strstr(b.data, "\"NodeNames\":[\"node1\"]"), "%s", b.data);
+    buf_reset(&b);
+    cr_assert_eq(http_post(port, EXTENDER_PATH_PRIORITIZE, args, &b), 200, "%s", b.data);
+    cr_assert(strstr(b.data, "\"Host\":\"nope\",\"Score\":0"), "%s", b.data);
+    buf_reset(&b);
+    char *bind = bind_args("web", "uid-web", "node1");
+    cr_assert_eq(http_post(port, EXTENDER_PATH_BIND, bind, &b), 200, "%s", b.data);
+    cr_assert_str_eq(b.data, "{\"Error\":\"\"}");
+    buf_reset(&b);
+    cr_assert_eq(http_post(port, EXTENDER_PATH_PREEMPT, "{\"Pod\":", &b), 400, "%s", b.data);
+    buf_reset(&b);
+    cr_assert_eq(http_post(port, EXTENDER_PATH_FILTER, NULL, &b), 405, "%s", b.data);
+    buf_free(&b);
+    free(args);
+    free(bind);
+    svc_http_stop(s);
     svc_free(s);
 }
