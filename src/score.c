@@ -477,6 +477,17 @@ void score_observe_pod(score_policy *p, const model_pod *pod)
 /* Node view                                                           */
 /* ------------------------------------------------------------------ */
 
+/* a - b saturating at the int64 range (hostile requests must not
+ * overflow). */
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+    if (b > 0 && a < INT64_MIN + b)
+        return INT64_MIN;
+    if (b < 0 && a > INT64_MAX + b)
+        return INT64_MAX;
+    return a - b;
+}
+
 typedef struct view {
     int64_t cpu_alloc, mem_alloc;
     int64_t cpu_free, mem_free;
@@ -501,8 +512,8 @@ static void view_load(view *v, const cache_node *node)
  * least free milli that holds it. Returns false if the GPUs do not fit. */
 static bool view_place(view *v, const model_pod *pod)
 {
-    v->cpu_free -= pod_cpu(pod);
-    v->mem_free -= pod_mem(pod);
+    v->cpu_free = sat_sub(v->cpu_free, pod_cpu(pod));
+    v->mem_free = sat_sub(v->mem_free, pod_mem(pod));
     if (!pod->gpu_count)
         return true;
     if (pod->gpu_milli >= MODEL_GPU_MILLI) {
@@ -602,6 +613,23 @@ static const model_registry *policy_reg(const score_policy *p, const cache_node 
     return p->reg;
 }
 
+/* a + b without signed overflow (usage and requests are non-negative). */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b)
+        return INT64_MAX;
+    return a + b;
+}
+
+/* num * 100 / den in integers as upstream, without overflow for huge
+ * quantities (0 <= num <= den). */
+static int64_t pct(int64_t num, int64_t den)
+{
+    if (num <= INT64_MAX / MAX_NODE_SCORE)
+        return num * MAX_NODE_SCORE / den;
+    return (int64_t)((double)num / (double)den * MAX_NODE_SCORE);
+}
+
 static double score_allocated(const score_policy *p, const model_pod *pod, const cache_node *node,
                               const model_registry *reg, bool most)
 {
@@ -614,14 +642,14 @@ static double score_allocated(const score_policy *p, const model_pod *pod, const
         int64_t alloc, req, podreq;
         if (w->weight <= 0 || !weight_amounts(p, w, pod, node, reg, &alloc, &req, &podreq, true))
             continue;
-        int64_t used = req + podreq;
+        int64_t used = sat_add(req, podreq);
         int64_t s;
         if (most) {
             if (used > alloc)
                 used = alloc;
-            s = used * MAX_NODE_SCORE / alloc;
+            s = pct(used, alloc);
         } else {
-            s = used > alloc ? 0 : (alloc - used) * MAX_NODE_SCORE / alloc;
+            s = used > alloc ? 0 : pct(alloc - used, alloc);
         }
         sum += (double)s * w->weight;
         wsum += w->weight;
@@ -639,7 +667,7 @@ static double score_balanced(const score_policy *p, const model_pod *pod, const 
         if (p->w[i].weight <= 0 ||
             !weight_amounts(p, &p->w[i], pod, node, reg, &alloc, &req, &podreq, false))
             continue;
-        double f = (double)(req + podreq) / (double)alloc;
+        double f = (double)sat_add(req, podreq) / (double)alloc;
         if (f > 1)
             f = 1;
         frac[n++] = f;
@@ -669,10 +697,10 @@ static double score_best_fit(const score_policy *p, const model_pod *pod, const 
         int64_t alloc, req, podreq;
         if (w->weight <= 0 || !weight_amounts(p, w, pod, node, reg, &alloc, &req, &podreq, false))
             continue;
-        int64_t l = alloc - req - podreq;
+        double l = (double)alloc - (double)req - (double)podreq;
         if (l < 0)
             l = 0;
-        left += w->weight * (double)l / w->unit;
+        left += w->weight * l / w->unit;
         wsum += w->weight;
     }
     if (wsum <= 0)

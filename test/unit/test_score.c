@@ -297,6 +297,18 @@ Test(score, scores_stay_in_range)
     }
     model_pod_free(pod);
     model_node_free(h.spec);
+    /* Huge quantities (the model allows up to int64) do not overflow. */
+    hnode_init(&h, INT64_MAX, INT64_MAX, 2);
+    hnode_use(&h, INT64_MAX / 2, INT64_MAX / 3);
+    pod = fx_pod("q", "q", INT64_MAX, INT64_MAX);
+    fx_pod_gpu(&reg, pod, 1, 500);
+    for (int s = 0; s < SCORE__COUNT; s++) {
+        double v = score((score_strategy)s, pod, &h);
+        cr_assert(v >= 0 && v <= 100 && isfinite(v), "%s: %f",
+                  score_strategy_name((score_strategy)s), v);
+    }
+    model_pod_free(pod);
+    model_node_free(h.spec);
 }
 
 Test(score, extender_mapping)
