@@ -96,6 +96,16 @@ run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods.yaml" --policy "$DATA/no-su
 expect_rc 1 "missing policy file"
 expect_err "no-such-policy.yaml" "missing policy named"
 
+# --- the shipped sample: deploy/examples/{cluster,pods}.yaml ---------------------
+SAMPLE=$HERE/../../deploy/examples
+if [ -f "$SAMPLE/cluster.yaml" ] && [ -f "$SAMPLE/pods.yaml" ]; then
+    run "$BIN" place --cluster "$SAMPLE/cluster.yaml" -f "$SAMPLE/pods.yaml" -o json
+    expect_rc 0 "sample cluster and pods"
+    expect_jq '(.placements | length) == 6 and .placements[5].node == null' \
+        "sample: six pods, the huge one unplaceable"
+    expect_jq '.placements[4].node | startswith("cpu-large-0")' "sample: batch job on a batch node"
+fi
+
 # --- errors name the file and the field --------------------------------------
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/bad-quantity.yaml"
 expect_rc 1 "bad quantity"
