@@ -345,6 +345,7 @@ static int run_server(const place_opts *o, const pod_src *ps)
     char *url = NULL;
     CURL *h = NULL;
     struct curl_slist *hdrs = NULL;
+    bool curl_inited = false;
     json_t *req = NULL;
     buf resp;
     buf_init(&resp, PLACE_MAX_RESPONSE);
@@ -373,7 +374,10 @@ static int run_server(const place_opts *o, const pod_src *ps)
         goto oom;
     }
 
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(h = curl_easy_init()))
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        goto oom;
+    curl_inited = true;
+    if (!(h = curl_easy_init()))
         goto oom;
     hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     if (!hdrs)
@@ -413,7 +417,7 @@ done:
     curl_slist_free_all(hdrs);
     if (h)
         curl_easy_cleanup(h);
-    if (h || hdrs)
+    if (curl_inited)
         curl_global_cleanup();
     free(url);
     free(body);
