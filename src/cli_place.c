@@ -38,7 +38,7 @@ static const char place_usage[] =
     "  --candidates K      candidates to report per pod, 1..16 (default 3; with --server,\n"
     "                      the server's default)\n"
     "  --policy FILE       scoring policy file (offline only; a server uses its own policy)\n"
-    "  -o, --output FMT    table (default) or json (the HTTP API's answer)\n"
+    "  -o, --output FMT    table (default) or json (the HTTP API's answer, indented)\n"
     "  --timeout S         with --server: give up after S seconds (default 30)\n"
     "  -h, --help          print this help\n"
     "\n"
