@@ -400,4 +400,20 @@ bool k8s_svc_ready(struct svc *s, char *why, size_t whylen);
  */
 void k8s_metrics_update(struct svc *s);
 
+/* ------------------------------------------------------------------ */
+/* Pod status (status.c, added by the fast path)                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * k8s_pod_set_condition sets one condition on pod ns/name with a strategic
+ * merge patch of pods/{name}/status (conditions merge by type), as
+ * kube-scheduler does for PodScheduled=False/Unschedulable. reason and
+ * message may be NULL. Synchronous, rate-limited, private connection.
+ * AS_OK on 2xx; AS_ENOTFOUND on 404; AS_EAUTH on 401/403; AS_EHTTP other
+ * statuses; AS_EIO transport. diag says what happened.
+ */
+as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, const char *type,
+                             const char *status, const char *reason, const char *message,
+                             as_diag *diag);
+
 #endif
