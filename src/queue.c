@@ -25,10 +25,11 @@ typedef struct queue_entry {
     int urgent;
     uint64_t seq; /* arrival in activeQ */
     unsigned attempts;
-    int64_t failed_ms;     /* last failure */
-    int64_t backoff_until; /* failed_ms + backoff(attempts) */
-    int64_t pool_since;    /* entered the unschedulable pool */
-    int64_t active_since;  /* entered activeQ (queue wait) */
+    int64_t failed_ms;            /* last failure */
+    int64_t backoff_until;        /* failed_ms + backoff(attempts) */
+    int64_t pool_since;           /* entered the unschedulable pool */
+    int64_t active_since;         /* entered activeQ (queue wait) */
+    uint64_t added_ns, active_ns; /* real monotonic, for latency metrics */
     uint64_t move_seq_at_pop;
     bool moved_in_flight; /* a relevant update arrived while in flight */
     bool gone;            /* removed while in flight */
@@ -61,6 +62,13 @@ static int64_t mono_ms(void *arg)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int64_t q_now(const queue *q)
@@ -281,6 +289,7 @@ static void to_active(queue *q, queue_entry *e, int urgent, int64_t now)
     e->urgent = urgent;
     e->seq = ++q->seq;
     e->active_since = now;
+    e->active_ns = real_ns();
     if (heap_push(&q->active, e, active_before) != AS_OK) {
         e->where = QUEUE_ABSENT;
         index_unlink(q, e);
@@ -550,6 +559,7 @@ as_err queue_add(queue *q, model_pod *pod)
         goto done;
     }
     e->h = h;
+    e->added_ns = real_ns();
     e->pod = pod;
     pod = NULL;
     e->seen_epoch = q->epoch;
@@ -619,6 +629,8 @@ as_err queue_pop(queue *q, int64_t timeout_ms, queue_item *out)
             out->attempts = e->attempts;
             out->urgent = e->urgent != 0;
             out->queued_ms = now - e->active_since;
+            out->added_ns = e->added_ns;
+            out->active_ns = e->active_ns;
             e->urgent = 0;
             break;
         }

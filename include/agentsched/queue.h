@@ -94,9 +94,12 @@ bool queue_remove(queue *q, const char *uid);
 typedef struct queue_item {
     struct queue_entry *e; /* handle for the settle calls */
     const model_pod *pod;
-    unsigned attempts; /* failed attempts so far */
-    bool urgent;       /* popped from an urgent retry */
-    int64_t queued_ms; /* time it waited in activeQ (clock ms) */
+    unsigned attempts;  /* failed attempts so far */
+    bool urgent;        /* popped from an urgent retry */
+    int64_t queued_ms;  /* time it waited in activeQ (clock ms) */
+    uint64_t added_ns;  /* first queue_add (CLOCK_MONOTONIC ns, never the injected
+                           clock): arrival -> bound latency */
+    uint64_t active_ns; /* entered activeQ (CLOCK_MONOTONIC ns): queue wait */
 } queue_item;
 
 /*
