@@ -746,14 +746,20 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
         e->epoch = c->epoch;
         goto done;
     }
-    /* New, moved, or resized: replace the entry wholesale. */
-    if (e)
+    /* New, moved, or resized: replace the entry wholesale. A pod resized
+     * in place keeps its devices when they still hold it. */
+    uint32_t keep_devices = 0;
+    if (e) {
+        if (e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0)
+            keep_devices = e->gpu_devices;
         pod_drop(c, e);
+    }
     pentry *ne = pentry_new(uid, uid_len, pod);
     if (!ne) {
         err = AS_ENOMEM;
         goto done;
     }
+    ne->gpu_devices = keep_devices;
     err = pod_insert(c, ne, node, node_len, CACHE_POD_BOUND, true);
     if (err != AS_OK)
         free(ne);

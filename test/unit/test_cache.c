@@ -760,3 +760,31 @@ Test(cache, gpu_packing_survives_node_return_and_resize)
     cr_assert_eq(used[1], 0);
     check_invariants();
 }
+
+Test(cache, resized_pod_keeps_its_gpu_device)
+{
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    model_pod *x = fx_pod("x", "ux", 100, 0);
+    fx_pod_gpu(&reg, x, 1, 900);
+    fx_pod_bind(x, "g");
+    cr_assert_eq(cache_pod_upsert(c, x), AS_OK); /* device 0 */
+    model_pod *a = fx_pod("a", "ua", 100, 0);
+    fx_pod_gpu(&reg, a, 1, 200);
+    cr_assert_eq(assume(a, "g"), CACHE_ASSUME_FAST);
+    cache_pod_info info;
+    cache_pod_lookup(c, "ua", &info);
+    uint32_t dev = info.gpu_devices;
+    cr_assert_eq(dev, 2u, "device 1: device 0 has only 100 free");
+    cr_assert_eq(cache_pod_delete(c, "ux"), AS_OK); /* a fresh pick would now take device 0 */
+    /* confirmed with a larger cpu request (e.g. overhead added) */
+    a->req.v[MODEL_RES_CPU] = 300;
+    fx_pod_bind(a, "g");
+    cr_assert_eq(cache_pod_upsert(c, a), AS_OK);
+    cache_pod_lookup(c, "ua", &info);
+    cr_assert_eq(info.state, CACHE_POD_BOUND);
+    cr_assert_eq(info.gpu_devices, dev);
+    cr_assert_eq(used("g", MODEL_RES_CPU), 300);
+    check_invariants();
+    model_pod_free(a);
+    model_pod_free(x);
+}
