@@ -416,4 +416,37 @@ as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, co
                              const char *status, const char *reason, const char *message,
                              as_diag *diag);
 
+
+/* ------------------------------------------------------------------ */
+/* NodeShard writes and leases (shard_status.c, added by the shards    */
+/* helper)                                                             */
+/* ------------------------------------------------------------------ */
+
+/*
+ * k8s_patch sends PATCH path with the given Content-Type (e.g.
+ * "application/merge-patch+json") on a private connection, rate-limited,
+ * like k8s_request (same return contract: AS_OK whenever a response
+ * arrived; check *status).
+ */
+as_err k8s_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
+                 size_t body_len, buf *resp, long *status, as_diag *diag);
+
+/*
+ * k8s_shard_patch_status merge-patches nodeshards/{name}/status with
+ * status (borrowed JSON object: nodesInUse, nodesToRemove, nodesToAdd,
+ * lastUpdateTime). AS_OK on 2xx; AS_ENOTFOUND on 404 (no such NodeShard or
+ * CRD); AS_EAUTH on 401/403; AS_EHTTP otherwise; transport errors as
+ * k8s_request.
+ */
+as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status,
+                              as_diag *diag);
+
+/*
+ * k8s_shard_put_desired sets spec.nodesDesired of NodeShard name to
+ * nodes[0..n) (a merge patch; the object is created with POST when it is
+ * absent). Errors as k8s_shard_patch_status.
+ */
+as_err k8s_shard_put_desired(k8s_client *k, const char *name, const char *const *nodes, size_t n,
+                             as_diag *diag);
+
 #endif

@@ -1,0 +1,197 @@
+/*
+ * shard_status.c - NodeShard writes (shard.volcano.sh/v1alpha1): the
+ * coordinator's status merge patch and the controller's spec.nodesDesired,
+ * plus a PATCH with an explicit Content-Type (k8s_request always sends
+ * application/json, which the API server refuses for PATCH).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/buf.h"
+#include "internal.h"
+
+#define SHARD_API "/apis/shard.volcano.sh/v1alpha1/nodeshards"
+
+static size_t patch_sink(char *data, size_t size, size_t nmemb, void *arg)
+{
+    buf *b = arg;
+    size_t n = size * nmemb;
+    buf_append(b, data, n); /* overflow only truncates what we keep */
+    return n;
+}
+
+/* See k8s.h. */
+as_err k8s_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
+                 size_t body_len, buf *resp, long *status, as_diag *diag)
+{
+    *status = 0;
+    if (!k8s_rl_wait(k))
+        return as_diag_set(diag, AS_EIO, NULL, "client stopping");
+    as_err err = AS_OK;
+    struct curl_slist *hdrs = NULL;
+    char *url = NULL;
+    char ct[128];
+    CURL *h = curl_easy_init();
+    if (!h || !(url = k8s_url(k, path))) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    if ((err = k8s_easy_prepare(k, h, url, false, &hdrs)))
+        goto done;
+    snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
+    struct curl_slist *t = curl_slist_append(hdrs, ct);
+    if (!t) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    hdrs = t;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, patch_sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
+    CURLcode cc = curl_easy_perform(h);
+    if (cc != CURLE_OK) {
+        err = as_diag_set(diag, cc == CURLE_OPERATION_TIMEDOUT ? AS_ETIMEOUT : AS_EIO, NULL,
+                          "PATCH %s: %s", path, curl_easy_strerror(cc));
+        goto done;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+done:
+    if (h) {
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+        curl_easy_cleanup(h);
+    }
+    curl_slist_free_all(hdrs);
+    free(url);
+    return err;
+}
+
+static as_err status_err(const char *what, const char *name, long code, const buf *resp,
+                         as_diag *diag)
+{
+    if (code >= 200 && code < 300)
+        return AS_OK;
+    if (code == 404)
+        return as_diag_set(diag, AS_ENOTFOUND, NULL,
+                           "%s NodeShard %s: not found (is the NodeShard CRD installed? see "
+                           "deploy/crds/nodeshard.yaml)",
+                           what, name);
+    if (code == 401 || code == 403)
+        return as_diag_set(diag, AS_EAUTH, NULL,
+                           "%s NodeShard %s: HTTP %ld (grant nodeshards and nodeshards/status "
+                           "to this service account)",
+                           what, name, code);
+    if (code == 409)
+        return as_diag_set(diag, AS_ECONFLICT, NULL, "%s NodeShard %s: conflict: %.200s", what,
+                           name, resp->data ? resp->data : "");
+    return as_diag_set(diag, AS_EHTTP, NULL, "%s NodeShard %s: HTTP %ld: %.200s", what, name,
+                       code, resp->data ? resp->data : "");
+}
+
+static bool name_ok(const char *name)
+{
+    if (!name || !*name || strlen(name) > 253)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            return false;
+    return true;
+}
+
+/* See k8s.h. */
+as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status,
+                              as_diag *diag)
+{
+    if (!k || !name_ok(name) || !json_is_object(status))
+        return as_diag_set(diag, AS_EINVAL, NULL,
+                           "NodeShard status: bad name or status (names are DNS subdomains)");
+    as_err err = AS_OK;
+    char *body = NULL;
+    buf resp, path;
+    buf_init(&resp, 64 << 10);
+    buf_init(&path, 512);
+    json_t *doc = json_pack("{s:O}", "status", (json_t *)status);
+    if (!doc || !(body = json_dumps(doc, JSON_COMPACT))) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    buf_printf(&path, SHARD_API "/%s/status", name);
+    if ((err = path.err))
+        goto done;
+    long code = 0;
+    if ((err = k8s_patch(k, path.data, "application/merge-patch+json", body, strlen(body), &resp,
+                         &code, diag)))
+        goto done;
+    err = status_err("status of", name, code, &resp, diag);
+done:
+    json_decref(doc);
+    free(body);
+    buf_free(&resp);
+    buf_free(&path);
+    return err;
+}
+
+/* See k8s.h. */
+as_err k8s_shard_put_desired(k8s_client *k, const char *name, const char *const *nodes, size_t n,
+                             as_diag *diag)
+{
+    if (!k || !name_ok(name))
+        return as_diag_set(diag, AS_EINVAL, NULL, "NodeShard %s: bad name (a DNS subdomain)",
+                           name ? name : "(null)");
+    as_err err = AS_OK;
+    char *body = NULL;
+    buf resp, path;
+    buf_init(&resp, 64 << 10);
+    buf_init(&path, 512);
+    json_t *arr = json_array();
+    json_t *doc = NULL;
+    if (!arr) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(arr, json_string(nodes[i]))) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+    doc = json_pack("{s:{s:O}}", "spec", "nodesDesired", arr);
+    if (!doc || !(body = json_dumps(doc, JSON_COMPACT))) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    buf_printf(&path, SHARD_API "/%s", name);
+    if ((err = path.err))
+        goto done;
+    long code = 0;
+    if ((err = k8s_patch(k, path.data, "application/merge-patch+json", body, strlen(body), &resp,
+                         &code, diag)))
+        goto done;
+    if (code == 404) {
+        /* Absent: create it. */
+        json_decref(doc);
+        free(body);
+        body = NULL;
+        doc = json_pack("{s:s,s:s,s:{s:s},s:{s:O}}", "apiVersion", "shard.volcano.sh/v1alpha1",
+                        "kind", "NodeShard", "metadata", "name", name, "spec", "nodesDesired",
+                        arr);
+        if (!doc || !(body = json_dumps(doc, JSON_COMPACT))) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+        buf_reset(&resp);
+        if ((err = k8s_request(k, "POST", SHARD_API, body, strlen(body), &resp, &code, diag)))
+            goto done;
+    }
+    err = status_err("spec of", name, code, &resp, diag);
+done:
+    json_decref(doc);
+    json_decref(arr);
+    free(body);
+    buf_free(&resp);
+    buf_free(&path);
+    return err;
+}
