@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "agentsched/cache.h"
+#include "agentsched/fastpath.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
 #include "agentsched/model.h"
@@ -112,6 +113,7 @@ typedef enum serve_flag_id {
     F_SHARD_MODE,
     F_SHARD_NAME,
     F_CANDIDATES,
+    F_WORKERS,
     F_MAX_BODY,
     F_HTTP_THREADS,
     F_LOG_LEVEL,
@@ -147,6 +149,10 @@ static const cli_flag serve_flags[] = {
     {F_SHARD_NAME, "--shard-name", "NAME", "shard to use (default: the scheduler name)"},
     {F_CANDIDATES, "--candidates", "K",
      "candidates per decision, 1..16 (default 3; placement reports them)"},
+    {F_WORKERS, "--workers", "N",
+     "live mode: fast-path worker threads scheduling pods of --scheduler-name,\n"
+     "                             1..256 (default 2; the fast path runs only with\n"
+     "                             --kubeconfig / --in-cluster, not with --cluster)"},
     {F_MAX_BODY, "--max-body", "BYTES",
      "request body cap; a quantity like 16Mi or 1048576 (default 16Mi);\n"
      "                             larger bodies get 413"},
@@ -339,6 +345,11 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                 return EXIT_USAGE;
             cfg->candidates = (unsigned)n;
             break;
+        case F_WORKERS:
+            if (parse_uint(fl->name, value, 1, 256, &n))
+                return EXIT_USAGE;
+            cfg->workers = (unsigned)n;
+            break;
         case F_MAX_BODY: {
             int64_t bytes = 0;
             as_diag d = {0};
@@ -453,9 +464,10 @@ static int cmd_serve(int argc, char **argv)
         return EXIT_FAIL;
     }
     uint64_t t0 = svc_mono_ns();
+    fastpath *fp = NULL; /* live mode only: embedded clusters have no pending pods */
     if (cfg.cluster_path) {
         err = svc_load_cluster(s, cfg.cluster_path, &d);
-    } else {
+    } else if ((err = fastpath_new(s, NULL, NULL, &fp, &d)) == AS_OK) {
         /* Live mode: the reflectors fill the cache; /readyz says when. */
         k8s_config kc;
         k8s_config_defaults(&kc);
@@ -466,10 +478,17 @@ static int cmd_serve(int argc, char **argv)
         kc.burst = cfg.kube_api_burst;
         kc.watch_down_ms = cfg.watch_down_ms;
         kc.watch_timeout_ms = cfg.watch_timeout_ms;
+        kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
+        kc.pod_hook_arg = fp;
         err = k8s_start(s, &kc, &d);
+        if (!err && (err = fastpath_start(fp)))
+            as_diag_set(&d, err, NULL, "cannot start the fast-path threads");
     }
     if (err) {
         print_diag(cfg.cluster_path ? "cannot load the cluster" : "cannot connect", err, &d);
+        fastpath_stop(fp);
+        k8s_stop(s); /* its pod hook points at fp */
+        fastpath_free(fp);
         svc_free(s);
         return EXIT_FAIL;
     }
@@ -477,6 +496,9 @@ static int cmd_serve(int argc, char **argv)
     err = svc_http_start(s, &d);
     if (err) {
         print_diag("cannot serve HTTP", err, &d);
+        fastpath_stop(fp);
+        k8s_stop(s);
+        fastpath_free(fp);
         svc_free(s);
         return EXIT_FAIL;
     }
@@ -520,6 +542,11 @@ static int cmd_serve(int argc, char **argv)
             break;
     }
     svc_http_stop(s);
+    /* Workers and binds first, then the reflectors (their pod hook feeds
+     * the fast path's queue), then the memory. */
+    fastpath_stop(fp);
+    k8s_stop(s);
+    fastpath_free(fp);
     svc_free(s);
     log_info("msg=\"stopped\"");
     return EXIT_OK;
