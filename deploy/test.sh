@@ -47,8 +47,10 @@ record() { # name status seconds
 configure_build() { # dir cmake-args...
     local dir=$1
     shift
-    cmake -S "$ROOT" -B "$ROOT/$dir" -G Ninja "$@" >/dev/null &&
-        cmake --build "$ROOT/$dir" -j "$JOBS"
+    cmake -S "$ROOT" -B "$ROOT/$dir" -G Ninja "$@" >/dev/null || return 2
+    # -k 0: build everything that can be built, so one broken test source
+    # does not hide the results of all the others.
+    cmake --build "$ROOT/$dir" -j "$JOBS" -- -k 0
 }
 
 run_ctest() { # dir label
@@ -86,11 +88,15 @@ stage() { # dir labels... -- cmake args
     shift
     t0=$(date +%s)
     echo "=== building $dir"
-    if ! configure_build "$dir" "$@"; then
-        record "$dir build" FAIL "$(($(date +%s) - t0))"
+    configure_build "$dir" "$@"
+    case $? in
+    0) record "$dir build" ok "$(($(date +%s) - t0))" ;;
+    2)
+        record "$dir configure" FAIL "$(($(date +%s) - t0))"
         return
-    fi
-    record "$dir build" ok "$(($(date +%s) - t0))"
+        ;;
+    *) record "$dir build (some targets)" FAIL "$(($(date +%s) - t0))" ;;
+    esac
     for l in "${labels[@]}"; do run_ctest "$dir" "$l"; done
 }
 
