@@ -11,6 +11,7 @@
 #include "agentsched/log.h"
 #include "agentsched/placement.h"
 #include "agentsched/pool.h"
+#include "agentsched/volcano.h"
 
 #ifndef AGENTSCHED_GIT_COMMIT
 #define AGENTSCHED_GIT_COMMIT "unknown"
@@ -372,7 +373,19 @@ static const http_route svc_route_table[] = {
     {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize},
     {"POST", EXTENDER_PATH_BIND, extender_handle_bind},
     {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt},
-    /* volcano: add /volcano/... lines here */
+    /* volcano */
+    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open},
+    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close},
+    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate},
+    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize},
+    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable},
+    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued},
+    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused},
+    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready},
+    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate},
+    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate},
 };
 
 /* See svc.h. */

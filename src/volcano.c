@@ -812,16 +812,20 @@ static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
     sched_candidate cand;
     memset(&cand, 0, sizeof cand);
     bool found = false;
+    char why[256] = "";
     cache_read_lock(s->cache);
     const cache_node *cn = cache_node_find(s->cache, node_name, strlen(node_name));
     if (cn) {
-        /* seen version 0 never matches (versions start at 1): the binder
-         * re-checks the pod against the node's current state */
+        /* judge the fit here for a clear reason; the version loaded before
+         * the usage lets the binder commit at once if nothing changed */
+        found = true;
         cand.slot = cn->slot;
         cand.node_id = cn->id;
-        cand.bind_version = 0;
+        cand.bind_version = cache_node_bind_version(cn);
         cand.name = node_name;
-        found = true;
+        pred_result r = pred_check(&s->reg, cache_get_shard_mode(s->cache), pod, cn);
+        if (r.code != PRED_OK)
+            pred_reason(&s->reg, cn, pod, r, why, sizeof why);
     }
     cache_read_unlock(s->cache);
     if (!found) {
@@ -829,6 +833,11 @@ static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
                  "agentsched cannot allocate pod %s/%s to node %s: node(s) were not found in "
                  "agentsched's node cache",
                  pod->ns, pod->name, node_name);
+        return AS_OK;
+    }
+    if (why[0]) {
+        snprintf(msg, len, "agentsched refused to allocate pod %s/%s to node %s: %s", pod->ns,
+                 pod->name, node_name, why);
         return AS_OK;
     }
     binder_outcome out;
