@@ -640,7 +640,8 @@ static as_err do_list(k8s_reflector *r)
             goto done;
         }
         if (status != 200) {
-            if (!(r->kind == K8S_KIND_NODESHARD && status == 404))
+            /* The shard stream reports 404/403 once, from the reflector. */
+            if (!(r->kind == K8S_KIND_NODESHARD && (status == 404 || status == 403)))
                 log_http_failure(r, "list", status, &body);
             err = status_err(status);
             if (status == 410 && cont) {
@@ -910,12 +911,14 @@ static void *reflector_main(void *arg)
             as_err err = do_list(r);
             if (k8s_stopping(k))
                 break;
-            if (err == AS_ENOTFOUND && r->kind == K8S_KIND_NODESHARD) {
-                if (!r->absent_logged) {
+            if ((err == AS_ENOTFOUND || err == AS_EAUTH) && r->kind == K8S_KIND_NODESHARD) {
+                if (!r->absent_logged && err == AS_ENOTFOUND)
                     log_info("msg=\"NodeShard CRD (shard.volcano.sh/v1alpha1) not installed; "
                              "shards absent\"");
-                    r->absent_logged = true;
-                }
+                else if (!r->absent_logged)
+                    log_warn("msg=\"no permission to list nodeshards.shard.volcano.sh; shards "
+                             "absent (grant get/list/watch to use them)\"");
+                r->absent_logged = true;
                 pthread_mutex_lock(&k->st_mu);
                 k->st.shards_present = false;
                 pthread_mutex_unlock(&k->st_mu);
