@@ -5,6 +5,7 @@
  * and their nodes) and cache_check_invariants passes.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -672,4 +673,99 @@ Test(k8s_stream, pod_events_fixture)
     model_registry_destroy(&reg);
     free(data);
     free(nodes);
+}
+
+/* ---- pod hook (the fast path's feed of pending pods) ---------------- */
+
+typedef struct hook_log {
+    pthread_mutex_t mu;
+    int added, modified, deleted, sync_begin, sync_end, kept;
+    model_pod *pending[64];
+} hook_log;
+
+static bool on_pod(void *arg, k8s_event_type ev, model_pod *pod)
+{
+    hook_log *h = arg;
+    pthread_mutex_lock(&h->mu);
+    bool take = false;
+    switch (ev) {
+    case K8S_EV_ADDED:
+        h->added++;
+        if (!pod->node_name && h->kept < 64) {
+            h->pending[h->kept++] = pod; /* keep pending pods, as a queue would */
+            take = true;
+        }
+        break;
+    case K8S_EV_MODIFIED:
+        h->modified++;
+        break;
+    case K8S_EV_DELETED:
+        h->deleted++;
+        break;
+    case K8S_EV_SYNC_BEGIN:
+        h->sync_begin++;
+        break;
+    case K8S_EV_SYNC_END:
+        h->sync_end++;
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return take;
+}
+
+static hook_log *g_hook_for_tweak; /* test-only: passes the log to the tweak */
+
+static void with_pod_hook(k8s_config *cfg)
+{
+    cfg->pod_hook = on_pod;
+    cfg->pod_hook_arg = g_hook_for_tweak;
+}
+
+Test(k8s_watch, pod_hook_sees_events_and_relists)
+{
+    fx f;
+    fx_init(&f);
+    seed(&f, 2, 8); /* pods 3 and 7 are pending */
+    hook_log h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    g_hook_for_tweak = &h;
+    fx_start(&f, with_pod_hook);
+    synced(&f);
+    json_t *p = stub_make_pod("default", "late", "late-uid", NULL, "1", "1Gi");
+    stub_put(f.stub, STUB_POD, p);
+    json_decref(p);
+    stub_delete(f.stub, STUB_POD, "uid-0");
+    for (int t = 0; t < 3000; t += 20) {
+        pthread_mutex_lock(&h.mu);
+        bool done = h.added >= 9 && h.deleted >= 1;
+        pthread_mutex_unlock(&h.mu);
+        if (done)
+            break;
+        msleep(20);
+    }
+    pthread_mutex_lock(&h.mu);
+    cr_assert_geq(h.added, 9);
+    cr_assert_geq(h.deleted, 1);
+    cr_assert_eq(h.kept, 3, "two pending from the list, one from the watch");
+    cr_assert_eq(h.sync_begin, 1);
+    cr_assert_eq(h.sync_end, 1);
+    pthread_mutex_unlock(&h.mu);
+    /* a relist is bracketed again */
+    stub_fault(f.stub, "/api/v1/pods", STUB_WATCH, STUB_F_ERROR_410, 0);
+    stub_drop_watches(f.stub);
+    for (int t = 0; t < 3000; t += 20) {
+        pthread_mutex_lock(&h.mu);
+        bool done = h.sync_end >= 2;
+        pthread_mutex_unlock(&h.mu);
+        if (done)
+            break;
+        msleep(20);
+    }
+    wait_consistent(&f, 3000);
+    fx_fini(&f);
+    cr_assert_eq(h.sync_begin, 2);
+    cr_assert_eq(h.sync_end, 2);
+    for (int i = 0; i < h.kept; i++)
+        model_pod_free(h.pending[i]);
 }
