@@ -18,6 +18,7 @@
 #include "agentsched/pred.h"
 #include "agentsched/sched.h"
 #include "agentsched/score.h"
+#include "agentsched/shard.h"
 #include "agentsched/svc.h"
 
 /* ------------------------------------------------------------------ */
@@ -275,6 +276,8 @@ static void write_prioritize(svc *s, eval *e, buf *o, const score_policy *policy
 static void handle_eval(svc *s, const http_request *req, http_response *resp, verb v)
 {
     uint64_t t0 = svc_mono_ns();
+    /* Hold the shard revision until the answer is out (shard.h gating). */
+    uint64_t shard_rev = shard_decision_begin(s->shard);
     bool with_error = v == VERB_FILTER;
     as_diag d;
     memset(&d, 0, sizeof d);
@@ -356,6 +359,7 @@ done:
         score_policy_unref(e.policy);
     model_pod_free(e.pod);
     extargs_args_release(&e.a);
+    shard_decision_end(s->shard, shard_rev);
     metrics_observe(v == VERB_FILTER ? s->m.filter_seconds : s->m.prioritize_seconds,
                     seconds_since(t0));
 }

@@ -15,6 +15,7 @@
 #include "agentsched/log.h"
 #include "agentsched/metrics.h"
 #include "agentsched/sched.h"
+#include "agentsched/shard.h"
 #include "agentsched/score.h"
 #include "agentsched/svc.h"
 
@@ -420,6 +421,8 @@ static void decide(fp_worker *w, const queue_item *it)
     svc *s = fp->s;
     const model_pod *pod = it->pod;
     uint64_t t0 = now_ns();
+    /* Held from evaluation through the binder commit (shard.h gating). */
+    uint64_t shard_rev = shard_decision_begin(s->shard);
     metrics_observe(fp->m.st_wait, (double)(t0 - it->active_ns) / 1e9);
     if (!w->pol || ++w->since_pol >= POLICY_REFRESH) {
         if (w->pol)
@@ -522,6 +525,7 @@ static void decide(fp_worker *w, const queue_item *it)
         queue_backoff(fp->q, it->e);
     }
 done:
+    shard_decision_end(s->shard, shard_rev);
     sched_result_free(&res);
     __atomic_add_fetch(&w->busy_ns, now_ns() - t0, __ATOMIC_RELAXED);
 }

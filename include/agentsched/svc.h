@@ -76,6 +76,8 @@ typedef struct svc {
     int ready;            /* (atomic) 1 once the cache is synced */
     volatile sig_atomic_t stop;
     void *k8s;            /* live-mode API client (k8s module), NULL embedded */
+    struct shard_coord *shard; /* NodeShard coordinator (shard.h), NULL when
+                                  --shard-mode none; added by the shards helper */
 } svc;
 
 /* svc_new builds the runtime from a validated config: registry, cache,
