@@ -55,11 +55,11 @@ void shard_names_free(shard_names *s);
 
 /* The computed view of our shard. */
 typedef struct shard_view {
-    bool own_present;      /* our NodeShard exists */
-    shard_names desired;   /* own spec.nodesDesired */
-    shard_names usable;    /* desired minus others' nodesInUse (= next nodesInUse) */
-    shard_names to_add;    /* desired but used by another shard */
-    shard_names to_remove; /* own status.nodesInUse minus desired */
+    bool own_present;       /* our NodeShard exists */
+    shard_names desired;    /* own spec.nodesDesired */
+    shard_names usable;     /* desired minus others' nodesInUse (= next nodesInUse) */
+    shard_names to_add;     /* desired but used by another shard */
+    shard_names to_remove;  /* own status.nodesInUse minus desired */
     char *resource_version; /* own object's, NULL when absent */
     bool status_current;    /* own status.nodesInUse already equals usable */
 } shard_view;
@@ -80,12 +80,12 @@ typedef as_err (*shard_publish_fn)(void *arg, const char *name, const shard_view
                                    as_diag *diag);
 
 typedef struct shard_coord_config {
-    const char *name;       /* our shard (copied) */
-    cache_shard_mode mode;  /* NONE: the coordinator does nothing */
-    cache *cache;           /* borrowed, must outlive the coordinator */
+    const char *name;         /* our shard (copied) */
+    cache_shard_mode mode;    /* NONE: the coordinator does nothing */
+    cache *cache;             /* borrowed, must outlive the coordinator */
     shard_publish_fn publish; /* NULL: never publish (tests of gating use a fake) */
     void *publish_arg;
-    int64_t retry_ms;       /* publish retry after a failure; default 2000 */
+    int64_t retry_ms; /* publish retry after a failure; default 2000 */
 } shard_coord_config;
 
 typedef struct shard_coord shard_coord;
@@ -135,14 +135,14 @@ size_t shard_coord_inflight(shard_coord *c, uint64_t revision);
 as_err shard_coord_publish_now(shard_coord *c, bool *published, as_diag *diag);
 
 typedef struct shard_coord_stats {
-    uint64_t updates;        /* shard_coord_update calls */
-    uint64_t applies;        /* usable set changed and applied */
-    uint64_t published;      /* statuses written */
+    uint64_t updates;   /* shard_coord_update calls */
+    uint64_t applies;   /* usable set changed and applied */
+    uint64_t published; /* statuses written */
     uint64_t publish_failed;
-    uint64_t gated;          /* publish attempts deferred by in-flight decisions */
+    uint64_t gated;            /* publish attempts deferred by in-flight decisions */
     uint64_t pending_revision; /* 0 when nothing pending */
     uint64_t published_revision;
-    size_t usable;           /* nodes in the usable set */
+    size_t usable; /* nodes in the usable set */
     size_t to_add;
     bool own_present;
 } shard_coord_stats;
@@ -152,7 +152,6 @@ void shard_coord_get_stats(shard_coord *c, shard_coord_stats *out);
 /* shard_publish_k8s is a shard_publish_fn (arg = k8s_client): a JSON merge
  * patch of nodeshards/{name}/status (k8s_shard_patch_status). */
 as_err shard_publish_k8s(void *arg, const char *name, const shard_view *st, as_diag *diag);
-
 
 struct svc;
 

@@ -88,8 +88,8 @@ static as_err status_err(const char *what, const char *name, long code, const bu
     if (code == 409)
         return as_diag_set(diag, AS_ECONFLICT, NULL, "%s NodeShard %s: conflict: %.200s", what,
                            name, resp->data ? resp->data : "");
-    return as_diag_set(diag, AS_EHTTP, NULL, "%s NodeShard %s: HTTP %ld: %.200s", what, name,
-                       code, resp->data ? resp->data : "");
+    return as_diag_set(diag, AS_EHTTP, NULL, "%s NodeShard %s: HTTP %ld: %.200s", what, name, code,
+                       resp->data ? resp->data : "");
 }
 
 static bool name_ok(const char *name)
@@ -103,8 +103,7 @@ static bool name_ok(const char *name)
 }
 
 /* See k8s.h. */
-as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status,
-                              as_diag *diag)
+as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status, as_diag *diag)
 {
     if (!k || !name_ok(name) || !json_is_object(status))
         return as_diag_set(diag, AS_EINVAL, NULL,
@@ -176,8 +175,7 @@ as_err k8s_shard_put_desired(k8s_client *k, const char *name, const char *const 
         free(body);
         body = NULL;
         doc = json_pack("{s:s,s:s,s:{s:s},s:{s:O}}", "apiVersion", "shard.volcano.sh/v1alpha1",
-                        "kind", "NodeShard", "metadata", "name", name, "spec", "nodesDesired",
-                        arr);
+                        "kind", "NodeShard", "metadata", "name", name, "spec", "nodesDesired", arr);
         if (!doc || !(body = json_dumps(doc, JSON_COMPACT))) {
             err = AS_ENOMEM;
             goto done;
