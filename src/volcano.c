@@ -609,7 +609,7 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     const cache_node *cn = cache_node_find(s->cache, name, strlen(name));
     pred_result r = {PRED_NOT_FOUND, 0};
     if (cn)
-        r = pred_check(&s->reg, cache_get_shard_mode(s->cache), pod, cn);
+        r = pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn);
     if (r.code != PRED_OK) {
         pred_reason(&s->reg, cn, pod, r, why, sizeof why);
         if (!why[0])
@@ -667,8 +667,6 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     json_t *root = NULL;
     model_pod *pod = NULL;
     score_policy *policy = NULL;
-    sched_result r;
-    sched_result_init(&r);
     const json_t *task;
     const char *what = "PrioritizeRequest {\"task\", \"nodes\"}";
     as_err err = parse_object(req, "PrioritizeRequest", &root, &d);
@@ -720,39 +718,42 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
             names[n++] = (sched_name){name, strlen(name)};
     }
 
+    /* Scored here rather than through sched_evaluate, which applies
+     * agentsched's own shard (hard filter, soft bonus): Volcano's tasks
+     * live in Volcano's shard, which Volcano enforces itself. */
+    double *score = pool_alloc(req->pool, (n ? n : 1) * sizeof *score);
+    if (!score) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, ERRF_ERRMSG, &d, err);
+        goto done;
+    }
     policy = svc_policy_get(s);
-    if (n > 0) {
-        sched_request sr = {
-            .pod = pod,
-            .policy = policy,
-            .names = names,
-            .nnames = n,
-            .k = 1,
-            .score_all = true,
-        };
-        err = sched_evaluate(s->cache, &sr, &r);
-        if (err) {
-            as_diag_set(&d, err, NULL, "evaluation failed: %s", as_strerror(err));
-            reply_error(resp, 500, ERRF_ERRMSG, &d, err);
-            goto done;
+    size_t feasible = 0;
+    cache_read_lock(s->cache);
+    for (size_t i = 0; i < n; i++) {
+        const cache_node *cn = cache_node_find(s->cache, names[i].s, names[i].len);
+        score[i] = 0;
+        if (cn && pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn).code == PRED_OK) {
+            double sc = score_node(policy, pod, cn);
+            score[i] = sc > 0 ? sc : 0;
+            feasible++;
         }
     }
+    cache_read_unlock(s->cache);
     buf *o = &resp->body;
     buf_reset(o);
     buf_puts(o, "{\"nodeScore\":{");
     for (size_t i = 0; i < n; i++) {
-        double sc = r.score && r.score[i] > 0 ? r.score[i] : 0;
         if (i)
             buf_puts(o, ",");
         buf_json_str(o, names[i].s, names[i].len);
-        buf_printf(o, ":%.6g", sc);
+        buf_printf(o, ":%.6g", score[i]);
     }
     buf_puts(o, "},\"errorMessage\":\"\"}");
     finish(resp, ERRF_ERRMSG);
     log_debug("msg=\"volcano prioritize\" pod=%s/%s nodes=%zu feasible=%zu", pod->ns, pod->name, n,
-              r.feasible);
+              feasible);
 done:
-    sched_result_free(&r);
     if (policy)
         score_policy_unref(policy);
     model_pod_free(pod);
@@ -823,7 +824,7 @@ static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
         cand.node_id = cn->id;
         cand.bind_version = cache_node_bind_version(cn);
         cand.name = node_name;
-        pred_result r = pred_check(&s->reg, cache_get_shard_mode(s->cache), pod, cn);
+        pred_result r = pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn);
         if (r.code != PRED_OK)
             pred_reason(&s->reg, cn, pod, r, why, sizeof why);
     }

@@ -67,6 +67,13 @@
  *   jobReady       {"job"} -> {"status": true} (Volcano ANDs the plugins'
  *                  answers, so true is "no opinion"; gang decides).
  *
+ * SHARDS. predicate, prioritize and allocateFunc judge Volcano's tasks
+ * without agentsched's own shard (--shard-mode): Volcano offers only nodes
+ * of its own shard (vc-scheduler's NodeShard) and enforces it itself, while
+ * agentsched's shard restricts where agentsched places pods (kube-scheduler
+ * extender, fast path, placement). An allocation therefore counts against
+ * the node in every entry point's view, whichever shard owns it.
+ *
  * TaskInfo -> model_pod (volcano_task_pod): the embedded v1 Pod ("Pod") is
  * decoded with model_pod_from_json when present (it is in every real
  * session). Without it the request comes from "Resreq" in Volcano's units:

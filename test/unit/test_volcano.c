@@ -637,3 +637,27 @@ Test(volcano, served_under_volcano_prefix)
     svc_http_stop(s);
     svc_free(s);
 }
+
+/* Volcano's tasks live in Volcano's shard, which Volcano enforces itself:
+ * agentsched's own --shard-mode must not reject or down-score them. */
+Test(volcano, shard_neutral)
+{
+    svc *s = new_svc();
+    cache_set_shard_mode(s->cache, CACHE_SHARD_HARD); /* no node in our shard */
+    reply r = call(s, volcano_handle_predicate,
+                   "{\"task\": {\"Name\": \"sh\", \"Resreq\": {\"MilliCPU\": 100}}, \"node\": "
+                   "{\"Name\": \"node-a\"}}");
+    cr_expect_eq(json_integer_value(json_object_get(r.json, "code")), 0, "%s", r.raw);
+    reply_free(&r);
+    r = call(s, volcano_handle_prioritize,
+             "{\"task\": {\"Name\": \"sh\", \"Resreq\": {\"MilliCPU\": 100}}, \"nodes\": "
+             "[{\"Name\": \"node-a\"}]}");
+    cr_expect_gt(json_number_value(json_object_get(json_object_get(r.json, "nodeScore"), "node-a")),
+                 0, "%s", r.raw);
+    reply_free(&r);
+    char *a = event_body("sh", "100m", "node-a", 2);
+    r = call(s, volcano_handle_allocate, a);
+    expect_errmsg(&r, "");
+    free(a);
+    svc_free(s);
+}
