@@ -59,6 +59,8 @@ Test(policy, shipped_policies_load)
         size_t len = strlen(e->d_name);
         if (len < 6 || strcmp(e->d_name + len - 5, ".yaml") != 0)
             continue;
+        if (strcmp(e->d_name, "sharding.yaml") == 0)
+            continue; /* the shard-controller's config (shardctl.h), not a policy */
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         score_policy *p = NULL;
