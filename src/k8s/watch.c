@@ -537,6 +537,7 @@ struct k8s_reflector {
     uint64_t rng;
     bool absent_logged;
     unsigned attempt;
+    unsigned relist_streak; /* relists since a watch last delivered */
 };
 
 /* Builds "<base>?<params>" for kind into a malloc'ed string. */
@@ -942,21 +943,27 @@ static void *reflector_main(void *arg)
                 r->absent_logged = false;
             }
             need_list = false;
-            r->attempt = 0;
+            r->attempt = 0; /* relist_streak stays: a watch must progress first */
             k8s_mark_up(k, r->kind);
             k8s_mark_listed(k, r->kind);
         }
         bool progressed = false;
+        uint64_t t0 = k8s_mono_ns();
         as_err err = do_watch(r, &progressed);
+        bool lasted = k8s_mono_ns() - t0 >= 1000000000ull;
         if (k8s_stopping(k))
             break;
-        if (progressed)
+        if (progressed) {
             r->attempt = 0;
+            r->relist_streak = 0;
+        }
         switch (err) {
         case AS_OK:
-            /* Server ended the watch (timeoutSeconds): resume at once unless
-             * it keeps ending without delivering anything. */
-            if (!progressed)
+            /* Server ended the watch (timeoutSeconds): resume at once, a
+             * quiet stream included, unless it keeps ending right away. */
+            if (lasted)
+                r->attempt = 0;
+            else if (!progressed)
                 backoff_sleep(r);
             break;
         case AS_EGONE:
@@ -964,10 +971,13 @@ static void *reflector_main(void *arg)
             log_info("msg=\"relisting\" kind=%s reason=%s", kind_names[r->kind],
                      err == AS_EGONE ? "resourceVersion expired" : "event over the line cap");
             need_list = true;
-            if (r->attempt > 0)
-                backoff_sleep(r);
-            else
-                r->attempt++;
+            /* A server that fails every watch right after the list must
+             * not get a relist loop: back off from the second in a row. */
+            if (r->relist_streak++ > 0) {
+                int64_t ms = k8s_backoff_ms(k->cfg.backoff_initial_ms, k->cfg.backoff_max_ms,
+                                            r->relist_streak - 1, &r->rng);
+                k8s_sleep_ms(k, ms);
+            }
             break;
         case AS_ENOTFOUND:
             if (r->kind == K8S_KIND_NODESHARD) {
