@@ -149,6 +149,9 @@ static as_err opt_string(const json_t *obj, const char *key, const char *field, 
         return AS_OK;
     if (!json_is_string(v))
         return as_diag_set(d, AS_EINVAL, field, "%s must be a string", field);
+    /* a C string would silently cut "a\u0000b" to "a" (another name) */
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return as_diag_set(d, AS_EINVAL, field, "%s must not contain NUL characters", field);
     *out = json_string_value(v);
     return AS_OK;
 }
