@@ -95,6 +95,7 @@ struct fastpath {
     uint64_t seen_node_events, seen_shard_rev, node_sig;
 
     bool started, stopped;
+    int stopping;      /* (atomic) */
     fastpath_stats st; /* atomics */
 };
 
@@ -533,6 +534,14 @@ done:
 static void *worker_main(void *arg)
 {
     fp_worker *w = arg;
+    fastpath *fp = w->fp;
+    /* Live mode: no decision before the first full sync of nodes and pods,
+     * or a node's running pods might not be counted yet. */
+    while (fp->live && !__atomic_load_n(&fp->s->ready, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&fp->stopping, __ATOMIC_ACQUIRE)) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
     queue_item it;
     while (queue_pop(w->fp->q, -1, &it) == AS_OK)
         decide(w, &it);
@@ -759,6 +768,7 @@ void fastpath_stop(fastpath *fp)
     if (!fp || !fp->started || fp->stopped)
         return;
     fp->stopped = true;
+    __atomic_store_n(&fp->stopping, 1, __ATOMIC_RELEASE);
     queue_shutdown(fp->q);
     for (size_t i = 0; i < fp->nworkers_started; i++)
         pthread_join(fp->workers[i].t, NULL);

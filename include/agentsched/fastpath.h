@@ -24,6 +24,9 @@
  * (cache_assume_if), so workers commit directly: a separate binder thread
  * would only add a hand-off. Only the API call is asynchronous.
  *
+ * In live mode workers make no decision before the first full sync of
+ * nodes and pods (s->ready), as kube-scheduler waits for its informers.
+ *
  * Not started in embedded (--cluster) mode: there is no API server to bind
  * through and no pending pods arrive.
  *

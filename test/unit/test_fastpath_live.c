@@ -1,0 +1,133 @@
+/*
+ * test_fastpath_live.c - the fast path wired to the k8s client as `serve`
+ * wires it, against the in-process fake API server: pending pods of our
+ * scheduler name arrive through the pod hook, are bound through
+ * pods/binding without overcommit, a pod that fits nowhere gets a
+ * FailedScheduling event and is bound once a node that fits it appears.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/fastpath.h"
+#include "agentsched/k8s.h"
+#include "agentsched/log.h"
+#include "agentsched/svc.h"
+#include "k8s_stub.c"
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Pods of the stub bound to node (name), or to any node (NULL). */
+static int bound_on(k8s_stub *stub, const char *node, const char *only_pod)
+{
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    int n = 0;
+    json_array_foreach(pods, i, v)
+    {
+        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+        const char *name =
+            json_string_value(json_object_get(json_object_get(v, "metadata"), "name"));
+        if (only_pod && strcmp(name, only_pod) != 0)
+            continue;
+        if (nn && (!node || strcmp(nn, node) == 0))
+            n++;
+    }
+    json_decref(pods);
+    return n;
+}
+
+Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    for (int i = 0; i < 2; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        json_t *n = stub_make_node(name, "4", "16Gi", 110);
+        stub_put(stub, STUB_NODE, n);
+        json_decref(n);
+    }
+    /* 12 pods of 1 cpu for 8 cpus: 8 bound, 4 wait; one pod too big. */
+    for (int i = 0; i < 12; i++) {
+        char name[16], uid[16];
+        snprintf(name, sizeof name, "a%d", i);
+        snprintf(uid, sizeof uid, "uid-a%d", i);
+        json_t *p = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
+        stub_put(stub, STUB_POD, p);
+        json_decref(p);
+    }
+    json_t *big = stub_make_pod("default", "big", "uid-big", NULL, "16", "1Gi");
+    stub_put(stub, STUB_POD, big);
+    json_decref(big);
+    json_t *other = stub_make_pod("default", "other", "uid-other", NULL, "1", "1Gi");
+    json_object_set_new(json_object_get(other, "spec"), "schedulerName",
+                        json_string("default-scheduler"));
+    stub_put(stub, STUB_POD, other);
+    json_decref(other);
+
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.workers = 3;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    fastpath_config fc;
+    fastpath_config_defaults(&fc);
+    fc.workers = 0; /* from the svc */
+    fc.poll_ms = 5;
+    fastpath *fp = NULL;
+    cr_assert_eq(fastpath_new(s, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(stub);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.conn = &conn;
+    kc.watch_shards = false;
+    kc.pod_hook = fastpath_pod_event;
+    kc.pod_hook_arg = fp;
+    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(fastpath_start(fp), AS_OK);
+
+    int64_t end = mono_ms() + 10000;
+    while (bound_on(stub, NULL, NULL) < 8 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 8);
+    usleep(100000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 8, "a node got more than its 4 cpus");
+    cr_assert_eq(bound_on(stub, "n0", NULL), 4);
+    cr_assert_eq(bound_on(stub, "n1", NULL), 4);
+    cr_assert_eq(bound_on(stub, NULL, "other"), 0);
+    /* Scheduled events for the bound, FailedScheduling for the rest. */
+    end = mono_ms() + 5000;
+    while (stub_events_posted(stub) < 9 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_geq(stub_events_posted(stub), 9);
+
+    /* A big node arrives: the waiting pods, the big one included, go on it. */
+    json_t *n2 = stub_make_node("n2", "32", "64Gi", 110);
+    stub_put(stub, STUB_NODE, n2);
+    json_decref(n2);
+    end = mono_ms() + 3000;
+    while (bound_on(stub, NULL, "big") == 0 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, "n2", "big"), 1, "big not bound after the node was added");
+    while (bound_on(stub, NULL, NULL) < 13 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 13);
+
+    fastpath_stop(fp);
+    k8s_stop(s);
+    fastpath_free(fp);
+    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+    stub_free(stub);
+}
