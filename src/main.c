@@ -15,6 +15,8 @@
 #include "agentsched/model.h"
 #include "agentsched/placement.h"
 #include "agentsched/replay.h"
+#include "agentsched/shard.h"
+#include "agentsched/shardctl.h"
 #include "agentsched/svc.h"
 
 #ifndef AGENTSCHED_GIT_COMMIT
@@ -43,6 +45,8 @@ static const cli_command cli_commands[] = {
     {"place", "dry run: show where pods would go (offline or against a server)",
      placement_cli_main},
     {"replay", "compare placement policies on a GPU cluster trace (openb CSV)", replay_cli_main},
+    {"shard-controller", "compute and write NodeShards (node partitions between schedulers)",
+     shardctl_cli_main},
     {"version", "print the version, commit and build type", cmd_version},
 };
 #define CLI_NCOMMANDS (sizeof cli_commands / sizeof cli_commands[0])
@@ -463,6 +467,11 @@ static int cmd_serve(int argc, char **argv)
         print_diag("cannot start", err, &d);
         return EXIT_FAIL;
     }
+    if ((err = shard_svc_start(s, &d))) {
+        print_diag("cannot start shard coordination", err, &d);
+        svc_free(s);
+        return EXIT_FAIL;
+    }
     uint64_t t0 = svc_mono_ns();
     fastpath *fp = NULL; /* live mode only: embedded clusters have no pending pods */
     if (cfg.cluster_path) {
@@ -480,6 +489,7 @@ static int cmd_serve(int argc, char **argv)
         kc.watch_timeout_ms = cfg.watch_timeout_ms;
         kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
         kc.pod_hook_arg = fp;
+        shard_svc_hook(s, &kc);
         err = k8s_start(s, &kc, &d);
         if (!err && (err = fastpath_start(fp)))
             as_diag_set(&d, err, NULL, "cannot start the fast-path threads");
@@ -489,6 +499,8 @@ static int cmd_serve(int argc, char **argv)
         fastpath_stop(fp);
         k8s_stop(s); /* its pod hook points at fp */
         fastpath_free(fp);
+        k8s_stop(s);
+        shard_svc_stop(s);
         svc_free(s);
         return EXIT_FAIL;
     }
@@ -499,6 +511,8 @@ static int cmd_serve(int argc, char **argv)
         fastpath_stop(fp);
         k8s_stop(s);
         fastpath_free(fp);
+        k8s_stop(s);
+        shard_svc_stop(s);
         svc_free(s);
         return EXIT_FAIL;
     }
@@ -547,6 +561,8 @@ static int cmd_serve(int argc, char **argv)
     fastpath_stop(fp);
     k8s_stop(s);
     fastpath_free(fp);
+    k8s_stop(s); /* its shard hook calls the coordinator */
+    shard_svc_stop(s);
     svc_free(s);
     log_info("msg=\"stopped\"");
     return EXIT_OK;
