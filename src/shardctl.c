@@ -125,8 +125,8 @@ static as_err get_num(const json_t *obj, const char *key, double lo, double hi, 
         return as_diag_set(diag, AS_EINVAL, f, "%s: %s must be a number", origin, f);
     double d = json_number_value(v);
     if (!(d >= lo && d <= hi))
-        return as_diag_set(diag, AS_ERANGE, f, "%s: %s = %g is outside [%g, %g]", origin, f, d,
-                           lo, hi);
+        return as_diag_set(diag, AS_ERANGE, f, "%s: %s = %g is outside [%g, %g]", origin, f, d, lo,
+                           hi);
     *out = d;
     return AS_OK;
 }
@@ -230,9 +230,8 @@ static as_err parse_policy(const json_t *pj, shardctl_policy *p, const char *fie
             (err = get_num(args, "maxCPUUtil", 0, 1, &p->max_util, f, origin, diag)))
             break;
         if (p->min_util > p->max_util)
-            err = as_diag_set(diag, AS_ERANGE, f,
-                              "%s: %s: minCPUUtil %g is above maxCPUUtil %g", origin, f,
-                              p->min_util, p->max_util);
+            err = as_diag_set(diag, AS_ERANGE, f, "%s: %s: minCPUUtil %g is above maxCPUUtil %g",
+                              origin, f, p->min_util, p->max_util);
         break;
     }
     case SHARDCTL_POL_WARMUP: {
@@ -271,7 +270,8 @@ static as_err legacy_policies(const json_t *sj, shardctl_sched *s, const char *f
 {
     bool any = false;
     static const char *const legacy[] = {"cpuUtilizationMin", "cpuUtilizationMax",
-                                         "preferWarmupNodes", "minNodes", "maxNodes", NULL};
+                                         "preferWarmupNodes", "minNodes",
+                                         "maxNodes",          NULL};
     for (const char *const *k = legacy; *k; k++)
         any |= json_object_get(sj, *k) != NULL;
     if (!any)
@@ -322,9 +322,15 @@ static as_err legacy_policies(const json_t *sj, shardctl_sched *s, const char *f
 static as_err parse_sched(const json_t *sj, shardctl_sched *s, const char *field,
                           const char *origin, as_diag *diag)
 {
-    static const char *const keys[] = {"name",     "type",      "policies",
-                                       "cpuUtilizationMin", "cpuUtilizationMax",
-                                       "preferWarmupNodes", "minNodes",  "maxNodes", NULL};
+    static const char *const keys[] = {"name",
+                                       "type",
+                                       "policies",
+                                       "cpuUtilizationMin",
+                                       "cpuUtilizationMax",
+                                       "preferWarmupNodes",
+                                       "minNodes",
+                                       "maxNodes",
+                                       NULL};
     as_err err;
     if (!json_is_object(sj))
         return as_diag_set(diag, AS_EINVAL, field, "%s: %s must be an object", origin, field);
@@ -363,8 +369,8 @@ static as_err parse_sched(const json_t *sj, shardctl_sched *s, const char *field
         s->npol = j + 1;
         for (size_t k = 0; k < j; k++)
             if (s->pol[k].kind == s->pol[j].kind)
-                return as_diag_set(diag, AS_EINVAL, pf, "%s: %s: policy %s given twice",
-                                   origin, pf, policy_names[s->pol[j].kind]);
+                return as_diag_set(diag, AS_EINVAL, pf, "%s: %s: policy %s given twice", origin, pf,
+                                   policy_names[s->pol[j].kind]);
     }
     if ((err = legacy_policies(sj, s, field, origin, diag)))
         return err;
@@ -386,7 +392,12 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
     json_t *doc = NULL;
     as_err err = doc_parse(data, len, false, &doc, diag);
     if (err) {
-        as_diag_prefix_field(diag, "");
+        if (diag) {
+            char msg[sizeof diag->msg], field[sizeof diag->field];
+            snprintf(msg, sizeof msg, "%s", diag->msg);
+            snprintf(field, sizeof field, "%s", diag->field);
+            as_diag_set(diag, err, field, "%s: %s", origin, msg);
+        }
         return err;
     }
     shardctl_config *cfg = calloc(1, sizeof *cfg);
@@ -399,8 +410,9 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
     static const char *const keys[] = {"schedulerConfigs", "shardSyncPeriod",
                                        "enableNodeEventTrigger", NULL};
     if (!json_is_object(doc)) {
-        err = as_diag_set(diag, AS_EINVAL, "", "%s: the document must be a mapping with "
-                                               "schedulerConfigs",
+        err = as_diag_set(diag, AS_EINVAL, "",
+                          "%s: the document must be a mapping with "
+                          "schedulerConfigs",
                           origin);
         goto done;
     }
@@ -414,8 +426,8 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
         goto done;
     }
     if (n > SHARDCTL_MAX_SCHEDULERS) {
-        err = as_diag_set(diag, AS_ELIMIT, "schedulerConfigs",
-                          "%s: at most %d schedulers", origin, SHARDCTL_MAX_SCHEDULERS);
+        err = as_diag_set(diag, AS_ELIMIT, "schedulerConfigs", "%s: at most %d schedulers", origin,
+                          SHARDCTL_MAX_SCHEDULERS);
         goto done;
     }
     if (!(cfg->sched = calloc(n, sizeof *cfg->sched))) {
@@ -430,8 +442,8 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
             goto done;
         for (size_t k = 0; k < i; k++)
             if (strcmp(cfg->sched[k].name, cfg->sched[i].name) == 0) {
-                err = as_diag_set(diag, AS_EINVAL, f, "%s: scheduler %s is listed twice",
-                                  origin, cfg->sched[i].name);
+                err = as_diag_set(diag, AS_EINVAL, f, "%s: scheduler %s is listed twice", origin,
+                                  cfg->sched[i].name);
                 goto done;
             }
     }
@@ -440,8 +452,7 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
         int64_t ms = 0;
         if (json_is_string(sp))
             err = shardctl_duration_parse(json_string_value(sp), &ms);
-        else if (json_is_number(sp) && json_number_value(sp) >= 0 &&
-                 json_number_value(sp) <= 1e6)
+        else if (json_is_number(sp) && json_number_value(sp) >= 0 && json_number_value(sp) <= 1e6)
             ms = (int64_t)(json_number_value(sp) * 1000);
         else
             err = AS_EINVAL;
@@ -494,10 +505,10 @@ as_err shardctl_config_load(const char *path, shardctl_config **out, as_diag *di
 typedef struct enode {
     char *name;
     uint64_t tag, epoch;
-    uint32_t elig;   /* bit s: scheduler s's filter accepts it */
-    int owner;       /* scheduler index, -1 none */
-    int pass_owner;  /* scratch of a selection pass */
-    double *score;   /* per scheduler (valid where elig) */
+    uint32_t elig;  /* bit s: scheduler s's filter accepts it */
+    int owner;      /* scheduler index, -1 none */
+    int pass_owner; /* scratch of a selection pass */
+    double *score;  /* per scheduler (valid where elig) */
     bool live;
 } enode;
 
@@ -711,8 +722,7 @@ static void ent_remove(shardctl_engine *e, esched *s, double score, uint32_t nod
 {
     size_t at = ent_lower(e, s, score, node);
     if (at >= s->n || s->v[at].node != node) {
-        log_error("msg=\"shardctl engine: sorted entry missing\" node=%s",
-                  e->nodes[node].name);
+        log_error("msg=\"shardctl engine: sorted entry missing\" node=%s", e->nodes[node].name);
         return;
     }
     memmove(&s->v[at], &s->v[at + 1], (s->n - at - 1) * sizeof *s->v);
@@ -873,8 +883,7 @@ static as_err node_slot(shardctl_engine *e, const char *name, uint32_t *out)
 }
 
 /* See shardctl.h. */
-as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *info,
-                                uint64_t epoch)
+as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *info, uint64_t epoch)
 {
     if (!info || !info->name || !*info->name)
         return AS_EINVAL;
@@ -1167,8 +1176,8 @@ shardctl_lease_action shardctl_lease_decide(const shardctl_lease_obs *obs, const
 /* ------------------------------------------------------------------ */
 
 /* See shardctl.h. */
-as_err shardctl_config_reload(const char *path, shardctl_file_stamp *stamp,
-                              shardctl_config **next, as_diag *diag)
+as_err shardctl_config_reload(const char *path, shardctl_file_stamp *stamp, shardctl_config **next,
+                              as_diag *diag)
 {
     *next = NULL;
     struct stat st;

@@ -27,8 +27,8 @@
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 typedef struct ctl_metrics {
-    metrics_counter *nodes, *unfit, *capped, *leader, *recompute_incr, *recompute_full,
-        *reload_ok, *reload_failed, *writes_ok, *writes_failed;
+    metrics_counter *nodes, *unfit, *capped, *leader, *recompute_incr, *recompute_full, *reload_ok,
+        *reload_failed, *writes_ok, *writes_failed;
 } ctl_metrics;
 
 typedef struct ctl {
@@ -201,8 +201,8 @@ static void write_shards(ctl *x, bool force)
             err = k8s_shard_put_desired(x->k, sname, names, n, &d);
             if (err) {
                 metrics_inc(x->cm.writes_failed);
-                log_warn("msg=\"NodeShard write failed; will retry\" shard=%s error=\"%s\"",
-                         sname, d.msg[0] ? d.msg : as_strerror(err));
+                log_warn("msg=\"NodeShard write failed; will retry\" shard=%s error=\"%s\"", sname,
+                         d.msg[0] ? d.msg : as_strerror(err));
             } else {
                 metrics_inc(x->cm.writes_ok);
                 log_info("msg=\"NodeShard written\" shard=%s nodes_desired=%zu", sname, n);
@@ -227,12 +227,11 @@ static as_err lease_write(ctl *x, const char *method, const char *holder, int64_
     json_t *meta = json_pack("{s:s,s:s}", "name", x->lease_name, "namespace", x->lease_ns);
     if (meta && strcmp(method, "PUT") == 0 && x->obs.resource_version[0])
         json_object_set_new(meta, "resourceVersion", json_string(x->obs.resource_version));
-    json_t *doc = json_pack("{s:s,s:s,s:o,s:{s:s,s:I,s:s,s:s,s:I}}", "apiVersion",
-                            "coordination.k8s.io/v1", "kind", "Lease", "metadata", meta, "spec",
-                            "holderIdentity", holder, "leaseDurationSeconds",
-                            (json_int_t)duration_s, "acquireTime",
-                            x->acquire_time[0] ? x->acquire_time : now, "renewTime", now,
-                            "leaseTransitions", (json_int_t)transitions);
+    json_t *doc = json_pack(
+        "{s:s,s:s,s:o,s:{s:s,s:I,s:s,s:s,s:I}}", "apiVersion", "coordination.k8s.io/v1", "kind",
+        "Lease", "metadata", meta, "spec", "holderIdentity", holder, "leaseDurationSeconds",
+        (json_int_t)duration_s, "acquireTime", x->acquire_time[0] ? x->acquire_time : now,
+        "renewTime", now, "leaseTransitions", (json_int_t)transitions);
     char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!body)
@@ -279,8 +278,8 @@ static void lease_step(ctl *x)
 {
     int64_t now = mono_ms();
     char path[768];
-    snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-             x->lease_ns, x->lease_name);
+    snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", x->lease_ns,
+             x->lease_name);
     buf resp;
     buf_init(&resp, 1 << 20);
     long code = 0;
@@ -521,8 +520,8 @@ static int run_once(ctl *x)
         for (size_t i = 0; i < n; i++)
             json_array_append_new(nd, json_string(names[i]));
         free(names);
-        json_array_append_new(arr, json_pack("{s:s,s:o}", "name", x->cfg->sched[s].name,
-                                             "nodesDesired", nd));
+        json_array_append_new(
+            arr, json_pack("{s:s,s:o}", "name", x->cfg->sched[s].name, "nodesDesired", nd));
     }
     shardctl_engine_stats st;
     shardctl_engine_get_stats(x->eng, &st);

@@ -34,9 +34,9 @@
 #include "agentsched/error.h"
 #include "agentsched/model.h"
 
-#define SHARDCTL_MAX_SCHEDULERS 32
+#define SHARDCTL_MAX_SCHEDULERS       32
 #define SHARDCTL_DEFAULT_WARMUP_LABEL "node.volcano.sh/warmup"
-#define SHARDCTL_CONFIG_MAX (1 << 20) /* config file cap */
+#define SHARDCTL_CONFIG_MAX           (1 << 20) /* config file cap */
 
 /* ------------------------------------------------------------------ */
 /* Config                                                              */
@@ -50,13 +50,13 @@ typedef enum shardctl_policy_kind {
 
 typedef struct shardctl_policy {
     shardctl_policy_kind kind;
-    double weight;        /* >= 0, default 1 */
-    double min_util;      /* allocation-rate: [0,1] */
+    double weight;   /* >= 0, default 1 */
+    double min_util; /* allocation-rate: [0,1] */
     double max_util;
-    char *label;          /* warmup: key (owned) */
-    char *label_value;    /* warmup: value (owned) */
-    long min_nodes;       /* node-limit: informational floor (reported) */
-    long max_nodes;       /* node-limit: <= 0 = no cap */
+    char *label;       /* warmup: key (owned) */
+    char *label_value; /* warmup: value (owned) */
+    long min_nodes;    /* node-limit: informational floor (reported) */
+    long max_nodes;    /* node-limit: <= 0 = no cap */
 } shardctl_policy;
 
 typedef struct shardctl_sched {
@@ -70,8 +70,8 @@ typedef struct shardctl_sched {
 typedef struct shardctl_config {
     shardctl_sched *sched;
     size_t n;
-    int64_t sync_period_ms;       /* shardSyncPeriod; default 60 s */
-    bool node_event_trigger;      /* enableNodeEventTrigger; default true */
+    int64_t sync_period_ms;  /* shardSyncPeriod; default 60 s */
+    bool node_event_trigger; /* enableNodeEventTrigger; default true */
 } shardctl_config;
 
 /*
@@ -109,8 +109,8 @@ typedef struct shardctl_file_stamp {
  * the same bad content is not reported again). Unchanged: AS_OK, *next
  * NULL. A file that vanished is AS_EIO (the current config is kept).
  */
-as_err shardctl_config_reload(const char *path, shardctl_file_stamp *stamp,
-                              shardctl_config **next, as_diag *diag);
+as_err shardctl_config_reload(const char *path, shardctl_file_stamp *stamp, shardctl_config **next,
+                              as_diag *diag);
 
 /* shardctl_duration_parse parses a Go duration ("60s", "1m30s", "500ms",
  * "2h") or a plain number of seconds into ms. AS_EINVAL on bad input. */
@@ -123,10 +123,10 @@ as_err shardctl_duration_parse(const char *s, int64_t *ms);
 /* What the engine needs of one node; borrowed for the call only. */
 typedef struct shardctl_node_info {
     const char *name;
-    int64_t cpu_requested;       /* milli-CPU of the pods on it */
-    int64_t cpu_allocatable;     /* milli-CPU; <= 0: utilisation unknown */
-    const model_labels *labels;  /* may be NULL */
-    uint64_t tag;                /* caller's change marker (e.g. cache generation) */
+    int64_t cpu_requested;      /* milli-CPU of the pods on it */
+    int64_t cpu_allocatable;    /* milli-CPU; <= 0: utilisation unknown */
+    const model_labels *labels; /* may be NULL */
+    uint64_t tag;               /* caller's change marker (e.g. cache generation) */
 } shardctl_node_info;
 
 typedef struct shardctl_engine shardctl_engine;
@@ -171,13 +171,13 @@ int shardctl_engine_owner(shardctl_engine *e, const char *name);
 
 typedef struct shardctl_engine_stats {
     size_t nodes;
-    size_t unfit;      /* nodes no scheduler's filter accepts */
-    size_t capped;     /* fit some scheduler but every fitting one is full */
+    size_t unfit;  /* nodes no scheduler's filter accepts */
+    size_t capped; /* fit some scheduler but every fitting one is full */
     size_t members[SHARDCTL_MAX_SCHEDULERS];
     bool below_min[SHARDCTL_MAX_SCHEDULERS]; /* fewer members than minNodes */
-    uint64_t fast_updates; /* node events reassigned in O(S) */
-    uint64_t passes;       /* linear selection passes (saturated events) */
-    uint64_t resyncs;      /* full recomputes */
+    uint64_t fast_updates;                   /* node events reassigned in O(S) */
+    uint64_t passes;                         /* linear selection passes (saturated events) */
+    uint64_t resyncs;                        /* full recomputes */
 } shardctl_engine_stats;
 
 void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out);
@@ -189,12 +189,12 @@ void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *
 /* What the candidate last observed of the Lease. */
 typedef struct shardctl_lease_obs {
     bool exists;
-    char holder[256];         /* spec.holderIdentity ("" = free) */
-    char renew_time[64];      /* spec.renewTime as written */
+    char holder[256];    /* spec.holderIdentity ("" = free) */
+    char renew_time[64]; /* spec.renewTime as written */
     char resource_version[64];
-    int64_t duration_ms;      /* spec.leaseDurationSeconds */
-    int64_t transitions;      /* spec.leaseTransitions */
-    int64_t observed_ms;      /* local monotonic time the record last changed */
+    int64_t duration_ms; /* spec.leaseDurationSeconds */
+    int64_t transitions; /* spec.leaseTransitions */
+    int64_t observed_ms; /* local monotonic time the record last changed */
 } shardctl_lease_obs;
 
 typedef enum shardctl_lease_action {
