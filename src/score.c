@@ -495,14 +495,31 @@ typedef struct view {
     int32_t f[MODEL_MAX_GPUS]; /* free milli per device */
 } view;
 
+/*
+ * hot_alloc returns the node's allocatable vector and device count from
+ * the cache_node's hot copies of its spec (cache.h), so a scan never
+ * chases the spec pointer (a cache miss per node). A cache_node built by
+ * hand with only `spec` set (tests, tools) has an all-zero copy; its pods
+ * allocatable is then 0 and the spec is read instead. A cache-held node
+ * whose spec really has pods 0 reads the same values either way.
+ */
+static inline const model_resvec *hot_alloc(const cache_node *node, int *ngpus)
+{
+    if (node->alloc.v[MODEL_RES_PODS] != 0 || !node->spec) {
+        *ngpus = (int)(node->ngpus > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : node->ngpus);
+        return &node->alloc;
+    }
+    *ngpus = (int)(node->spec->ngpus > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : node->spec->ngpus);
+    return &node->spec->alloc;
+}
+
 static void view_load(view *v, const cache_node *node)
 {
-    const model_node *s = node->spec;
-    v->cpu_alloc = s->alloc.v[MODEL_RES_CPU];
-    v->mem_alloc = s->alloc.v[MODEL_RES_MEMORY];
+    const model_resvec *alloc = hot_alloc(node, &v->ngpu);
+    v->cpu_alloc = alloc->v[MODEL_RES_CPU];
+    v->mem_alloc = alloc->v[MODEL_RES_MEMORY];
     v->cpu_free = v->cpu_alloc - cache_node_requested(node, MODEL_RES_CPU);
     v->mem_free = v->mem_alloc - cache_node_requested(node, MODEL_RES_MEMORY);
-    v->ngpu = (int)(s->ngpus > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : s->ngpus);
     for (int i = 0; i < v->ngpu; i++)
         v->f[i] = MODEL_GPU_MILLI - cache_node_gpu_used(node, i);
 }
@@ -574,10 +591,9 @@ static bool weight_amounts(const score_policy *p, const score_weight *w, const m
                            const cache_node *node, const model_registry *reg, int64_t *alloc,
                            int64_t *req, int64_t *podreq, bool nonzero)
 {
+    int n;
+    const model_resvec *nalloc = hot_alloc(node, &n);
     if (w->gpu) {
-        int n = (int)node->spec->ngpus;
-        if (n > MODEL_MAX_GPUS)
-            n = MODEL_MAX_GPUS;
         *podreq = (int64_t)pod->gpu_count * pod->gpu_milli;
         if (*podreq == 0 || n == 0)
             return false; /* an extended resource the pod does not use */
@@ -591,7 +607,7 @@ static bool weight_amounts(const score_policy *p, const score_weight *w, const m
     int r = weight_index(w, reg);
     if (r < 0)
         return false;
-    *alloc = node->spec->alloc.v[r];
+    *alloc = nalloc->v[r];
     *req = cache_node_requested(node, r);
     *podreq = pod->req.v[r];
     if (nonzero && r == MODEL_RES_CPU && *podreq == 0)
