@@ -24,35 +24,71 @@ void sched_result_free(sched_result *r)
     r->score = NULL;
 }
 
+/* A kept candidate during the scan: the name is whatever the caller gave
+ * (names path) or the spec's, with its length, so comparisons never chase
+ * the spec; the spec name is filled in once at the end. */
+typedef struct topk_ent {
+    sched_candidate c;
+    const cache_node *node;
+    size_t len;
+} topk_ent;
+
 typedef struct topk {
-    sched_candidate c[SCHED_MAX_K];
+    topk_ent e[SCHED_MAX_K];
     uint32_t n, k;
 } topk;
 
-static bool better(double s, const char *name, const sched_candidate *than)
+/* name_cmp orders like strcmp on the NUL-free names. */
+static inline int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
-    if (s != than->score)
-        return s > than->score;
-    return strcmp(name, than->name) < 0;
+    int r = memcmp(a, b, alen < blen ? alen : blen);
+    if (r)
+        return r;
+    return alen < blen ? -1 : alen > blen;
 }
 
-static void topk_offer(topk *t, const cache_node *node, uint64_t version, double score)
+static inline bool better(double s, const char *name, size_t len, const topk_ent *than)
+{
+    if (s != than->c.score)
+        return s > than->c.score;
+    return name_cmp(name, len, than->c.name, than->len) < 0;
+}
+
+/* topk_offer offers node with its score; name/len is the node's name as
+ * the caller spelled it, or NULL to use the spec's (looked up only when a
+ * tie needs it). */
+static void topk_offer(topk *t, const cache_node *node, const char *name, size_t len,
+                       uint64_t version, double score)
 {
     if (!t->k)
         return;
-    const char *name = node->spec->name;
-    if (t->n == t->k && !better(score, name, &t->c[t->n - 1]))
-        return;
+    if (t->n == t->k) {
+        const topk_ent *worst = &t->e[t->n - 1];
+        if (score < worst->c.score)
+            return;
+        if (score == worst->c.score) {
+            if (!name) {
+                name = node->spec->name;
+                len = strlen(name);
+            }
+            if (!better(score, name, len, worst))
+                return;
+        }
+    }
     /* a name listed twice by the caller is one candidate */
     for (uint32_t j = 0; j < t->n; j++)
-        if (t->c[j].node_id == node->id)
+        if (t->e[j].c.node_id == node->id)
             return;
+    if (!name) {
+        name = node->spec->name;
+        len = strlen(name);
+    }
     uint32_t i = t->n < t->k ? t->n++ : t->n - 1;
-    while (i > 0 && better(score, name, &t->c[i - 1])) {
-        t->c[i] = t->c[i - 1];
+    while (i > 0 && better(score, name, len, &t->e[i - 1])) {
+        t->e[i] = t->e[i - 1];
         i--;
     }
-    t->c[i] = (sched_candidate){node->slot, node->id, version, score, name};
+    t->e[i] = (topk_ent){{node->slot, node->id, version, score, name}, node, len};
 }
 
 /* Reason buckets: (code, key) where key is the resource index, or a hash of
@@ -111,7 +147,8 @@ typedef struct eval_ctx {
 } eval_ctx;
 
 /* eval_node evaluates one node; returns its score or -1 when infeasible. */
-static double eval_node(eval_ctx *x, const cache_node *node, pred_result *res)
+static double eval_node(eval_ctx *x, const cache_node *node, const char *name, size_t len,
+                        pred_result *res)
 {
     const sched_request *req = x->req;
     /* Acquire the version before any usage read: the seqlock contract. */
@@ -134,10 +171,10 @@ static double eval_node(eval_ctx *x, const cache_node *node, pred_result *res)
     if (x->mode == CACHE_SHARD_SOFT && in)
         s += x->bonus;
     if (x->split && !in) {
-        topk_offer(&x->out_of_shard, node, version, s);
+        topk_offer(&x->out_of_shard, node, name, len, version, s);
     } else {
         x->feasible_in++;
-        topk_offer(&x->in, node, version, s);
+        topk_offer(&x->in, node, name, len, version, s);
     }
     return s;
 }
@@ -183,7 +220,7 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
                 out->per_name[i] = (pred_result){PRED_NOT_FOUND, 0};
                 add_reason(out, x.reg, req->pod, NULL, out->per_name[i]);
             } else {
-                s = eval_node(&x, node, &out->per_name[i]);
+                s = eval_node(&x, node, req->names[i].s, req->names[i].len, &out->per_name[i]);
             }
             if (out->score)
                 out->score[i] = s;
@@ -192,7 +229,7 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         size_t n = cache_node_count(c);
         size_t i = n ? req->start % n : 0;
         for (size_t j = 0; j < n; j++) {
-            eval_node(&x, cache_node_at(c, i), NULL);
+            eval_node(&x, cache_node_at(c, i), NULL, 0, NULL);
             if (req->max_feasible && x.feasible_in >= req->max_feasible)
                 break;
             if (++i == n)
@@ -200,7 +237,11 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         }
     }
     const topk *best = x.split && x.feasible_in == 0 ? &x.out_of_shard : &x.in;
-    memcpy(out->cand, best->c, best->n * sizeof best->c[0]);
+    /* Candidate names are the specs' (NUL-terminated, sched.h). */
+    for (uint32_t i = 0; i < best->n; i++) {
+        out->cand[i] = best->e[i].c;
+        out->cand[i].name = best->e[i].node->spec->name;
+    }
     out->ncand = best->n;
     cache_read_unlock(c);
 
