@@ -807,13 +807,16 @@ static void log_unfit_transition(const enode *n, uint32_t old_elig, bool was_liv
 }
 
 /* Re-evaluates node i against every scheduler; keeps the sorted arrays. */
-static as_err rescore(shardctl_engine *e, uint32_t i, const shardctl_node_info *info)
+static as_err rescore(shardctl_engine *e, uint32_t i, const shardctl_node_info *info, bool *moved)
 {
     enode *n = &e->nodes[i];
+    *moved = false;
     for (size_t s = 0; s < e->ns; s++) {
         double sc = 0;
         bool ok = eval_sched(&e->cfg->sched[s], info, &sc);
         bool was = (n->elig >> s) & 1;
+        if (was != ok || (ok && sc != n->score[s]))
+            *moved = true;
         if (was && (!ok || sc != n->score[s]))
             ent_remove(e, &e->s[s], n->score[s], i);
         if (ok && (!was || sc != n->score[s])) {
@@ -903,9 +906,14 @@ as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *in
     bool sat_before = any_saturated(e);
     if (was_live)
         count_unassigned(e, i, -1);
-    err = rescore(e, i, info);
+    bool moved = false;
+    err = rescore(e, i, info, &moved);
     log_unfit_transition(n, old_elig, was_live);
-    if (sat_before || any_saturated(e)) {
+    if (was_live && !moved) {
+        /* No sorted array changed: neither did any owner. */
+        e->fast_updates++;
+        count_unassigned(e, i, +1);
+    } else if (sat_before || any_saturated(e)) {
         select_pass(e);
     } else {
         /* No cap binds: every scheduler takes all its available fitting
