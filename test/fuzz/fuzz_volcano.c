@@ -1,5 +1,5 @@
 /*
- * fuzz_volcano.c - libFuzzer target for the /volcano/* verbs.
+ * fuzz_volcano.c - libFuzzer target for the Volcano extender verbs.
  *
  * The first input byte picks the verb, the rest is the request body, run
  * through the handler the way the HTTP server would (NUL-terminated copy,
@@ -8,11 +8,12 @@
  * answers must carry "error" and "field". allocateFunc can leave pods
  * assumed in the shared cache, so after each input the cache invariants
  * must still hold (no overcommit by assumed pods). ASan/UBSan catch the
- * rest. Seeds: test/unit/data/volcano/<verb>/<case>/request.json with the
- * verb's index byte prepended.
+ * rest. The checks abort() rather than assert(): fuzz builds are
+ * RelWithDebInfo, where NDEBUG turns assert() off. Seeds:
+ * test/unit/data/volcano/<verb>/<case>/request.json with the verb's index byte prepended.
  */
-#include <assert.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,14 @@ static void fuzz_setup(void)
     log_set_level(LOG_ERROR);
 }
 
+static void check(bool ok, const char *what, const char *path)
+{
+    if (!ok) {
+        fprintf(stderr, "fuzz_volcano: %s: %s\n", path, what);
+        abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -64,17 +73,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf_init(&resp.body, (size_t)16 << 20);
     r->fn(fuzz_svc, &req, &resp);
 
-    assert(resp.body.err == AS_OK);
     json_t *v = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, NULL);
-    assert(v && json_is_object(v));
+    check(resp.body.err == AS_OK, "response buffer error", r->path);
+    check(v && json_is_object(v), "answer is not a JSON object", r->path);
     if (resp.status != 200) {
-        assert(resp.status >= 400 && resp.status < 600);
-        assert(json_is_string(json_object_get(v, "error")));
-        assert(json_is_string(json_object_get(v, "field")));
+        check(resp.status >= 400 && resp.status < 600, "unexpected status", r->path);
+        check(json_is_string(json_object_get(v, "error")), "error body without \"error\"", r->path);
+        check(json_is_string(json_object_get(v, "field")), "error body without \"field\"", r->path);
     }
     json_decref(v);
     as_diag d = {{0}, {0}};
-    assert(cache_check_invariants(fuzz_svc->cache, &d) == AS_OK);
+    check(cache_check_invariants(fuzz_svc->cache, &d) == AS_OK, d.msg, r->path);
 
     buf_free(&resp.body);
     pool_free(req.pool);
