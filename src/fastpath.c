@@ -96,6 +96,7 @@ struct fastpath {
 
     bool started, stopped;
     int stopping;      /* (atomic) */
+    int full_logged;   /* (atomic) "queue full" logged; reset when it has room */
     fastpath_stats st; /* atomics */
 };
 
@@ -315,8 +316,17 @@ static void *reporter_main(void *arg)
         uint64_t msg = hash_str(1469598103934665603ULL, j.message);
         size_t slot = key % REPORT_SLOTS;
         int64_t t = now_ms();
-        if (!(fp->rate_key[slot] == key && fp->rate_msg[slot] == msg &&
-              t - fp->rate_ms[slot] < fp->cfg.report_interval_ms)) {
+        /* Bound, deleted or being retried meanwhile: a late "unschedulable"
+         * would be wrong or stale. */
+        char qkey[600];
+        if (j.uid[0])
+            snprintf(qkey, sizeof qkey, "%s", j.uid);
+        else
+            snprintf(qkey, sizeof qkey, "%s/%s", j.ns, j.name);
+        queue_where where = queue_where_is(fp->q, qkey, NULL);
+        bool waiting = where == QUEUE_UNSCHED || where == QUEUE_BACKOFF;
+        if (waiting && !(fp->rate_key[slot] == key && fp->rate_msg[slot] == msg &&
+                         t - fp->rate_ms[slot] < fp->cfg.report_interval_ms)) {
             fp->rate_key[slot] = key;
             fp->rate_msg[slot] = msg;
             fp->rate_ms[slot] = t;
@@ -588,6 +598,8 @@ static void publish_metrics(fastpath *fp)
     metrics_set(fp->m.depth_unsched, (int64_t)qs.unsched);
     metrics_set(fp->m.depth_inflight, (int64_t)qs.inflight);
     metrics_set(fp->m.queue_full, qs.full);
+    if (!qs.full)
+        __atomic_store_n(&fp->full_logged, 0, __ATOMIC_RELAXED);
     metrics_set(fp->m.queue_rejected, (int64_t)qs.rejected_full);
     metrics_set(fp->m.queue_moves, (int64_t)qs.moved);
     metrics_set(fp->m.queue_flushes, (int64_t)qs.flushed);
@@ -834,7 +846,7 @@ queue *fastpath_queue(fastpath *fp)
 as_err fastpath_offer(fastpath *fp, model_pod *pod)
 {
     as_err err = queue_add(fp->q, pod);
-    if (err == AS_ELIMIT)
+    if (err == AS_ELIMIT && !__atomic_exchange_n(&fp->full_logged, 1, __ATOMIC_RELAXED))
         log_warn("msg=\"scheduling queue full; pod not queued (a relist offers it again)\" "
                  "cap=%zu",
                  fp->cfg.queue.max_pods);
