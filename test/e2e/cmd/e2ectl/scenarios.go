@@ -15,10 +15,11 @@ import (
 )
 
 var scenarios = map[string]func(c *cluster){
-	"extender_path": scenarioExtenderPath,
-	"rejection":     scenarioRejection,
-	"burst":         scenarioBurst,
-	"restart":       scenarioRestart,
+	"extender_path":  scenarioExtenderPath,
+	"rejection":      scenarioRejection,
+	"burst":          scenarioBurst,
+	"restart":        scenarioRestart,
+	"agent_fastpath": scenarioAgentFastpath,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
@@ -370,4 +371,24 @@ func topReasons(m map[string]int, k int) []string {
 		out = append(out, fmt.Sprintf("%dx %q", l[i].n, l[i].s))
 	}
 	return out
+}
+
+// Scenario 5 (fast path): 3000 agent pods with schedulerName agent-scheduler,
+// scheduled by agentsched alone (kube-scheduler has no such profile), onto
+// nodes that fit 90% of them: every pod that fits is bound, the rest stay
+// Pending with PodScheduled=False/Unschedulable, no node is overcommitted.
+func scenarioAgentFastpath(c *cluster) {
+	const total = 3000
+	tmpl := smallPod("", "100m", "64Mi")
+	tmpl.Spec.SchedulerName = "agent-scheduler"
+	nodes := c.nodes()
+	fit := fitCapacity(nodes, podRequests(tmpl))
+	logf("%d nodes fit %d of %d agent pods", len(nodes), fit, total)
+	start := time.Now()
+	d := c.createPods("agent", total, tmpl, 32)
+	logf("created %d pods in %.1fs (%.0f/s)", total, d.Seconds(), total/d.Seconds())
+	t, pods := c.waitSettled(total, fit, 45*time.Second, 15*time.Minute)
+	el := time.Since(start)
+	logf("settled after %.1fs: %.0f bound pods/s", el.Seconds(), float64(t.bound)/el.Seconds())
+	burstCheck(c, total, fit, t, pods)
 }
