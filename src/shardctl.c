@@ -508,6 +508,7 @@ typedef struct enode {
     uint32_t elig;  /* bit s: scheduler s's filter accepts it */
     int owner;      /* scheduler index, -1 none */
     int pass_owner; /* scratch of a selection pass */
+    uint64_t dmark; /* == engine dgen while in the dirty list */
     double *score;  /* per scheduler (valid where elig) */
     bool live;
 } enode;
@@ -522,6 +523,11 @@ typedef struct esched {
     size_t n, cap;
     size_t members;
     uint64_t version;
+    /* With a cap and members == cap: the last member in array order
+     * (node and its score when it became the boundary). */
+    bool bvalid;
+    uint32_t bnode;
+    double bscore;
 } esched;
 
 struct shardctl_engine {
@@ -536,6 +542,10 @@ struct shardctl_engine {
     esched s[SHARDCTL_MAX_SCHEDULERS];
     size_t live, unfit, capped;
     uint64_t fast_updates, passes, resyncs;
+    /* Nodes whose owner a cascade touched (deduplicated by dmark). */
+    uint32_t *dirty;
+    size_t ndirty, cap_dirty;
+    uint64_t dgen;
 };
 
 #define TOMB UINT32_MAX
@@ -640,6 +650,7 @@ void shardctl_engine_free(shardctl_engine *e)
     free(e->nodes);
     free(e->free_ids);
     free(e->map);
+    free(e->dirty);
     for (size_t s = 0; s < e->ns; s++)
         free(e->s[s].v);
     free(e);
@@ -729,20 +740,6 @@ static void ent_remove(shardctl_engine *e, esched *s, double score, uint32_t nod
     s->n--;
 }
 
-static bool saturated(const shardctl_engine *e, size_t s)
-{
-    long max = e->cfg->sched[s].max_nodes;
-    return max > 0 && e->s[s].n > (size_t)max;
-}
-
-static bool any_saturated(const shardctl_engine *e)
-{
-    for (size_t s = 0; s < e->ns; s++)
-        if (saturated(e, s))
-            return true;
-    return false;
-}
-
 /* Moves node i to owner o, keeping counts and versions. */
 static void set_owner(shardctl_engine *e, uint32_t i, int o)
 {
@@ -771,6 +768,26 @@ static void count_unassigned(shardctl_engine *e, uint32_t i, int delta)
         e->capped = (size_t)((long)e->capped + delta);
 }
 
+/* Recomputes scheduler s's boundary by scanning back from position top
+ * (every member is at or before it). */
+static void fix_boundary(shardctl_engine *e, size_t s, size_t top)
+{
+    esched *es = &e->s[s];
+    long cap = e->cfg->sched[s].max_nodes;
+    es->bvalid = false;
+    if (cap <= 0 || es->members < (size_t)cap || es->n == 0)
+        return;
+    if (top >= es->n)
+        top = es->n - 1;
+    for (size_t k = top + 1; k-- > 0;)
+        if (e->nodes[es->v[k].node].owner == (int)s) {
+            es->bvalid = true;
+            es->bnode = es->v[k].node;
+            es->bscore = es->v[k].score;
+            return;
+        }
+}
+
 /* The linear selection pass: schedulers in order each take the first
  * max_nodes entries of their sorted array not taken by an earlier one. */
 static void select_pass(shardctl_engine *e)
@@ -796,6 +813,116 @@ static void select_pass(shardctl_engine *e)
         set_owner(e, (uint32_t)i, e->nodes[i].pass_owner);
         count_unassigned(e, (uint32_t)i, +1);
     }
+    for (size_t s = 0; s < e->ns; s++)
+        fix_boundary(e, s, e->s[s].n ? e->s[s].n - 1 : 0);
+}
+
+static bool avail(const shardctl_engine *e, uint32_t y, size_t s)
+{
+    const enode *n = &e->nodes[y];
+    return ((n->elig >> s) & 1) && !(n->owner >= 0 && n->owner < (int)s);
+}
+
+/* Puts y on the dirty list (once per cascade), taking it out of the
+ * unassigned counts while its old state is still in place. */
+static as_err dirty_add(shardctl_engine *e, uint32_t y, bool count)
+{
+    enode *n = &e->nodes[y];
+    if (n->dmark == e->dgen)
+        return AS_OK;
+    if (e->ndirty == e->cap_dirty) {
+        size_t cap = e->cap_dirty ? e->cap_dirty * 2 : 64;
+        uint32_t *v = realloc(e->dirty, cap * sizeof *v);
+        if (!v)
+            return AS_ENOMEM;
+        e->dirty = v;
+        e->cap_dirty = cap;
+    }
+    n->dmark = e->dgen;
+    e->dirty[e->ndirty++] = y;
+    if (count)
+        count_unassigned(e, y, -1);
+    return AS_OK;
+}
+
+static as_err move(shardctl_engine *e, uint32_t y, int o)
+{
+    as_err err = dirty_add(e, y, true);
+    if (err)
+        return err;
+    set_owner(e, y, o);
+    return AS_OK;
+}
+
+/*
+ * cascade brings the owners up to date after node x's sorted entries
+ * changed (x already out of the unassigned counts). Schedulers in order:
+ * without a cap, a scheduler owns exactly its available nodes, so only
+ * dirty nodes can change; with a cap, the members are the first `cap`
+ * available entries, and a change can only (a) drop a dirty member, (b)
+ * admit a dirty node ahead of the boundary, evicting the last member, or
+ * (c) refill freed slots from the old boundary on. Every owner change is
+ * itself dirty for the later schedulers. Cost: dirty nodes times
+ * schedulers, plus the entries skipped while walking from a boundary
+ * (those owned by earlier schedulers).
+ */
+static as_err cascade(shardctl_engine *e, uint32_t x)
+{
+    e->dgen++;
+    e->ndirty = 0;
+    as_err err = dirty_add(e, x, false);
+    for (size_t s = 0; s < e->ns && !err; s++) {
+        esched *es = &e->s[s];
+        long cap = e->cfg->sched[s].max_nodes;
+        size_t nd = e->ndirty;
+        if (cap <= 0) {
+            for (size_t k = 0; k < nd && !err; k++) {
+                uint32_t y = e->dirty[k];
+                bool av = avail(e, y, s);
+                if (av && e->nodes[y].owner != (int)s)
+                    err = move(e, y, (int)s);
+                else if (!av && e->nodes[y].owner == (int)s)
+                    err = move(e, y, -1);
+            }
+            continue;
+        }
+        bool had_b = es->bvalid;
+        size_t bpos = had_b ? ent_lower(e, es, es->bscore, es->bnode) : 0;
+        /* Every member sits at or before `top`. */
+        size_t top = had_b ? bpos : (es->n ? es->n - 1 : 0);
+        for (size_t k = 0; k < nd && !err; k++) {
+            uint32_t y = e->dirty[k];
+            if (e->nodes[y].owner == (int)s && (y == x || !avail(e, y, s)))
+                err = move(e, y, -1);
+        }
+        for (size_t k = 0; k < nd && !err; k++) {
+            uint32_t y = e->dirty[k];
+            if (e->nodes[y].owner == (int)s || !avail(e, y, s))
+                continue;
+            size_t pos = ent_lower(e, es, e->nodes[y].score[s], y);
+            if (had_b && pos > bpos)
+                continue; /* behind the boundary: the refill meets it in order */
+            err = move(e, y, (int)s);
+            if (pos > top)
+                top = pos;
+        }
+        for (size_t k = top + 1; es->members > (size_t)cap && k-- > 0 && !err;)
+            if (k < es->n && e->nodes[es->v[k].node].owner == (int)s)
+                err = move(e, es->v[k].node, -1);
+        if (had_b)
+            for (size_t k = bpos; k < es->n && es->members < (size_t)cap && !err; k++) {
+                uint32_t z = es->v[k].node;
+                if (e->nodes[z].owner != (int)s && avail(e, z, s)) {
+                    err = move(e, z, (int)s);
+                    if (k > top)
+                        top = k;
+                }
+            }
+        fix_boundary(e, s, top);
+    }
+    for (size_t k = 0; k < e->ndirty; k++)
+        count_unassigned(e, e->dirty[k], +1);
+    return err;
 }
 
 static void log_unfit_transition(const enode *n, uint32_t old_elig, bool was_live)
@@ -903,28 +1030,21 @@ as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *in
     n->tag = info->tag;
     n->epoch = epoch;
     uint32_t old_elig = n->elig;
-    bool sat_before = any_saturated(e);
     if (was_live)
         count_unassigned(e, i, -1);
     bool moved = false;
     err = rescore(e, i, info, &moved);
     log_unfit_transition(n, old_elig, was_live);
+    e->fast_updates++;
     if (was_live && !moved) {
         /* No sorted array changed: neither did any owner. */
-        e->fast_updates++;
         count_unassigned(e, i, +1);
-    } else if (sat_before || any_saturated(e)) {
-        select_pass(e);
-    } else {
-        /* No cap binds: every scheduler takes all its available fitting
-         * nodes, so only this node's owner can change. */
-        e->fast_updates++;
-        int o = -1;
-        for (size_t s = 0; s < e->ns && o < 0; s++)
-            if ((n->elig >> s) & 1)
-                o = (int)s;
-        set_owner(e, i, o);
-        count_unassigned(e, i, +1);
+        return err;
+    }
+    as_err cerr = cascade(e, i);
+    if (cerr) {
+        select_pass(e); /* out of memory mid-cascade: recompute in place */
+        return cerr;
     }
     return err;
 }
@@ -932,9 +1052,14 @@ as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *in
 static void drop_node(shardctl_engine *e, uint32_t i)
 {
     enode *n = &e->nodes[i];
+    count_unassigned(e, i, -1);
     for (size_t s = 0; s < e->ns; s++)
         if ((n->elig >> s) & 1)
             ent_remove(e, &e->s[s], n->score[s], i);
+    n->elig = 0;
+    /* Its slots go to the next in line (the name is still valid here). */
+    if (cascade(e, i))
+        select_pass(e);
     count_unassigned(e, i, -1);
     set_owner(e, i, -1);
     map_del(e, n->name);
@@ -952,10 +1077,7 @@ as_err shardctl_engine_remove_node(shardctl_engine *e, const char *name)
     long i = map_find(e, name);
     if (i < 0)
         return AS_ENOTFOUND;
-    bool sat_before = any_saturated(e);
     drop_node(e, (uint32_t)i);
-    if (sat_before)
-        select_pass(e); /* a freed cap slot goes to the next in line */
     return AS_OK;
 }
 
@@ -975,14 +1097,11 @@ bool shardctl_engine_seen(shardctl_engine *e, const char *name, uint64_t epoch, 
 as_err shardctl_engine_sweep(shardctl_engine *e, uint64_t epoch, size_t *removed)
 {
     size_t k = 0;
-    bool sat_before = any_saturated(e);
     for (size_t i = 0; i < e->nnodes; i++)
         if (e->nodes[i].live && e->nodes[i].epoch != epoch) {
             drop_node(e, (uint32_t)i);
             k++;
         }
-    if (k && sat_before)
-        select_pass(e);
     if (removed)
         *removed = k;
     return AS_OK;

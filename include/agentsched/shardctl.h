@@ -15,14 +15,17 @@
  *   shardctl_cli_main  the command: k8s client, config hot reload, loop
  *
  * INCREMENTAL ASSIGNMENT. The engine keeps, per scheduler, the nodes its
- * filter accepts in an array sorted by (score desc, name asc), and each
- * node's owner. A node event re-scores that one node (O(S log N) plus a
- * memmove) and, while no scheduler is saturated (a maxNodes cap that
- * binds), reassigns only that node: O(S). When a cap binds, the change can
- * cascade (a node entering a full shard pushes its last member to the next
- * scheduler, ...), and the engine runs one linear selection pass over the
- * sorted arrays: no re-scoring, no sorting, no allocation. A full resync
- * rebuilds everything from scratch (the reference the tests compare with).
+ * filter accepts in an array sorted by (score desc, name asc), each node's
+ * owner, and, for a scheduler at its maxNodes cap, its boundary (last
+ * member). A node event re-scores that node (binary search + memmove per
+ * scheduler) and then cascades: without a cap only the node itself can
+ * change owner; at a cap the node may enter ahead of the boundary (the last
+ * member is evicted and becomes a candidate for the next scheduler) or
+ * leave (the next entry after the boundary is admitted). The work is the
+ * owner changes times the schedulers, plus entries skipped near a boundary
+ * (those already owned by earlier schedulers); no re-scoring, sorting or
+ * pass over all nodes. A full resync rebuilds everything from scratch and
+ * is the reference the tests compare the incremental result with.
  */
 #ifndef AGENTSCHED_SHARDCTL_H
 #define AGENTSCHED_SHARDCTL_H

@@ -336,7 +336,7 @@ static void incremental_equals_scratch(const char *cfg_text)
     for (int i = 0; i < N; i++)
         all[i] = ni(names[i], req[i], 1000, warm[i]);
     cr_assert_eq(shardctl_engine_resync(inc, all, N, 1), AS_OK);
-    for (int step = 0; step < 400; step++) {
+    for (int step = 0; step < 1500; step++) {
         int i = (int)(next_rand() % N);
         uint64_t r = next_rand() % 10;
         if (r == 0 && present[i]) {
@@ -350,8 +350,6 @@ static void incremental_equals_scratch(const char *cfg_text)
             shardctl_node_info one = ni(names[i], req[i], 1000, warm[i]);
             cr_assert_eq(shardctl_engine_set_node(inc, &one, 1), AS_OK);
         }
-        if (step % 20 != 19)
-            continue;
         shardctl_node_info cur[N];
         size_t k = 0;
         for (int j = 0; j < N; j++)
@@ -388,6 +386,24 @@ Test(shardctl_engine, incremental_matches_from_scratch_with_binding_caps)
                                "  policies:\n"
                                "  - {name: allocation-rate, arguments: {minCPUUtil: 0.1, "
                                "maxCPUUtil: 0.9}}\n");
+}
+
+Test(shardctl_engine, incremental_matches_from_scratch_all_capped)
+{
+    incremental_equals_scratch("schedulerConfigs:\n"
+                               "- name: a\n"
+                               "  policies:\n"
+                               "  - {name: warmup, weight: 1}\n"
+                               "  - {name: allocation-rate, weight: 0.5, arguments: "
+                               "{minCPUUtil: 0.2}}\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 10}}\n"
+                               "- name: b\n"
+                               "  policies:\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 30}}\n"
+                               "- name: c\n"
+                               "  policies:\n"
+                               "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.6}}\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 1}}\n");
 }
 
 Test(shardctl_engine, seen_and_sweep_drop_vanished_nodes)
