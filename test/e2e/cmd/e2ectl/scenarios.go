@@ -330,6 +330,20 @@ func scenarioRestart(c *cluster) {
 
 	t, pods := c.waitSettled(total, fit, 45*time.Second, 10*time.Minute)
 	burstCheck(c, total, fit, t, pods)
+	// Not a failure of this scenario's invariants, but worth seeing: pods
+	// rejected because agentsched answered filter before its first sync
+	// (every node "not found") wait in kube-scheduler's unschedulable queue
+	// for a cluster event instead of being retried with backoff.
+	stale := 0
+	for r, n := range t.reasons {
+		if strings.Contains(r, "not found in agentsched's node cache") {
+			stale += n
+		}
+	}
+	if stale > 0 {
+		logf("WARNING: %d pods were last rejected with every node \"not found in agentsched's node cache\" "+
+			"(filter answered before the restarted agentsched had synced its nodes)", stale)
+	}
 }
 
 func dumpUnbound(c *cluster, pods []corev1.Pod, max int) {
