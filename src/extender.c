@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agentsched/binder.h"
@@ -93,28 +94,169 @@ static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_dia
 /* Reasons                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Reason texts depend only on (code, arg) except for taints (arg is a
- * per-node index), so they are rendered once per distinct result. */
+/*
+ * A response writer for the per-node parts of filter and prioritize: bytes
+ * go into a small chunk on the stack and reach the (capped) response buf
+ * one buf_append per chunk, instead of a buf call per token. JSON strings
+ * are escaped exactly as buf_json_str does; anything too big for a chunk
+ * goes to buf directly, so the output never depends on the chunk size.
+ */
+#define WR_CHUNK 4096
+typedef struct wr {
+    buf *o;
+    size_t n;
+    char c[WR_CHUNK];
+} wr;
+
+static void wr_init(wr *w, buf *o)
+{
+    w->o = o;
+    w->n = 0;
+}
+
+static void wr_flush(wr *w)
+{
+    if (w->n)
+        buf_append(w->o, w->c, w->n);
+    w->n = 0;
+}
+
+static inline void wr_raw(wr *w, const char *s, size_t n)
+{
+    if (n > WR_CHUNK - w->n) {
+        wr_flush(w);
+        if (n > WR_CHUNK) {
+            buf_append(w->o, s, n);
+            return;
+        }
+    }
+    memcpy(w->c + w->n, s, n);
+    w->n += n;
+}
+
+#define WR_LIT(w, lit) wr_raw((w), (lit), sizeof(lit) - 1)
+
+/* json_escape writes s[0..n) as a quoted JSON string at o (room for
+ * n * 6 + 2 bytes) the way buf_json_str does; returns the end. */
+static char *json_escape(char *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '"';
+    size_t i = 0;
+    /* Eight bytes at a time while none needs escaping: (x - k) sets a
+     * byte's high bit when that byte is below k if all bytes are < 0x80,
+     * and bytes >= 0x80 (copied as they are) send the word to the byte
+     * loop; false positives only cost the slower path. */
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        if ((x | (x - ones * 0x20) | (q - ones) | (b - ones)) & high)
+            break;
+        memcpy(o, &x, 8);
+        o += 8;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
+        } else if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
+        } else {
+            *o++ = '\\';
+            switch (c) {
+            case '\n':
+                *o++ = 'n';
+                break;
+            case '\r':
+                *o++ = 'r';
+                break;
+            case '\t':
+                *o++ = 't';
+                break;
+            default:
+                *o++ = 'u';
+                *o++ = '0';
+                *o++ = '0';
+                *o++ = hex[c >> 4];
+                *o++ = hex[c & 15];
+            }
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+static inline void wr_str(wr *w, const char *s, size_t n)
+{
+    size_t worst = n * 6 + 2;
+    if (worst > WR_CHUNK - w->n) {
+        wr_flush(w);
+        if (worst > WR_CHUNK) {
+            buf_json_str(w->o, s, n);
+            return;
+        }
+    }
+    w->n = (size_t)(json_escape(w->c + w->n, s, n) - w->c);
+}
+
+/*
+ * Reason texts depend only on (code, arg), and for taints on the taint's
+ * key and value, so each distinct reason is rendered and JSON-escaped once
+ * per request; the memo lives under the read lock (taint strings are
+ * borrowed from the first node's spec).
+ */
 #define REASON_MEMO 16
 typedef struct reason_memo {
     pred_result r[REASON_MEMO];
-    char text[REASON_MEMO][160];
+    const model_taint *taint[REASON_MEMO]; /* PRED_TAINT entries */
+    const char *json[REASON_MEMO];         /* quoted, escaped; request pool */
+    size_t json_len[REASON_MEMO];
     int n;
 } reason_memo;
 
-/* reason_text renders r for node (may be NULL); call under the read lock. */
-static const char *reason_text(reason_memo *m, const model_registry *reg, const cache_node *node,
-                               const model_pod *pod, pred_result r, char *scratch, size_t len)
+static bool str_eq(const char *a, const char *b)
 {
-    if (r.code == PRED_TAINT)
-        return pred_reason(reg, node, pod, r, scratch, len);
-    for (int i = 0; i < m->n; i++)
-        if (m->r[i].code == r.code && m->r[i].arg == r.arg)
-            return m->text[i];
-    if (m->n == REASON_MEMO)
-        return pred_reason(reg, node, pod, r, scratch, len);
-    m->r[m->n] = r;
-    return pred_reason(reg, node, pod, r, m->text[m->n++], sizeof m->text[0]);
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* reason_json returns the quoted JSON text of r for node (may be NULL
+ * unless r is a taint); falls back to rendering into scratch (escaped
+ * into escaped, 160 * 6 + 2 bytes) when the memo is full or the pool is.
+ * Call under the read lock. */
+static const char *reason_json(reason_memo *m, pool *p, const model_registry *reg,
+                               const cache_node *node, const model_pod *pod, pred_result r,
+                               size_t *len, char *escaped)
+{
+    const model_taint *t = NULL;
+    if (r.code == PRED_TAINT && node && r.arg >= 0 && (uint32_t)r.arg < node->spec->ntaints)
+        t = &node->spec->taints[r.arg];
+    for (int i = 0; i < m->n; i++) {
+        if (m->r[i].code != r.code)
+            continue;
+        if (r.code == PRED_TAINT
+                ? (m->taint[i] == t || (m->taint[i] && t && str_eq(m->taint[i]->key, t->key) &&
+                                        str_eq(m->taint[i]->value, t->value)))
+                : m->r[i].arg == r.arg) {
+            *len = m->json_len[i];
+            return m->json[i];
+        }
+    }
+    char text[160];
+    pred_reason(reg, node, pod, r, text, sizeof text);
+    size_t tl = strlen(text);
+    char *out = m->n < REASON_MEMO ? pool_alloc(p, tl * 6 + 2) : NULL;
+    char *o = out ? out : escaped;
+    *len = (size_t)(json_escape(o, text, tl) - o);
+    if (out) {
+        m->r[m->n] = r;
+        m->taint[m->n] = t;
+        m->json[m->n] = out;
+        m->json_len[m->n++] = *len;
+    }
+    return o;
 }
 
 /*
@@ -155,24 +297,24 @@ typedef struct eval {
     sched_result r;
 } eval;
 
-static void write_name_list(buf *o, const sched_name *names, size_t n, const pred_result *res)
+static void write_name_list(wr *w, const sched_name *names, size_t n, const pred_result *res)
 {
     bool first = true;
-    buf_puts(o, "[");
+    WR_LIT(w, "[");
     for (size_t i = 0; i < n; i++) {
         if (res[i].code != PRED_OK)
             continue;
         if (!first)
-            buf_puts(o, ",");
+            WR_LIT(w, ",");
         first = false;
-        buf_json_str(o, names[i].s, names[i].len);
+        wr_str(w, names[i].s, names[i].len);
     }
-    buf_puts(o, "]");
+    WR_LIT(w, "]");
 }
 
 /* write_filter builds the ExtenderFilterResult; takes the read lock to
  * render reasons when some node failed. */
-static void write_filter(svc *s, eval *e, buf *o)
+static void write_filter(svc *s, eval *e, buf *o, pool *p)
 {
     const pred_result *res = e->r.per_name;
     size_t failed = 0, unresolvable = 0;
@@ -182,80 +324,95 @@ static void write_filter(svc *s, eval *e, buf *o)
             unresolvable += pred_unresolvable(res[i].code);
         }
 
-    buf_puts(o, "{\"Nodes\":");
+    wr w;
+    wr_init(&w, o);
+    WR_LIT(&w, "{\"Nodes\":");
     if (e->a.has_nodes) {
-        buf_puts(o, "{\"metadata\":{},\"items\":[");
+        WR_LIT(&w, "{\"metadata\":{},\"items\":[");
         bool first = true;
         for (size_t j = 0; j < e->a.nnodes; j++) {
             if (res[e->item_index[j]].code != PRED_OK)
                 continue;
             if (!first)
-                buf_puts(o, ",");
+                WR_LIT(&w, ",");
             first = false;
-            buf_append(o, e->a.nodes[j].raw, e->a.nodes[j].raw_len);
+            wr_raw(&w, e->a.nodes[j].raw, e->a.nodes[j].raw_len);
         }
-        buf_puts(o, "]}");
+        WR_LIT(&w, "]}");
     } else {
-        buf_puts(o, "null");
+        WR_LIT(&w, "null");
     }
-    buf_puts(o, ",\"NodeNames\":");
+    WR_LIT(&w, ",\"NodeNames\":");
     if (e->a.has_node_names)
-        write_name_list(o, e->names, e->a.nnames, res);
+        write_name_list(&w, e->names, e->a.nnames, res);
     else
-        buf_puts(o, "null");
+        WR_LIT(&w, "null");
 
-    buf_puts(o, ",\"FailedNodes\":{");
+    WR_LIT(&w, ",\"FailedNodes\":{");
     if (failed) {
+        /* FailedAndUnresolvableNodes is built alongside, in its own buf. */
         buf unres;
-        buf_init(&unres, 0);
+        buf_init(&unres, o->cap);
+        wr *uw = unresolvable ? malloc(sizeof *uw) : NULL;
+        if (unresolvable && !uw)
+            o->err = o->err ? o->err : AS_ENOMEM;
+        if (uw)
+            wr_init(uw, &unres);
         reason_memo memo;
         memo.n = 0;
         const model_registry *reg = &s->reg;
         bool first = true, ufirst = true;
+        char escaped[160 * 6 + 2];
         cache_read_lock(s->cache);
         for (size_t i = 0; i < e->n; i++) {
             if (res[i].code == PRED_OK)
                 continue;
-            char scratch[160];
             const cache_node *node = res[i].code == PRED_TAINT
                                          ? cache_node_find(s->cache, e->names[i].s, e->names[i].len)
                                          : NULL;
-            const char *why =
-                reason_text(&memo, reg, node, e->pod, res[i], scratch, sizeof scratch);
+            size_t wl;
+            const char *why = reason_json(&memo, p, reg, node, e->pod, res[i], &wl, escaped);
             if (!first)
-                buf_puts(o, ",");
+                WR_LIT(&w, ",");
             first = false;
-            buf_json_str(o, e->names[i].s, e->names[i].len);
-            buf_puts(o, ":");
-            buf_json_cstr(o, why);
-            if (pred_unresolvable(res[i].code)) {
+            wr_str(&w, e->names[i].s, e->names[i].len);
+            WR_LIT(&w, ":");
+            wr_raw(&w, why, wl);
+            if (uw && pred_unresolvable(res[i].code)) {
                 if (!ufirst)
-                    buf_puts(&unres, ",");
+                    WR_LIT(uw, ",");
                 ufirst = false;
-                buf_json_str(&unres, e->names[i].s, e->names[i].len);
-                buf_puts(&unres, ":");
-                buf_json_cstr(&unres, why);
+                wr_str(uw, e->names[i].s, e->names[i].len);
+                WR_LIT(uw, ":");
+                wr_raw(uw, why, wl);
             }
         }
         cache_read_unlock(s->cache);
-        buf_puts(o, "},\"FailedAndUnresolvableNodes\":{");
-        if (unresolvable) {
-            if (unres.err)
+        WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
+        if (uw) {
+            wr_flush(uw);
+            free(uw);
+            if (unres.err) {
                 o->err = o->err ? o->err : unres.err;
-            else
+            } else {
+                wr_flush(&w);
                 buf_append(o, unres.data, unres.len);
+            }
         }
         buf_free(&unres);
     } else {
-        buf_puts(o, "},\"FailedAndUnresolvableNodes\":{");
+        WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
     }
-    buf_puts(o, "},\"Error\":\"\"}");
+    WR_LIT(&w, "},\"Error\":\"\"}");
+    wr_flush(&w);
 }
 
 static void write_prioritize(svc *s, eval *e, buf *o, const score_policy *policy)
 {
     (void)s;
-    buf_puts(o, "[");
+    wr w;
+    wr_init(&w, o);
+    WR_LIT(&w, "[");
     for (size_t i = 0; i < e->n; i++) {
         int score = 0;
         if (e->r.score && e->r.score[i] >= 0) {
@@ -263,14 +420,19 @@ static void write_prioritize(svc *s, eval *e, buf *o, const score_policy *policy
             score = score < 0 ? 0 : score > 10 ? 10 : score;
         }
         if (i)
-            buf_puts(o, ",");
-        buf_puts(o, "{\"Host\":");
-        buf_json_str(o, e->names[i].s, e->names[i].len);
-        char num[32];
-        int k = snprintf(num, sizeof num, ",\"Score\":%d}", score);
-        buf_append(o, num, (size_t)k);
+            WR_LIT(&w, ",");
+        WR_LIT(&w, "{\"Host\":");
+        wr_str(&w, e->names[i].s, e->names[i].len);
+        if (score == 10)
+            WR_LIT(&w, ",\"Score\":10}");
+        else {
+            char num[] = ",\"Score\":0}";
+            num[9] = (char)('0' + score);
+            wr_raw(&w, num, sizeof num - 1);
+        }
     }
-    buf_puts(o, "]");
+    WR_LIT(&w, "]");
+    wr_flush(&w);
 }
 
 static void handle_eval(svc *s, const http_request *req, http_response *resp, verb v)
@@ -331,7 +493,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     buf *o = &resp->body;
     buf_reset(o);
     if (v == VERB_FILTER)
-        write_filter(s, &e, o);
+        write_filter(s, &e, o, req->pool);
     else
         write_prioritize(s, &e, o, e.policy);
     if (o->err) {
