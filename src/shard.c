@@ -149,6 +149,34 @@ static void names_sort(shard_names *s)
         qsort(s->v, s->n, sizeof *s->v, cmp_str);
 }
 
+/* Does the list v[0..n) (any order, duplicates allowed) hold exactly the
+ * names of the sorted set want? */
+static bool same_set(char *const *v, size_t n, const shard_names *want)
+{
+    size_t hits = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i] || !bsearch(&v[i], want->v, want->n, sizeof *want->v, cmp_str))
+            return false;
+        hits++;
+    }
+    /* Every entry is in want; equal when want has no name the list lacks
+     * (counting distinct entries of v). */
+    if (hits < want->n)
+        return false;
+    sset seen = {0};
+    size_t distinct = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool added = false;
+        if (sset_add(&seen, v[i], &added)) {
+            sset_free(&seen);
+            return false;
+        }
+        distinct += added;
+    }
+    sset_free(&seen);
+    return distinct == want->n;
+}
+
 /* See shard.h. */
 as_err shard_compute(const k8s_shard *shards, size_t n, const char *own, shard_view *out)
 {
@@ -211,7 +239,13 @@ as_err shard_compute(const k8s_shard *shards, size_t n, const char *own, shard_v
             break;
     }
     sset_free(&seen);
-    out->status_current = !err && out->to_remove.n == 0 && in_use_usable == out->usable.n;
+    if (!err) {
+        names_sort(&out->to_add);
+        names_sort(&out->to_remove);
+        out->status_current = out->to_remove.n == 0 && in_use_usable == out->usable.n &&
+                              same_set(me->nodes_to_add, me->n_to_add, &out->to_add) &&
+                              same_set(me->nodes_to_remove, me->n_to_remove, &out->to_remove);
+    }
 done:
     sset_free(&others);
     sset_free(&desired);

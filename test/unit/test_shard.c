@@ -95,6 +95,27 @@ Test(shard_compute, own_in_use_does_not_block_itself_and_status_current)
     free_table(t, 2);
 }
 
+Test(shard_compute, status_current_compares_to_add_too)
+{
+    k8s_shard t[2];
+    mk(&t[0], "agent", NS("a", "b"), 2, NS("a"), 1);
+    mk(&t[1], "volcano", NS("b"), 1, NS("b"), 1);
+    shard_view v;
+    cr_assert_eq(shard_compute(t, 2, "agent", &v), AS_OK);
+    expect_names(&v.to_add, NS("b"), 1);
+    cr_assert_not(v.status_current, "the object does not say b is to be added yet");
+    shard_view_free(&v);
+    t[0].nodes_to_add = strv(NS("b"), 1);
+    t[0].n_to_add = 1;
+    cr_assert_eq(shard_compute(t, 2, "agent", &v), AS_OK);
+    cr_assert(v.status_current);
+    shard_view_free(&v);
+    free(t[0].nodes_to_add[0]);
+    free(t[0].nodes_to_add);
+    t[0].nodes_to_add = NULL;
+    free_table(t, 2);
+}
+
 Test(shard_compute, absent_own_shard_is_empty)
 {
     k8s_shard t[1];
