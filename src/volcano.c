@@ -470,7 +470,11 @@ static int cb_key(void *ctx, const unsigned char *key, size_t n)
         }
         if (!known && s->st->unknown_nodes++ == 0) {
             size_t m = n < sizeof s->st->first_unknown - 1 ? n : sizeof s->st->first_unknown - 1;
-            memcpy(s->st->first_unknown, k, m);
+            /* it goes into a log line: no spaces, quotes or control bytes */
+            for (size_t i = 0; i < m; i++) {
+                unsigned char ch = (unsigned char)k[i];
+                s->st->first_unknown[i] = ch > ' ' && ch < 0x7f && ch != '"' ? (char)ch : '?';
+            }
             s->st->first_unknown[m] = '\0';
         }
     }

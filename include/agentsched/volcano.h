@@ -166,7 +166,8 @@ typedef struct volcano_session_stats {
     size_t jobs;             /* keys of "Jobs" */
     size_t nodes;            /* keys of "Nodes" */
     size_t unknown_nodes;    /* of those, names the cache does not hold */
-    char first_unknown[128]; /* the first such name (truncated), "" if none */
+    char first_unknown[128]; /* the first such name, truncated, with bytes unsafe in
+                                a log line shown as '?'; "" if none */
 } volcano_session_stats;
 
 /*
