@@ -502,8 +502,15 @@ static int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
             memcpy(&x, p, 8);
             const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
             uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-            if ((x | (x - ones * 0x20) | (q - ones) | (b - ones)) & high)
+            /* (v - k) & ~v flags bytes below k; the lowest flag of each
+             * term is exact (a borrow only flags bytes above a true hit),
+             * so the lowest set bit is the first byte to look at. */
+            uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) &
+                         high;
+            if (m) {
+                p += __builtin_ctzll(m) >> 3;
                 break;
+            }
             p += 8;
         }
         while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80)
