@@ -272,17 +272,26 @@ static void report_job_free(report_job *j)
     memset(j, 0, sizeof *j);
 }
 
-/* Queues an unschedulable report; dropped when the reporter is behind. */
-static void report_unschedulable(fastpath *fp, const model_pod *pod, const char *message)
+/* Copies what a report needs (the pod may be gone once settled). */
+static report_job report_make(fastpath *fp, const model_pod *pod, const char *message)
 {
+    report_job j = {0};
     if (!fp->ops.unschedulable)
-        return;
-    report_job j = {strdup(pod->ns), strdup(pod->name), strdup(pod->uid ? pod->uid : ""),
-                    strdup(message)};
-    if (!j.ns || !j.name || !j.uid || !j.message) {
+        return j;
+    j = (report_job){strdup(pod->ns), strdup(pod->name), strdup(pod->uid ? pod->uid : ""),
+                     strdup(message)};
+    if (!j.ns || !j.name || !j.uid || !j.message)
         report_job_free(&j);
+    return j;
+}
+
+/* Queues an unschedulable report (taking j); dropped when the reporter is
+ * behind. Call after the pod was settled in the queue: the reporter skips
+ * pods that are not waiting. */
+static void report_push(fastpath *fp, report_job j)
+{
+    if (!j.ns)
         return;
-    }
     pthread_mutex_lock(&fp->rmu);
     if (fp->rq_len < REPORT_QUEUE && !fp->rstop) {
         fp->rq[(fp->rq_head + fp->rq_len++) % REPORT_QUEUE] = j;
@@ -487,8 +496,9 @@ static void decide(fp_worker *w, const queue_item *it)
         inc(&fp->st.unschedulable);
         metrics_inc(fp->m.att_unsched);
         log_debug("msg=\"unschedulable\" pod=%s/%s reason=\"%s\"", pod->ns, pod->name, msg);
-        report_unschedulable(fp, pod, msg);
+        report_job j = report_make(fp, pod, msg);
         queue_unschedulable(fp->q, it->e);
+        report_push(fp, j);
         goto done;
     }
     binder_outcome oc;
