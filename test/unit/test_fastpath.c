@@ -151,6 +151,14 @@ static int nbound(void)
     return n;
 }
 
+static int nunsched(void)
+{
+    pthread_mutex_lock(&api.mu);
+    int n = api.nunsched;
+    pthread_mutex_unlock(&api.mu);
+    return n;
+}
+
 /* Waits (bounded) until the fake API has seen n binds. */
 static bool wait_bound(int n, int64_t ms)
 {
@@ -223,9 +231,11 @@ Test(fastpath, unschedulable_pod_is_reported_then_bound_when_a_node_is_added)
     while (queue_where_is(fastpath_queue(fp), "big", NULL) != QUEUE_UNSCHED && mono_ms() < end)
         usleep(1000);
     cr_assert_eq(queue_where_is(fastpath_queue(fp), "big", NULL), QUEUE_UNSCHED);
+    end = mono_ms() + 3000;
+    while (nunsched() < 1 && mono_ms() < end)
+        usleep(1000);
     pthread_mutex_lock(&api.mu);
-    while (!api.nunsched)
-        pthread_cond_wait(&api.cond, &api.mu);
+    cr_assert_eq(api.nunsched, 1);
     cr_assert_str_eq(api.last_unsched, "0/2 nodes are available: 2 Insufficient cpu.");
     pthread_mutex_unlock(&api.mu);
     cr_assert_eq(nbound(), 0);
@@ -435,5 +445,26 @@ Test(fastpath, metrics_are_exported)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(out.data, want[i]), "missing %s in\n%s", want[i], out.data);
     buf_free(&out);
+    teardown();
+}
+
+Test(fastpath, every_unschedulable_pod_is_reported_once)
+{
+    setup(4, 3);
+    add_node("n1", 1000);
+    cr_assert_eq(fastpath_start(fp), AS_OK);
+    char name[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof name, "u%02d", i);
+        cr_assert_eq(fastpath_offer(fp, agent(name, 2000)), AS_OK);
+    }
+    int64_t end = mono_ms() + 5000;
+    while (nunsched() < 40 && mono_ms() < end)
+        usleep(1000);
+    usleep(20000);
+    cr_assert_eq(nunsched(), 40, "%d of 40 unschedulable pods reported", nunsched());
+    queue_stats qs;
+    queue_get_stats(fastpath_queue(fp), &qs);
+    cr_assert_eq(qs.unsched, 40);
     teardown();
 }
