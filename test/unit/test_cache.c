@@ -126,7 +126,7 @@ Test(cache, node_add_find_by_len_replace_remove)
 
     /* Removing n1 moves the last node into its slot; (slot,id) lookups
      * still find the moved incarnation and not the removed one. */
-    nref n1, n3;
+    nref n1 = {0}, n3 = {0};
     cr_assert(node_ref("n1", &n1));
     cr_assert(node_ref("n3", &n3));
     cr_assert_eq(cache_node_remove(c, "n1"), AS_OK);
