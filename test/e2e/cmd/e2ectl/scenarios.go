@@ -405,4 +405,49 @@ func scenarioAgentFastpath(c *cluster) {
 	el := time.Since(start)
 	logf("settled after %.1fs: %.0f bound pods/s", el.Seconds(), float64(t.bound)/el.Seconds())
 	burstCheck(c, total, fit, t, pods)
+
+	// A node that fits the rest arrives: the unschedulable pods are moved
+	// back by the node event and bound, the first within a second.
+	n, err := fakeNode("agent-extra", "40", "256Gi", "500", true)
+	check(err, "build node agent-extra")
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	created, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	check(err, "create node agent-extra")
+	created.Status = n.Status
+	_, err = c.cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	cancel()
+	check(err, "set node agent-extra Ready")
+	added := time.Now()
+	// A narrow list (one pod on the new node) so that polling is cheap.
+	var first time.Duration
+	for first == 0 {
+		ctx, cancel := ctxTimeout(30 * time.Second)
+		l, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", "agent-extra").String(),
+			Limit:         1})
+		cancel()
+		check(err, "list pods on agent-extra")
+		if len(l.Items) > 0 {
+			first = time.Since(added)
+		} else if time.Since(added) > 2*time.Minute {
+			fail("no pod bound to agent-extra 2 min after it was added")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for {
+		bound := tallyPods(c.pods()).bound
+		if bound == total {
+			break
+		}
+		if time.Since(added) > 2*time.Minute {
+			fail("only %d of %d pods bound 2 min after node agent-extra was added", bound, total)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	logf("node added: first waiting pod bound after %v, all %d after %v", first.Round(time.Millisecond),
+		total-t.bound, time.Since(added).Round(time.Millisecond))
+	c.checkNoOvercommit()
+	if first > time.Second {
+		fail("first waiting pod bound %v after the node was added (want within 1s)", first)
+	}
 }
