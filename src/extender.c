@@ -579,6 +579,10 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
 {
     svc *s = ctx;
     uint64_t t0 = svc_mono_ns();
+    /* Held through the commit and the API bind (shard.h gating): the
+     * binder's recheck refuses a node that left the shard, and no status
+     * releasing it goes out while this bind may still land on it. */
+    uint64_t shard_rev = shard_decision_begin(s->shard);
     as_diag d;
     memset(&d, 0, sizeof d);
     extargs_binding b;
@@ -650,6 +654,7 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         break;
     }
 done:
+    shard_decision_end(s->shard, shard_rev);
     metrics_observe(s->m.bind_seconds, seconds_since(t0));
 }
 

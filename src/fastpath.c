@@ -35,6 +35,7 @@ typedef struct bind_job {
     const model_pod *pod; /* borrowed from the in-flight queue entry */
     char node[256];
     uint64_t added_ns;
+    uint64_t shard_rev; /* held until the API bind is done (shard.h gating) */
 } bind_job;
 
 typedef struct report_job {
@@ -384,6 +385,7 @@ static void *binder_main(void *arg)
         as_diag d = {{0}, {0}};
         uint64_t t0 = now_ns();
         as_err err = fp->ops.bind(fp->ops.arg, j.pod, j.node, &d);
+        shard_decision_end(fp->s->shard, j.shard_rev);
         uint64_t t1 = now_ns();
         metrics_observe(fp->m.st_api, (double)(t1 - t0) / 1e9);
         if (err == AS_OK) {
@@ -441,8 +443,10 @@ static void decide(fp_worker *w, const queue_item *it)
     svc *s = fp->s;
     const model_pod *pod = it->pod;
     uint64_t t0 = now_ns();
-    /* Held from evaluation through the binder commit (shard.h gating). */
+    /* Held from evaluation until the pod is bound on the API server, or the
+     * decision is dropped (shard.h gating). */
     uint64_t shard_rev = shard_decision_begin(s->shard);
+    bool shard_held = true;
     metrics_observe(fp->m.st_wait, (double)(t0 - it->active_ns) / 1e9);
     if (!w->pol || ++w->since_pol >= POLICY_REFRESH) {
         if (w->pol)
@@ -520,8 +524,9 @@ static void decide(fp_worker *w, const queue_item *it)
             inc(&fp->st.accepted_idempotent);
             metrics_inc(fp->m.b_idempotent);
         }
-        bind_job j = {it->e, pod, "", it->added_ns};
+        bind_job j = {it->e, pod, "", it->added_ns, shard_rev};
         snprintf(j.node, sizeof j.node, "%s", oc.node);
+        shard_held = false; /* the bind worker ends the decision */
         bind_push(fp, &j);
     } else if (err == AS_ECONFLICT) {
         char uid[600];
@@ -546,7 +551,8 @@ static void decide(fp_worker *w, const queue_item *it)
         queue_backoff(fp->q, it->e);
     }
 done:
-    shard_decision_end(s->shard, shard_rev);
+    if (shard_held)
+        shard_decision_end(s->shard, shard_rev);
     sched_result_free(&res);
     __atomic_add_fetch(&w->busy_ns, now_ns() - t0, __ATOMIC_RELAXED);
 }
