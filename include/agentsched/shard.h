@@ -24,10 +24,15 @@
  * decision therefore brackets itself with shard_decision_begin/_end, which
  * register the cache shard revision it reads; a status computed at revision
  * R is published only when no decision registered with a revision < R is
- * in flight. Callers:
- *   - extender filter/prioritize (and bind), fast-path workers (evaluate
- *     through commit), placement: begin before sched_evaluate, end after the
- *     decision has been acted on. begin/end are NULL-safe (no coordinator).
+ * in flight. Callers (wired):
+ *   - extender filter/prioritize: the whole request;
+ *   - extender bind verb: binder commit through the API bind (the binder's
+ *     recheck also refuses a node that left the shard: leaving bumps its
+ *     bind_version and pred_check applies the hard-mode shard predicate);
+ *   - fast-path workers: evaluation through the API bind (the bind worker
+ *     ends it).
+ * Placement (dry run) binds nothing and does not need to call them; any
+ * new entry point that binds must. begin/end are NULL-safe.
  *
  * Threads: shard_coord_update runs on the shard reflector thread (or a
  * test); begin/end on any thread (one mutex, no allocation on the common
