@@ -1225,6 +1225,12 @@ as_err shardctl_engine_members(shardctl_engine *e, size_t s, const char ***names
 }
 
 /* See shardctl.h. */
+uint64_t shardctl_engine_version(const shardctl_engine *e, size_t i)
+{
+    return i < e->ns ? e->s[i].version : 0;
+}
+
+/* See shardctl.h. */
 int shardctl_engine_owner(shardctl_engine *e, const char *name)
 {
     long i = map_find(e, name);

@@ -51,7 +51,7 @@ typedef struct ctl {
     shardctl_lease_obs obs;
     bool leader;
     char acquire_time[40];
-    int64_t last_renew_ok_ms, next_lease_ms, last_full_ms, next_reload_ms;
+    int64_t last_renew_ok_ms, next_lease_ms, last_full_ms, next_reload_ms, next_write_ms;
     uint64_t epoch, seen_node_ev, seen_pod_ev;
     uint64_t written[SHARDCTL_MAX_SCHEDULERS];
     bool written_ok[SHARDCTL_MAX_SCHEDULERS];
@@ -176,10 +176,17 @@ static bool same_names(const k8s_shard *cur, const char **names, size_t n)
 /* Writes every scheduler's nodesDesired that differs from the object. */
 static void write_shards(ctl *x, bool force)
 {
+    /* Only look at the objects when some membership moved. */
+    bool any = force;
+    for (size_t s = 0; s < x->cfg->n && !any; s++)
+        any = !x->written_ok[s] || x->written[s] != shardctl_engine_version(x->eng, s);
+    if (!any)
+        return;
     k8s_shard *cur = NULL;
     size_t ncur = 0;
     if (x->k && k8s_shards_copy(x->k, &cur, &ncur) != AS_OK)
         return;
+    bool failed = false;
     for (size_t s = 0; s < x->cfg->n; s++) {
         const char **names = NULL;
         size_t n = 0;
@@ -200,6 +207,7 @@ static void write_shards(ctl *x, bool force)
         if (!same_names(obj, names, n)) {
             err = k8s_shard_put_desired(x->k, sname, names, n, &d);
             if (err) {
+                failed = true;
                 metrics_inc(x->cm.writes_failed);
                 log_warn("msg=\"NodeShard write failed; will retry\" shard=%s error=\"%s\"", sname,
                          d.msg[0] ? d.msg : as_strerror(err));
@@ -213,6 +221,29 @@ static void write_shards(ctl *x, bool force)
         free(names);
     }
     k8s_shards_free(cur, ncur);
+    /* Back off after a failure rather than retrying every tick. */
+    x->next_write_ms = failed ? mono_ms() + x->retry_ms : 0;
+}
+
+/* --dry-run: log what would be written when a membership moves. */
+static void report_dry_run(ctl *x)
+{
+    for (size_t s = 0; s < x->cfg->n; s++) {
+        if (x->written_ok[s] && x->written[s] == shardctl_engine_version(x->eng, s))
+            continue;
+        const char **names = NULL;
+        size_t n = 0;
+        uint64_t version = 0;
+        if (shardctl_engine_members(x->eng, s, &names, &n, &version))
+            continue;
+        {
+            log_info("msg=\"dry run: would write NodeShard\" shard=%s nodes_desired=%zu first=%s",
+                     x->cfg->sched[s].name, n, n ? names[0] : "-");
+            x->written_ok[s] = true;
+            x->written[s] = version;
+        }
+        free(names);
+    }
 }
 
 /* ---- leader election ---------------------------------------------------- */
@@ -642,8 +673,10 @@ static int run_live(ctl *x, sigset_t *sigs)
             lease_step(x);
             x->next_lease_ms = now + x->retry_ms;
         }
-        if (x->leader && !x->dry_run)
+        if (x->leader && !x->dry_run && now >= x->next_write_ms)
             write_shards(x, full);
+        else if (x->dry_run)
+            report_dry_run(x);
     }
     lease_release(x);
     return rc;

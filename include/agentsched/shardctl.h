@@ -168,6 +168,10 @@ as_err shardctl_engine_resync(shardctl_engine *e, const shardctl_node_info *node
 as_err shardctl_engine_members(shardctl_engine *e, size_t i, const char ***names, size_t *n,
                                uint64_t *version);
 
+/* shardctl_engine_version: scheduler i's membership counter (as
+ * shardctl_engine_members reports it), without building the list. */
+uint64_t shardctl_engine_version(const shardctl_engine *e, size_t i);
+
 /* shardctl_engine_owner: index of the scheduler owning name, -1 when
  * unassigned or unknown. */
 int shardctl_engine_owner(shardctl_engine *e, const char *name);
