@@ -20,6 +20,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +427,60 @@ cache_node *cache_node_find(const cache *c, const char *name, size_t len)
 {
     cnode *n = hmap_get(&c->by_name, name, len);
     return n ? &n->pub : NULL;
+}
+
+/* See cache.h. */
+void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens, size_t n,
+                       cache_node **out)
+{
+    const hmap *m = &c->by_name;
+    if (!m->cap) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = NULL;
+        return;
+    }
+    size_t mask = m->cap - 1;
+    enum { BATCH = 16 };
+    uint64_t h[BATCH];
+    for (size_t b = 0; b < n; b += BATCH) {
+        size_t k = n - b < BATCH ? n - b : BATCH;
+        const char *const *nm = names + b;
+        const size_t *ln = lens + b;
+        /* 1: hash every name and start loading its home slot */
+        for (size_t i = 0; i < k; i++) {
+            h[i] = hash_str(nm[i], ln[i]);
+            __builtin_prefetch(&m->t[h[i] & mask]);
+        }
+        /* 2: start loading the key and the node of each home slot */
+        for (size_t i = 0; i < k; i++) {
+            const hent *e = &m->t[h[i] & mask];
+            if (e->k) {
+                __builtin_prefetch(e->k);
+                __builtin_prefetch(e->v);
+            }
+        }
+        /* 3: probe as hmap_get does; start loading the node's usage and
+         * allocatable for the caller's predicates */
+        for (size_t i = 0; i < k; i++) {
+            cnode *found = NULL;
+            for (size_t j = h[i] & mask;; j = (j + 1) & mask) {
+                const hent *e = &m->t[j];
+                if (!e->k)
+                    break;
+                if (e->h == h[i] && e->klen == ln[i] && key_eq(e->k, nm[i], ln[i])) {
+                    found = e->v;
+                    break;
+                }
+            }
+            if (found) {
+                const char *base = (const char *)&found->pub;
+                __builtin_prefetch(base + offsetof(cache_node, requested));
+                __builtin_prefetch(base + offsetof(cache_node, bind_version));
+                __builtin_prefetch(base + offsetof(cache_node, alloc));
+            }
+            out[b + i] = found ? &found->pub : NULL;
+        }
+    }
 }
 
 /* See cache.h. */

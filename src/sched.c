@@ -227,8 +227,22 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
     x.split = x.mode == CACHE_SHARD_SOFT && !req->names;
     out->shard_revision = cache_shard_revision(c);
     if (req->names) {
+        /* Names are resolved a block at a time so the cache misses of a
+         * block overlap (cache_node_find_n). */
+        enum { BLOCK = 64 };
+        const char *bs[BLOCK];
+        size_t bl[BLOCK];
+        cache_node *bn[BLOCK];
         for (size_t i = 0; i < nn; i++) {
-            const cache_node *node = cache_node_find(c, req->names[i].s, req->names[i].len);
+            if (i % BLOCK == 0) {
+                size_t k = nn - i < BLOCK ? nn - i : BLOCK;
+                for (size_t j = 0; j < k; j++) {
+                    bs[j] = req->names[i + j].s;
+                    bl[j] = req->names[i + j].len;
+                }
+                cache_node_find_n(c, bs, bl, k, bn);
+            }
+            const cache_node *node = bn[i % BLOCK];
             double s = -1;
             if (!node) {
                 out->per_name[i] = (pred_result){PRED_NOT_FOUND, 0};
