@@ -505,8 +505,8 @@ static int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
             /* (v - k) & ~v flags bytes below k; the lowest flag of each
              * term is exact (a borrow only flags bytes above a true hit),
              * so the lowest set bit is the first byte to look at. */
-            uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) &
-                         high;
+            uint64_t m =
+                (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) & high;
             if (m) {
                 p += __builtin_ctzll(m) >> 3;
                 break;
