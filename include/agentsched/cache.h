@@ -52,9 +52,9 @@ const char *cache_shard_mode_name(cache_shard_mode m);
  * accessors below; everything else is stable while the read lock is held.
  */
 typedef struct cache_node {
-    const model_node *spec;           /* owned by the cache; replaced only under wrlock */
-    uint64_t id;                      /* unique per incarnation (never reused) */
-    uint32_t slot;                    /* index in the dense node array (moves on remove) */
+    const model_node *spec; /* owned by the cache; replaced only under wrlock */
+    uint64_t id;            /* unique per incarnation (never reused) */
+    uint32_t slot;          /* index in the dense node array (moves on remove) */
     int64_t requested[MODEL_MAX_RES]; /* (atomic) sum of bound+assumed pod requests;
                                          requested[MODEL_RES_PODS] = pod count */
     int32_t gpu_used[MODEL_MAX_GPUS]; /* (atomic) milli-GPU used per device */
@@ -65,11 +65,11 @@ typedef struct cache_node {
     /* Copies of the spec fields every predicate reads, written with spec
      * (under the write lock), so a scan reads one dense record per node
      * instead of chasing each spec. Stable under the read lock. */
-    bool ready;         /* spec->ready */
-    bool unschedulable; /* spec->unschedulable */
-    uint32_t ntaints;   /* spec->ntaints */
-    uint32_t ngpus;     /* spec->ngpus, capped at MODEL_MAX_GPUS */
-    model_resvec alloc; /* spec->alloc */
+    bool ready;            /* spec->ready */
+    bool unschedulable;    /* spec->unschedulable */
+    uint32_t ntaints;      /* spec->ntaints */
+    uint32_t ngpus;        /* spec->ngpus, capped at MODEL_MAX_GPUS */
+    model_resvec alloc;    /* spec->alloc */
 } cache_node;
 
 static inline int64_t cache_node_requested(const cache_node *n, int r)
@@ -143,10 +143,10 @@ typedef enum cache_pod_state {
 
 typedef struct cache_pod_info {
     cache_pod_state state;
-    char node[256];        /* node name it occupies */
-    char key[512];         /* "namespace/name" */
-    int64_t assumed_at_ms; /* when it was assumed (0 when BOUND from the start) */
-    uint32_t gpu_devices;  /* bitmask of GPU device indexes it holds */
+    char node[256];          /* node name it occupies */
+    char key[512];           /* "namespace/name" */
+    int64_t assumed_at_ms;   /* when it was assumed (0 when BOUND from the start) */
+    uint32_t gpu_devices;    /* bitmask of GPU device indexes it holds */
 } cache_pod_info;
 
 /* cache_pod_lookup copies what the cache knows of pod uid into *out
@@ -184,12 +184,12 @@ as_err cache_pod_delete(cache *c, const char *uid);
 
 /* Outcome of cache_assume_if. */
 typedef enum cache_assume_result {
-    CACHE_ASSUME_FAST = 0,   /* bind_version unchanged: accepted */
-    CACHE_ASSUME_RECHECKED,  /* version moved but the pod still fits: accepted */
-    CACHE_ASSUME_SAME_NODE,  /* pod already assumed/bound on this node: idempotent ok */
-    CACHE_ASSUME_OTHER_NODE, /* pod already assumed/bound elsewhere: refused */
-    CACHE_ASSUME_NO_FIT,     /* version moved and it no longer fits: refused */
-    CACHE_ASSUME_NODE_GONE,  /* that node incarnation is gone: refused */
+    CACHE_ASSUME_FAST = 0,     /* bind_version unchanged: accepted */
+    CACHE_ASSUME_RECHECKED,    /* version moved but the pod still fits: accepted */
+    CACHE_ASSUME_SAME_NODE,    /* pod already assumed/bound on this node: idempotent ok */
+    CACHE_ASSUME_OTHER_NODE,   /* pod already assumed/bound elsewhere: refused */
+    CACHE_ASSUME_NO_FIT,       /* version moved and it no longer fits: refused */
+    CACHE_ASSUME_NODE_GONE,    /* that node incarnation is gone: refused */
 } cache_assume_result;
 
 /* Re-check callback: does pod fit node in its *current* state? Called with
