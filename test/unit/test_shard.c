@@ -147,7 +147,7 @@ static as_err fake_publish(void *arg, const char *name, const shard_view *st, as
     cr_assert_str_eq(name, "agent");
     if (publish_result)
         return publish_result;
-    publishes++;
+    __atomic_add_fetch(&publishes, 1, __ATOMIC_SEQ_CST); /* read by the test thread */
     shard_names_free(&last_in_use);
     last_in_use.v = calloc(st->usable.n + 1, sizeof(char *));
     for (size_t i = 0; i < st->usable.n; i++)
