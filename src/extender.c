@@ -447,7 +447,19 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     memset(&e, 0, sizeof e);
     sched_result_init(&e.r);
 
-    as_err err = extargs_decode_args(req->pool, req->body, req->body_len, &e.a, &d);
+    as_err err;
+    if (s->k8s && !k8s_wait_synced(s->k8s, 0)) {
+        /* Before the first sync every node would fail as "not found" and
+         * kube-scheduler would park the pod as unschedulable until some
+         * cluster event; a 503 is an extender error, which it retries
+         * with backoff instead. */
+        err = as_diag_set(&d, AS_ETIMEOUT, NULL,
+                          "agentsched's node cache has not finished its first sync with the "
+                          "API server; retry shortly (see /readyz)");
+        reply_error(resp, 503, with_error, &d, err);
+        goto done;
+    }
+    err = extargs_decode_args(req->pool, req->body, req->body_len, &e.a, &d);
     if (err) {
         reply_error(resp, decode_status(err), with_error, &d, err);
         goto done;

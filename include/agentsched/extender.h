@@ -84,7 +84,10 @@
  * kube-scheduler treats any non-200 as a failed call (and skips the
  * extender if it is `ignorable`). Nesting/size caps (extargs.h) are also
  * 400; a request that exhausts its memory budget is 413; internal errors
- * are 500 with the same body shapes.
+ * are 500 with the same body shapes. In live mode, filter and prioritize
+ * answer 503 (same shapes) until the node cache's first sync with the API
+ * server, so kube-scheduler retries the pod instead of seeing every node
+ * as "not found".
  */
 #ifndef AGENTSCHED_EXTENDER_H
 #define AGENTSCHED_EXTENDER_H

@@ -476,3 +476,73 @@ Test(k8s_svc, start_ready_bind_stop)
     unlink(path);
     rmdir(dir);
 }
+
+/* Until the first sync, the extender's filter answers 503 (an extender
+ * error kube-scheduler retries) rather than failing every node as "not
+ * found" (which would park the pod as unschedulable). */
+Test(k8s_svc, filter_waits_for_first_sync)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    stub_fault(stub, "/api/v1/pods", STUB_LIST, STUB_F_SLOW, 1500);
+    char dir[] = "/tmp/agentsched-kcXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[600];
+    snprintf(path, sizeof path, "%s/kubeconfig", dir);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
+            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
+            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
+            stub_url(stub));
+    fclose(fp);
+
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.kubeconfig = path;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.kubeconfig = path;
+    kc.watch_shards = false;
+    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+
+    const char *body = "{\"Pod\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"default\","
+                       "\"uid\":\"uid-a\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}},"
+                       "\"Nodes\":null,\"NodeNames\":[\"n0\"]}";
+    for (int round = 0; round < 2; round++) {
+        http_request req = {0};
+        req.method = "POST";
+        req.path = "/scheduler/filter";
+        req.body = body;
+        req.body_len = strlen(body);
+        req.pool = pool_new(0);
+        http_response resp = {0};
+        resp.status = 200;
+        buf_init(&resp.body, 1 << 16);
+        extender_handle_filter(s, &req, &resp);
+        if (round == 0) {
+            cr_assert_eq(resp.status, 503, "%s", resp.body.data);
+            cr_assert_not_null(strstr(resp.body.data, "\"Error\":\"agentsched's node cache has "
+                                                      "not finished its first sync"),
+                               "%s", resp.body.data);
+            cr_assert(k8s_wait_synced(s->k8s, 10000));
+        } else {
+            cr_assert_eq(resp.status, 200, "%s", resp.body.data);
+            cr_assert_not_null(strstr(resp.body.data, "\"NodeNames\":[\"n0\"]"), "%s",
+                               resp.body.data);
+        }
+        buf_free(&resp.body);
+        pool_free(req.pool);
+    }
+    svc_free(s);
+    stub_free(stub);
+    unlink(path);
+    rmdir(dir);
+}
