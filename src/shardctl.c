@@ -1188,9 +1188,23 @@ as_err shardctl_engine_resync(shardctl_engine *e, const shardctl_node_info *node
         es->n = m;
     }
     select_pass(e);
-    for (size_t i = 0; i < e->nnodes; i++)
-        if (e->nodes[i].live && !e->nodes[i].elig)
-            log_warn("msg=\"node fits no scheduler's shard filter\" node=%s", e->nodes[i].name);
+    if (e->unfit) {
+        /* One line per resync (they recur every shardSyncPeriod); node
+         * events log each transition. */
+        char sample[512] = "";
+        size_t used = 0, shown = 0;
+        for (size_t i = 0; i < e->nnodes && shown < 5; i++)
+            if (e->nodes[i].live && !e->nodes[i].elig) {
+                int w = snprintf(sample + used, sizeof sample - used, "%s%s", shown ? "," : "",
+                                 e->nodes[i].name);
+                if (w < 0 || (size_t)w >= sizeof sample - used)
+                    break;
+                used += (size_t)w;
+                shown++;
+            }
+        log_warn("msg=\"nodes fit no scheduler's shard filter\" count=%zu sample=%s", e->unfit,
+                 sample);
+    }
 done:
     free(tmp);
     return err;
