@@ -1318,6 +1318,23 @@ shardctl_lease_action shardctl_lease_decide(const shardctl_lease_obs *obs, const
     return SHARDCTL_LEASE_FOLLOW;
 }
 
+/* See shardctl.h. */
+as_err shardctl_config_from_configmap(const json_t *cm, const char *key, const char *origin,
+                                      shardctl_config **out, as_diag *diag)
+{
+    *out = NULL;
+    if (!key)
+        key = "sharding.yaml";
+    const char *text = json_string_value(json_object_get(json_object_get(cm, "data"), key));
+    if (!text) {
+        char f[128];
+        snprintf(f, sizeof f, "data.%s", key);
+        return as_diag_set(diag, AS_ENOTFOUND, f, "%s: no key %s in the ConfigMap's data",
+                           origin ? origin : "ConfigMap", key);
+    }
+    return shardctl_config_parse(text, strlen(text), origin, out, diag);
+}
+
 /* ------------------------------------------------------------------ */
 /* Config reload                                                       */
 /* ------------------------------------------------------------------ */

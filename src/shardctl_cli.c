@@ -35,6 +35,11 @@ typedef struct ctl {
     /* flags */
     const char *config_path, *kubeconfig, *context, *cluster_path, *listen;
     const char *lease_ns, *lease_name;
+    char cm_ns[254], cm_name[254]; /* --configmap NS/NAME ("" = file) */
+    const char *cm_key;
+    char cm_rv[64];
+    bool cm_absent_logged;
+    int64_t next_cm_ms;
     char identity[256];
     bool in_cluster, once, dry_run;
     int64_t lease_ms, renew_deadline_ms, retry_ms;
@@ -396,7 +401,8 @@ static const http_route ctl_routes[] = {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: agentsched shard-controller --config FILE (--kubeconfig FILE | --in-cluster)\n"
+            "Usage: agentsched shard-controller (--config FILE | --configmap NS/NAME)\n"
+            "                                   (--kubeconfig FILE | --in-cluster)\n"
             "       agentsched shard-controller --config FILE --cluster FILE --once\n"
             "\n"
             "Computes each scheduler's NodeShard (shard.volcano.sh/v1alpha1) nodesDesired from a\n"
@@ -404,7 +410,9 @@ static void usage(FILE *f)
             "holding a coordination.k8s.io/v1 Lease. The config file is re-read when it changes;\n"
             "a bad edit is logged and the previous config kept.\n"
             "\n"
-            "  --config FILE           sharding config (YAML or JSON)\n"
+            "  --config FILE           sharding config (YAML or JSON), re-read when it changes\n"
+            "  --configmap NS/NAME     or: read it from a ConfigMap (polled every 5 s)\n"
+            "  --configmap-key KEY     the ConfigMap's data key (default sharding.yaml)\n"
             "  --kubeconfig FILE       follow a cluster through this kubeconfig\n"
             "  --context NAME          kubeconfig context (default: current-context)\n"
             "  --in-cluster            use the pod's service account\n"
@@ -460,6 +468,17 @@ static int parse_flags(ctl *x, int argc, char **argv)
             x->config_path = val;
         else if (strcmp(name, "--kubeconfig") == 0)
             x->kubeconfig = val;
+        else if (strcmp(name, "--configmap") == 0) {
+            const char *slash = strchr(val, '/');
+            if (!slash || slash == val || !slash[1] || (size_t)(slash - val) >= sizeof x->cm_ns ||
+                strlen(slash + 1) >= sizeof x->cm_name) {
+                fprintf(stderr, "agentsched shard-controller: --configmap wants NAMESPACE/NAME\n");
+                return EXIT_USAGE;
+            }
+            snprintf(x->cm_ns, sizeof x->cm_ns, "%.*s", (int)(slash - val), val);
+            snprintf(x->cm_name, sizeof x->cm_name, "%s", slash + 1);
+        } else if (strcmp(name, "--configmap-key") == 0)
+            x->cm_key = val;
         else if (strcmp(name, "--context") == 0)
             x->context = val;
         else if (strcmp(name, "--cluster") == 0)
@@ -492,9 +511,14 @@ static int parse_flags(ctl *x, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (!x->config_path) {
-        fprintf(stderr, "agentsched shard-controller: --config FILE is required (e.g. "
-                        "policy/sharding.yaml)\n");
+    if (!x->config_path == !x->cm_name[0]) {
+        fprintf(stderr, "agentsched shard-controller: give one of --config FILE (e.g. "
+                        "policy/sharding.yaml) or --configmap NAMESPACE/NAME\n");
+        return EXIT_USAGE;
+    }
+    if (x->cm_name[0] && x->cluster_path) {
+        fprintf(stderr, "agentsched shard-controller: --configmap needs a live cluster; use "
+                        "--config with --cluster\n");
         return EXIT_USAGE;
     }
     int sources = !!x->kubeconfig + !!x->in_cluster + !!x->cluster_path;
@@ -570,22 +594,19 @@ static int run_once(ctl *x)
 
 /* ---- live --------------------------------------------------------------- */
 
-static void maybe_reload(ctl *x)
+static void config_rejected(ctl *x, as_err err, const as_diag *d)
 {
-    shardctl_config *next = NULL;
-    as_diag d = {0};
-    as_err err = shardctl_config_reload(x->config_path, &x->stamp, &next, &d);
-    if (err) {
-        metrics_inc(x->cm.reload_failed);
-        log_error("msg=\"sharding config rejected; keeping the current one\" error=\"%s\" "
-                  "field=%s",
-                  d.msg[0] ? d.msg : as_strerror(err), d.field[0] ? d.field : "-");
-        return;
-    }
-    if (!next)
-        return;
+    metrics_inc(x->cm.reload_failed);
+    log_error("msg=\"sharding config rejected; keeping the current one\" error=\"%s\" "
+              "field=%s",
+              d->msg[0] ? d->msg : as_strerror(err), d->field[0] ? d->field : "-");
+}
+
+/* Swaps in a new config (takes it) with a fresh engine. */
+static void config_apply(ctl *x, shardctl_config *next, const char *source)
+{
     shardctl_engine *eng = NULL;
-    if ((err = shardctl_engine_new(next, &eng))) {
+    if (shardctl_engine_new(next, &eng)) {
         shardctl_config_free(next);
         return;
     }
@@ -595,9 +616,58 @@ static void maybe_reload(ctl *x)
     x->cfg = next;
     memset(x->written_ok, 0, sizeof x->written_ok);
     metrics_inc(x->cm.reload_ok);
-    log_info("msg=\"sharding config loaded\" file=%s schedulers=%zu sync_period_ms=%lld",
-             x->config_path, x->cfg->n, (long long)x->cfg->sync_period_ms);
+    log_info("msg=\"sharding config loaded\" source=%s schedulers=%zu sync_period_ms=%lld", source,
+             x->cfg->n, (long long)x->cfg->sync_period_ms);
     x->last_full_ms = 0; /* recompute from scratch now */
+}
+
+static void maybe_reload(ctl *x)
+{
+    shardctl_config *next = NULL;
+    as_diag d = {0};
+    as_err err = shardctl_config_reload(x->config_path, &x->stamp, &next, &d);
+    if (err)
+        config_rejected(x, err, &d);
+    else if (next)
+        config_apply(x, next, x->config_path);
+}
+
+/* --configmap: poll the object; re-parse when its resourceVersion moves. */
+static void configmap_poll(ctl *x)
+{
+    char path[700], origin[600];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", x->cm_ns, x->cm_name);
+    snprintf(origin, sizeof origin, "ConfigMap %s/%s", x->cm_ns, x->cm_name);
+    buf resp;
+    buf_init(&resp, SHARDCTL_CONFIG_MAX * 2);
+    long code = 0;
+    as_diag d = {0};
+    as_err err = k8s_request(x->k, "GET", path, NULL, 0, &resp, &code, &d);
+    json_t *cm = NULL;
+    if (err || code != 200) {
+        if (!x->cm_absent_logged)
+            log_warn("msg=\"cannot read the sharding ConfigMap; keeping the current config\" "
+                     "configmap=%s/%s status=%ld error=\"%s\"",
+                     x->cm_ns, x->cm_name, code, err ? (d.msg[0] ? d.msg : as_strerror(err)) : "-");
+        x->cm_absent_logged = true;
+        goto done;
+    }
+    x->cm_absent_logged = false;
+    if (!(cm = json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL)))
+        goto done;
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(cm, "metadata"), "resourceVersion"));
+    if (rv && strcmp(rv, x->cm_rv) == 0)
+        goto done;
+    snprintf(x->cm_rv, sizeof x->cm_rv, "%s", rv ? rv : "");
+    shardctl_config *next = NULL;
+    if ((err = shardctl_config_from_configmap(cm, x->cm_key, origin, &next, &d)))
+        config_rejected(x, err, &d);
+    else
+        config_apply(x, next, origin);
+done:
+    json_decref(cm);
+    buf_free(&resp);
 }
 
 static int run_live(ctl *x, sigset_t *sigs)
@@ -642,10 +712,16 @@ static int run_live(ctl *x, sigset_t *sigs)
             break;
         }
         int64_t now = mono_ms();
-        if (sig == SIGHUP || now >= x->next_reload_ms) {
+        if (x->config_path && (sig == SIGHUP || now >= x->next_reload_ms)) {
             maybe_reload(x);
             x->next_reload_ms = now + 1000;
         }
+        if (x->cm_name[0] && (sig == SIGHUP || now >= x->next_cm_ms)) {
+            configmap_poll(x);
+            x->next_cm_ms = now + 5000;
+        }
+        if (!x->cfg)
+            continue; /* no valid config yet */
         if (!synced) {
             if (!k8s_wait_synced(x->k, 0))
                 continue;
@@ -719,14 +795,18 @@ int shardctl_cli_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     as_diag d = {0};
-    as_err err = shardctl_config_reload(x.config_path, &x.stamp, &x.cfg, &d);
-    if (err || !x.cfg) {
-        fprintf(stderr, "agentsched shard-controller: %s\n", d.msg[0] ? d.msg : as_strerror(err));
-        return EXIT_FAIL;
+    if (x.config_path) {
+        as_err err = shardctl_config_reload(x.config_path, &x.stamp, &x.cfg, &d);
+        if (err || !x.cfg) {
+            fprintf(stderr, "agentsched shard-controller: %s\n",
+                    d.msg[0] ? d.msg : as_strerror(err));
+            return EXIT_FAIL;
+        }
     }
     model_registry_init(&x.reg);
     rc = EXIT_FAIL;
-    if (shardctl_engine_new(x.cfg, &x.eng) || cache_new(&x.reg, &x.cache) || metrics_new(&x.m))
+    if ((x.cfg && shardctl_engine_new(x.cfg, &x.eng)) || cache_new(&x.reg, &x.cache) ||
+        metrics_new(&x.m))
         goto done;
     x.cm.nodes = metrics_new_gauge(x.m, "agentsched_shardctl_nodes", "Nodes the controller sees.");
     x.cm.unfit = metrics_new_gauge(x.m, "agentsched_shardctl_nodes_unassigned{reason=\"no_fit\"}",

@@ -15,7 +15,8 @@
 #   4. `agentsched shard-controller` (two replicas, one Lease) computes the
 #      shards from CPU utilisation; when a node crosses the band it moves
 #      to agent-scheduler's nodesDesired; the leader's SIGTERM releases the
-#      Lease and the other replica takes over.
+#      Lease and the other replica takes over. A third replica reads its
+#      config from a ConfigMap and rejects a bad edit, keeping the old one.
 #   Invariant checked at the end: no pod is bound outside the usable set
 #   agentsched had published when it was bound (hard mode).
 #
@@ -157,6 +158,18 @@ wait_for "agentsched waits for volcano to release node-0002" status_is nodesToAd
 kill -TERM "${PIDS[0]}"
 holder_is() { [ "$("$K" get lease -n default agentsched-shard-controller -o 'jsonpath={.spec.holderIdentity}')" = "$1" ]; }
 wait_for "ctl-b takes the lease after ctl-a releases it" holder_is ctl-b
+
+# the config from a ConfigMap: loaded, then a bad edit rejected (old kept)
+"$K" create configmap sharding -n default --save-config --from-file=sharding.yaml="$TMP/sharding.yaml" >/dev/null
+"$AS" shard-controller --configmap default/sharding --kubeconfig "$KUBECONFIG" --identity ctl-c \
+	--listen none --dry-run >"$TMP/ctl-c.log" 2>&1 &
+PIDS+=($!)
+wait_for "configmap: config loaded" grep -q 'sharding config loaded" source=ConfigMap default/sharding' "$TMP/ctl-c.log"
+printf 'schedulerConfigs: [{name: agent-scheduler, policies: [{name: nope}]}]\n' >"$TMP/bad.yaml"
+"$K" create configmap sharding -n default --from-file=sharding.yaml="$TMP/bad.yaml" \
+	--dry-run=client -o yaml | "$K" apply -f - >/dev/null
+wait_for "configmap: bad edit rejected, old config kept" grep -q 'rejected; keeping the current one' "$TMP/ctl-c.log"
+wait_for "configmap: dry run computed the shards" grep -q 'dry run: would write NodeShard" shard=agent-scheduler' "$TMP/ctl-c.log"
 
 # invariant: in hard mode nothing was bound outside what agentsched used
 for p in $("$K" get pods -o 'jsonpath={.items[*].metadata.name}'); do

@@ -115,6 +115,16 @@ typedef struct shardctl_file_stamp {
 as_err shardctl_config_reload(const char *path, shardctl_file_stamp *stamp, shardctl_config **next,
                               as_diag *diag);
 
+/*
+ * shardctl_config_from_configmap parses the config held in a v1 ConfigMap
+ * object (borrowed JSON) under data[key] (NULL key = "sharding.yaml", as
+ * Volcano's controller uses). origin names it in messages. AS_ENOTFOUND
+ * when the key is absent; otherwise as shardctl_config_parse.
+ */
+struct json_t;
+as_err shardctl_config_from_configmap(const struct json_t *cm, const char *key, const char *origin,
+                                      shardctl_config **out, as_diag *diag);
+
 /* shardctl_duration_parse parses a Go duration ("60s", "1m30s", "500ms",
  * "2h") or a plain number of seconds into ms. AS_EINVAL on bad input. */
 as_err shardctl_duration_parse(const char *s, int64_t *ms);

@@ -499,3 +499,24 @@ Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
              AGENTSCHED_BINARY);
     cr_assert_eq(WEXITSTATUS(system(cmd)), 2, "--config is required");
 }
+
+Test(shardctl_config, from_configmap)
+{
+    json_t *cm = json_pack("{s:{s:s},s:{s:s}}", "metadata", "resourceVersion", "7", "data",
+                           "sharding.yaml", "schedulerConfigs: [{name: agent}]\n");
+    shardctl_config *c = NULL;
+    as_diag d = {0};
+    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_OK,
+                 "%s", d.msg);
+    cr_assert_str_eq(c->sched[0].name, "agent");
+    shardctl_config_free(c);
+    cr_assert_eq(shardctl_config_from_configmap(cm, "other.yaml", "ConfigMap ns/cm", &c, &d),
+                 AS_ENOTFOUND);
+    cr_assert_str_eq(d.field, "data.other.yaml");
+    json_object_set_new(json_object_get(cm, "data"), "sharding.yaml",
+                        json_string("schedulerConfigs: [{name: agent, oops: 1}]\n"));
+    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_EINVAL);
+    cr_assert(strstr(d.msg, "ConfigMap ns/cm"), "%s", d.msg);
+    cr_assert_null(c);
+    json_decref(cm);
+}
