@@ -11,6 +11,7 @@
 //	e2ectl apply --kubeconfig FILE -f MANIFEST
 //	e2ectl scheduler-config --in FILE --out FILE --kubeconfig FILE --extender-url URL
 //	e2ectl scenario NAME --state-dir DIR
+//	e2ectl bench --state-dir DIR --mode MODE [--pods N] [--out FILE] | bench table --in FILE
 package main
 
 import (
@@ -35,6 +36,7 @@ var commands = map[string]command{
 	"apply":            {cmdApply, "create or update every object of a manifest"},
 	"scheduler-config": {cmdSchedulerConfig, "derive kube-scheduler's configuration"},
 	"scenario":         {cmdScenario, "run one end-to-end scenario"},
+	"bench":            {cmdBench, "end-to-end throughput benchmark (test/bench/bench_e2e.sh)"},
 }
 
 func usage() {

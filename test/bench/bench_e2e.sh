@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# bench_e2e.sh - end-to-end scheduling throughput on one real control plane
+# (a benchmark, not a test; issue [e2e] "Benchmark", issue [fastpath]).
+#
+#   test/bench/bench_e2e.sh [--nodes 1000] [--pods 5000] [--workers 64]
+#                           [--modes "plain extender fastpath ceiling bindonly"]
+#                           [--timeout 10m] [--state-dir build/bench-e2e]
+#
+# Brings up a dev-cluster (test/e2e/dev-cluster: etcd, kube-apiserver,
+# kube-scheduler with agentsched as extender, agentsched serve --kubeconfig
+# with its fast path) with --nodes fake nodes big enough for every pod, then
+# runs `e2ectl bench` once per mode, one after another, on that control plane:
+#   plain     (a) a second kube-scheduler, no extenders, profile bench-plain
+#             (started for this mode only, same client QPS/burst)
+#   extender  (b) the dev-cluster's kube-scheduler + agentsched extender
+#             (filter, prioritize, bind), pods of default-scheduler
+#   fastpath  (c) agentsched standalone, pods of agent-scheduler
+#   ceiling   (d) no scheduler: the client creates each pod and posts a
+#             precomputed Binding as soon as the create returns
+#   bindonly  (d') pods pre-created untimed, then only Bindings timed
+# Each mode's pods are deleted (grace 0) before the next mode starts. Prints
+# the table (pods/s, p50/p99 create->bound) and the ratios b/a, c/a, c/d, and
+# tears the cluster down at the end, also on failure or Ctrl-C.
+#
+# Environment: AGENTSCHED_BIN (default build/agentsched), E2E_SKIP_BUILD
+# (default 1: use test/e2e/bin as built; 0 rebuilds, seconds when warm).
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+E2E=$REPO/test/e2e
+BIN=${E2E_BIN_DIR:-$E2E/bin}
+NODES=1000
+PODS=5000
+WORKERS=64
+MODES="plain extender fastpath ceiling bindonly"
+TIMEOUT=10m
+STATE=$REPO/build/bench-e2e
+SCHED_QPS=5000
+SCHED_BURST=10000
+export AGENTSCHED_BIN=${AGENTSCHED_BIN:-$REPO/build/agentsched}
+export E2E_SKIP_BUILD=${E2E_SKIP_BUILD:-1}
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--nodes) NODES=$2; shift 2 ;;
+	--pods) PODS=$2; shift 2 ;;
+	--workers) WORKERS=$2; shift 2 ;;
+	--modes) MODES=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	--state-dir) STATE=$2; shift 2 ;;
+	-h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench_e2e: unknown option $1 (see --help)" >&2; exit 2 ;;
+	esac
+done
+case "$STATE" in /*) ;; *) STATE=$PWD/$STATE ;; esac
+log() { printf '[bench_e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# Every pod fits on any node several times over: the benchmark measures
+# scheduling and binding, not packing (each mode starts on empty nodes).
+per_node=$(( (PODS + NODES - 1) / NODES * 4 + 10 ))
+RESULTS=$STATE.results.jsonl
+PLAIN_PID=""
+rm -f "$RESULTS"
+
+stop_plain() {
+	if [ -n "$PLAIN_PID" ] && kill -0 "$PLAIN_PID" 2>/dev/null; then
+		kill -TERM -- "-$PLAIN_PID" 2>/dev/null || kill -TERM "$PLAIN_PID" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$PLAIN_PID" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL -- "-$PLAIN_PID" 2>/dev/null || true
+	fi
+	PLAIN_PID=""
+}
+finish() {
+	local rc=$?
+	stop_plain
+	bash "$E2E/dev-cluster" down --state-dir "$STATE" || rc=1
+	exit $rc
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+log "machine: $(nproc) cores, $(uptime)"
+bash "$E2E/dev-cluster" up --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
+	--node-memory "$((per_node))Gi" --node-pods "$per_node"
+# shellcheck disable=SC1091
+. "$STATE/env"
+log "kube-scheduler (extender) client settings: $(grep -A4 '^clientConnection:' "$STATE/kube-scheduler.yaml" | grep -E 'qps|burst' | tr -s ' \n' ' ')"
+
+start_plain() {
+	local port
+	port=$("$BIN/e2ectl" freeports 1)
+	cat >"$STATE/kube-scheduler-plain.yaml" <<YAML
+# bench_e2e.sh: kube-scheduler without extenders, same client settings.
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $KUBECONFIG
+  qps: $SCHED_QPS
+  burst: $SCHED_BURST
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: bench-plain
+YAML
+	setsid "$BIN/controlplane" kube-scheduler --config "$STATE/kube-scheduler-plain.yaml" \
+		--bind-address 127.0.0.1 --secure-port "$port" --cert-dir "$STATE/scheduler-plain-certs" \
+		>>"$STATE/logs/kube-scheduler-plain.log" 2>&1 </dev/null &
+	PLAIN_PID=$!
+	"$BIN/e2ectl" wait-url --url "https://127.0.0.1:$port/healthz" --insecure --timeout 180s --pid "$PLAIN_PID" >&2 ||
+		{ tail -n 30 "$STATE/logs/kube-scheduler-plain.log" >&2; exit 1; }
+	log "plain kube-scheduler (pid $PLAIN_PID, qps $SCHED_QPS burst $SCHED_BURST, no extenders) ready"
+}
+
+# A mode's wall-clock budget: its bind timeout plus creation and cleanup.
+to_s() { case "$1" in *m) echo $(( ${1%m} * 60 )) ;; *s) echo "${1%s}" ;; *) echo "$1" ;; esac; }
+budget=$(( $(to_s "$TIMEOUT") + 600 ))
+failed=0
+for mode in $MODES; do
+	[ "$mode" = plain ] && start_plain
+	if ! timeout -k 10 "$budget" "$BIN/e2ectl" bench --state-dir "$STATE" --mode "$mode" --pods "$PODS" \
+		--workers "$WORKERS" --timeout "$TIMEOUT" --out "$RESULTS"; then
+		log "mode $mode failed (see above); continuing"
+		failed=1
+	fi
+	[ "$mode" = plain ] && stop_plain
+done
+
+echo
+echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers; $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
+echo "kube-scheduler client qps=$SCHED_QPS burst=$SCHED_BURST (both instances); bench client qps 20000 burst 40000"
+[ -s "$RESULTS" ] && "$BIN/e2ectl" bench table --in "$RESULTS"
+exit $failed

@@ -1,0 +1,413 @@
+package main
+
+// e2ectl bench: the end-to-end throughput benchmark (test/bench/bench_e2e.sh
+// drives it; it is a benchmark, not a test). One run measures one mode on
+// the dev-cluster's control plane and appends a JSON line to --out;
+// `e2ectl bench table` prints the table and the ratios from those lines.
+//
+// Modes (the pods' schedulerName selects who schedules them):
+//
+//	plain     kube-scheduler without extender (bench_e2e.sh starts a second
+//	          kube-scheduler with profile "bench-plain" and no extenders)
+//	extender  kube-scheduler + agentsched (filter, prioritize, bind):
+//	          "default-scheduler", the dev-cluster's kube-scheduler
+//	fastpath  agentsched standalone: "agent-scheduler"
+//	ceiling   nobody schedules ("bench-none"): each client worker posts the
+//	          pod and, as soon as the create returns, a precomputed Binding
+//	          (round-robin over the nodes); the API server's create+bind limit
+//	bindonly  like ceiling, but all pods are created first (untimed) and only
+//	          the Bindings are timed; latency is bind call start -> watch
+//
+// Latency is measured from the return of the client's create call (the
+// Binding call's start in bindonly) to the first informer event that shows
+// spec.nodeName, not from creationTimestamp (1 s resolution). Throughput is
+// bound pods / (first create call start .. last bound event).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+var benchSchedulerNames = map[string]string{
+	"plain":    "bench-plain",
+	"extender": "default-scheduler",
+	"fastpath": "agent-scheduler",
+	"ceiling":  "bench-none",
+	"bindonly": "bench-none",
+}
+
+type benchResult struct {
+	Mode      string  `json:"mode"`
+	Pods      int     `json:"pods"`
+	Nodes     int     `json:"nodes"`
+	Bound     int     `json:"bound"`
+	Workers   int     `json:"workers"`
+	CreateS   float64 `json:"create_s"`
+	ElapsedS  float64 `json:"elapsed_s"`
+	PodsPerS  float64 `json:"pods_per_s"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+	MaxMs     float64 `json:"max_ms"`
+	TimedOut  bool    `json:"timed_out"`
+	ClientQPS float32 `json:"client_qps"`
+}
+
+func cmdBench(args []string) error {
+	if len(args) > 0 && args[0] == "table" {
+		return benchTable(args[1:])
+	}
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	stateDir := fs.String("state-dir", "", "dev-cluster state directory (required)")
+	mode := fs.String("mode", "", "plain|extender|fastpath|ceiling|bindonly (required)")
+	pods := fs.Int("pods", 1000, "pods to create")
+	workers := fs.Int("workers", 64, "concurrent client goroutines")
+	qps := fs.Float64("qps", 20000, "client QPS (burst = 2x)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting for binds after this long")
+	out := fs.String("out", "", "append the JSON result line to this file")
+	cleanup := fs.Bool("cleanup", true, "delete the benchmark's pods afterwards (grace 0)")
+	_ = fs.Parse(args)
+	sched, ok := benchSchedulerNames[*mode]
+	if *stateDir == "" || !ok || *pods < 1 || *workers < 1 {
+		return fmt.Errorf("usage: bench --state-dir DIR --mode plain|extender|fastpath|ceiling|bindonly [--pods N] [--workers W]")
+	}
+	e, err := loadEnv(*stateDir)
+	if err != nil {
+		return err
+	}
+	cfg, err := restConfig(e["KUBECONFIG"])
+	if err != nil {
+		return err
+	}
+	cfg.QPS = float32(*qps)
+	cfg.Burst = int(2 * *qps)
+	cfg.UserAgent = "agentsched-bench"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := "bench-" + *mode
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	cancel()
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %v", ns, err)
+	}
+	ctx, cancel = ctxTimeout(60 * time.Second)
+	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("list nodes: %v", err)
+	}
+	nodes := make([]string, 0, len(nl.Items))
+	for _, n := range nl.Items {
+		nodes = append(nodes, n.Name)
+	}
+	if len(nodes) == 0 {
+		return fmt.Errorf("no nodes")
+	}
+	if *cleanup {
+		benchDeletePods(cs, ns) // leftovers of an interrupted run
+	}
+
+	n := *pods
+	start := make([]time.Time, n) // create returned (bind started in bindonly)
+	bound := make([]time.Time, n)
+	var mu sync.Mutex
+	var nbound int
+	var lastBound time.Time
+	allBound := make(chan struct{})
+	idx := func(name string) int {
+		var i int
+		if _, err := fmt.Sscanf(name, "bench-%d", &i); err != nil || i < 0 || i >= n {
+			return -1
+		}
+		return i
+	}
+	onPod := func(obj interface{}) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		now := time.Now()
+		i := idx(p.Name)
+		if i < 0 {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !bound[i].IsZero() {
+			return
+		}
+		bound[i] = now
+		lastBound = now
+		nbound++
+		if nbound == n {
+			close(allBound)
+		}
+	}
+	fac := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := fac.Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onPod,
+		UpdateFunc: func(_, o interface{}) { onPod(o) },
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	fac.Start(stop)
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		return fmt.Errorf("pod informer did not sync")
+	}
+
+	tmpl := smallPod("", "100m", "64Mi")
+	tmpl.Spec.SchedulerName = sched
+	bindTo := func(i int) error {
+		b := &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%06d", i), Namespace: ns},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: nodes[i%len(nodes)]},
+		}
+		ctx, cancel := ctxTimeout(60 * time.Second)
+		defer cancel()
+		return cs.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
+	}
+	parallel := func(f func(i int) error) error {
+		var next int64 = -1
+		var wg sync.WaitGroup
+		var firstErr atomic.Value
+		for w := 0; w < *workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for firstErr.Load() == nil {
+					i := int(atomic.AddInt64(&next, 1))
+					if i >= n {
+						return
+					}
+					if err := f(i); err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if e := firstErr.Load(); e != nil {
+			return e.(error)
+		}
+		return nil
+	}
+	create := func(i int) error {
+		p := tmpl.DeepCopy()
+		p.Name = fmt.Sprintf("bench-%06d", i)
+		ctx, cancel := ctxTimeout(60 * time.Second)
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create pod %s: %v", p.Name, err)
+		}
+		return nil
+	}
+
+	logf("bench %s: %d pods (schedulerName %s), %d nodes, %d workers, client qps %.0f",
+		*mode, n, sched, len(nodes), *workers, *qps)
+	if *mode == "bindonly" {
+		if err := parallel(create); err != nil {
+			return err
+		}
+		logf("created %d pods (untimed), binding", n)
+	}
+	t0 := time.Now()
+	err = parallel(func(i int) error {
+		if *mode == "bindonly" {
+			start[i] = time.Now()
+			return bindTo(i)
+		}
+		if err := create(i); err != nil {
+			return err
+		}
+		start[i] = time.Now()
+		if *mode == "ceiling" {
+			return bindTo(i)
+		}
+		return nil
+	})
+	createD := time.Since(t0)
+	if err != nil {
+		return err
+	}
+	logf("%s calls done in %.2fs (%.0f/s)", map[bool]string{true: "bind", false: "create"}[*mode == "bindonly"],
+		createD.Seconds(), float64(n)/createD.Seconds())
+	timedOut := false
+	select {
+	case <-allBound:
+	case <-time.After(*timeout):
+		timedOut = true
+	}
+	mu.Lock()
+	res := benchResult{Mode: *mode, Pods: n, Nodes: len(nodes), Bound: nbound, Workers: *workers,
+		CreateS: createD.Seconds(), TimedOut: timedOut, ClientQPS: cfg.QPS}
+	var lat []float64
+	for i := 0; i < n; i++ {
+		if bound[i].IsZero() {
+			continue
+		}
+		d := bound[i].Sub(start[i]) // the watch may beat the create's response
+		if d < 0 {
+			d = 0
+		}
+		lat = append(lat, float64(d)/float64(time.Millisecond))
+	}
+	if nbound > 0 {
+		res.ElapsedS = lastBound.Sub(t0).Seconds()
+		res.PodsPerS = float64(nbound) / res.ElapsedS
+	}
+	mu.Unlock()
+	sort.Float64s(lat)
+	res.P50Ms, res.P99Ms = pct(lat, 0.50), pct(lat, 0.99)
+	if len(lat) > 0 {
+		res.MaxMs = lat[len(lat)-1]
+	}
+	logf("bench %s: %d/%d bound in %.2fs: %.0f pods/s, create->bound p50 %.1f ms p99 %.1f ms max %.1f ms%s",
+		*mode, nbound, n, res.ElapsedS, res.PodsPerS, res.P50Ms, res.P99Ms, res.MaxMs,
+		map[bool]string{true: " (TIMED OUT)", false: ""}[timedOut])
+	if *out != "" {
+		b, _ := json.Marshal(res)
+		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(append(b, '\n'))
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if *cleanup {
+		benchDeletePods(cs, ns)
+	}
+	if timedOut {
+		return fmt.Errorf("only %d of %d pods bound within %v", nbound, n, *timeout)
+	}
+	return nil
+}
+
+// pct returns the q-quantile (nearest rank) of sorted values.
+func pct(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(sorted) {
+		i = len(sorted) - 1
+	}
+	return sorted[i]
+}
+
+// benchDeletePods removes every pod of ns at once (grace 0: there are no
+// kubelets to confirm a graceful delete) and waits, bounded, until they are
+// gone, so that the next mode starts on empty nodes. No namespace deletion:
+// without kube-controller-manager a namespace never finishes terminating.
+func benchDeletePods(cs *kubernetes.Clientset, ns string) {
+	zero := int64(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	if err != nil {
+		logf("cleanup: delete pods in %s: %v", ns, err)
+		return
+	}
+	for ctx.Err() == nil {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil && len(l.Items) == 0 {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	logf("cleanup: pods of %s still present after 5 min", ns)
+}
+
+// benchTable prints the results appended by bench runs and the ratios.
+func benchTable(args []string) error {
+	fs := flag.NewFlagSet("bench table", flag.ExitOnError)
+	in := fs.String("in", "", "JSON lines written by bench --out (required)")
+	_ = fs.Parse(args)
+	f, err := os.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	res := map[string]benchResult{}
+	var order []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r benchResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return fmt.Errorf("%s: %v", *in, err)
+		}
+		if _, seen := res[r.Mode]; !seen {
+			order = append(order, r.Mode)
+		}
+		res[r.Mode] = r
+	}
+	label := map[string]string{
+		"plain":    "(a) kube-scheduler alone",
+		"extender": "(b) kube-scheduler + agentsched extender",
+		"fastpath": "(c) agentsched standalone fast path",
+		"ceiling":  "(d) binding ceiling (create + bind)",
+		"bindonly": "(d') bindings only (pods pre-created)",
+	}
+	fmt.Printf("| %-42s | %5s | %5s | %7s | %7s | %8s | %8s | %8s |\n",
+		"mode", "nodes", "pods", "bound", "pods/s", "p50 ms", "p99 ms", "max ms")
+	fmt.Printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", dash(44), dash(7), dash(7), dash(9), dash(9), dash(10), dash(10), dash(10))
+	for _, m := range order {
+		r := res[m]
+		l := label[m]
+		if r.TimedOut {
+			l += " TIMEOUT"
+		}
+		fmt.Printf("| %-42s | %5d | %5d | %7d | %7.0f | %8.1f | %8.1f | %8.1f |\n",
+			l, r.Nodes, r.Pods, r.Bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.MaxMs)
+	}
+	ratio := func(name, x, y string) {
+		rx, okx := res[x]
+		ry, oky := res[y]
+		if !okx || !oky || ry.PodsPerS == 0 {
+			fmt.Printf("%s: n/a (mode missing)\n", name)
+			return
+		}
+		fmt.Printf("%s = %.2f (pods/s %.0f / %.0f)\n", name, rx.PodsPerS/ry.PodsPerS, rx.PodsPerS, ry.PodsPerS)
+	}
+	fmt.Println()
+	ratio("b/a", "extender", "plain")
+	ratio("c/a", "fastpath", "plain")
+	ratio("c/d", "fastpath", "ceiling")
+	if _, ok := res["bindonly"]; ok {
+		ratio("c/d'", "fastpath", "bindonly")
+	}
+	return nil
+}
+
+func dash(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '-'
+	}
+	return string(b)
+}
