@@ -4,7 +4,7 @@
 #
 #   test/bench/bench_e2e.sh [--nodes 1000] [--pods 5000] [--workers 64]
 #                           [--modes "plain extender fastpath ceiling bindonly"]
-#                           [--timeout 10m] [--state-dir build/bench-e2e]
+#                           [--rate 0] [--timeout 10m] [--state-dir build/bench-e2e]
 #
 # Brings up a dev-cluster (test/e2e/dev-cluster: etcd, kube-apiserver,
 # kube-scheduler with agentsched as extender, agentsched serve --kubeconfig
@@ -18,6 +18,9 @@
 #   ceiling   (d) no scheduler: the client creates each pod and posts a
 #             precomputed Binding as soon as the create returns
 #   bindonly  (d') pods pre-created untimed, then only Bindings timed
+# --rate R paces the creates (binds in bindonly) at R pods/s, open loop, so
+# that latency is measured below saturation; 0 (default) creates as fast as
+# the workers can, which measures throughput.
 # Each mode's pods are deleted (grace 0) before the next mode starts. Prints
 # the table (pods/s, p50/p99 create->bound) and the ratios b/a, c/a, c/d, and
 # tears the cluster down at the end, also on failure or Ctrl-C.
@@ -31,6 +34,7 @@ BIN=${E2E_BIN_DIR:-$E2E/bin}
 NODES=1000
 PODS=5000
 WORKERS=64
+RATE=0
 MODES="plain extender fastpath ceiling bindonly"
 TIMEOUT=10m
 STATE=$REPO/build/bench-e2e
@@ -44,10 +48,11 @@ while [ $# -gt 0 ]; do
 	--nodes) NODES=$2; shift 2 ;;
 	--pods) PODS=$2; shift 2 ;;
 	--workers) WORKERS=$2; shift 2 ;;
+	--rate) RATE=$2; shift 2 ;;
 	--modes) MODES=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--state-dir) STATE=$2; shift 2 ;;
-	-h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "bench_e2e: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -117,7 +122,7 @@ failed=0
 for mode in $MODES; do
 	[ "$mode" = plain ] && start_plain
 	if ! timeout -k 10 "$budget" "$BIN/e2ectl" bench --state-dir "$STATE" --mode "$mode" --pods "$PODS" \
-		--workers "$WORKERS" --timeout "$TIMEOUT" --out "$RESULTS"; then
+		--workers "$WORKERS" --rate "$RATE" --timeout "$TIMEOUT" --out "$RESULTS"; then
 		log "mode $mode failed (see above); continuing"
 		failed=1
 	fi
@@ -125,7 +130,7 @@ for mode in $MODES; do
 done
 
 echo
-echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers; $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
+echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
 echo "kube-scheduler client qps=$SCHED_QPS burst=$SCHED_BURST (both instances); bench client qps 20000 burst 40000"
 [ -s "$RESULTS" ] && "$BIN/e2ectl" bench table --in "$RESULTS"
 exit $failed

@@ -57,6 +57,7 @@ type benchResult struct {
 	Nodes     int     `json:"nodes"`
 	Bound     int     `json:"bound"`
 	Workers   int     `json:"workers"`
+	Rate      float64 `json:"rate"`
 	CreateS   float64 `json:"create_s"`
 	ElapsedS  float64 `json:"elapsed_s"`
 	PodsPerS  float64 `json:"pods_per_s"`
@@ -79,6 +80,7 @@ func cmdBench(args []string) error {
 	qps := fs.Float64("qps", 20000, "client QPS (burst = 2x)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up waiting for binds after this long")
 	out := fs.String("out", "", "append the JSON result line to this file")
+	rate := fs.Float64("rate", 0, "arrival rate in pods/s (creates, or binds in bindonly); 0: as fast as the workers go")
 	cleanup := fs.Bool("cleanup", true, "delete the benchmark's pods afterwards (grace 0)")
 	_ = fs.Parse(args)
 	sched, ok := benchSchedulerNames[*mode]
@@ -184,27 +186,48 @@ func cmdBench(args []string) error {
 		defer cancel()
 		return cs.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
 	}
-	parallel := func(f func(i int) error) error {
-		var next int64 = -1
+	// parallel runs f(0..n-1) on the workers; paced (rate > 0) it hands out
+	// one index every 1/rate seconds (open-loop arrivals, so latency is not
+	// just queueing behind a saturated API server).
+	parallel := func(f func(i int) error, rate float64) error {
+		idxs := make(chan int, *workers)
+		done := make(chan struct{})
+		go func() {
+			defer close(idxs)
+			var tick *time.Ticker
+			if rate > 0 {
+				tick = time.NewTicker(time.Duration(float64(time.Second) / rate))
+				defer tick.Stop()
+			}
+			for i := 0; i < n; i++ {
+				if tick != nil {
+					<-tick.C
+				}
+				select {
+				case idxs <- i:
+				case <-done:
+					return
+				}
+			}
+		}()
 		var wg sync.WaitGroup
 		var firstErr atomic.Value
+		var once sync.Once
 		for w := 0; w < *workers; w++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for firstErr.Load() == nil {
-					i := int(atomic.AddInt64(&next, 1))
-					if i >= n {
-						return
-					}
+				for i := range idxs {
 					if err := f(i); err != nil {
 						firstErr.CompareAndSwap(nil, err)
+						once.Do(func() { close(done) })
 						return
 					}
 				}
 			}()
 		}
 		wg.Wait()
+		once.Do(func() { close(done) })
 		if e := firstErr.Load(); e != nil {
 			return e.(error)
 		}
@@ -222,10 +245,10 @@ func cmdBench(args []string) error {
 		return nil
 	}
 
-	logf("bench %s: %d pods (schedulerName %s), %d nodes, %d workers, client qps %.0f",
-		*mode, n, sched, len(nodes), *workers, *qps)
+	logf("bench %s: %d pods (schedulerName %s), %d nodes, %d workers, arrival rate %v/s (0: max), client qps %.0f",
+		*mode, n, sched, len(nodes), *workers, *rate, *qps)
 	if *mode == "bindonly" {
-		if err := parallel(create); err != nil {
+		if err := parallel(create, 0); err != nil {
 			return err
 		}
 		logf("created %d pods (untimed), binding", n)
@@ -244,7 +267,7 @@ func cmdBench(args []string) error {
 			return bindTo(i)
 		}
 		return nil
-	})
+	}, *rate)
 	createD := time.Since(t0)
 	if err != nil {
 		return err
@@ -258,7 +281,7 @@ func cmdBench(args []string) error {
 		timedOut = true
 	}
 	mu.Lock()
-	res := benchResult{Mode: *mode, Pods: n, Nodes: len(nodes), Bound: nbound, Workers: *workers,
+	res := benchResult{Mode: *mode, Pods: n, Nodes: len(nodes), Bound: nbound, Workers: *workers, Rate: *rate,
 		CreateS: createD.Seconds(), TimedOut: timedOut, ClientQPS: cfg.QPS}
 	var lat []float64
 	for i := 0; i < n; i++ {
@@ -373,17 +396,21 @@ func benchTable(args []string) error {
 		"ceiling":  "(d) binding ceiling (create + bind)",
 		"bindonly": "(d') bindings only (pods pre-created)",
 	}
-	fmt.Printf("| %-42s | %5s | %5s | %7s | %7s | %8s | %8s | %8s |\n",
-		"mode", "nodes", "pods", "bound", "pods/s", "p50 ms", "p99 ms", "max ms")
-	fmt.Printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", dash(44), dash(7), dash(7), dash(9), dash(9), dash(10), dash(10), dash(10))
+	fmt.Printf("| %-42s | %5s | %5s | %7s | %7s | %7s | %8s | %8s | %8s |\n",
+		"mode", "nodes", "pods", "arrival", "bound", "pods/s", "p50 ms", "p99 ms", "max ms")
+	fmt.Printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", dash(44), dash(7), dash(7), dash(9), dash(9), dash(9), dash(10), dash(10), dash(10))
 	for _, m := range order {
 		r := res[m]
 		l := label[m]
 		if r.TimedOut {
 			l += " TIMEOUT"
 		}
-		fmt.Printf("| %-42s | %5d | %5d | %7d | %7.0f | %8.1f | %8.1f | %8.1f |\n",
-			l, r.Nodes, r.Pods, r.Bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.MaxMs)
+		arr := "max"
+		if r.Rate > 0 {
+			arr = fmt.Sprintf("%.0f/s", r.Rate)
+		}
+		fmt.Printf("| %-42s | %5d | %5d | %7s | %7d | %7.0f | %8.1f | %8.1f | %8.1f |\n",
+			l, r.Nodes, r.Pods, arr, r.Bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.MaxMs)
 	}
 	ratio := func(name, x, y string) {
 		rx, okx := res[x]
