@@ -483,9 +483,8 @@ static int hexval(unsigned c)
     return -1;
 }
 
-/* sc_string scans the string at s->p (a quote): *raw and *len get the bytes
- * between the quotes, *esc whether any escape occurs. */
-static int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
+/* sc_string_any is sc_string for every string (escapes, UTF-8, errors). */
+static int sc_string_any(sc *s, const char **raw, size_t *len, bool *esc)
 {
     const unsigned char *p = (const unsigned char *)s->p + 1;
     const unsigned char *end = (const unsigned char *)s->end;
@@ -559,6 +558,37 @@ static int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
     *len = (size_t)(p - (const unsigned char *)*raw);
     s->p = (const char *)p + 1;
     return 1;
+}
+
+/* sc_string scans the string at s->p (a quote): *raw and *len get the bytes
+ * between the quotes, *esc whether any escape occurs. Most strings (keys,
+ * names) are short printable ASCII: they are finished here, a word at a
+ * time, and everything else goes to sc_string_any from the start. */
+static inline int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
+{
+    const unsigned char *start = (const unsigned char *)s->p + 1, *p = start;
+    const unsigned char *end = (const unsigned char *)s->end;
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        /* exact lowest flag, as in sc_string_any */
+        uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) & high;
+        if (!m) {
+            p += 8;
+            continue;
+        }
+        p += __builtin_ctzll(m) >> 3;
+        if (*p != '"')
+            break;
+        *raw = (const char *)start;
+        *esc = false;
+        *len = (size_t)(p - start);
+        s->p = (const char *)p + 1;
+        return 1;
+    }
+    return sc_string_any(s, raw, len, esc);
 }
 
 static size_t put_utf8(char *o, uint32_t cp)
