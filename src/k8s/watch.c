@@ -719,7 +719,8 @@ static as_err do_list(k8s_reflector *r)
         log_info("msg=\"listed\" kind=%s items=%llu removed_stale=%zu rv=%s", kind_names[r->kind],
                  (unsigned long long)items, removed, k8s_stream_rv(r->stream));
     } else {
-        qsort(staged, nstaged, sizeof *staged, shard_cmp);
+        if (nstaged) /* staged is NULL for an empty list: qsort(NULL, 0) is UB */
+            qsort(staged, nstaged, sizeof *staged, shard_cmp);
         pthread_mutex_lock(&k->shard_mu);
         k8s_shard *old = k->shards;
         size_t nold = k->nshards;
