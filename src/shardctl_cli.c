@@ -369,6 +369,7 @@ static void lease_release(ctl *x)
     long code = 0;
     lease_write(x, "PUT", "", 1, x->obs.transitions, &code, NULL);
     log_info("msg=\"lease released\" status=%ld", code);
+    x->obs.holder[0] = '\0';
     set_leader(x, false);
 }
 

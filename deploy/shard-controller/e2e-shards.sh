@@ -22,6 +22,7 @@
 #
 #   AGENTSCHED_BIN=build/agentsched deploy/shard-controller/e2e-shards.sh
 #
+# E2E_KEEP_LOGS=DIR keeps the controllers' and the cluster's logs.
 # Needs go (to build the control plane once, see test/e2e/dev-cluster).
 # Exit status 0 when every check passes.
 set -euo pipefail
@@ -42,6 +43,11 @@ cleanup() {
 	if [ $rc -ne 0 ] && [ -d "$STATE/logs" ]; then
 		tail -n 20 "$STATE/logs/agentsched.log" >&2 || true
 		for f in "$TMP"/ctl-*.log; do [ -f "$f" ] && tail -n 10 "$f" >&2; done
+	fi
+	if [ -n "${E2E_KEEP_LOGS:-}" ]; then
+		mkdir -p "$E2E_KEEP_LOGS"
+		cp "$TMP"/*.log "$E2E_KEEP_LOGS"/ 2>/dev/null || true
+		export DEV_CLUSTER_KEEP_LOGS=$E2E_KEEP_LOGS/cluster
 	fi
 	bash "$DC" down --state-dir "$STATE" >/dev/null 2>&1 || true
 	rm -rf "$TMP"
