@@ -78,9 +78,11 @@ static void topk_offer(topk *t, const cache_node *node, const char *name, size_t
         return;
     if (t->n == t->k) {
         const topk_ent *worst = &t->e[t->n - 1];
-        if (score < worst->c.score)
-            return;
-        if (score == worst->c.score) {
+        /* exactly !better(), with the name looked up only for a tie */
+        if (score != worst->c.score) {
+            if (!(score > worst->c.score))
+                return;
+        } else {
             if (!name) {
                 name = node->spec->name;
                 len = strlen(name);
