@@ -844,19 +844,3 @@ done:
     extargs_preemption_release(&a);
     metrics_observe(s->m.preempt_seconds, seconds_since(t0));
 }
-
-/* ------------------------------------------------------------------ */
-
-static const http_route extender_route_table[] = {
-    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter},
-    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize},
-    {"POST", EXTENDER_PATH_BIND, extender_handle_bind},
-    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt},
-};
-
-/* See extender.h. */
-const http_route *extender_routes(size_t *n)
-{
-    *n = sizeof extender_route_table / sizeof extender_route_table[0];
-    return extender_route_table;
-}

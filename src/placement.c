@@ -547,17 +547,6 @@ void placement_handle(void *ctx, const http_request *req, http_response *resp)
     metrics_observe(s->m.placement_seconds, (double)(svc_mono_ns() - t0) / 1e9);
 }
 
-static const http_route placement_route_table[] = {
-    {"POST", PLACEMENT_PATH, placement_handle},
-};
-
-/* See placement.h. */
-const http_route *placement_routes(size_t *n)
-{
-    *n = sizeof placement_route_table / sizeof placement_route_table[0];
-    return placement_route_table;
-}
-
 /* ------------------------------------------------------------------ */
 /* Table output                                                        */
 /* ------------------------------------------------------------------ */

@@ -1020,27 +1020,3 @@ void volcano_handle_job_ready(void *ctx, const http_request *req, http_response 
     if (!check_body(req, resp, "JobReadyRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{\"status\":true}");
 }
-
-/* ------------------------------------------------------------------ */
-
-static const http_route volcano_route_table[] = {
-    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open},
-    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close},
-    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate},
-    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize},
-    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable},
-    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued},
-    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused},
-    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready},
-    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate},
-    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate},
-};
-
-/* See volcano.h. */
-const http_route *volcano_routes(size_t *n)
-{
-    *n = sizeof volcano_route_table / sizeof volcano_route_table[0];
-    return volcano_route_table;
-}

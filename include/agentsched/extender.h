@@ -107,7 +107,6 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 void extender_handle_bind(void *ctx, const http_request *req, http_response *resp);
 void extender_handle_preempt(void *ctx, const http_request *req, http_response *resp);
 
-/* extender_routes returns the four routes above (static table). */
-const http_route *extender_routes(size_t *n);
+/* The routes live in the one service route table (svc_routes, svc.c). */
 
 #endif

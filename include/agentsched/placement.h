@@ -80,9 +80,7 @@ as_err placement_eval(svc *s, const char *body, size_t len, buf *out, as_diag *d
  * 200 with the response; 4xx/5xx with {"error", "field"}. */
 void placement_handle(void *ctx, const http_request *req, http_response *resp);
 
-/* placement_routes returns the static routes this module serves (for the
- * svc route table); *n receives their count. */
-const http_route *placement_routes(size_t *n);
+/* The route lives in the one service route table (svc_routes, svc.c). */
 
 /*
  * placement_print_table prints a placement response DOM (as answered by

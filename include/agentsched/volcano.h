@@ -141,8 +141,7 @@ void volcano_handle_job_ready(void *ctx, const http_request *req, http_response 
 void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp);
 void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp);
 
-/* volcano_routes returns the routes above (static table); *n their count. */
-const http_route *volcano_routes(size_t *n);
+/* The routes live in the one service route table (svc_routes, svc.c). */
 
 /*
  * volcano_task_pod decodes a TaskInfo object (borrowed) into a model pod as

@@ -57,9 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_setup();
     if (size < 1)
         return 0;
-    size_t nroutes = 0;
-    const http_route *routes = volcano_routes(&nroutes);
-    const http_route *r = &routes[data[0] % nroutes];
+    /* The Volcano verbs are the /volcano/ entries of the service's table. */
+    size_t nall = 0, nroutes = 0;
+    const http_route *all = svc_routes(&nall);
+    const http_route *routes[32];
+    for (size_t i = 0; i < nall && nroutes < 32; i++)
+        if (strncmp(all[i].path, "/volcano/", 9) == 0)
+            routes[nroutes++] = &all[i];
+    const http_route *r = routes[data[0] % nroutes];
     size_t len = size - 1;
     char *body = malloc(len + 1);
     memcpy(body, data + 1, len);

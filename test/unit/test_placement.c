@@ -495,12 +495,8 @@ Test(placement, table_printer)
 Test(placement, route_table)
 {
     size_t n = 0;
-    const http_route *r = placement_routes(&n);
-    cr_assert_eq(n, 1);
-    cr_expect_str_eq(r[0].method, "POST");
-    cr_expect_str_eq(r[0].path, "/v1/placements");
-    cr_expect(r[0].fn == placement_handle);
-    /* And the service serves it. */
+    cr_expect_str_eq(PLACEMENT_PATH, "/v1/placements");
+    /* The service serves it. */
     const http_route *all = svc_routes(&n);
     bool found = false;
     for (size_t i = 0; i < n; i++)

@@ -216,22 +216,17 @@ Test(volcano, fixtures_abstaining_verbs)
 
 Test(volcano, routes)
 {
-    size_t n = 0;
-    const http_route *r = volcano_routes(&n);
-    cr_assert_eq(n, 12);
-    for (size_t i = 0; i < n; i++) {
-        cr_assert_str_eq(r[i].method, "POST");
-        cr_assert(strncmp(r[i].path, "/volcano/", 9) == 0, "%s", r[i].path);
-    }
-    /* every volcano route is in the service's table */
-    size_t ns = 0;
+    /* The service's one route table serves the twelve verbs, POST only. */
+    size_t ns = 0, nvolcano = 0;
     const http_route *all = svc_routes(&ns);
-    for (size_t i = 0; i < n; i++) {
-        bool found = false;
-        for (size_t j = 0; j < ns; j++)
-            found |= strcmp(all[j].path, r[i].path) == 0 && all[j].fn == r[i].fn;
-        cr_expect(found, "%s is not in svc_routes()", r[i].path);
+    for (size_t i = 0; i < ns; i++) {
+        if (strncmp(all[i].path, "/volcano/", 9) != 0)
+            continue;
+        cr_assert_str_eq(all[i].method, "POST", "%s", all[i].path);
+        cr_assert(all[i].fn, "%s", all[i].path);
+        nvolcano++;
     }
+    cr_assert_eq(nvolcano, 12);
 }
 
 /* ------------------------------------------------------------------ */
