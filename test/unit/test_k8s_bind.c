@@ -386,6 +386,22 @@ Test(k8s_bind, after_stop)
 #include "agentsched/extender.h"
 #include "agentsched/svc.h"
 
+/* write_stub_kubeconfig creates dir (a mkdtemp template) and in it a
+ * kubeconfig for the stub with the token "secret"; path receives its path. */
+static void write_stub_kubeconfig(k8s_stub *stub, char *dir, char *path, size_t pathlen)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, pathlen, "%s/kubeconfig", dir);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
+            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
+            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
+            stub_url(stub));
+    fclose(fp);
+}
+
 Test(k8s_svc, start_ready_bind_stop)
 {
     log_set_level(LOG_ERROR);
@@ -397,17 +413,8 @@ Test(k8s_svc, start_ready_bind_stop)
     stub_put(stub, STUB_POD, p);
     json_decref(p);
     char dir[] = "/tmp/agentsched-kcXXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
     char path[600];
-    snprintf(path, sizeof path, "%s/kubeconfig", dir);
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp);
-    fprintf(fp,
-            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
-            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
-            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
-            stub_url(stub));
-    fclose(fp);
+    write_stub_kubeconfig(stub, dir, path, sizeof path);
 
     svc_config cfg;
     svc_config_defaults(&cfg);
@@ -489,17 +496,8 @@ Test(k8s_svc, filter_waits_for_first_sync)
     json_decref(n);
     stub_fault(stub, "/api/v1/pods", STUB_LIST, STUB_F_SLOW, 1500);
     char dir[] = "/tmp/agentsched-kcXXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
     char path[600];
-    snprintf(path, sizeof path, "%s/kubeconfig", dir);
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp);
-    fprintf(fp,
-            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
-            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
-            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
-            stub_url(stub));
-    fclose(fp);
+    write_stub_kubeconfig(stub, dir, path, sizeof path);
 
     svc_config cfg;
     svc_config_defaults(&cfg);

@@ -19,107 +19,16 @@
 
 #define DATA TEST_DATA_DIR "/volcano"
 
+#include "handler_fixtures.h"
+
 static svc *new_svc(void)
 {
-    svc_config cfg;
-    svc_config_defaults(&cfg);
-    cfg.log_level = 0;
-    log_set_level(LOG_ERROR);
-    svc *s = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "svc_new: %s", d.msg);
-    cr_assert_eq(svc_load_cluster(s, DATA "/cluster.yaml", &d), AS_OK, "load: %s: %s", d.field,
-                 d.msg);
-    return s;
+    return new_svc_from(DATA "/cluster.yaml");
 }
 
-typedef struct reply {
-    int status;
-    char *raw;
-    json_t *json;
-} reply;
-
-static void reply_free(reply *r)
-{
-    free(r->raw);
-    json_decref(r->json);
-    memset(r, 0, sizeof *r);
-}
-
-/* call_n runs one handler the way the HTTP server does. */
-static reply call_n(svc *s, http_handler_fn fn, const char *body, size_t len)
-{
-    char *copy = malloc(len + 1);
-    memcpy(copy, body, len);
-    copy[len] = '\0';
-    http_request req = {.method = "POST",
-                        .path = "/",
-                        .body = copy,
-                        .body_len = len,
-                        .pool = pool_new((size_t)64 << 20)};
-    http_response resp = {.status = 200, .content_type = "application/json"};
-    buf_init(&resp.body, (size_t)64 << 20);
-    fn(s, &req, &resp);
-    reply r;
-    r.status = resp.status ? resp.status : 200;
-    r.raw = strdup(resp.body.data ? resp.body.data : "");
-    json_error_t je;
-    r.json = json_loads(r.raw, JSON_DECODE_ANY, &je);
-    cr_assert(r.json, "response is not JSON (%s): %.300s", je.text, r.raw);
-    buf_free(&resp.body);
-    pool_free(req.pool);
-    free(copy);
-    return r;
-}
-
-static reply call(svc *s, http_handler_fn fn, const char *body)
-{
-    return call_n(s, fn, body, strlen(body));
-}
-
-/* match compares got against want; the string "*" in want matches any
- * value. Objects must have the same keys. */
 static bool match(const json_t *want, const json_t *got, char *where, size_t len)
 {
-    if (json_is_string(want) && strcmp(json_string_value(want), "*") == 0)
-        return got != NULL;
-    if (!got || json_typeof(want) != json_typeof(got)) {
-        if (got && json_is_number(want) && json_is_number(got))
-            return json_number_value(want) == json_number_value(got);
-        snprintf(where, len, "type differs");
-        return false;
-    }
-    if (json_is_object(want)) {
-        if (json_object_size(want) != json_object_size(got)) {
-            snprintf(where, len, "object sizes differ");
-            return false;
-        }
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)want, k, v)
-        {
-            if (!match(v, json_object_get(got, k), where, len)) {
-                size_t n = strlen(where);
-                snprintf(where + n, len - n, " <- %s", k);
-                return false;
-            }
-        }
-        return true;
-    }
-    if (json_is_array(want)) {
-        if (json_array_size(want) != json_array_size(got))
-            return false;
-        for (size_t i = 0; i < json_array_size(want); i++)
-            if (!match(json_array_get(want, i), json_array_get(got, i), where, len))
-                return false;
-        return true;
-    }
-    return json_equal(want, got);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return json_match(want, got, true, where, len);
 }
 
 static size_t run_fixtures(const char *verb, http_handler_fn fn)

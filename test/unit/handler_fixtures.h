@@ -1,0 +1,138 @@
+/*
+ * handler_fixtures.h - shared helpers for tests that drive HTTP handlers
+ * directly (extender, Volcano): a service over a cluster file, a call that
+ * runs a handler the way the HTTP server does, and a JSON matcher for
+ * request.json -> expected.json fixtures. Included by one test file each
+ * (everything static).
+ */
+#ifndef AGENTSCHED_TEST_HANDLER_FIXTURES_H
+#define AGENTSCHED_TEST_HANDLER_FIXTURES_H
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/http.h"
+#include "agentsched/log.h"
+#include "agentsched/svc.h"
+
+/* new_svc_from builds a service (quiet logs) over the cluster file. */
+static svc *new_svc_from(const char *cluster_path)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.log_level = 0;
+    log_set_level(LOG_ERROR);
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "svc_new: %s", d.msg);
+    cr_assert_eq(svc_load_cluster(s, cluster_path, &d), AS_OK, "load: %s: %s", d.field, d.msg);
+    return s;
+}
+
+typedef struct reply {
+    int status;
+    char *raw;
+    json_t *json;
+} reply;
+
+static void reply_free(reply *r)
+{
+    free(r->raw);
+    json_decref(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+/* call_n runs one handler the way the HTTP server does: NUL-terminated body
+ * copy, a fresh request pool, an empty response. The answer must be JSON. */
+static reply call_n(svc *s, http_handler_fn fn, const char *body, size_t len)
+{
+    char *copy = malloc(len + 1);
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    http_request req = {.method = "POST",
+                        .path = "/",
+                        .body = copy,
+                        .body_len = len,
+                        .pool = pool_new((size_t)64 << 20)};
+    http_response resp = {.status = 200, .content_type = "application/json"};
+    buf_init(&resp.body, (size_t)64 << 20);
+    fn(s, &req, &resp);
+    reply r;
+    r.status = resp.status ? resp.status : 200;
+    r.raw = strdup(resp.body.data ? resp.body.data : "");
+    json_error_t je;
+    r.json = json_loads(r.raw, JSON_DECODE_ANY, &je);
+    cr_assert(r.json, "response is not JSON (%s): %.300s", je.text, r.raw);
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    free(copy);
+    return r;
+}
+
+static reply call(svc *s, http_handler_fn fn, const char *body)
+{
+    return call_n(s, fn, body, strlen(body));
+}
+
+/*
+ * json_match compares got against want, where the string "*" in want
+ * matches any value and objects must have the same keys. With
+ * numbers_by_value an integer and a real of equal value match (Volcano's
+ * float scores); otherwise JSON types must be equal. where receives the
+ * path of the first difference.
+ */
+static bool json_match(const json_t *want, const json_t *got, bool numbers_by_value, char *where,
+                       size_t len)
+{
+    if (json_is_string(want) && strcmp(json_string_value(want), "*") == 0)
+        return got != NULL;
+    if (!got || json_typeof(want) != json_typeof(got)) {
+        if (numbers_by_value && got && json_is_number(want) && json_is_number(got))
+            return json_number_value(want) == json_number_value(got);
+        snprintf(where, len, "type differs");
+        return false;
+    }
+    if (json_is_object(want)) {
+        if (json_object_size(want) != json_object_size(got)) {
+            snprintf(where, len, "object sizes differ");
+            return false;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)want, k, v)
+        {
+            if (!json_match(v, json_object_get(got, k), numbers_by_value, where, len)) {
+                size_t n = strlen(where);
+                snprintf(where + n, len - n, " <- %s", k);
+                return false;
+            }
+        }
+        return true;
+    }
+    if (json_is_array(want)) {
+        if (json_array_size(want) != json_array_size(got)) {
+            snprintf(where, len, "array sizes differ");
+            return false;
+        }
+        for (size_t i = 0; i < json_array_size(want); i++)
+            if (!json_match(json_array_get(want, i), json_array_get(got, i), numbers_by_value,
+                            where, len)) {
+                size_t n = strlen(where);
+                snprintf(where + n, len - n, " <- [%zu]", i);
+                return false;
+            }
+        return true;
+    }
+    return json_equal(want, got);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+#endif
