@@ -160,7 +160,8 @@ static const cli_flag serve_flags[] = {
     {F_MAX_BODY, "--max-body", "BYTES",
      "request body cap; a quantity like 16Mi or 1048576 (default 16Mi);\n"
      "                             larger bodies get 413"},
-    {F_HTTP_THREADS, "--http-threads", "N", "HTTP worker threads, 1..256 (default: online CPUs)"},
+    {F_HTTP_THREADS, "--http-threads", "N",
+     "HTTP worker threads, 1..256 (default: online CPUs; 16 in live mode)"},
     {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
     {F_KUBECONFIG, "--kubeconfig", "FILE",
      "live mode: follow the cluster of this kubeconfig (current-context)\n"

@@ -413,9 +413,15 @@ as_err svc_http_start(svc *s, as_diag *diag)
         return AS_OK;
     size_t n = 0;
     const http_route *routes = svc_routes(&n);
+    unsigned threads = s->cfg.http_threads;
+    /* In live mode the extender's bind verb holds its thread for an API
+     * round trip; with one thread per core, kube-scheduler's parallel binds
+     * would queue filter and prioritize calls behind them. */
+    if (threads == 0 && (s->cfg.kubeconfig || s->cfg.in_cluster))
+        threads = SVC_LIVE_HTTP_THREADS;
     http_server_config hc = {
         .listen = s->cfg.listen,
-        .threads = s->cfg.http_threads,
+        .threads = threads,
         .max_body = s->cfg.max_body,
         .routes = routes,
         .nroutes = n,

@@ -24,6 +24,10 @@
 #include "agentsched/model.h"
 #include "agentsched/score.h"
 
+/* Default HTTP threads in live mode, where a bind blocks its thread on the
+ * API server (see svc_http_start). */
+#define SVC_LIVE_HTTP_THREADS 16
+
 typedef struct svc_config {
     const char *listen;          /* default "127.0.0.1:8888" */
     const char *cluster_path;    /* embedded mode: Kubernetes List file */
@@ -33,7 +37,7 @@ typedef struct svc_config {
     const char *scheduler_name;  /* default "agent-scheduler" */
     const char *shard_name;      /* default = scheduler_name */
     cache_shard_mode shard_mode; /* default none */
-    unsigned http_threads;       /* 0 = cores */
+    unsigned http_threads;       /* 0 = cores; SVC_LIVE_HTTP_THREADS in live mode */
     size_t max_body;             /* default 16 MiB */
     unsigned workers;            /* fast path workers, default 2 */
     unsigned candidates;         /* K, default 3 */
@@ -73,9 +77,9 @@ typedef struct svc {
     svc_metrics m;
     http_server *http;
     int64_t started_ms;
-    int ready;            /* (atomic) 1 once the cache is synced */
+    int ready; /* (atomic) 1 once the cache is synced */
     volatile sig_atomic_t stop;
-    void *k8s;            /* live-mode API client (k8s module), NULL embedded */
+    void *k8s;                 /* live-mode API client (k8s module), NULL embedded */
     struct shard_coord *shard; /* NodeShard coordinator (shard.h), NULL when
                                   --shard-mode none; added by the shards helper */
 } svc;
