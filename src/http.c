@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,15 +20,10 @@
 #define HTTP_DEFAULT_TIMEOUT_S  30
 /* Scratch memory per request: decoded pods and responses are a small
  * multiple of the body, so cap the pool relative to it. */
-#define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
-#define HTTP_RESPONSE_CAP ((size_t)64 << 20)
-
-struct http_server {
-    struct MHD_Daemon *daemon;
-    http_server_config cfg; /* copy; routes/ctx borrowed */
-    size_t max_body;
-    uint16_t port;
-};
+#define HTTP_POOL_MIN_CAP          ((size_t)8 << 20)
+#define HTTP_RESPONSE_CAP          ((size_t)64 << 20)
+#define HTTP_DEFAULT_OFFLOAD_QUEUE 4096
+#define HTTP_MAX_OFFLOAD_THREADS   256
 
 /* Per-request state, created on the first access-handler call and freed by
  * the completion notifier whatever happened (client gone, timeout, ...). */
@@ -39,7 +35,33 @@ typedef struct http_req_state {
     bool too_big;     /* body exceeded the cap while streaming */
     bool answered;
     uint64_t start_ns;
+    /* Offloaded (blocking route): the job fields below are written by the
+     * pool thread before it queues the job, the response by the offload
+     * thread before it sets done (release) and resumes the connection;
+     * the pool thread reads them after loading done (acquire). */
+    bool offloaded;
+    int done;
+    struct http_req_state *next; /* offload queue link */
+    struct MHD_Connection *conn;
+    const char *method, *url; /* MHD's, valid until the request completes */
+    http_response resp;
 } http_req_state;
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    http_server_config cfg; /* copy; routes/ctx borrowed */
+    size_t max_body;
+    uint16_t port;
+    /* Offload threads for blocking routes: a FIFO of suspended requests. */
+    pthread_mutex_t omu;
+    pthread_cond_t ocv;
+    http_req_state *ohead, *otail;
+    size_t olen, ocap;
+    bool ostopping;
+    int oflight; /* (atomic) offloaded requests not yet completed by MHD */
+    pthread_t *othreads;
+    unsigned nothreads;
+};
 
 static uint64_t http_mono_ns(void)
 {
@@ -257,6 +279,109 @@ static bool http_content_length(struct MHD_Connection *conn, uint64_t *out)
     return true;
 }
 
+/* ------------------------------------------------------------------ */
+/* Offload threads (blocking routes)                                  */
+/* ------------------------------------------------------------------ */
+
+/* http_run_handler runs st's route handler on its request body into
+ * st->resp; the pool is created here so both paths share one shape. */
+static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Connection *conn,
+                             const char *method, const char *url, http_response *resp)
+{
+    *resp = (http_response){.status = 200, .content_type = "application/json"};
+    buf_init(&resp->body, HTTP_RESPONSE_CAP);
+    http_request req = {
+        .method = method,
+        .path = url,
+        .body = st->body.data ? st->body.data : "",
+        .body_len = st->body.len,
+        .pool = st->pool,
+        .conn = conn,
+    };
+    st->route->fn(s->cfg.ctx, &req, resp);
+}
+
+static void *http_offload_main(void *arg)
+{
+    http_server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->omu);
+        while (!s->ohead && !s->ostopping)
+            pthread_cond_wait(&s->ocv, &s->omu);
+        http_req_state *st = s->ohead;
+        if (st) {
+            s->ohead = st->next;
+            if (!s->ohead)
+                s->otail = NULL;
+            s->olen--;
+        }
+        bool stopping = s->ostopping;
+        pthread_mutex_unlock(&s->omu);
+        if (!st)
+            break; /* stopping and drained */
+        if (stopping) {
+            /* Shutting down: answer what is still queued without starting
+             * new round trips (the service behind them is going away). */
+            st->resp = (http_response){.status = 503};
+            buf_init(&st->resp.body, 4096);
+            http_error(&st->resp, 503, NULL, "agentsched is shutting down; retry");
+        } else {
+            http_run_handler(s, st, st->conn, st->method, st->url, &st->resp);
+        }
+        struct MHD_Connection *conn = st->conn;
+        __atomic_store_n(&st->done, 1, __ATOMIC_RELEASE);
+        /* st may be freed by MHD from here on (completion callback). */
+        MHD_resume_connection(conn);
+    }
+    return NULL;
+}
+
+/* http_offload suspends st's connection and queues st; false (nothing
+ * done) when the queue is at its cap or the server is stopping. Called
+ * from the access handler, as MHD_suspend_connection must be. */
+static bool http_offload(http_server *s, http_req_state *st)
+{
+    pthread_mutex_lock(&s->omu);
+    bool ok = !s->ostopping && s->olen < s->ocap;
+    if (ok) {
+        /* Suspend before an offload thread can see st: it resumes at once
+         * when done. */
+        MHD_suspend_connection(st->conn);
+        st->next = NULL;
+        if (s->otail)
+            s->otail->next = st;
+        else
+            s->ohead = st;
+        s->otail = st;
+        s->olen++;
+        __atomic_add_fetch(&s->oflight, 1, __ATOMIC_RELAXED);
+        pthread_cond_signal(&s->ocv);
+    }
+    pthread_mutex_unlock(&s->omu);
+    return ok;
+}
+
+/* http_offload_stop answers what is queued with 503, lets running handlers
+ * finish and joins the threads; every suspended connection is resumed. */
+static void http_offload_stop(http_server *s)
+{
+    if (!s->othreads)
+        return;
+    pthread_mutex_lock(&s->omu);
+    s->ostopping = true;
+    pthread_cond_broadcast(&s->ocv);
+    pthread_mutex_unlock(&s->omu);
+    for (unsigned i = 0; i < s->nothreads; i++)
+        pthread_join(s->othreads[i], NULL);
+    /* Resumed connections still have their answers to send: give MHD up
+     * to 2 s before stopping it closes them. */
+    for (int i = 0; i < 200 && __atomic_load_n(&s->oflight, __ATOMIC_ACQUIRE) > 0; i++)
+        usleep(10000);
+    free(s->othreads);
+    s->othreads = NULL;
+    s->nothreads = 0;
+}
+
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url,
                                    const char *method, const char *version, const char *upload_data,
                                    size_t *upload_data_size, void **con_cls)
@@ -291,6 +416,14 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         return MHD_YES;
     }
 
+    if (st->offloaded) {
+        /* Called again after the offload thread resumed the connection. */
+        *upload_data_size = 0;
+        if (!__atomic_load_n(&st->done, __ATOMIC_ACQUIRE))
+            return MHD_YES; /* not ours to answer yet */
+        return http_send(s, conn, st, method, url, &st->resp);
+    }
+
     if (*upload_data_size > 0) {
         if (!st->too_big) {
             if (buf_append(&st->body, upload_data, *upload_data_size) != AS_OK) {
@@ -316,27 +449,39 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
     st->pool = pool_new(s->max_body * 8 > HTTP_POOL_MIN_CAP ? s->max_body * 8 : HTTP_POOL_MIN_CAP);
     if (!st->pool)
         return MHD_NO;
-    http_request req = {
-        .method = method,
-        .path = url,
-        .body = st->body.data ? st->body.data : "",
-        .body_len = st->body.len,
-        .pool = st->pool,
-        .conn = conn,
-    };
-    http_response resp = {.status = 200, .content_type = "application/json"};
-    buf_init(&resp.body, HTTP_RESPONSE_CAP);
-    st->route->fn(s->cfg.ctx, &req, &resp);
+    if (st->route->blocking && s->othreads) {
+        st->offloaded = true;
+        st->conn = conn;
+        st->method = method;
+        st->url = url;
+        if (http_offload(s, st))
+            return MHD_YES; /* answered when MHD calls again after the resume */
+        st->offloaded = false;
+        http_response busy = {.status = 503};
+        buf_init(&busy.body, 4096);
+        http_error(&busy, 503, NULL,
+                   "%zu requests are already waiting for an API-server round trip; retry "
+                   "shortly",
+                   s->ocap);
+        return http_send(s, conn, st, method, url, &busy);
+    }
+    http_response resp;
+    http_run_handler(s, st, conn, method, url, &resp);
     return http_send(s, conn, st, method, url, &resp);
 }
 
 static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                            enum MHD_RequestTerminationCode toe)
 {
+    http_server *s = cls;
     http_req_state *st = *con_cls;
     if (!st)
         return;
+    if (st->offloaded)
+        __atomic_sub_fetch(&s->oflight, 1, __ATOMIC_RELEASE);
     buf_free(&st->body);
+    if (st->offloaded)
+        buf_free(&st->resp.body); /* http_send frees it; not when never sent */
     pool_free(st->pool);
     free(st);
     *con_cls = NULL;
@@ -455,12 +600,38 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
+    unsigned noff = cfg->offload_threads;
+    if (noff > HTTP_MAX_OFFLOAD_THREADS)
+        noff = HTTP_MAX_OFFLOAD_THREADS;
+    if (noff)
+        flags |= MHD_ALLOW_SUSPEND_RESUME;
+    pthread_mutex_init(&s->omu, NULL);
+    pthread_cond_init(&s->ocv, NULL);
+    s->ocap = cfg->offload_queue ? cfg->offload_queue : HTTP_DEFAULT_OFFLOAD_QUEUE;
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_access, s, MHD_OPTION_ARRAY, opts,
                                  MHD_OPTION_END);
     if (!s->daemon) {
+        pthread_cond_destroy(&s->ocv);
+        pthread_mutex_destroy(&s->omu);
         free(s);
         return as_diag_set(diag, AS_EIO, "listen",
                            "cannot listen on %s (address in use or not available)", cfg->listen);
+    }
+    if (noff) {
+        s->othreads = calloc(noff, sizeof *s->othreads);
+        for (unsigned i = 0; s->othreads && i < noff; i++) {
+            if (pthread_create(&s->othreads[i], NULL, http_offload_main, s) != 0)
+                break;
+            s->nothreads++;
+        }
+        if (s->nothreads < noff) {
+            http_server_stop(s);
+            return as_diag_set(
+                diag, AS_ENOMEM, NULL,
+                "cannot start %u HTTP offload threads; raise the process thread limit "
+                "(ulimit -u)",
+                noff);
+        }
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
@@ -473,8 +644,13 @@ void http_server_stop(http_server *s)
 {
     if (!s)
         return;
+    /* Offloaded requests first: MHD must not be stopped with connections
+     * still suspended. */
+    http_offload_stop(s);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    pthread_cond_destroy(&s->ocv);
+    pthread_mutex_destroy(&s->omu);
     free(s);
 }
 

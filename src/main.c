@@ -161,7 +161,9 @@ static const cli_flag serve_flags[] = {
      "request body cap; a quantity like 16Mi or 1048576 (default 16Mi);\n"
      "                             larger bodies get 413"},
     {F_HTTP_THREADS, "--http-threads", "N",
-     "HTTP worker threads, 1..256 (default: online CPUs; 16 in live mode)"},
+     "HTTP worker threads, 1..256 (default: online CPUs); in live mode\n"
+     "                             extender binds wait for the API server on 16\n"
+     "                             separate threads, never on these"},
     {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
     {F_KUBECONFIG, "--kubeconfig", "FILE",
      "live mode: follow the cluster of this kubeconfig (current-context)\n"

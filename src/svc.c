@@ -362,30 +362,30 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
  */
 static const http_route svc_route_table[] = {
     /* core (service helper) */
-    {"GET", "/healthz", svc_healthz},
-    {"GET", "/readyz", svc_readyz},
-    {"GET", "/version", svc_version},
-    {"GET", "/metrics", svc_metrics_endpoint},
+    {"GET", "/healthz", svc_healthz, false},
+    {"GET", "/readyz", svc_readyz, false},
+    {"GET", "/version", svc_version, false},
+    {"GET", "/metrics", svc_metrics_endpoint, false},
     /* placement */
-    {"POST", PLACEMENT_PATH, placement_handle},
+    {"POST", PLACEMENT_PATH, placement_handle, false},
     /* extender */
-    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter},
-    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize},
-    {"POST", EXTENDER_PATH_BIND, extender_handle_bind},
-    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt},
+    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false},
+    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false},
+    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true},
+    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false},
     /* volcano */
-    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open},
-    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close},
-    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate},
-    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize},
-    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable},
-    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued},
-    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused},
-    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready},
-    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate},
-    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate},
+    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false},
+    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false},
+    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false},
+    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false},
+    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false},
+    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false},
+    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false},
+    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false},
+    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false},
+    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false},
 };
 
 /* See svc.h. */
@@ -413,15 +413,15 @@ as_err svc_http_start(svc *s, as_diag *diag)
         return AS_OK;
     size_t n = 0;
     const http_route *routes = svc_routes(&n);
-    unsigned threads = s->cfg.http_threads;
-    /* In live mode the extender's bind verb holds its thread for an API
-     * round trip; with one thread per core, kube-scheduler's parallel binds
-     * would queue filter and prioritize calls behind them. */
-    if (threads == 0 && (s->cfg.kubeconfig || s->cfg.in_cluster))
-        threads = SVC_LIVE_HTTP_THREADS;
+    /* In live mode the extender's bind verb waits for an API round trip;
+     * on a pool thread it would stall every connection that thread serves
+     * (kube-scheduler's filter and prioritize calls behind its parallel
+     * binds), so blocking routes run on offload threads instead. */
+    bool live = s->cfg.kubeconfig || s->cfg.in_cluster;
     http_server_config hc = {
         .listen = s->cfg.listen,
-        .threads = threads,
+        .threads = s->cfg.http_threads,
+        .offload_threads = live ? SVC_LIVE_BIND_THREADS : 0,
         .max_body = s->cfg.max_body,
         .routes = routes,
         .nroutes = n,

@@ -5,7 +5,10 @@
  * thread pool (sized to the cores, epoll), caps request bodies (413 beyond
  * the cap), answers 404 for unknown paths and 405 (with Allow) for a known
  * path with the wrong method. Each request gets a pool freed when the
- * response is queued. Handlers run on the pool threads concurrently.
+ * response is queued. Handlers run on the pool threads concurrently;
+ * handlers of routes marked blocking run on separate offload threads while
+ * their connection is suspended (MHD suspend/resume), so a slow API round
+ * trip never holds a pool thread and the connections it serves.
  */
 #ifndef AGENTSCHED_HTTP_H
 #define AGENTSCHED_HTTP_H
@@ -20,11 +23,11 @@
 
 typedef struct http_request {
     const char *method;
-    const char *path;   /* without query string */
-    const char *body;   /* NUL-terminated copy; "" when none */
+    const char *path; /* without query string */
+    const char *body; /* NUL-terminated copy; "" when none */
     size_t body_len;
-    pool *pool;         /* per-request scratch, freed after the response */
-    void *conn;         /* opaque (MHD connection) for http_request_query */
+    pool *pool; /* per-request scratch, freed after the response */
+    void *conn; /* opaque (MHD connection) for http_request_query */
 } http_request;
 
 typedef struct http_response {
@@ -39,22 +42,32 @@ typedef struct http_route {
     const char *method; /* "GET", "POST" */
     const char *path;   /* exact match */
     http_handler_fn fn;
+    /* The handler may block on another service (an API-server round trip):
+     * when the server has offload threads it runs there, its connection
+     * suspended meanwhile, so the pool threads keep serving every other
+     * connection. Without offload threads it runs inline like the rest. */
+    bool blocking;
 } http_route;
 
 typedef struct http_server_config {
-    const char *listen;      /* "HOST:PORT"; port 0 picks a free one */
-    unsigned threads;        /* 0 = number of online CPUs */
-    size_t max_body;         /* bytes; 0 = 16 MiB */
-    const http_route *routes;/* borrowed, must outlive the server */
+    const char *listen;       /* "HOST:PORT"; port 0 picks a free one */
+    unsigned threads;         /* 0 = number of online CPUs */
+    size_t max_body;          /* bytes; 0 = 16 MiB */
+    const http_route *routes; /* borrowed, must outlive the server */
     size_t nroutes;
-    void *ctx;               /* passed to every handler */
+    void *ctx; /* passed to every handler */
     /* Added by the service helper (zero = default keeps older callers valid). */
-    unsigned conn_limit;     /* max concurrent connections; 0 = 1024 */
-    unsigned timeout_s;      /* idle connection timeout; 0 = 30 s */
+    unsigned conn_limit; /* max concurrent connections; 0 = 1024 */
+    unsigned timeout_s;  /* idle connection timeout; 0 = 30 s */
     /* observe, when set, is called once per answered request (any status,
      * including 404/405/413) with the elapsed time, from a pool thread. */
     void (*observe)(void *ctx, const char *method, const char *path, int status,
                     uint64_t elapsed_ns);
+    /* Threads running the handlers of blocking routes (0 = run them inline
+     * on the pool threads) and the cap on requests waiting for one of them
+     * (0 = 4096); past the cap a blocking route answers 503 at once. */
+    unsigned offload_threads;
+    size_t offload_queue;
 } http_server_config;
 
 typedef struct http_server http_server;

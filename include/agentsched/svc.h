@@ -24,9 +24,10 @@
 #include "agentsched/model.h"
 #include "agentsched/score.h"
 
-/* Default HTTP threads in live mode, where a bind blocks its thread on the
- * API server (see svc_http_start). */
-#define SVC_LIVE_HTTP_THREADS 16
+/* Offload threads in live mode: the extender's bind verb waits for an API
+ * round trip there, its connection suspended, never on an HTTP pool thread
+ * (see svc_http_start). Bounds the binds in flight at once. */
+#define SVC_LIVE_BIND_THREADS 16
 
 typedef struct svc_config {
     const char *listen;          /* default "127.0.0.1:8888" */
@@ -37,7 +38,7 @@ typedef struct svc_config {
     const char *scheduler_name;  /* default "agent-scheduler" */
     const char *shard_name;      /* default = scheduler_name */
     cache_shard_mode shard_mode; /* default none */
-    unsigned http_threads;       /* 0 = cores; SVC_LIVE_HTTP_THREADS in live mode */
+    unsigned http_threads;       /* 0 = cores */
     size_t max_body;             /* default 16 MiB */
     unsigned workers;            /* fast path workers, default 2 */
     unsigned candidates;         /* K, default 3 */

@@ -58,9 +58,33 @@ static void h_overflow(void *ctx, const http_request *req, http_response *resp)
     buf_puts(&resp->body, "this is longer than eight bytes");
 }
 
+/* A blocking handler held at a gate the test opens (or 10 s, so a broken
+ * test cannot hang). */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static bool gate_open;
+static int slow_entered; /* (gate_mu) handlers that reached the gate */
+
+static void h_slow(void *ctx, const http_request *req, http_response *resp)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&gate_mu);
+    slow_entered++;
+    pthread_cond_broadcast(&gate_cv);
+    while (!gate_open)
+        if (pthread_cond_timedwait(&gate_cv, &gate_mu, &until) != 0)
+            break;
+    pthread_mutex_unlock(&gate_mu);
+    buf_printf(&resp->body, "slow:%zu", req->body_len);
+}
+
 static const http_route routes[] = {
-    {"GET", "/hello", h_hello}, {"POST", "/echo", h_echo}, {"PUT", "/echo", h_echo},
-    {"GET", "/query", h_query}, {"POST", "/fail", h_fail}, {"GET", "/overflow", h_overflow},
+    {"GET", "/hello", h_hello, false}, {"POST", "/echo", h_echo, false},
+    {"PUT", "/echo", h_echo, false},   {"GET", "/query", h_query, false},
+    {"POST", "/fail", h_fail, false},  {"GET", "/overflow", h_overflow, false},
+    {"POST", "/slow", h_slow, true},
 };
 
 static void observe(void *ctx, const char *method, const char *path, int status,
@@ -474,6 +498,167 @@ Test(http, concurrent_clients)
         pthread_join(t[i], NULL);
         cr_assert_eq(ok[i], 50);
     }
+}
+
+/* ---- blocking routes on offload threads ----------------------------- */
+
+/* One pool thread, one offload thread, room for one waiting request: a
+ * blocking handler run inline would stall every other connection. */
+static void start_offload_server(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    memset(&tctx, 0, sizeof tctx);
+    pthread_mutex_lock(&gate_mu);
+    gate_open = false;
+    slow_entered = 0;
+    pthread_mutex_unlock(&gate_mu);
+    http_server_config cfg = {
+        .listen = "127.0.0.1:0",
+        .threads = 1,
+        .routes = routes,
+        .nroutes = sizeof routes / sizeof routes[0],
+        .ctx = &tctx,
+        .offload_threads = 1,
+        .offload_queue = 1,
+    };
+    as_diag d = {0};
+    cr_assert_eq(http_server_start(&cfg, &srv, &d), AS_OK, "%s", d.msg);
+    snprintf(base, sizeof base, "http://127.0.0.1:%u", http_server_port(srv));
+}
+
+static void open_gate(void)
+{
+    pthread_mutex_lock(&gate_mu);
+    gate_open = true;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+static void stop_offload_server(void)
+{
+    open_gate();
+    if (srv)
+        http_server_stop(srv);
+    srv = NULL;
+    curl_global_cleanup();
+}
+
+/* wait_entered waits (up to 10 s) until n slow handlers reached the gate. */
+static void wait_entered(int n)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&gate_mu);
+    while (slow_entered < n)
+        if (pthread_cond_timedwait(&gate_cv, &gate_mu, &until) != 0)
+            break;
+    int got = slow_entered;
+    pthread_mutex_unlock(&gate_mu);
+    cr_assert_eq(got, n, "%d slow handlers started, want %d", got, n);
+}
+
+static void *slow_client(void *arg)
+{
+    request("POST", "/slow", "abc", arg);
+    return NULL;
+}
+
+TestSuite(http_offload, .init = start_offload_server, .fini = stop_offload_server);
+
+Test(http_offload, blocking_route_leaves_the_pool_thread_free)
+{
+    reply slow, r;
+    pthread_t t;
+    pthread_create(&t, NULL, slow_client, &slow);
+    wait_entered(1);
+    /* The only pool thread still answers while the handler blocks. */
+    request("GET", "/hello", NULL, &r);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(r.body, "hello");
+    open_gate();
+    pthread_join(t, NULL);
+    cr_assert_eq(slow.status, 200);
+    cr_assert_str_eq(slow.body, "slow:3");
+}
+
+/* a slow client that reports when its reply came back */
+typedef struct slow_call {
+    reply r;
+    int finished; /* (atomic) */
+} slow_call;
+
+static void *slow_client_flag(void *arg)
+{
+    slow_call *c = arg;
+    request("POST", "/slow", "abc", &c->r);
+    __atomic_store_n(&c->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+Test(http_offload, full_queue_answers_503_at_once)
+{
+    reply a;
+    slow_call b = {0}, c = {0};
+    pthread_t ta, tb, tc;
+    pthread_create(&ta, NULL, slow_client, &a);
+    wait_entered(1);
+    /* The offload thread is busy with a: of b and c, whichever arrives
+     * first waits in the one-slot queue, the other is refused at once. */
+    pthread_create(&tb, NULL, slow_client_flag, &b);
+    pthread_create(&tc, NULL, slow_client_flag, &c);
+    for (int i = 0; i < 1000 && !__atomic_load_n(&b.finished, __ATOMIC_ACQUIRE) &&
+                    !__atomic_load_n(&c.finished, __ATOMIC_ACQUIRE);
+         i++)
+        usleep(10000);
+    open_gate();
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    cr_assert_eq(a.status, 200);
+    const reply *refused = b.r.status == 503 ? &b.r : &c.r;
+    const reply *queued = b.r.status == 503 ? &c.r : &b.r;
+    cr_assert_eq(refused->status, 503, "b %ld c %ld", b.r.status, c.r.status);
+    cr_assert(strstr(refused->body, "\"error\"") && strstr(refused->body, "retry"), "%s",
+              refused->body);
+    cr_assert_eq(queued->status, 200);
+    cr_assert_str_eq(queued->body, "slow:3");
+}
+
+static void *stopper(void *arg)
+{
+    (void)arg;
+    http_server_stop(srv);
+    return NULL;
+}
+
+Test(http_offload, stop_answers_queued_requests_and_waits_for_running_ones)
+{
+    reply a;
+    slow_call b = {0}, c = {0};
+    pthread_t ta, tb, tc, ts;
+    pthread_create(&ta, NULL, slow_client, &a);
+    wait_entered(1);
+    /* As above: once one of b and c was refused, the other is queued. */
+    pthread_create(&tb, NULL, slow_client_flag, &b);
+    pthread_create(&tc, NULL, slow_client_flag, &c);
+    for (int i = 0; i < 1000 && !__atomic_load_n(&b.finished, __ATOMIC_ACQUIRE) &&
+                    !__atomic_load_n(&c.finished, __ATOMIC_ACQUIRE);
+         i++)
+        usleep(10000);
+    pthread_create(&ts, NULL, stopper, NULL);
+    usleep(100000); /* stop now waits for a's handler */
+    open_gate();
+    pthread_join(ts, NULL);
+    srv = NULL;
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    cr_assert_eq(a.status, 200);
+    const reply *queued = b.r.status == 503 && strstr(b.r.body, "retry shortly") ? &c.r : &b.r;
+    cr_assert_eq(queued->status, 503, "b %ld %s c %ld %s", b.r.status, b.r.body, c.r.status,
+                 c.r.body);
+    cr_assert(strstr(queued->body, "shutting down"), "%s", queued->body);
 }
 
 /* ---- no server needed --------------------------------------------- */

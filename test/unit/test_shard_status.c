@@ -64,9 +64,9 @@ static void forbidden(void *ctx, const http_request *req, http_response *resp)
 }
 
 static const http_route routes[] = {
-    {"PATCH", API "/agent/status", ok200},      {"PATCH", API "/agent", ok200},
-    {"PATCH", API "/fresh", notfound},          {"POST", API, created},
-    {"PATCH", API "/denied/status", forbidden},
+    {"PATCH", API "/agent/status", ok200, false},      {"PATCH", API "/agent", ok200, false},
+    {"PATCH", API "/fresh", notfound, false},          {"POST", API, created, false},
+    {"PATCH", API "/denied/status", forbidden, false},
 };
 
 static http_server *srv;
