@@ -156,6 +156,7 @@ typedef struct run_result {
     double rps;
     double p50_ms, p99_ms;
     size_t n, errors;
+    double client_us, server_us; /* CPU per request: client thread, rest of process */
 } run_result;
 
 static size_t sink(char *p, size_t sz, size_t n, void *u)
@@ -163,6 +164,14 @@ static size_t sink(char *p, size_t sz, size_t n, void *u)
     ((conn *)u)->got += sz * n;
     (void)p;
     return sz * n;
+}
+
+/* clock_ns reads a CPU-time clock in ns. */
+static double clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -198,6 +207,7 @@ static run_result run(const char *url, const char *body, size_t body_len, int nc
         curl_multi_add_handle(m, c[i].e);
     }
     uint64_t start = now_ns(), end = start + (uint64_t)(seconds * 1e9);
+    double cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), proc0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     int running = nconn;
     bool stopping = false;
     while (running > 0) {
@@ -232,6 +242,12 @@ static run_result run(const char *url, const char *body, size_t body_len, int nc
     (void)stopping;
     double el = (double)(now_ns() - start) / 1e9;
     rr.rps = (double)rr.n / el;
+    double client = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    double proc = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - proc0;
+    if (rr.n) {
+        rr.client_us = client / 1e3 / (double)rr.n;
+        rr.server_us = (proc - client) / 1e3 / (double)rr.n;
+    }
     if (rr.n) {
         qsort(lat, rr.n, sizeof *lat, cmp_u32);
         rr.p50_ms = lat[rr.n / 2] / 1000.0;
@@ -248,6 +264,7 @@ static run_result run(const char *url, const char *body, size_t body_len, int nc
 static void print_run(const char *what, run_result r, double base)
 {
     printf("%-34s %9.0f req/s  p50 %6.3f ms  p99 %6.3f ms", what, r.rps, r.p50_ms, r.p99_ms);
+    printf("  cpu/req client %5.1f us server %5.1f us", r.client_us, r.server_us);
     if (base > 0)
         printf("  ratio %.2fx", r.rps / base);
     if (r.errors)
