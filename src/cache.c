@@ -195,6 +195,7 @@ typedef struct cnode {
     cache_node pub; /* first: cache_node * and cnode * convert */
     prec *rec;
     uint64_t epoch;
+    cache *cache; /* owner, for the change log */
 } cnode;
 
 /* One per node name that has a node or pods. */
@@ -248,6 +249,12 @@ struct cache {
     uint64_t next_id;
     uint64_t epoch;
     size_t pods_bound, pods_assumed, pods_detached;
+
+    /* Change log (cache.h CHANGE LOG): slots of changed nodes. Written by
+     * the writer-mutex holder only; read lock-free. */
+    uint32_t log[CACHE_LOG_CAP]; /* (atomic) */
+    uint64_t log_head;           /* (atomic) entries appended */
+    uint64_t log_claim;          /* (atomic) entries being or already written */
     uint64_t node_events, pod_events;
 };
 
@@ -502,6 +509,26 @@ cache_shard_mode cache_get_shard_mode(const cache *c)
     return (cache_shard_mode)__atomic_load_n(&c->mode, __ATOMIC_RELAXED);
 }
 
+/* See cache.h. */
+uint64_t cache_log_head(const cache *c)
+{
+    return __atomic_load_n(&c->log_head, __ATOMIC_ACQUIRE);
+}
+
+/* See cache.h. */
+bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out)
+{
+    if (n > CACHE_LOG_CAP || cache_log_head(c) - from > CACHE_LOG_CAP)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        out[i] = __atomic_load_n(&c->log[(from + i) & (CACHE_LOG_CAP - 1)], __ATOMIC_RELAXED);
+    /* Seqlock-style check: had the writer reused any entry read above, the
+     * fence makes its claim (published before the reuse) visible here. */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint64_t claim = __atomic_load_n(&c->log_claim, __ATOMIC_RELAXED);
+    return claim <= from + CACHE_LOG_CAP;
+}
+
 /* ------------------------------------------------------------------ */
 /* Usage accounting (writer mutex held)                                */
 /* ------------------------------------------------------------------ */
@@ -516,6 +543,26 @@ static void bump_generation(cnode *n)
 static void bump_bind_version(cnode *n)
 {
     __atomic_add_fetch(&n->pub.bind_version, 1, __ATOMIC_RELEASE);
+}
+
+/* log_append records that the node at slot changed. Called with the
+ * writer mutex held (one appender), after the change's usage and version
+ * writes, and under the write lock for structural changes so a reader that
+ * takes the read lock afterwards sees the entry. The claim is published
+ * before the entry is overwritten, so a reader can tell whether an entry
+ * it read was being reused (cache_log_read). */
+static void log_append(cache *c, uint32_t slot)
+{
+    uint64_t h = __atomic_load_n(&c->log_head, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->log_claim, h + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&c->log[h & (CACHE_LOG_CAP - 1)], slot, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->log_head, h + 1, __ATOMIC_RELEASE);
+}
+
+static void log_node(cnode *n)
+{
+    log_append(n->cache, n->pub.slot);
 }
 
 /* usage_apply adds (sign > 0) or removes the pod's usage on n. An increase
@@ -535,6 +582,7 @@ static void usage_apply(cnode *n, const pentry *e, int sign)
     bump_generation(n);
     if (sign > 0)
         bump_bind_version(n);
+    log_node(n);
 }
 
 /* pick_devices chooses GPU devices for an entry on n: best fit first; a pod
@@ -1028,6 +1076,9 @@ as_err cache_node_upsert(cache *c, model_node *node)
         const model_node *old = n->pub.spec;
         pthread_rwlock_wrlock(&c->rw);
         set_spec(n, node);
+        /* Logged under the write lock: the old spec is freed below, and a
+         * reader that still remembers this slot must re-read it first. */
+        log_node(n);
         pthread_rwlock_unlock(&c->rw);
         n->epoch = c->epoch;
         if (old->ngpus != node->ngpus) {
@@ -1056,6 +1107,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         }
         bump_generation(n);
         bump_bind_version(n);
+        log_node(n);
         model_node_free((model_node *)old);
         goto done;
     }
@@ -1071,6 +1123,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         goto done;
     }
     set_spec(n, node);
+    n->cache = c;
     n->pub.id = c->next_id++;
     n->pub.bind_version = 1; /* 0 never matches: "always recheck" */
     n->pub.generation = 1;
@@ -1095,6 +1148,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
     n->pub.slot = (uint32_t)c->nnodes;
     c->nodes[c->nnodes++] = n;
     r->node = n;
+    log_node(n);
 unlock:
     pthread_rwlock_unlock(&c->rw);
     if (err != AS_OK) {
@@ -1140,6 +1194,11 @@ static cnode *node_remove_locked(cache *c, cnode *n)
     cnode *last = c->nodes[--c->nnodes];
     c->nodes[slot] = last;
     last->pub.slot = slot;
+    /* Both slots changed: the hole now holds the last node (or nothing if
+     * n was last), and the last slot is empty. */
+    log_append(c, slot);
+    if (c->nnodes != slot)
+        log_append(c, (uint32_t)c->nnodes);
     n->rec->node = NULL;
     c->pods_detached += n->rec->npods;
     return n;
@@ -1281,6 +1340,7 @@ void cache_set_shard_mode(cache *c, cache_shard_mode mode)
         for (size_t i = 0; i < c->nnodes; i++) {
             bump_generation(c->nodes[i]);
             bump_bind_version(c->nodes[i]);
+            log_node(c->nodes[i]);
         }
         __atomic_add_fetch(&c->shard_rev, 1, __ATOMIC_RELEASE);
     }
@@ -1295,6 +1355,7 @@ static void set_in_shard(cnode *n, int v)
     bump_generation(n);
     if (!v)
         bump_bind_version(n);
+    log_node(n);
 }
 
 /* See cache.h. */

@@ -26,6 +26,27 @@
  *
  * Lock order: writer mutex, then rwlock. Never call back into the cache
  * from a cache_assume_if recheck callback.
+ *
+ * CHANGE LOG (for incremental readers such as eqcache.h)
+ *   - A ring of CACHE_LOG_CAP node slots with a 64-bit sequence: entry q
+ *     (q = 0, 1, ...) says "the node at slot s changed". Every mutation
+ *     that changes a node's usage, spec, shard membership, or which node
+ *     occupies a slot appends the slot(s) AFTER its usage/version writes,
+ *     then publishes the new head with release order. Node add logs the new
+ *     slot; node remove logs the hole (now holding the moved last node) and
+ *     the old last slot (now empty, >= cache_node_count). Structural and
+ *     spec changes are appended while the write lock is held, so a reader
+ *     that takes the read lock afterwards always finds them below the head.
+ *   - A shard MODE change logs every slot (it bumps every bind_version);
+ *     readers should still compare the mode, which is cheaper to act on.
+ *   - A reader remembers the head H it consumed up to. Later: load the
+ *     head (cache_log_head, acquire: every usage write of entries below it
+ *     is visible), cache_log_read [H, head), re-read those slots. When
+ *     cache_log_read returns false the ring wrapped past H: the reader must
+ *     re-read every slot. Re-reading a slot while a writer is still
+ *     mid-mutation is harmless: that mutation appends the slot again.
+ *   - Entries are 32-bit slots; one writer appends (the writer-mutex
+ *     holder); readers never block writers.
  */
 #ifndef AGENTSCHED_CACHE_H
 #define AGENTSCHED_CACHE_H
@@ -52,9 +73,9 @@ const char *cache_shard_mode_name(cache_shard_mode m);
  * accessors below; everything else is stable while the read lock is held.
  */
 typedef struct cache_node {
-    const model_node *spec; /* owned by the cache; replaced only under wrlock */
-    uint64_t id;            /* unique per incarnation (never reused) */
-    uint32_t slot;          /* index in the dense node array (moves on remove) */
+    const model_node *spec;           /* owned by the cache; replaced only under wrlock */
+    uint64_t id;                      /* unique per incarnation (never reused) */
+    uint32_t slot;                    /* index in the dense node array (moves on remove) */
     int64_t requested[MODEL_MAX_RES]; /* (atomic) sum of bound+assumed pod requests;
                                          requested[MODEL_RES_PODS] = pod count */
     int32_t gpu_used[MODEL_MAX_GPUS]; /* (atomic) milli-GPU used per device */
@@ -65,11 +86,11 @@ typedef struct cache_node {
     /* Copies of the spec fields every predicate reads, written with spec
      * (under the write lock), so a scan reads one dense record per node
      * instead of chasing each spec. Stable under the read lock. */
-    bool ready;            /* spec->ready */
-    bool unschedulable;    /* spec->unschedulable */
-    uint32_t ntaints;      /* spec->ntaints */
-    uint32_t ngpus;        /* spec->ngpus, capped at MODEL_MAX_GPUS */
-    model_resvec alloc;    /* spec->alloc */
+    bool ready;         /* spec->ready */
+    bool unschedulable; /* spec->unschedulable */
+    uint32_t ntaints;   /* spec->ntaints */
+    uint32_t ngpus;     /* spec->ngpus, capped at MODEL_MAX_GPUS */
+    model_resvec alloc; /* spec->alloc */
 } cache_node;
 
 static inline int64_t cache_node_requested(const cache_node *n, int r)
@@ -133,6 +154,20 @@ cache_node *cache_node_get(const cache *c, uint32_t slot, uint64_t id);
 
 cache_shard_mode cache_get_shard_mode(const cache *c);
 
+/* ---- change log (see CHANGE LOG above) --------------------------- */
+
+#define CACHE_LOG_CAP 65536u /* entries kept; a power of two */
+
+/* cache_log_head returns the number of entries ever appended (acquire). No
+ * lock needed. */
+uint64_t cache_log_head(const cache *c);
+
+/* cache_log_read copies the slots of entries [from, from + n) into out,
+ * where from + n <= a head value the caller loaded. Returns false when any
+ * of them was (or may have been) overwritten by the ring wrapping: out is
+ * then garbage and the caller must re-read every node. No lock needed. */
+bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out);
+
 /* ---- pod index -------------------------------------------------- */
 
 typedef enum cache_pod_state {
@@ -143,10 +178,10 @@ typedef enum cache_pod_state {
 
 typedef struct cache_pod_info {
     cache_pod_state state;
-    char node[256];          /* node name it occupies */
-    char key[512];           /* "namespace/name" */
-    int64_t assumed_at_ms;   /* when it was assumed (0 when BOUND from the start) */
-    uint32_t gpu_devices;    /* bitmask of GPU device indexes it holds */
+    char node[256];        /* node name it occupies */
+    char key[512];         /* "namespace/name" */
+    int64_t assumed_at_ms; /* when it was assumed (0 when BOUND from the start) */
+    uint32_t gpu_devices;  /* bitmask of GPU device indexes it holds */
 } cache_pod_info;
 
 /* cache_pod_lookup copies what the cache knows of pod uid into *out
@@ -184,12 +219,12 @@ as_err cache_pod_delete(cache *c, const char *uid);
 
 /* Outcome of cache_assume_if. */
 typedef enum cache_assume_result {
-    CACHE_ASSUME_FAST = 0,     /* bind_version unchanged: accepted */
-    CACHE_ASSUME_RECHECKED,    /* version moved but the pod still fits: accepted */
-    CACHE_ASSUME_SAME_NODE,    /* pod already assumed/bound on this node: idempotent ok */
-    CACHE_ASSUME_OTHER_NODE,   /* pod already assumed/bound elsewhere: refused */
-    CACHE_ASSUME_NO_FIT,       /* version moved and it no longer fits: refused */
-    CACHE_ASSUME_NODE_GONE,    /* that node incarnation is gone: refused */
+    CACHE_ASSUME_FAST = 0,   /* bind_version unchanged: accepted */
+    CACHE_ASSUME_RECHECKED,  /* version moved but the pod still fits: accepted */
+    CACHE_ASSUME_SAME_NODE,  /* pod already assumed/bound on this node: idempotent ok */
+    CACHE_ASSUME_OTHER_NODE, /* pod already assumed/bound elsewhere: refused */
+    CACHE_ASSUME_NO_FIT,     /* version moved and it no longer fits: refused */
+    CACHE_ASSUME_NODE_GONE,  /* that node incarnation is gone: refused */
 } cache_assume_result;
 
 /* Re-check callback: does pod fit node in its *current* state? Called with
