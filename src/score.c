@@ -269,6 +269,48 @@ static int typ_class_cmp(const void *a, const void *b)
     return typ_cmp(a, b);
 }
 
+/* What scoring reads from the learned tables, per strategy, so a rebuild
+ * that only recounts popularity the strategy ignores (or that reproduces
+ * the same values) keeps the generation. Read by the rebuilder only (the
+ * sole writer, under p->rebuilding), so plain reads are race-free. */
+typedef struct table_sig {
+    int ntyp, ncls;
+    score_typical typ[SCORE_MAX_TYPICAL];
+    uint32_t cls_cnt[SCORE_MAX_TYPICAL], cls_milli[SCORE_MAX_TYPICAL];
+    int cls_first[SCORE_MAX_TYPICAL], cls_end[SCORE_MAX_TYPICAL];
+    double cls_pop[SCORE_MAX_TYPICAL];
+    int64_t cls_max_cpu[SCORE_MAX_TYPICAL], cls_max_mem[SCORE_MAX_TYPICAL];
+    double t_cpu_per_milli, t_mem_per_milli, t_gpu_share;
+    double t_p_above[SCORE_HIST_BUCKETS];
+    double t_k_above[MODEL_MAX_GPUS + 1];
+} table_sig;
+
+static void table_sig_take(const score_policy *p, table_sig *g)
+{
+    memset(g, 0, sizeof *g);
+    if (p->strategy == SCORE_FGD) {
+        g->ntyp = p->ntyp;
+        g->ncls = p->ncls;
+        memcpy(g->typ, p->typ, (size_t)g->ntyp * sizeof g->typ[0]);
+        for (int c = 0; c < g->ncls; c++) {
+            g->cls_cnt[c] = p->cls_cnt[c];
+            g->cls_milli[c] = p->cls_milli[c];
+            g->cls_first[c] = p->cls_first[c];
+            g->cls_end[c] = p->cls_end[c];
+            g->cls_pop[c] = p->cls_pop[c];
+            g->cls_max_cpu[c] = p->cls_max_cpu[c];
+            g->cls_max_mem[c] = p->cls_max_mem[c];
+        }
+    } else if (p->strategy == SCORE_FRAGMENT) {
+        g->t_cpu_per_milli = p->t_cpu_per_milli;
+        g->t_mem_per_milli = p->t_mem_per_milli;
+        g->t_gpu_share = p->t_gpu_share;
+        memcpy(g->t_p_above, p->t_p_above, sizeof g->t_p_above);
+        if (p->f_multi > 0)
+            memcpy(g->t_k_above, p->t_k_above, sizeof g->t_k_above);
+    }
+}
+
 /* Rebuilds the derived tables: fgd's typical shapes (the most popular
  * until they cover pop_threshold of all observations, at most
  * SCORE_MAX_TYPICAL) and fragment's ratios and demand distributions. */
@@ -276,6 +318,8 @@ static void rebuild_tables(score_policy *p)
 {
     if (__atomic_exchange_n(&p->rebuilding, 1, __ATOMIC_ACQUIRE))
         return; /* someone else is at it */
+    table_sig before, after;
+    table_sig_take(p, &before);
     typ_tmp t[SCORE_MAX_SHAPES];
     size_t n = 0;
     uint64_t total = 0;
@@ -337,6 +381,9 @@ static void rebuild_tables(score_policy *p)
     __atomic_store_n(&p->ncls, ncls, __ATOMIC_RELAXED);
     __atomic_store_n(&p->ntyp, (int)k, __ATOMIC_RELEASE);
     rebuild_fragment(p);
+    table_sig_take(p, &after);
+    if (memcmp(&before, &after, sizeof before) != 0)
+        __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&p->rebuilding, 0, __ATOMIC_RELEASE);
 }
 
@@ -382,6 +429,12 @@ void score_policy_unref(score_policy *p)
         pool_free(p->pool);
         free(p);
     }
+}
+
+/* See score.h. */
+uint64_t score_policy_generation(const score_policy *p)
+{
+    return __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
 }
 
 /* See score.h. */

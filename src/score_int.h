@@ -117,6 +117,10 @@ struct score_policy {
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
+
+    /* Bumped (release) after a table rebuild that changed a value the
+     * policy's strategy scores with (score_policy_generation). */
+    uint64_t gen; /* atomic */
 };
 
 /* score_policy_alloc returns a policy with every default set (strategy s);

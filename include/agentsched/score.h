@@ -50,8 +50,7 @@ as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_po
  * score_policy_load reads a policy YAML file. Every field is validated;
  * unknown keys are errors. diag names the file and the field.
  */
-as_err score_policy_load(model_registry *reg, const char *path, score_policy **out,
-                         as_diag *diag);
+as_err score_policy_load(model_registry *reg, const char *path, score_policy **out, as_diag *diag);
 
 /* score_policy_parse is score_policy_load on text[0..len) already in
  * memory; `name` stands for the file in messages. */
@@ -60,8 +59,8 @@ as_err score_policy_parse(model_registry *reg, const char *name, const char *tex
 
 /* score_policy_gpu_names returns the GPU resource names the policy
  * configures (borrowed from the policy). */
-void score_policy_gpu_names(const score_policy *p, const char **gpu_name,
-                            const char **share_name, const char **model_label);
+void score_policy_gpu_names(const score_policy *p, const char **gpu_name, const char **share_name,
+                            const char **model_label);
 
 /* score_policy_apply_gpu_names copies the policy's GPU names into reg. Call
  * once at start-up, before any node is decoded: AS_ECONFLICT when reg
@@ -98,6 +97,17 @@ double score_node(const score_policy *p, const model_pod *pod, const cache_node 
 /* score_observe_pod feeds the learned task-shape popularity (fgd,
  * fragment). Thread-safe. */
 void score_observe_pod(score_policy *p, const model_pod *pod);
+
+/*
+ * score_policy_generation changes (acquire load) whenever learning rebuilt
+ * the tables in a way that can change a score_node result: the typical
+ * shapes for fgd, the derived ratios and distributions for fragment; never
+ * for the other strategies. A caller that cached scores computed after
+ * reading generation g may keep them while it still reads g (eqcache.h).
+ * A score racing a rebuild may mix old and new values; the generation is
+ * bumped after the rebuild, so such a score is always re-done.
+ */
+uint64_t score_policy_generation(const score_policy *p);
 
 /* A task shape with its popularity (share of pods), for the FGD measure. */
 typedef struct score_task_shape {
