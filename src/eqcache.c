@@ -1,0 +1,665 @@
+/*
+ * eqcache.c - equivalence classes of pod shapes over the cache's change
+ * log (see eqcache.h for the contract and cache.h CHANGE LOG).
+ *
+ * Per class, arrays indexed by node slot (cap = power of two >= nodes):
+ *   ver[s]   bind_version loaded (acquire) before the slot's usage was read
+ *   score[s] score (+ soft-shard bonus) when feasible
+ *   flags[s] FEAS, IN (in-shard group; always set outside soft mode)
+ *   tree[]   tournament tree: tree[cap + s] = s when feasible, else NONE;
+ *            tree[j] = the better of tree[2j], tree[2j + 1]; tree[1] is
+ *            the best node. Order: IN first, score desc, name asc, which
+ *            is sched.c's top-K order (soft mode: in-shard nodes first,
+ *            out-of-shard ones only when no in-shard node fits).
+ * Names are read from the node currently at the slot (under the cache read
+ * lock), never stored: a slot whose node changed is in the log, so its
+ * entry is re-evaluated in the same decision and intermediate comparisons
+ * with it only ever read valid memory.
+ */
+#include "agentsched/eqcache.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/pred.h"
+
+#define NONE   UINT32_MAX
+#define F_FEAS 1u
+#define F_IN   2u
+
+#define NBUCKETS        1024 /* class hash buckets (classes are capped far below) */
+#define DOORKEEPER      1024 /* key hashes seen once (direct mapped) */
+#define SCRATCH         8192 /* log entries consumed incrementally at most */
+#define DEFAULT_CLASSES 256
+#define DEFAULT_BYTES   ((size_t)256 << 20)
+
+typedef struct eq_class {
+    struct eq_class *hnext;               /* bucket chain (table mutex) */
+    struct eq_class *lru_prev, *lru_next; /* (table mutex) */
+    uint64_t hash;
+    unsigned char *key; /* owned */
+    size_t keylen;
+    int pins; /* (atomic) deciders using it; incremented under the table mutex */
+
+    pthread_mutex_t mu; /* everything below */
+    bool built;
+    score_policy *pol; /* own reference */
+    uint64_t gen;
+    int mode;
+    int reg_n, gpu_res;
+    uint64_t seq; /* change log consumed up to */
+    uint32_t cap;
+    uint64_t *ver;
+    double *score;
+    uint32_t *flags;
+    uint32_t *tree; /* 2 * cap */
+    uint32_t nfeasible;
+    size_t bytes;
+} eq_class;
+
+struct eqcache {
+    cache *c;
+    eqcache_config cfg;
+    pthread_mutex_t mu; /* table, LRU, doorkeeper, byte count */
+    eq_class *buckets[NBUCKETS];
+    eq_class *lru_head, *lru_tail; /* head = most recently used */
+    size_t nclasses;
+    size_t bytes;
+    uint64_t seen[DOORKEEPER];
+    eqcache_stats st; /* counters: atomics */
+};
+
+/* ---- canonical key ---------------------------------------------------- */
+
+typedef struct keybuf {
+    unsigned char *b;
+    size_t n, cap;
+    bool over;
+} keybuf;
+
+static void kput(keybuf *k, const void *p, size_t n)
+{
+    if (k->over || n > k->cap - k->n) {
+        k->over = true;
+        return;
+    }
+    memcpy(k->b + k->n, p, n);
+    k->n += n;
+}
+
+static void kput_u32(keybuf *k, uint32_t v)
+{
+    kput(k, &v, sizeof v);
+}
+
+static void kput_i64(keybuf *k, int64_t v)
+{
+    kput(k, &v, sizeof v);
+}
+
+/* Strings are length-prefixed so no two field sequences encode alike;
+ * NULL and "" differ where the predicates tell them apart. */
+static void kput_str(keybuf *k, const char *s)
+{
+    if (!s) {
+        kput_u32(k, UINT32_MAX);
+        return;
+    }
+    size_t n = strlen(s);
+    kput_u32(k, (uint32_t)(n > UINT32_MAX - 1 ? UINT32_MAX - 1 : n));
+    kput(k, s, n);
+}
+
+static void kput_sel(keybuf *k, const model_selector_req *r, uint32_t n)
+{
+    kput_u32(k, n);
+    for (uint32_t i = 0; i < n; i++) {
+        kput_str(k, r[i].key);
+        kput_u32(k, (uint32_t)r[i].op);
+        kput_i64(k, r[i].num);
+        kput_u32(k, r[i].nvalues);
+        for (uint32_t v = 0; v < r[i].nvalues; v++)
+            kput_str(k, r[i].values[v]);
+    }
+}
+
+/* pod_key encodes everything pred.c and score.c read from a pod. */
+static void pod_key(const model_pod *pod, keybuf *k)
+{
+    for (int r = 0; r < MODEL_MAX_RES; r++)
+        kput_i64(k, pod->req.v[r]);
+    kput_u32(k, pod->req_mask);
+    kput_str(k, pod->unknown_res);
+    kput_u32(k, pod->gpu_count);
+    kput_u32(k, pod->gpu_milli);
+    kput_u32(k, pod->node_selector.n);
+    for (uint32_t i = 0; i < pod->node_selector.n; i++) {
+        kput_str(k, pod->node_selector.items[i].key);
+        kput_str(k, pod->node_selector.items[i].value);
+    }
+    kput_u32(k, pod->affinity.present);
+    kput_u32(k, pod->affinity.nterms);
+    for (uint32_t t = 0; t < pod->affinity.nterms; t++) {
+        const model_selector_term *term = &pod->affinity.terms[t];
+        kput_sel(k, term->exprs, term->nexprs);
+        kput_sel(k, term->fields, term->nfields);
+    }
+    kput_u32(k, pod->ntolerations);
+    for (uint32_t i = 0; i < pod->ntolerations; i++) {
+        const model_toleration *t = &pod->tolerations[i];
+        kput_str(k, t->key);
+        kput_str(k, t->value);
+        kput_u32(k, (uint32_t)t->op);
+        kput_u32(k, (uint32_t)t->effect);
+    }
+}
+
+static uint64_t key_hash(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 31;
+    }
+    for (; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    h ^= h >> 29;
+    return h ? h : 1; /* 0 marks an empty doorkeeper slot */
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+/* See eqcache.h. */
+void eqcache_config_defaults(eqcache_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_classes = DEFAULT_CLASSES;
+    cfg->max_bytes = DEFAULT_BYTES;
+}
+
+/* See eqcache.h. */
+as_err eqcache_new(cache *c, const eqcache_config *cfg, eqcache **out)
+{
+    *out = NULL;
+    eqcache *e = calloc(1, sizeof *e);
+    if (!e)
+        return AS_ENOMEM;
+    e->c = c;
+    eqcache_config_defaults(&e->cfg);
+    if (cfg) {
+        if (cfg->max_classes)
+            e->cfg.max_classes = cfg->max_classes;
+        if (cfg->max_bytes)
+            e->cfg.max_bytes = cfg->max_bytes;
+        e->cfg.admit_first = cfg->admit_first;
+    }
+    pthread_mutex_init(&e->mu, NULL);
+    *out = e;
+    return AS_OK;
+}
+
+static void class_free_arrays(eq_class *k)
+{
+    free(k->ver);
+    free(k->score);
+    free(k->flags);
+    free(k->tree);
+    k->ver = NULL;
+    k->score = NULL;
+    k->flags = NULL;
+    k->tree = NULL;
+    k->cap = 0;
+}
+
+static void class_free(eq_class *k)
+{
+    class_free_arrays(k);
+    if (k->pol)
+        score_policy_unref(k->pol);
+    pthread_mutex_destroy(&k->mu);
+    free(k->key);
+    free(k);
+}
+
+/* See eqcache.h. */
+void eqcache_free(eqcache *e)
+{
+    if (!e)
+        return;
+    for (eq_class *k = e->lru_head; k;) {
+        eq_class *next = k->lru_next;
+        class_free(k);
+        k = next;
+    }
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+/* ---- class table (table mutex held) ----------------------------------- */
+
+static void lru_unlink(eqcache *e, eq_class *k)
+{
+    if (k->lru_prev)
+        k->lru_prev->lru_next = k->lru_next;
+    else
+        e->lru_head = k->lru_next;
+    if (k->lru_next)
+        k->lru_next->lru_prev = k->lru_prev;
+    else
+        e->lru_tail = k->lru_prev;
+    k->lru_prev = k->lru_next = NULL;
+}
+
+static void lru_push_front(eqcache *e, eq_class *k)
+{
+    k->lru_prev = NULL;
+    k->lru_next = e->lru_head;
+    if (e->lru_head)
+        e->lru_head->lru_prev = k;
+    e->lru_head = k;
+    if (!e->lru_tail)
+        e->lru_tail = k;
+}
+
+static void bucket_unlink(eqcache *e, eq_class *k)
+{
+    eq_class **pp = &e->buckets[k->hash & (NBUCKETS - 1)];
+    while (*pp != k)
+        pp = &(*pp)->hnext;
+    *pp = k->hnext;
+}
+
+/* evict_one drops the least recently used class nobody is using; false
+ * when every class is pinned. */
+static bool evict_one(eqcache *e)
+{
+    for (eq_class *k = e->lru_tail; k; k = k->lru_prev) {
+        if (__atomic_load_n(&k->pins, __ATOMIC_ACQUIRE))
+            continue;
+        lru_unlink(e, k);
+        bucket_unlink(e, k);
+        e->nclasses--;
+        e->bytes -= k->bytes;
+        class_free(k);
+        __atomic_add_fetch(&e->st.evictions, 1, __ATOMIC_RELAXED);
+        return true;
+    }
+    return false;
+}
+
+/* acquire_class finds or (when admitted) creates the class of key and pins
+ * it; NULL means "decide without a class". */
+static eq_class *acquire_class(eqcache *e, const unsigned char *key, size_t n, uint64_t h)
+{
+    eq_class *k = NULL;
+    pthread_mutex_lock(&e->mu);
+    for (k = e->buckets[h & (NBUCKETS - 1)]; k; k = k->hnext)
+        if (k->hash == h && k->keylen == n && memcmp(k->key, key, n) == 0)
+            break;
+    if (!k) {
+        uint64_t *seen = &e->seen[h & (DOORKEEPER - 1)];
+        if (!e->cfg.admit_first && *seen != h) {
+            *seen = h; /* first sighting: remember, decide without a class */
+            goto done;
+        }
+        while (e->nclasses >= e->cfg.max_classes || e->bytes >= e->cfg.max_bytes)
+            if (!evict_one(e))
+                goto done; /* everything is in use: decide without a class */
+        k = calloc(1, sizeof *k);
+        unsigned char *kk = malloc(n ? n : 1);
+        if (!k || !kk) {
+            free(k);
+            free(kk);
+            k = NULL;
+            goto done;
+        }
+        memcpy(kk, key, n);
+        k->key = kk;
+        k->keylen = n;
+        k->hash = h;
+        pthread_mutex_init(&k->mu, NULL);
+        k->hnext = e->buckets[h & (NBUCKETS - 1)];
+        e->buckets[h & (NBUCKETS - 1)] = k;
+        e->nclasses++;
+        *seen = 0;
+    } else {
+        lru_unlink(e, k);
+    }
+    lru_push_front(e, k);
+    __atomic_add_fetch(&k->pins, 1, __ATOMIC_RELAXED);
+done:
+    pthread_mutex_unlock(&e->mu);
+    return k;
+}
+
+static void release_class(eq_class *k)
+{
+    __atomic_sub_fetch(&k->pins, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- evaluation (class mutex and cache read lock held) ---------------- */
+
+typedef struct eval_ctx {
+    eqcache *e;
+    cache *c;
+    eq_class *k;
+    const model_registry *reg;
+    const model_pod *pod;
+    const score_policy *pol;
+    cache_shard_mode mode;
+    double bonus;
+    size_t nnodes;
+} eval_ctx;
+
+static inline const char *slot_name(const eval_ctx *x, uint32_t s)
+{
+    const cache_node *n = cache_node_at(x->c, s);
+    return n ? n->spec->name : "";
+}
+
+/* beats: is slot a strictly better candidate than slot b? */
+static inline bool beats(const eval_ctx *x, uint32_t a, uint32_t b)
+{
+    if (a == NONE)
+        return false;
+    if (b == NONE)
+        return true;
+    const eq_class *k = x->k;
+    uint32_t ia = k->flags[a] & F_IN, ib = k->flags[b] & F_IN;
+    if (ia != ib)
+        return ia != 0;
+    double sa = k->score[a], sb = k->score[b];
+    if (sa != sb)
+        return sa > sb;
+    return strcmp(slot_name(x, a), slot_name(x, b)) < 0;
+}
+
+static inline void fix_path(const eval_ctx *x, uint32_t s)
+{
+    uint32_t *t = x->k->tree;
+    for (uint32_t j = (x->k->cap + s) >> 1; j; j >>= 1) {
+        uint32_t l = t[2 * j], r = t[2 * j + 1];
+        t[j] = beats(x, r, l) ? r : l;
+    }
+}
+
+/* eval_slot re-evaluates slot s exactly as sched.c's eval_node and sets
+ * its leaf (the caller fixes the tree). */
+static void eval_slot(const eval_ctx *x, uint32_t s)
+{
+    eq_class *k = x->k;
+    const cache_node *node = cache_node_at(x->c, s);
+    bool was = k->flags[s] & F_FEAS;
+    uint32_t leaf = NONE;
+    k->flags[s] = 0;
+    if (node) {
+        /* Acquire the version before any usage read: the seqlock contract. */
+        k->ver[s] = cache_node_bind_version(node);
+        if (pred_check(x->reg, x->mode, x->pod, node).code == PRED_OK) {
+            double sc = score_node(x->pol, x->pod, node);
+            bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
+            if (x->mode == CACHE_SHARD_SOFT && in)
+                sc += x->bonus;
+            k->score[s] = sc;
+            k->flags[s] = F_FEAS | (x->mode != CACHE_SHARD_SOFT || in ? F_IN : 0);
+            leaf = s;
+        }
+    }
+    bool now = leaf != NONE;
+    k->nfeasible += (uint32_t)now - (uint32_t)was;
+    k->tree[k->cap + s] = leaf;
+}
+
+static uint32_t pow2_at_least(size_t n)
+{
+    uint32_t p = 64;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
+/* rebuild evaluates every node; grows the arrays when the cluster outgrew
+ * them. AS_ENOMEM leaves the class unbuilt. */
+static as_err rebuild(eval_ctx *x)
+{
+    eq_class *k = x->k;
+    size_t n = x->nnodes;
+    if (!k->tree || n > k->cap) {
+        uint32_t cap = pow2_at_least(n + n / 4);
+        size_t bytes = (size_t)cap *
+                       (sizeof *k->ver + sizeof *k->score + sizeof *k->flags + 2 * sizeof *k->tree);
+        class_free_arrays(k);
+        k->ver = malloc((size_t)cap * sizeof *k->ver);
+        k->score = malloc((size_t)cap * sizeof *k->score);
+        k->flags = malloc((size_t)cap * sizeof *k->flags);
+        k->tree = malloc(2 * (size_t)cap * sizeof *k->tree);
+        pthread_mutex_lock(&x->e->mu);
+        x->e->bytes = x->e->bytes - k->bytes + (k->tree ? bytes : 0);
+        k->bytes = k->tree ? bytes : 0;
+        pthread_mutex_unlock(&x->e->mu);
+        if (!k->ver || !k->score || !k->flags || !k->tree) {
+            class_free_arrays(k);
+            pthread_mutex_lock(&x->e->mu);
+            x->e->bytes -= k->bytes;
+            k->bytes = 0;
+            pthread_mutex_unlock(&x->e->mu);
+            k->built = false;
+            return AS_ENOMEM;
+        }
+        k->cap = cap;
+    }
+    k->nfeasible = 0;
+    for (uint32_t s = 0; s < k->cap; s++) {
+        k->flags[s] = 0;
+        k->tree[k->cap + s] = NONE;
+    }
+    for (uint32_t s = 0; s < n; s++)
+        eval_slot(x, s);
+    for (uint32_t j = k->cap - 1; j; j--) {
+        uint32_t l = k->tree[2 * j], r = k->tree[2 * j + 1];
+        k->tree[j] = beats(x, r, l) ? r : l;
+    }
+    k->built = true;
+    __atomic_add_fetch(&x->e->st.rebuilds, 1, __ATOMIC_RELAXED);
+    return AS_OK;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* consume brings the class up to the log head: incrementally when it can,
+ * else by a rebuild. *rebuilt says which. */
+static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
+{
+    eq_class *k = x->k;
+    eqcache *e = x->e;
+    *rebuilt = false;
+    uint64_t gen = score_policy_generation(x->pol);
+    int reg_n = model_registry_count(x->reg);
+    int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
+    bool stale = !k->built || k->pol != x->pol || k->gen != gen || k->mode != (int)x->mode ||
+                 k->reg_n != reg_n || k->gpu_res != gpu_res || x->nnodes > k->cap;
+    uint64_t cnt = head - k->seq;
+    uint32_t buf[SCRATCH];
+    if (!stale && cnt) {
+        if (cnt > SCRATCH || cnt > x->nnodes / 2 + 64 || !cache_log_read(x->c, k->seq, cnt, buf)) {
+            stale = true;
+            __atomic_add_fetch(&e->st.rebuild_wrap, 1, __ATOMIC_RELAXED);
+        }
+    } else if (stale) {
+        __atomic_add_fetch(k->built ? &e->st.rebuild_other : &e->st.rebuild_new, 1,
+                           __ATOMIC_RELAXED);
+    }
+    if (stale) {
+        if (k->pol != x->pol) {
+            if (k->pol)
+                score_policy_unref(k->pol);
+            k->pol = score_policy_ref((score_policy *)x->pol);
+        }
+        k->gen = gen;
+        k->mode = (int)x->mode;
+        k->reg_n = reg_n;
+        k->gpu_res = gpu_res;
+        as_err err = rebuild(x);
+        if (err)
+            return err;
+        k->seq = head;
+        *rebuilt = true;
+        return AS_OK;
+    }
+    if (cnt > 1) {
+        if (cnt <= 16) {
+            for (uint64_t i = 1; i < cnt; i++) {
+                uint32_t v = buf[i];
+                uint64_t j = i;
+                for (; j > 0 && buf[j - 1] > v; j--)
+                    buf[j] = buf[j - 1];
+                buf[j] = v;
+            }
+        } else {
+            qsort(buf, cnt, sizeof buf[0], cmp_u32);
+        }
+    }
+    uint64_t done = 0;
+    for (uint64_t i = 0; i < cnt; i++) {
+        uint32_t s = buf[i];
+        if ((i && s == buf[i - 1]) || s >= k->cap)
+            continue; /* duplicate, or a slot beyond the arrays (empty now) */
+        eval_slot(x, s);
+        fix_path(x, s);
+        done++;
+    }
+    k->seq = head;
+    if (done)
+        __atomic_add_fetch(&e->st.reevaluated, done, __ATOMIC_RELAXED);
+    return AS_OK;
+}
+
+/* top_k takes the best k off the tree (soft mode: only in-shard nodes when
+ * the best is in shard) by removing each winner's leaf, then restores. */
+static uint32_t top_k(const eval_ctx *x, uint32_t k, uint32_t *slots)
+{
+    eq_class *c = x->k;
+    uint32_t n = 0;
+    while (n < k) {
+        uint32_t w = c->tree[1];
+        if (w == NONE)
+            break;
+        if (n && (c->flags[slots[0]] & F_IN) && !(c->flags[w] & F_IN))
+            break;
+        slots[n++] = w;
+        c->tree[c->cap + w] = NONE;
+        fix_path(x, w);
+    }
+    for (uint32_t i = n; i-- > 0;) {
+        c->tree[c->cap + slots[i]] = slots[i];
+        fix_path(x, slots[i]);
+    }
+    return n;
+}
+
+/* ---- decisions ------------------------------------------------------- */
+
+static as_err full_scan(eqcache *e, const score_policy *policy, const model_pod *pod, uint32_t k,
+                        sched_result *out)
+{
+    sched_request req;
+    memset(&req, 0, sizeof req);
+    req.pod = pod;
+    req.policy = policy;
+    req.k = k;
+    return sched_evaluate(e->c, &req, out);
+}
+
+/* See eqcache.h. */
+as_err eqcache_evaluate(eqcache *e, score_policy *policy, const model_pod *pod, uint32_t k,
+                        sched_result *out, eqcache_how *how)
+{
+    if (k > SCHED_MAX_K)
+        k = SCHED_MAX_K;
+    unsigned char kb[EQCACHE_MAX_KEY];
+    keybuf key = {kb, 0, sizeof kb, false};
+    pod_key(pod, &key);
+    eq_class *cl = NULL;
+    if (!key.over && k)
+        cl = acquire_class(e, kb, key.n, key_hash(kb, key.n));
+    if (!cl) {
+        __atomic_add_fetch(&e->st.bypass, 1, __ATOMIC_RELAXED);
+        if (how)
+            *how = EQCACHE_BYPASS;
+        return full_scan(e, policy, pod, k, out);
+    }
+
+    sched_result_init(out);
+    as_err err = AS_OK;
+    bool rebuilt = false;
+    pthread_mutex_lock(&cl->mu);
+    cache_read_lock(e->c);
+    eval_ctx x = {e,
+                  e->c,
+                  cl,
+                  cache_registry(e->c),
+                  pod,
+                  policy,
+                  cache_get_shard_mode(e->c),
+                  0,
+                  cache_node_count(e->c)};
+    x.bonus = x.mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(policy) : 0;
+    out->shard_revision = cache_shard_revision(e->c);
+    /* Loaded under the read lock: every structural change before it is in
+     * the log below this head (cache.h CHANGE LOG). */
+    err = consume(&x, cache_log_head(e->c), &rebuilt);
+    if (err == AS_OK) {
+        uint32_t slots[SCHED_MAX_K];
+        uint32_t n = top_k(&x, k, slots);
+        for (uint32_t i = 0; i < n; i++) {
+            const cache_node *node = cache_node_at(e->c, slots[i]);
+            out->cand[i] = (sched_candidate){slots[i], node->id, cl->ver[slots[i]],
+                                             cl->score[slots[i]], node->spec->name};
+        }
+        out->ncand = n;
+        out->feasible = cl->nfeasible;
+        out->evaluated = x.nnodes;
+    }
+    cache_read_unlock(e->c);
+    pthread_mutex_unlock(&cl->mu);
+    release_class(cl);
+    if (err)
+        return err;
+    if (!rebuilt)
+        __atomic_add_fetch(&e->st.hits, 1, __ATOMIC_RELAXED);
+    if (how)
+        *how = rebuilt ? EQCACHE_REBUILT : EQCACHE_HIT;
+    if (out->ncand == 0) {
+        /* Rare: the reasons need every node's failure, which the class
+         * does not keep. */
+        sched_result_free(out);
+        return full_scan(e, policy, pod, k, out);
+    }
+    return AS_OK;
+}
+
+/* See eqcache.h. */
+void eqcache_get_stats(eqcache *e, eqcache_stats *out)
+{
+    out->hits = __atomic_load_n(&e->st.hits, __ATOMIC_RELAXED);
+    out->rebuilds = __atomic_load_n(&e->st.rebuilds, __ATOMIC_RELAXED);
+    out->rebuild_new = __atomic_load_n(&e->st.rebuild_new, __ATOMIC_RELAXED);
+    out->rebuild_wrap = __atomic_load_n(&e->st.rebuild_wrap, __ATOMIC_RELAXED);
+    out->rebuild_other = __atomic_load_n(&e->st.rebuild_other, __ATOMIC_RELAXED);
+    out->bypass = __atomic_load_n(&e->st.bypass, __ATOMIC_RELAXED);
+    out->evictions = __atomic_load_n(&e->st.evictions, __ATOMIC_RELAXED);
+    out->reevaluated = __atomic_load_n(&e->st.reevaluated, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&e->mu);
+    out->classes = e->nclasses;
+    out->bytes = e->bytes;
+    pthread_mutex_unlock(&e->mu);
+}
