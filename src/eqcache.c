@@ -488,12 +488,10 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
     bool stale = !k->built || k->pol != x->pol || k->gen != gen || k->mode != (int)x->mode ||
                  k->reg_n != reg_n || k->gpu_res != gpu_res || x->nnodes > k->cap;
     uint64_t cnt = head - k->seq;
-    uint32_t buf[SCRATCH];
-    if (!stale && cnt) {
-        if (cnt > SCRATCH || cnt > x->nnodes / 2 + 64 || !cache_log_read(x->c, k->seq, cnt, buf)) {
-            stale = true;
-            __atomic_add_fetch(&e->st.rebuild_wrap, 1, __ATOMIC_RELAXED);
-        }
+    if (!stale && cnt > x->nnodes / 2 + 64) {
+        /* A rebuild costs about as much, and the log may have wrapped. */
+        stale = true;
+        __atomic_add_fetch(&e->st.rebuild_wrap, 1, __ATOMIC_RELAXED);
     } else if (stale) {
         __atomic_add_fetch(k->built ? &e->st.rebuild_other : &e->st.rebuild_new, 1,
                            __ATOMIC_RELAXED);
@@ -515,27 +513,44 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
         *rebuilt = true;
         return AS_OK;
     }
-    if (cnt > 1) {
-        if (cnt <= 16) {
-            for (uint64_t i = 1; i < cnt; i++) {
-                uint32_t v = buf[i];
-                uint64_t j = i;
-                for (; j > 0 && buf[j - 1] > v; j--)
-                    buf[j] = buf[j - 1];
-                buf[j] = v;
-            }
-        } else {
-            qsort(buf, cnt, sizeof buf[0], cmp_u32);
-        }
-    }
+    /* Chunk by chunk (a small stack buffer); each chunk is checked against
+     * the ring wrapping when it is copied. Duplicates within a chunk (a pod
+     * assumed then forgotten on one node) are evaluated once. */
+    uint32_t buf[SCRATCH];
     uint64_t done = 0;
-    for (uint64_t i = 0; i < cnt; i++) {
-        uint32_t s = buf[i];
-        if ((i && s == buf[i - 1]) || s >= k->cap)
-            continue; /* duplicate, or a slot beyond the arrays (empty now) */
-        eval_slot(x, s);
-        fix_path(x, s);
-        done++;
+    for (uint64_t from = k->seq; from < head;) {
+        size_t n = head - from > SCRATCH ? SCRATCH : (size_t)(head - from);
+        if (!cache_log_read(x->c, from, n, buf)) {
+            __atomic_add_fetch(&e->st.rebuild_wrap, 1, __ATOMIC_RELAXED);
+            as_err err = rebuild(x);
+            if (err)
+                return err;
+            k->seq = head;
+            *rebuilt = true;
+            return AS_OK;
+        }
+        if (n > 1) {
+            if (n <= 16) {
+                for (size_t i = 1; i < n; i++) {
+                    uint32_t v = buf[i];
+                    size_t j = i;
+                    for (; j > 0 && buf[j - 1] > v; j--)
+                        buf[j] = buf[j - 1];
+                    buf[j] = v;
+                }
+            } else {
+                qsort(buf, n, sizeof buf[0], cmp_u32);
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint32_t s = buf[i];
+            if ((i && s == buf[i - 1]) || s >= k->cap)
+                continue; /* duplicate, or a slot beyond the arrays (empty now) */
+            eval_slot(x, s);
+            fix_path(x, s);
+            done++;
+        }
+        from += n;
     }
     k->seq = head;
     if (done)

@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,7 +593,10 @@ Test(eqcache, concurrent_deciders_and_writers)
     for (int i = 0; i < 3; i++)
         cr_assert_eq(pthread_create(&t[i], NULL, decider, &r), 0);
     model_pod *gpu = shape(3, "g");
-    for (int i = 0; i < 1500; i++) {
+    while (!__atomic_load_n(&r.decisions, __ATOMIC_RELAXED))
+        sched_yield(); /* the deciders are running */
+    for (int i = 0;
+         i < 1500 || (i < 20000 && __atomic_load_n(&r.decisions, __ATOMIC_RELAXED) < 300); i++) {
         mutate(&w);
         if (i % 100 == 0) /* learned tables change under the deciders */
             score_observe_pod(pol, gpu);
