@@ -12,6 +12,7 @@
 
 #include "agentsched/binder.h"
 #include "agentsched/cache.h"
+#include "agentsched/eqcache.h"
 #include "agentsched/log.h"
 #include "agentsched/metrics.h"
 #include "agentsched/sched.h"
@@ -24,6 +25,7 @@ typedef struct fp_worker {
     pthread_t t;
     uint32_t start;    /* rotating scan start for early-stop decisions */
     uint64_t busy_ns;  /* (atomic) */
+    uint64_t cpu_ns;   /* (atomic) thread CPU time, refreshed every 64 decisions */
     score_policy *pol; /* own reference, refreshed every POLICY_REFRESH pops */
     unsigned since_pol;
 } fp_worker;
@@ -60,6 +62,7 @@ struct fastpath {
     fastpath_ops ops;
     bool live;
     queue *q;
+    eqcache *eq; /* NULL with cfg.no_eqcache */
     fp_metrics m;
 
     fp_worker *workers;
@@ -71,6 +74,8 @@ struct fastpath {
     bind_job *bq;
     size_t bq_head, bq_len;
     size_t binds_active; /* popped, API call running */
+    size_t bidle;        /* bind threads waiting for a job */
+    size_t bwoken;       /* signals sent that no woken thread has answered yet */
     bool bstop;
     pthread_t *binders;
     size_t nbinders_started;
@@ -359,8 +364,17 @@ static void bind_push(fastpath *fp, const bind_job *j)
     while (fp->bq_len == fp->cfg.bind_queue)
         pthread_cond_wait(&fp->bnotfull, &fp->bmu);
     fp->bq[(fp->bq_head + fp->bq_len++) % fp->cfg.bind_queue] = *j;
-    pthread_cond_signal(&fp->bnotempty);
+    /* Wake a sleeper only for a job no awake thread will get to: every
+     * thread looks at the queue before sleeping, and a futex wake per
+     * decision was the largest cost of a fast decision. */
+    bool wake = fp->bq_len > fp->bwoken && fp->bidle > fp->bwoken;
+    if (wake)
+        fp->bwoken++;
     pthread_mutex_unlock(&fp->bmu);
+    /* Signalled after unlocking, so the woken thread does not block on the
+     * mutex we still hold (a second futex round trip). */
+    if (wake)
+        pthread_cond_signal(&fp->bnotempty);
 }
 
 static void *binder_main(void *arg)
@@ -369,8 +383,13 @@ static void *binder_main(void *arg)
     queue *q = fp->q;
     for (;;) {
         pthread_mutex_lock(&fp->bmu);
-        while (!fp->bq_len && !fp->bstop)
+        while (!fp->bq_len && !fp->bstop) {
+            fp->bidle++;
             pthread_cond_wait(&fp->bnotempty, &fp->bmu);
+            fp->bidle--;
+            if (fp->bwoken)
+                fp->bwoken--;
+        }
         if (!fp->bq_len) {
             pthread_mutex_unlock(&fp->bmu);
             return NULL;
@@ -458,19 +477,27 @@ static void decide(fp_worker *w, const queue_item *it)
         score_observe_pod(w->pol, pod);
     inc(&fp->st.attempts);
 
-    cache_read_lock(s->cache);
-    size_t nnodes = cache_node_count(s->cache);
-    cache_read_unlock(s->cache);
-    sched_request req;
-    memset(&req, 0, sizeof req);
-    req.pod = pod;
-    req.policy = w->pol;
-    req.k = fp->cfg.candidates;
-    req.max_feasible = max_feasible(fp, nnodes);
-    req.start = w->start;
-    w->start += 7919; /* a prime: successive samples start elsewhere */
     sched_result res;
-    as_err err = sched_evaluate(s->cache, &req, &res);
+    as_err err;
+    size_t nnodes;
+    if (fp->eq) {
+        /* Full-scan quality; the result says how many nodes there were. */
+        err = eqcache_evaluate(fp->eq, w->pol, pod, fp->cfg.candidates, &res, NULL);
+        nnodes = res.evaluated;
+    } else {
+        cache_read_lock(s->cache);
+        nnodes = cache_node_count(s->cache);
+        cache_read_unlock(s->cache);
+        sched_request req;
+        memset(&req, 0, sizeof req);
+        req.pod = pod;
+        req.policy = w->pol;
+        req.k = fp->cfg.candidates;
+        req.max_feasible = max_feasible(fp, nnodes);
+        req.start = w->start;
+        w->start += 7919; /* a prime: successive samples start elsewhere */
+        err = sched_evaluate(s->cache, &req, &res);
+    }
     uint64_t t1 = now_ns();
     metrics_observe(fp->m.st_eval, (double)(t1 - t0) / 1e9);
     if (err) {
@@ -557,6 +584,13 @@ done:
     __atomic_add_fetch(&w->busy_ns, now_ns() - t0, __ATOMIC_RELAXED);
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *worker_main(void *arg)
 {
     fp_worker *w = arg;
@@ -569,8 +603,13 @@ static void *worker_main(void *arg)
         nanosleep(&ts, NULL);
     }
     queue_item it;
-    while (queue_pop(w->fp->q, -1, &it) == AS_OK)
+    unsigned n = 0;
+    while (queue_pop(w->fp->q, -1, &it) == AS_OK) {
         decide(w, &it);
+        if (++n % 64 == 0)
+            __atomic_store_n(&w->cpu_ns, thread_cpu_ns(), __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&w->cpu_ns, thread_cpu_ns(), __ATOMIC_RELAXED);
     return NULL;
 }
 
@@ -725,6 +764,13 @@ as_err fastpath_new(svc *s, const fastpath_config *cfg, const fastpath_ops *ops,
         return as_diag_set(diag, AS_EINVAL, NULL, "fast path: no bind function");
     }
     as_err err = queue_new(&fp->cfg.queue, &fp->q);
+    if (!err && !fp->cfg.no_eqcache) {
+        eqcache_config ec;
+        eqcache_config_defaults(&ec);
+        if (fp->cfg.eq_max_classes)
+            ec.max_classes = fp->cfg.eq_max_classes;
+        err = eqcache_new(s->cache, &ec, &fp->eq);
+    }
     if (!err) {
         fp->bq = calloc(fp->cfg.bind_queue, sizeof *fp->bq);
         fp->workers = calloc(fp->cfg.workers, sizeof *fp->workers);
@@ -734,6 +780,7 @@ as_err fastpath_new(svc *s, const fastpath_config *cfg, const fastpath_ops *ops,
     }
     if (err) {
         queue_free(fp->q);
+        eqcache_free(fp->eq);
         free(fp->bq);
         free(fp->workers);
         free(fp->binders);
@@ -839,6 +886,7 @@ void fastpath_free(fastpath *fp)
         fp->rq_len--;
     }
     queue_free(fp->q);
+    eqcache_free(fp->eq);
     free(fp->bq);
     free(fp->workers);
     free(fp->binders);
@@ -931,6 +979,18 @@ void fastpath_get_stats(fastpath *fp, fastpath_stats *out)
     for (size_t i = 0; i < fp->nworkers_started; i++)
         busy += __atomic_load_n(&fp->workers[i].busy_ns, __ATOMIC_RELAXED);
     out->busy_ns = busy;
+    uint64_t cpu = 0;
+    for (size_t i = 0; i < fp->nworkers_started; i++)
+        cpu += __atomic_load_n(&fp->workers[i].cpu_ns, __ATOMIC_RELAXED);
+    out->worker_cpu_ns = cpu;
+    out->eq_hits = out->eq_rebuilds = out->eq_bypass = 0;
+    if (fp->eq) {
+        eqcache_stats es;
+        eqcache_get_stats(fp->eq, &es);
+        out->eq_hits = es.hits;
+        out->eq_rebuilds = es.rebuilds;
+        out->eq_bypass = es.bypass;
+    }
 }
 
 /* See fastpath.h. */

@@ -3,8 +3,10 @@
  * pods whose spec.schedulerName is its own (--scheduler-name).
  *
  *   pod hook / fastpath_offer -> queue (queue.h)
- *   N workers: pop -> sched_evaluate over every (shard-filtered) node in
- *              place, top K candidates with bind versions -> binder_commit
+ *   N workers: pop -> eqcache_evaluate (full-scan quality, re-evaluating
+ *              only the nodes changed since the pod shape's last decision;
+ *              eqcache.h) over every (shard-filtered) node in place, top K
+ *              candidates with bind versions -> binder_commit
  *              (FAST / RECHECKED / next candidate; none left -> urgent
  *              requeue). Accepting marks the pod ASSUMED in the cache.
  *   bind stage: bind_threads threads run the API bind (ops.bind; live mode
@@ -88,6 +90,12 @@ typedef struct fastpath_config {
                                    default 30000 */
     const char *scheduler_name; /* pods served; NULL = svc cfg.scheduler_name */
     queue_config queue;         /* zero fields take queue defaults */
+    /* Decisions go through an equivalence cache (eqcache.h): full-scan
+     * quality at O(nodes changed) per decision, so full_scan_nodes and
+     * feasible_pct do not apply. true = the previous path: sched_evaluate
+     * per decision with the early stop above (for comparison benches). */
+    bool no_eqcache;
+    uint32_t eq_max_classes; /* 0 = eqcache default (256) */
 } fastpath_config;
 
 /* fastpath_config_defaults fills cfg (queue part included). */
@@ -143,6 +151,13 @@ typedef struct fastpath_stats {
     uint64_t accepted_fast, accepted_rechecked, accepted_idempotent;
     uint64_t attempts; /* decisions made */
     uint64_t busy_ns;  /* summed worker busy time */
+    /* Equivalence cache (eqcache_stats): decisions answered incrementally,
+     * full class evaluations, decisions made by a plain full scan. */
+    uint64_t eq_hits, eq_rebuilds, eq_bypass;
+    /* Summed worker thread CPU time (refreshed every 64 decisions and when
+     * a worker exits): decisions / this = one worker's rate, robust to the
+     * workers being descheduled. */
+    uint64_t worker_cpu_ns;
 } fastpath_stats;
 
 void fastpath_get_stats(fastpath *fp, fastpath_stats *out);
