@@ -252,9 +252,8 @@ struct cache {
 
     /* Change log (cache.h CHANGE LOG): slots of changed nodes. Written by
      * the writer-mutex holder only; read lock-free. */
-    uint32_t log[CACHE_LOG_CAP]; /* (atomic) */
+    uint64_t log[CACHE_LOG_CAP]; /* (atomic) sequence tag << LOG_SLOT_BITS | slot */
     uint64_t log_head;           /* (atomic) entries appended */
-    uint64_t log_claim;          /* (atomic) entries being or already written */
     uint64_t node_events, pod_events;
 };
 
@@ -515,18 +514,34 @@ uint64_t cache_log_head(const cache *c)
     return __atomic_load_n(&c->log_head, __ATOMIC_ACQUIRE);
 }
 
+/* Log entries carry the low bits of their own sequence number above the
+ * slot, so a reader recognises an entry the ring reused without fences (a
+ * tag repeats only after 2^40 appends). Slots that do not fit in
+ * LOG_SLOT_BITS are logged as LOG_SLOT_NONE: "re-read everything". */
+#define LOG_SLOT_BITS 24
+#define LOG_SLOT_NONE ((1u << LOG_SLOT_BITS) - 1)
+
+static uint64_t log_tag(uint64_t seq)
+{
+    return seq << LOG_SLOT_BITS;
+}
+
 /* See cache.h. */
 bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out)
 {
     if (n > CACHE_LOG_CAP || cache_log_head(c) - from > CACHE_LOG_CAP)
         return false;
-    for (size_t i = 0; i < n; i++)
-        out[i] = __atomic_load_n(&c->log[(from + i) & (CACHE_LOG_CAP - 1)], __ATOMIC_RELAXED);
-    /* Seqlock-style check: had the writer reused any entry read above, the
-     * fence makes its claim (published before the reuse) visible here. */
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint64_t claim = __atomic_load_n(&c->log_claim, __ATOMIC_RELAXED);
-    return claim <= from + CACHE_LOG_CAP;
+    for (size_t i = 0; i < n; i++) {
+        /* The head (acquired by the caller) was published after entry
+         * from + i was written, so this load sees that write or a later
+         * reuse, whose tag differs. */
+        uint64_t e = __atomic_load_n(&c->log[(from + i) & (CACHE_LOG_CAP - 1)], __ATOMIC_RELAXED);
+        uint32_t slot = (uint32_t)(e & LOG_SLOT_NONE);
+        if ((e & ~(uint64_t)LOG_SLOT_NONE) != log_tag(from + i) || slot == LOG_SLOT_NONE)
+            return false;
+        out[i] = slot;
+    }
+    return true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -548,15 +563,12 @@ static void bump_bind_version(cnode *n)
 /* log_append records that the node at slot changed. Called with the
  * writer mutex held (one appender), after the change's usage and version
  * writes, and under the write lock for structural changes so a reader that
- * takes the read lock afterwards sees the entry. The claim is published
- * before the entry is overwritten, so a reader can tell whether an entry
- * it read was being reused (cache_log_read). */
+ * takes the read lock afterwards sees the entry. */
 static void log_append(cache *c, uint32_t slot)
 {
     uint64_t h = __atomic_load_n(&c->log_head, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->log_claim, h + 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&c->log[h & (CACHE_LOG_CAP - 1)], slot, __ATOMIC_RELAXED);
+    uint64_t e = log_tag(h) | (slot < LOG_SLOT_NONE ? slot : LOG_SLOT_NONE);
+    __atomic_store_n(&c->log[h & (CACHE_LOG_CAP - 1)], e, __ATOMIC_RELAXED);
     __atomic_store_n(&c->log_head, h + 1, __ATOMIC_RELEASE);
 }
 

@@ -45,8 +45,11 @@
  *     cache_log_read returns false the ring wrapped past H: the reader must
  *     re-read every slot. Re-reading a slot while a writer is still
  *     mid-mutation is harmless: that mutation appends the slot again.
- *   - Entries are 32-bit slots; one writer appends (the writer-mutex
- *     holder); readers never block writers.
+ *   - One writer appends (the writer-mutex holder); readers never block
+ *     writers. Each entry carries a tag of its own sequence number, so a
+ *     reader detects reuse by the ring entry by entry (no fences: TSan
+ *     checks this). Slots >= 2^24 - 1 are logged as "unknown", which
+ *     cache_log_read reports like a wrap.
  */
 #ifndef AGENTSCHED_CACHE_H
 #define AGENTSCHED_CACHE_H
@@ -164,8 +167,9 @@ uint64_t cache_log_head(const cache *c);
 
 /* cache_log_read copies the slots of entries [from, from + n) into out,
  * where from + n <= a head value the caller loaded. Returns false when any
- * of them was (or may have been) overwritten by the ring wrapping: out is
- * then garbage and the caller must re-read every node. No lock needed. */
+ * of them was overwritten by the ring wrapping (or names a slot too large
+ * to log): out is then garbage and the caller must re-read every node. No
+ * lock needed. */
 bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out);
 
 /* ---- pod index -------------------------------------------------- */
