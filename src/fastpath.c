@@ -54,6 +54,7 @@ typedef struct fp_metrics {
     metrics_histogram *e2e, *st_wait, *st_eval, *st_binder, *st_api;
     metrics_counter *b_fast, *b_rechecked, *b_idempotent, *b_conflict, *b_requeue;
     metrics_counter *bind_failures, *busy_total, *util, *nworkers;
+    metrics_counter *eq_hit, *eq_rebuild, *eq_bypass, *eq_classes;
 } fp_metrics;
 
 struct fastpath {
@@ -265,6 +266,16 @@ static void declare_metrics(fastpath *fp)
     x->util = metrics_new_gauge(m, "agentsched_fastpath_worker_utilization_percent",
                                 "Share of worker time spent on pods over the last second.");
     x->nworkers = metrics_new_gauge(m, "agentsched_fastpath_workers", "Fast-path worker threads.");
+    const char *eq = "Fast-path decisions by how the equivalence cache made them: hit (only "
+                     "nodes changed since the shape's last decision re-evaluated), rebuild (every "
+                     "node evaluated), bypass (a shape seen once: plain full scan).";
+    x->eq_hit = metrics_new_counter(m, "agentsched_fastpath_eqcache_total{result=\"hit\"}", eq);
+    x->eq_rebuild =
+        metrics_new_counter(m, "agentsched_fastpath_eqcache_total{result=\"rebuild\"}", eq);
+    x->eq_bypass =
+        metrics_new_counter(m, "agentsched_fastpath_eqcache_total{result=\"bypass\"}", eq);
+    x->eq_classes = metrics_new_gauge(m, "agentsched_fastpath_eqcache_classes",
+                                      "Pod-shape equivalence classes held.");
 }
 
 /* ---- reporter -------------------------------------------------------- */
@@ -658,6 +669,14 @@ static void publish_metrics(fastpath *fp)
     metrics_set(fp->m.queue_rejected, (int64_t)qs.rejected_full);
     metrics_set(fp->m.queue_moves, (int64_t)qs.moved);
     metrics_set(fp->m.queue_flushes, (int64_t)qs.flushed);
+    if (fp->eq) {
+        eqcache_stats es;
+        eqcache_get_stats(fp->eq, &es);
+        metrics_set(fp->m.eq_hit, (int64_t)es.hits);
+        metrics_set(fp->m.eq_rebuild, (int64_t)es.rebuilds);
+        metrics_set(fp->m.eq_bypass, (int64_t)es.bypass);
+        metrics_set(fp->m.eq_classes, (int64_t)es.classes);
+    }
 }
 
 static void *watcher_main(void *arg)

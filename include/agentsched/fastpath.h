@@ -41,7 +41,9 @@
  * agentsched_fastpath_binder_total{result=fast|rechecked|idempotent|
  * conflict|requeue}, agentsched_fastpath_bind_failures_total,
  * agentsched_fastpath_worker_busy_seconds_total,
- * agentsched_fastpath_worker_utilization_percent, agentsched_fastpath_workers.
+ * agentsched_fastpath_worker_utilization_percent, agentsched_fastpath_workers,
+ * agentsched_fastpath_eqcache_total{result=hit|rebuild|bypass},
+ * agentsched_fastpath_eqcache_classes.
  */
 #ifndef AGENTSCHED_FASTPATH_H
 #define AGENTSCHED_FASTPATH_H
