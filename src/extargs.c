@@ -382,6 +382,7 @@ typedef struct sc {
     char *arena;       /* node names are carved from here (one pool block per */
     size_t arena_left; /* many names) */
     size_t arena_next; /* size of the next arena block */
+    unsigned flags;    /* EXTARGS_LAZY_POD */
 } sc;
 
 static int sc_syntax(sc *s, const char *what)
@@ -852,7 +853,7 @@ static int sc_grow(sc *s, void **arr, size_t *cap, size_t n, size_t elem, const 
     if (n >= EXTARGS_MAX_NAMES)
         return sc_fail_at(s, AS_ETOOBIG, tmpl, n, "more than 65536 nodes in one request%s", NULL);
     size_t ncap = *cap ? *cap * 2 : 64;
-    void *na = pool_alloc(s->pool, ncap * elem);
+    void *na = pool_alloc_raw(s->pool, ncap * elem); /* filled as it grows */
     if (!na)
         return sc_fail_at(s, AS_ENOMEM, tmpl, n, "request too large for its memory budget%s", NULL);
     if (n)
@@ -870,9 +871,9 @@ static char *sc_name_alloc(sc *s, size_t n)
 {
     if (n > s->arena_left) {
         size_t want = s->arena_next ? s->arena_next : 256;
-        char *blk = n <= want / 4 ? pool_alloc(s->pool, want) : NULL;
+        char *blk = n <= want / 4 ? pool_alloc_raw(s->pool, want) : NULL;
         if (!blk)
-            return pool_alloc(s->pool, n);
+            return pool_alloc_raw(s->pool, n);
         s->arena = blk;
         s->arena_left = want;
         s->arena_next = want < 4096 ? want * 2 : 4096;
@@ -918,6 +919,8 @@ static int sc_pod(sc *s, extargs_args *a)
         json_decref(a->pod);
         a->pod = NULL;
     }
+    a->pod_raw = NULL;
+    a->pod_raw_len = 0;
     if (*s->p == 'n')
         return sc_literal(s, "null");
     if (*s->p != '{')
@@ -928,6 +931,10 @@ static int sc_pod(sc *s, extargs_args *a)
     if (!sc_value(s))
         return 0;
     s->depth = depth;
+    a->pod_raw = start;
+    a->pod_raw_len = (size_t)(s->p - start);
+    if (s->flags & EXTARGS_LAZY_POD)
+        return 1; /* validated JSON; the DOM is built on demand */
     as_err err = extargs_parse_json(start, (size_t)(s->p - start), &a->pod, s->diag);
     if (err) {
         s->err = err;
@@ -1121,9 +1128,24 @@ static int sc_args(sc *s, extargs_args *a)
 /* See extargs.h. */
 as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *out, as_diag *diag)
 {
+    return extargs_decode_args_ex(p, body, len, 0, out, diag);
+}
+
+/* See extargs.h. */
+as_err extargs_parse_pod(extargs_args *a, as_diag *diag)
+{
+    if (a->pod || !a->pod_raw)
+        return AS_OK;
+    return extargs_parse_json(a->pod_raw, a->pod_raw_len, &a->pod, diag);
+}
+
+/* See extargs.h. */
+as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned flags,
+                              extargs_args *out, as_diag *diag)
+{
     as_err err = AS_OK;
     memset(out, 0, sizeof *out);
-    sc s = {.base = body, .p = body, .end = body + len, .pool = p, .diag = diag};
+    sc s = {.base = body, .p = body, .end = body + len, .pool = p, .diag = diag, .flags = flags};
     if (!sc_args(&s, out)) {
         err = s.err ? s.err : as_diag_set(diag, AS_EINTERNAL, NULL, "decoder failed");
         goto done;

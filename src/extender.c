@@ -5,7 +5,9 @@
  */
 #include "agentsched/extender.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +284,160 @@ static uint32_t pin_candidates(cache *c, pool *p, sched_candidate *cand, uint32_
 }
 
 /* ------------------------------------------------------------------ */
+/* filter -> prioritize memo (extender.h)                              */
+/* ------------------------------------------------------------------ */
+
+#define MEMO_SLOTS     64
+#define MEMO_MAX_NAMES 8192
+#define MEMO_TTL_NS    (10ull * 1000000000ull)
+
+/* One filter's extender scores: an open-addressing table from a node
+ * name's hash to its 0..10 score. Immutable once published. */
+typedef struct memo_ent {
+    uint64_t h1, h2;      /* the Pod's JSON bytes, two seeds */
+    size_t len;           /* and their length */
+    score_policy *policy; /* a reference: its address cannot be reused */
+    uint64_t born_ns;
+    uint32_t mask;  /* table size - 1 (a power of two) */
+    uint64_t *keys; /* name hash | 1; 0 = empty */
+    int8_t *score;
+} memo_ent;
+
+struct extender_memo {
+    pthread_mutex_t mu;
+    memo_ent *slot[MEMO_SLOTS];
+};
+
+/* memo_hash is a 64-bit multiplicative hash of s[0..n), 8 bytes a step. */
+static uint64_t memo_hash(const char *s, size_t n, uint64_t seed)
+{
+    const uint64_t k = 0x9E3779B97F4A7C15ull;
+    uint64_t h = seed ^ (n * k);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * k;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 32);
+}
+
+static void memo_ent_free(memo_ent *e)
+{
+    if (!e)
+        return;
+    if (e->policy)
+        score_policy_unref(e->policy);
+    free(e->keys);
+    free(e->score);
+    free(e);
+}
+
+/* See extender.h. */
+as_err extender_memo_new(extender_memo **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return AS_ENOMEM;
+    pthread_mutex_init(&(*out)->mu, NULL);
+    return AS_OK;
+}
+
+/* See extender.h. */
+void extender_memo_free(extender_memo *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < MEMO_SLOTS; i++)
+        memo_ent_free(m->slot[i]);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+/* memo_put publishes the scores of a filter (names[i] -> score[i]); best
+ * effort: nothing is remembered when memory is short or n is too big. */
+static void memo_put(extender_memo *m, const extargs_args *a, score_policy *policy,
+                     const sched_name *names, const int8_t *score, size_t n)
+{
+    if (!m || !a->pod_raw || !n || n > MEMO_MAX_NAMES)
+        return;
+    memo_ent *e = calloc(1, sizeof *e);
+    uint32_t size = 16;
+    while (size < 2 * n)
+        size *= 2;
+    if (!e || !(e->keys = calloc(size, sizeof *e->keys)) ||
+        !(e->score = malloc(size * sizeof *e->score))) {
+        memo_ent_free(e);
+        return;
+    }
+    e->mask = size - 1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = memo_hash(names[i].s, names[i].len, 0) | 1;
+        uint32_t j = (uint32_t)key & e->mask;
+        while (e->keys[j] && e->keys[j] != key)
+            j = (j + 1) & e->mask;
+        e->keys[j] = key;
+        e->score[j] = score[i];
+    }
+    e->h1 = memo_hash(a->pod_raw, a->pod_raw_len, 1);
+    e->h2 = memo_hash(a->pod_raw, a->pod_raw_len, 2);
+    e->len = a->pod_raw_len;
+    e->policy = score_policy_ref(policy);
+    e->born_ns = svc_mono_ns();
+    pthread_mutex_lock(&m->mu);
+    memo_ent **slot = &m->slot[e->h1 % MEMO_SLOTS];
+    memo_ent *old = *slot;
+    *slot = e;
+    pthread_mutex_unlock(&m->mu);
+    memo_ent_free(old);
+}
+
+/* memo_take removes and returns the entry for these Pod bytes and policy
+ * when one is fresh; the caller frees it. */
+static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_policy *policy)
+{
+    if (!m || !a->pod_raw)
+        return NULL;
+    uint64_t h1 = memo_hash(a->pod_raw, a->pod_raw_len, 1);
+    uint64_t h2 = memo_hash(a->pod_raw, a->pod_raw_len, 2);
+    memo_ent *e = NULL;
+    pthread_mutex_lock(&m->mu);
+    memo_ent **slot = &m->slot[h1 % MEMO_SLOTS];
+    if (*slot && (*slot)->h1 == h1 && (*slot)->h2 == h2 && (*slot)->len == a->pod_raw_len) {
+        e = *slot;
+        *slot = NULL;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (e && (e->policy != policy || svc_mono_ns() - e->born_ns > MEMO_TTL_NS)) {
+        memo_ent_free(e);
+        e = NULL;
+    }
+    return e;
+}
+
+/* memo_scores fills out[i] with the remembered score of names[i]; false
+ * when some name is not in e (then out is partly written). */
+static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, int8_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key = memo_hash(names[i].s, names[i].len, 0) | 1;
+        uint32_t j = (uint32_t)key & e->mask;
+        while (e->keys[j] && e->keys[j] != key)
+            j = (j + 1) & e->mask;
+        if (!e->keys[j])
+            return false;
+        out[i] = e->score[j];
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
 /* filter / prioritize                                                 */
 /* ------------------------------------------------------------------ */
 
@@ -407,18 +563,28 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
     wr_flush(&w);
 }
 
-static void write_prioritize(svc *s, eval *e, buf *o, const score_policy *policy)
+/* ext_scores maps the evaluation's [0,100] scores to the extender's 0..10
+ * (0 for nodes that do not fit or are unknown) into out[0..e->n). */
+static void ext_scores(const eval *e, const score_policy *policy, int8_t *out)
 {
-    (void)s;
+    for (size_t i = 0; i < e->n; i++) {
+        int score = 0;
+        if (e->r.score && e->r.score[i] >= 0 &&
+            (!e->r.per_name || e->r.per_name[i].code == PRED_OK)) {
+            score = score_to_extender(policy, e->r.score[i]);
+            score = score < 0 ? 0 : score > 10 ? 10 : score;
+        }
+        out[i] = (int8_t)score;
+    }
+}
+
+static void write_prioritize(const eval *e, buf *o, const int8_t *scores)
+{
     wr w;
     wr_init(&w, o);
     WR_LIT(&w, "[");
     for (size_t i = 0; i < e->n; i++) {
-        int score = 0;
-        if (e->r.score && e->r.score[i] >= 0) {
-            score = score_to_extender(policy, e->r.score[i]);
-            score = score < 0 ? 0 : score > 10 ? 10 : score;
-        }
+        int score = scores[i];
         if (i)
             WR_LIT(&w, ",");
         WR_LIT(&w, "{\"Host\":");
@@ -459,7 +625,9 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         reply_error(resp, 503, with_error, &d, err);
         goto done;
     }
-    err = extargs_decode_args(req->pool, req->body, req->body_len, &e.a, &d);
+    /* The Pod's DOM is built only when needed: a prioritize answered from
+     * the filter's memo never needs it. */
+    err = extargs_decode_args_ex(req->pool, req->body, req->body_len, EXTARGS_LAZY_POD, &e.a, &d);
     if (err) {
         reply_error(resp, decode_status(err), with_error, &d, err);
         goto done;
@@ -471,19 +639,44 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         reply_error(resp, 400, with_error, &d, err);
         goto done;
     }
-    err = decode_pod(s, e.a.pod, &e.pod, &d);
-    if (err) {
-        reply_error(resp, decode_status(err), with_error, &d, err);
-        goto done;
-    }
     err = extargs_eval_names(req->pool, &e.a, &e.names, &e.n, &e.item_index);
     if (err) {
         as_diag_set(&d, err, NULL, "request too large for its memory budget");
         reply_error(resp, 413, with_error, &d, err);
         goto done;
     }
-
     e.policy = svc_policy_get(s);
+    int8_t *scores = pool_alloc(req->pool, e.n ? e.n : 1);
+    if (!scores) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, with_error, &d, err);
+        goto done;
+    }
+    if (v == VERB_PRIORITIZE && e.n > 0) {
+        memo_ent *m = memo_take(s->ext_memo, &e.a, e.policy);
+        bool hit = m && memo_scores(m, e.names, e.n, scores);
+        memo_ent_free(m);
+        metrics_inc(hit ? s->m.memo_hits : s->m.memo_misses);
+        if (hit) {
+            /* The filter's binder note (same pod) stands. */
+            buf_reset(&resp->body);
+            write_prioritize(&e, &resp->body, scores);
+            if (resp->body.err) {
+                err = resp->body.err;
+                as_diag_set(&d, err, NULL, "the response does not fit its buffer (%s)",
+                            as_strerror(err));
+                reply_error(resp, 500, with_error, &d, err);
+                goto done;
+            }
+            reply_ok(resp);
+            goto done;
+        }
+    }
+    if ((err = extargs_parse_pod(&e.a, &d)) || (err = decode_pod(s, e.a.pod, &e.pod, &d))) {
+        reply_error(resp, decode_status(err), with_error, &d, err);
+        goto done;
+    }
+
     if (e.n > 0) {
         sched_request sr = {
             .pod = e.pod,
@@ -491,7 +684,8 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
             .names = e.names,
             .nnames = e.n,
             .k = SCHED_MAX_K,
-            .score_all = v == VERB_PRIORITIZE,
+            /* filter scores too: its scores answer the cycle's prioritize */
+            .score_all = true,
             .skip_filter = false,
         };
         err = sched_evaluate(s->cache, &sr, &e.r);
@@ -504,10 +698,14 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
 
     buf *o = &resp->body;
     buf_reset(o);
-    if (v == VERB_FILTER)
+    ext_scores(&e, e.policy, scores);
+    if (v == VERB_FILTER) {
         write_filter(s, &e, o, req->pool);
-    else
-        write_prioritize(s, &e, o, e.policy);
+        if (!o->err)
+            memo_put(s->ext_memo, &e.a, e.policy, e.names, scores, e.n);
+    } else {
+        write_prioritize(&e, o, scores);
+    }
     if (o->err) {
         err = o->err;
         as_diag_set(&d, err, NULL, "the response does not fit its buffer (%s)", as_strerror(err));

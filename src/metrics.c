@@ -169,6 +169,12 @@ void metrics_add(metrics_counter *c, uint64_t n)
 }
 
 /* See metrics.h. */
+uint64_t metrics_counter_get(const metrics_counter *c)
+{
+    return c ? __atomic_load_n(&c->v, __ATOMIC_RELAXED) : 0;
+}
+
+/* See metrics.h. */
 void metrics_inc(metrics_counter *c)
 {
     metrics_add(c, 1);

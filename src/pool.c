@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_CHUNK 4096
+#define POOL_CHUNK       4096
 #define POOL_DEFAULT_CAP ((size_t)64 << 20)
 
 typedef struct pool_chunk {
@@ -46,6 +46,15 @@ void pool_free(pool *p)
 /* See pool.h. */
 void *pool_alloc(pool *p, size_t n)
 {
+    void *out = pool_alloc_raw(p, n);
+    if (out)
+        memset(out, 0, n);
+    return out;
+}
+
+/* See pool.h. */
+void *pool_alloc_raw(pool *p, size_t n)
+{
     size_t need = (n + 15) & ~(size_t)15;
     if (need < n || need > p->cap - p->used)
         return NULL;
@@ -72,14 +81,13 @@ void *pool_alloc(pool *p, size_t n)
     void *out = c->data + c->used;
     c->used += need;
     p->used += need;
-    memset(out, 0, n);
     return out;
 }
 
 /* See pool.h. */
 char *pool_strndup(pool *p, const char *s, size_t n)
 {
-    char *d = pool_alloc(p, n + 1);
+    char *d = pool_alloc_raw(p, n + 1);
     if (!d)
         return NULL;
     memcpy(d, s, n);

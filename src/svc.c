@@ -103,6 +103,12 @@ static void svc_declare_metrics(svc *s)
     s->m.bind_conflicts = metrics_new_counter(m, "agentsched_bind_conflicts_total",
                                               "Binds refused because the node changed and the "
                                               "pod no longer fits, or it is bound elsewhere.");
+    const char *memo = "Prioritize calls answered from the same cycle's filter evaluation (hit) "
+                       "or evaluated afresh (miss).";
+    s->m.memo_hits =
+        metrics_new_counter(m, "agentsched_prioritize_memo_total{result=\"hit\"}", memo);
+    s->m.memo_misses =
+        metrics_new_counter(m, "agentsched_prioritize_memo_total{result=\"miss\"}", memo);
 }
 
 /* See svc.h. */
@@ -139,6 +145,8 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
     cache_set_shard_mode(s->cache, s->cfg.shard_mode);
     if ((err = binder_new(s->cache, NULL, &s->binder)))
         goto done;
+    if ((err = extender_memo_new(&s->ext_memo)))
+        goto done;
     if (s->cfg.policy_path) {
         if ((err = score_policy_load(&s->reg, s->cfg.policy_path, &s->policy, diag)))
             goto done;
@@ -170,6 +178,7 @@ void svc_free(svc *s)
     k8s_stop(s); /* its reflectors write the cache: stop them first */
     if (s->binder)
         binder_free(s->binder);
+    extender_memo_free(s->ext_memo);
     cache_free(s->cache);
     if (s->policy)
         score_policy_unref(s->policy);

@@ -64,7 +64,8 @@ typedef struct extargs_node {
  * order) both in NodeNames and in Nodes.items (by metadata.name).
  */
 typedef struct extargs_args {
-    json_t *pod;         /* owned; NULL when Pod is absent or null */
+    json_t *pod;         /* owned; NULL when Pod is absent or null (or not yet
+                            parsed: EXTARGS_LAZY_POD) */
     bool has_node_names; /* NodeNames present and not null */
     sched_name *names;   /* pool; NodeNames */
     size_t nnames;
@@ -73,6 +74,11 @@ typedef struct extargs_args {
     extargs_node *nodes; /* pool; Nodes.items */
     size_t nnodes;
     size_t dup_nodes; /* duplicates dropped from Nodes.items */
+    /* The Pod value's JSON text (validated), pointing into the request body;
+     * NULL when Pod is absent or null. Keys a memo of work done for the
+     * same Pod bytes. */
+    const char *pod_raw;
+    size_t pod_raw_len;
 } extargs_args;
 
 /*
@@ -81,6 +87,18 @@ typedef struct extargs_args {
  * into p. On error *out is released and zeroed and diag says why.
  */
 as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *out, as_diag *diag);
+
+/* extargs_decode_args_ex is extargs_decode_args with flags:
+ * EXTARGS_LAZY_POD validates the Pod's JSON and records pod_raw but leaves
+ * pod NULL until extargs_parse_pod builds the DOM (the caller may not need
+ * it). */
+#define EXTARGS_LAZY_POD 1u
+as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned flags,
+                              extargs_args *out, as_diag *diag);
+
+/* extargs_parse_pod builds a->pod from a->pod_raw when not built yet
+ * (AS_OK with pod NULL when there is no Pod); errors as extargs_decode_args. */
+as_err extargs_parse_pod(extargs_args *a, as_diag *diag);
 
 /*
  * extargs_eval_names returns the set of node names a filter/prioritize

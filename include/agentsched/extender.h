@@ -102,6 +102,23 @@
 #define EXTENDER_PATH_PREEMPT    "/scheduler/preempt"
 
 /* The handlers (ctx is the svc *). */
+/*
+ * The filter -> prioritize memo. kube-scheduler calls prioritize right
+ * after filter in the same scheduling cycle, with the same Pod (byte for
+ * byte) and the nodes that passed. Filter scores every node it passes
+ * anyway, so it leaves the extender scores of its nodes here, keyed by the
+ * Pod's JSON bytes and the policy; a prioritize whose Pod bytes, policy and
+ * every node match (within 10 s) answers from it without decoding the Pod
+ * or evaluating again, and consumes it. The scores are those of the
+ * filter's moment, as kube-scheduler's own scoring uses the cycle's
+ * snapshot; the bind re-checks against the live state either way.
+ * Direct-mapped, 64 entries of at most 8192 nodes. Owned by svc (created
+ * in svc_new); thread-safe.
+ */
+typedef struct extender_memo extender_memo;
+as_err extender_memo_new(extender_memo **out);
+void extender_memo_free(extender_memo *m);
+
 void extender_handle_filter(void *ctx, const http_request *req, http_response *resp);
 void extender_handle_prioritize(void *ctx, const http_request *req, http_response *resp);
 void extender_handle_bind(void *ctx, const http_request *req, http_response *resp);

@@ -38,6 +38,8 @@ metrics_histogram *metrics_new_histogram(metrics *m, const char *name, const cha
 void metrics_add(metrics_counter *c, uint64_t n);
 void metrics_inc(metrics_counter *c);
 void metrics_set(metrics_counter *g, int64_t v); /* gauges */
+/* metrics_counter_get reads a counter's value (0 for NULL). */
+uint64_t metrics_counter_get(const metrics_counter *c);
 void metrics_observe(metrics_histogram *h, double seconds);
 
 /* Default latency buckets from 50us to 10s (sub-millisecond included). */

@@ -24,6 +24,10 @@ void pool_free(pool *p);
  * would be exceeded or memory is exhausted. Owned by the pool. */
 void *pool_alloc(pool *p, size_t n);
 
+/* pool_alloc_raw is pool_alloc without the zeroing, for buffers the caller
+ * fills completely before reading (arrays being grown, string copies). */
+void *pool_alloc_raw(pool *p, size_t n);
+
 /* pool_strndup copies s[0..n) plus a NUL into the pool; NULL on failure. */
 char *pool_strndup(pool *p, const char *s, size_t n);
 

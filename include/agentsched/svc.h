@@ -65,6 +65,8 @@ typedef struct svc_metrics {
     metrics_counter *binds_rechecked;
     metrics_counter *binds_idempotent;
     metrics_counter *bind_conflicts;
+    metrics_counter *memo_hits;   /* prioritize answered from the filter's memo */
+    metrics_counter *memo_misses; /* prioritize evaluated afresh */
 } svc_metrics;
 
 typedef struct svc {
@@ -80,9 +82,10 @@ typedef struct svc {
     int64_t started_ms;
     int ready; /* (atomic) 1 once the cache is synced */
     volatile sig_atomic_t stop;
-    void *k8s;                 /* live-mode API client (k8s module), NULL embedded */
-    struct shard_coord *shard; /* NodeShard coordinator (shard.h), NULL when
-                                  --shard-mode none; added by the shards helper */
+    void *k8s;                      /* live-mode API client (k8s module), NULL embedded */
+    struct shard_coord *shard;      /* NodeShard coordinator (shard.h), NULL when
+                                       --shard-mode none; added by the shards helper */
+    struct extender_memo *ext_memo; /* filter -> prioritize memo (extender.h) */
 } svc;
 
 /* svc_new builds the runtime from a validated config: registry, cache,

@@ -233,6 +233,58 @@ Test(extender, prioritize_notes_for_bind)
     svc_free(s);
 }
 
+/* prioritize right after filter for the same Pod bytes (kube-scheduler's
+ * cycle) answers from the filter's memo, exactly as a fresh evaluation
+ * would on an unchanged cluster; anything else evaluates afresh. */
+Test(extender, prioritize_after_filter_uses_the_memo)
+{
+    svc *s = new_svc();
+    const char *names = "[\"big-1\",\"node1\",\"small-1\",\"last-slot\"]";
+    char *args = pod_args("agent-m", "uid-m", "250m", names);
+    /* a fresh evaluation first: nothing memoised yet */
+    reply fresh = call(s, extender_handle_prioritize, args);
+    cr_assert_eq(fresh.status, 200, "%s", fresh.raw);
+    cr_assert_eq(metrics_counter_get(s->m.memo_misses), 1);
+    filter_ok(s, "agent-m", "uid-m", "250m", names, 3);
+    reply hit = call(s, extender_handle_prioritize, args);
+    cr_assert_eq(metrics_counter_get(s->m.memo_hits), 1);
+    cr_assert_str_eq(hit.raw, fresh.raw);
+    reply_free(&hit);
+    /* consumed: the next prioritize evaluates again, with the same answer */
+    reply again = call(s, extender_handle_prioritize, args);
+    cr_assert_eq(metrics_counter_get(s->m.memo_misses), 2);
+    cr_assert_str_eq(again.raw, fresh.raw);
+    reply_free(&again);
+    /* a name the filter never saw: evaluated afresh (unknown -> 0) */
+    filter_ok(s, "agent-m", "uid-m", "250m", names, 3);
+    char *more = pod_args("agent-m", "uid-m", "250m",
+                          "[\"big-1\",\"node1\",\"small-1\",\"last-slot\",\"nope\"]");
+    reply r = call(s, extender_handle_prioritize, more);
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(metrics_counter_get(s->m.memo_misses), 3);
+    cr_assert_eq(json_array_size(r.json), 5);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(r.json, 4), "Score")), 0);
+    reply_free(&r);
+    free(more);
+    /* different Pod bytes (another pod): no hit */
+    filter_ok(s, "agent-m", "uid-m", "250m", names, 3);
+    char *other = pod_args("agent-o", "uid-o", "250m", names);
+    r = call(s, extender_handle_prioritize, other);
+    cr_assert_eq(metrics_counter_get(s->m.memo_hits), 1);
+    reply_free(&r);
+    free(other);
+    /* a new policy since the filter: no hit */
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_strategy(&s->reg, SCORE_LEAST_ALLOCATED, &p), AS_OK);
+    svc_policy_set(s, p);
+    r = call(s, extender_handle_prioritize, args);
+    cr_assert_eq(metrics_counter_get(s->m.memo_hits), 1);
+    reply_free(&r);
+    reply_free(&fresh);
+    free(args);
+    svc_free(s);
+}
+
 /* Two pods race for the last slot: both pass filter, one binds, the other
  * gets an Error and the node is never overcommitted. */
 Test(extender, bind_conflict_last_slot_sequential)
