@@ -119,13 +119,49 @@ YAML
 to_s() { case "$1" in *m) echo $(( ${1%m} * 60 )) ;; *s) echo "${1%s}" ;; *) echo "$1" ;; esac; }
 budget=$(( $(to_s "$TIMEOUT") + 600 ))
 failed=0
+# CPU seconds (user+system, children included) of every process group the
+# mode ran: where the machine's cores went, so a ratio can be explained.
+CPU_TABLE=$STATE.cpu.txt
+: >"$CPU_TABLE"
+tick=$(getconf CLK_TCK)
+cpu_of_group() { # pgid -> CPU ticks of every process in the group
+	local t=0 pid f
+	for pid in $(pgrep -g "$1" 2>/dev/null); do
+		f=$(cut -d' ' -f14-17 "/proc/$pid/stat" 2>/dev/null) || continue
+		set -- $f
+		t=$((t + $1 + $2 + $3 + $4))
+	done
+	echo "$t"
+}
+cpu_snapshot() { # prints "name ticks" for the dev-cluster's processes and the plain scheduler
+	local name pid
+	for name in $(ls "$STATE/pids" 2>/dev/null); do
+		pid=$(cat "$STATE/pids/$name" 2>/dev/null) || continue
+		echo "$name $(cpu_of_group "$pid")"
+	done
+	[ -n "$PLAIN_PID" ] && echo "kube-scheduler-plain $(cpu_of_group "$PLAIN_PID")"
+	return 0
+}
 for mode in $MODES; do
 	[ "$mode" = plain ] && start_plain
+	before=$(cpu_snapshot)
+	t0=$(date +%s%N)
 	if ! timeout -k 10 "$budget" "$BIN/e2ectl" bench --state-dir "$STATE" --mode "$mode" --pods "$PODS" \
 		--workers "$WORKERS" --rate "$RATE" --timeout "$TIMEOUT" --out "$RESULTS"; then
 		log "mode $mode failed (see above); continuing"
 		failed=1
 	fi
+	after=$(cpu_snapshot)
+	wall=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+	{
+		printf '%-10s wall %6s s; CPU s:' "$mode" "$wall"
+		echo "$after" | while read -r name t; do
+			b=$(echo "$before" | awk -v n="$name" '$1 == n { print $2 }')
+			awk -v n="$name" -v a="${b:-0}" -v z="${t:-0}" -v k="$tick" \
+				'BEGIN { printf " %s %.1f", n, (z - a) / k }'
+		done
+		echo
+	} >>"$CPU_TABLE"
 	[ "$mode" = plain ] && stop_plain
 done
 
@@ -133,4 +169,7 @@ echo
 echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
 echo "kube-scheduler client qps=$SCHED_QPS burst=$SCHED_BURST (both instances); bench client qps 20000 burst 40000"
 [ -s "$RESULTS" ] && "$BIN/e2ectl" bench table --in "$RESULTS"
+echo
+echo "CPU per mode (whole mode: creates, scheduling, cleanup wait), per process group:"
+cat "$CPU_TABLE"
 exit $failed
