@@ -43,7 +43,8 @@
  * by sched; clamped to 0..10). Nodes that do not fit (or are unknown)
  * score 0. kube-scheduler multiplies by the extender's weight and by
  * MaxNodeScore/MaxExtenderPriority (10). Also noted in the binder
- * (replacing the filter's note).
+ * (replacing the filter's note), except when answered from the filter's
+ * memo (below): then the filter's note for the same pod stands.
  *
  * BIND. binder_bind_noted(uid = PodUID, or "namespace/name" when empty,
  * Node). 200 {"Error": ""} when bound, also when the pod is already bound
