@@ -162,7 +162,7 @@ static const cli_flag serve_flags[] = {
      "                             larger bodies get 413"},
     {F_HTTP_THREADS, "--http-threads", "N",
      "HTTP worker threads, 1..256 (default: online CPUs); in live mode\n"
-     "                             extender binds wait for the API server on 16\n"
+     "                             extender binds wait for the API server on 64\n"
      "                             separate threads, never on these"},
     {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
     {F_KUBECONFIG, "--kubeconfig", "FILE",

@@ -189,7 +189,7 @@ typedef struct k8s_config {
     int64_t assumed_ttl_ms;         /* forget unconfirmed assumed pods; default 30000 */
     int64_t expire_period_ms;       /* housekeeping period; default 1000 */
     int64_t shard_retry_ms;         /* re-probe an absent NodeShard CRD; default 60000 */
-    unsigned bind_concurrency;      /* keep-alive handles; default 32 */
+    unsigned bind_concurrency;      /* keep-alive handles; default 96 */
     unsigned bind_retries;          /* retries on 429/5xx/network; default 5 */
     int64_t bind_backoff_ms;        /* first retry delay; default 50 */
     int64_t event_pod_interval_ms;  /* per pod+reason; default 30000 */

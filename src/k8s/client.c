@@ -35,7 +35,8 @@ void k8s_config_defaults(k8s_config *cfg)
     cfg->assumed_ttl_ms = 30000;
     cfg->expire_period_ms = 1000;
     cfg->shard_retry_ms = 60000;
-    cfg->bind_concurrency = 32;
+    /* the fast path's 32 bind threads plus the extender's 64 (svc.h) */
+    cfg->bind_concurrency = 96;
     cfg->bind_retries = 5;
     cfg->bind_backoff_ms = 50;
     cfg->event_pod_interval_ms = 30000;

@@ -142,9 +142,22 @@ cpu_snapshot() { # prints "name ticks" for the dev-cluster's processes and the p
 	[ -n "$PLAIN_PID" ] && echo "kube-scheduler-plain $(cpu_of_group "$PLAIN_PID")"
 	return 0
 }
+# agentsched's mean time per extender verb (its own handler time, from
+# agentsched_request_duration_seconds sum/count) over a mode.
+verb_stats() {
+	curl -s "$AGENTSCHED_URL/metrics" 2>/dev/null |
+		awk '/^agentsched_request_duration_seconds_(sum|count)\{verb="(filter|prioritize|bind)"\}/ {
+			split($1, a, "\""); print a[2], ($1 ~ /_sum/ ? "sum" : "count"), $2 }'
+}
+# the bench client's CPU: user+sys seconds of this shell's waited-for
+# children (bash's times, which must run in this shell, not a subshell)
+child_cpu() { awk 'NR == 2 { gsub(/[ms]/, " "); print ($1 * 60 + $2) + ($3 * 60 + $4) }' "$STATE.times"; }
 for mode in $MODES; do
 	[ "$mode" = plain ] && start_plain
 	before=$(cpu_snapshot)
+	vbefore=$(verb_stats)
+	times >"$STATE.times"
+	cbefore=$(child_cpu)
 	t0=$(date +%s%N)
 	if ! timeout -k 10 "$budget" "$BIN/e2ectl" bench --state-dir "$STATE" --mode "$mode" --pods "$PODS" \
 		--workers "$WORKERS" --rate "$RATE" --timeout "$TIMEOUT" --out "$RESULTS"; then
@@ -152,6 +165,9 @@ for mode in $MODES; do
 		failed=1
 	fi
 	after=$(cpu_snapshot)
+	vafter=$(verb_stats)
+	times >"$STATE.times"
+	cafter=$(child_cpu)
 	wall=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
 	{
 		printf '%-10s wall %6s s; CPU s:' "$mode" "$wall"
@@ -160,6 +176,16 @@ for mode in $MODES; do
 			awk -v n="$name" -v a="${b:-0}" -v z="${t:-0}" -v k="$tick" \
 				'BEGIN { printf " %s %.1f", n, (z - a) / k }'
 		done
+		awk -v a="${cbefore:-0}" -v z="${cafter:-0}" 'BEGIN { printf " bench-client %.1f", z - a }'
+		{ echo "$vbefore" | sed 's/^/B /'; echo "$vafter" | sed 's/^/A /'; } | awk '
+			NF == 4 { v[$1 " " $2 " " $3] = $4 }
+			END { out = ""; split("filter prioritize bind", vs, " ")
+				for (i = 1; i <= 3; i++) {
+					n = v["A " vs[i] " count"] - v["B " vs[i] " count"]
+					t = v["A " vs[i] " sum"] - v["B " vs[i] " sum"]
+					if (n > 0) out = out sprintf(" %s %d x %.2f ms", vs[i], n, t / n * 1000)
+				}
+				if (out != "") printf ";  agentsched verbs:%s", out }'
 		echo
 	} >>"$CPU_TABLE"
 	[ "$mode" = plain ] && stop_plain
