@@ -598,6 +598,13 @@ static as_err full_scan(eqcache *e, const score_policy *policy, const model_pod 
 as_err eqcache_evaluate(eqcache *e, score_policy *policy, const model_pod *pod, uint32_t k,
                         sched_result *out, eqcache_how *how)
 {
+    return eqcache_evaluate_ex(e, policy, pod, k, NULL, out, how);
+}
+
+/* See eqcache.h. */
+as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *pod, uint32_t k,
+                           const sched_request *bypass, sched_result *out, eqcache_how *how)
+{
     if (k > SCHED_MAX_K)
         k = SCHED_MAX_K;
     unsigned char kb[EQCACHE_MAX_KEY];
@@ -610,7 +617,7 @@ as_err eqcache_evaluate(eqcache *e, score_policy *policy, const model_pod *pod, 
         __atomic_add_fetch(&e->st.bypass, 1, __ATOMIC_RELAXED);
         if (how)
             *how = EQCACHE_BYPASS;
-        return full_scan(e, policy, pod, k, out);
+        return bypass ? sched_evaluate(e->c, bypass, out) : full_scan(e, policy, pod, k, out);
     }
 
     sched_result_init(out);

@@ -491,22 +491,25 @@ static void decide(fp_worker *w, const queue_item *it)
     sched_result res;
     as_err err;
     size_t nnodes;
+    cache_read_lock(s->cache);
+    nnodes = cache_node_count(s->cache);
+    cache_read_unlock(s->cache);
+    sched_request req;
+    memset(&req, 0, sizeof req);
+    req.pod = pod;
+    req.policy = w->pol;
+    req.k = fp->cfg.candidates;
+    req.max_feasible = max_feasible(fp, nnodes);
+    req.start = w->start;
+    w->start += 7919; /* a prime: successive samples start elsewhere */
     if (fp->eq) {
-        /* Full-scan quality; the result says how many nodes there were. */
-        err = eqcache_evaluate(fp->eq, w->pol, pod, fp->cfg.candidates, &res, NULL);
-        nnodes = res.evaluated;
+        /* Full-scan quality from the pod shape's class; a shape seen for
+         * the first time is decided as before (req: early stop above
+         * full_scan_nodes). */
+        err = eqcache_evaluate_ex(fp->eq, w->pol, pod, fp->cfg.candidates, &req, &res, NULL);
+        if (res.evaluated > nnodes)
+            nnodes = res.evaluated;
     } else {
-        cache_read_lock(s->cache);
-        nnodes = cache_node_count(s->cache);
-        cache_read_unlock(s->cache);
-        sched_request req;
-        memset(&req, 0, sizeof req);
-        req.pod = pod;
-        req.policy = w->pol;
-        req.k = fp->cfg.candidates;
-        req.max_feasible = max_feasible(fp, nnodes);
-        req.start = w->start;
-        w->start += 7919; /* a prime: successive samples start elsewhere */
         err = sched_evaluate(s->cache, &req, &res);
     }
     uint64_t t1 = now_ns();

@@ -21,8 +21,9 @@
  *
  * Admission: a shape gets a class the second time it is seen (a small
  * doorkeeper table of key hashes); one-off shapes are decided with
- * sched_evaluate (full scan), so they neither evict useful classes nor pay
- * for building a class they never reuse. Pods whose canonical key exceeds
+ * sched_evaluate (a full scan, or the caller's request: eqcache_evaluate_ex),
+ * so they neither evict useful classes nor pay for building a class they
+ * never reuse. Pods whose canonical key exceeds
  * EQCACHE_MAX_KEY bytes are also decided with sched_evaluate.
  *
  * Infeasible pods (no candidate): the reasons ("0/5000 nodes are available:
@@ -93,6 +94,17 @@ typedef enum eqcache_how {
  */
 as_err eqcache_evaluate(eqcache *e, score_policy *policy, const model_pod *pod, uint32_t k,
                         sched_result *out, eqcache_how *how);
+
+/*
+ * eqcache_evaluate_ex is eqcache_evaluate, except that a decision no class
+ * serves (EQCACHE_BYPASS: a shape's first sighting, a key too large, every
+ * class in use) runs sched_evaluate(bypass) when bypass is not NULL: the
+ * caller's own request for the same pod, policy and k (the fast path keeps
+ * kube-scheduler's early stop on huge clusters there, where a full scan
+ * for a one-off shape would cost more than it is worth).
+ */
+as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *pod, uint32_t k,
+                           const sched_request *bypass, sched_result *out, eqcache_how *how);
 
 typedef struct eqcache_stats {
     uint64_t hits;          /* answered incrementally */

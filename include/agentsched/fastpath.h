@@ -93,9 +93,10 @@ typedef struct fastpath_config {
     const char *scheduler_name; /* pods served; NULL = svc cfg.scheduler_name */
     queue_config queue;         /* zero fields take queue defaults */
     /* Decisions go through an equivalence cache (eqcache.h): full-scan
-     * quality at O(nodes changed) per decision, so full_scan_nodes and
-     * feasible_pct do not apply. true = the previous path: sched_evaluate
-     * per decision with the early stop above (for comparison benches). */
+     * quality at O(nodes changed) per decision; full_scan_nodes and
+     * feasible_pct then apply only to a pod shape's first sighting (no
+     * class yet). true = the previous path: sched_evaluate per decision
+     * with the early stop above (for comparison benches). */
     bool no_eqcache;
     uint32_t eq_max_classes; /* 0 = eqcache default (256) */
 } fastpath_config;

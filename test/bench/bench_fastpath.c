@@ -384,7 +384,9 @@ int main(int argc, char **argv)
         "1. decisions/s through the fast path (queue -> evaluate -> binder -> bind stage),\n"
         "   pods from %d shapes. per CPU-second: whole process (feeder and bind threads\n"
         "   included); per worker-second: decisions / worker thread CPU time (one worker's rate);\n"
-        "   old = sched_evaluate per decision (early stop above 5000 nodes); eq = eqcache\n",
+        "   old = sched_evaluate per decision (early stop above 5000 nodes); eq = eqcache\n"
+        "   (a shape's first sighting as old, then full-scan quality from its class);\n"
+        "   cores1/2: CPUs the process got with 1 / 2 eq workers (other load shares them)\n",
         SHAPES);
     printf("%6s %9s %9s %9s %8s %8s | %9s %9s %6s | %9s %9s %9s %6s %6s %6s %9s\n", "nodes",
            "naive/cpu", "old/cpu", "eq/cpu", "eq/naive", "eq/old", "old/wkr-s", "eq/wkr-s", "hit%",

@@ -477,6 +477,22 @@ Test(eqcache, second_sighting_admits)
         cr_assert_gt(r.ncand, 0);
         sched_result_free(&r);
     }
+    /* A first sighting runs the caller's own request (early stop here). */
+    model_pod *q = shape(1, "probe-ex");
+    sched_request req;
+    memset(&req, 0, sizeof req);
+    req.pod = q;
+    req.policy = pol;
+    req.k = 3;
+    req.max_feasible = 1;
+    cr_assert_eq(eqcache_evaluate_ex(e, pol, q, 3, &req, &r, &how), AS_OK);
+    cr_assert_eq(how, EQCACHE_BYPASS);
+    cr_assert_leq(r.ncand, 1);
+    sched_result_free(&r);
+    cr_assert_eq(eqcache_evaluate_ex(e, pol, q, 3, &req, &r, &how), AS_OK);
+    cr_assert_eq(how, EQCACHE_REBUILT, "the second sighting is a full evaluation");
+    sched_result_free(&r);
+    model_pod_free(q);
     /* A different policy object (reload) rebuilds the class. */
     score_policy *pol2;
     cr_assert_eq(score_policy_new_strategy(&reg, SCORE_LEAST_ALLOCATED, &pol2), AS_OK);
