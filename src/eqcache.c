@@ -379,12 +379,18 @@ static inline bool beats(const eval_ctx *x, uint32_t a, uint32_t b)
     return strcmp(slot_name(x, a), slot_name(x, b)) < 0;
 }
 
+/* fix_path recomputes the winners above leaf s after its entry changed.
+ * It stops early at a node whose winner is unchanged and is not s: the
+ * nodes above see the same slot with the same entry. */
 static inline void fix_path(const eval_ctx *x, uint32_t s)
 {
     uint32_t *t = x->k->tree;
     for (uint32_t j = (x->k->cap + s) >> 1; j; j >>= 1) {
         uint32_t l = t[2 * j], r = t[2 * j + 1];
-        t[j] = beats(x, r, l) ? r : l;
+        uint32_t w = beats(x, r, l) ? r : l;
+        if (w == t[j] && w != s)
+            return;
+        t[j] = w;
     }
 }
 
@@ -469,10 +475,30 @@ static as_err rebuild(eval_ctx *x)
     return AS_OK;
 }
 
-static int cmp_u32(const void *a, const void *b)
+/* dedupe drops repeated slots from buf[0..n) in place (order is free:
+ * every slot is re-evaluated once); returns the new length. A small
+ * open-addressing set on the stack, cheaper than sorting. */
+static size_t dedupe(uint32_t *buf, size_t n)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
+    if (n < 2)
+        return n;
+    uint32_t set[2 * SCRATCH];
+    size_t cap = 4;
+    while (cap < 2 * n)
+        cap <<= 1;
+    memset(set, 0xff, cap * sizeof set[0]);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = buf[i];
+        size_t h = (v * 2654435761u) & (cap - 1);
+        while (set[h] != NONE && set[h] != v)
+            h = (h + 1) & (cap - 1);
+        if (set[h] == v)
+            continue;
+        set[h] = v;
+        buf[m++] = v;
+    }
+    return m;
 }
 
 /* consume brings the class up to the log head: incrementally when it can,
@@ -529,23 +555,11 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
             *rebuilt = true;
             return AS_OK;
         }
-        if (n > 1) {
-            if (n <= 16) {
-                for (size_t i = 1; i < n; i++) {
-                    uint32_t v = buf[i];
-                    size_t j = i;
-                    for (; j > 0 && buf[j - 1] > v; j--)
-                        buf[j] = buf[j - 1];
-                    buf[j] = v;
-                }
-            } else {
-                qsort(buf, n, sizeof buf[0], cmp_u32);
-            }
-        }
-        for (size_t i = 0; i < n; i++) {
+        size_t m = dedupe(buf, n);
+        for (size_t i = 0; i < m; i++) {
             uint32_t s = buf[i];
-            if ((i && s == buf[i - 1]) || s >= k->cap)
-                continue; /* duplicate, or a slot beyond the arrays (empty now) */
+            if (s >= k->cap)
+                continue; /* a slot beyond the arrays: empty now */
             eval_slot(x, s);
             fix_path(x, s);
             done++;
