@@ -2,13 +2,13 @@
  * eqcache.c - equivalence classes of pod shapes over the cache's change
  * log (see eqcache.h for the contract and cache.h CHANGE LOG).
  *
- * Per class, arrays indexed by node slot (cap = power of two >= nodes):
- *   ver[s]   bind_version loaded (acquire) before the slot's usage was read
- *   score[s] score (+ soft-shard bonus) when feasible
- *   flags[s] FEAS, IN (in-shard group; always set outside soft mode)
- *   tree[]   tournament tree: tree[cap + s] = s when feasible, else NONE;
- *            tree[j] = the better of tree[2j], tree[2j + 1]; tree[1] is
- *            the best node. Order: IN first, score desc, name asc, which
+ * Per class (cap = power of two >= nodes):
+ *   ver[s]   bind_version loaded (acquire) before slot s's usage was read
+ *   tree[]   tournament tree of entries {score (+ soft-shard bonus), slot,
+ *            IN flag (in-shard group; always set outside soft mode)}:
+ *            tree[cap + s] is slot s's leaf (slot NONE when infeasible or
+ *            empty); tree[j] = the better of tree[2j], tree[2j + 1];
+ *            tree[1] is the best node. Order: IN first, score desc, name asc, which
  *            is sched.c's top-K order (soft mode: in-shard nodes first,
  *            out-of-shard ones only when no in-shard node fits).
  * Names are read from the node currently at the slot (under the cache read
@@ -25,15 +25,23 @@
 
 #include "agentsched/pred.h"
 
-#define NONE   UINT32_MAX
-#define F_FEAS 1u
-#define F_IN   2u
+#define NONE UINT32_MAX
+#define F_IN 1u
 
 #define NBUCKETS        1024 /* class hash buckets (classes are capped far below) */
 #define DOORKEEPER      1024 /* key hashes seen once (direct mapped) */
 #define SCRATCH         8192 /* log entries consumed incrementally at most */
 #define DEFAULT_CLASSES 256
 #define DEFAULT_BYTES   ((size_t)256 << 20)
+
+/* A tree entry: the node at `slot` with its score and flags (a leaf), or
+ * the best leaf below (an inner node). Keys live in the tree so a path
+ * update compares neighbouring memory, not two random slots. */
+typedef struct eq_entry {
+    double score;
+    uint32_t slot; /* NONE: infeasible / empty */
+    uint32_t flags;
+} eq_entry;
 
 typedef struct eq_class {
     struct eq_class *hnext;               /* bucket chain (table mutex) */
@@ -51,10 +59,8 @@ typedef struct eq_class {
     int reg_n, gpu_res;
     uint64_t seq; /* change log consumed up to */
     uint32_t cap;
-    uint64_t *ver;
-    double *score;
-    uint32_t *flags;
-    uint32_t *tree; /* 2 * cap */
+    uint64_t *ver;  /* cap */
+    eq_entry *tree; /* 2 * cap */
     uint32_t nfeasible;
     size_t bytes;
 } eq_class;
@@ -206,12 +212,8 @@ as_err eqcache_new(cache *c, const eqcache_config *cfg, eqcache **out)
 static void class_free_arrays(eq_class *k)
 {
     free(k->ver);
-    free(k->score);
-    free(k->flags);
     free(k->tree);
     k->ver = NULL;
-    k->score = NULL;
-    k->flags = NULL;
     k->tree = NULL;
     k->cap = 0;
 }
@@ -362,21 +364,19 @@ static inline const char *slot_name(const eval_ctx *x, uint32_t s)
     return n ? n->spec->name : "";
 }
 
-/* beats: is slot a strictly better candidate than slot b? */
-static inline bool beats(const eval_ctx *x, uint32_t a, uint32_t b)
+/* beats: is entry a strictly better candidate than entry b? */
+static inline bool beats(const eval_ctx *x, const eq_entry *a, const eq_entry *b)
 {
-    if (a == NONE)
+    if (a->slot == NONE)
         return false;
-    if (b == NONE)
+    if (b->slot == NONE)
         return true;
-    const eq_class *k = x->k;
-    uint32_t ia = k->flags[a] & F_IN, ib = k->flags[b] & F_IN;
+    uint32_t ia = a->flags & F_IN, ib = b->flags & F_IN;
     if (ia != ib)
         return ia != 0;
-    double sa = k->score[a], sb = k->score[b];
-    if (sa != sb)
-        return sa > sb;
-    return strcmp(slot_name(x, a), slot_name(x, b)) < 0;
+    if (a->score != b->score)
+        return a->score > b->score;
+    return strcmp(slot_name(x, a->slot), slot_name(x, b->slot)) < 0;
 }
 
 /* fix_path recomputes the winners above leaf s after its entry changed.
@@ -384,13 +384,12 @@ static inline bool beats(const eval_ctx *x, uint32_t a, uint32_t b)
  * nodes above see the same slot with the same entry. */
 static inline void fix_path(const eval_ctx *x, uint32_t s)
 {
-    uint32_t *t = x->k->tree;
+    eq_entry *t = x->k->tree;
     for (uint32_t j = (x->k->cap + s) >> 1; j; j >>= 1) {
-        uint32_t l = t[2 * j], r = t[2 * j + 1];
-        uint32_t w = beats(x, r, l) ? r : l;
-        if (w == t[j] && w != s)
+        const eq_entry *w = beats(x, &t[2 * j + 1], &t[2 * j]) ? &t[2 * j + 1] : &t[2 * j];
+        if (w->slot == t[j].slot && w->slot != s)
             return;
-        t[j] = w;
+        t[j] = *w;
     }
 }
 
@@ -400,9 +399,9 @@ static void eval_slot(const eval_ctx *x, uint32_t s)
 {
     eq_class *k = x->k;
     const cache_node *node = cache_node_at(x->c, s);
-    bool was = k->flags[s] & F_FEAS;
-    uint32_t leaf = NONE;
-    k->flags[s] = 0;
+    eq_entry *leaf = &k->tree[k->cap + s];
+    bool was = leaf->slot != NONE;
+    *leaf = (eq_entry){0, NONE, 0};
     if (node) {
         /* Acquire the version before any usage read: the seqlock contract. */
         k->ver[s] = cache_node_bind_version(node);
@@ -411,14 +410,11 @@ static void eval_slot(const eval_ctx *x, uint32_t s)
             bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
             if (x->mode == CACHE_SHARD_SOFT && in)
                 sc += x->bonus;
-            k->score[s] = sc;
-            k->flags[s] = F_FEAS | (x->mode != CACHE_SHARD_SOFT || in ? F_IN : 0);
-            leaf = s;
+            *leaf = (eq_entry){sc, s, x->mode != CACHE_SHARD_SOFT || in ? F_IN : 0};
         }
     }
-    bool now = leaf != NONE;
+    bool now = leaf->slot != NONE;
     k->nfeasible += (uint32_t)now - (uint32_t)was;
-    k->tree[k->cap + s] = leaf;
 }
 
 static uint32_t pow2_at_least(size_t n)
@@ -437,18 +433,15 @@ static as_err rebuild(eval_ctx *x)
     size_t n = x->nnodes;
     if (!k->tree || n > k->cap) {
         uint32_t cap = pow2_at_least(n + n / 4);
-        size_t bytes = (size_t)cap *
-                       (sizeof *k->ver + sizeof *k->score + sizeof *k->flags + 2 * sizeof *k->tree);
+        size_t bytes = (size_t)cap * (sizeof *k->ver + 2 * sizeof *k->tree);
         class_free_arrays(k);
         k->ver = malloc((size_t)cap * sizeof *k->ver);
-        k->score = malloc((size_t)cap * sizeof *k->score);
-        k->flags = malloc((size_t)cap * sizeof *k->flags);
         k->tree = malloc(2 * (size_t)cap * sizeof *k->tree);
         pthread_mutex_lock(&x->e->mu);
         x->e->bytes = x->e->bytes - k->bytes + (k->tree ? bytes : 0);
         k->bytes = k->tree ? bytes : 0;
         pthread_mutex_unlock(&x->e->mu);
-        if (!k->ver || !k->score || !k->flags || !k->tree) {
+        if (!k->ver || !k->tree) {
             class_free_arrays(k);
             pthread_mutex_lock(&x->e->mu);
             x->e->bytes -= k->bytes;
@@ -460,15 +453,13 @@ static as_err rebuild(eval_ctx *x)
         k->cap = cap;
     }
     k->nfeasible = 0;
-    for (uint32_t s = 0; s < k->cap; s++) {
-        k->flags[s] = 0;
-        k->tree[k->cap + s] = NONE;
-    }
+    for (uint32_t s = 0; s < k->cap; s++)
+        k->tree[k->cap + s] = (eq_entry){0, NONE, 0};
     for (uint32_t s = 0; s < n; s++)
         eval_slot(x, s);
     for (uint32_t j = k->cap - 1; j; j--) {
-        uint32_t l = k->tree[2 * j], r = k->tree[2 * j + 1];
-        k->tree[j] = beats(x, r, l) ? r : l;
+        const eq_entry *l = &k->tree[2 * j], *r = &k->tree[2 * j + 1];
+        k->tree[j] = beats(x, r, l) ? *r : *l;
     }
     k->built = true;
     __atomic_add_fetch(&x->e->st.rebuilds, 1, __ATOMIC_RELAXED);
@@ -574,23 +565,23 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
 
 /* top_k takes the best k off the tree (soft mode: only in-shard nodes when
  * the best is in shard) by removing each winner's leaf, then restores. */
-static uint32_t top_k(const eval_ctx *x, uint32_t k, uint32_t *slots)
+static uint32_t top_k(const eval_ctx *x, uint32_t k, eq_entry *best)
 {
     eq_class *c = x->k;
     uint32_t n = 0;
     while (n < k) {
-        uint32_t w = c->tree[1];
-        if (w == NONE)
+        eq_entry w = c->tree[1];
+        if (w.slot == NONE)
             break;
-        if (n && (c->flags[slots[0]] & F_IN) && !(c->flags[w] & F_IN))
+        if (n && (best[0].flags & F_IN) && !(w.flags & F_IN))
             break;
-        slots[n++] = w;
-        c->tree[c->cap + w] = NONE;
-        fix_path(x, w);
+        best[n++] = w;
+        c->tree[c->cap + w.slot].slot = NONE;
+        fix_path(x, w.slot);
     }
     for (uint32_t i = n; i-- > 0;) {
-        c->tree[c->cap + slots[i]] = slots[i];
-        fix_path(x, slots[i]);
+        c->tree[c->cap + best[i].slot] = best[i];
+        fix_path(x, best[i].slot);
     }
     return n;
 }
@@ -654,12 +645,13 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
      * the log below this head (cache.h CHANGE LOG). */
     err = consume(&x, cache_log_head(e->c), &rebuilt);
     if (err == AS_OK) {
-        uint32_t slots[SCHED_MAX_K];
-        uint32_t n = top_k(&x, k, slots);
+        eq_entry best[SCHED_MAX_K];
+        uint32_t n = top_k(&x, k, best);
         for (uint32_t i = 0; i < n; i++) {
-            const cache_node *node = cache_node_at(e->c, slots[i]);
-            out->cand[i] = (sched_candidate){slots[i], node->id, cl->ver[slots[i]],
-                                             cl->score[slots[i]], node->spec->name};
+            uint32_t s = best[i].slot;
+            const cache_node *node = cache_node_at(e->c, s);
+            out->cand[i] =
+                (sched_candidate){s, node->id, cl->ver[s], best[i].score, node->spec->name};
         }
         out->ncand = n;
         out->feasible = cl->nfeasible;
