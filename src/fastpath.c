@@ -26,6 +26,7 @@ typedef struct fp_worker {
     uint32_t start;    /* rotating scan start for early-stop decisions */
     uint64_t busy_ns;  /* (atomic) */
     uint64_t cpu_ns;   /* (atomic) thread CPU time, refreshed every 64 decisions */
+    size_t nodes;      /* node count seen by this worker's last decision */
     score_policy *pol; /* own reference, refreshed every POLICY_REFRESH pops */
     unsigned since_pol;
 } fp_worker;
@@ -77,6 +78,8 @@ struct fastpath {
     size_t binds_active; /* popped, API call running */
     size_t bidle;        /* bind threads waiting for a job */
     size_t bwoken;       /* signals sent that no woken thread has answered yet */
+    size_t bdeferred;    /* jobs queued while every bind thread slept, unsignalled */
+    uint64_t bdefer_ns;  /* when the first of them was queued */
     bool bstop;
     pthread_t *binders;
     size_t nbinders_started;
@@ -369,21 +372,56 @@ static void *reporter_main(void *arg)
 
 /* ---- bind stage ------------------------------------------------------ */
 
+/* Waking a sleeping bind thread costs the worker a futex call, the largest
+ * cost of a fast decision. So a job that no awake thread will get to wakes
+ * a sleeper only once BIND_BATCH of them wait or the oldest has waited
+ * BIND_DEFER_NS; a worker about to go idle and the watcher (every poll_ms)
+ * flush what is left (bind_flush). Every bind thread looks at the queue
+ * before sleeping, so awake threads drain it without any wake. */
+#define BIND_BATCH    8
+#define BIND_DEFER_NS 200000u
+
+/* bind_wake_locked decides (bmu held) whether to wake a sleeper now; the
+ * caller signals after unlocking (so the woken thread does not block on
+ * the mutex we still hold). */
+static bool bind_wake_locked(fastpath *fp, uint64_t now, bool flush)
+{
+    if (fp->bidle <= fp->bwoken || !fp->bq_len)
+        return false; /* nobody left to wake, or nothing to do */
+    size_t awake = fp->nbinders_started - fp->bidle + fp->bwoken;
+    bool wake;
+    if (awake)
+        wake = fp->bq_len > awake; /* more jobs than threads that will look */
+    else
+        wake = flush || fp->bdeferred >= BIND_BATCH || now - fp->bdefer_ns >= BIND_DEFER_NS;
+    if (wake) {
+        fp->bwoken++;
+        fp->bdeferred = 0;
+    }
+    return wake;
+}
+
 static void bind_push(fastpath *fp, const bind_job *j)
 {
+    uint64_t now = now_ns();
     pthread_mutex_lock(&fp->bmu);
     while (fp->bq_len == fp->cfg.bind_queue)
         pthread_cond_wait(&fp->bnotfull, &fp->bmu);
     fp->bq[(fp->bq_head + fp->bq_len++) % fp->cfg.bind_queue] = *j;
-    /* Wake a sleeper only for a job no awake thread will get to: every
-     * thread looks at the queue before sleeping, and a futex wake per
-     * decision was the largest cost of a fast decision. */
-    bool wake = fp->bq_len > fp->bwoken && fp->bidle > fp->bwoken;
-    if (wake)
-        fp->bwoken++;
+    if (!fp->bdeferred++)
+        fp->bdefer_ns = now;
+    bool wake = bind_wake_locked(fp, now, false);
     pthread_mutex_unlock(&fp->bmu);
-    /* Signalled after unlocking, so the woken thread does not block on the
-     * mutex we still hold (a second futex round trip). */
+    if (wake)
+        pthread_cond_signal(&fp->bnotempty);
+}
+
+/* bind_flush wakes a sleeper for jobs no awake bind thread will take. */
+static void bind_flush(fastpath *fp)
+{
+    pthread_mutex_lock(&fp->bmu);
+    bool wake = bind_wake_locked(fp, now_ns(), true);
+    pthread_mutex_unlock(&fp->bmu);
     if (wake)
         pthread_cond_signal(&fp->bnotempty);
 }
@@ -407,7 +445,8 @@ static void *binder_main(void *arg)
         }
         bind_job j = fp->bq[fp->bq_head];
         fp->bq_head = (fp->bq_head + 1) % fp->cfg.bind_queue;
-        fp->bq_len--;
+        if (!--fp->bq_len)
+            fp->bdeferred = 0;
         fp->binds_active++;
         pthread_cond_signal(&fp->bnotfull);
         pthread_mutex_unlock(&fp->bmu);
@@ -491,9 +530,15 @@ static void decide(fp_worker *w, const queue_item *it)
     sched_result res;
     as_err err;
     size_t nnodes;
-    cache_read_lock(s->cache);
-    nnodes = cache_node_count(s->cache);
-    cache_read_unlock(s->cache);
+    if (fp->eq) {
+        /* Only a first sighting's early stop needs the size: the last
+         * decision's count does (no extra lock round trip per decision). */
+        nnodes = w->nodes;
+    } else {
+        cache_read_lock(s->cache);
+        nnodes = cache_node_count(s->cache);
+        cache_read_unlock(s->cache);
+    }
     sched_request req;
     memset(&req, 0, sizeof req);
     req.pod = pod;
@@ -506,9 +551,11 @@ static void decide(fp_worker *w, const queue_item *it)
         /* Full-scan quality from the pod shape's class; a shape seen for
          * the first time is decided as before (req: early stop above
          * full_scan_nodes). */
-        err = eqcache_evaluate_ex(fp->eq, w->pol, pod, fp->cfg.candidates, &req, &res, NULL);
-        if (res.evaluated > nnodes)
-            nnodes = res.evaluated;
+        eqcache_how how = EQCACHE_HIT;
+        err = eqcache_evaluate_ex(fp->eq, w->pol, pod, fp->cfg.candidates, &req, &res, &how);
+        /* A class or a full scan counts every node; an early stop fewer. */
+        if (how != EQCACHE_BYPASS || !req.max_feasible || res.evaluated > nnodes)
+            nnodes = w->nodes = res.evaluated;
     } else {
         err = sched_evaluate(s->cache, &req, &res);
     }
@@ -618,7 +665,14 @@ static void *worker_main(void *arg)
     }
     queue_item it;
     unsigned n = 0;
-    while (queue_pop(w->fp->q, -1, &it) == AS_OK) {
+    for (;;) {
+        as_err err = queue_pop(w->fp->q, 0, &it);
+        if (err == AS_ETIMEOUT) {
+            bind_flush(fp); /* going idle: nothing may wait for a wake */
+            err = queue_pop(w->fp->q, -1, &it);
+        }
+        if (err != AS_OK)
+            break;
         decide(w, &it);
         if (++n % 64 == 0)
             __atomic_store_n(&w->cpu_ns, thread_cpu_ns(), __ATOMIC_RELAXED);
@@ -718,6 +772,7 @@ static void *watcher_main(void *arg)
             }
         }
         publish_metrics(fp);
+        bind_flush(fp); /* bounds the deferral whatever the workers do */
         uint64_t t = now_ns();
         if (t - win_start >= 1000000000u) {
             uint64_t busy = 0;
