@@ -303,9 +303,15 @@ typedef struct memo_ent {
     int8_t *score;
 } memo_ent;
 
+#define MEMO_SPARES 16
+
 struct extender_memo {
     pthread_mutex_t mu;
     memo_ent *slot[MEMO_SLOTS];
+    /* Entries done with, tables kept: a filter reuses one instead of
+     * allocating (and page-faulting) fresh tables every cycle. */
+    memo_ent *spare[MEMO_SPARES];
+    int nspare;
 };
 
 /* memo_hash is a 64-bit multiplicative hash of s[0..n), 8 bytes a step. */
@@ -320,8 +326,16 @@ static uint64_t memo_hash(const char *s, size_t n, uint64_t seed)
         h = (h ^ w) * k;
         h ^= h >> 32;
     }
+    /* The tail: the string's last 8 bytes (overlapping the words above)
+     * when it has 8, else its bytes one by one; a variable-length memcpy
+     * into a word would stall on store forwarding. */
     uint64_t w = 0;
-    memcpy(&w, s + i, n - i);
+    if (n >= 8) {
+        memcpy(&w, s + n - 8, 8);
+    } else {
+        for (size_t j = 0; j < n; j++)
+            w |= (uint64_t)(unsigned char)s[j] << (8 * j);
+    }
     h = (h ^ w) * k;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
@@ -337,6 +351,40 @@ static void memo_ent_free(memo_ent *e)
     free(e->keys);
     free(e->score);
     free(e);
+}
+
+/* memo_recycle drops e's policy and keeps e's tables for reuse (or frees
+ * e when the spares are full). NULL ok. */
+static void memo_recycle(extender_memo *m, memo_ent *e)
+{
+    if (!e)
+        return;
+    if (e->policy) {
+        score_policy_unref(e->policy);
+        e->policy = NULL;
+    }
+    pthread_mutex_lock(&m->mu);
+    if (m->nspare < MEMO_SPARES) {
+        m->spare[m->nspare++] = e;
+        e = NULL;
+    }
+    pthread_mutex_unlock(&m->mu);
+    memo_ent_free(e);
+}
+
+/* memo_spare returns a recycled entry with room for size slots, or NULL. */
+static memo_ent *memo_spare(extender_memo *m, uint32_t size)
+{
+    memo_ent *e = NULL;
+    pthread_mutex_lock(&m->mu);
+    for (int i = m->nspare - 1; i >= 0; i--)
+        if (m->spare[i]->mask + 1 >= size) {
+            e = m->spare[i];
+            m->spare[i] = m->spare[--m->nspare];
+            break;
+        }
+    pthread_mutex_unlock(&m->mu);
+    return e;
 }
 
 /* See extender.h. */
@@ -356,6 +404,8 @@ void extender_memo_free(extender_memo *m)
         return;
     for (int i = 0; i < MEMO_SLOTS; i++)
         memo_ent_free(m->slot[i]);
+    for (int i = 0; i < m->nspare; i++)
+        memo_ent_free(m->spare[i]);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -367,16 +417,21 @@ static void memo_put(extender_memo *m, const extargs_args *a, score_policy *poli
 {
     if (!m || !a->pod_raw || !n || n > MEMO_MAX_NAMES)
         return;
-    memo_ent *e = calloc(1, sizeof *e);
     uint32_t size = 16;
     while (size < 2 * n)
         size *= 2;
-    if (!e || !(e->keys = calloc(size, sizeof *e->keys)) ||
-        !(e->score = malloc(size * sizeof *e->score))) {
-        memo_ent_free(e);
-        return;
+    memo_ent *e = memo_spare(m, size);
+    if (e) {
+        memset(e->keys, 0, ((size_t)e->mask + 1) * sizeof *e->keys);
+    } else {
+        e = calloc(1, sizeof *e);
+        if (!e || !(e->keys = calloc(size, sizeof *e->keys)) ||
+            !(e->score = malloc(size * sizeof *e->score))) {
+            memo_ent_free(e);
+            return;
+        }
+        e->mask = size - 1;
     }
-    e->mask = size - 1;
     for (size_t i = 0; i < n; i++) {
         uint64_t key = memo_hash(names[i].s, names[i].len, 0) | 1;
         uint32_t j = (uint32_t)key & e->mask;
@@ -395,11 +450,11 @@ static void memo_put(extender_memo *m, const extargs_args *a, score_policy *poli
     memo_ent *old = *slot;
     *slot = e;
     pthread_mutex_unlock(&m->mu);
-    memo_ent_free(old);
+    memo_recycle(m, old);
 }
 
 /* memo_take removes and returns the entry for these Pod bytes and policy
- * when one is fresh; the caller frees it. */
+ * when one is fresh; the caller hands it back with memo_recycle. */
 static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_policy *policy)
 {
     if (!m || !a->pod_raw)
@@ -415,7 +470,7 @@ static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_
     }
     pthread_mutex_unlock(&m->mu);
     if (e && (e->policy != policy || svc_mono_ns() - e->born_ns > MEMO_TTL_NS)) {
-        memo_ent_free(e);
+        memo_recycle(m, e);
         e = NULL;
     }
     return e;
@@ -655,7 +710,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     if (v == VERB_PRIORITIZE && e.n > 0) {
         memo_ent *m = memo_take(s->ext_memo, &e.a, e.policy);
         bool hit = m && memo_scores(m, e.names, e.n, scores);
-        memo_ent_free(m);
+        memo_recycle(s->ext_memo, m);
         metrics_inc(hit ? s->m.memo_hits : s->m.memo_misses);
         if (hit) {
             /* The filter's binder note (same pod) stands. */
