@@ -30,9 +30,10 @@
 #include "agentsched/model.h"
 #include "agentsched/pool.h"
 #include "agentsched/svc.h"
+#include "bench_bodies.h"
 
-#define NODES 5000
-#define NAMES 500
+#define NODES BENCH_NODES
+#define NAMES BENCH_NAMES
 #define CONNS 16
 
 static uint64_t now_ns(void)
@@ -107,58 +108,13 @@ static void load_cluster(svc *s)
     __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
 }
 
-static const char *POD =
-    "{\"metadata\":{\"name\":\"agent-7\",\"namespace\":\"agents\",\"uid\":\"u-agent-7\","
-    "\"labels\":{\"app\":\"agent\"}},\"spec\":{\"schedulerName\":\"agent-scheduler\","
-    "\"containers\":[{\"name\":\"agent\",\"image\":\"agent:1\",\"resources\":{\"requests\":{"
-    "\"cpu\":\"500m\",\"memory\":\"1Gi\"},\"limits\":{\"memory\":\"2Gi\"}}}]},"
-    "\"status\":{\"phase\":\"Pending\"}}";
-
-/* The NodeNames part every request shares: ,"Nodes":null,"NodeNames":[...]} */
-static char *names_tail(void)
-{
-    buf b;
-    buf_init(&b, 0);
-    buf_puts(&b, ",\"Nodes\":null,\"NodeNames\":[");
-    for (int i = 0; i < NAMES; i++)
-        buf_printf(&b, "%s\"node-%05d\"", i ? "," : "", (i * 7919) % NODES);
-    buf_puts(&b, "]}");
-    char *out;
-    size_t len;
-    buf_take(&b, &out, &len);
-    return out;
-}
-
-/* pod_args writes an ExtenderArgs body for pod number id (its own name and
- * uid, as every scheduling cycle brings another pod) into out. */
-static size_t pod_args(char *out, size_t cap, uint64_t id, const char *tail)
-{
-    int n = snprintf(out, cap,
-                     "{\"Pod\":{\"metadata\":{\"name\":\"agent-%llu\",\"namespace\":"
-                     "\"agents\",\"uid\":\"u-agent-%llu\",\"labels\":{\"app\":\"agent\"}},"
-                     "\"spec\":{\"schedulerName\":\"agent-scheduler\",\"containers\":[{"
-                     "\"name\":\"agent\",\"image\":\"agent:1\",\"resources\":{\"requests\":{"
-                     "\"cpu\":\"500m\",\"memory\":\"1Gi\"},\"limits\":{\"memory\":\"2Gi\"}}}]},"
-                     "\"status\":{\"phase\":\"Pending\"}}%s",
-                     (unsigned long long)id, (unsigned long long)id, tail);
-    return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
-}
-
-static char *names_body(void)
-{
-    char *tail = names_tail();
-    size_t cap = strlen(tail) + 1024;
-    char *out = malloc(cap);
-    pod_args(out, cap, 7, tail);
-    free(tail);
-    return out;
-}
-
 static char *nodes_body(void)
 {
     buf b;
     buf_init(&b, 0);
-    buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", POD);
+    char pod[1024];
+    bench_pod_json(pod, sizeof pod, 7);
+    buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", pod);
     for (int i = 0; i < NAMES; i++) {
         if (i)
             buf_puts(&b, ",");
@@ -258,7 +214,7 @@ static void prepare(const phase *ph, conn *k, int i)
     }
     curl_easy_setopt(k->e, CURLOPT_URL, url);
     if (ph->w != W_GET && ph->w != W_FIXED) {
-        size_t len = pod_args(k->body, sizeof k->body, pod, ph->tail);
+        size_t len = bench_pod_args(k->body, sizeof k->body, pod, ph->tail);
         curl_easy_setopt(k->e, CURLOPT_POSTFIELDS, k->body);
         curl_easy_setopt(k->e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     }
@@ -481,7 +437,7 @@ int main(int argc, char **argv)
            NODES, (double)(now_ns() - t0) / 1e6, port, CONNS, secs);
 
     char url[128];
-    char *names = names_body();
+    char *names = bench_pod_body(7);
     /* names_body is one fixed filter body: the decode and handler CPU
      * figures below use it */
     char *nodes = nodes_body();
@@ -498,7 +454,7 @@ int main(int argc, char **argv)
     snprintf(hz, sizeof hz, "http://127.0.0.1:%u/healthz", port);
     snprintf(fu, sizeof fu, "http://127.0.0.1:%u/scheduler/filter", port);
     snprintf(pu, sizeof pu, "http://127.0.0.1:%u/scheduler/prioritize", port);
-    char *tail = names_tail();
+    char *tail = bench_names_tail();
     phase ph = {.w = W_GET, .url = hz, .nconn = CONNS, .seconds = secs};
     run_result h = run(&ph);
     print_run("GET /healthz", h, 0);

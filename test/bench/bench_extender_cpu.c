@@ -28,9 +28,10 @@
 #include "agentsched/model.h"
 #include "agentsched/pool.h"
 #include "agentsched/svc.h"
+#include "bench_bodies.h"
 
-#define NODES 5000
-#define NAMES 500
+#define NODES BENCH_NODES
+#define NAMES BENCH_NAMES
 
 static void node_json(buf *b, int i, bool full)
 {
@@ -77,19 +78,14 @@ static void load_cluster(svc *s)
     __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
 }
 
-static const char *POD =
-    "{\"metadata\":{\"name\":\"agent-7\",\"namespace\":\"agents\",\"uid\":\"u-agent-7\","
-    "\"labels\":{\"app\":\"agent\"}},\"spec\":{\"schedulerName\":\"agent-scheduler\","
-    "\"containers\":[{\"name\":\"agent\",\"image\":\"agent:1\",\"resources\":{\"requests\":{"
-    "\"cpu\":\"500m\",\"memory\":\"1Gi\"},\"limits\":{\"memory\":\"2Gi\"}}}]},"
-    "\"status\":{\"phase\":\"Pending\"}}";
-
 static char *make_body(bool full)
 {
     buf b;
     buf_init(&b, 0);
     if (full) {
-        buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", POD);
+        char pod[1024];
+        bench_pod_json(pod, sizeof pod, 7);
+        buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", pod);
         for (int i = 0; i < NAMES; i++) {
             if (i)
                 buf_puts(&b, ",");
@@ -97,34 +93,9 @@ static char *make_body(bool full)
         }
         buf_puts(&b, "]},\"NodeNames\":null}");
     } else {
-        buf_printf(&b, "{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":[", POD);
-        for (int i = 0; i < NAMES; i++)
-            buf_printf(&b, "%s\"node-%05d\"", i ? "," : "", (i * 7919) % NODES);
-        buf_puts(&b, "]}");
+        buf_free(&b);
+        return bench_pod_body(7);
     }
-    char *out;
-    size_t len;
-    buf_take(&b, &out, &len);
-    return out;
-}
-
-/* pod_body is the NodeNames body with a pod of its own (name and uid
- * agent-<i>), as each scheduling cycle brings another pod. */
-static char *pod_body(int i)
-{
-    buf b;
-    buf_init(&b, 0);
-    buf_printf(&b,
-               "{\"Pod\":{\"metadata\":{\"name\":\"agent-%d\",\"namespace\":\"agents\","
-               "\"uid\":\"u-agent-%d\",\"labels\":{\"app\":\"agent\"}},\"spec\":{"
-               "\"schedulerName\":\"agent-scheduler\",\"containers\":[{\"name\":\"agent\","
-               "\"image\":\"agent:1\",\"resources\":{\"requests\":{\"cpu\":\"500m\","
-               "\"memory\":\"1Gi\"},\"limits\":{\"memory\":\"2Gi\"}}}]},\"status\":{"
-               "\"phase\":\"Pending\"}},\"Nodes\":null,\"NodeNames\":[",
-               i, i);
-    for (int j = 0; j < NAMES; j++)
-        buf_printf(&b, "%s\"node-%05d\"", j ? "," : "", (j * 7919) % NODES);
-    buf_puts(&b, "]}");
     char *out;
     size_t len;
     buf_take(&b, &out, &len);
@@ -230,7 +201,7 @@ int main(int argc, char **argv)
         enum { NB = 64 };
         char *bodies[NB];
         for (int i = 0; i < NB; i++)
-            bodies[i] = pod_body(i);
+            bodies[i] = bench_pod_body((uint64_t)i);
         double t = per_cycle_ns(s, bodies, NB, iters);
         printf("%-34s %10.0f ns  %.1fx baseline (%.0f ns per call; the prioritize answered "
                "from the filter's memo)\n",

@@ -596,29 +596,46 @@ static void *slow_client_flag(void *arg)
     return NULL;
 }
 
-Test(http_offload, full_queue_answers_503_at_once)
-{
+/* One request running at the gate (a), then b and c: the offload thread
+ * is busy with a, so whichever of b and c arrives first waits in the
+ * one-slot queue and the other is refused at once; returns once that
+ * refusal came back (or after 10 s). */
+typedef struct offload_scene {
     reply a;
-    slow_call b = {0}, c = {0};
+    slow_call b, c;
     pthread_t ta, tb, tc;
-    pthread_create(&ta, NULL, slow_client, &a);
+} offload_scene;
+
+static void scene_start(offload_scene *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    pthread_create(&sc->ta, NULL, slow_client, &sc->a);
     wait_entered(1);
-    /* The offload thread is busy with a: of b and c, whichever arrives
-     * first waits in the one-slot queue, the other is refused at once. */
-    pthread_create(&tb, NULL, slow_client_flag, &b);
-    pthread_create(&tc, NULL, slow_client_flag, &c);
-    for (int i = 0; i < 1000 && !__atomic_load_n(&b.finished, __ATOMIC_ACQUIRE) &&
-                    !__atomic_load_n(&c.finished, __ATOMIC_ACQUIRE);
+    pthread_create(&sc->tb, NULL, slow_client_flag, &sc->b);
+    pthread_create(&sc->tc, NULL, slow_client_flag, &sc->c);
+    for (int i = 0; i < 1000 && !__atomic_load_n(&sc->b.finished, __ATOMIC_ACQUIRE) &&
+                    !__atomic_load_n(&sc->c.finished, __ATOMIC_ACQUIRE);
          i++)
         usleep(10000);
+}
+
+static void scene_join(offload_scene *sc)
+{
+    pthread_join(sc->ta, NULL);
+    pthread_join(sc->tb, NULL);
+    pthread_join(sc->tc, NULL);
+}
+
+Test(http_offload, full_queue_answers_503_at_once)
+{
+    offload_scene sc;
+    scene_start(&sc);
     open_gate();
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
-    pthread_join(tc, NULL);
-    cr_assert_eq(a.status, 200);
-    const reply *refused = b.r.status == 503 ? &b.r : &c.r;
-    const reply *queued = b.r.status == 503 ? &c.r : &b.r;
-    cr_assert_eq(refused->status, 503, "b %ld c %ld", b.r.status, c.r.status);
+    scene_join(&sc);
+    cr_assert_eq(sc.a.status, 200);
+    const reply *refused = sc.b.r.status == 503 ? &sc.b.r : &sc.c.r;
+    const reply *queued = sc.b.r.status == 503 ? &sc.c.r : &sc.b.r;
+    cr_assert_eq(refused->status, 503, "b %ld c %ld", sc.b.r.status, sc.c.r.status);
     cr_assert(strstr(refused->body, "\"error\"") && strstr(refused->body, "retry"), "%s",
               refused->body);
     cr_assert_eq(queued->status, 200);
@@ -634,30 +651,20 @@ static void *stopper(void *arg)
 
 Test(http_offload, stop_answers_queued_requests_and_waits_for_running_ones)
 {
-    reply a;
-    slow_call b = {0}, c = {0};
-    pthread_t ta, tb, tc, ts;
-    pthread_create(&ta, NULL, slow_client, &a);
-    wait_entered(1);
-    /* As above: once one of b and c was refused, the other is queued. */
-    pthread_create(&tb, NULL, slow_client_flag, &b);
-    pthread_create(&tc, NULL, slow_client_flag, &c);
-    for (int i = 0; i < 1000 && !__atomic_load_n(&b.finished, __ATOMIC_ACQUIRE) &&
-                    !__atomic_load_n(&c.finished, __ATOMIC_ACQUIRE);
-         i++)
-        usleep(10000);
+    offload_scene sc;
+    scene_start(&sc);
+    pthread_t ts;
     pthread_create(&ts, NULL, stopper, NULL);
     usleep(100000); /* stop now waits for a's handler */
     open_gate();
     pthread_join(ts, NULL);
     srv = NULL;
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
-    pthread_join(tc, NULL);
-    cr_assert_eq(a.status, 200);
-    const reply *queued = b.r.status == 503 && strstr(b.r.body, "retry shortly") ? &c.r : &b.r;
-    cr_assert_eq(queued->status, 503, "b %ld %s c %ld %s", b.r.status, b.r.body, c.r.status,
-                 c.r.body);
+    scene_join(&sc);
+    cr_assert_eq(sc.a.status, 200);
+    const slow_call *b = &sc.b, *c = &sc.c;
+    const reply *queued = b->r.status == 503 && strstr(b->r.body, "retry shortly") ? &c->r : &b->r;
+    cr_assert_eq(queued->status, 503, "b %ld %s c %ld %s", b->r.status, b->r.body, c->r.status,
+                 c->r.body);
     cr_assert(strstr(queued->body, "shutting down"), "%s", queued->body);
 }
 
