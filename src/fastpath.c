@@ -388,10 +388,13 @@ static bool bind_wake_locked(fastpath *fp, uint64_t now, bool flush)
 {
     if (fp->bidle <= fp->bwoken || !fp->bq_len)
         return false; /* nobody left to wake, or nothing to do */
-    size_t awake = fp->nbinders_started - fp->bidle + fp->bwoken;
+    /* Threads that will look at the queue soon: between two jobs, or woken
+     * and not yet running. One inside an API call may be there for long. */
+    size_t busy = fp->bidle + fp->binds_active;
+    size_t looking = (fp->nbinders_started > busy ? fp->nbinders_started - busy : 0) + fp->bwoken;
     bool wake;
-    if (awake)
-        wake = fp->bq_len > awake; /* more jobs than threads that will look */
+    if (looking) /* a backlog they will not drain soon */
+        wake = fp->bq_len > looking * BIND_BATCH;
     else
         wake = flush || fp->bdeferred >= BIND_BATCH || now - fp->bdefer_ns >= BIND_DEFER_NS;
     if (wake) {
@@ -430,8 +433,14 @@ static void *binder_main(void *arg)
 {
     fastpath *fp = arg;
     queue *q = fp->q;
+    bool had_job = false;
     for (;;) {
         pthread_mutex_lock(&fp->bmu);
+        /* The previous job ends here, under the lock taken for the next
+         * one anyway (one bind-queue lock round trip per job, not two). */
+        if (had_job)
+            fp->binds_active--;
+        had_job = false;
         while (!fp->bq_len && !fp->bstop) {
             fp->bidle++;
             pthread_cond_wait(&fp->bnotempty, &fp->bmu);
@@ -443,6 +452,7 @@ static void *binder_main(void *arg)
             pthread_mutex_unlock(&fp->bmu);
             return NULL;
         }
+        had_job = true;
         bind_job j = fp->bq[fp->bq_head];
         fp->bq_head = (fp->bq_head + 1) % fp->cfg.bind_queue;
         if (!--fp->bq_len)
@@ -483,9 +493,6 @@ static void *binder_main(void *arg)
             /* The released capacity may fit pods that failed meanwhile. */
             queue_move_all(q);
         }
-        pthread_mutex_lock(&fp->bmu);
-        fp->binds_active--;
-        pthread_mutex_unlock(&fp->bmu);
     }
 }
 
