@@ -283,8 +283,9 @@ static bool http_content_length(struct MHD_Connection *conn, uint64_t *out)
 /* Offload threads (blocking routes)                                  */
 /* ------------------------------------------------------------------ */
 
-/* http_run_handler runs st's route handler on its request body into
- * st->resp; the pool is created here so both paths share one shape. */
+/* http_run_handler runs st's route handler on its request body (and the
+ * pool the caller created) into *resp: the same call on a pool thread or,
+ * for a blocking route, on an offload thread. */
 static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Connection *conn,
                              const char *method, const char *url, http_response *resp)
 {
