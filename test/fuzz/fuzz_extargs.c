@@ -60,7 +60,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pool *p = pool_new((size_t)16 << 20);
     extargs_args a;
     memset(&d, 0, sizeof d);
-    if (extargs_decode_args(p, body, size, &a, &d) == AS_OK) {
+    /* The lazy decode plus extargs_parse_pod accepts exactly what the eager
+     * decode accepts, and its Pod span is a JSON object inside the body. */
+    bool lazy_ok = extargs_decode_args_ex(p, body, size, EXTARGS_LAZY_POD, &a, &d) == AS_OK;
+    if (lazy_ok) {
+        if (a.pod)
+            abort(); /* lazy: no DOM yet */
+        if (a.pod_raw && (a.pod_raw < body || a.pod_raw + a.pod_raw_len > body + size ||
+                          a.pod_raw[0] != '{' || a.pod_raw[a.pod_raw_len - 1] != '}'))
+            abort();
+        lazy_ok = extargs_parse_pod(&a, &d) == AS_OK;
+        extargs_args_release(&a);
+    }
+    pool_free(p);
+    p = pool_new((size_t)16 << 20);
+    memset(&d, 0, sizeof d);
+    bool eager_ok = extargs_decode_args(p, body, size, &a, &d) == AS_OK;
+    if (eager_ok != lazy_ok)
+        abort();
+    if (eager_ok) {
         check_args(body, size, &a);
         sched_name *names;
         size_t n;
