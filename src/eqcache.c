@@ -675,6 +675,82 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
     return AS_OK;
 }
 
+/* The oracle sched_evaluate consults for eqcache_evaluate_names: the
+ * class brought up to the log head under sched's read lock, then its
+ * leaves. */
+typedef struct names_oracle {
+    eval_ctx x;
+    bool rebuilt;
+} names_oracle;
+
+static as_err names_prepare(void *arg)
+{
+    names_oracle *o = arg;
+    eval_ctx *x = &o->x;
+    x->mode = cache_get_shard_mode(x->c);
+    x->bonus = x->mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(x->pol) : 0;
+    x->nnodes = cache_node_count(x->c);
+    /* Loaded under the read lock, as in eqcache_evaluate_ex. */
+    return consume(x, cache_log_head(x->c), &o->rebuilt);
+}
+
+static bool names_lookup(void *arg, const cache_node *node, double *score, uint64_t *version)
+{
+    const names_oracle *o = arg;
+    const eq_class *k = o->x.k;
+    uint32_t s = node->slot;
+    if (s >= k->cap)
+        return false;
+    const eq_entry *leaf = &k->tree[k->cap + s];
+    if (leaf->slot == NONE)
+        return false; /* did not fit: sched evaluates it for the reason */
+    *score = leaf->score;
+    *version = k->ver[s];
+    return true;
+}
+
+/* See eqcache.h. */
+as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_request *req,
+                              sched_result *out, eqcache_how *how)
+{
+    assert(req && req->policy == policy && !req->oracle);
+    unsigned char kb[EQCACHE_MAX_KEY];
+    keybuf key = {kb, 0, sizeof kb, false};
+    eq_class *cl = NULL;
+    if (!req->skip_filter && req->pod) {
+        pod_key(req->pod, &key);
+        if (!key.over)
+            cl = acquire_class(e, kb, key.n, key_hash(kb, key.n));
+    }
+    if (!cl) {
+        __atomic_add_fetch(&e->st.bypass, 1, __ATOMIC_RELAXED);
+        if (how)
+            *how = EQCACHE_BYPASS;
+        return sched_evaluate(e->c, req, out);
+    }
+    names_oracle o = {.x = {.e = e,
+                            .c = e->c,
+                            .k = cl,
+                            .reg = cache_registry(e->c),
+                            .pod = req->pod,
+                            .pol = policy}};
+    sched_oracle oracle = {names_prepare, names_lookup, &o};
+    sched_request r = *req;
+    r.oracle = &oracle;
+    /* Class mutex before the read lock sched_evaluate takes (eqcache.h). */
+    pthread_mutex_lock(&cl->mu);
+    as_err err = sched_evaluate(e->c, &r, out);
+    pthread_mutex_unlock(&cl->mu);
+    release_class(cl);
+    if (err)
+        return err;
+    if (!o.rebuilt)
+        __atomic_add_fetch(&e->st.hits, 1, __ATOMIC_RELAXED);
+    if (how)
+        *how = o.rebuilt ? EQCACHE_REBUILT : EQCACHE_HIT;
+    return AS_OK;
+}
+
 /* See eqcache.h. */
 void eqcache_get_stats(eqcache *e, eqcache_stats *out)
 {

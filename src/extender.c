@@ -14,6 +14,7 @@
 
 #include "agentsched/binder.h"
 #include "agentsched/cache.h"
+#include "agentsched/eqcache.h"
 #include "agentsched/extargs.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
@@ -743,7 +744,10 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
             .score_all = true,
             .skip_filter = false,
         };
-        err = sched_evaluate(s->cache, &sr, &e.r);
+        /* Through the equivalence cache: nodes that fitted at their shape's
+         * last evaluation, unchanged since, are not evaluated again. */
+        err = s->eq ? eqcache_evaluate_names(s->eq, e.policy, &sr, &e.r, NULL)
+                    : sched_evaluate(s->cache, &sr, &e.r);
         if (err) {
             as_diag_set(&d, err, NULL, "evaluation failed: %s", as_strerror(err));
             reply_error(resp, 500, with_error, &d, err);

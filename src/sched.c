@@ -167,9 +167,18 @@ static double eval_node(eval_ctx *x, const cache_node *node, const char *name, s
                         pred_result *res)
 {
     const sched_request *req = x->req;
-    /* Acquire the version before any usage read: the seqlock contract. */
-    uint64_t version = cache_node_bind_version(node);
     x->out->evaluated++;
+    uint64_t version;
+    double s;
+    if (req->oracle && !req->skip_filter &&
+        req->oracle->lookup(req->oracle->arg, node, &s, &version)) {
+        if (res)
+            *res = (pred_result){PRED_OK, 0};
+        x->out->feasible++;
+        goto offer; /* the oracle's score has the soft-shard bonus in it */
+    }
+    /* Acquire the version before any usage read: the seqlock contract. */
+    version = cache_node_bind_version(node);
     if (!req->skip_filter) {
         pred_result r = pred_check(x->reg, x->mode, req->pod, node);
         if (res)
@@ -182,10 +191,11 @@ static double eval_node(eval_ctx *x, const cache_node *node, const char *name, s
         *res = (pred_result){PRED_OK, 0};
     }
     x->out->feasible++;
-    double s = score_node(req->policy, req->pod, node);
-    bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
-    if (x->mode == CACHE_SHARD_SOFT && in)
+    s = score_node(req->policy, req->pod, node);
+    if (x->mode == CACHE_SHARD_SOFT && cache_node_in_shard(node))
         s += x->bonus;
+offer:;
+    bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
     if (x->split && !in) {
         topk_offer(&x->out_of_shard, node, name, len, version, s);
     } else {
@@ -224,6 +234,14 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
     x.in.k = x.out_of_shard.k = req->k > SCHED_MAX_K ? SCHED_MAX_K : req->k;
 
     cache_read_lock(c);
+    if (req->oracle && req->oracle->prepare) {
+        as_err err = req->oracle->prepare(req->oracle->arg);
+        if (err) {
+            cache_read_unlock(c);
+            sched_result_free(out);
+            return err;
+        }
+    }
     x.mode = cache_get_shard_mode(c);
     x.bonus = x.mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(req->policy) : 0;
     x.split = x.mode == CACHE_SHARD_SOFT && !req->names;

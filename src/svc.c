@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agentsched/eqcache.h"
 #include "agentsched/extender.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
@@ -147,6 +148,11 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         goto done;
     if ((err = extender_memo_new(&s->ext_memo)))
         goto done;
+    eqcache_config ec;
+    eqcache_config_defaults(&ec);
+    ec.max_classes = SVC_EXTENDER_SHAPES;
+    if ((err = eqcache_new(s->cache, &ec, &s->eq)))
+        goto done;
     if (s->cfg.policy_path) {
         if ((err = score_policy_load(&s->reg, s->cfg.policy_path, &s->policy, diag)))
             goto done;
@@ -179,6 +185,7 @@ void svc_free(svc *s)
     if (s->binder)
         binder_free(s->binder);
     extender_memo_free(s->ext_memo);
+    eqcache_free(s->eq); /* before the cache it reads */
     cache_free(s->cache);
     if (s->policy)
         score_policy_unref(s->policy);

@@ -107,6 +107,19 @@ as_err eqcache_evaluate(eqcache *e, score_policy *policy, const model_pod *pod, 
 as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *pod, uint32_t k,
                            const sched_request *bypass, sched_result *out, eqcache_how *how);
 
+/*
+ * eqcache_evaluate_names is sched_evaluate(req) for a request that names
+ * its nodes (the kube-scheduler and Volcano extenders): the same result,
+ * with the named nodes that fitted at their class's last evaluation
+ * answered from the class (fit, score, bind version) instead of being
+ * evaluated again; the others are evaluated as sched_evaluate does, for
+ * their reason. req->policy must be policy; req->oracle must be NULL; with
+ * skip_filter or without a class (not admitted yet, key too large) it is
+ * plain sched_evaluate. *how (may be NULL) as eqcache_evaluate.
+ */
+as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_request *req,
+                              sched_result *out, eqcache_how *how);
+
 typedef struct eqcache_stats {
     uint64_t hits;          /* answered incrementally */
     uint64_t rebuilds;      /* full class evaluations, every cause */

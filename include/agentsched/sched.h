@@ -53,6 +53,23 @@ typedef struct sched_reason_count {
     char text[160];
 } sched_reason_count;
 
+/*
+ * An evaluation oracle (eqcache.h): answers a node's fit and score from
+ * evaluations made earlier for pods of the same shape. Both callbacks run
+ * under the cache read lock sched_evaluate holds.
+ */
+typedef struct sched_oracle {
+    /* prepare: once, right after the read lock is taken (bring the
+     * remembered evaluations up to date); non-AS_OK aborts the evaluation. */
+    as_err (*prepare)(void *arg);
+    /* lookup: true, with *score (soft-shard bonus included) and *version
+     * (the bind_version loaded before that evaluation read the usage), when
+     * node fitted at its last evaluation; false sends sched_evaluate to
+     * evaluate the node itself (for an infeasible node, the reason). */
+    bool (*lookup)(void *arg, const cache_node *node, double *score, uint64_t *version);
+    void *arg;
+} sched_oracle;
+
 typedef struct sched_request {
     const model_pod *pod;    /* borrowed */
     const score_policy *policy; /* borrowed */
@@ -69,6 +86,8 @@ typedef struct sched_request {
      * wraps, so a caller rotating `start` spreads its samples. */
     uint32_t max_feasible;
     uint32_t start;
+    /* Optional (NULL: evaluate every node here); not with skip_filter. */
+    const sched_oracle *oracle;
 } sched_request;
 
 /*

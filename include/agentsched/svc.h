@@ -32,6 +32,10 @@
  * without an extender. */
 #define SVC_LIVE_BIND_THREADS 64
 
+/* Pod shapes the extender verbs keep evaluations of (eqcache.h): about
+ * 40 bytes per node per shape, so 64 shapes cost ~20 MB at 5000 nodes. */
+#define SVC_EXTENDER_SHAPES 64
+
 typedef struct svc_config {
     const char *listen;          /* default "127.0.0.1:8888" */
     const char *cluster_path;    /* embedded mode: Kubernetes List file */
@@ -89,6 +93,7 @@ typedef struct svc {
     struct shard_coord *shard;      /* NodeShard coordinator (shard.h), NULL when
                                        --shard-mode none; added by the shards helper */
     struct extender_memo *ext_memo; /* filter -> prioritize memo (extender.h) */
+    struct eqcache *eq;             /* the extender verbs' equivalence cache (eqcache.h) */
 } svc;
 
 /* svc_new builds the runtime from a validated config: registry, cache,

@@ -267,6 +267,61 @@ static void check_same(eqcache *e, score_policy *pol, const model_pod *pod, uint
     sched_result_free(&b);
 }
 
+/* check_same_names: eqcache_evaluate_names gives exactly sched_evaluate's
+ * answer for a request naming some nodes (plus an unknown name and a
+ * duplicate), per name (code, score) and overall (candidates, reasons). */
+static void check_same_names(eqcache *e, score_policy *pol, const model_pod *pod, uint32_t k,
+                             unsigned *seed, const char *what)
+{
+    char names[16][64];
+    sched_name sn[18];
+    size_t n = 0;
+    cache_read_lock(c);
+    size_t nodes = cache_node_count(c);
+    for (size_t i = 0; i < 16 && nodes; i++) {
+        snprintf(names[n], sizeof names[n], "%s",
+                 cache_node_at(c, (size_t)rand_r(seed) % nodes)->spec->name);
+        sn[n] = (sched_name){names[n], strlen(names[n])};
+        n++;
+    }
+    cache_read_unlock(c);
+    sn[n++] = (sched_name){"no-such-node", 12};
+    if (n > 1)
+        sn[n++] = sn[0];
+    sched_request req;
+    memset(&req, 0, sizeof req);
+    req.pod = pod;
+    req.policy = pol;
+    req.k = k;
+    req.names = sn;
+    req.nnames = n;
+    req.score_all = true;
+    sched_result a, b;
+    cr_assert_eq(eqcache_evaluate_names(e, pol, &req, &a, NULL), AS_OK);
+    cr_assert_eq(sched_evaluate(c, &req, &b), AS_OK);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(a.per_name[i].code, b.per_name[i].code, "%s: name %zu (%.*s) code %d vs %d",
+                     what, i, (int)sn[i].len, sn[i].s, a.per_name[i].code, b.per_name[i].code);
+        cr_assert_eq(a.per_name[i].arg, b.per_name[i].arg, "%s: name %zu arg", what, i);
+        cr_assert(a.score[i] == b.score[i], "%s: name %zu score %f vs %f", what, i, a.score[i],
+                  b.score[i]);
+    }
+    cr_assert_eq(a.ncand, b.ncand, "%s: names: %u candidates vs %u", what, a.ncand, b.ncand);
+    for (uint32_t i = 0; i < a.ncand; i++) {
+        cr_assert_eq(a.cand[i].slot, b.cand[i].slot, "%s: names: cand %u", what, i);
+        cr_assert_eq(a.cand[i].bind_version, b.cand[i].bind_version, "%s: names: version", what);
+        cr_assert(a.cand[i].score == b.cand[i].score, "%s: names: cand score", what);
+    }
+    cr_assert_eq(a.feasible, b.feasible, "%s: names: feasible", what);
+    cr_assert_eq(a.nreasons, b.nreasons, "%s: names: reasons", what);
+    for (uint32_t i = 0; i < a.nreasons; i++) {
+        cr_assert_eq(a.reasons[i].count, b.reasons[i].count);
+        cr_assert_str_eq(a.reasons[i].text, b.reasons[i].text);
+    }
+    sched_result_free(&a);
+    sched_result_free(&b);
+}
+
 static void run_random(score_strategy strat, cache_shard_mode mode, unsigned seed, int steps,
                        bool learn)
 {
@@ -317,6 +372,7 @@ static void run_random(score_strategy strat, cache_shard_mode mode, unsigned see
         snprintf(what, sizeof what, "%s/%s seed %u step %d shape %d k %u",
                  score_strategy_name(strat), cache_shard_mode_name(mode), seed, step, s, k);
         check_same(e, pol, pods[s], k, what);
+        check_same_names(e, pol, pods[s], k, &w.seed, what);
     }
     eqcache_stats st;
     eqcache_get_stats(e, &st);
