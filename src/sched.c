@@ -170,11 +170,13 @@ static double eval_node(eval_ctx *x, const cache_node *node, const char *name, s
     x->out->evaluated++;
     uint64_t version;
     double s;
+    bool in;
     if (req->oracle && !req->skip_filter &&
         req->oracle->lookup(req->oracle->arg, node, &s, &version)) {
         if (res)
             *res = (pred_result){PRED_OK, 0};
         x->out->feasible++;
+        in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
         goto offer; /* the oracle's score has the soft-shard bonus in it */
     }
     /* Acquire the version before any usage read: the seqlock contract. */
@@ -192,10 +194,10 @@ static double eval_node(eval_ctx *x, const cache_node *node, const char *name, s
     }
     x->out->feasible++;
     s = score_node(req->policy, req->pod, node);
-    if (x->mode == CACHE_SHARD_SOFT && cache_node_in_shard(node))
+    in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
+    if (x->mode == CACHE_SHARD_SOFT && in)
         s += x->bonus;
-offer:;
-    bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
+offer:
     if (x->split && !in) {
         topk_offer(&x->out_of_shard, node, name, len, version, s);
     } else {
