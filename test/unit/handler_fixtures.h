@@ -9,12 +9,15 @@
 #define AGENTSCHED_TEST_HANDLER_FIXTURES_H
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/cache.h"
+#include "agentsched/doc.h"
 #include "agentsched/http.h"
 #include "agentsched/log.h"
 #include "agentsched/svc.h"
@@ -133,6 +136,73 @@ static bool json_match(const json_t *want, const json_t *got, bool numbers_by_va
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * run_handler_fixtures runs every fixture directory under data/verb:
+ * request.json through fn on a fresh service over data/cluster.yaml; the
+ * answer must match expected.json (json_match) with the status in the
+ * optional file `status` (default 200); a non-200 answer must say why in
+ * "error"; the cache's invariants must hold afterwards. Returns how many
+ * fixtures ran.
+ */
+static size_t run_handler_fixtures(const char *data, const char *verb, http_handler_fn fn,
+                                   bool numbers_by_value)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", data, verb);
+    DIR *dp = opendir(dir);
+    cr_assert(dp, "no fixture dir %s", dir);
+    char *names[256];
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) && n < 256)
+        if (de->d_name[0] != '.')
+            names[n++] = strdup(de->d_name);
+    closedir(dp);
+    qsort(names, n, sizeof names[0], cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char path[1024];
+        as_diag d = {{0}, {0}};
+        char *body = NULL;
+        size_t len = 0;
+        snprintf(path, sizeof path, "%s/%s/request.json", dir, names[i]);
+        cr_assert_eq(doc_read_file(path, 0, &body, &len, &d), AS_OK, "%s: %s", path, d.msg);
+        snprintf(path, sizeof path, "%s/%s/expected.json", dir, names[i]);
+        json_error_t je;
+        json_t *want = json_load_file(path, JSON_DECODE_ANY, &je);
+        cr_assert(want, "%s: %s", path, je.text);
+        int want_status = 200;
+        snprintf(path, sizeof path, "%s/%s/status", dir, names[i]);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            cr_assert_eq(fscanf(f, "%d", &want_status), 1);
+            fclose(f);
+        }
+        char cluster[1024];
+        snprintf(cluster, sizeof cluster, "%s/cluster.yaml", data);
+        svc *s = new_svc_from(cluster);
+        reply r = call_n(s, fn, body, len);
+        char where[512] = "";
+        cr_expect_eq(r.status, want_status, "%s/%s: status %d, body %.400s", verb, names[i],
+                     r.status, r.raw);
+        cr_expect(json_match(want, r.json, numbers_by_value, where, sizeof where),
+                  "%s/%s: mismatch (%s)\n got: %s", verb, names[i], where, r.raw);
+        /* a refusal or an error always says why */
+        const json_t *em = json_object_get(r.json, "error");
+        if (want_status != 200)
+            cr_expect(json_is_string(em) && json_string_length(em) > 0, "%s/%s: no error text",
+                      verb, names[i]);
+        as_diag inv = {{0}, {0}};
+        cr_expect_eq(cache_check_invariants(s->cache, &inv), AS_OK, "%s/%s: %s", verb, names[i],
+                     inv.msg);
+        reply_free(&r);
+        svc_free(s);
+        json_decref(want);
+        free(body);
+        free(names[i]);
+    }
+    return n;
 }
 
 #endif

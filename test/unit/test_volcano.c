@@ -26,65 +26,9 @@ static svc *new_svc(void)
     return new_svc_from(DATA "/cluster.yaml");
 }
 
-static bool match(const json_t *want, const json_t *got, char *where, size_t len)
-{
-    return json_match(want, got, true, where, len);
-}
-
 static size_t run_fixtures(const char *verb, http_handler_fn fn)
 {
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", DATA, verb);
-    DIR *dp = opendir(dir);
-    cr_assert(dp, "no fixture dir %s", dir);
-    char *names[256];
-    size_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(dp)) && n < 256)
-        if (de->d_name[0] != '.')
-            names[n++] = strdup(de->d_name);
-    closedir(dp);
-    qsort(names, n, sizeof names[0], cmp_str);
-    for (size_t i = 0; i < n; i++) {
-        char path[1024];
-        as_diag d = {{0}, {0}};
-        char *body = NULL;
-        size_t len = 0;
-        snprintf(path, sizeof path, "%s/%s/request.json", dir, names[i]);
-        cr_assert_eq(doc_read_file(path, 0, &body, &len, &d), AS_OK, "%s: %s", path, d.msg);
-        snprintf(path, sizeof path, "%s/%s/expected.json", dir, names[i]);
-        json_error_t je;
-        json_t *want = json_load_file(path, JSON_DECODE_ANY, &je);
-        cr_assert(want, "%s: %s", path, je.text);
-        int want_status = 200;
-        snprintf(path, sizeof path, "%s/%s/status", dir, names[i]);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            cr_assert_eq(fscanf(f, "%d", &want_status), 1);
-            fclose(f);
-        }
-        svc *s = new_svc();
-        reply r = call_n(s, fn, body, len);
-        char where[512] = "";
-        cr_expect_eq(r.status, want_status, "%s/%s: status %d, body %.400s", verb, names[i],
-                     r.status, r.raw);
-        cr_expect(match(want, r.json, where, sizeof where), "%s/%s: mismatch (%s)\n got: %s", verb,
-                  names[i], where, r.raw);
-        /* a refusal or an error always says why */
-        const json_t *em = json_object_get(r.json, "error");
-        if (want_status != 200)
-            cr_expect(json_is_string(em) && json_string_length(em) > 0, "%s/%s: no error text",
-                      verb, names[i]);
-        as_diag inv = {{0}, {0}};
-        cr_expect_eq(cache_check_invariants(s->cache, &inv), AS_OK, "%s/%s: %s", verb, names[i],
-                     inv.msg);
-        reply_free(&r);
-        svc_free(s);
-        json_decref(want);
-        free(body);
-        free(names[i]);
-    }
-    return n;
+    return run_handler_fixtures(DATA, verb, fn, true);
 }
 
 Test(volcano, fixtures_predicate)
