@@ -1,8 +1,8 @@
 /*
  * bench_bodies.h - the ExtenderArgs bodies the extender benchmarks send
- * (bench_extender over HTTP, bench_extender_cpu in process), so both
- * measure the same requests: a small agent Pod and 500 NodeNames spread
- * over a 5000-node cache.
+ * (bench_extender over HTTP, bench_extender_cpu in process) and the
+ * cluster they run against, so both measure the same requests: a small
+ * agent Pod and 500 NodeNames (or 500 full Nodes) over a 5000-node cache.
  */
 #ifndef AGENTSCHED_BENCH_BODIES_H
 #define AGENTSCHED_BENCH_BODIES_H
@@ -11,7 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <jansson.h>
+
 #include "agentsched/buf.h"
+#include "agentsched/cache.h"
+#include "agentsched/model.h"
+#include "agentsched/svc.h"
 
 #define BENCH_NODES 5000
 #define BENCH_NAMES 500
@@ -67,6 +72,95 @@ static inline char *bench_pod_body(uint64_t id)
         out = NULL;
     }
     free(tail);
+    return out;
+}
+
+/* bench_node_json appends node i as a v1.Node (every 10th tainted); full
+ * adds what a real NodeList item also carries (conditions, addresses,
+ * nodeInfo), as kube-scheduler sends with nodeCacheCapable: false. */
+static inline void bench_node_json(buf *b, int i, bool full)
+{
+    buf_printf(b,
+               "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\","
+               "\"uid\":\"0000-%05d\",\"resourceVersion\":\"%d\",\"labels\":{"
+               "\"kubernetes.io/hostname\":\"node-%05d\",\"kubernetes.io/arch\":\"amd64\","
+               "\"kubernetes.io/os\":\"linux\",\"topology.kubernetes.io/zone\":\"zone-%d\","
+               "\"node.kubernetes.io/instance-type\":\"m5.8xlarge\",\"pool\":\"agents\"}},"
+               "\"spec\":{%s},\"status\":{\"capacity\":{\"cpu\":\"32\",\"memory\":\"128Gi\","
+               "\"pods\":\"110\",\"ephemeral-storage\":\"200Gi\"},\"allocatable\":{\"cpu\":"
+               "\"31500m\",\"memory\":\"125Gi\",\"pods\":\"110\",\"ephemeral-storage\":\"190Gi\"},"
+               "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}",
+               i, i, 1000 + i, i, i % 3,
+               i % 10 == 0 ? "\"taints\":[{\"key\":\"dedicated\",\"value\":\"infra\","
+                             "\"effect\":\"NoSchedule\"}]"
+                           : "");
+    if (full) {
+        /* what a real NodeList item also carries */
+        static const char *conds[] = {"MemoryPressure", "DiskPressure", "PIDPressure",
+                                      "NetworkUnavailable"};
+        for (int c = 0; c < 4; c++)
+            buf_printf(b,
+                       ",{\"type\":\"%s\",\"status\":\"False\",\"lastHeartbeatTime\":"
+                       "\"2026-11-30T05:00:00Z\",\"lastTransitionTime\":\"2026-11-01T00:00:00Z\","
+                       "\"reason\":\"KubeletHasSufficient\",\"message\":\"kubelet is fine\"}",
+                       conds[c]);
+        buf_printf(b,
+                   "],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.%d.%d\"},"
+                   "{\"type\":\"Hostname\",\"address\":\"node-%05d\"}],\"daemonEndpoints\":{"
+                   "\"kubeletEndpoint\":{\"Port\":10250}},\"nodeInfo\":{\"machineID\":"
+                   "\"ec2b3f0c6a8e4d0f9b1f8f4c3a2d1e0f\",\"systemUUID\":"
+                   "\"ec2b3f0c-6a8e-4d0f-9b1f-8f4c3a2d1e0f\",\"bootID\":"
+                   "\"5d1c7a2b-9e3f-4b8a-8c6d-2f1e0a9b8c7d\",\"kernelVersion\":\"6.1.0-18\","
+                   "\"osImage\":\"Debian GNU/Linux 12\",\"containerRuntimeVersion\":"
+                   "\"containerd://1.7.13\",\"kubeletVersion\":\"v1.30.4\",\"kubeProxyVersion\":"
+                   "\"v1.30.4\",\"operatingSystem\":\"linux\",\"architecture\":\"amd64\"}}}",
+                   i / 256, i % 256, i);
+    } else {
+        buf_puts(b, "]}}");
+    }
+}
+
+/* bench_load_cluster fills s's cache with BENCH_NODES nodes and marks it
+ * ready; exits on failure (a benchmark has nothing to recover). */
+static inline void bench_load_cluster(svc *s)
+{
+    buf b;
+    buf_init(&b, 0);
+    for (int i = 0; i < BENCH_NODES; i++) {
+        buf_reset(&b);
+        bench_node_json(&b, i, false);
+        json_t *j = json_loadb(b.data, b.len, 0, NULL);
+        model_node *n = NULL;
+        as_diag d = {{0}, {0}};
+        if (!j || model_node_from_json(&s->reg, j, &n, &d) != AS_OK ||
+            cache_node_upsert(s->cache, n) != AS_OK) {
+            fprintf(stderr, "cannot build node %d: %s\n", i, d.msg);
+            exit(1);
+        }
+        json_decref(j);
+    }
+    buf_free(&b);
+    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
+}
+
+/* bench_nodes_body returns (malloc'd) a full-Nodes body: pod 7 and
+ * BENCH_NAMES full Node objects (nodeCacheCapable: false). */
+static inline char *bench_nodes_body(void)
+{
+    buf b;
+    buf_init(&b, 0);
+    char pod[1024];
+    bench_pod_json(pod, sizeof pod, 7);
+    buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", pod);
+    for (int i = 0; i < BENCH_NAMES; i++) {
+        if (i)
+            buf_puts(&b, ",");
+        bench_node_json(&b, (i * 7919) % BENCH_NODES, true);
+    }
+    buf_puts(&b, "]},\"NodeNames\":null}");
+    char *out;
+    size_t len;
+    buf_take(&b, &out, &len);
     return out;
 }
 

@@ -43,90 +43,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- cluster ------------------------------------------------------ */
-
-static void node_json(buf *b, int i, bool full)
-{
-    buf_printf(b,
-               "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\","
-               "\"uid\":\"0000-%05d\",\"resourceVersion\":\"%d\",\"labels\":{"
-               "\"kubernetes.io/hostname\":\"node-%05d\",\"kubernetes.io/arch\":\"amd64\","
-               "\"kubernetes.io/os\":\"linux\",\"topology.kubernetes.io/zone\":\"zone-%d\","
-               "\"node.kubernetes.io/instance-type\":\"m5.8xlarge\",\"pool\":\"agents\"}},"
-               "\"spec\":{%s},\"status\":{\"capacity\":{\"cpu\":\"32\",\"memory\":\"128Gi\","
-               "\"pods\":\"110\",\"ephemeral-storage\":\"200Gi\"},\"allocatable\":{\"cpu\":"
-               "\"31500m\",\"memory\":\"125Gi\",\"pods\":\"110\",\"ephemeral-storage\":\"190Gi\"},"
-               "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}",
-               i, i, 1000 + i, i, i % 3,
-               i % 10 == 0 ? "\"taints\":[{\"key\":\"dedicated\",\"value\":\"infra\","
-                             "\"effect\":\"NoSchedule\"}]"
-                           : "");
-    if (full) {
-        /* what a real NodeList item also carries */
-        static const char *conds[] = {"MemoryPressure", "DiskPressure", "PIDPressure",
-                                      "NetworkUnavailable"};
-        for (int c = 0; c < 4; c++)
-            buf_printf(b,
-                       ",{\"type\":\"%s\",\"status\":\"False\",\"lastHeartbeatTime\":"
-                       "\"2026-11-30T05:00:00Z\",\"lastTransitionTime\":\"2026-11-01T00:00:00Z\","
-                       "\"reason\":\"KubeletHasSufficient\",\"message\":\"kubelet is fine\"}",
-                       conds[c]);
-        buf_printf(b,
-                   "],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.%d.%d\"},"
-                   "{\"type\":\"Hostname\",\"address\":\"node-%05d\"}],\"daemonEndpoints\":{"
-                   "\"kubeletEndpoint\":{\"Port\":10250}},\"nodeInfo\":{\"machineID\":"
-                   "\"ec2b3f0c6a8e4d0f9b1f8f4c3a2d1e0f\",\"systemUUID\":"
-                   "\"ec2b3f0c-6a8e-4d0f-9b1f-8f4c3a2d1e0f\",\"bootID\":"
-                   "\"5d1c7a2b-9e3f-4b8a-8c6d-2f1e0a9b8c7d\",\"kernelVersion\":\"6.1.0-18\","
-                   "\"osImage\":\"Debian GNU/Linux 12\",\"containerRuntimeVersion\":"
-                   "\"containerd://1.7.13\",\"kubeletVersion\":\"v1.30.4\",\"kubeProxyVersion\":"
-                   "\"v1.30.4\",\"operatingSystem\":\"linux\",\"architecture\":\"amd64\"}}}",
-                   i / 256, i % 256, i);
-    } else {
-        buf_puts(b, "]}}");
-    }
-}
-
-static void load_cluster(svc *s)
-{
-    buf b;
-    buf_init(&b, 0);
-    for (int i = 0; i < NODES; i++) {
-        buf_reset(&b);
-        node_json(&b, i, false);
-        json_t *j = json_loadb(b.data, b.len, 0, NULL);
-        model_node *n = NULL;
-        as_diag d = {{0}, {0}};
-        if (!j || model_node_from_json(&s->reg, j, &n, &d) != AS_OK ||
-            cache_node_upsert(s->cache, n) != AS_OK) {
-            fprintf(stderr, "cannot build node %d: %s\n", i, d.msg);
-            exit(1);
-        }
-        json_decref(j);
-    }
-    buf_free(&b);
-    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
-}
-
-static char *nodes_body(void)
-{
-    buf b;
-    buf_init(&b, 0);
-    char pod[1024];
-    bench_pod_json(pod, sizeof pod, 7);
-    buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", pod);
-    for (int i = 0; i < NAMES; i++) {
-        if (i)
-            buf_puts(&b, ",");
-        node_json(&b, (i * 7919) % NODES, true);
-    }
-    buf_puts(&b, "]},\"NodeNames\":null}");
-    char *out;
-    size_t len;
-    buf_take(&b, &out, &len);
-    return out;
-}
-
 /* ---- client ------------------------------------------------------- */
 
 /* What a phase sends. */
@@ -426,7 +342,7 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t t0 = now_ns();
-    load_cluster(s);
+    bench_load_cluster(s);
     if (svc_http_start(s, &d) != AS_OK) {
         fprintf(stderr, "http: %s\n", d.msg);
         return 1;
@@ -440,7 +356,7 @@ int main(int argc, char **argv)
     char *names = bench_pod_body(7);
     /* names_body is one fixed filter body: the decode and handler CPU
      * figures below use it */
-    char *nodes = nodes_body();
+    char *nodes = bench_nodes_body();
     double load[3] = {0, 0, 0};
     FILE *la = fopen("/proc/loadavg", "r");
     if (la) {

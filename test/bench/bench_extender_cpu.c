@@ -33,75 +33,6 @@
 #define NODES BENCH_NODES
 #define NAMES BENCH_NAMES
 
-static void node_json(buf *b, int i, bool full)
-{
-    buf_printf(b,
-               "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"node-%05d\","
-               "\"uid\":\"0000-%05d\",\"labels\":{\"kubernetes.io/hostname\":\"node-%05d\","
-               "\"topology.kubernetes.io/zone\":\"zone-%d\",\"pool\":\"agents\"}},"
-               "\"spec\":{%s},\"status\":{\"allocatable\":{\"cpu\":\"31500m\",\"memory\":"
-               "\"125Gi\",\"pods\":\"110\",\"ephemeral-storage\":\"190Gi\"},"
-               "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}",
-               i, i, i, i % 3,
-               i % 10 == 0 ? "\"taints\":[{\"key\":\"dedicated\",\"value\":\"infra\","
-                             "\"effect\":\"NoSchedule\"}]"
-                           : "");
-    if (full)
-        buf_printf(b,
-                   ",{\"type\":\"MemoryPressure\",\"status\":\"False\",\"lastHeartbeatTime\":"
-                   "\"2026-11-30T05:00:00Z\",\"reason\":\"KubeletHasSufficientMemory\"}],"
-                   "\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.%d.%d\"}],"
-                   "\"nodeInfo\":{\"kubeletVersion\":\"v1.30.4\",\"osImage\":\"Debian 12\"}}}",
-                   i / 256, i % 256);
-    else
-        buf_puts(b, "]}}");
-}
-
-static void load_cluster(svc *s)
-{
-    buf b;
-    buf_init(&b, 0);
-    for (int i = 0; i < NODES; i++) {
-        buf_reset(&b);
-        node_json(&b, i, false);
-        json_t *j = json_loadb(b.data, b.len, 0, NULL);
-        model_node *n = NULL;
-        as_diag d = {{0}, {0}};
-        if (!j || model_node_from_json(&s->reg, j, &n, &d) != AS_OK ||
-            cache_node_upsert(s->cache, n) != AS_OK) {
-            fprintf(stderr, "cannot build node %d: %s\n", i, d.msg);
-            exit(1);
-        }
-        json_decref(j);
-    }
-    buf_free(&b);
-    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
-}
-
-static char *make_body(bool full)
-{
-    buf b;
-    buf_init(&b, 0);
-    if (full) {
-        char pod[1024];
-        bench_pod_json(pod, sizeof pod, 7);
-        buf_printf(&b, "{\"Pod\":%s,\"Nodes\":{\"metadata\":{},\"items\":[", pod);
-        for (int i = 0; i < NAMES; i++) {
-            if (i)
-                buf_puts(&b, ",");
-            node_json(&b, (i * 7919) % NODES, true);
-        }
-        buf_puts(&b, "]},\"NodeNames\":null}");
-    } else {
-        buf_free(&b);
-        return bench_pod_body(7);
-    }
-    char *out;
-    size_t len;
-    buf_take(&b, &out, &len);
-    return out;
-}
-
 static double cpu_ns(void)
 {
     struct timespec ts;
@@ -176,9 +107,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "svc_new: %s\n", d.msg);
         return 1;
     }
-    load_cluster(s);
-    char *names = make_body(false);
-    char *nodes = make_body(true);
+    bench_load_cluster(s);
+    char *names = bench_pod_body(7);
+    char *nodes = bench_nodes_body();
     http_handler_fn hz = healthz_handler();
     bool all = strcmp(which, "all") == 0;
 
