@@ -50,23 +50,6 @@ static void reply_error(http_response *resp, int status, bool with_error, const 
     buf_puts(o, "}");
 }
 
-/* decode_status: input errors are 400; running out of the request's
- * memory budget is 413; anything else as the server maps it. */
-static int decode_status(as_err err)
-{
-    switch (err) {
-    case AS_EINVAL:
-    case AS_EPARSE:
-    case AS_ERANGE:
-    case AS_ETOOBIG:
-        return 400;
-    case AS_ENOMEM:
-        return 413;
-    default:
-        return http_status_for_err(err);
-    }
-}
-
 static void reply_ok(http_response *resp)
 {
     resp->status = 200;
@@ -685,7 +668,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
      * the filter's memo never needs it. */
     err = extargs_decode_args_ex(req->pool, req->body, req->body_len, EXTARGS_LAZY_POD, &e.a, &d);
     if (err) {
-        reply_error(resp, decode_status(err), with_error, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
         goto done;
     }
     if (!e.a.has_node_names && !e.a.has_nodes) {
@@ -729,7 +712,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         }
     }
     if ((err = extargs_parse_pod(&e.a, &d)) || (err = decode_pod(s, e.a.pod, &e.pod, &d))) {
-        reply_error(resp, decode_status(err), with_error, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
         goto done;
     }
 
@@ -858,7 +841,7 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
     char why[600];
     as_err err = extargs_decode_binding(req->pool, req->body, req->body_len, &b, &d);
     if (err) {
-        reply_error(resp, decode_status(err), true, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), true, &d, err);
         goto done;
     }
     char keyuid[600];
@@ -999,12 +982,12 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
     bool *keep = NULL;
     as_err err = extargs_decode_preemption(req->pool, req->body, req->body_len, &a, &d);
     if (err) {
-        reply_error(resp, decode_status(err), false, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), false, &d, err);
         goto done;
     }
     err = decode_pod(s, a.pod, &pod, &d);
     if (err) {
-        reply_error(resp, decode_status(err), false, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), false, &d, err);
         goto done;
     }
     vs = pool_alloc(req->pool, (a.nentries ? a.nentries : 1) * sizeof *vs);
@@ -1033,7 +1016,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
                     char prefix[400];
                     snprintf(prefix, sizeof prefix, "NodeNameToVictims.%s.Pods[%zu]", en->node, k);
                     as_diag_prefix_field(&d, prefix);
-                    reply_error(resp, decode_status(err), false, &d, err);
+                    reply_error(resp, http_status_for_decode_err(err), false, &d, err);
                     goto done;
                 }
             }

@@ -135,6 +135,22 @@ int http_status_for_err(as_err err)
 }
 
 /* See http.h. */
+int http_status_for_decode_err(as_err err)
+{
+    switch (err) {
+    case AS_EINVAL:
+    case AS_EPARSE:
+    case AS_ERANGE:
+    case AS_ETOOBIG:
+        return 400;
+    case AS_ENOMEM:
+        return 413;
+    default:
+        return http_status_for_err(err);
+    }
+}
+
+/* See http.h. */
 const char *http_request_query(const http_request *req, const char *key)
 {
     if (!req || !req->conn || !key)

@@ -55,23 +55,6 @@ static void reply_error(http_response *resp, int status, errf kind, const as_dia
     buf_puts(o, "}");
 }
 
-/* err_status: input errors are 400; running out of the request's memory
- * budget is 413; anything else as the server maps it. */
-static int err_status(as_err err)
-{
-    switch (err) {
-    case AS_EINVAL:
-    case AS_EPARSE:
-    case AS_ERANGE:
-    case AS_ETOOBIG:
-        return 400;
-    case AS_ENOMEM:
-        return 413;
-    default:
-        return http_status_for_err(err);
-    }
-}
-
 /* reply_json answers 200 with a fixed body (or 500 if even that fails). */
 static void reply_json(http_response *resp, errf kind, const char *body)
 {
@@ -541,7 +524,7 @@ void volcano_handle_on_session_open(void *ctx, const http_request *req, http_res
     volcano_session_stats st;
     as_err err = volcano_session_scan(s->cache, req->body, req->body_len, &st, &d);
     if (err) {
-        reply_error(resp, err_status(err), ERRF_NONE, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), ERRF_NONE, &d, err);
         return;
     }
     if (st.unknown_nodes)
@@ -570,7 +553,7 @@ static bool check_body(const http_request *req, http_response *resp, const char 
         err = get_object(root, key, true, what, &v, &d);
     json_decref(root);
     if (err)
-        reply_error(resp, err_status(err), ERRF_NONE, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), ERRF_NONE, &d, err);
     return err != AS_OK;
 }
 
@@ -606,7 +589,7 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     if (!err)
         err = volcano_node_name(node, "node", &name, &d);
     if (err) {
-        reply_error(resp, err_status(err), ERRF_STATUS, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
         goto done;
     }
 
@@ -682,7 +665,7 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     if (!err)
         err = volcano_task_pod(&s->reg, task, "task", &pod, &d);
     if (err) {
-        reply_error(resp, err_status(err), ERRF_ERRMSG, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         goto done;
     }
     const json_t *nodes = extargs_get(root, "nodes");
@@ -718,7 +701,7 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
         const char *name;
         err = volcano_node_name(json_array_get(nodes, i), f, &name, &d);
         if (err) {
-            reply_error(resp, err_status(err), ERRF_ERRMSG, &d, err);
+            reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
             goto done;
         }
         if (nameset_add(&set, name))
@@ -878,7 +861,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
                           "allocateFunc needs the task's NodeName (or Pod.spec.nodeName): the "
                           "node Volcano allocated it to");
     if (err) {
-        reply_error(resp, err_status(err), ERRF_ERRMSG, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         goto done;
     }
     const json_t *st = extargs_get(task, "Status");
@@ -921,7 +904,7 @@ void volcano_handle_deallocate(void *ctx, const http_request *req, http_response
     const json_t *task = NULL;
     as_err err = decode_event(s, req, &root, &task, &pod, &d);
     if (err) {
-        reply_error(resp, err_status(err), ERRF_ERRMSG, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         goto done;
     }
     char tmp[600];
@@ -969,7 +952,7 @@ static bool check_evict(const http_request *req, http_response *resp, const char
     }
     json_decref(root);
     if (err)
-        reply_error(resp, err_status(err), ERRF_NONE, &d, err);
+        reply_error(resp, http_status_for_decode_err(err), ERRF_NONE, &d, err);
     return err != AS_OK;
 }
 

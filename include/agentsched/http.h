@@ -94,4 +94,10 @@ void http_error(http_response *resp, int status, const char *field, const char *
  * errors, 404, 409, 413, 500, 503...). */
 int http_status_for_err(as_err err);
 
+/* http_status_for_decode_err maps an error decoding a request body: input
+ * errors, a value too big for its field (AS_ETOOBIG) included, are 400;
+ * running out of the request's memory budget (AS_ENOMEM) is 413; anything
+ * else as http_status_for_err. */
+int http_status_for_decode_err(as_err err);
+
 #endif
