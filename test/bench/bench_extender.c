@@ -30,18 +30,12 @@
 #include "agentsched/model.h"
 #include "agentsched/pool.h"
 #include "agentsched/svc.h"
+#include "bench_clock.h"
 #include "bench_bodies.h"
 
 #define NODES BENCH_NODES
 #define NAMES BENCH_NAMES
 #define CONNS 16
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- client ------------------------------------------------------- */
 
@@ -94,14 +88,6 @@ static size_t sink(char *p, size_t sz, size_t n, void *u)
     return sz * n;
 }
 
-/* clock_ns reads a CPU-time clock in ns. */
-static double clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -152,7 +138,7 @@ static run_result run(const phase *ph)
     conn *c = calloc((size_t)nconn, sizeof *c);
     /* paced: each connection sends every nconn/rate seconds, staggered */
     uint64_t period = ph->rate > 0 ? (uint64_t)(1e9 * nconn / ph->rate) : 0;
-    uint64_t start = now_ns(), end = start + (uint64_t)(ph->seconds * 1e9);
+    uint64_t start = bench_now_ns(), end = start + (uint64_t)(ph->seconds * 1e9);
     for (int i = 0; i < nconn; i++) {
         c[i].e = curl_easy_init();
         curl_easy_setopt(c[i].e, CURLOPT_WRITEFUNCTION, sink);
@@ -170,14 +156,15 @@ static run_result run(const phase *ph)
         c[i].next = start + (period ? period * (uint64_t)i / (uint64_t)nconn : 0);
         c[i].idle = period > 0;
         if (!period) {
-            c[i].t0 = now_ns();
+            c[i].t0 = bench_now_ns();
             curl_multi_add_handle(m, c[i].e);
         }
     }
-    double cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), proc0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    double cpu0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID),
+           proc0 = bench_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     int running = period ? 0 : nconn, idle = period ? nconn : 0;
     while (running > 0 || idle > 0) {
-        uint64_t t = now_ns();
+        uint64_t t = bench_now_ns();
         for (int i = 0; period && i < nconn; i++) {
             if (!c[i].idle || t < c[i].next)
                 continue;
@@ -200,7 +187,7 @@ static run_result run(const phase *ph)
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&k);
             long code = 0;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-            t = now_ns();
+            t = bench_now_ns();
             if (msg->data.result != CURLE_OK || code != 200)
                 rr.errors++;
             else if (rr.n < cap)
@@ -213,7 +200,7 @@ static run_result run(const phase *ph)
                 k->idle = true;
                 idle++;
             } else if (t < end) {
-                k->t0 = now_ns();
+                k->t0 = bench_now_ns();
                 curl_multi_add_handle(m, k->e);
                 running++;
             }
@@ -224,7 +211,7 @@ static run_result run(const phase *ph)
             for (int i = 0; i < nconn; i++)
                 if (c[i].idle && c[i].next < soon)
                     soon = c[i].next;
-            t = now_ns();
+            t = bench_now_ns();
             wait_ms = soon <= t ? 0 : (int)((soon - t) / 1000000u);
         }
         if (running > 0)
@@ -232,10 +219,10 @@ static run_result run(const phase *ph)
         else if (wait_ms > 0)
             usleep((useconds_t)wait_ms * 1000u);
     }
-    double el = (double)(now_ns() - start) / 1e9;
+    double el = (double)(bench_now_ns() - start) / 1e9;
     rr.rps = (double)rr.n / el;
-    double client = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    double proc = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - proc0;
+    double client = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    double proc = bench_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - proc0;
     if (rr.n) {
         rr.client_us = client / 1e3 / (double)rr.n;
         rr.server_us = (proc - client) / 1e3 / (double)rr.n;
@@ -265,19 +252,12 @@ static void print_run(const char *what, run_result r, double base)
 
 /* ---- in-process costs (thread CPU time: robust on a loaded machine) -- */
 
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 /* handler_cpu_ms calls a handler directly (no HTTP) and returns the CPU
  * time per call in ms. */
 static double handler_cpu_ms(svc *s, http_handler_fn fn, const char *body, int iters)
 {
     size_t len = strlen(body);
-    double t0 = cpu_ns();
+    double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (int i = 0; i < iters; i++) {
         http_request req = {
             .method = "POST", .path = "/", .body = body, .body_len = len, .pool = pool_new(0)};
@@ -291,7 +271,7 @@ static double handler_cpu_ms(svc *s, http_handler_fn fn, const char *body, int i
         buf_free(&resp.body);
         pool_free(req.pool);
     }
-    return (cpu_ns() - t0) / iters / 1e6;
+    return (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / iters / 1e6;
 }
 
 /* ---- decoding ------------------------------------------------------ */
@@ -300,15 +280,15 @@ static void bench_decode(const char *body)
 {
     size_t len = strlen(body);
     int iters = 2000;
-    double t0 = cpu_ns();
+    double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (int i = 0; i < iters; i++) {
         json_t *j = json_loadb(body, len, 0, NULL);
         if (!j)
             exit(1);
         json_decref(j);
     }
-    double dom = (cpu_ns() - t0) / iters / 1e6;
-    t0 = cpu_ns();
+    double dom = (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / iters / 1e6;
+    t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (int i = 0; i < iters; i++) {
         pool *p = pool_new(0);
         extargs_args a;
@@ -318,7 +298,7 @@ static void bench_decode(const char *body)
         extargs_args_release(&a);
         pool_free(p);
     }
-    double stream = (cpu_ns() - t0) / iters / 1e6;
+    double stream = (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / iters / 1e6;
     printf("decode 500-name ExtenderArgs (%zu B, CPU time): jansson DOM %.4f ms, extargs "
            "(validating scanner, Pod DOM included) %.4f ms (%.1fx faster)\n",
            len, dom, stream, dom / stream);
@@ -341,7 +321,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "svc_new: %s\n", d.msg);
         return 1;
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     bench_load_cluster(s);
     if (svc_http_start(s, &d) != AS_OK) {
         fprintf(stderr, "http: %s\n", d.msg);
@@ -350,7 +330,7 @@ int main(int argc, char **argv)
     unsigned port = http_server_port(s->http);
     printf("cluster: %d nodes loaded in %.0f ms; server on 127.0.0.1:%u; %d connections, "
            "%.1f s per phase\n",
-           NODES, (double)(now_ns() - t0) / 1e6, port, CONNS, secs);
+           NODES, (double)(bench_now_ns() - t0) / 1e6, port, CONNS, secs);
 
     char url[128];
     char *names = bench_pod_body(7);

@@ -28,17 +28,11 @@
 #include "agentsched/model.h"
 #include "agentsched/pool.h"
 #include "agentsched/svc.h"
+#include "bench_clock.h"
 #include "bench_bodies.h"
 
 #define NODES BENCH_NODES
 #define NAMES BENCH_NAMES
-
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 /* per_call_ns runs fn iters times on body (NULL: GET without body) and
  * returns the CPU ns per call; the request pool and response buffer are
@@ -46,7 +40,7 @@ static double cpu_ns(void)
 static double per_call_ns(svc *s, http_handler_fn fn, const char *body, int iters)
 {
     size_t len = body ? strlen(body) : 0;
-    double t0 = cpu_ns();
+    double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (int i = 0; i < iters; i++) {
         http_request req = {.method = body ? "POST" : "GET",
                             .path = "/",
@@ -63,7 +57,7 @@ static double per_call_ns(svc *s, http_handler_fn fn, const char *body, int iter
         buf_free(&resp.body);
         pool_free(req.pool);
     }
-    return (cpu_ns() - t0) / iters;
+    return (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / iters;
 }
 
 /* per_cycle_ns runs kube-scheduler's cycle iters times: filter, then

@@ -40,22 +40,9 @@
 #include "agentsched/sched.h"
 #include "agentsched/score.h"
 #include "agentsched/svc.h"
+#include "bench_clock.h"
 
 #define GI ((int64_t)1 << 30)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static model_node *make_node(int i, int64_t cpu, unsigned *seed, bool taints)
 {
@@ -207,8 +194,8 @@ static rate fast_rate(svc *s, unsigned workers, double secs, bool eq, int shapes
         pre[i] = shaped_pod("p", offered, &seed, shapes);
     fastpath_stats st0;
     fastpath_get_stats(fp, &st0);
-    double t0 = now_s(), c0 = cpu_s();
-    while (now_s() - t0 < secs) {
+    double t0 = bench_now_s(), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    while (bench_now_s() - t0 < secs) {
         queue_stats qs;
         queue_get_stats(q, &qs);
         if (qs.active < 2048) {
@@ -220,9 +207,9 @@ static rate fast_rate(svc *s, unsigned workers, double secs, bool eq, int shapes
         }
     }
     fastpath_wait_idle(fp, 60000);
-    double el = now_s() - t0;
+    double el = bench_now_s() - t0;
     fastpath_stop(fp); /* workers publish their final CPU time */
-    double cpu = cpu_s() - c0;
+    double cpu = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     for (size_t i = used; pre && i < npre; i++)
         model_pod_free(pre[i]);
     free(pre);
@@ -265,8 +252,8 @@ static double naive_rate(svc *s, double secs, double *per_cpu, int shapes)
     snap **feas = malloc(n * sizeof *feas);
     unsigned seed = 7;
     long done = 0;
-    double t0 = now_s(), c0 = cpu_s();
-    while (now_s() - t0 < secs) {
+    double t0 = bench_now_s(), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    while (bench_now_s() - t0 < secs) {
         model_pod *pod = shaped_pod("naive", done, &seed, shapes);
         cache_read_lock(s->cache);
         for (size_t i = 0; i < n; i++) {
@@ -294,8 +281,8 @@ static double naive_rate(svc *s, double secs, double *per_cpu, int shapes)
         model_pod_free(pod);
         done++;
     }
-    double el = now_s() - t0;
-    *per_cpu = (double)done / (cpu_s() - c0);
+    double el = bench_now_s() - t0;
+    *per_cpu = (double)done / (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
     free(sn);
     free(feas);
     score_policy_unref(pol);

@@ -23,13 +23,7 @@
 #include "agentsched/placement.h"
 #include "agentsched/sched.h"
 #include "agentsched/svc.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "bench_clock.h"
 
 static void add_nodes(svc *s, int n)
 {
@@ -112,28 +106,28 @@ int main(int argc, char **argv)
     score_policy *pol = svc_policy_get(s);
 
     /* Baseline: one plain decision per pod, nothing carried over. */
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (size_t i = 0; i < n; i++) {
         sched_request r = {.pod = pods[i], .policy = pol, .k = k};
         sched_result res;
         sched_evaluate(s->cache, &r, &res);
         sched_result_free(&res);
     }
-    double base = now_s() - t0;
+    double base = bench_now_s() - t0;
 
     buf out;
     buf_init(&out, 0);
-    t0 = now_s();
+    t0 = bench_now_s();
     as_err err = placement_run(s->cache, pol, (const model_pod *const *)pods, n, k, &out);
-    double run = now_s() - t0;
+    double run = bench_now_s() - t0;
     size_t placed = n;
     for (const char *p = out.data; p && (p = strstr(p, "\"node\":null")); p++)
         placed--;
 
     buf_reset(&out);
-    t0 = now_s();
+    t0 = bench_now_s();
     as_err err2 = placement_eval(s, body.data, body.len, &out, &d);
-    double eval = now_s() - t0;
+    double eval = bench_now_s() - t0;
     if (err || err2) {
         fprintf(stderr, "bench_placement: %s / %s\n", as_strerror(err), as_strerror(err2));
         return 1;

@@ -27,23 +27,10 @@
 #include "agentsched/pred.h"
 #include "agentsched/sched.h"
 #include "agentsched/score.h"
+#include "bench_clock.h"
 
 #define GI    ((int64_t)1 << 30)
 #define NPODS 256
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static long rss_kb(void)
 {
@@ -216,10 +203,10 @@ typedef struct run_arg {
 static void *run_evaluate(void *argp)
 {
     run_arg *a = argp;
-    double c0 = cpu_s();
-    double end = now_s() + a->secs;
+    double c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
+    double end = bench_now_s() + a->secs;
     uint64_t k = (uint64_t)a->tid * 7;
-    while (now_s() < end) {
+    while (bench_now_s() < end) {
         for (int i = 0; i < 16; i++) {
             sched_request req = {.pod = a->w->pods[k++ % NPODS],
                                  .policy = a->w->pol,
@@ -233,7 +220,7 @@ static void *run_evaluate(void *argp)
             a->decisions++;
         }
     }
-    a->cpu = cpu_s() - c0;
+    a->cpu = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
     return NULL;
 }
 
@@ -245,7 +232,7 @@ static double rate_threads(world *w, int threads, double secs, double *per_cpu,
 {
     pthread_t th[8];
     run_arg args[8];
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int t = 0; t < threads; t++) {
         args[t] = (run_arg){w, secs, t, 0, 0, 0, max_feasible};
         pthread_create(&th[t], NULL, run_evaluate, &args[t]);
@@ -259,7 +246,7 @@ static double rate_threads(world *w, int threads, double secs, double *per_cpu,
     }
     if (per_cpu)
         *per_cpu = cpu > 0 ? (double)total / cpu : 0;
-    return (double)total / (now_s() - t0);
+    return (double)total / (bench_now_s() - t0);
 }
 
 static double rate_naive(world *w, double secs, double *per_cpu)
@@ -268,14 +255,14 @@ static double rate_naive(world *w, double secs, double *per_cpu)
     snap_node *snap = malloc(n * sizeof *snap);
     snap_node **feas = malloc(n * sizeof *feas);
     uint64_t count = 0, k = 0;
-    double c0 = cpu_s();
-    double t0 = now_s(), end = t0 + secs;
-    while (now_s() < end) {
+    double c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
+    double t0 = bench_now_s(), end = t0 + secs;
+    while (bench_now_s() < end) {
         naive_decide(w, w->pods[k++ % NPODS], snap, feas);
         count++;
     }
-    double rate = (double)count / (now_s() - t0);
-    *per_cpu = (double)count / (cpu_s() - c0);
+    double rate = (double)count / (bench_now_s() - t0);
+    *per_cpu = (double)count / (bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0);
     free(snap);
     free(feas);
     return rate;
@@ -283,12 +270,12 @@ static double rate_naive(world *w, double secs, double *per_cpu)
 
 static double rate_cycle(world *w, double secs)
 {
-    double c0 = cpu_s();
+    double c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
     binder *b;
     binder_new(w->c, NULL, &b);
     uint64_t count = 0, k = 0;
-    double t0 = now_s(), end = t0 + secs;
-    while (now_s() < end) {
+    double t0 = bench_now_s(), end = t0 + secs;
+    while (bench_now_s() < end) {
         const model_pod *pod = w->pods[k++ % NPODS];
         sched_request req = {.pod = pod, .policy = w->pol, .k = 3};
         sched_result r;
@@ -300,7 +287,7 @@ static double rate_cycle(world *w, double secs)
         count++;
     }
     (void)t0;
-    double rate = (double)count / (cpu_s() - c0);
+    double rate = (double)count / (bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0);
     binder_free(b);
     return rate;
 }

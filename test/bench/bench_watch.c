@@ -21,15 +21,11 @@
 #include "agentsched/cache.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
+#include "bench_clock.h"
 
-/* CPU time of this (single) thread: the machine is shared, wall time is not
- * a measurement. */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+/* Times are CPU time of this (single) thread (bench_clock_s with
+ * CLOCK_THREAD_CPUTIME_ID): the machine is shared, wall time is not a
+ * measurement. */
 
 static long rss_kb(const char *field)
 {
@@ -153,7 +149,7 @@ int main(int argc, char **argv)
         k8s_stream_new(K8S_KIND_POD, c, NULL, 0, &ps))
         return 1;
     static char chunk[64 * 1024];
-    double t0 = now_s();
+    double t0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
     const char *paths[2] = {npath, ppath};
     k8s_stream *streams[2] = {ns, ps};
     for (int k = 0; k < 2; k++) {
@@ -167,11 +163,11 @@ int main(int argc, char **argv)
         if (f)
             fclose(f);
     }
-    double apply_s = now_s() - t0;
+    double apply_s = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
     long rss1 = rss_kb("VmRSS"), hwm = rss_kb("VmHWM");
 
     /* Baseline: the same bytes through jansson only. */
-    t0 = now_s();
+    t0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
     long parsed = 0;
     for (int k = 0; k < 2; k++) {
         FILE *f = fopen(paths[k], "rb");
@@ -184,7 +180,7 @@ int main(int argc, char **argv)
         if (f)
             fclose(f);
     }
-    double parse_s = now_s() - t0;
+    double parse_s = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
 
     cache_stats st;
     cache_get_stats(c, &st);
