@@ -15,8 +15,10 @@
 
 #include "agentsched/buf.h"
 #include "agentsched/cache.h"
+#include "agentsched/http.h"
 #include "agentsched/model.h"
 #include "agentsched/svc.h"
+#include "bench_clock.h"
 
 #define BENCH_NODES 5000
 #define BENCH_NAMES 500
@@ -162,6 +164,32 @@ static inline char *bench_nodes_body(void)
     size_t len;
     buf_take(&b, &out, &len);
     return out;
+}
+
+/* bench_handler_cpu_ns runs fn iters times on body (NULL: GET without body) and
+ * returns the CPU ns per call; the request pool and response buffer are
+ * created per call, as the server does. */
+static inline double bench_handler_cpu_ns(svc *s, http_handler_fn fn, const char *body, int iters)
+{
+    size_t len = body ? strlen(body) : 0;
+    double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < iters; i++) {
+        http_request req = {.method = body ? "POST" : "GET",
+                            .path = "/",
+                            .body = body ? body : "",
+                            .body_len = len,
+                            .pool = pool_new(0)};
+        http_response resp = {.status = 200};
+        buf_init(&resp.body, 0);
+        fn(s, &req, &resp);
+        if (resp.status != 200) {
+            fprintf(stderr, "handler answered %d: %.200s\n", resp.status, resp.body.data);
+            exit(1);
+        }
+        buf_free(&resp.body);
+        pool_free(req.pool);
+    }
+    return (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / iters;
 }
 
 #endif

@@ -252,28 +252,6 @@ static void print_run(const char *what, run_result r, double base)
 
 /* ---- in-process costs (thread CPU time: robust on a loaded machine) -- */
 
-/* handler_cpu_ms calls a handler directly (no HTTP) and returns the CPU
- * time per call in ms. */
-static double handler_cpu_ms(svc *s, http_handler_fn fn, const char *body, int iters)
-{
-    size_t len = strlen(body);
-    double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    for (int i = 0; i < iters; i++) {
-        http_request req = {
-            .method = "POST", .path = "/", .body = body, .body_len = len, .pool = pool_new(0)};
-        http_response resp = {.status = 200};
-        buf_init(&resp.body, 0);
-        fn(s, &req, &resp);
-        if (resp.status != 200) {
-            fprintf(stderr, "handler answered %d: %.200s\n", resp.status, resp.body.data);
-            exit(1);
-        }
-        buf_free(&resp.body);
-        pool_free(req.pool);
-    }
-    return (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / iters / 1e6;
-}
-
 /* ---- decoding ------------------------------------------------------ */
 
 static void bench_decode(const char *body)
@@ -391,9 +369,9 @@ int main(int argc, char **argv)
     bench_decode(names);
     printf("handler CPU per call, no HTTP: filter %.3f ms, prioritize %.3f ms, full-Nodes filter "
            "%.3f ms\n",
-           handler_cpu_ms(s, extender_handle_filter, names, 500),
-           handler_cpu_ms(s, extender_handle_prioritize, names, 500),
-           handler_cpu_ms(s, extender_handle_filter, nodes, 20));
+           bench_handler_cpu_ns(s, extender_handle_filter, names, 500) / 1e6,
+           bench_handler_cpu_ns(s, extender_handle_prioritize, names, 500) / 1e6,
+           bench_handler_cpu_ns(s, extender_handle_filter, nodes, 20) / 1e6);
 
     /* Paced runs that could not keep up show it as fewer req/s. */
     bool kept = fl.rps >= 0.95 * rate && cyl.rps >= 0.95 * rate;

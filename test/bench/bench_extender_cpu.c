@@ -34,32 +34,6 @@
 #define NODES BENCH_NODES
 #define NAMES BENCH_NAMES
 
-/* per_call_ns runs fn iters times on body (NULL: GET without body) and
- * returns the CPU ns per call; the request pool and response buffer are
- * created per call, as the server does. */
-static double per_call_ns(svc *s, http_handler_fn fn, const char *body, int iters)
-{
-    size_t len = body ? strlen(body) : 0;
-    double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    for (int i = 0; i < iters; i++) {
-        http_request req = {.method = body ? "POST" : "GET",
-                            .path = "/",
-                            .body = body ? body : "",
-                            .body_len = len,
-                            .pool = pool_new(0)};
-        http_response resp = {.status = 200};
-        buf_init(&resp.body, 0);
-        fn(s, &req, &resp);
-        if (resp.status != 200) {
-            fprintf(stderr, "handler answered %d: %.200s\n", resp.status, resp.body.data);
-            exit(1);
-        }
-        buf_free(&resp.body);
-        pool_free(req.pool);
-    }
-    return (bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / iters;
-}
-
 /* per_cycle_ns runs kube-scheduler's cycle iters times: filter, then
  * prioritize with the same body, a different pod each cycle; returns the
  * CPU ns per cycle (two calls). */
@@ -68,8 +42,8 @@ static double per_cycle_ns(svc *s, char **bodies, int nbodies, int iters)
     double t = 0;
     for (int i = 0; i < iters; i++) {
         const char *b = bodies[i % nbodies];
-        t += per_call_ns(s, extender_handle_filter, b, 1);
-        t += per_call_ns(s, extender_handle_prioritize, b, 1);
+        t += bench_handler_cpu_ns(s, extender_handle_filter, b, 1);
+        t += bench_handler_cpu_ns(s, extender_handle_prioritize, b, 1);
     }
     return t / iters;
 }
@@ -108,18 +82,18 @@ int main(int argc, char **argv)
     bool all = strcmp(which, "all") == 0;
 
     /* warm up (caches, policy tables, allocator) */
-    per_call_ns(s, extender_handle_filter, names, 5);
-    per_call_ns(s, extender_handle_prioritize, names, 5);
+    bench_handler_cpu_ns(s, extender_handle_filter, names, 5);
+    bench_handler_cpu_ns(s, extender_handle_prioritize, names, 5);
 
-    double base = per_call_ns(s, hz, NULL, all ? iters * 10 : iters);
+    double base = bench_handler_cpu_ns(s, hz, NULL, all ? iters * 10 : iters);
     printf("%d nodes, %d names, %d iterations (CPU time per call)\n", NODES, NAMES, iters);
     printf("%-34s %10.0f ns\n", "/healthz handler (baseline)", base);
     if (all || strcmp(which, "filter") == 0) {
-        double t = per_call_ns(s, extender_handle_filter, names, iters);
+        double t = bench_handler_cpu_ns(s, extender_handle_filter, names, iters);
         printf("%-34s %10.0f ns  %.1fx baseline\n", "filter (500 NodeNames)", t, t / base);
     }
     if (all || strcmp(which, "prioritize") == 0) {
-        double t = per_call_ns(s, extender_handle_prioritize, names, iters);
+        double t = bench_handler_cpu_ns(s, extender_handle_prioritize, names, iters);
         printf("%-34s %10.0f ns  %.1fx baseline\n", "prioritize (500 NodeNames)", t, t / base);
     }
     if (all || strcmp(which, "cycle") == 0) {
@@ -136,7 +110,7 @@ int main(int argc, char **argv)
     }
     if (all || strcmp(which, "nodes") == 0) {
         int it = all ? iters / 10 + 1 : iters;
-        double t = per_call_ns(s, extender_handle_filter, nodes, it);
+        double t = bench_handler_cpu_ns(s, extender_handle_filter, nodes, it);
         printf("%-34s %10.0f ns  %.1fx baseline (%zu KB body)\n", "filter (500 Nodes)", t, t / base,
                strlen(nodes) / 1024);
     }
