@@ -53,6 +53,23 @@ configure_build() { # dir cmake-args...
     cmake --build "$ROOT/$dir" -j "$JOBS" -- -k 0
 }
 
+# The tail above can lose a failed test's output among the later tests'
+# lines (ctest -j interleaves them), so print each failed test's whole
+# output again from ctest's own log, up to 150 lines per test.
+print_failed_output() { # dir
+    local tmp=$1/Testing/Temporary name
+    [ -f "$tmp/LastTestsFailed.log" ] && [ -f "$tmp/LastTest.log" ] || return 0
+    while IFS= read -r name || [ -n "$name" ]; do
+        name=${name#*:}
+        echo "--- output of failed test $name:"
+        awk -v n="$name" '
+            $0 ~ /^[0-9]+\/[0-9]+ Test: / && $3 == n { on = 1 }
+            on { print }
+            on && index($0, "\"" n "\" end time:") == 1 { on = 0 }
+        ' "$tmp/LastTest.log" | head -n 150
+    done <"$tmp/LastTestsFailed.log"
+}
+
 run_ctest() { # dir label
     local dir=$1 label=$2 t0 rc logs
     t0=$(date +%s)
@@ -69,6 +86,7 @@ run_ctest() { # dir label
         ctest --test-dir "$ROOT/$dir" -L "^$label\$" --output-on-failure --no-tests=ignore \
         -j "$JOBS" 2>&1 | tail -n 80
     rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || print_failed_output "$ROOT/$dir"
     if [ -n "$(ls -A "$logs")" ]; then
         echo "--- sanitizer reports in $logs:"
         for f in "$logs"/*; do

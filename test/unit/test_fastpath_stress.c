@@ -58,19 +58,25 @@ static as_err flaky_bind(void *arg, const model_pod *pod, const char *node, as_d
     pthread_mutex_lock(&w->mu);
     bool fail = rand_r(&w->seed) % 20 == 0; /* 5% */
     bool confirm = rand_r(&w->seed) % 2 == 0;
-    if (fail)
+    if (fail) {
         w->fails++;
-    else
+    } else {
         w->bound[pod_index(pod->name)] = 1;
+        if (confirm) {
+            /* The watch shows it bound: ASSUMED -> BOUND. Under w->mu, as
+             * the churn thread deletes under it too: a real watch delivers
+             * a pod's events in order, so a confirmation never arrives
+             * after the pod's deletion (doing that would resurrect a
+             * deleted pod onto a node whose room was already reused, and
+             * the checker would blame the binder). */
+            model_pod tmp = *pod;
+            tmp.node_name = node;
+            cache_pod_upsert(w->s->cache, &tmp);
+        }
+    }
     pthread_mutex_unlock(&w->mu);
     if (fail)
         return as_diag_set(diag, AS_EHTTP, NULL, "scripted 500");
-    if (confirm) {
-        /* the watch shows it bound: ASSUMED -> BOUND */
-        model_pod tmp = *pod;
-        tmp.node_name = node;
-        cache_pod_upsert(w->s->cache, &tmp);
-    }
     return AS_OK;
 }
 
@@ -108,15 +114,16 @@ static void *churn(void *arg)
         }
         for (int tries = 0; tries < 8; tries++) {
             int i = rand_r(&seed) % PODS;
+            char uid[16];
+            snprintf(uid, sizeof uid, "p%d", i);
             pthread_mutex_lock(&w->mu);
             bool go = w->bound[i] && !w->deleted[i];
-            if (go)
+            if (go) {
                 w->deleted[i] = 1;
+                cache_pod_delete(w->s->cache, uid);
+            }
             pthread_mutex_unlock(&w->mu);
             if (go) {
-                char uid[16];
-                snprintf(uid, sizeof uid, "p%d", i);
-                cache_pod_delete(w->s->cache, uid);
                 model_pod *p = fx_pod(uid, uid, 1, 1);
                 fx_pod_bind(p, "n0");
                 if (!fastpath_pod_event(w->fp, K8S_EV_DELETED, p))
