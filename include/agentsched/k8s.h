@@ -108,6 +108,19 @@ as_err k8s_conn_in_cluster(const char *sa_dir, k8s_conn **out, as_diag *diag);
 void k8s_conn_free(k8s_conn *conn);
 
 /*
+ * k8s_conn_route applies tls-server-name the way client-go does (the name
+ * the server's certificate is checked against and sent as SNI, while the
+ * connection still goes to the server's address). For an https server
+ * with tls_server_name set, *url_base is the server URL with its host
+ * replaced by that name and *connect_to the libcurl CURLOPT_CONNECT_TO
+ * entry "NAME:PORT:HOST:PORT" sending those requests to the real address;
+ * otherwise *url_base is a copy of server and *connect_to NULL. Both owned
+ * by the caller (free). AS_EINVAL (diag names "server") when the server
+ * URL has no host or a bad port; AS_ENOMEM.
+ */
+as_err k8s_conn_route(const k8s_conn *conn, char **url_base, char **connect_to, as_diag *diag);
+
+/*
  * k8s_base64_decode decodes standard base64 (padding optional, whitespace
  * ignored) into a malloc'ed blob. AS_EINVAL on bad input.
  */
@@ -416,7 +429,6 @@ as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, co
                              const char *status, const char *reason, const char *message,
                              as_diag *diag);
 
-
 /* ------------------------------------------------------------------ */
 /* NodeShard writes and leases (shard_status.c, added by the shards    */
 /* helper)                                                             */
@@ -438,8 +450,7 @@ as_err k8s_patch(k8s_client *k, const char *path, const char *content_type, cons
  * CRD); AS_EAUTH on 401/403; AS_EHTTP otherwise; transport errors as
  * k8s_request.
  */
-as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status,
-                              as_diag *diag);
+as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status, as_diag *diag);
 
 /*
  * k8s_shard_put_desired sets spec.nodesDesired of NodeShard name to

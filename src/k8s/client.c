@@ -189,10 +189,10 @@ static void current_token(k8s_client *k, char *out, size_t outlen)
 
 char *k8s_url(k8s_client *k, const char *path)
 {
-    size_t n = strlen(k->conn->server) + strlen(path) + 1;
+    size_t n = strlen(k->url_base) + strlen(path) + 1;
     char *u = malloc(n);
     if (u)
-        snprintf(u, n, "%s%s", k->conn->server, path);
+        snprintf(u, n, "%s%s", k->url_base, path);
     return u;
 }
 
@@ -202,6 +202,8 @@ as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
     const k8s_conn *c = k->conn;
     *hdrs = NULL;
     curl_easy_setopt(h, CURLOPT_URL, url);
+    if (k->connect_to)
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, k->connect_to);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
@@ -613,6 +615,20 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
                           "live mode needs --kubeconfig FILE or --in-cluster");
     if (err)
         goto fail;
+    char *connect_to = NULL;
+    if ((err = k8s_conn_route(k->conn, &k->url_base, &connect_to, diag)))
+        goto fail;
+    if (connect_to) {
+        k->connect_to = curl_slist_append(NULL, connect_to);
+        free(connect_to);
+        if (!k->connect_to) {
+            err = AS_ENOMEM;
+            goto fail;
+        }
+        log_info("msg=\"checking the API server certificate against tls-server-name\" "
+                 "url=%s server=%s",
+                 k->url_base, k->conn->server);
+    }
     if (k->conn->token && !(k->token = strdup(k->conn->token))) {
         err = AS_ENOMEM;
         goto fail;
@@ -674,6 +690,8 @@ void k8s_client_free(k8s_client *k)
     k8s_client_stop(k);
     k8s_shards_free(k->shards, k->nshards);
     k8s_conn_free(k->conn);
+    free(k->url_base);
+    curl_slist_free_all(k->connect_to);
     free(k->token);
     free(k->scheduler_name);
     free(k->pod_field_selector);

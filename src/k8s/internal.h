@@ -41,6 +41,8 @@ struct k8s_client {
     char *scheduler_name;
     char *pod_field_selector;
     k8s_conn *conn;
+    char *url_base;                /* conn->server, host replaced by tls-server-name */
+    struct curl_slist *connect_to; /* routes url_base's host to the server; or NULL */
     cache *cache;
     struct svc *svc; /* NULL outside k8s_start; gets ready=1 after sync */
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -373,6 +374,69 @@ done:
     k8s_conn_free(c);
     free(dir);
     return err;
+}
+
+/* See k8s.h. */
+as_err k8s_conn_route(const k8s_conn *c, char **url_base, char **connect_to, as_diag *diag)
+{
+    *url_base = NULL;
+    *connect_to = NULL;
+    const char *srv = c->server ? c->server : "";
+    static const char https[] = "https://";
+    if (!c->tls_server_name || !c->tls_server_name[0] ||
+        strncasecmp(srv, https, sizeof https - 1) != 0) {
+        /* Plain http has no certificate to name: client-go ignores the
+         * setting there too. */
+        return (*url_base = strdup(srv)) ? AS_OK : AS_ENOMEM;
+    }
+    if (c->tls_server_name[strspn(c->tls_server_name, "abcdefghijklmnopqrstuvwxyz"
+                                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")])
+        return as_diag_set(diag, AS_EINVAL, "tls-server-name",
+                           "tls-server-name '%s' is not a DNS name (letters, digits, '.', '-')",
+                           c->tls_server_name);
+    const char *host = srv + sizeof https - 1;
+    const char *rest = host + strcspn(host, "/?#");
+    const char *hend; /* one past the host (brackets kept for IPv6) */
+    if (*host == '[') {
+        const char *rb = memchr(host, ']', (size_t)(rest - host));
+        if (!rb)
+            return as_diag_set(diag, AS_EINVAL, "server",
+                               "server %s: unterminated IPv6 address; write it as "
+                               "https://[ADDR]:PORT",
+                               srv);
+        hend = rb + 1;
+    } else {
+        hend = memchr(host, ':', (size_t)(rest - host));
+        if (!hend)
+            hend = rest;
+    }
+    if (hend == host || (*host == '[' && hend - host <= 2))
+        return as_diag_set(diag, AS_EINVAL, "server", "server %s has no host", srv);
+    long port = 443;
+    if (hend < rest) {
+        if (*hend != ':')
+            return as_diag_set(diag, AS_EINVAL, "server", "server %s: bad text after the host",
+                               srv);
+        char *end = NULL;
+        port = strtol(hend + 1, &end, 10);
+        if (end != rest || hend + 1 == rest || port < 1 || port > 65535)
+            return as_diag_set(diag, AS_EINVAL, "server",
+                               "server %s: port must be a number from 1 to 65535", srv);
+    }
+    int hlen = (int)(hend - host);
+    int n1 = snprintf(NULL, 0, "https://%s:%ld%s", c->tls_server_name, port, rest);
+    int n2 = snprintf(NULL, 0, "%s:%ld:%.*s:%ld", c->tls_server_name, port, hlen, host, port);
+    char *u = malloc((size_t)n1 + 1), *t = malloc((size_t)n2 + 1);
+    if (!u || !t) {
+        free(u);
+        free(t);
+        return AS_ENOMEM;
+    }
+    snprintf(u, (size_t)n1 + 1, "https://%s:%ld%s", c->tls_server_name, port, rest);
+    snprintf(t, (size_t)n2 + 1, "%s:%ld:%.*s:%ld", c->tls_server_name, port, hlen, host, port);
+    *url_base = u;
+    *connect_to = t;
+    return AS_OK;
 }
 
 /* See k8s.h. */

@@ -1,7 +1,8 @@
 /*
  * fuzz_kubeconfig.c - libFuzzer target for kubeconfig decoding: YAML/JSON
  * through doc_parse, then k8s_conn_from_kubeconfig_json with the current
- * context and with a context named by the input. Must not crash or leak.
+ * context and with a context named by the input, and the resulting server
+ * and tls-server-name through k8s_conn_route. Must not crash or leak.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +22,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         AS_OK) {
         if (!c || !c->server)
             abort();
+        /* The server URL and tls-server-name are routed as the client
+         * would: either both outputs (url) or an error and neither. */
+        char *url = NULL, *to = NULL;
+        if (k8s_conn_route(c, &url, &to, &d) == AS_OK) {
+            if (!url || (to && !c->tls_server_name))
+                abort();
+        } else if (url || to) {
+            abort();
+        }
+        free(url);
+        free(to);
         k8s_conn_free(c);
     } else if (c) {
         abort();

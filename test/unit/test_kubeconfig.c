@@ -276,6 +276,59 @@ Test(kubeconfig, client_errors)
     model_registry_destroy(&reg);
 }
 
+Test(kubeconfig, tls_server_name_routes)
+{
+    static const struct {
+        const char *server, *name, *url, *connect_to;
+        as_err err;
+        const char *field;
+    } cases[] = {
+        {"https://10.0.0.1:6443", NULL, "https://10.0.0.1:6443", NULL, AS_OK, NULL},
+        {"https://10.0.0.1:6443", "", "https://10.0.0.1:6443", NULL, AS_OK, NULL},
+        {"https://10.0.0.1:6443", "kubernetes.default", "https://kubernetes.default:6443",
+         "kubernetes.default:6443:10.0.0.1:6443", AS_OK, NULL},
+        {"https://api.example.com", "k8s", "https://k8s:443", "k8s:443:api.example.com:443", AS_OK,
+         NULL},
+        {"https://[::1]:6443", "k8s", "https://k8s:6443", "k8s:6443:[::1]:6443", AS_OK, NULL},
+        {"https://10.0.0.1:6443/prefix", "k8s", "https://k8s:6443/prefix", "k8s:6443:10.0.0.1:6443",
+         AS_OK, NULL},
+        {"HTTPS://h:1", "k8s", "https://k8s:1", "k8s:1:h:1", AS_OK, NULL},
+        /* plain http: nothing to name, as in client-go */
+        {"http://127.0.0.1:8080", "k8s", "http://127.0.0.1:8080", NULL, AS_OK, NULL},
+        {"https://10.0.0.1:0", "k8s", NULL, NULL, AS_EINVAL, "server"},
+        {"https://10.0.0.1:70000", "k8s", NULL, NULL, AS_EINVAL, "server"},
+        {"https://10.0.0.1:", "k8s", NULL, NULL, AS_EINVAL, "server"},
+        {"https://10.0.0.1:64x", "k8s", NULL, NULL, AS_EINVAL, "server"},
+        {"https://:6443", "k8s", NULL, NULL, AS_EINVAL, "server"},
+        {"https://[::1:6443", "k8s", NULL, NULL, AS_EINVAL, "server"},
+        {"https://[::1]x", "k8s", NULL, NULL, AS_EINVAL, "server"},
+        {"https://h:1", "k8s:1", NULL, NULL, AS_EINVAL, "tls-server-name"},
+        {"https://h:1", "a/b", NULL, NULL, AS_EINVAL, "tls-server-name"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        k8s_conn c = {0};
+        c.server = (char *)cases[i].server;
+        c.tls_server_name = (char *)cases[i].name;
+        char *url = NULL, *to = NULL;
+        as_diag d = {{0}, {0}};
+        as_err err = k8s_conn_route(&c, &url, &to, &d);
+        cr_assert_eq(err, cases[i].err, "%s %s: %s", cases[i].server, cases[i].name, d.msg);
+        if (err) {
+            cr_assert_null(url);
+            cr_assert_null(to);
+            cr_assert_str_eq(d.field, cases[i].field, "%s: %s", cases[i].server, d.msg);
+            continue;
+        }
+        cr_assert_str_eq(url, cases[i].url);
+        if (cases[i].connect_to)
+            cr_assert_str_eq(to, cases[i].connect_to);
+        else
+            cr_assert_null(to);
+        free(url);
+        free(to);
+    }
+}
+
 Test(kubeconfig, rate_limiter_paces_requests)
 {
     log_set_level(LOG_WARN);
@@ -410,7 +463,7 @@ Test(k8s_tls, ca_and_client_cert_files_and_blobs)
              "-keyout ca.key -out ca.crt -days 1 -subj /CN=test-ca && "
              "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
              "-keyout other.key -out other.crt -days 1 -subj /CN=other-ca && "
-             "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
+             "printf 'subjectAltName=IP:127.0.0.1,DNS:api.agentsched.test\\n' > san.ext && "
              "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
              "-keyout srv.key -out srv.csr -subj /CN=127.0.0.1 && "
              "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
@@ -463,6 +516,16 @@ Test(k8s_tls, ca_and_client_cert_files_and_blobs)
     b.cert_data = slurp(cli_crt);
     b.key_data = slurp(cli_key);
     cr_assert_eq(tls_get(&reg, &b, &err, msg, sizeof msg), 200, "blobs: %s", msg);
+
+    /* tls-server-name: the certificate is checked against that name (and
+     * the connection still goes to 127.0.0.1): a name the certificate
+     * does not carry fails, its own DNS name passes. */
+    k8s_conn sn = b;
+    sn.tls_server_name = "wrong.agentsched.test";
+    cr_assert_eq(tls_get(&reg, &sn, &err, msg, sizeof msg), 0);
+    cr_assert_eq(err, AS_EIO, "%s", msg);
+    sn.tls_server_name = "api.agentsched.test";
+    cr_assert_eq(tls_get(&reg, &sn, &err, msg, sizeof msg), 200, "tls-server-name: %s", msg);
 
     /* The wrong CA fails verification; insecure-skip-tls-verify gets through. */
     k8s_conn w = b;
