@@ -195,8 +195,8 @@ Test(fastpath, binds_every_pending_pod_once)
         snprintf(name, sizeof name, "p%02d", i);
         cr_assert_eq(fastpath_offer(fp, agent(name, 300)), AS_OK);
     }
-    cr_assert(wait_bound(30, 5000), "bound %d of 30", nbound());
-    cr_assert(fastpath_wait_idle(fp, 2000));
+    cr_assert(wait_bound(30, 5000 * FX_SLOW), "bound %d of 30", nbound());
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
     /* every pod exactly once, and the cache holds them as assumed */
     for (int i = 0; i < 30; i++) {
         snprintf(name, sizeof name, "p%02d", i);
@@ -227,11 +227,11 @@ Test(fastpath, unschedulable_pod_is_reported_then_bound_when_a_node_is_added)
     add_node("small-2", 1000);
     cr_assert_eq(fastpath_start(fp), AS_OK);
     cr_assert_eq(fastpath_offer(fp, agent("big", 3000)), AS_OK);
-    int64_t end = mono_ms() + 3000;
+    int64_t end = mono_ms() + 3000 * FX_SLOW;
     while (queue_where_is(fastpath_queue(fp), "big", NULL) != QUEUE_UNSCHED && mono_ms() < end)
         usleep(1000);
     cr_assert_eq(queue_where_is(fastpath_queue(fp), "big", NULL), QUEUE_UNSCHED);
-    end = mono_ms() + 3000;
+    end = mono_ms() + 3000 * FX_SLOW;
     while (nunsched() < 1 && mono_ms() < end)
         usleep(1000);
     pthread_mutex_lock(&api.mu);
@@ -245,7 +245,7 @@ Test(fastpath, unschedulable_pod_is_reported_then_bound_when_a_node_is_added)
     usleep(30000);
     int64_t t0 = mono_ms();
     add_node("big-node", 8000);
-    cr_assert(wait_bound(1, 1000), "not bound within a second of the node's arrival");
+    cr_assert(wait_bound(1, 1000 * FX_SLOW), "not bound within a second of the node's arrival");
     int64_t took = mono_ms() - t0;
     cr_assert_str_eq(bound_node_of("big"), "big-node");
     cr_log_info("bound %lld ms after the node was added", (long long)took);
@@ -258,7 +258,7 @@ Test(fastpath, heartbeat_does_not_retry_but_capacity_does)
     add_node("n1", 1000);
     cr_assert_eq(fastpath_start(fp), AS_OK);
     cr_assert_eq(fastpath_offer(fp, agent("p", 1500)), AS_OK);
-    int64_t end = mono_ms() + 3000;
+    int64_t end = mono_ms() + 3000 * FX_SLOW;
     while (queue_where_is(fastpath_queue(fp), "p", NULL) != QUEUE_UNSCHED && mono_ms() < end)
         usleep(1000);
     cr_assert_eq(queue_where_is(fastpath_queue(fp), "p", NULL), QUEUE_UNSCHED);
@@ -269,7 +269,7 @@ Test(fastpath, heartbeat_does_not_retry_but_capacity_does)
     cr_assert_eq(queue_where_is(fastpath_queue(fp), "p", NULL), QUEUE_UNSCHED);
     /* More allocatable: moved back and bound. */
     add_node("n1", 2000);
-    cr_assert(wait_bound(1, 1000));
+    cr_assert(wait_bound(1, 1000 * FX_SLOW));
     teardown();
 }
 
@@ -281,7 +281,7 @@ Test(fastpath, api_bind_failure_releases_and_retries_with_backoff)
     api.fail_with = AS_EHTTP;
     cr_assert_eq(fastpath_start(fp), AS_OK);
     cr_assert_eq(fastpath_offer(fp, agent("p", 800)), AS_OK);
-    cr_assert(wait_bound(1, 3000));
+    cr_assert(wait_bound(1, 3000 * FX_SLOW));
     fastpath_stats st;
     fastpath_get_stats(fp, &st);
     cr_assert_eq(st.bind_failed, 2);
@@ -311,7 +311,7 @@ Test(fastpath, released_capacity_goes_to_the_waiting_pod)
         pthread_cond_wait(&api.cond, &api.mu);
     pthread_mutex_unlock(&api.mu);
     cr_assert_eq(fastpath_offer(fp, agent("b", 800)), AS_OK);
-    int64_t end = mono_ms() + 3000;
+    int64_t end = mono_ms() + 3000 * FX_SLOW;
     while (queue_where_is(fastpath_queue(fp), "b", NULL) != QUEUE_UNSCHED && mono_ms() < end)
         usleep(1000);
     cr_assert_eq(queue_where_is(fastpath_queue(fp), "b", NULL), QUEUE_UNSCHED);
@@ -319,9 +319,9 @@ Test(fastpath, released_capacity_goes_to_the_waiting_pod)
     api.block = false;
     pthread_cond_broadcast(&api.cond);
     pthread_mutex_unlock(&api.mu);
-    cr_assert(wait_bound(1, 2000));
+    cr_assert(wait_bound(1, 2000 * FX_SLOW));
     cr_assert_str_eq(bound_node_of("b"), "n1");
-    cr_assert(fastpath_wait_idle(fp, 2000));
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
     cache_pod_info info;
     cache_pod_lookup(s->cache, "a", &info);
     cr_assert_eq(info.state, CACHE_POD_ABSENT);
@@ -339,8 +339,8 @@ Test(fastpath, two_pods_one_slot_many_workers)
         cr_assert_eq(fastpath_offer(fp, agent("x", 700)), AS_OK);
         cr_assert_eq(fastpath_offer(fp, agent("y", 700)), AS_OK);
         cr_assert_eq(fastpath_start(fp), AS_OK);
-        cr_assert(wait_bound(1, 2000));
-        cr_assert(fastpath_wait_idle(fp, 2000));
+        cr_assert(wait_bound(1, 2000 * FX_SLOW));
+        cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
         cr_assert_eq(nbound(), 1);
         queue_stats qs;
         queue_get_stats(fastpath_queue(fp), &qs);
@@ -372,7 +372,7 @@ Test(fastpath, deleted_during_bind_leaves_nothing_behind)
     api.block = false;
     pthread_cond_broadcast(&api.cond);
     pthread_mutex_unlock(&api.mu);
-    cr_assert(fastpath_wait_idle(fp, 2000));
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
     queue_stats qs;
     queue_get_stats(fastpath_queue(fp), &qs);
     cr_assert_eq(qs.total, 0);
@@ -424,8 +424,8 @@ Test(fastpath, metrics_are_exported)
     cr_assert_eq(fastpath_start(fp), AS_OK);
     cr_assert_eq(fastpath_offer(fp, agent("a", 500)), AS_OK);
     cr_assert_eq(fastpath_offer(fp, agent("b", 5000)), AS_OK);
-    cr_assert(wait_bound(1, 2000));
-    cr_assert(fastpath_wait_idle(fp, 2000));
+    cr_assert(wait_bound(1, 2000 * FX_SLOW));
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
     usleep(30000); /* one watcher period publishes the depths */
     buf out;
     buf_init(&out, 0);
@@ -458,7 +458,7 @@ Test(fastpath, every_unschedulable_pod_is_reported_once)
         snprintf(name, sizeof name, "u%02d", i);
         cr_assert_eq(fastpath_offer(fp, agent(name, 2000)), AS_OK);
     }
-    int64_t end = mono_ms() + 5000;
+    int64_t end = mono_ms() + 5000 * FX_SLOW;
     while (nunsched() < 40 && mono_ms() < end)
         usleep(1000);
     usleep(20000);

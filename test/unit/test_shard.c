@@ -295,7 +295,7 @@ Test(shard_coord, publisher_thread_publishes_once_gate_opens)
     nanosleep(&ts, NULL);
     cr_assert_eq(__atomic_load_n(&publishes, __ATOMIC_SEQ_CST), 0);
     shard_decision_end(sc, r);
-    for (int i = 0; i < 200 && !__atomic_load_n(&publishes, __ATOMIC_SEQ_CST); i++)
+    for (int i = 0; i < 200 * FX_SLOW && !__atomic_load_n(&publishes, __ATOMIC_SEQ_CST); i++)
         nanosleep(&ts, NULL);
     shard_coord_free(sc); /* joins the thread before we read */
     cr_assert_eq(publishes, 1);
@@ -419,7 +419,7 @@ Test(shard_coord, gate_holds_under_concurrent_decisions)
         pthread_join(th[i], NULL);
     /* With the deciders gone the last status goes out. */
     shard_coord_stats st;
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 200 * FX_SLOW; i++) {
         shard_coord_get_stats(S.sc, &st);
         if (!st.pending_revision)
             break;
