@@ -34,15 +34,8 @@
 static void reply_error(http_response *resp, int status, bool with_error, const as_diag *d,
                         as_err err)
 {
-    const char *msg = d && d->msg[0] ? d->msg : as_strerror(err);
+    const char *msg = http_error_begin(resp, status, d, err);
     buf *o = &resp->body;
-    resp->status = status;
-    resp->content_type = "application/json";
-    buf_reset(o);
-    buf_puts(o, "{\"error\":");
-    buf_json_cstr(o, msg);
-    buf_puts(o, ",\"field\":");
-    buf_json_cstr(o, d ? d->field : "");
     if (with_error) {
         buf_puts(o, ",\"Error\":");
         buf_json_cstr(o, msg);

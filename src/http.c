@@ -95,6 +95,21 @@ void http_error(http_response *resp, int status, const char *field, const char *
 }
 
 /* See http.h. */
+const char *http_error_begin(http_response *resp, int status, const as_diag *d, as_err err)
+{
+    const char *msg = d && d->msg[0] ? d->msg : as_strerror(err);
+    buf *o = &resp->body;
+    resp->status = status;
+    resp->content_type = "application/json";
+    buf_reset(o);
+    buf_puts(o, "{\"error\":");
+    buf_json_cstr(o, msg);
+    buf_puts(o, ",\"field\":");
+    buf_json_cstr(o, d ? d->field : "");
+    return msg;
+}
+
+/* See http.h. */
 int http_status_for_err(as_err err)
 {
     switch (err) {

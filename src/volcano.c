@@ -35,15 +35,8 @@ typedef enum errf {
 
 static void reply_error(http_response *resp, int status, errf kind, const as_diag *d, as_err err)
 {
-    const char *msg = d && d->msg[0] ? d->msg : as_strerror(err);
+    const char *msg = http_error_begin(resp, status, d, err);
     buf *o = &resp->body;
-    resp->status = status;
-    resp->content_type = "application/json";
-    buf_reset(o);
-    buf_puts(o, "{\"error\":");
-    buf_json_cstr(o, msg);
-    buf_puts(o, ",\"field\":");
-    buf_json_cstr(o, d ? d->field : "");
     if (kind == ERRF_STATUS) {
         buf_puts(o, ",\"status\":");
         buf_json_cstr(o, msg);

@@ -90,6 +90,14 @@ const char *http_request_query(const http_request *req, const char *key);
 void http_error(http_response *resp, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* http_error_begin starts the error body of a protocol handler: sets
+ * status and the JSON content type and writes {"error": MSG, "field":
+ * FIELD without the closing brace, so the handler can add its protocol's
+ * own error member (the extender's "Error", Volcano's "status") before
+ * appending "}". MSG is d->msg, or as_strerror(err) when d has none; it is
+ * returned (borrowed from d, or static). */
+const char *http_error_begin(http_response *resp, int status, const as_diag *d, as_err err);
+
 /* http_status_for_err maps an as_err to an HTTP status (400 for input
  * errors, 404, 409, 413, 500, 503...). */
 int http_status_for_err(as_err err);
