@@ -326,6 +326,7 @@ static void report_push(fastpath *fp, report_job j)
 static void *reporter_main(void *arg)
 {
     fastpath *fp = arg;
+    pthread_setname_np(pthread_self(), "as-fp-report");
     for (;;) {
         pthread_mutex_lock(&fp->rmu);
         while (!fp->rq_len && !fp->rstop)
@@ -432,6 +433,7 @@ static void bind_flush(fastpath *fp)
 static void *binder_main(void *arg)
 {
     fastpath *fp = arg;
+    pthread_setname_np(pthread_self(), "as-fp-bind");
     queue *q = fp->q;
     bool had_job = false;
     for (;;) {
@@ -663,6 +665,7 @@ static void *worker_main(void *arg)
 {
     fp_worker *w = arg;
     fastpath *fp = w->fp;
+    pthread_setname_np(pthread_self(), "as-fp-worker");
     /* Live mode: no decision before the first full sync of nodes and pods,
      * or a node's running pods might not be counted yet. */
     while (fp->live && !__atomic_load_n(&fp->s->ready, __ATOMIC_ACQUIRE) &&
@@ -746,6 +749,7 @@ static void publish_metrics(fastpath *fp)
 static void *watcher_main(void *arg)
 {
     fastpath *fp = arg;
+    pthread_setname_np(pthread_self(), "as-fp-watch");
     cache *c = fp->s->cache;
     uint64_t win_start = now_ns(), win_busy = 0;
     fp->node_sig = node_signature(c);

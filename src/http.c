@@ -336,6 +336,7 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
 static void *http_offload_main(void *arg)
 {
     http_server *s = arg;
+    pthread_setname_np(pthread_self(), "as-http-offload");
     for (;;) {
         pthread_mutex_lock(&s->omu);
         while (!s->ohead && !s->ostopping)

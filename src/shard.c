@@ -538,6 +538,7 @@ as_err shard_coord_publish_now(shard_coord *c, bool *published, as_diag *diag)
 static void *publisher_main(void *arg)
 {
     shard_coord *c = arg;
+    pthread_setname_np(pthread_self(), "as-shard-pub");
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         int64_t now = mono_ms();

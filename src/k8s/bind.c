@@ -268,6 +268,7 @@ out:
 static void *bind_worker(void *arg)
 {
     k8s_client *k = arg;
+    pthread_setname_np(pthread_self(), "as-k8s-bind");
     pthread_mutex_lock(&k->bmu);
     for (;;) {
         while (k->bq_len == 0 && !k8s_stopping(k))

@@ -205,6 +205,13 @@ as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
     if (k->connect_to)
         curl_easy_setopt(h, CURLOPT_CONNECT_TO, k->connect_to);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    /* HTTP/1.1, not the h2 libcurl would negotiate: every handle keeps its
+     * own connection (no share handle), so h2's multiplexing buys nothing,
+     * while its framing and HPACK cost CPU on both ends. Measured on the
+     * bench_e2e extender mode (1000 nodes, 5000 pods, alternating runs):
+     * agentsched 10.4 and 10.8 CPU-s against 11.6 and 12.9 with h2, pods/s
+     * 99 and 94 against 100 and 87. */
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)k->cfg.connect_timeout_ms);
@@ -487,6 +494,7 @@ static void housekeeping_once(k8s_client *k)
 static void *housekeeping_main(void *arg)
 {
     k8s_client *k = arg;
+    pthread_setname_np(pthread_self(), "as-k8s-hk");
     while (k8s_sleep_ms(k, k->cfg.expire_period_ms))
         housekeeping_once(k);
     return NULL;

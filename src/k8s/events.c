@@ -98,6 +98,7 @@ static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
 static void *event_worker(void *arg)
 {
     k8s_client *k = arg;
+    pthread_setname_np(pthread_self(), "as-k8s-events");
     CURL *h = curl_easy_init(); /* one keep-alive connection for events */
     buf body, resp;
     buf_init(&body, 16384);

@@ -907,6 +907,9 @@ static void *reflector_main(void *arg)
 {
     k8s_reflector *r = arg;
     k8s_client *k = r->k;
+    char tname[16];
+    snprintf(tname, sizeof tname, "as-watch-%s", kind_names[r->kind]);
+    pthread_setname_np(pthread_self(), tname);
     bool need_list = true;
     while (!k8s_stopping(k)) {
         if (need_list) {
