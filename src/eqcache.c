@@ -204,7 +204,13 @@ as_err eqcache_new(cache *c, const eqcache_config *cfg, eqcache **out)
             e->cfg.max_bytes = cfg->max_bytes;
         e->cfg.admit_first = cfg->admit_first;
     }
-    pthread_mutex_init(&e->mu, NULL);
+    {
+        pthread_mutexattr_t ma;
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+        pthread_mutex_init(&e->mu, &ma);
+        pthread_mutexattr_destroy(&ma);
+    }
     *out = e;
     return AS_OK;
 }

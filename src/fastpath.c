@@ -379,7 +379,7 @@ static void *reporter_main(void *arg)
  * BIND_DEFER_NS; a worker about to go idle and the watcher (every poll_ms)
  * flush what is left (bind_flush). Every bind thread looks at the queue
  * before sleeping, so awake threads drain it without any wake. */
-#define BIND_BATCH    8
+#define BIND_BATCH    32
 #define BIND_DEFER_NS 200000u
 
 /* bind_wake_locked decides (bmu held) whether to wake a sleeper now; the
@@ -875,7 +875,13 @@ as_err fastpath_new(svc *s, const fastpath_config *cfg, const fastpath_ops *ops,
         free(fp);
         return as_diag_set(diag, err, NULL, "fast path: out of memory");
     }
-    pthread_mutex_init(&fp->bmu, NULL);
+    {
+        pthread_mutexattr_t ma;
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+        pthread_mutex_init(&fp->bmu, &ma);
+        pthread_mutexattr_destroy(&ma);
+    }
     pthread_cond_init(&fp->bnotempty, NULL);
     pthread_cond_init(&fp->bnotfull, NULL);
     pthread_mutex_init(&fp->rmu, NULL);
