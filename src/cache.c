@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "agentsched/pred.h"
+#include "agentsched/sync.h"
 
 /* ------------------------------------------------------------------ */
 /* Open-addressing string hash (linear probing, backward-shift delete) */
@@ -345,13 +346,7 @@ as_err cache_new(model_registry *reg, cache **out)
     if (!c)
         return AS_ENOMEM;
     c->reg = reg;
-    {
-        pthread_mutexattr_t ma;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-        pthread_mutex_init(&c->wmu, &ma);
-        pthread_mutexattr_destroy(&ma);
-    }
+    sync_mutex_init_hot(&c->wmu);
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     /* Writer preference so a node update is not starved by a stream of

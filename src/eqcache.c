@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "agentsched/pred.h"
+#include "agentsched/sync.h"
 
 #define NONE UINT32_MAX
 #define F_IN 1u
@@ -204,13 +205,7 @@ as_err eqcache_new(cache *c, const eqcache_config *cfg, eqcache **out)
             e->cfg.max_bytes = cfg->max_bytes;
         e->cfg.admit_first = cfg->admit_first;
     }
-    {
-        pthread_mutexattr_t ma;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-        pthread_mutex_init(&e->mu, &ma);
-        pthread_mutexattr_destroy(&ma);
-    }
+    sync_mutex_init_hot(&e->mu);
     *out = e;
     return AS_OK;
 }

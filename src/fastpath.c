@@ -19,6 +19,7 @@
 #include "agentsched/shard.h"
 #include "agentsched/score.h"
 #include "agentsched/svc.h"
+#include "agentsched/sync.h"
 
 typedef struct fp_worker {
     struct fastpath *fp;
@@ -875,13 +876,7 @@ as_err fastpath_new(svc *s, const fastpath_config *cfg, const fastpath_ops *ops,
         free(fp);
         return as_diag_set(diag, err, NULL, "fast path: out of memory");
     }
-    {
-        pthread_mutexattr_t ma;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-        pthread_mutex_init(&fp->bmu, &ma);
-        pthread_mutexattr_destroy(&ma);
-    }
+    sync_mutex_init_hot(&fp->bmu);
     pthread_cond_init(&fp->bnotempty, NULL);
     pthread_cond_init(&fp->bnotfull, NULL);
     pthread_mutex_init(&fp->rmu, NULL);

@@ -4,6 +4,7 @@
  * pods, under one mutex.
  */
 #include "agentsched/queue.h"
+#include "agentsched/sync.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -415,13 +416,7 @@ as_err queue_new(const queue_config *cfg, queue **out)
         free(q);
         return AS_ENOMEM;
     }
-    {
-        pthread_mutexattr_t ma;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-        pthread_mutex_init(&q->mu, &ma);
-        pthread_mutexattr_destroy(&ma);
-    }
+    sync_mutex_init_hot(&q->mu);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
