@@ -41,7 +41,8 @@ typedef struct queue_entry {
  * compares within the array instead of chasing entry and pod pointers
  * (the pop of a 2k-deep activeQ was 12% of a fast-path worker's time). An
  * entry's key never changes while it is in a heap: a priority change goes
- * out and back in (queue_add), backoff_until is set before to_backoff. */
+ * out and back in (queue_add), and backoff_until changes only before
+ * to_backoff or right before move_back takes the entry out. */
 typedef struct hslot {
     uint64_t k1, k2; /* ascending: k1, then k2 */
     queue_entry *e;
