@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/extargs.h"
 #include "agentsched/log.h"
 #include "internal.h"
 
@@ -435,11 +436,14 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
         i++;
     if (i == len)
         return AS_OK; /* blank keep-alive line */
-    json_error_t je;
-    json_t *ev = json_loadb(line + i, len - i, JSON_REJECT_DUPLICATES, &je);
-    if (!ev) {
+    /* The streaming builder (yajl events straight into the DOM, nesting
+     * capped at EXTARGS_MAX_DEPTH) instead of json_loadb: bench_watch's
+     * pod events decode about twice as fast. */
+    json_t *ev = NULL;
+    as_diag jd = {{0}, {0}};
+    if (extargs_parse_json(line + i, len - i, &ev, &jd) != AS_OK) {
         log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu", kind_names[s->kind],
-                 je.text, len);
+                 jd.msg, len);
         return AS_EPARSE;
     }
     as_err err = AS_OK;
