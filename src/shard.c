@@ -507,12 +507,14 @@ as_err shard_coord_publish_now(shard_coord *c, bool *published, as_diag *diag)
     shard_view v = c->pending;
     memset(&c->pending, 0, sizeof c->pending);
     c->publishing = true;
+    c->st.publishing_revision = rev;
     pthread_mutex_unlock(&c->mu);
 
     as_err err = c->cfg.publish ? c->cfg.publish(c->cfg.publish_arg, c->name, &v, diag) : AS_OK;
 
     pthread_mutex_lock(&c->mu);
     c->publishing = false;
+    c->st.publishing_revision = 0;
     if (err == AS_OK) {
         c->st.published++;
         c->st.published_revision = rev;

@@ -144,8 +144,9 @@ typedef struct shard_coord_stats {
     uint64_t applies;   /* usable set changed and applied */
     uint64_t published; /* statuses written */
     uint64_t publish_failed;
-    uint64_t gated;            /* publish attempts deferred by in-flight decisions */
-    uint64_t pending_revision; /* 0 when nothing pending */
+    uint64_t gated;               /* publish attempts deferred by in-flight decisions */
+    uint64_t pending_revision;    /* 0 when nothing pending */
+    uint64_t publishing_revision; /* of the status being written now; 0 when none */
     uint64_t published_revision;
     size_t usable; /* nodes in the usable set */
     size_t to_add;
