@@ -282,6 +282,8 @@ Test(fastpath, api_bind_failure_releases_and_retries_with_backoff)
     cr_assert_eq(fastpath_start(fp), AS_OK);
     cr_assert_eq(fastpath_offer(fp, agent("p", 800)), AS_OK);
     cr_assert(wait_bound(1, 3000 * FX_SLOW));
+    /* The fake API records the bind before the bind stage counts it. */
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
     fastpath_stats st;
     fastpath_get_stats(fp, &st);
     cr_assert_eq(st.bind_failed, 2);
