@@ -7,14 +7,16 @@
 #   build/       Release          ctest -L unit, -L integration
 #   build-asan/  ASan + UBSan     ctest -L unit, -L integration
 #   build-tsan/  TSan             ctest -L unit  (every unit test: the
-#                                 concurrency tests are unit tests)
+#                                 concurrency tests are unit tests), under
+#                                 setarch -R where the kernel allows it
 #   build-fuzz/  clang libFuzzer  each test/fuzz/fuzz_*.c for FUZZ_SECONDS
 #                                 (default 15) on its seed corpus
 #   build/       + AGENTSCHED_E2E ctest -L e2e: a real control plane built with
 #                                 Go (skipped, loudly, when go is missing)
 # --quick runs only the first stage; --prefix NAME uses NAME/, NAME-asan/,
 # ... instead of build/, build-asan/, ... Prints ctest's summary per stage
-# and a final table; exits non-zero when any stage failed.
+# (and each failed test's whole output) and a final table; exits non-zero
+# when any stage failed.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
     --no-e2e) E2E=0 ;;
     --jobs) JOBS=$2; shift ;;
     --prefix) P=$2; shift ;;
-    -h | --help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "test.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
