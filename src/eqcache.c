@@ -600,6 +600,48 @@ static as_err full_scan(eqcache *e, const score_policy *policy, const model_pod 
     return sched_evaluate(e->c, &req, out);
 }
 
+/* class_for returns pod's class, acquired (release_class when done), or
+ * NULL for a bypass (pod NULL: the caller cannot use a class): counted,
+ * *how (may be NULL) set. */
+static eq_class *class_for(eqcache *e, const model_pod *pod, eqcache_how *how)
+{
+    eq_class *cl = NULL;
+    if (pod) {
+        unsigned char kb[EQCACHE_MAX_KEY];
+        keybuf key = {kb, 0, sizeof kb, false};
+        pod_key(pod, &key);
+        if (!key.over)
+            cl = acquire_class(e, kb, key.n, key_hash(kb, key.n));
+    }
+    if (!cl) {
+        __atomic_add_fetch(&e->st.bypass, 1, __ATOMIC_RELAXED);
+        if (how)
+            *how = EQCACHE_BYPASS;
+    }
+    return cl;
+}
+
+/* catch_up brings x's class up to the change log's head: call under the
+ * cache read lock, which also makes mode, bonus and node count current.
+ * The head is loaded under that lock: every structural change before it
+ * is in the log below it (cache.h CHANGE LOG). */
+static as_err catch_up(eval_ctx *x, bool *rebuilt)
+{
+    x->mode = cache_get_shard_mode(x->c);
+    x->bonus = x->mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(x->pol) : 0;
+    x->nnodes = cache_node_count(x->c);
+    return consume(x, cache_log_head(x->c), rebuilt);
+}
+
+/* count_answer counts an evaluation answered from a class. */
+static void count_answer(eqcache *e, bool rebuilt, eqcache_how *how)
+{
+    if (!rebuilt)
+        __atomic_add_fetch(&e->st.hits, 1, __ATOMIC_RELAXED);
+    if (how)
+        *how = rebuilt ? EQCACHE_REBUILT : EQCACHE_HIT;
+}
+
 /* See eqcache.h. */
 as_err eqcache_evaluate(eqcache *e, score_policy *policy, const model_pod *pod, uint32_t k,
                         sched_result *out, eqcache_how *how)
@@ -613,38 +655,18 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
 {
     if (k > SCHED_MAX_K)
         k = SCHED_MAX_K;
-    unsigned char kb[EQCACHE_MAX_KEY];
-    keybuf key = {kb, 0, sizeof kb, false};
-    pod_key(pod, &key);
-    eq_class *cl = NULL;
-    if (!key.over && k)
-        cl = acquire_class(e, kb, key.n, key_hash(kb, key.n));
-    if (!cl) {
-        __atomic_add_fetch(&e->st.bypass, 1, __ATOMIC_RELAXED);
-        if (how)
-            *how = EQCACHE_BYPASS;
+    eq_class *cl = class_for(e, k ? pod : NULL, how);
+    if (!cl)
         return bypass ? sched_evaluate(e->c, bypass, out) : full_scan(e, policy, pod, k, out);
-    }
 
     sched_result_init(out);
-    as_err err = AS_OK;
     bool rebuilt = false;
     pthread_mutex_lock(&cl->mu);
     cache_read_lock(e->c);
-    eval_ctx x = {e,
-                  e->c,
-                  cl,
-                  cache_registry(e->c),
-                  pod,
-                  policy,
-                  cache_get_shard_mode(e->c),
-                  0,
-                  cache_node_count(e->c)};
-    x.bonus = x.mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(policy) : 0;
+    eval_ctx x = {
+        .e = e, .c = e->c, .k = cl, .reg = cache_registry(e->c), .pod = pod, .pol = policy};
     out->shard_revision = cache_shard_revision(e->c);
-    /* Loaded under the read lock: every structural change before it is in
-     * the log below this head (cache.h CHANGE LOG). */
-    err = consume(&x, cache_log_head(e->c), &rebuilt);
+    as_err err = catch_up(&x, &rebuilt);
     if (err == AS_OK) {
         eq_entry best[SCHED_MAX_K];
         uint32_t n = top_k(&x, k, best);
@@ -663,10 +685,7 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
     release_class(cl);
     if (err)
         return err;
-    if (!rebuilt)
-        __atomic_add_fetch(&e->st.hits, 1, __ATOMIC_RELAXED);
-    if (how)
-        *how = rebuilt ? EQCACHE_REBUILT : EQCACHE_HIT;
+    count_answer(e, rebuilt, how);
     if (out->ncand == 0) {
         /* Rare: the reasons need every node's failure, which the class
          * does not keep. */
@@ -687,12 +706,7 @@ typedef struct names_oracle {
 static as_err names_prepare(void *arg)
 {
     names_oracle *o = arg;
-    eval_ctx *x = &o->x;
-    x->mode = cache_get_shard_mode(x->c);
-    x->bonus = x->mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(x->pol) : 0;
-    x->nnodes = cache_node_count(x->c);
-    /* Loaded under the read lock, as in eqcache_evaluate_ex. */
-    return consume(x, cache_log_head(x->c), &o->rebuilt);
+    return catch_up(&o->x, &o->rebuilt);
 }
 
 static bool names_lookup(void *arg, const cache_node *node, double *score, uint64_t *version)
@@ -715,20 +729,9 @@ as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_requ
                               sched_result *out, eqcache_how *how)
 {
     assert(req && req->policy == policy && !req->oracle);
-    unsigned char kb[EQCACHE_MAX_KEY];
-    keybuf key = {kb, 0, sizeof kb, false};
-    eq_class *cl = NULL;
-    if (!req->skip_filter && req->pod) {
-        pod_key(req->pod, &key);
-        if (!key.over)
-            cl = acquire_class(e, kb, key.n, key_hash(kb, key.n));
-    }
-    if (!cl) {
-        __atomic_add_fetch(&e->st.bypass, 1, __ATOMIC_RELAXED);
-        if (how)
-            *how = EQCACHE_BYPASS;
+    eq_class *cl = class_for(e, req->skip_filter ? NULL : req->pod, how);
+    if (!cl)
         return sched_evaluate(e->c, req, out);
-    }
     names_oracle o = {.x = {.e = e,
                             .c = e->c,
                             .k = cl,
@@ -745,10 +748,7 @@ as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_requ
     release_class(cl);
     if (err)
         return err;
-    if (!o.rebuilt)
-        __atomic_add_fetch(&e->st.hits, 1, __ATOMIC_RELAXED);
-    if (how)
-        *how = o.rebuilt ? EQCACHE_REBUILT : EQCACHE_HIT;
+    count_answer(e, o.rebuilt, how);
     return AS_OK;
 }
 
