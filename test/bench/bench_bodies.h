@@ -122,8 +122,23 @@ static inline void bench_node_json(buf *b, int i, bool full)
     }
 }
 
+/* bench_node_upsert decodes one v1.Node JSON text into s's cache; exits
+ * on failure, naming node i (a benchmark has nothing to recover). */
+static inline void bench_node_upsert(svc *s, const char *json, size_t len, int i)
+{
+    json_t *j = json_loadb(json, len, 0, NULL);
+    model_node *n = NULL;
+    as_diag d = {{0}, {0}};
+    if (!j || model_node_from_json(&s->reg, j, &n, &d) != AS_OK ||
+        cache_node_upsert(s->cache, n) != AS_OK) {
+        fprintf(stderr, "cannot build node %d: %s\n", i, d.msg);
+        exit(1);
+    }
+    json_decref(j);
+}
+
 /* bench_load_cluster fills s's cache with BENCH_NODES nodes and marks it
- * ready; exits on failure (a benchmark has nothing to recover). */
+ * ready; exits on failure. */
 static inline void bench_load_cluster(svc *s)
 {
     buf b;
@@ -131,15 +146,7 @@ static inline void bench_load_cluster(svc *s)
     for (int i = 0; i < BENCH_NODES; i++) {
         buf_reset(&b);
         bench_node_json(&b, i, false);
-        json_t *j = json_loadb(b.data, b.len, 0, NULL);
-        model_node *n = NULL;
-        as_diag d = {{0}, {0}};
-        if (!j || model_node_from_json(&s->reg, j, &n, &d) != AS_OK ||
-            cache_node_upsert(s->cache, n) != AS_OK) {
-            fprintf(stderr, "cannot build node %d: %s\n", i, d.msg);
-            exit(1);
-        }
-        json_decref(j);
+        bench_node_upsert(s, b.data, b.len, i);
     }
     buf_free(&b);
     __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);

@@ -23,6 +23,7 @@
 #include "agentsched/placement.h"
 #include "agentsched/sched.h"
 #include "agentsched/svc.h"
+#include "bench_bodies.h"
 #include "bench_clock.h"
 
 static void add_nodes(svc *s, int n)
@@ -41,15 +42,7 @@ static void add_nodes(svc *s, int n)
                                "\"effect\":\"NoSchedule\"}]"
                              : "",
                  cpus[i % 4], mems[(i / 4) % 4], gpu ? ",\"nvidia.com/gpu\":\"8\"" : "");
-        json_t *j = json_loads(js, 0, NULL);
-        model_node *node = NULL;
-        as_diag d = {{0}, {0}};
-        if (!j || model_node_from_json(&s->reg, j, &node, &d) != AS_OK ||
-            cache_node_upsert(s->cache, node) != AS_OK) {
-            fprintf(stderr, "bench_placement: node %d: %s\n", i, d.msg);
-            exit(1);
-        }
-        json_decref(j);
+        bench_node_upsert(s, js, strlen(js), i);
     }
 }
 
