@@ -4,7 +4,8 @@
  * 1. Throughput: decisions/s through the whole fast path (queue pop,
  *    evaluation, binder_commit, the bind stage with an instant fake API
  *    bind that then releases the pod so the cluster stays as full as it
- *    started) at 500, 5000 and 50000 nodes with 1, 2 and 4 workers, for
+ *    started) at 500, 5000 and 50000 nodes with 1, 2 and 4 workers (the
+ *    eq path's: the median of ROUNDS interleaved runs of each), for
  *    the equivalence-cache path (eqcache.h, the default) and the previous
  *    path (sched_evaluate per decision, early stop above 5000 nodes),
  *    against a naive single-thread full scan measured in the same run
