@@ -44,14 +44,31 @@ typedef enum st {
 /* yajl -> jansson builder: a stack of open containers. */
 typedef struct bld {
     json_t *stack[EXTARGS_MAX_DEPTH + 2];
+    /* skip rules (extargs_skip): per open container, the rule whose
+     * parent it sits under, -1 for none */
+    signed char rule[EXTARGS_MAX_DEPTH + 2];
     int depth;
     json_t *root;
     char key[EXTARGS_MAX_KEY_LEN];
     size_t keylen;
+    int key_rule; /* the rule the last key is the parent of, or -1 */
+    bool drop;    /* the next value is a member the rules leave out */
+    int dropping; /* > 0: inside a left-out value, this many levels deep */
 } bld;
+
+/* An extargs_skip table with its names' lengths, built per document. */
+#define SKIP_MAX_RULES 16
+typedef struct skip_index {
+    const extargs_skip *rules;
+    int n;
+    size_t plen[SKIP_MAX_RULES];
+    uint64_t parent_lens;              /* bit (len & 63) of every parent */
+    uint64_t key_lens[SKIP_MAX_RULES]; /* the same for each rule's keys */
+} skip_index;
 
 typedef struct ctx {
     yajl_handle h;
+    const skip_index *skip; /* NULL: build everything */
     const char *body;
     pool *p;
     as_diag *diag;
@@ -82,6 +99,66 @@ static void bld_reset(bld *b)
     b->root = NULL;
     b->depth = 0;
     b->keylen = 0;
+    b->key_rule = -1;
+    b->drop = false;
+    b->dropping = 0;
+}
+
+/* skip_rule_for is the index of the rule whose parent is key, or -1.
+ * Every key of the document comes through here: a mask of the parents'
+ * lengths turns most of them away before any comparison. */
+static int skip_rule_for(const skip_index *x, const char *key, size_t len)
+{
+    if (!(x->parent_lens >> (len & 63) & 1))
+        return -1;
+    for (int r = 0; r < x->n; r++)
+        if (x->plen[r] == len && !memcmp(x->rules[r].parent, key, len))
+            return r;
+    return -1;
+}
+
+static bool skip_key(const skip_index *x, int r, const char *key, size_t len)
+{
+    if (!(x->key_lens[r] >> (len & 63) & 1))
+        return false;
+    for (const char *const *k = x->rules[r].keys; *k; k++)
+        if (strlen(*k) == len && !memcmp(*k, key, len))
+            return true;
+    return false;
+}
+
+/* skip_index_init indexes the first SKIP_MAX_RULES rules of sk (those
+ * beyond are ignored: their members are built, which is always safe). */
+static void skip_index_init(skip_index *x, const extargs_skip *sk)
+{
+    memset(x, 0, sizeof *x);
+    x->rules = sk;
+    for (; x->n < SKIP_MAX_RULES && sk[x->n].parent; x->n++) {
+        size_t pl = strlen(sk[x->n].parent);
+        x->plen[x->n] = pl;
+        x->parent_lens |= 1ull << (pl & 63);
+        for (const char *const *k = sk[x->n].keys; k && *k; k++)
+            x->key_lens[x->n] |= 1ull << (strlen(*k) & 63);
+    }
+}
+
+/* bld_dropped consumes an event of a left-out member's value (yajl has
+ * already validated it); returns false when the event is to be built. */
+static bool bld_dropped(bld *b, const ev *e)
+{
+    if (b->dropping) {
+        if (e->kind == EV_MAP_START || e->kind == EV_ARR_START)
+            b->dropping++;
+        else if (e->kind == EV_MAP_END || e->kind == EV_ARR_END)
+            b->dropping--;
+        return true;
+    }
+    if (!b->drop)
+        return false;
+    b->drop = false;
+    if (e->kind == EV_MAP_START || e->kind == EV_ARR_START)
+        b->dropping = 1;
+    return true;
 }
 
 /* bld_add attaches v (stolen) to the open container or makes it the root. */
@@ -108,6 +185,8 @@ static int bld_event(ctx *c, const ev *e, int *done)
     bld *b = &c->b;
     json_t *v = NULL;
     *done = 0;
+    if (c->skip && bld_dropped(b, e))
+        return 1; /* a left-out value is never the root: not done */
     switch (e->kind) {
     case EV_NULL:
         v = json_null();
@@ -129,12 +208,24 @@ static int bld_event(ctx *c, const ev *e, int *done)
             return fail(c, AS_ETOOBIG, NULL, "an object key is longer than 4096 bytes%s", NULL);
         memcpy(b->key, e->s, e->len);
         b->keylen = e->len;
+        if (c->skip) {
+            int r = b->rule[b->depth - 1]; /* keys only occur in an open object */
+            b->drop = r >= 0 && skip_key(c->skip, r, e->s, e->len);
+            b->key_rule = skip_rule_for(c->skip, e->s, e->len);
+        }
         return 1;
     case EV_MAP_START:
     case EV_ARR_START: {
         json_t *cont = e->kind == EV_MAP_START ? json_object() : json_array();
         if (!bld_add(c, cont))
             return 0;
+        if (c->skip) {
+            /* an object in an array sits under the array's member name */
+            int r = -1;
+            if (b->depth > 0)
+                r = json_is_array(b->stack[b->depth - 1]) ? b->rule[b->depth - 1] : b->key_rule;
+            b->rule[b->depth] = (signed char)r;
+        }
         b->stack[b->depth++] = cont;
         return 1;
     }
@@ -1175,7 +1266,8 @@ void extargs_args_release(extargs_args *a)
 }
 
 /* See extargs.h. */
-as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *diag)
+as_err extargs_parse_json_skip(const char *body, size_t len, const extargs_skip *skip, json_t **out,
+                               as_diag *diag)
 {
     *out = NULL;
     pool *p = pool_new(0);
@@ -1186,6 +1278,12 @@ as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *d
     if (!c)
         goto done;
     json_t *root = NULL;
+    skip_index sx;
+    if (skip && skip[0].parent) {
+        skip_index_init(&sx, skip);
+        c->skip = &sx;
+    }
+    c->b.key_rule = -1;
     c->state = ST_BUILD;
     c->ret = ST_DONE;
     c->target = &root;
@@ -1199,6 +1297,12 @@ as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *d
 done:
     pool_free(p);
     return err;
+}
+
+/* See extargs.h. */
+as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *diag)
+{
+    return extargs_parse_json_skip(body, len, NULL, out, diag);
 }
 
 /* See extargs.h. */

@@ -164,6 +164,25 @@ void extargs_preemption_release(extargs_preemption *a);
 as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *diag);
 
 /*
+ * extargs_skip is one rule of what extargs_parse_json_skip leaves out of
+ * the tree: the members named in `keys` (NULL-terminated) of every object
+ * that sits under a member named `parent`, directly ({"parent": {...}}) or
+ * as an item of an array there ({"parent": [{...}]}). Names match exactly.
+ * A rule table ends with a rule whose parent is NULL. Left-out values are
+ * still parsed and validated, never allocated: the watch decodes only what
+ * the model reads (managedFields, container statuses, node images, ...).
+ */
+typedef struct extargs_skip {
+    const char *parent;
+    const char *const *keys;
+} extargs_skip;
+
+/* extargs_parse_json_skip is extargs_parse_json leaving out what the rule
+ * table skip (borrowed; NULL or empty: nothing) names. */
+as_err extargs_parse_json_skip(const char *body, size_t len, const extargs_skip *skip, json_t **out,
+                               as_diag *diag);
+
+/*
  * extargs_get returns obj's member `key`, matched exactly first, else
  * case-insensitively (ASCII); NULL when absent or obj is not an object.
  * Borrowed.

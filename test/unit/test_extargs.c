@@ -474,6 +474,90 @@ Test(extargs, parse_json_matches_jansson)
     }
 }
 
+/* The skip rules: members of objects under a parent (directly or as array
+ * items) are left out, whatever their value; the same names elsewhere,
+ * and the parents themselves, stay; left-out values are still validated. */
+Test(extargs, parse_json_skip_rules)
+{
+    static const char *const meta_keys[] = {"managedFields", "annotations", NULL};
+    static const char *const ctr_keys[] = {"env", NULL};
+    static const extargs_skip rules[] = {
+        {"metadata", meta_keys}, {"containers", ctr_keys}, {NULL, NULL}};
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"{\"metadata\":{\"name\":\"a\",\"managedFields\":[{\"f\":{\"g\":[1,{}]}}],"
+         "\"annotations\":{\"x\":\"y\"},\"labels\":{\"managedFields\":\"kept\"}}}",
+         "{\"metadata\":{\"name\":\"a\",\"labels\":{\"managedFields\":\"kept\"}}}"},
+        /* scalars, null and empty containers are left out alike */
+        {"{\"metadata\":{\"annotations\":null,\"managedFields\":3,\"x\":1}}",
+         "{\"metadata\":{\"x\":1}}"},
+        {"{\"metadata\":{\"managedFields\":[],\"annotations\":{}}}", "{\"metadata\":{}}"},
+        /* objects inside an array under the parent; nested arrays too */
+        {"{\"spec\":{\"containers\":[{\"name\":\"c\",\"env\":[{\"name\":\"E\"}]},"
+         "{\"env\":1,\"image\":\"i\"}]}}",
+         "{\"spec\":{\"containers\":[{\"name\":\"c\"},{\"image\":\"i\"}]}}"},
+        /* only direct members: deeper objects are not under the parent */
+        {"{\"metadata\":{\"labels\":{\"annotations\":\"kept\"},\"x\":{\"env\":1}}}",
+         "{\"metadata\":{\"labels\":{\"annotations\":\"kept\"},\"x\":{\"env\":1}}}"},
+        /* an object nested under a skipped value's sibling keeps its rule */
+        {"{\"items\":[{\"metadata\":{\"managedFields\":{},\"name\":\"n\"}},{\"metadata\":"
+         "{\"name\":\"m\",\"annotations\":[[],[{}]]}}]}",
+         "{\"items\":[{\"metadata\":{\"name\":\"n\"}},{\"metadata\":{\"name\":\"m\"}}]}"},
+        /* names match exactly */
+        {"{\"Metadata\":{\"managedFields\":1},\"metadata\":{\"ManagedFields\":2}}",
+         "{\"Metadata\":{\"managedFields\":1},\"metadata\":{\"ManagedFields\":2}}"},
+        {"[{\"metadata\":{\"annotations\":1}}]", "[{\"metadata\":{}}]"},
+        {"\"metadata\"", "\"metadata\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *got = NULL;
+        as_diag d = {0};
+        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), rules, &got, &d),
+                     AS_OK, "case %zu: %s", i, d.msg);
+        json_t *want = json_loads(cases[i].want, JSON_DECODE_ANY, NULL);
+        cr_assert_not_null(want, "case %zu: bad expectation", i);
+        char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        cr_assert(json_equal(got, want), "case %zu: got %s", i, g);
+        free(g);
+        json_decref(got);
+        json_decref(want);
+        /* no rules: the whole document, as extargs_parse_json builds it */
+        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), NULL, &got, &d),
+                     AS_OK);
+        json_t *all = json_loads(cases[i].in, JSON_DECODE_ANY, NULL);
+        cr_assert(json_equal(got, all), "case %zu without rules", i);
+        json_decref(got);
+        json_decref(all);
+    }
+    /* a left-out value is still parsed: malformed JSON or nesting past the
+     * cap inside it fails the document */
+    static const char *const bad[] = {
+        "{\"metadata\":{\"managedFields\":[1,}]}}",
+        "{\"metadata\":{\"annotations\":{\"a\" 1}}}",
+        "{\"metadata\":{\"managedFields\":tru}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *got = NULL;
+        as_diag d = {0};
+        cr_expect_eq(extargs_parse_json_skip(bad[i], strlen(bad[i]), rules, &got, &d), AS_EPARSE,
+                     "bad %zu", i);
+        cr_expect_null(got);
+    }
+    char deep[512] = "{\"metadata\":{\"managedFields\":";
+    size_t n = strlen(deep);
+    for (int k = 0; k < 80; k++)
+        deep[n++] = '[';
+    for (int k = 0; k < 80; k++)
+        deep[n++] = ']';
+    memcpy(deep + n, "}}", 3);
+    json_t *got = NULL;
+    as_diag d = {0};
+    cr_expect_eq(extargs_parse_json_skip(deep, strlen(deep), rules, &got, &d), AS_ETOOBIG, "%s",
+                 d.msg);
+    cr_expect_null(got);
+}
+
 Test(extargs, get_is_case_insensitive)
 {
     json_t *o = json_loads("{\"Pod\":1,\"nodenames\":2}", 0, NULL);
