@@ -374,6 +374,13 @@ as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len);
  * resourceVersion (NULL keeps it). */
 void k8s_stream_reset(k8s_stream *s, const char *rv);
 
+/*
+ * k8s_stream_skip returns the rule table (extargs_skip, extargs.h) the
+ * stream and the list decode objects of kind with: the members the model
+ * never reads, left out of the tree. NULL: everything is built. Static.
+ */
+const struct extargs_skip *k8s_stream_skip(k8s_kind kind);
+
 /* k8s_stream_rv returns the last applied resourceVersion ("" if none). */
 const char *k8s_stream_rv(const k8s_stream *s);
 

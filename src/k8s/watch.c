@@ -13,6 +13,58 @@
 #define SHARDS_MAX  4096
 
 static const char *const kind_names[K8S_KIND__COUNT] = {"nodes", "pods", "nodeshards"};
+
+/*
+ * What the decoder leaves out of watch events and list pages, per kind:
+ * members the model's decoders (model_pod_from_json, model_node_from_json)
+ * and this file never read. On a real API server they are most of an
+ * object's bytes (managedFields on every object; kubelet's container
+ * statuses; a node's image list), and every member built is a malloc and a
+ * free. test_watch checks that an object decodes to the same model with
+ * and without the rules; a decoder that starts reading one of these must
+ * drop it here.
+ */
+static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
+static const char *const skip_pod_spec[] = {
+    "volumes",   "ephemeralContainers", "readinessGates",   "securityContext",
+    "dnsConfig", "hostAliases",         "imagePullSecrets", "topologySpreadConstraints",
+    NULL};
+static const char *const skip_container[] = {"command",
+                                             "args",
+                                             "env",
+                                             "envFrom",
+                                             "volumeMounts",
+                                             "volumeDevices",
+                                             "livenessProbe",
+                                             "readinessProbe",
+                                             "startupProbe",
+                                             "lifecycle",
+                                             "securityContext",
+                                             "ports",
+                                             NULL};
+static const char *const skip_pod_status[] = {
+    "conditions", "containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses",
+    "podIPs",     "hostIPs",           "resourceClaimStatuses", NULL};
+static const char *const skip_node_status[] = {
+    "images",          "nodeInfo", "addresses", "daemonEndpoints", "volumesInUse",
+    "volumesAttached", "config",   "features",  "runtimeHandlers", NULL};
+static const extargs_skip pod_skip[] = {
+    {"metadata", skip_meta},        {"spec", skip_pod_spec},
+    {"containers", skip_container}, {"initContainers", skip_container},
+    {"status", skip_pod_status},    {NULL, NULL},
+};
+static const extargs_skip node_skip[] = {
+    {"metadata", skip_meta},
+    {"status", skip_node_status},
+    {NULL, NULL},
+};
+static const extargs_skip *const kind_skip[K8S_KIND__COUNT] = {node_skip, pod_skip, NULL};
+
+/* See k8s.h. */
+const struct extargs_skip *k8s_stream_skip(k8s_kind kind)
+{
+    return (int)kind >= 0 && kind < K8S_KIND__COUNT ? kind_skip[kind] : NULL;
+}
 static const char *const kind_obj[K8S_KIND__COUNT] = {"Node", "Pod", "NodeShard"};
 
 /* ================================================================== */
@@ -441,7 +493,7 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
      * list pages: bench_watch's pod events decode about twice as fast. */
     json_t *ev = NULL;
     as_diag jd = {{0}, {0}};
-    if (extargs_parse_json(line + i, len - i, &ev, &jd) != AS_OK) {
+    if (extargs_parse_json_skip(line + i, len - i, kind_skip[s->kind], &ev, &jd) != AS_OK) {
         log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu", kind_names[s->kind],
                  jd.msg, len);
         return AS_EPARSE;
@@ -662,7 +714,7 @@ static as_err do_list(k8s_reflector *r)
         }
         json_t *doc = NULL;
         as_diag jd = {{0}, {0}};
-        if (extargs_parse_json(body.data, body.len, &doc, &jd) != AS_OK) {
+        if (extargs_parse_json_skip(body.data, body.len, kind_skip[r->kind], &doc, &jd) != AS_OK) {
             log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", kind_names[r->kind],
                      jd.msg);
             err = AS_EPARSE;
