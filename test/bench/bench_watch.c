@@ -3,8 +3,9 @@
  *
  *   bench_watch [NODES [PODS]]        (default 5000 nodes, 100000 pods)
  *
- * Records a stream like the API server's (Node ADDED events, bound Pod
- * ADDED events with realistic specs, then status MODIFIED and DELETED
+ * Records a stream like the API server's (Node ADDED events with their
+ * image lists, bound Pod ADDED events with realistic specs, both with the
+ * managedFields every event carries, then status MODIFIED and DELETED
  * churn) into a temporary file, then replays it through k8s_stream_feed in
  * 64 KiB reads, as the reflector does from the socket. Prints events/s
  * for decode+apply, a parse-only baseline over the same bytes (jansson
@@ -41,39 +42,89 @@ static long rss_kb(const char *field)
     return v;
 }
 
+/* status.images: kubelet reports up to 50 (nodeStatusMaxImages); 16 here,
+ * each with its digest and tag names. */
+static char node_images[16 * 256];
+
+static void make_node_images(void)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(node_images + n, sizeof node_images - n, "[");
+    for (int k = 0; k < 16; k++)
+        n += (size_t)snprintf(node_images + n, sizeof node_images - n,
+                              "%s{\"names\":[\"registry.example.com/team/image-%02d@sha256:"
+                              "%064d\",\"registry.example.com/team/image-%02d:v1.%d\"],"
+                              "\"sizeBytes\":%d}",
+                              k ? "," : "", k, k, k, k, 120000000 + k * 7919);
+    snprintf(node_images + n, sizeof node_images - n, "]");
+}
+
 static void write_node(FILE *f, int i, int rv)
 {
     bool gpu = i % 4 == 0;
-    fprintf(f,
-            "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{"
-            "\"name\":\"node-%05d\",\"uid\":\"6b1f%08x-0000-4000-8000-00000000%04x\","
-            "\"resourceVersion\":\"%d\",\"creationTimestamp\":\"2026-11-01T00:00:00Z\","
-            "\"labels\":{\"beta.kubernetes.io/arch\":\"amd64\",\"beta.kubernetes.io/os\":"
-            "\"linux\",\"kubernetes.io/arch\":\"amd64\",\"kubernetes.io/hostname\":\"node-%05d\","
-            "\"kubernetes.io/os\":\"linux\",\"node.kubernetes.io/instance-type\":\"%s\","
-            "\"topology.kubernetes.io/region\":\"r1\",\"topology.kubernetes.io/zone\":\"r1-%c\"%s},"
-            "\"annotations\":{\"node.alpha.kubernetes.io/ttl\":\"0\","
-            "\"volumes.kubernetes.io/controller-managed-attach-detach\":\"true\"}},"
-            "\"spec\":{\"podCIDR\":\"10.%d.%d.0/24\",\"providerID\":\"aws:///r1/i-%08x\"%s},"
-            "\"status\":{\"capacity\":{\"cpu\":\"%d\",\"memory\":\"%dGi\",\"pods\":\"110\","
-            "\"ephemeral-storage\":\"100Gi\"%s},\"allocatable\":{\"cpu\":\"%dm\",\"memory\":"
-            "\"%dMi\",\"pods\":\"110\",\"ephemeral-storage\":\"95Gi\"%s},\"conditions\":["
-            "{\"type\":\"MemoryPressure\",\"status\":\"False\"},{\"type\":\"DiskPressure\","
-            "\"status\":\"False\"},{\"type\":\"PIDPressure\",\"status\":\"False\"},{\"type\":"
-            "\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\"}],\"addresses\":[{\"type\":"
-            "\"InternalIP\",\"address\":\"10.0.%d.%d\"},{\"type\":\"Hostname\",\"address\":"
-            "\"node-%05d\"}],\"nodeInfo\":{\"kubeletVersion\":\"v1.31.0\",\"osImage\":"
-            "\"Ubuntu 22.04\",\"containerRuntimeVersion\":\"containerd://1.7.0\"}}}}\n",
-            i, (unsigned)i, (unsigned)i, rv, i, gpu ? "p4d.24xlarge" : "m5.8xlarge", 'a' + i % 3,
-            gpu ? ",\"nvidia.com/gpu.present\":\"true\",\"agentsched.io/gpu-model\":\"A100\"" : "",
-            i / 256, i % 256, (unsigned)i,
-            gpu ? ",\"taints\":[{\"key\":\"nvidia.com/gpu\",\"value\":\"present\",\"effect\":"
-                  "\"NoSchedule\"}]"
-                : "",
-            gpu ? 96 : 32, gpu ? 1152 : 128, gpu ? ",\"nvidia.com/gpu\":\"8\"" : "",
-            gpu ? 95000 : 31500, gpu ? 1150000 : 126000, gpu ? ",\"nvidia.com/gpu\":\"8\"" : "",
-            i / 256, i % 256, i);
+    fprintf(
+        f,
+        "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{"
+        "\"name\":\"node-%05d\",\"uid\":\"6b1f%08x-0000-4000-8000-00000000%04x\","
+        "\"resourceVersion\":\"%d\",\"creationTimestamp\":\"2026-11-01T00:00:00Z\","
+        "\"labels\":{\"beta.kubernetes.io/arch\":\"amd64\",\"beta.kubernetes.io/os\":"
+        "\"linux\",\"kubernetes.io/arch\":\"amd64\",\"kubernetes.io/hostname\":\"node-%05d\","
+        "\"kubernetes.io/os\":\"linux\",\"node.kubernetes.io/instance-type\":\"%s\","
+        "\"topology.kubernetes.io/region\":\"r1\",\"topology.kubernetes.io/zone\":\"r1-%c\"%s},"
+        "\"annotations\":{\"node.alpha.kubernetes.io/ttl\":\"0\","
+        "\"volumes.kubernetes.io/controller-managed-attach-detach\":\"true\"},"
+        "\"managedFields\":[{\"manager\":\"kubelet\",\"operation\":\"Update\",\"apiVersion\":"
+        "\"v1\",\"time\":\"2026-11-01T00:00:00Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
+        "\"f:metadata\":{\"f:annotations\":{\".\":{},\"f:volumes.kubernetes.io/"
+        "controller-managed-attach-detach\":{}},\"f:labels\":{\".\":{},\"f:kubernetes.io/arch\":{},"
+        "\"f:kubernetes.io/hostname\":{},\"f:kubernetes.io/os\":{}}},\"f:spec\":{"
+        "\"f:providerID\":{}}}},{\"manager\":\"kubelet\",\"operation\":\"Update\",\"apiVersion\":"
+        "\"v1\",\"time\":\"2026-11-30T00:00:00Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
+        "\"f:status\":{\"f:allocatable\":{},\"f:capacity\":{},\"f:conditions\":{},"
+        "\"f:images\":{},\"f:nodeInfo\":{}}},\"subresource\":\"status\"}]},"
+        "\"spec\":{\"podCIDR\":\"10.%d.%d.0/24\",\"providerID\":\"aws:///r1/i-%08x\"%s},"
+        "\"status\":{\"capacity\":{\"cpu\":\"%d\",\"memory\":\"%dGi\",\"pods\":\"110\","
+        "\"ephemeral-storage\":\"100Gi\"%s},\"allocatable\":{\"cpu\":\"%dm\",\"memory\":"
+        "\"%dMi\",\"pods\":\"110\",\"ephemeral-storage\":\"95Gi\"%s},\"conditions\":["
+        "{\"type\":\"MemoryPressure\",\"status\":\"False\"},{\"type\":\"DiskPressure\","
+        "\"status\":\"False\"},{\"type\":\"PIDPressure\",\"status\":\"False\"},{\"type\":"
+        "\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\"}],\"addresses\":[{\"type\":"
+        "\"InternalIP\",\"address\":\"10.0.%d.%d\"},{\"type\":\"Hostname\",\"address\":"
+        "\"node-%05d\"}],\"nodeInfo\":{\"kubeletVersion\":\"v1.31.0\",\"osImage\":"
+        "\"Ubuntu 22.04\",\"containerRuntimeVersion\":\"containerd://1.7.0\"},\"images\":%s}}}\n",
+        i, (unsigned)i, (unsigned)i, rv, i, gpu ? "p4d.24xlarge" : "m5.8xlarge", 'a' + i % 3,
+        gpu ? ",\"nvidia.com/gpu.present\":\"true\",\"agentsched.io/gpu-model\":\"A100\"" : "",
+        i / 256, i % 256, (unsigned)i,
+        gpu ? ",\"taints\":[{\"key\":\"nvidia.com/gpu\",\"value\":\"present\",\"effect\":"
+              "\"NoSchedule\"}]"
+            : "",
+        gpu ? 96 : 32, gpu ? 1152 : 128, gpu ? ",\"nvidia.com/gpu\":\"8\"" : "",
+        gpu ? 95000 : 31500, gpu ? 1150000 : 126000, gpu ? ",\"nvidia.com/gpu\":\"8\"" : "",
+        i / 256, i % 256, i, node_images);
 }
+
+/* metadata.managedFields as the API server sends them in every event (the
+ * ReplicaSet controller's create, the scheduler's binding, kubelet's
+ * status): a third of a real pod event's bytes. */
+static const char pod_managed[] =
+    "[{\"manager\":\"kube-controller-manager\",\"operation\":\"Update\",\"apiVersion\":\"v1\","
+    "\"time\":\"2026-11-30T01:02:03Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{"
+    "\"f:generateName\":{},\"f:labels\":{\".\":{},\"f:app\":{},\"f:pod-template-hash\":{},"
+    "\"f:team\":{}},\"f:ownerReferences\":{\".\":{},\"k:{\\\"uid\\\":\\\"ffff\\\"}\":{}}},"
+    "\"f:spec\":{\"f:containers\":{\"k:{\\\"name\\\":\\\"agent\\\"}\":{\".\":{},\"f:env\":{"
+    "\".\":{},\"k:{\\\"name\\\":\\\"AGENT_ID\\\"}\":{\".\":{},\"f:name\":{},\"f:value\":{}}},"
+    "\"f:image\":{},\"f:imagePullPolicy\":{},\"f:name\":{},\"f:resources\":{\".\":{},"
+    "\"f:limits\":{\".\":{},\"f:cpu\":{},\"f:memory\":{}},\"f:requests\":{\".\":{},\"f:cpu\":{},"
+    "\"f:memory\":{}}},\"f:terminationMessagePath\":{}},\"k:{\\\"name\\\":\\\"sidecar\\\"}\":{"
+    "\".\":{},\"f:image\":{},\"f:name\":{},\"f:resources\":{\".\":{},\"f:requests\":{\".\":{},"
+    "\"f:cpu\":{},\"f:memory\":{}}}}},\"f:dnsPolicy\":{},\"f:restartPolicy\":{},"
+    "\"f:schedulerName\":{},\"f:serviceAccountName\":{},\"f:terminationGracePeriodSeconds\":{},"
+    "\"f:tolerations\":{}}}},{\"manager\":\"kubelet\",\"operation\":\"Update\",\"apiVersion\":"
+    "\"v1\",\"time\":\"2026-11-30T01:02:09Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
+    "\"f:status\":{\"f:conditions\":{\"k:{\\\"type\\\":\\\"Ready\\\"}\":{\".\":{},"
+    "\"f:lastProbeTime\":{},\"f:lastTransitionTime\":{},\"f:status\":{},\"f:type\":{}}},"
+    "\"f:hostIP\":{},\"f:phase\":{},\"f:podIP\":{},\"f:startTime\":{}}},\"subresource\":\"status\"}"
+    "]";
 
 static void write_pod(FILE *f, const char *type, int i, int node, int rv, const char *phase)
 {
@@ -86,7 +137,8 @@ static void write_pod(FILE *f, const char *type, int i, int node, int rv, const 
         "\"pod-template-hash\":\"7d9f8\",\"team\":\"t%d\"},\"ownerReferences\":[{"
         "\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"agent-%06d\","
         "\"uid\":\"ffff%08x-0000-4000-8000-000000000000\",\"controller\":true,"
-        "\"blockOwnerDeletion\":true}]},\"spec\":{\"containers\":[{\"name\":\"agent\","
+        "\"blockOwnerDeletion\":true}],\"managedFields\":%s},\"spec\":{\"containers\":[{\"name\":"
+        "\"agent\","
         "\"image\":\"registry.example.com/agents/runner:1.4.2\",\"resources\":{\"requests\":"
         "{\"cpu\":\"%dm\",\"memory\":\"%dMi\"},\"limits\":{\"cpu\":\"2\",\"memory\":\"4Gi\"}},"
         "\"env\":[{\"name\":\"AGENT_ID\",\"value\":\"%d\"}],\"terminationMessagePath\":"
@@ -102,7 +154,7 @@ static void write_pod(FILE *f, const char *type, int i, int node, int rv, const 
         "\"phase\":\"%s\",\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\"},"
         "{\"type\":\"Ready\",\"status\":\"True\"}],\"hostIP\":\"10.0.%d.%d\",\"podIP\":"
         "\"10.%d.%d.%d\",\"qosClass\":\"Burstable\",\"startTime\":\"2026-11-30T01:02:04Z\"}}}\n",
-        type, i, i, i % 50, (unsigned)i, (unsigned)i, rv, i % 50, i, (unsigned)i,
+        type, i, i, i % 50, (unsigned)i, (unsigned)i, rv, i % 50, i, (unsigned)i, pod_managed,
         100 + (i % 8) * 50, 128 + (i % 4) * 128, i, node, phase, node / 256, node % 256, node / 256,
         node % 256, i % 250);
 }
@@ -122,6 +174,7 @@ int main(int argc, char **argv)
     if (!nf || !pf)
         return 1;
     int rv = 1000;
+    make_node_images();
     for (int i = 0; i < nnodes; i++)
         write_node(nf, i, ++rv);
     for (int i = 0; i < npods; i++)
