@@ -5,6 +5,8 @@
  * and to the DOM builder. Checks that successful decodes are consistent:
  * names within the caps, node spans inside the input and themselves valid
  * JSON objects, no duplicate names; failures always explain themselves.
+ * The DOM builder runs whole and with skip rules, which must accept every
+ * document the whole build accepts and never keep more of it.
  * Build: cmake -DAGENTSCHED_FUZZ=ON -DCMAKE_C_COMPILER=clang; run
  * ./fuzz_extargs -max_len=65536 test/unit/data/extender/(filter|...)/ * /.
  */
@@ -14,6 +16,20 @@
 #include <string.h>
 
 #include "agentsched/extargs.h"
+#include "agentsched/k8s.h"
+
+static size_t count_values(const json_t *v)
+{
+    size_t n = 1;
+    const char *k;
+    json_t *m;
+    size_t i;
+    if (json_is_object(v))
+        json_object_foreach((json_t *)v, k, m) n += count_values(m);
+    else if (json_is_array(v))
+        json_array_foreach(v, i, m) n += count_values(m);
+    return n;
+}
 
 /* valid_json: 1 when jansson agrees the text is JSON (an object when
  * obj), 0 when it does not, -1 when it cannot tell (a number too big for
@@ -126,8 +142,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     pool_free(p);
 
+    /* The builder whole and with skip rules (the watch's pod rules, and a
+     * table whose parents are common short keys): a document built whole
+     * builds with rules too, into a tree that has no more values. */
+    static const char *const few[] = {"a", "b", "items", NULL};
+    static const extargs_skip short_rules[] = {{"a", few}, {"", few}, {NULL, NULL}};
+    const extargs_skip *tables[] = {k8s_stream_skip(K8S_KIND_POD), short_rules};
     json_t *dom = NULL;
-    if (extargs_parse_json(body, size, &dom, &d) == AS_OK)
-        json_decref(dom);
+    bool whole = extargs_parse_json(body, size, &dom, &d) == AS_OK;
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        json_t *sk = NULL;
+        as_diag d2 = {{0}, {0}};
+        as_err e = extargs_parse_json_skip(body, size, tables[t], &sk, &d2);
+        if (whole && (e != AS_OK || count_values(sk) > count_values(dom)))
+            abort();
+        if (e != AS_OK && (sk || !d2.msg[0]))
+            abort();
+        json_decref(sk);
+    }
+    json_decref(dom);
     return 0;
 }
