@@ -20,9 +20,9 @@ static const char *const kind_names[K8S_KIND__COUNT] = {"nodes", "pods", "nodesh
  * and this file never read. On a real API server they are most of an
  * object's bytes (managedFields on every object; kubelet's container
  * statuses; a node's image list), and every member built is a malloc and a
- * free. test_watch checks that an object decodes to the same model with
- * and without the rules; a decoder that starts reading one of these must
- * drop it here.
+ * free. test_k8s_watch decodes a full pod and node with and without the
+ * rules and compares the models; a decoder that starts reading one of
+ * these members must take it out of its list here.
  */
 static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
 static const char *const skip_pod_spec[] = {
@@ -65,6 +65,7 @@ const struct extargs_skip *k8s_stream_skip(k8s_kind kind)
 {
     return (int)kind >= 0 && kind < K8S_KIND__COUNT ? kind_skip[kind] : NULL;
 }
+
 static const char *const kind_obj[K8S_KIND__COUNT] = {"Node", "Pod", "NodeShard"};
 
 /* ================================================================== */
