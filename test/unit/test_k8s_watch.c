@@ -14,6 +14,7 @@
 #include "agentsched/extargs.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
+#include "../json_count.h"
 #include "k8s_stub.c"
 
 typedef struct fx {
@@ -764,20 +765,6 @@ static void same_node(const model_node *a, const model_node *b)
     same_str(a->gpu_model, b->gpu_model, "gpu model");
 }
 
-/* count_values counts v and every value inside it (members, items). */
-static size_t count_values(const json_t *v)
-{
-    size_t n = 1;
-    const char *k;
-    json_t *m;
-    size_t i;
-    if (json_is_object(v))
-        json_object_foreach((json_t *)v, k, m) n += count_values(m);
-    else if (json_is_array(v))
-        json_array_foreach(v, i, m) n += count_values(m);
-    return n;
-}
-
 /* parse_both decodes a fixture whole and with the kind's skip rules. */
 static void parse_both(const char *fixture, k8s_kind kind, json_t **whole, json_t **skipped)
 {
@@ -790,7 +777,7 @@ static void parse_both(const char *fixture, k8s_kind kind, json_t **whole, json_
                  "%s", d.msg);
     free(body);
     /* the rules must leave a real API server object much smaller */
-    size_t a = count_values(*whole), b = count_values(*skipped);
+    size_t a = json_count_values(*whole), b = json_count_values(*skipped);
     cr_assert_lt(b * 2, a, "%s: %zu of %zu values kept", fixture, b, a);
 }
 
