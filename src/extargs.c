@@ -1223,11 +1223,11 @@ as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *
 }
 
 /* See extargs.h. */
-as_err extargs_parse_pod(extargs_args *a, as_diag *diag)
+as_err extargs_parse_pod(extargs_args *a, const extargs_skip *skip, as_diag *diag)
 {
     if (a->pod || !a->pod_raw)
         return AS_OK;
-    return extargs_parse_json(a->pod_raw, a->pod_raw_len, &a->pod, diag);
+    return extargs_parse_json_skip(a->pod_raw, a->pod_raw_len, skip, &a->pod, diag);
 }
 
 /* See extargs.h. */

@@ -704,7 +704,11 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
             goto done;
         }
     }
-    if ((err = extargs_parse_pod(&e.a, &d)) || (err = decode_pod(s, e.a.pod, &e.pod, &d))) {
+    /* kube-scheduler sends the whole Pod (env, volumes, probes, status: ~5 KB
+     * for a real agent pod); the model reads a small part of it, the rest
+     * is validated but never allocated. */
+    if ((err = extargs_parse_pod(&e.a, k8s_stream_skip(K8S_KIND_POD), &d)) ||
+        (err = decode_pod(s, e.a.pod, &e.pod, &d))) {
         reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
         goto done;
     }

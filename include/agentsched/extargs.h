@@ -97,8 +97,14 @@ as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned fl
                               extargs_args *out, as_diag *diag);
 
 /* extargs_parse_pod builds a->pod from a->pod_raw when not built yet
- * (AS_OK with pod NULL when there is no Pod); errors as extargs_decode_args. */
-as_err extargs_parse_pod(extargs_args *a, as_diag *diag);
+ * (AS_OK with pod NULL when there is no Pod); errors as extargs_decode_args.
+ * skip (borrowed; NULL: the whole Pod) leaves members out of the DOM as
+ * extargs_parse_json_skip does: kube-scheduler sends the whole Pod (env,
+ * volumes, probes, status) in every filter and prioritize, and the pod
+ * model reads a small part of it (k8s_stream_skip(K8S_KIND_POD)). A DOM
+ * built earlier (without EXTARGS_LAZY_POD) is kept as it is. */
+struct extargs_skip;
+as_err extargs_parse_pod(extargs_args *a, const struct extargs_skip *skip, as_diag *diag);
 
 /*
  * extargs_eval_names returns the set of node names a filter/prioritize

@@ -558,6 +558,43 @@ Test(extargs, parse_json_skip_rules)
     cr_expect_null(got);
 }
 
+/* The extender's lazy Pod: built on demand, with or without rules; a DOM
+ * already built is not rebuilt. */
+Test(extargs, parse_pod_lazy_with_rules)
+{
+    static const char *const ctr_keys[] = {"env", NULL};
+    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const char *body =
+        "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":"
+        "\"c\",\"env\":[{\"name\":\"E\",\"value\":\"v\"}]}]}},\"NodeNames\":[\"n\"]}";
+    pool *p = pool_new(0);
+    extargs_args a;
+    as_diag d = {0};
+    cr_assert_eq(extargs_decode_args_ex(p, body, strlen(body), EXTARGS_LAZY_POD, &a, &d), AS_OK);
+    cr_assert_null(a.pod);
+    cr_assert_eq(extargs_parse_pod(&a, rules, &d), AS_OK, "%s", d.msg);
+    json_t *c = json_array_get(json_object_get(json_object_get(a.pod, "spec"), "containers"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(c, "name")), "c");
+    cr_assert_null(json_object_get(c, "env"), "env is left out");
+    json_t *built = a.pod;
+    cr_assert_eq(extargs_parse_pod(&a, NULL, &d), AS_OK);
+    cr_assert_eq(a.pod, built, "built once");
+    extargs_args_release(&a);
+
+    cr_assert_eq(extargs_decode_args_ex(p, body, strlen(body), EXTARGS_LAZY_POD, &a, &d), AS_OK);
+    cr_assert_eq(extargs_parse_pod(&a, NULL, &d), AS_OK);
+    c = json_array_get(json_object_get(json_object_get(a.pod, "spec"), "containers"), 0);
+    cr_assert_not_null(json_object_get(c, "env"), "no rules: the whole Pod");
+    extargs_args_release(&a);
+
+    /* no Pod: nothing to build */
+    cr_assert_eq(extargs_decode_args_ex(p, "{\"Pod\":null}", 12, EXTARGS_LAZY_POD, &a, &d), AS_OK);
+    cr_assert_eq(extargs_parse_pod(&a, rules, &d), AS_OK);
+    cr_assert_null(a.pod);
+    extargs_args_release(&a);
+    pool_free(p);
+}
+
 Test(extargs, get_is_case_insensitive)
 {
     json_t *o = json_loads("{\"Pod\":1,\"nodenames\":2}", 0, NULL);
