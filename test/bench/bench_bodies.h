@@ -2,7 +2,8 @@
  * bench_bodies.h - the ExtenderArgs bodies the extender benchmarks send
  * (bench_extender over HTTP, bench_extender_cpu in process) and the
  * cluster they run against, so both measure the same requests: a small
- * agent Pod and 500 NodeNames (or 500 full Nodes) over a 5000-node cache.
+ * agent Pod and 500 NodeNames (or 500 full Nodes) over a 5000-node cache;
+ * and the Pod as kube-scheduler sends it from a real cluster (4 KB).
  */
 #ifndef AGENTSCHED_BENCH_BODIES_H
 #define AGENTSCHED_BENCH_BODIES_H
@@ -36,6 +37,87 @@
 static inline void bench_pod_json(char *out, size_t cap, uint64_t id)
 {
     snprintf(out, cap, BENCH_POD_FMT, (unsigned long long)id, (unsigned long long)id);
+}
+
+/* bench_k8s_pod_json appends the Pod of agent id as kube-scheduler sends
+ * it in a real cluster: its informer's copy (managedFields stripped) of a
+ * Deployment's pending agent pod that failed one cycle (status condition),
+ * with a sidecar, env, volumes, probes and the service-account volume the
+ * API server adds. Same requests as BENCH_POD_FMT's agent plus the sidecar. */
+static inline void bench_k8s_pod_json(buf *b, uint64_t id)
+{
+    unsigned long long u = (unsigned long long)id;
+    buf_printf(
+        b,
+        "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"agent-7d9f8-%llu\","
+        "\"generateName\":\"agent-7d9f8-\",\"namespace\":\"agents\",\"uid\":"
+        "\"6f1c2a4e-0000-4000-8000-%012llu\",\"resourceVersion\":\"%llu\","
+        "\"creationTimestamp\":\"2026-11-30T01:02:03Z\",\"labels\":{\"app\":\"agent\","
+        "\"pod-template-hash\":\"7d9f8\",\"team\":\"research\"},\"annotations\":{"
+        "\"agentsched.io/session\":\"s-%llu\",\"kubectl.kubernetes.io/restartedAt\":"
+        "\"2026-11-29T22:10:00Z\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\","
+        "\"kind\":\"ReplicaSet\",\"name\":\"agent-7d9f8\",\"uid\":"
+        "\"0b5c0000-1111-4222-8333-444455556666\",\"controller\":true,"
+        "\"blockOwnerDeletion\":true}]},",
+        u, u, 100000 + u, u);
+    buf_puts(b, "\"spec\":{\"volumes\":[{\"name\":\"kube-api-access-x7k2p\",\"projected\":{"
+                "\"sources\":[{\"serviceAccountToken\":{\"expirationSeconds\":3607,\"path\":"
+                "\"token\"}},{\"configMap\":{\"name\":\"kube-root-ca.crt\",\"items\":[{\"key\":"
+                "\"ca.crt\",\"path\":\"ca.crt\"}]}},{\"downwardAPI\":{\"items\":[{\"path\":"
+                "\"namespace\",\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":"
+                "\"metadata.namespace\"}}]}}],\"defaultMode\":420}},{\"name\":\"work\","
+                "\"emptyDir\":{\"sizeLimit\":\"1Gi\"}},{\"name\":\"tools\",\"configMap\":{\"name\":"
+                "\"agent-tools\",\"defaultMode\":420}}],\"containers\":[");
+    static const char *const ctr[] = {"agent", "proxy"};
+    static const char *const req[] = {"\"cpu\":\"500m\",\"memory\":\"1Gi\"",
+                                      "\"cpu\":\"50m\",\"memory\":\"64Mi\""};
+    for (int c = 0; c < 2; c++) {
+        buf_printf(b,
+                   "%s{\"name\":\"%s\",\"image\":\"registry.example.com/agents/%s:1.4.2\","
+                   "\"command\":[\"/bin/%s\"],\"args\":[\"--port=%d\",\"--session=$(SESSION)\"],"
+                   "\"ports\":[{\"name\":\"http\",\"containerPort\":%d,\"protocol\":\"TCP\"}],"
+                   "\"envFrom\":[{\"configMapRef\":{\"name\":\"agent-config\"}}],\"env\":[",
+                   c ? "," : "", ctr[c], ctr[c], ctr[c], 8080 + c, 8080 + c);
+        static const char *const env[] = {
+            "SESSION",  "MODEL", "TOOLS_DIR", "LOG_LEVEL", "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "MAX_STEPS"};
+        for (int e = 0; e < 6; e++)
+            buf_printf(b, "{\"name\":\"%s\",\"value\":\"value-%d-%llu\"},", env[e], e, u);
+        buf_puts(b, "{\"name\":\"POD_IP\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\","
+                    "\"fieldPath\":\"status.podIP\"}}},{\"name\":\"NODE_NAME\",\"valueFrom\":{"
+                    "\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"spec.nodeName\"}}}],");
+        buf_printf(b, "\"resources\":{\"requests\":{%s},\"limits\":{\"memory\":\"2Gi\"}},", req[c]);
+        buf_puts(b, "\"volumeMounts\":[{\"name\":\"work\",\"mountPath\":\"/work\"},{\"name\":"
+                    "\"tools\",\"mountPath\":\"/tools\",\"readOnly\":true},{\"name\":"
+                    "\"kube-api-access-x7k2p\",\"readOnly\":true,\"mountPath\":"
+                    "\"/var/run/secrets/kubernetes.io/serviceaccount\"}],");
+        static const char *const probe[] = {"livenessProbe", "readinessProbe"};
+        for (int k = 0; k < 2; k++)
+            buf_printf(b,
+                       "\"%s\":{\"httpGet\":{\"path\":\"/healthz\",\"port\":%d,\"scheme\":"
+                       "\"HTTP\"},\"initialDelaySeconds\":5,\"timeoutSeconds\":1,"
+                       "\"periodSeconds\":10,\"successThreshold\":1,\"failureThreshold\":3},",
+                       probe[k], 8080 + c);
+        buf_puts(b, "\"terminationMessagePath\":\"/dev/termination-log\","
+                    "\"terminationMessagePolicy\":\"File\",\"imagePullPolicy\":\"IfNotPresent\","
+                    "\"securityContext\":{\"capabilities\":{\"drop\":[\"ALL\"]},"
+                    "\"runAsNonRoot\":true,\"allowPrivilegeEscalation\":false}}");
+    }
+    buf_puts(b, "],\"restartPolicy\":\"Always\",\"terminationGracePeriodSeconds\":30,"
+                "\"dnsPolicy\":\"ClusterFirst\",\"serviceAccountName\":\"agent\","
+                "\"serviceAccount\":\"agent\",\"securityContext\":{\"fsGroup\":2000},"
+                "\"schedulerName\":\"agent-scheduler\",\"tolerations\":[{\"key\":"
+                "\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\",\"effect\":"
+                "\"NoExecute\",\"tolerationSeconds\":300},{\"key\":"
+                "\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\",\"effect\":"
+                "\"NoExecute\",\"tolerationSeconds\":300}],\"priority\":0,"
+                "\"enableServiceLinks\":true,\"preemptionPolicy\":\"PreemptLowerPriority\"},"
+                "\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\","
+                "\"status\":\"False\",\"lastProbeTime\":null,\"lastTransitionTime\":"
+                "\"2026-11-30T01:02:04Z\",\"reason\":\"Unschedulable\",\"message\":"
+                "\"0/5000 nodes are available: 5000 Insufficient cpu. preemption: 0/5000 nodes "
+                "are available: 5000 No preemption victims found for incoming pod.\"}],"
+                "\"qosClass\":\"Burstable\"}}");
 }
 
 /* bench_names_tail returns (malloc'd) what follows the Pod in a NodeNames
@@ -74,6 +156,23 @@ static inline char *bench_pod_body(uint64_t id)
         out = NULL;
     }
     free(tail);
+    return out;
+}
+
+/* bench_k8s_pod_body returns (malloc'd) the NodeNames body of pod id as
+ * bench_pod_body, with bench_k8s_pod_json's Pod. */
+static inline char *bench_k8s_pod_body(uint64_t id)
+{
+    char *tail = bench_names_tail();
+    buf b;
+    buf_init(&b, 0);
+    buf_puts(&b, "{\"Pod\":");
+    bench_k8s_pod_json(&b, id);
+    buf_puts(&b, tail);
+    free(tail);
+    char *out;
+    size_t len;
+    buf_take(&b, &out, &len);
     return out;
 }
 

@@ -14,7 +14,10 @@
  * "cycle" runs what kube-scheduler sends per pod: filter, then prioritize
  * of the same Pod (answered from the filter's memo), a new pod each cycle.
  *
- * Usage: bench_extender_cpu [iterations] [all|filter|prioritize|cycle|nodes|healthz]
+ * "k8spod" is the filter with the Pod as kube-scheduler sends it from a real
+ * cluster (bench_k8s_pod_json: env, volumes, probes, status; 4 KB).
+ *
+ * Usage: bench_extender_cpu [iterations] [all|filter|prioritize|cycle|k8spod|nodes|healthz]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +110,13 @@ int main(int argc, char **argv)
                "cycle: filter + prioritize", t, t / base, t / 2);
         for (int i = 0; i < NB; i++)
             free(bodies[i]);
+    }
+    if (all || strcmp(which, "k8spod") == 0) {
+        char *body = bench_k8s_pod_body(7);
+        double t = bench_handler_cpu_ns(s, extender_handle_filter, body, iters);
+        printf("%-34s %10.0f ns  %.1fx baseline (the Pod as kube-scheduler sends it, %zu B)\n",
+               "filter (500 NodeNames, real Pod)", t, t / base, strlen(body) - strlen(names));
+        free(body);
     }
     if (all || strcmp(which, "nodes") == 0) {
         int it = all ? iters / 10 + 1 : iters;
