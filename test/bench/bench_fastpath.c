@@ -21,8 +21,9 @@
  *    because the binder refused every candidate, and asserts that no node
  *    is overcommitted (exit status 1 otherwise).
  *
- *   bench_fastpath [seconds-per-run [nodes]]   (default 0.4; with nodes, only
- *                                              that row of table 1)
+ *   bench_fastpath [seconds-per-run [nodes [workers]]]
+ *       default 0.4 s; with nodes, only that row of table 1; with workers
+ *       too, only one eq run at that worker count (for profilers)
  *
  * Only ratios measured in one run are meaningful; the machine is shared.
  */
@@ -409,7 +410,18 @@ int main(int argc, char **argv)
            "naive/cpu", "old/cpu", "eq/cpu", "eq/naive", "eq/old", "old/wkr-s", "eq/wkr-s", "hit%",
            "eq 1w/s", "eq 2w/s", "eq 4w/s", "2w/1w", "4w/1w", "old2/1", "cores1/2");
     static const int sizes[] = {500, 5000, 50000};
-    int only = argc > 2 ? atoi(argv[2]) : 0; /* one size, table 1 only (profiling) */
+    int only = argc > 2 ? atoi(argv[2]) : 0;   /* one size, table 1 only (profiling) */
+    int only_w = argc > 3 ? atoi(argv[3]) : 0; /* one eq run at that many workers */
+    if (only && only_w > 0) {
+        svc *s = new_svc();
+        fill_half(s, only);
+        rate r = fast_rate(s, (unsigned)only_w, secs, true, SHAPES);
+        printf("%d nodes, %d eq workers: %.0f decisions/s, %.0f per process CPU-s, %.0f per "
+               "worker CPU-s, worker busy %.0f%%, %.2f cores\n",
+               only, only_w, r.wall, r.per_cpu, r.per_busy, 100 * r.util, r.cores);
+        svc_free(s);
+        return 0;
+    }
     for (size_t i = 0; i < 3; i++) {
         if (only && sizes[i] != only)
             continue;
