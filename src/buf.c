@@ -109,9 +109,15 @@ as_err buf_json_str(buf *b, const char *s, size_t n)
         } else if (c < 0x20) {
             *o++ = '\\';
             switch (c) {
-            case '\n': *o++ = 'n'; break;
-            case '\r': *o++ = 'r'; break;
-            case '\t': *o++ = 't'; break;
+            case '\n':
+                *o++ = 'n';
+                break;
+            case '\r':
+                *o++ = 'r';
+                break;
+            case '\t':
+                *o++ = 't';
+                break;
             default:
                 *o++ = 'u';
                 *o++ = '0';

@@ -34,8 +34,8 @@
 typedef struct binder binder;
 
 typedef struct binder_config {
-    size_t memo_max_pods;  /* default 16384 */
-    int64_t memo_ttl_ms;   /* default 120000 */
+    size_t memo_max_pods; /* default 16384 */
+    int64_t memo_ttl_ms;  /* default 120000 */
 } binder_config;
 
 typedef struct binder_stats {
@@ -58,11 +58,11 @@ typedef enum binder_accept {
 } binder_accept;
 
 typedef struct binder_outcome {
-    int chosen;            /* index into cands, -1 when none */
+    int chosen; /* index into cands, -1 when none */
     binder_accept how;
-    uint32_t gpu_devices;  /* device bitmask taken on the chosen node */
-    char node[256];        /* chosen node name */
-    char reason[256];      /* why the last candidate was refused (on conflict) */
+    uint32_t gpu_devices; /* device bitmask taken on the chosen node */
+    char node[256];       /* chosen node name */
+    char reason[256];     /* why the last candidate was refused (on conflict) */
 } binder_outcome;
 
 /*

@@ -18,7 +18,7 @@
 
 #include "agentsched/error.h"
 
-#define DOC_MAX_DEPTH 64
+#define DOC_MAX_DEPTH        64
 #define DOC_DEFAULT_FILE_CAP ((size_t)256 << 20) /* 256 MiB */
 
 /*

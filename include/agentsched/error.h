@@ -16,23 +16,23 @@
 
 typedef enum as_err {
     AS_OK = 0,
-    AS_ENOMEM = 1,       /* allocation failed */
-    AS_EINVAL = 2,       /* invalid argument or value (user input) */
-    AS_EPARSE = 3,       /* syntax error in JSON/YAML/quantity */
-    AS_ERANGE = 4,       /* value out of range / overflow */
-    AS_ENOTFOUND = 5,    /* named object does not exist */
-    AS_EEXIST = 6,       /* object already exists */
-    AS_ECONFLICT = 7,    /* optimistic concurrency lost / bound elsewhere */
-    AS_EUNSCHED = 8,     /* pod fits no node */
-    AS_EIO = 9,          /* file or socket I/O failed */
-    AS_ETOOBIG = 10,     /* a capped buffer would overflow */
-    AS_ETIMEOUT = 11,    /* deadline passed */
-    AS_EHTTP = 12,       /* remote HTTP error */
-    AS_EAUTH = 13,       /* credentials missing or rejected */
-    AS_EUNSUPPORTED = 14,/* feature or value not supported */
-    AS_ELIMIT = 15,      /* a fixed table is full */
-    AS_EGONE = 16,       /* watch resourceVersion expired (HTTP 410) */
-    AS_EINTERNAL = 17,   /* broken invariant that was not fatal */
+    AS_ENOMEM = 1,        /* allocation failed */
+    AS_EINVAL = 2,        /* invalid argument or value (user input) */
+    AS_EPARSE = 3,        /* syntax error in JSON/YAML/quantity */
+    AS_ERANGE = 4,        /* value out of range / overflow */
+    AS_ENOTFOUND = 5,     /* named object does not exist */
+    AS_EEXIST = 6,        /* object already exists */
+    AS_ECONFLICT = 7,     /* optimistic concurrency lost / bound elsewhere */
+    AS_EUNSCHED = 8,      /* pod fits no node */
+    AS_EIO = 9,           /* file or socket I/O failed */
+    AS_ETOOBIG = 10,      /* a capped buffer would overflow */
+    AS_ETIMEOUT = 11,     /* deadline passed */
+    AS_EHTTP = 12,        /* remote HTTP error */
+    AS_EAUTH = 13,        /* credentials missing or rejected */
+    AS_EUNSUPPORTED = 14, /* feature or value not supported */
+    AS_ELIMIT = 15,       /* a fixed table is full */
+    AS_EGONE = 16,        /* watch resourceVersion expired (HTTP 410) */
+    AS_EINTERNAL = 17,    /* broken invariant that was not fatal */
     AS_ERR__COUNT
 } as_err;
 

@@ -17,7 +17,7 @@
 #include "agentsched/buf.h"
 #include "agentsched/error.h"
 
-#define METRICS_MAX_SERIES 256
+#define METRICS_MAX_SERIES  256
 #define METRICS_MAX_BUCKETS 24
 
 typedef struct metrics metrics;

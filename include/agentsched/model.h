@@ -25,10 +25,10 @@
 #include "agentsched/error.h"
 #include "agentsched/pool.h"
 
-#define MODEL_MAX_RES 16   /* distinct resource names, fixed ones included */
-#define MODEL_MAX_GPUS 16  /* GPU devices per node */
+#define MODEL_MAX_RES      16 /* distinct resource names, fixed ones included */
+#define MODEL_MAX_GPUS     16 /* GPU devices per node */
 #define MODEL_RES_NAME_MAX 128
-#define MODEL_GPU_MILLI 1000 /* one whole GPU */
+#define MODEL_GPU_MILLI    1000 /* one whole GPU */
 
 /* Fixed resource indexes. */
 enum {
@@ -50,12 +50,12 @@ enum {
  */
 typedef struct model_registry {
     char names[MODEL_MAX_RES][MODEL_RES_NAME_MAX];
-    int n;                 /* published count; access with __atomic */
-    pthread_mutex_t mu;    /* serialises interning */
-    int gpu_res;           /* index of the whole-GPU resource, -1 until a node has it */
-    char gpu_name[MODEL_RES_NAME_MAX];       /* default "nvidia.com/gpu" */
-    char gpu_share_name[MODEL_RES_NAME_MAX]; /* default "agentsched.io/gpu-milli" */
-    char gpu_model_label[MODEL_RES_NAME_MAX];/* default "agentsched.io/gpu-model" */
+    int n;                             /* published count; access with __atomic */
+    pthread_mutex_t mu;                /* serialises interning */
+    int gpu_res;                       /* index of the whole-GPU resource, -1 until a node has it */
+    char gpu_name[MODEL_RES_NAME_MAX]; /* default "nvidia.com/gpu" */
+    char gpu_share_name[MODEL_RES_NAME_MAX];  /* default "agentsched.io/gpu-milli" */
+    char gpu_model_label[MODEL_RES_NAME_MAX]; /* default "agentsched.io/gpu-model" */
 } model_registry;
 
 /* model_registry_init fills the fixed resources and GPU defaults. */
@@ -248,8 +248,8 @@ typedef enum model_phase {
 } model_phase;
 
 typedef struct model_pod {
-    pool *pool; /* owns every pointer below */
-    const char *ns;   /* "default" when absent */
+    pool *pool;     /* owns every pointer below */
+    const char *ns; /* "default" when absent */
     const char *name;
     const char *uid;              /* "" when absent */
     const char *resource_version; /* "" when absent */
@@ -259,7 +259,7 @@ typedef struct model_pod {
      * + sum(restartable init containers), each init container + the
      * restartable ones before it) + overhead. req.v[MODEL_RES_PODS] = 1. */
     model_resvec req;
-    uint32_t req_mask; /* bit r set when req.v[r] != 0 */
+    uint32_t req_mask;       /* bit r set when req.v[r] != 0 */
     const char *unknown_res; /* first requested resource no node has, or NULL */
     /* GPU demand: whole GPUs (count=k, milli=1000) or a share of one
      * (count=1, milli=reg->gpu_share_name's value, 1..1000). count=0: none.
@@ -275,8 +275,8 @@ typedef struct model_pod {
     uint32_t ntolerations;
     int32_t priority;
     model_phase phase;
-    bool terminating;    /* metadata.deletionTimestamp set */
-    int64_t created_ms;  /* metadata.creationTimestamp, ms since epoch; 0 if absent */
+    bool terminating;   /* metadata.deletionTimestamp set */
+    int64_t created_ms; /* metadata.creationTimestamp, ms since epoch; 0 if absent */
 } model_pod;
 
 /*

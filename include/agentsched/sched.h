@@ -71,14 +71,14 @@ typedef struct sched_oracle {
 } sched_oracle;
 
 typedef struct sched_request {
-    const model_pod *pod;    /* borrowed */
+    const model_pod *pod;       /* borrowed */
     const score_policy *policy; /* borrowed */
-    const sched_name *names; /* NULL: every node in the cache */
+    const sched_name *names;    /* NULL: every node in the cache */
     size_t nnames;
-    uint32_t k;              /* top-K candidates to keep (<= SCHED_MAX_K) */
-    bool score_all;          /* fill per-name scores (prioritize) */
-    bool skip_filter;        /* prioritize: names were already filtered upstream;
-                                still scores only nodes that exist */
+    uint32_t k;       /* top-K candidates to keep (<= SCHED_MAX_K) */
+    bool score_all;   /* fill per-name scores (prioritize) */
+    bool skip_filter; /* prioritize: names were already filtered upstream;
+                         still scores only nodes that exist */
     /* Early stop when scanning every node (ignored with names), like
      * kube-scheduler's percentageOfNodesToScore: 0 = full scan (default);
      * else stop once this many feasible (in-shard, in soft mode) nodes were
@@ -100,10 +100,10 @@ typedef struct sched_result {
     pred_result *per_name; /* NULL when scanning all nodes */
     double *score;         /* per name, -1 for infeasible; NULL unless score_all */
     size_t nnames;
-    size_t evaluated;      /* nodes looked at */
+    size_t evaluated; /* nodes looked at */
     size_t feasible;
     sched_candidate cand[SCHED_MAX_K];
-    uint32_t ncand;        /* sorted by score desc, ties by node name */
+    uint32_t ncand; /* sorted by score desc, ties by node name */
     sched_reason_count reasons[SCHED_MAX_REASONS];
     uint32_t nreasons;
     uint64_t shard_revision; /* shard revision the decision was made against */

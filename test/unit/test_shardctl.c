@@ -506,8 +506,8 @@ Test(shardctl_config, from_configmap)
                            "sharding.yaml", "schedulerConfigs: [{name: agent}]\n");
     shardctl_config *c = NULL;
     as_diag d = {0};
-    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_OK,
-                 "%s", d.msg);
+    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_OK, "%s",
+                 d.msg);
     cr_assert_str_eq(c->sched[0].name, "agent");
     shardctl_config_free(c);
     cr_assert_eq(shardctl_config_from_configmap(cm, "other.yaml", "ConfigMap ns/cm", &c, &d),

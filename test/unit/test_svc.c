@@ -240,8 +240,8 @@ Test(svc, metrics_endpoint_reports_cache)
     cr_assert_not_null(strstr(t, "agentsched_cache_pods{state=\"assumed\"} 0\n"), "%s", t);
     cr_assert_not_null(strstr(t, "agentsched_binds_total{result=\"fast\"} 1\n"), "%s", t);
     cr_assert_not_null(strstr(t, "agentsched_ready 1\n"), "%s", t);
-    cr_assert_not_null(
-        strstr(t, "agentsched_request_duration_seconds_count{verb=\"filter\"} 1\n"), "%s", t);
+    cr_assert_not_null(strstr(t, "agentsched_request_duration_seconds_count{verb=\"filter\"} 1\n"),
+                       "%s", t);
     cr_assert_not_null(strstr(t, "# TYPE agentsched_request_duration_seconds histogram\n"));
     /* a second scrape does not duplicate series */
     buf_free(&m.body);
@@ -297,8 +297,8 @@ Test(svc, http_start_serves_core_routes_and_counts_requests)
     static const struct {
         const char *path;
         long status;
-    } cases[] = {{"/healthz", 200}, {"/readyz", 503}, {"/version", 200},
-                 {"/metrics", 200}, {"/nope", 404}};
+    } cases[] = {
+        {"/healthz", 200}, {"/readyz", 503}, {"/version", 200}, {"/metrics", 200}, {"/nope", 404}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char url[128];
         snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, cases[i].path);

@@ -69,8 +69,8 @@ static inline void crs_register_suite(struct crs_suite *s)
 
 #define Test(suite, name, ...)                                                                     \
     static void crs_fn_##suite##_##name(void);                                                     \
-    static struct crs_test crs_t_##suite##_##name = {#suite, #name, crs_fn_##suite##_##name,       \
-                                                     {__VA_ARGS__}};                               \
+    static struct crs_test crs_t_##suite##_##name = {                                              \
+        #suite, #name, crs_fn_##suite##_##name, {__VA_ARGS__}};                                    \
     __attribute__((constructor)) static void crs_reg_##suite##_##name(void)                        \
     {                                                                                              \
         crs_register(&crs_t_##suite##_##name);                                                     \
@@ -109,30 +109,30 @@ static inline void crs_report(bool fatal, const char *file, int line, const char
             crs_report((fatal), __FILE__, __LINE__, (expr), "" __VA_ARGS__);                       \
     } while (0)
 
-#define cr_assert(c, ...) CRS_CHECK(1, (c), #c, __VA_ARGS__)
-#define cr_expect(c, ...) CRS_CHECK(0, (c), #c, __VA_ARGS__)
+#define cr_assert(c, ...)     CRS_CHECK(1, (c), #c, __VA_ARGS__)
+#define cr_expect(c, ...)     CRS_CHECK(0, (c), #c, __VA_ARGS__)
 #define cr_assert_not(c, ...) CRS_CHECK(1, !(c), "!(" #c ")", __VA_ARGS__)
 #define cr_expect_not(c, ...) CRS_CHECK(0, !(c), "!(" #c ")", __VA_ARGS__)
-#define cr_assert_fail(...) CRS_CHECK(1, 0, "fail", __VA_ARGS__)
-#define cr_expect_fail(...) CRS_CHECK(0, 0, "fail", __VA_ARGS__)
+#define cr_assert_fail(...)   CRS_CHECK(1, 0, "fail", __VA_ARGS__)
+#define cr_expect_fail(...)   CRS_CHECK(0, 0, "fail", __VA_ARGS__)
 
 #define CRS_CMP(fatal, a, op, b, ...) CRS_CHECK(fatal, (a)op(b), #a " " #op " " #b, __VA_ARGS__)
-#define cr_assert_eq(a, b, ...) CRS_CMP(1, a, ==, b, __VA_ARGS__)
-#define cr_assert_neq(a, b, ...) CRS_CMP(1, a, !=, b, __VA_ARGS__)
-#define cr_assert_lt(a, b, ...) CRS_CMP(1, a, <, b, __VA_ARGS__)
-#define cr_assert_leq(a, b, ...) CRS_CMP(1, a, <=, b, __VA_ARGS__)
-#define cr_assert_gt(a, b, ...) CRS_CMP(1, a, >, b, __VA_ARGS__)
-#define cr_assert_geq(a, b, ...) CRS_CMP(1, a, >=, b, __VA_ARGS__)
-#define cr_expect_eq(a, b, ...) CRS_CMP(0, a, ==, b, __VA_ARGS__)
-#define cr_expect_neq(a, b, ...) CRS_CMP(0, a, !=, b, __VA_ARGS__)
-#define cr_expect_lt(a, b, ...) CRS_CMP(0, a, <, b, __VA_ARGS__)
-#define cr_expect_leq(a, b, ...) CRS_CMP(0, a, <=, b, __VA_ARGS__)
-#define cr_expect_gt(a, b, ...) CRS_CMP(0, a, >, b, __VA_ARGS__)
-#define cr_expect_geq(a, b, ...) CRS_CMP(0, a, >=, b, __VA_ARGS__)
+#define cr_assert_eq(a, b, ...)       CRS_CMP(1, a, ==, b, __VA_ARGS__)
+#define cr_assert_neq(a, b, ...)      CRS_CMP(1, a, !=, b, __VA_ARGS__)
+#define cr_assert_lt(a, b, ...)       CRS_CMP(1, a, <, b, __VA_ARGS__)
+#define cr_assert_leq(a, b, ...)      CRS_CMP(1, a, <=, b, __VA_ARGS__)
+#define cr_assert_gt(a, b, ...)       CRS_CMP(1, a, >, b, __VA_ARGS__)
+#define cr_assert_geq(a, b, ...)      CRS_CMP(1, a, >=, b, __VA_ARGS__)
+#define cr_expect_eq(a, b, ...)       CRS_CMP(0, a, ==, b, __VA_ARGS__)
+#define cr_expect_neq(a, b, ...)      CRS_CMP(0, a, !=, b, __VA_ARGS__)
+#define cr_expect_lt(a, b, ...)       CRS_CMP(0, a, <, b, __VA_ARGS__)
+#define cr_expect_leq(a, b, ...)      CRS_CMP(0, a, <=, b, __VA_ARGS__)
+#define cr_expect_gt(a, b, ...)       CRS_CMP(0, a, >, b, __VA_ARGS__)
+#define cr_expect_geq(a, b, ...)      CRS_CMP(0, a, >=, b, __VA_ARGS__)
 
-#define cr_assert_null(p, ...) CRS_CHECK(1, (p) == NULL, #p " == NULL", __VA_ARGS__)
+#define cr_assert_null(p, ...)     CRS_CHECK(1, (p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) CRS_CHECK(1, (p) != NULL, #p " != NULL", __VA_ARGS__)
-#define cr_expect_null(p, ...) CRS_CHECK(0, (p) == NULL, #p " == NULL", __VA_ARGS__)
+#define cr_expect_null(p, ...)     CRS_CHECK(0, (p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_expect_not_null(p, ...) CRS_CHECK(0, (p) != NULL, #p " != NULL", __VA_ARGS__)
 
 /* NULL compares unequal to every string (a failure, not a crash). */
@@ -144,11 +144,11 @@ static inline int crs_strcmp(const char *a, const char *b)
 }
 #define CRS_STR(fatal, a, op, b, ...)                                                              \
     CRS_CHECK(fatal, crs_strcmp((a), (b)) op 0, #a " " #op " " #b, __VA_ARGS__)
-#define cr_assert_str_eq(a, b, ...) CRS_STR(1, a, ==, b, __VA_ARGS__)
-#define cr_assert_str_neq(a, b, ...) CRS_STR(1, a, !=, b, __VA_ARGS__)
-#define cr_expect_str_eq(a, b, ...) CRS_STR(0, a, ==, b, __VA_ARGS__)
-#define cr_expect_str_neq(a, b, ...) CRS_STR(0, a, !=, b, __VA_ARGS__)
-#define cr_assert_str_empty(a, ...) CRS_CHECK(1, (a)[0] == '\0', #a " is empty", __VA_ARGS__)
+#define cr_assert_str_eq(a, b, ...)     CRS_STR(1, a, ==, b, __VA_ARGS__)
+#define cr_assert_str_neq(a, b, ...)    CRS_STR(1, a, !=, b, __VA_ARGS__)
+#define cr_expect_str_eq(a, b, ...)     CRS_STR(0, a, ==, b, __VA_ARGS__)
+#define cr_expect_str_neq(a, b, ...)    CRS_STR(0, a, !=, b, __VA_ARGS__)
+#define cr_assert_str_empty(a, ...)     CRS_CHECK(1, (a)[0] == '\0', #a " is empty", __VA_ARGS__)
 #define cr_assert_str_not_empty(a, ...) CRS_CHECK(1, (a)[0] != '\0', #a " not empty", __VA_ARGS__)
 
 #define cr_assert_float_eq(a, b, eps, ...)                                                         \
@@ -160,8 +160,8 @@ static inline int crs_strcmp(const char *a, const char *b)
 #define cr_expect_arr_eq(a, b, size, ...)                                                          \
     CRS_CHECK(0, memcmp((a), (b), (size)) == 0, #a " == " #b, __VA_ARGS__)
 
-#define cr_log_info(...) (fprintf(stderr, "[----] " __VA_ARGS__), fputc('\n', stderr))
-#define cr_log_warn(...) (fprintf(stderr, "[WARN] " __VA_ARGS__), fputc('\n', stderr))
+#define cr_log_info(...)  (fprintf(stderr, "[----] " __VA_ARGS__), fputc('\n', stderr))
+#define cr_log_warn(...)  (fprintf(stderr, "[WARN] " __VA_ARGS__), fputc('\n', stderr))
 #define cr_log_error(...) (fprintf(stderr, "[ERR ] " __VA_ARGS__), fputc('\n', stderr))
 
 static inline const struct crs_suite *crs_find_suite(const char *name)
@@ -176,7 +176,7 @@ static inline const struct crs_suite *crs_find_suite(const char *name)
 static inline int crs_run_one(const struct crs_test *t)
 {
     const struct crs_suite *s = crs_find_suite(t->suite);
-    double timeout = t->opts.timeout > 0 ? t->opts.timeout
+    double timeout = t->opts.timeout > 0          ? t->opts.timeout
                      : (s && s->opts.timeout > 0) ? s->opts.timeout
                                                   : 120;
     fflush(NULL);
