@@ -39,7 +39,7 @@ done
 # Everything the build, the tests (plain, ASan/UBSan, TSan, fuzzers), the
 # benchmarks' plots and the scripts need.
 PACKAGES=(
-    build-essential gcc clang libclang-rt-14-dev cmake ninja-build pkg-config git
+    build-essential gcc clang clang-format libclang-rt-14-dev cmake ninja-build pkg-config git
     libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libyajl-dev
     libcriterion-dev curl ca-certificates python3 gnuplot-nox procps
 )

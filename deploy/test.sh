@@ -3,7 +3,8 @@
 #
 #   deploy/test.sh [--quick] [--no-fuzz] [--no-e2e] [--jobs N] [--prefix NAME]
 #
-# Stages (each in its own build directory):
+# Stages (each in its own build directory, after a clang-format check of
+# every C file):
 #   build/       Release          ctest -L unit, -L integration
 #   build-asan/  ASan + UBSan     ctest -L unit, -L integration
 #   build-tsan/  TSan             ctest -L unit  (every unit test: the
@@ -128,6 +129,29 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 # Prefix for ctest (the TSan stage sets it, see below).
 WRAP=()
+
+# House style: every C source and header as .clang-format formats it.
+format_check() {
+    local t0 bad=() f
+    t0=$(date +%s)
+    if ! command -v clang-format >/dev/null; then
+        echo "=== clang-format not installed (deploy/setup.sh installs it): style not checked"
+        record "clang-format" skip 0
+        return
+    fi
+    echo "=== clang-format --dry-run on src/, include/, test/"
+    while IFS= read -r f; do
+        clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+    done < <(find "$ROOT/src" "$ROOT/include" "$ROOT/test" -name '*.[ch]' \
+        -not -path "$ROOT/test/e2e/*" | sort)
+    if [ "${#bad[@]}" -gt 0 ]; then
+        printf 'not formatted (run clang-format -i on them): %s\n' "${bad[*]#"$ROOT/"}"
+        record "clang-format" FAIL "$(($(date +%s) - t0))"
+    else
+        record "clang-format" ok "$(($(date +%s) - t0))"
+    fi
+}
+format_check
 
 stage "$P" unit integration -- -DCMAKE_BUILD_TYPE=Release -DAGENTSCHED_E2E=OFF
 if [ "$QUICK" -eq 0 ]; then
