@@ -9,7 +9,12 @@
  */
 #include "agentsched/extargs.h"
 
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <yajl/yajl_parse.h>
@@ -458,7 +463,9 @@ static size_t dedupe(pool *p, void *base, size_t n, size_t stride)
  * Every byte is still validated as JSON (strings: escapes, control
  * characters, UTF-8; numbers; literals; structure; depth), so a span we
  * echo is always valid JSON. The Pod's span is then built into a DOM by
- * the yajl builder (extargs_parse_json).
+ * walking it again, unchecked, into the yajl builder's events
+ * (build_validated; extargs_parse_json runs yajl itself for the eager
+ * decode and every other document).
  */
 typedef struct sc {
     const char *base;
@@ -937,6 +944,282 @@ static int sc_value(sc *s)
     }
 }
 
+/* ---- building a span the scanner has validated ---------------------- */
+
+/*
+ * The Pod of ExtenderArgs has been validated by sc_value before anyone
+ * asks for its DOM, so tokenizing it again with yajl (about 50
+ * instructions a byte) only repeats work. vw walks the validated span
+ * once more, without checking anything, and feeds the same builder events
+ * yajl's callbacks would (dispatch): the DOM, the depth cap and the skip
+ * rules are the yajl builder's. A member the rules leave out is jumped
+ * over by bracket matching, never turned into events. Strings decode as
+ * the scanner's names do (unescape: lone surrogates become U+FFFD, as in
+ * Go; yajl would write '?'), numbers as yajl's: an integer when there is
+ * no fraction or exponent, out of range when its magnitude exceeds
+ * LLONG_MAX; a real by strtod, out of range when it overflows.
+ */
+typedef struct vw {
+    ctx *c;
+    const char *base, *p, *end;
+    char *scratch; /* unescaped strings (pool; never longer than the span) */
+} vw;
+
+/* vw_string_end returns the closing quote of the validated string whose
+ * content starts at p. */
+static const char *vw_string_end(const char *p)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    for (;;) {
+        uint64_t x;
+        memcpy(&x, p, 8); /* the walked copy has 8 bytes of padding after the span */
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b)) & high;
+        if (!m) {
+            p += 8;
+            continue;
+        }
+        p += __builtin_ctzll(m) >> 3;
+        if (*p == '"')
+            return p;
+        p += 2; /* an escape: its next byte is never the closing quote */
+    }
+}
+
+static void vw_ws(vw *w)
+{
+    while (*w->p == ' ' || *w->p == '\n' || *w->p == '\r' || *w->p == '\t')
+        w->p++;
+}
+
+/* vw_str reads the string at w->p into *e (EV_STR or EV_KEY). */
+static void vw_str(vw *w, ev *e)
+{
+    const char *raw = w->p + 1, *q = vw_string_end(raw);
+    e->s = raw;
+    e->len = (size_t)(q - raw);
+    if (memchr(raw, '\\', e->len)) {
+        /* scratch is as long as the span: an unescaped string is shorter
+         * than its raw form and strings never overlap */
+        size_t off = (size_t)(raw - w->base);
+        e->len = unescape(raw, e->len, w->scratch + off);
+        e->s = w->scratch + off;
+    }
+    w->p = q + 1;
+}
+
+static int vw_overflow(vw *w, const char *at, const char *what)
+{
+    ctx *c = w->c;
+    if (c->err == AS_OK) {
+        c->err = AS_EPARSE;
+        as_diag_set(c->diag, AS_EPARSE, "",
+                    "malformed JSON near byte %zu: %s (send a complete, valid UTF-8 JSON "
+                    "document)",
+                    (size_t)(at - w->base), what);
+    }
+    return 0;
+}
+
+/* vw_number reads the number at w->p into *e. */
+static int vw_number(vw *w, ev *e)
+{
+    const char *p = w->p, *start = p;
+    bool neg = *p == '-', real = false;
+    if (neg)
+        p++;
+    unsigned long long mag = 0;
+    bool over = false;
+    for (; p < w->end && is_digit(*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (mag > ((unsigned long long)LLONG_MAX - d) / 10)
+            over = true;
+        else
+            mag = mag * 10 + d;
+    }
+    while (p < w->end &&
+           (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-')) {
+        real = true;
+        p++;
+    }
+    w->p = p;
+    if (!real) {
+        if (over)
+            return vw_overflow(w, start, "integer overflow");
+        e->kind = EV_INT;
+        e->i = neg ? -(long long)mag : (long long)mag;
+        return 1;
+    }
+    char num[64];
+    size_t n = (size_t)(p - start);
+    char *text = n < sizeof num ? num : malloc(n + 1);
+    if (!text)
+        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
+    memcpy(text, start, n);
+    text[n] = '\0';
+    errno = 0;
+    double d = strtod(text, NULL);
+    bool huge = (d == HUGE_VAL || d == -HUGE_VAL) && errno == ERANGE;
+    if (text != num)
+        free(text);
+    if (huge)
+        return vw_overflow(w, start, "numeric (floating point) overflow");
+    e->kind = EV_DBL;
+    e->d = d;
+    return 1;
+}
+
+/* vw_skip jumps over the validated value at w->p. Its numbers are still
+ * read: one out of range fails the document, as yajl's pass does even
+ * inside a member the rules leave out. */
+static int vw_skip(vw *w)
+{
+    int depth = 0;
+    do {
+        char ch = *w->p;
+        if (ch == '"') {
+            w->p = vw_string_end(w->p + 1) + 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+            w->p++;
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+            w->p++;
+        } else if (ch == '-' || is_digit(ch)) {
+            ev e;
+            if (!vw_number(w, &e))
+                return 0;
+        } else if (ch == 't' || ch == 'n') {
+            w->p += 4;
+        } else if (ch == 'f') {
+            w->p += 5;
+        } else {
+            w->p++; /* whitespace, ',' and ':' */
+        }
+    } while (depth > 0);
+    return 1;
+}
+
+/* vw_value feeds the events of the value at w->p. */
+static int vw_value(vw *w)
+{
+    ctx *c = w->c;
+    ev e = {.kind = EV_NULL};
+    vw_ws(w);
+    switch (*w->p) {
+    case '{':
+    case '[': {
+        bool obj = *w->p == '{';
+        char close = obj ? '}' : ']';
+        e.kind = obj ? EV_MAP_START : EV_ARR_START;
+        if (!dispatch(c, &e))
+            return 0;
+        w->p++;
+        vw_ws(w);
+        while (*w->p != close) {
+            if (*w->p == ',') {
+                w->p++;
+                vw_ws(w);
+            }
+            if (obj) {
+                ev k = {.kind = EV_KEY};
+                vw_str(w, &k);
+                if (!dispatch(c, &k))
+                    return 0;
+                vw_ws(w);
+                w->p++; /* ':' */
+                vw_ws(w);
+                if (c->b.drop) {
+                    /* what bld_dropped would do with the value's events */
+                    c->b.drop = false;
+                    if (!vw_skip(w))
+                        return 0;
+                    vw_ws(w);
+                    continue;
+                }
+            }
+            if (!vw_value(w))
+                return 0;
+            vw_ws(w);
+        }
+        w->p++;
+        e.kind = obj ? EV_MAP_END : EV_ARR_END;
+        return dispatch(c, &e);
+    }
+    case '"':
+        e.kind = EV_STR;
+        vw_str(w, &e);
+        break;
+    case 't':
+        e.kind = EV_BOOL;
+        e.b = 1;
+        w->p += 4;
+        break;
+    case 'f':
+        e.kind = EV_BOOL;
+        e.b = 0;
+        w->p += 5;
+        break;
+    case 'n':
+        w->p += 4;
+        break;
+    default:
+        if (!vw_number(w, &e))
+            return 0;
+        break;
+    }
+    return dispatch(c, &e);
+}
+
+/* build_validated builds the DOM of the object body[0..len), which
+ * sc_value has validated (the Pod span), as extargs_parse_json_skip does. */
+static as_err build_validated(const char *body, size_t len, const extargs_skip *skip, json_t **out,
+                              as_diag *diag)
+{
+    /* The walk reads up to 8 bytes at a time inside strings; a validated
+     * object's strings are followed by at least its closing brace, but not
+     * by 8 bytes: walk a copy with padding. */
+    *out = NULL;
+    assert(len >= 2 && body[0] == '{' && body[len - 1] == '}');
+    pool *p = pool_new(0);
+    if (!p)
+        return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+    as_err err = AS_ENOMEM;
+    ctx *c = ctx_new(p, diag);
+    char *copy = pool_alloc(p, len + 8);
+    char *scratch = pool_alloc(p, len);
+    if (!c || !copy || !scratch) {
+        as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+        goto done;
+    }
+    memcpy(copy, body, len);
+    memset(copy + len, 0, 8);
+    json_t *root = NULL;
+    skip_index sx;
+    if (skip && skip[0].parent) {
+        skip_index_init(&sx, skip);
+        c->skip = &sx;
+    }
+    c->b.key_rule = -1;
+    c->state = ST_BUILD;
+    c->ret = ST_DONE;
+    c->target = &root;
+    vw w = {c, copy, copy, copy + len, scratch};
+    err = AS_OK;
+    if (!vw_value(&w))
+        err = c->err != AS_OK ? c->err : as_diag_set(diag, AS_EINTERNAL, NULL, "builder failed");
+    bld_reset(&c->b);
+    if (err) {
+        if (root)
+            json_decref(root);
+        goto done;
+    }
+    *out = root;
+done:
+    pool_free(p);
+    return err;
+}
+
 static int sc_grow(sc *s, void **arr, size_t *cap, size_t n, size_t elem, const char *tmpl)
 {
     if (n < *cap)
@@ -1227,7 +1510,8 @@ as_err extargs_parse_pod(extargs_args *a, const extargs_skip *skip, as_diag *dia
 {
     if (a->pod || !a->pod_raw)
         return AS_OK;
-    return extargs_parse_json_skip(a->pod_raw, a->pod_raw_len, skip, &a->pod, diag);
+    /* pod_raw is an object sc_pod validated */
+    return build_validated(a->pod_raw, a->pod_raw_len, skip, &a->pod, diag);
 }
 
 /* See extargs.h. */

@@ -102,7 +102,11 @@ as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned fl
  * extargs_parse_json_skip does: kube-scheduler sends the whole Pod (env,
  * volumes, probes, status) in every filter and prioritize, and the pod
  * model reads a small part of it (k8s_stream_skip(K8S_KIND_POD)). A DOM
- * built earlier (without EXTARGS_LAZY_POD) is kept as it is. */
+ * built earlier (without EXTARGS_LAZY_POD) is kept as it is. The span was
+ * validated by the decode, so it is not tokenized again: the DOM equals
+ * extargs_parse_json_skip's, and so do the errors (numbers out of range,
+ * also inside left-out members; the depth and key caps), except that a
+ * lone surrogate escape decodes to U+FFFD (yajl: '?'). */
 struct extargs_skip;
 as_err extargs_parse_pod(extargs_args *a, const struct extargs_skip *skip, as_diag *diag);
 

@@ -595,6 +595,69 @@ Test(extargs, parse_pod_lazy_with_rules)
     pool_free(p);
 }
 
+/* extargs_parse_pod builds the scanner-validated Pod span by walking it
+ * again (no second yajl pass): the same trees and the same errors as the
+ * yajl builder, with and without rules, on what is hard to walk. */
+Test(extargs, parse_pod_walk_matches_yajl)
+{
+    static const char *const ctr_keys[] = {"env", "args", NULL};
+    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const char *const pods[] = {
+        "{}",
+        "{ \"a\" : [ ] , \"b\" : { } , \"c\" : [ [ ] , { } , [ [ 1 ] ] ] }",
+        "{\"n\":[0,-0,1,-1,9223372036854775807,-9223372036854775807,1.5,-2.25e3,1E-2,"
+        "0.1e+2,1e-400,123456789012345678901234567890.5]}",
+        "{\"s\":[\"\",\"plain\",\"q\\\"uote\",\"b\\\\s\",\"\\/\\b\\f\\n\\r\\t\","
+        "\"\\u00e9\\u20ac\\ud83d\\ude00\",\"\\u0000x\",\"caf\xc3\xa9 \xe2\x82\xac\"]}",
+        "{\"k\\\"ey\":1,\"\\u006bey\":2,\"dup\":1,\"dup\":[2]}",
+        "{\"t\":true,\"f\":false,\"z\":null,\"x\":[true,false,null]}",
+        /* left-out members with brackets, quotes and escapes in strings */
+        "{\"spec\":{\"containers\":[{\"name\":\"c\",\"env\":[{\"value\":\"a]}\\\"[{\"},"
+        "{\"v\":[[],{}]}],\"args\":\"}\",\"image\":\"i\"},{\"args\":-1.5e3,\"env\":null,"
+        "\"x\":true},{\"env\":7}]}}",
+        "{\"containers\":[{\"env\":{\"a\":{\"b\":[\"\\\\\",\"\\\\\\\"\"]}},\"keep\":1}]}",
+        /* errors: out-of-range numbers, as yajl reports them */
+        "{\"i\":9223372036854775808}",
+        "{\"i\":-9223372036854775808}",
+        "{\"i\":[1,99999999999999999999999]}",
+        "{\"d\":1e400}",
+        "{\"d\":-1e400}",
+        "{\"containers\":[{\"env\":1e400,\"x\":1}]}",
+    };
+    for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[]}", pods[i]);
+        for (int r = 0; r < 2; r++) {
+            const extargs_skip *sk = r ? rules : NULL;
+            pool *p = pool_new(0);
+            extargs_args a;
+            as_diag d = {0}, yd = {0};
+            cr_assert_eq(extargs_decode_args_ex(p, body, strlen(body), EXTARGS_LAZY_POD, &a, &d),
+                         AS_OK, "pod %zu: %s", i, d.msg);
+            json_t *y = NULL;
+            as_err werr = extargs_parse_pod(&a, sk, &d);
+            as_err yerr = extargs_parse_json_skip(pods[i], strlen(pods[i]), sk, &y, &yd);
+            cr_assert_eq(werr, yerr, "pod %zu rules %d: walk %s (%s), yajl %s (%s)", i, r,
+                         as_strerror(werr), d.msg, as_strerror(yerr), yd.msg);
+            if (!werr) {
+                char *g = json_dumps(a.pod, JSON_COMPACT | JSON_SORT_KEYS);
+                char *w = json_dumps(y, JSON_COMPACT | JSON_SORT_KEYS);
+                cr_assert(json_equal(a.pod, y), "pod %zu rules %d:\n walk %s\n yajl %s", i, r, g,
+                          w);
+                free(g);
+                free(w);
+            } else {
+                cr_assert_null(a.pod);
+                cr_assert(strstr(d.msg, "overflow"), "pod %zu: %s", i, d.msg);
+            }
+            if (y)
+                json_decref(y);
+            extargs_args_release(&a);
+            pool_free(p);
+        }
+    }
+}
+
 Test(extargs, get_is_case_insensitive)
 {
     json_t *o = json_loads("{\"Pod\":1,\"nodenames\":2}", 0, NULL);
