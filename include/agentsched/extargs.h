@@ -103,10 +103,8 @@ as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned fl
  * volumes, probes, status) in every filter and prioritize, and the pod
  * model reads a small part of it (k8s_stream_skip(K8S_KIND_POD)). A DOM
  * built earlier (without EXTARGS_LAZY_POD) is kept as it is. The span was
- * validated by the decode, so it is not tokenized again: the DOM equals
- * extargs_parse_json_skip's, and so do the errors (numbers out of range,
- * also inside left-out members; the depth and key caps), except that a
- * lone surrogate escape decodes to U+FFFD (yajl: '?'). */
+ * validated by the decode, so it is only walked (extargs_parse_json),
+ * not validated again. */
 struct extargs_skip;
 as_err extargs_parse_pod(extargs_args *a, const struct extargs_skip *skip, as_diag *diag);
 
@@ -170,6 +168,11 @@ void extargs_preemption_release(extargs_preemption *a);
  * extargs_parse_json builds body[0..len) into a jansson DOM with the
  * streaming builder (depth and key caps as above; integers that fit int64
  * become integers, other numbers reals). Caller owns *out (json_decref).
+ * The document is validated by the request scanner and then walked into
+ * the builder, a third of a yajl pass on Kubernetes objects; a document
+ * either rejects is parsed by yajl (extargs_parse_json_ref) for the error,
+ * so acceptance, trees and messages are yajl's, except that a lone
+ * surrogate escape decodes to U+FFFD, as in Go (yajl: '?').
  */
 as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *diag);
 
@@ -191,6 +194,11 @@ typedef struct extargs_skip {
  * table skip (borrowed; NULL or empty: nothing) names. */
 as_err extargs_parse_json_skip(const char *body, size_t len, const extargs_skip *skip, json_t **out,
                                as_diag *diag);
+
+/* extargs_parse_json_ref is extargs_parse_json_skip through yajl's
+ * tokenizer alone: the reference the tests and fuzzers hold the walk to. */
+as_err extargs_parse_json_ref(const char *body, size_t len, const extargs_skip *skip, json_t **out,
+                              as_diag *diag);
 
 /*
  * extargs_get returns obj's member `key`, matched exactly first, else

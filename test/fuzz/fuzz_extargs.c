@@ -68,10 +68,36 @@ static bool has_surrogate_escape(const char *s, size_t n)
     return false;
 }
 
+/* walk_matches_yajl: extargs_parse_json_skip (the scanner's validation
+ * and the walk) and extargs_parse_json_ref (yajl) agree on body, with and
+ * without rules: the same error and message, or equal trees. */
+static void walk_matches_yajl(const char *body, size_t size)
+{
+    for (int r = 0; r < 2; r++) {
+        const extargs_skip *rules = r ? k8s_stream_skip(K8S_KIND_POD) : NULL;
+        json_t *w = NULL, *y = NULL;
+        as_diag wd, yd;
+        memset(&wd, 0, sizeof wd);
+        memset(&yd, 0, sizeof yd);
+        as_err we = extargs_parse_json_skip(body, size, rules, &w, &wd);
+        as_err ye = extargs_parse_json_ref(body, size, rules, &y, &yd);
+        if (we != ye || (we && strcmp(wd.msg, yd.msg) != 0))
+            abort();
+        if (!we && !has_surrogate_escape(body, size) && !json_equal(w, y))
+            abort();
+        if (w)
+            json_decref(w);
+        if (y)
+            json_decref(y);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *body = (const char *)data;
     as_diag d;
+
+    walk_matches_yajl(body, size);
 
     pool *p = pool_new((size_t)16 << 20);
     extargs_args a;
@@ -101,9 +127,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a.pod_raw) {
             json_t *y = NULL, *ys = NULL;
             as_diag yd;
-            bool y_ok = extargs_parse_json_skip(a.pod_raw, a.pod_raw_len, NULL, &y, &yd) == AS_OK;
-            bool ys_ok =
-                extargs_parse_json_skip(a.pod_raw, a.pod_raw_len, rules, &ys, &yd) == AS_OK;
+            bool y_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, NULL, &y, &yd) == AS_OK;
+            bool ys_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, rules, &ys, &yd) == AS_OK;
             if (y_ok != lazy_ok || ys_ok != skip_ok)
                 abort();
             if (!has_surrogate_escape(a.pod_raw, a.pod_raw_len) &&

@@ -636,7 +636,7 @@ Test(extargs, parse_pod_walk_matches_yajl)
                          AS_OK, "pod %zu: %s", i, d.msg);
             json_t *y = NULL;
             as_err werr = extargs_parse_pod(&a, sk, &d);
-            as_err yerr = extargs_parse_json_skip(pods[i], strlen(pods[i]), sk, &y, &yd);
+            as_err yerr = extargs_parse_json_ref(pods[i], strlen(pods[i]), sk, &y, &yd);
             cr_assert_eq(werr, yerr, "pod %zu rules %d: walk %s (%s), yajl %s (%s)", i, r,
                          as_strerror(werr), d.msg, as_strerror(yerr), yd.msg);
             if (!werr) {
@@ -655,6 +655,73 @@ Test(extargs, parse_pod_walk_matches_yajl)
             extargs_args_release(&a);
             pool_free(p);
         }
+    }
+}
+
+/* extargs_parse_json (the scanner's validation, then the walk) against
+ * yajl alone: equal trees; errors, malformed or not, in yajl's words. */
+Test(extargs, parse_json_walk_matches_yajl)
+{
+    static const char *const docs[] = {
+        "{}",
+        "[]",
+        "null",
+        "true",
+        " false ",
+        "1",
+        "-0",
+        "-1.5e3",
+        "\"s\\n\\u2603\"",
+        "\"end\"",
+        "[\"a\",\"b\\\"\"]",
+        "{\"a\":{\"b\":[1,2,{\"c\":null}]},\"a\":3}",
+        "  {\"k\" : [ 1 , 2 ] }  \n",
+        /* errors */
+        "",
+        " ",
+        "{",
+        "{\"a\":}",
+        "[1,]",
+        "{} {}",
+        "tru",
+        "\"\\x\"",
+        "[1e400]",
+        "[9223372036854775808]",
+        "\"\x01\"",
+        "\"\xff\"",
+        "01",
+        "{\"a\" 1}",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        json_t *w = NULL, *y = NULL;
+        as_diag wd = {0}, yd = {0};
+        size_t n = strlen(docs[i]);
+        as_err we = extargs_parse_json(docs[i], n, &w, &wd);
+        as_err ye = extargs_parse_json_ref(docs[i], n, NULL, &y, &yd);
+        cr_assert_eq(we, ye, "doc %zu: walk %s, yajl %s", i, wd.msg, yd.msg);
+        if (we) {
+            cr_assert_str_eq(wd.msg, yd.msg, "doc %zu", i);
+            cr_assert_null(w);
+        } else {
+            cr_assert(json_equal(w, y), "doc %zu", i);
+        }
+        if (w)
+            json_decref(w);
+        if (y)
+            json_decref(y);
+    }
+    /* strings of every short length at the end of the document (the walk
+     * reads ahead 8 bytes at a time) */
+    char doc[64];
+    for (size_t len = 0; len < 40; len++) {
+        memset(doc, 'x', sizeof doc);
+        doc[0] = '"';
+        doc[len + 1] = '"';
+        json_t *w = NULL;
+        as_diag wd = {0};
+        cr_assert_eq(extargs_parse_json(doc, len + 2, &w, &wd), AS_OK, "%s", wd.msg);
+        cr_assert_eq(json_string_length(w), len);
+        json_decref(w);
     }
 }
 
