@@ -963,24 +963,28 @@ static int sc_value(sc *s)
 typedef struct vw {
     ctx *c;
     const char *base, *p, *end;
-    char *scratch; /* unescaped strings (pool; never longer than the span) */
+    char *scratch; /* unescaped strings (ctx pool, made at the first escape) */
 } vw;
 
 /* vw_string_end returns the closing quote of the validated string whose
- * content starts at p. */
-static const char *vw_string_end(const char *p)
+ * content starts at p (end: the span's end, which the quote precedes). */
+static const char *vw_string_end(const char *p, const char *end)
 {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     for (;;) {
-        uint64_t x;
-        memcpy(&x, p, 8); /* the walked copy has 8 bytes of padding after the span */
-        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-        uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b)) & high;
-        if (!m) {
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b)) & high;
+            if (m) {
+                p += __builtin_ctzll(m) >> 3;
+                break;
+            }
             p += 8;
-            continue;
         }
-        p += __builtin_ctzll(m) >> 3;
+        while (*p != '"' && *p != '\\')
+            p++;
         if (*p == '"')
             return p;
         p += 2; /* an escape: its next byte is never the closing quote */
@@ -989,24 +993,28 @@ static const char *vw_string_end(const char *p)
 
 static void vw_ws(vw *w)
 {
-    while (*w->p == ' ' || *w->p == '\n' || *w->p == '\r' || *w->p == '\t')
+    while (w->p < w->end && (*w->p == ' ' || *w->p == '\n' || *w->p == '\r' || *w->p == '\t'))
         w->p++;
 }
 
 /* vw_str reads the string at w->p into *e (EV_STR or EV_KEY). */
-static void vw_str(vw *w, ev *e)
+static int vw_str(vw *w, ev *e)
 {
-    const char *raw = w->p + 1, *q = vw_string_end(raw);
+    const char *raw = w->p + 1, *q = vw_string_end(raw, w->end);
     e->s = raw;
     e->len = (size_t)(q - raw);
-    if (memchr(raw, '\\', e->len)) {
-        /* scratch is as long as the span: an unescaped string is shorter
-         * than its raw form and strings never overlap */
-        size_t off = (size_t)(raw - w->base);
-        e->len = unescape(raw, e->len, w->scratch + off);
-        e->s = w->scratch + off;
-    }
     w->p = q + 1;
+    if (!memchr(raw, '\\', e->len))
+        return 1;
+    /* scratch is as long as the span, made at the first escape: an
+     * unescaped string is shorter than its raw form, and strings never
+     * overlap */
+    if (!w->scratch && !(w->scratch = pool_alloc(w->c->p, (size_t)(w->end - w->base))))
+        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
+    size_t off = (size_t)(raw - w->base);
+    e->len = unescape(raw, e->len, w->scratch + off);
+    e->s = w->scratch + off;
+    return 1;
 }
 
 static int vw_overflow(vw *w, const char *at, const char *what)
@@ -1079,7 +1087,7 @@ static int vw_skip(vw *w)
     do {
         char ch = *w->p;
         if (ch == '"') {
-            w->p = vw_string_end(w->p + 1) + 1;
+            w->p = vw_string_end(w->p + 1, w->end) + 1;
         } else if (ch == '{' || ch == '[') {
             depth++;
             w->p++;
@@ -1124,8 +1132,7 @@ static int vw_value(vw *w)
             }
             if (obj) {
                 ev k = {.kind = EV_KEY};
-                vw_str(w, &k);
-                if (!dispatch(c, &k))
+                if (!vw_str(w, &k) || !dispatch(c, &k))
                     return 0;
                 vw_ws(w);
                 w->p++; /* ':' */
@@ -1149,7 +1156,8 @@ static int vw_value(vw *w)
     }
     case '"':
         e.kind = EV_STR;
-        vw_str(w, &e);
+        if (!vw_str(w, &e))
+            return 0;
         break;
     case 't':
         e.kind = EV_BOOL;
@@ -1179,22 +1187,17 @@ static int vw_value(vw *w)
 static as_err build_validated(const char *body, size_t len, const extargs_skip *skip, json_t **out,
                               as_diag *diag)
 {
-    /* The walk reads 8 bytes at a time inside strings, and a document may
-     * end with a string: walk a copy with padding. */
     *out = NULL;
-    pool *p = pool_new(0);
+    /* the ctx, and scratch as long as the document (already capped) */
+    pool *p = pool_new(len + ((size_t)1 << 20));
     if (!p)
         return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
     as_err err = AS_ENOMEM;
     ctx *c = ctx_new(p, diag);
-    char *copy = pool_alloc(p, len + 8);
-    char *scratch = pool_alloc(p, len);
-    if (!c || !copy || !scratch) {
+    if (!c) {
         as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
         goto done;
     }
-    memcpy(copy, body, len);
-    memset(copy + len, 0, 8);
     json_t *root = NULL;
     skip_index sx;
     if (skip && skip[0].parent) {
@@ -1205,7 +1208,7 @@ static as_err build_validated(const char *body, size_t len, const extargs_skip *
     c->state = ST_BUILD;
     c->ret = ST_DONE;
     c->target = &root;
-    vw w = {c, copy, copy, copy + len, scratch};
+    vw w = {c, body, body, body + len, NULL};
     err = AS_OK;
     if (!vw_value(&w))
         err = c->err != AS_OK ? c->err : as_diag_set(diag, AS_EINTERNAL, NULL, "builder failed");
