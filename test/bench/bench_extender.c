@@ -310,7 +310,7 @@ static void bench_pod_decode(svc *s)
             as_diag d = {{0}, {0}};
             as_err err = extargs_decode_args_ex(p, b.data, b.len, EXTARGS_LAZY_POD, &a, &d);
             if (!err)
-                err = k < 2 ? extargs_parse_json_skip(a.pod_raw, a.pod_raw_len, skip, &a.pod, &d)
+                err = k < 2 ? extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, skip, &a.pod, &d)
                             : extargs_parse_pod(&a, skip, &d);
             if (!err)
                 err = model_pod_from_json(&s->reg, a.pod, &pod, &d);
