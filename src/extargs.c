@@ -11,7 +11,6 @@
  */
 #include "agentsched/extargs.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -950,11 +949,13 @@ static int sc_value(sc *s)
 /*
  * The Pod of ExtenderArgs has been validated by sc_value before anyone
  * asks for its DOM, so tokenizing it again with yajl (about 50
- * instructions a byte) only repeats work. vw walks the validated span
- * once more, without checking anything, and feeds the same builder events
- * yajl's callbacks would (dispatch): the DOM, the depth cap and the skip
- * rules are the yajl builder's. A member the rules leave out is jumped
- * over by bracket matching, never turned into events. Strings decode as
+ * instructions a byte) only repeats work; any other document costs less
+ * validated by sc_value (about 11 a byte) and then walked than tokenized
+ * by yajl. vw walks the validated text, without checking anything, and
+ * feeds the same builder events yajl's callbacks would (dispatch): the
+ * DOM, the depth cap and the skip rules are the yajl builder's. A member
+ * the rules leave out is jumped over, never turned into events (its
+ * numbers are still range-checked, as yajl's pass does). Strings decode as
  * the scanner's names do (unescape: lone surrogates become U+FFFD, as in
  * Go; yajl would write '?'), numbers as yajl's: an integer when there is
  * no fraction or exponent, out of range when its magnitude exceeds
