@@ -115,59 +115,6 @@ static inline void wr_raw(wr *w, const char *s, size_t n)
 
 #define WR_LIT(w, lit) wr_raw((w), (lit), sizeof(lit) - 1)
 
-/* json_escape writes s[0..n) as a quoted JSON string at o (room for
- * n * 6 + 2 bytes) the way buf_json_str does; returns the end. */
-static char *json_escape(char *o, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    *o++ = '"';
-    size_t i = 0;
-    /* Eight bytes at a time while none needs escaping: (x - k) sets a
-     * byte's high bit when that byte is below k if all bytes are < 0x80,
-     * and bytes >= 0x80 (copied as they are) send the word to the byte
-     * loop; false positives only cost the slower path. */
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
-        memcpy(&x, s + i, 8);
-        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-        if ((x | (x - ones * 0x20) | (q - ones) | (b - ones)) & high)
-            break;
-        memcpy(o, &x, 8);
-        o += 8;
-    }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *o++ = (char)c;
-        } else if (c == '"' || c == '\\') {
-            *o++ = '\\';
-            *o++ = (char)c;
-        } else {
-            *o++ = '\\';
-            switch (c) {
-            case '\n':
-                *o++ = 'n';
-                break;
-            case '\r':
-                *o++ = 'r';
-                break;
-            case '\t':
-                *o++ = 't';
-                break;
-            default:
-                *o++ = 'u';
-                *o++ = '0';
-                *o++ = '0';
-                *o++ = hex[c >> 4];
-                *o++ = hex[c & 15];
-            }
-        }
-    }
-    *o++ = '"';
-    return o;
-}
-
 static inline void wr_str(wr *w, const char *s, size_t n)
 {
     size_t worst = n * 6 + 2;
@@ -178,7 +125,7 @@ static inline void wr_str(wr *w, const char *s, size_t n)
             return;
         }
     }
-    w->n = (size_t)(json_escape(w->c + w->n, s, n) - w->c);
+    w->n = (size_t)(buf_json_quote(w->c + w->n, s, n) - w->c);
 }
 
 /*
@@ -228,7 +175,7 @@ static const char *reason_json(reason_memo *m, pool *p, const model_registry *re
     size_t tl = strlen(text);
     char *out = m->n < REASON_MEMO ? pool_alloc(p, tl * 6 + 2) : NULL;
     char *o = out ? out : escaped;
-    *len = (size_t)(json_escape(o, text, tl) - o);
+    *len = (size_t)(buf_json_quote(o, text, tl) - o);
     if (out) {
         m->r[m->n] = r;
         m->taint[m->n] = t;

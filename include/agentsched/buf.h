@@ -43,6 +43,11 @@ as_err buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2,
 /* buf_json_str appends s[0..n) as a quoted, escaped JSON string. */
 as_err buf_json_str(buf *b, const char *s, size_t n);
 
+/* buf_json_quote writes s[0..n) as buf_json_str does (quotes included, no
+ * NUL) into o, which has room for n * 6 + 2 bytes; returns the end. For
+ * writers that batch output in their own chunks. */
+char *buf_json_quote(char *o, const char *s, size_t n);
+
 /* buf_json_cstr appends the NUL-terminated s as a JSON string, or `null`
  * when s is NULL. */
 as_err buf_json_cstr(buf *b, const char *s);
