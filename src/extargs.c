@@ -465,7 +465,7 @@ static size_t dedupe(pool *p, void *base, size_t n, size_t stride)
  * characters, UTF-8; numbers; literals; structure; depth), so a span we
  * echo is always valid JSON. The Pod's span is then built into a DOM by
  * walking it again, unchecked, into the yajl builder's events
- * (build_validated, which extargs_parse_json uses for every document).
+ * (build_doc, which extargs_parse_json uses for every document).
  */
 typedef struct sc {
     const char *base;
@@ -1181,15 +1181,16 @@ static int vw_value(vw *w)
     return dispatch(c, &e);
 }
 
-/* build_validated builds the DOM of body[0..len), one JSON value (with
- * surrounding whitespace) that sc_value has validated, as the yajl builder
- * (parse_yajl) does; its errors: numbers out of range (AS_EPARSE), the
- * builder's caps and allocation. */
-static as_err build_validated(const char *body, size_t len, const extargs_skip *skip, json_t **out,
-                              as_diag *diag)
+/* build_doc builds body[0..len) into *out with the builder: by a walk
+ * (walk: body is one JSON value, with surrounding whitespace, that sc_value
+ * has validated; errors: numbers out of range (AS_EPARSE), the builder's
+ * caps and allocation) or through yajl's callbacks (run). */
+static as_err build_doc(const char *body, size_t len, const extargs_skip *skip, bool walk,
+                        json_t **out, as_diag *diag)
 {
     *out = NULL;
-    /* the ctx, and scratch as long as the document (already capped) */
+    /* the ctx, and the walk's scratch as long as the document (which the
+     * caller has capped) */
     pool *p = pool_new(len + ((size_t)1 << 20));
     if (!p)
         return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
@@ -1209,11 +1210,16 @@ static as_err build_validated(const char *body, size_t len, const extargs_skip *
     c->state = ST_BUILD;
     c->ret = ST_DONE;
     c->target = &root;
-    vw w = {c, body, body, body + len, NULL};
-    err = AS_OK;
-    if (!vw_value(&w))
-        err = c->err != AS_OK ? c->err : as_diag_set(diag, AS_EINTERNAL, NULL, "builder failed");
-    bld_reset(&c->b);
+    if (walk) {
+        vw w = {c, body, body, body + len, NULL};
+        err = AS_OK;
+        if (!vw_value(&w))
+            err =
+                c->err != AS_OK ? c->err : as_diag_set(diag, AS_EINTERNAL, NULL, "builder failed");
+        bld_reset(&c->b);
+    } else {
+        err = run(c, body, len);
+    }
     if (err) {
         if (root)
             json_decref(root);
@@ -1557,40 +1563,6 @@ void extargs_args_release(extargs_args *a)
     memset(a, 0, sizeof *a);
 }
 
-/* parse_yajl builds body with yajl's events (the reference builder). */
-static as_err parse_yajl(const char *body, size_t len, const extargs_skip *skip, json_t **out,
-                         as_diag *diag)
-{
-    *out = NULL;
-    pool *p = pool_new(0);
-    if (!p)
-        return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
-    ctx *c = ctx_new(p, diag);
-    as_err err = AS_ENOMEM;
-    if (!c)
-        goto done;
-    json_t *root = NULL;
-    skip_index sx;
-    if (skip && skip[0].parent) {
-        skip_index_init(&sx, skip);
-        c->skip = &sx;
-    }
-    c->b.key_rule = -1;
-    c->state = ST_BUILD;
-    c->ret = ST_DONE;
-    c->target = &root;
-    err = run(c, body, len);
-    if (err) {
-        if (root)
-            json_decref(root);
-        goto done;
-    }
-    *out = root;
-done:
-    pool_free(p);
-    return err;
-}
-
 /* sc_document validates body[0..len) as one JSON value with the request
  * scanner (no allocation). */
 static bool sc_document(const char *body, size_t len)
@@ -1614,12 +1586,12 @@ static as_err parse_walk(const char *body, size_t len, const extargs_skip *skip,
                          json_t **out, as_diag *diag)
 {
     if (!validated && !sc_document(body, len))
-        return parse_yajl(body, len, skip, out, diag);
+        return build_doc(body, len, skip, false, out, diag);
     as_diag d;
     memset(&d, 0, sizeof d);
-    as_err err = build_validated(body, len, skip, out, &d);
+    as_err err = build_doc(body, len, skip, true, out, &d);
     if (err == AS_EPARSE)
-        return parse_yajl(body, len, skip, out, diag);
+        return build_doc(body, len, skip, false, out, diag);
     if (err)
         *diag = d;
     return err;
@@ -1636,7 +1608,7 @@ as_err extargs_parse_json_skip(const char *body, size_t len, const extargs_skip 
 as_err extargs_parse_json_ref(const char *body, size_t len, const extargs_skip *skip, json_t **out,
                               as_diag *diag)
 {
-    return parse_yajl(body, len, skip, out, diag);
+    return build_doc(body, len, skip, false, out, diag);
 }
 
 /* See extargs.h. */
