@@ -1578,8 +1578,8 @@ static bool sc_document(const char *body, size_t len)
 /*
  * parse_walk builds body (validated by the scanner unless `validated`
  * says it already was) by walking it: the scanner's validation plus the
- * walk cost a third of yajl's tokenizer on Kubernetes objects, and members
- * the rules drop are jumped over. Whatever either of them rejects is
+ * walk cost about half of yajl's pass on a 5 KB pod (bench_extender), and
+ * members the rules drop are jumped over. Whatever either of them rejects is
  * handed to yajl, so that errors keep yajl's words and offsets.
  */
 static as_err parse_walk(const char *body, size_t len, const extargs_skip *skip, bool validated,
