@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -157,6 +158,22 @@ static inline char *bench_pod_body(uint64_t id)
     }
     free(tail);
     return out;
+}
+
+/* bench_k8s_pod_args writes {"Pod":<bench_k8s_pod_json id><tail> into
+ * out; returns its length (0 when it does not fit). */
+static inline size_t bench_k8s_pod_args(char *out, size_t cap, uint64_t id, const char *tail)
+{
+    buf b;
+    buf_init(&b, 0);
+    buf_puts(&b, "{\"Pod\":");
+    bench_k8s_pod_json(&b, id);
+    buf_puts(&b, tail);
+    size_t n = b.err || b.len >= cap ? 0 : b.len;
+    if (n)
+        memcpy(out, b.data, n + 1);
+    buf_free(&b);
+    return n;
 }
 
 /* bench_k8s_pod_body returns (malloc'd) the NodeNames body of pod id as
