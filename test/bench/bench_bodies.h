@@ -146,20 +146,6 @@ static inline size_t bench_pod_args(char *out, size_t cap, uint64_t id, const ch
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
-/* bench_pod_body returns (malloc'd) the NodeNames body of pod id. */
-static inline char *bench_pod_body(uint64_t id)
-{
-    char *tail = bench_names_tail();
-    size_t cap = strlen(tail) + 1024;
-    char *out = malloc(cap);
-    if (out && !bench_pod_args(out, cap, id, tail)) {
-        free(out);
-        out = NULL;
-    }
-    free(tail);
-    return out;
-}
-
 /* bench_k8s_pod_args writes {"Pod":<bench_k8s_pod_json id><tail> into
  * out; returns its length (0 when it does not fit). */
 static inline size_t bench_k8s_pod_args(char *out, size_t cap, uint64_t id, const char *tail)
@@ -176,19 +162,33 @@ static inline size_t bench_k8s_pod_args(char *out, size_t cap, uint64_t id, cons
     return n;
 }
 
-/* bench_k8s_pod_body returns (malloc'd) the NodeNames body of pod id as
- * bench_pod_body, with bench_k8s_pod_json's Pod. */
-static inline char *bench_k8s_pod_body(uint64_t id)
+/* bench_body_with returns (malloc'd) the NodeNames body of pod id as
+ * args_fn (bench_pod_args or bench_k8s_pod_args) writes it; NULL on
+ * failure. */
+static inline char *bench_body_with(size_t (*args_fn)(char *, size_t, uint64_t, const char *),
+                                    uint64_t id)
 {
     char *tail = bench_names_tail();
     size_t cap = strlen(tail) + 16384;
     char *out = malloc(cap);
-    if (out && !bench_k8s_pod_args(out, cap, id, tail)) {
+    if (out && !args_fn(out, cap, id, tail)) {
         free(out);
         out = NULL;
     }
     free(tail);
     return out;
+}
+
+/* bench_pod_body returns (malloc'd) the NodeNames body of pod id. */
+static inline char *bench_pod_body(uint64_t id)
+{
+    return bench_body_with(bench_pod_args, id);
+}
+
+/* bench_k8s_pod_body is bench_pod_body with bench_k8s_pod_json's Pod. */
+static inline char *bench_k8s_pod_body(uint64_t id)
+{
+    return bench_body_with(bench_k8s_pod_args, id);
 }
 
 /* bench_node_json appends node i as a v1.Node (every 10th tainted); full
