@@ -968,8 +968,9 @@ typedef struct vw {
 } vw;
 
 /* vw_string_end returns the closing quote of the validated string whose
- * content starts at p (end: the span's end, which the quote precedes). */
-static const char *vw_string_end(const char *p, const char *end)
+ * content starts at p (end: the span's end, which the quote precedes);
+ * *esc is set when the string has an escape. */
+static const char *vw_string_end(const char *p, const char *end, bool *esc)
 {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     for (;;) {
@@ -988,6 +989,7 @@ static const char *vw_string_end(const char *p, const char *end)
             p++;
         if (*p == '"')
             return p;
+        *esc = true;
         p += 2; /* an escape: its next byte is never the closing quote */
     }
 }
@@ -1001,11 +1003,12 @@ static void vw_ws(vw *w)
 /* vw_str reads the string at w->p into *e (EV_STR or EV_KEY). */
 static int vw_str(vw *w, ev *e)
 {
-    const char *raw = w->p + 1, *q = vw_string_end(raw, w->end);
+    bool esc = false;
+    const char *raw = w->p + 1, *q = vw_string_end(raw, w->end, &esc);
     e->s = raw;
     e->len = (size_t)(q - raw);
     w->p = q + 1;
-    if (!memchr(raw, '\\', e->len))
+    if (!esc)
         return 1;
     /* scratch is as long as the span, made at the first escape: an
      * unescaped string is shorter than its raw form, and strings never
@@ -1088,7 +1091,8 @@ static int vw_skip(vw *w)
     do {
         char ch = *w->p;
         if (ch == '"') {
-            w->p = vw_string_end(w->p + 1, w->end) + 1;
+            bool esc;
+            w->p = vw_string_end(w->p + 1, w->end, &esc) + 1;
         } else if (ch == '{' || ch == '[') {
             depth++;
             w->p++;
