@@ -80,7 +80,6 @@ typedef struct ctx {
     as_diag *diag;
     as_err err;
     st state;
-    st ret;    /* state to resume after SKIP / BUILD */
     int depth; /* nesting of the whole document */
     bld b;
     json_t **target; /* where BUILD stores its value */
@@ -264,7 +263,7 @@ static int dispatch(ctx *c, const ev *e)
     if (done) {
         *c->target = c->b.root;
         c->b.root = NULL;
-        c->state = c->ret;
+        c->state = ST_DONE;
     }
     return 1;
 }
@@ -1212,7 +1211,6 @@ static as_err build_doc(const char *body, size_t len, const extargs_skip *skip, 
     }
     c->b.key_rule = -1;
     c->state = ST_BUILD;
-    c->ret = ST_DONE;
     c->target = &root;
     if (walk) {
         vw w = {c, body, body, body + len, NULL};
