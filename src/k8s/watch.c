@@ -22,7 +22,8 @@ static const char *const kind_names[K8S_KIND__COUNT] = {"nodes", "pods", "nodesh
  * statuses; a node's image list), and every member built is a malloc and a
  * free. test_k8s_watch decodes a full pod and node with and without the
  * rules and compares the models; a decoder that starts reading one of
- * these members must take it out of its list here.
+ * these members must take it out of its list here. The extender's filter
+ * and prioritize build their Pod with the pod table too (extender.c).
  */
 static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
 static const char *const skip_pod_spec[] = {
