@@ -83,6 +83,12 @@ static inline uint64_t hash_str(const char *s, size_t len)
     return h ^ (h >> 29);
 }
 
+/* See cache.h. */
+uint64_t cache_name_hash(const char *s, size_t len)
+{
+    return hash_str(s, len);
+}
+
 /* key_eq compares a stored key with a probe of the same length; names are
  * short, so an inline loop beats a call to memcmp. */
 static inline bool key_eq(const char *a, const char *b, size_t len)
@@ -437,8 +443,8 @@ cache_node *cache_node_find(const cache *c, const char *name, size_t len)
 }
 
 /* See cache.h. */
-void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens, size_t n,
-                       cache_node **out)
+void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens,
+                       const uint64_t *hashes, size_t n, cache_node **out)
 {
     const hmap *m = &c->by_name;
     if (!m->cap) {
@@ -455,7 +461,7 @@ void cache_node_find_n(const cache *c, const char *const *names, const size_t *l
         const size_t *ln = lens + b;
         /* 1: hash every name and start loading its home slot */
         for (size_t i = 0; i < k; i++) {
-            h[i] = hash_str(nm[i], ln[i]);
+            h[i] = hashes ? hashes[b + i] : hash_str(nm[i], ln[i]);
             __builtin_prefetch(&m->t[h[i] & mask]);
         }
         /* 2: start loading the key and the node of each home slot */

@@ -381,33 +381,6 @@ static ctx *ctx_new(pool *p, as_diag *diag)
     return c;
 }
 
-/* name_hash: eight bytes per step, folded with a 64x64->128 multiply
- * (the byte-at-a-time FNV it replaces was a visible share of a 500-name
- * request). Never reads past s[n). */
-static inline uint64_t name_mix(uint64_t a, uint64_t b)
-{
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static uint64_t name_hash(const char *s, size_t n)
-{
-    const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
-    uint64_t h = name_mix((uint64_t)n ^ k0, k1);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = name_mix(h ^ w, k1);
-    }
-    if (i < n) {
-        uint64_t w = 0;
-        memcpy(&w, s + i, n - i);
-        h = name_mix(h ^ w, k0);
-    }
-    return h ^ (h >> 29);
-}
-
 /*
  * dedupe compacts n elements of `stride` bytes, each starting with a
  * sched_name, keeping the first occurrence of every name. Returns the new
@@ -428,7 +401,7 @@ static size_t dedupe(pool *p, void *base, size_t n, size_t stride)
     size_t out = 0;
     for (size_t i = 0; i < n; i++) {
         const sched_name *nm = (const sched_name *)(b + i * stride);
-        uint64_t hv = name_hash(nm->s, nm->len);
+        uint64_t hv = sched_name_hash(nm);
         size_t h = (size_t)hv & (size - 1);
         uint32_t tag = (uint32_t)(hv >> 32);
         bool dup = false;
@@ -1297,6 +1270,9 @@ static int sc_name(sc *s, sched_name *dst, const char *tmpl, size_t idx)
                           "a node name is at most 253 bytes (a DNS subdomain)%s", NULL);
     dst->s = out;
     dst->len = len;
+    /* once, while the bytes are in cache: the dedupe, the node lookup and
+     * the extender's memo all key on it */
+    dst->hash = cache_name_hash(out, len);
     return 1;
 }
 
@@ -1908,14 +1884,14 @@ as_err extargs_eval_names(pool *p, const extargs_args *a, sched_name **names, si
         count = a->nnodes;
     } else {
         for (size_t i = 0; i < a->nnames; i++) {
-            size_t h = (size_t)name_hash(all[i].s, all[i].len) & (size - 1);
+            size_t h = (size_t)sched_name_hash(&all[i]) & (size - 1);
             while (tab[h])
                 h = (h + 1) & (size - 1);
             tab[h] = (uint32_t)i + 1;
         }
         for (size_t j = 0; j < a->nnodes; j++) {
             const sched_name *nm = &a->nodes[j].name;
-            size_t h = (size_t)name_hash(nm->s, nm->len) & (size - 1);
+            size_t h = (size_t)sched_name_hash(nm) & (size - 1);
             size_t found = (size_t)-1;
             while (tab[h]) {
                 const sched_name *o = &all[tab[h] - 1];

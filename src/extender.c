@@ -357,7 +357,7 @@ static void memo_put(extender_memo *m, const extargs_args *a, score_policy *poli
         e->mask = size - 1;
     }
     for (size_t i = 0; i < n; i++) {
-        uint64_t key = memo_hash(names[i].s, names[i].len, 0) | 1;
+        uint64_t key = sched_name_hash(&names[i]) | 1;
         uint32_t j = (uint32_t)key & e->mask;
         while (e->keys[j] && e->keys[j] != key)
             j = (j + 1) & e->mask;
@@ -405,7 +405,7 @@ static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_
 static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, int8_t *out)
 {
     for (size_t i = 0; i < n; i++) {
-        uint64_t key = memo_hash(names[i].s, names[i].len, 0) | 1;
+        uint64_t key = sched_name_hash(&names[i]) | 1;
         uint32_t j = (uint32_t)key & e->mask;
         while (e->keys[j] && e->keys[j] != key)
             j = (j + 1) & e->mask;

@@ -254,6 +254,7 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         enum { BLOCK = 64 };
         const char *bs[BLOCK];
         size_t bl[BLOCK];
+        uint64_t bh[BLOCK];
         cache_node *bn[BLOCK];
         for (size_t i = 0; i < nn; i++) {
             if (i % BLOCK == 0) {
@@ -261,8 +262,9 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
                 for (size_t j = 0; j < k; j++) {
                     bs[j] = req->names[i + j].s;
                     bl[j] = req->names[i + j].len;
+                    bh[j] = sched_name_hash(&req->names[i + j]);
                 }
-                cache_node_find_n(c, bs, bl, k, bn);
+                cache_node_find_n(c, bs, bl, bh, k, bn);
             }
             const cache_node *node = bn[i % BLOCK];
             double s = -1;

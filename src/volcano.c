@@ -697,8 +697,10 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
             reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
             goto done;
         }
-        if (nameset_add(&set, name))
-            names[n++] = (sched_name){name, strlen(name)};
+        if (nameset_add(&set, name)) {
+            size_t len = strlen(name);
+            names[n++] = (sched_name){name, len, cache_name_hash(name, len)};
+        }
     }
 
     /* Scored here rather than through sched_evaluate, which applies

@@ -147,9 +147,16 @@ cache_node *cache_node_find(const cache *c, const char *name, size_t len);
  * every i < n. Added by the perf helper: the lookups are interleaved
  * (hash and prefetch every probe slot, then every key and node, then
  * compare) so the cache misses of a batch of names overlap instead of
- * being paid one after the other. Same results as n single finds. */
-void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens, size_t n,
-                       cache_node **out);
+ * being paid one after the other. Same results as n single finds.
+ * hashes: NULL, or hashes[i] == cache_name_hash(names[i], lens[i]) for
+ * every i (computed once by the caller, e.g. while decoding a request). */
+void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens,
+                       const uint64_t *hashes, size_t n, cache_node **out);
+
+/* cache_name_hash is the hash of the cache's name index over s[0, len)
+ * (never reads past it). Pure; a caller that computes it once per name can
+ * hand it to cache_node_find_n and use it for its own tables. */
+uint64_t cache_name_hash(const char *s, size_t len);
 
 /* Under the read lock: node by (slot, id) as recorded in a candidate; falls
  * back to NULL when that incarnation is gone. */

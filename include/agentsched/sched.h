@@ -36,11 +36,20 @@ typedef struct sched_candidate {
                               if needed beyond it */
 } sched_candidate;
 
-/* A name given by the caller: pointer + length, need not be NUL-terminated. */
+/* A name given by the caller: pointer + length, need not be NUL-terminated.
+ * hash: cache_name_hash(s, len) when the caller computed it (the extender's
+ * decoder does, once per name, for every table the name meets), else 0. */
 typedef struct sched_name {
     const char *s;
     size_t len;
+    uint64_t hash;
 } sched_name;
+
+/* sched_name_hash is n's cache_name_hash, computed only when n lacks it. */
+static inline uint64_t sched_name_hash(const sched_name *n)
+{
+    return n->hash ? n->hash : cache_name_hash(n->s, n->len);
+}
 
 /* Per-reason counts: "3000 Insufficient cpu". Buckets are keyed by
  * (code, arg), where for PRED_TAINT arg is a hash of the taint's key and

@@ -38,6 +38,8 @@ static void check_args(const char *body, size_t len, const extargs_args *a)
     for (size_t i = 0; i < a->nnames; i++) {
         if (a->names[i].len > EXTARGS_MAX_NAME_LEN || !a->names[i].s)
             abort();
+        if (a->names[i].hash != cache_name_hash(a->names[i].s, a->names[i].len))
+            abort(); /* the node lookup trusts it */
         for (size_t j = 0; j < i && a->nnames < 64; j++)
             if (a->names[j].len == a->names[i].len &&
                 memcmp(a->names[j].s, a->names[i].s, a->names[i].len) == 0)
@@ -46,6 +48,8 @@ static void check_args(const char *body, size_t len, const extargs_args *a)
     for (size_t i = 0; i < a->nnodes; i++) {
         const extargs_node *n = &a->nodes[i];
         if (n->raw < body || n->raw + n->raw_len > body + len || n->raw_len < 2)
+            abort();
+        if (n->name.hash != cache_name_hash(n->name.s, n->name.len))
             abort();
         if (n->raw[0] != '{' || n->raw[n->raw_len - 1] != '}')
             abort();

@@ -88,6 +88,41 @@ Test(cache, shard_mode_names)
     cr_assert_str_eq(cache_shard_mode_name(CACHE_SHARD_HARD), "hard");
 }
 
+/* cache_node_find_n with caller-computed hashes, without, and one find at
+ * a time agree, over batches longer than its interleaving block and names
+ * of every tail length around the hash's 8-byte steps. */
+Test(cache, find_n_with_caller_hashes_matches_single_finds)
+{
+    enum { N = 40 };
+    char names[N + 3][32];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "%.*s%d", i % 20, "abcdefghijklmnopqrst", i);
+        add_node(names[i], 1000);
+    }
+    snprintf(names[N], sizeof names[N], "absent");
+    snprintf(names[N + 1], sizeof names[N + 1], "abcdefghij10x");
+    snprintf(names[N + 2], sizeof names[N + 2], "%s", names[3]); /* a repeat */
+    const char *s[N + 3];
+    size_t len[N + 3];
+    uint64_t h[N + 3];
+    for (int i = 0; i < N + 3; i++) {
+        s[i] = names[i];
+        len[i] = strlen(names[i]);
+        h[i] = cache_name_hash(s[i], len[i]);
+    }
+    cache_node *with[N + 3], *without[N + 3];
+    cache_read_lock(c);
+    cache_node_find_n(c, s, len, h, N + 3, with);
+    cache_node_find_n(c, s, len, NULL, N + 3, without);
+    for (int i = 0; i < N + 3; i++) {
+        cache_node *one = cache_node_find(c, s[i], len[i]);
+        cr_assert_eq(with[i], one, "%s", s[i]);
+        cr_assert_eq(without[i], one, "%s", s[i]);
+        cr_assert(i >= N && i != N + 2 ? one == NULL : one != NULL, "%s", s[i]);
+    }
+    cache_read_unlock(c);
+}
+
 Test(cache, node_add_find_by_len_replace_remove)
 {
     add_node("n1", 4000);

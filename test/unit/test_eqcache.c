@@ -281,11 +281,11 @@ static void check_same_names(eqcache *e, score_policy *pol, const model_pod *pod
     for (size_t i = 0; i < 16 && nodes; i++) {
         snprintf(names[n], sizeof names[n], "%s",
                  cache_node_at(c, (size_t)rand_r(seed) % nodes)->spec->name);
-        sn[n] = (sched_name){names[n], strlen(names[n])};
+        sn[n] = (sched_name){names[n], strlen(names[n]), 0};
         n++;
     }
     cache_read_unlock(c);
-    sn[n++] = (sched_name){"no-such-node", 12};
+    sn[n++] = (sched_name){"no-such-node", 12, 0};
     if (n > 1)
         sn[n++] = sn[0];
     sched_request req;

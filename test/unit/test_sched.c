@@ -159,7 +159,7 @@ Test(sched, named_nodes_per_name_and_scores)
     occupy("n3", "o", 1000, 0);
     model_pod *pod = fx_pod("p", "u", 1000, FX_GI);
     const char *buf = "n3 n2 ghost n1";
-    sched_name names[] = {{buf, 2}, {buf + 3, 2}, {buf + 6, 5}, {buf + 12, 2}};
+    sched_name names[] = {{buf, 2, 0}, {buf + 3, 2, 0}, {buf + 6, 5, 0}, {buf + 12, 2, 0}};
     sched_request req = {
         .pod = pod, .policy = pol, .names = names, .nnames = 4, .k = 2, .score_all = true};
     sched_result r;
@@ -249,7 +249,7 @@ Test(sched, soft_shard_prefers_in_shard_and_falls_back)
     sched_result_free(&r);
 
     /* with names, every feasible name is a candidate; in-shard gets the bonus */
-    sched_name nm[] = {{"out-busy", 8}, {"in-small", 8}};
+    sched_name nm[] = {{"out-busy", 8, 0}, {"in-small", 8, 0}};
     req.pod = pod;
     req.names = nm;
     req.nnames = 2;
@@ -323,7 +323,7 @@ Test(sched, duplicate_names_are_one_candidate)
     add(fx_node("n1", 4000, 8 * FX_GI, 110));
     add(fx_node("n2", 4000, 8 * FX_GI, 110));
     model_pod *pod = fx_pod("p", "u", 1000, FX_GI);
-    sched_name names[] = {{"n1", 2}, {"n1", 2}, {"n2", 2}};
+    sched_name names[] = {{"n1", 2, 0}, {"n1", 2, 0}, {"n2", 2, 0}};
     sched_request req = {.pod = pod, .policy = pol, .names = names, .nnames = 3, .k = 3};
     sched_result r;
     cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
