@@ -1244,7 +1244,9 @@ static char *sc_name_alloc(sc *s, size_t n)
     return out;
 }
 
-/* sc_name reads a string value (s->p at '"') into the pool as a node name. */
+/* sc_name reads a string value (s->p at '"') as a node name: pointing into
+ * the body when it has no escapes (the body outlives the args), else
+ * unescaped into the pool. */
 static int sc_name(sc *s, sched_name *dst, const char *tmpl, size_t idx)
 {
     const char *raw;
@@ -1252,27 +1254,27 @@ static int sc_name(sc *s, sched_name *dst, const char *tmpl, size_t idx)
     bool esc;
     if (!sc_string(s, &raw, &len, &esc))
         return 0;
-    char *out = sc_name_alloc(s, len + 1);
-    if (!out)
-        return sc_fail_at(s, AS_ENOMEM, tmpl, idx, "request too large for its memory budget%s",
-                          NULL);
+    const char *name = raw;
     if (esc) {
+        char *out = sc_name_alloc(s, len + 1);
+        if (!out)
+            return sc_fail_at(s, AS_ENOMEM, tmpl, idx, "request too large for its memory budget%s",
+                              NULL);
         len = unescape(raw, len, out);
         if (memchr(out, '\0', len))
             return sc_fail_at(s, AS_EINVAL, tmpl, idx,
                               "a node name cannot contain NUL characters%s", NULL);
-    } else {
-        memcpy(out, raw, len);
+        out[len] = '\0';
+        name = out;
     }
-    out[len] = '\0';
     if (len > EXTARGS_MAX_NAME_LEN)
         return sc_fail_at(s, AS_EINVAL, tmpl, idx,
                           "a node name is at most 253 bytes (a DNS subdomain)%s", NULL);
-    dst->s = out;
+    dst->s = name;
     dst->len = len;
     /* once, while the bytes are in cache: the dedupe, the node lookup and
      * the extender's memo all key on it */
-    dst->hash = cache_name_hash(out, len);
+    dst->hash = cache_name_hash(name, len);
     return 1;
 }
 

@@ -54,7 +54,8 @@
 
 /* One item of ExtenderArgs.Nodes.items. */
 typedef struct extargs_node {
-    sched_name name; /* metadata.name, copied into the pool */
+    sched_name name; /* metadata.name: into the request body, or the pool when
+                        it had escapes; not NUL-terminated; hash set */
     const char *raw; /* the item's JSON text: points into the request body */
     size_t raw_len;
 } extargs_node;
@@ -67,7 +68,7 @@ typedef struct extargs_args {
     json_t *pod;         /* owned; NULL when Pod is absent or null (or not yet
                             parsed: EXTARGS_LAZY_POD) */
     bool has_node_names; /* NodeNames present and not null */
-    sched_name *names;   /* pool; NodeNames */
+    sched_name *names;   /* pool array; NodeNames, as extargs_node.name */
     size_t nnames;
     size_t dup_names;    /* duplicates dropped from NodeNames */
     bool has_nodes;      /* Nodes present and not null */
@@ -83,8 +84,9 @@ typedef struct extargs_args {
 
 /*
  * extargs_decode_args decodes body[0..len) (need not be NUL-terminated but
- * must stay alive as long as *out: node raw spans point into it). Names go
- * into p. On error *out is released and zeroed and diag says why.
+ * must stay alive as long as *out: node raw spans and names point into
+ * it). Arrays, and names that had escapes, go into p. On error *out is
+ * released and zeroed and diag says why.
  */
 as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *out, as_diag *diag);
 
