@@ -471,12 +471,14 @@ int score_to_extender(const score_policy *p, double score)
 {
     double span = p->ext_hi - p->ext_lo;
     double x = span > 0 ? (score - p->ext_lo) / span : 0;
-    if (x < 0)
+    if (!(x >= 0)) /* NaN too */
         x = 0;
     if (x > 1)
         x = 1;
     x *= p->ext_max;
-    int s = p->ext_floor ? (int)floor(x) : (int)floor(x + 0.5);
+    /* x >= 0, so truncation is floor (without SSE4.1 floor() is a libm
+     * call, once per node in every prioritize) */
+    int s = p->ext_floor ? (int)x : (int)(x + 0.5);
     return s < 0 ? 0 : s > p->ext_max ? p->ext_max : s;
 }
 
