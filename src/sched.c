@@ -3,6 +3,7 @@
  */
 #include "agentsched/sched.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,17 @@ typedef struct topk_ent {
 typedef struct topk {
     topk_ent e[SCHED_MAX_K];
     uint32_t n, k;
+    /* A score below bar cannot enter: -inf until full, then the worst
+     * kept score (+inf when k == 0), so most offers stop at one compare. */
+    double bar;
 } topk;
+
+static void topk_init(topk *t, uint32_t k)
+{
+    t->n = 0;
+    t->k = k;
+    t->bar = k ? -INFINITY : INFINITY;
+}
 
 /* name_cmp orders like strcmp on the NUL-free names. */
 static inline int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
@@ -68,11 +79,9 @@ static inline bool better(double s, const char *name, size_t len, const topk_ent
     return name_cmp(name, len, than->c.name, than->len) < 0;
 }
 
-/* topk_offer offers node with its score; name/len is the node's name as
- * the caller spelled it, or NULL to use the spec's (looked up only when a
- * tie needs it). */
-static void topk_offer(topk *t, const cache_node *node, const char *name, size_t len,
-                       uint64_t version, double score)
+/* topk_insert is topk_offer past the bar. */
+static void topk_insert(topk *t, const cache_node *node, const char *name, size_t len,
+                        uint64_t version, double score)
 {
     if (!t->k)
         return;
@@ -105,6 +114,20 @@ static void topk_offer(topk *t, const cache_node *node, const char *name, size_t
         i--;
     }
     t->e[i] = (topk_ent){{node->slot, node->id, version, score, name}, node, len};
+    if (t->n == t->k)
+        t->bar = t->e[t->n - 1].c.score;
+}
+
+/* topk_offer offers node with its score; name/len is the node's name as
+ * the caller spelled it, or NULL to use the spec's (looked up only when a
+ * tie needs it). Inline: it runs for every feasible node and nearly always
+ * rejects at the bar. */
+static inline void topk_offer(topk *t, const cache_node *node, const char *name, size_t len,
+                              uint64_t version, double score)
+{
+    if (score < t->bar)
+        return;
+    topk_insert(t, node, name, len, version, score);
 }
 
 /* Reason buckets: (code, key) where key is the resource index, or a hash of
@@ -233,7 +256,9 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
     x.reg = cache_registry(c);
     x.req = req;
     x.out = out;
-    x.in.k = x.out_of_shard.k = req->k > SCHED_MAX_K ? SCHED_MAX_K : req->k;
+    uint32_t k = req->k > SCHED_MAX_K ? SCHED_MAX_K : req->k;
+    topk_init(&x.in, k);
+    topk_init(&x.out_of_shard, k);
 
     cache_read_lock(c);
     if (req->oracle && req->oracle->prepare) {
