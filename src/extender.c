@@ -430,6 +430,8 @@ static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, in
 typedef enum verb { VERB_FILTER, VERB_PRIORITIZE } verb;
 
 typedef struct eval {
+    const char *body; /* the request's, which the names may point into */
+    size_t body_len;
     extargs_args a;
     sched_name *names; /* evaluated set */
     size_t n;
@@ -439,8 +441,22 @@ typedef struct eval {
     sched_result r;
 } eval;
 
-static void write_name_list(wr *w, const sched_name *names, size_t n, const pred_result *res)
+/* wr_name writes a node name as a JSON string. A name pointing into the
+ * request body is the text between its quotes and had no escapes
+ * (extargs.h), so it needs none: the quoted span is copied as it is. */
+static inline void wr_name(wr *w, const eval *e, const sched_name *nm)
 {
+    uintptr_t p = (uintptr_t)nm->s, b = (uintptr_t)e->body;
+    if (p > b && p + nm->len < b + e->body_len)
+        wr_raw(w, nm->s - 1, nm->len + 2);
+    else
+        wr_str(w, nm->s, nm->len);
+}
+
+static void write_name_list(wr *w, const eval *e, const pred_result *res)
+{
+    const sched_name *names = e->names;
+    size_t n = e->a.nnames;
     bool first = true;
     WR_LIT(w, "[");
     for (size_t i = 0; i < n; i++) {
@@ -449,7 +465,7 @@ static void write_name_list(wr *w, const sched_name *names, size_t n, const pred
         if (!first)
             WR_LIT(w, ",");
         first = false;
-        wr_str(w, names[i].s, names[i].len);
+        wr_name(w, e, &names[i]);
     }
     WR_LIT(w, "]");
 }
@@ -486,7 +502,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
     }
     WR_LIT(&w, ",\"NodeNames\":");
     if (e->a.has_node_names)
-        write_name_list(&w, e->names, e->a.nnames, res);
+        write_name_list(&w, e, res);
     else
         WR_LIT(&w, "null");
 
@@ -517,14 +533,14 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             if (!first)
                 WR_LIT(&w, ",");
             first = false;
-            wr_str(&w, e->names[i].s, e->names[i].len);
+            wr_name(&w, e, &e->names[i]);
             WR_LIT(&w, ":");
             wr_raw(&w, why, wl);
             if (uw && pred_unresolvable(res[i].code)) {
                 if (!ufirst)
                     WR_LIT(uw, ",");
                 ufirst = false;
-                wr_str(uw, e->names[i].s, e->names[i].len);
+                wr_name(uw, e, &e->names[i]);
                 WR_LIT(uw, ":");
                 wr_raw(uw, why, wl);
             }
@@ -574,7 +590,7 @@ static void write_prioritize(const eval *e, buf *o, const int8_t *scores)
         if (i)
             WR_LIT(&w, ",");
         WR_LIT(&w, "{\"Host\":");
-        wr_str(&w, e->names[i].s, e->names[i].len);
+        wr_name(&w, e, &e->names[i]);
         if (score == 10)
             WR_LIT(&w, ",\"Score\":10}");
         else {
@@ -598,6 +614,8 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     eval e;
     memset(&e, 0, sizeof e);
     sched_result_init(&e.r);
+    e.body = req->body;
+    e.body_len = req->body_len;
 
     as_err err;
     if (s->k8s && !k8s_wait_synced(s->k8s, 0)) {

@@ -54,8 +54,10 @@
 
 /* One item of ExtenderArgs.Nodes.items. */
 typedef struct extargs_node {
-    sched_name name; /* metadata.name: into the request body, or the pool when
-                        it had escapes; not NUL-terminated; hash set */
+    sched_name name; /* metadata.name, not NUL-terminated, hash set: when it
+                        points into the request body it is the text between
+                        its quotes and had no escapes; else (escapes) it was
+                        unescaped into the pool */
     const char *raw; /* the item's JSON text: points into the request body */
     size_t raw_len;
 } extargs_node;
