@@ -40,7 +40,23 @@ typedef struct topk {
     /* A score below bar cannot enter: -inf until full, then the worst
      * kept score (+inf when k == 0), so most offers stop at one compare. */
     double bar;
+    /* The worst kept name's first 8 bytes, big-endian, zero-padded: a tie
+     * at the bar whose name's first 8 bytes order after it loses to the
+     * worst without a full compare (identical nodes tie all the time). */
+    uint64_t bar_key;
 } topk;
+
+/* be_key is s's first 8 bytes as a big-endian number (memcmp order),
+ * zero-padded when len < 8. */
+static inline uint64_t be_key(const char *s, size_t len)
+{
+    uint64_t w = 0;
+    if (len >= 8)
+        memcpy(&w, s, 8);
+    else
+        memcpy(&w, s, len);
+    return __builtin_bswap64(w);
+}
 
 static void topk_init(topk *t, uint32_t k)
 {
@@ -114,8 +130,10 @@ static void topk_insert(topk *t, const cache_node *node, const char *name, size_
         i--;
     }
     t->e[i] = (topk_ent){{node->slot, node->id, version, score, name}, node, len};
-    if (t->n == t->k)
+    if (t->n == t->k) {
         t->bar = t->e[t->n - 1].c.score;
+        t->bar_key = be_key(t->e[t->n - 1].c.name, t->e[t->n - 1].len);
+    }
 }
 
 /* topk_offer offers node with its score; name/len is the node's name as
@@ -126,6 +144,10 @@ static inline void topk_offer(topk *t, const cache_node *node, const char *name,
                               uint64_t version, double score)
 {
     if (score < t->bar)
+        return;
+    /* at the bar the list is full; a caller's name orders against the
+     * worst's by its first word when they differ there */
+    if (score == t->bar && name && len >= 8 && be_key(name, 8) > t->bar_key)
         return;
     topk_insert(t, node, name, len, version, score);
 }

@@ -1,5 +1,7 @@
 /* test_sched.c - sched_evaluate: top-K, reasons, names, shards, message. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agentsched/cache.h"
@@ -332,5 +334,47 @@ Test(sched, duplicate_names_are_one_candidate)
     cr_assert_str_eq(r.cand[1].name, "n2");
     cr_assert_eq(r.per_name[1].code, PRED_OK);
     sched_result_free(&r);
+    model_pod_free(pod);
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Many identical nodes tie on score: the top-K are the K smallest names in
+ * strcmp order, whether the caller lists names (compared by their first
+ * word at the bar) or the whole cache is scanned, with names sharing long
+ * prefixes, shorter than a word, and prefixes of one another. */
+Test(sched, ties_keep_the_smallest_names_on_both_paths)
+{
+    enum { N = 120, K = 16 };
+    static const char *const stem[] = {"node-", "ip-10-0-1-", "n", "gke-pool-a-", "node-0"};
+    char names[N][40];
+    const char *sorted[N];
+    for (int i = 0; i < N; i++) {
+        int j = (i * 37) % N; /* not in name order */
+        snprintf(names[i], sizeof names[i], "%s%d", stem[j % 5], j / 5);
+        add(fx_node(names[i], 4000, 8 * FX_GI, 110));
+        sorted[i] = names[i];
+    }
+    qsort(sorted, N, sizeof sorted[0], cmp_cstr);
+    model_pod *pod = fx_pod("p", "u", 1000, FX_GI);
+    sched_name sn[N];
+    for (int i = 0; i < N; i++)
+        sn[i] = (sched_name){names[i], strlen(names[i]), 0};
+    for (int path = 0; path < 2; path++) {
+        sched_request req = {.pod = pod, .policy = pol, .k = K};
+        if (path == 0) {
+            req.names = sn;
+            req.nnames = N;
+        }
+        sched_result r;
+        cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+        cr_assert_eq(r.ncand, K);
+        for (int i = 0; i < K; i++)
+            cr_assert_str_eq(r.cand[i].name, sorted[i], "path %d, rank %d", path, i);
+        sched_result_free(&r);
+    }
     model_pod_free(pod);
 }
