@@ -724,6 +724,16 @@ static bool names_lookup(void *arg, const cache_node *node, double *score, uint6
     return true;
 }
 
+static void names_prefetch(void *arg, const cache_node *node)
+{
+    const eq_class *k = ((const names_oracle *)arg)->x.k;
+    uint32_t s = node->slot;
+    if (s < k->cap) {
+        __builtin_prefetch(&k->tree[k->cap + s]);
+        __builtin_prefetch(&k->ver[s]);
+    }
+}
+
 /* See eqcache.h. */
 as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_request *req,
                               sched_result *out, eqcache_how *how)
@@ -738,7 +748,7 @@ as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_requ
                             .reg = cache_registry(e->c),
                             .pod = req->pod,
                             .pol = policy}};
-    sched_oracle oracle = {names_prepare, names_lookup, &o};
+    sched_oracle oracle = {names_prepare, names_lookup, names_prefetch, &o};
     sched_request r = *req;
     r.oracle = &oracle;
     /* Class mutex before the read lock sched_evaluate takes (eqcache.h). */

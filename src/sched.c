@@ -312,6 +312,10 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
                     bh[j] = sched_name_hash(&req->names[i + j]);
                 }
                 cache_node_find_n(c, bs, bl, bh, k, bn);
+                if (req->oracle && req->oracle->prefetch)
+                    for (size_t j = 0; j < k; j++)
+                        if (bn[j])
+                            req->oracle->prefetch(req->oracle->arg, bn[j]);
             }
             const cache_node *node = bn[i % BLOCK];
             double s = -1;

@@ -76,6 +76,10 @@ typedef struct sched_oracle {
      * node fitted at its last evaluation; false sends sched_evaluate to
      * evaluate the node itself (for an infeasible node, the reason). */
     bool (*lookup)(void *arg, const cache_node *node, double *score, uint64_t *version);
+    /* prefetch (optional): node's lookup comes soon; start loading what it
+     * reads (names are resolved a block at a time, so a block's misses
+     * overlap). Must not read anything but node->slot. */
+    void (*prefetch)(void *arg, const cache_node *node);
     void *arg;
 } sched_oracle;
 
