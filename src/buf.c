@@ -32,7 +32,8 @@ void buf_reset(buf *b)
         b->data[0] = '\0';
 }
 
-static as_err buf_reserve(buf *b, size_t extra)
+/* See buf.h. */
+as_err buf_reserve(buf *b, size_t extra)
 {
     if (b->err)
         return b->err;

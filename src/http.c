@@ -20,8 +20,10 @@
 #define HTTP_DEFAULT_TIMEOUT_S  30
 /* Scratch memory per request: decoded pods and responses are a small
  * multiple of the body, so cap the pool relative to it. */
-#define HTTP_POOL_MIN_CAP          ((size_t)8 << 20)
-#define HTTP_RESPONSE_CAP          ((size_t)64 << 20)
+#define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
+#define HTTP_RESPONSE_CAP ((size_t)64 << 20)
+/* Most of a body allocated at once from its Content-Length (http_access). */
+#define HTTP_BODY_PRESIZE          ((size_t)1 << 20)
 #define HTTP_DEFAULT_OFFLOAD_QUEUE 4096
 #define HTTP_MAX_OFFLOAD_THREADS   256
 
@@ -440,6 +442,13 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
              * the upload and closes the connection after the response. */
             return http_send_error(s, conn, st, method, url, st->early_status);
         buf_init(&st->body, s->max_body);
+        /* Sized once from Content-Length instead of doubling through every
+         * power of two up to it (a 900 KB full-Nodes filter: 12 reallocs);
+         * at most HTTP_BODY_PRESIZE, so a header alone cannot make us
+         * allocate the whole cap. A failure is sticky and answered as an
+         * append failure would be. */
+        if (clen > 0)
+            (void)buf_reserve(&st->body, clen < HTTP_BODY_PRESIZE ? clen : HTTP_BODY_PRESIZE);
         return MHD_YES;
     }
 

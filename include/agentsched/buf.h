@@ -31,6 +31,11 @@ void buf_free(buf *b);
 /* buf_reset empties the buffer, keeping its allocation and clearing err. */
 void buf_reset(buf *b);
 
+/* buf_reserve makes room for extra more bytes (and the NUL) now, so the
+ * appends that follow do not reallocate; AS_ETOOBIG past the cap, AS_ENOMEM
+ * (both sticky, as for an append). */
+as_err buf_reserve(buf *b, size_t extra);
+
 /* buf_append appends n bytes. */
 as_err buf_append(buf *b, const void *data, size_t n);
 

@@ -93,3 +93,25 @@ Test(buf, json_str_respects_the_cap)
     cr_assert_str_eq(b.data, "ab\"0123\"");
     buf_free(&b);
 }
+
+/* buf_reserve sizes once: appends up to the reserved room keep the same
+ * allocation; room past the cap is refused and the error sticks. */
+Test(buf, reserve_then_append_without_moving)
+{
+    buf b;
+    buf_init(&b, 1000);
+    cr_assert_eq(buf_reserve(&b, 900), AS_OK);
+    const char *data = b.data;
+    cr_assert_geq(b.alloc, 901);
+    char chunk[100];
+    memset(chunk, 'x', sizeof chunk);
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(buf_append(&b, chunk, sizeof chunk), AS_OK);
+    cr_assert_eq(b.data, data, "an append within the reserved room reallocated");
+    cr_assert_eq(b.len, 900);
+    cr_assert_eq(b.data[900], '\0');
+    cr_assert_eq(buf_reserve(&b, 101), AS_ETOOBIG);
+    cr_assert_eq(buf_append(&b, "y", 1), AS_ETOOBIG, "the error sticks");
+    cr_assert_eq(b.len, 900);
+    buf_free(&b);
+}
