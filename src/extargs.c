@@ -1238,10 +1238,10 @@ static int sc_grow(sc *s, void **arr, size_t *cap, size_t n, size_t elem, const 
     return 1;
 }
 
-/* sc_name_alloc returns n bytes for a name: from the arena, which grows
- * in blocks of 256 doubling to 4096 bytes, so 500 names cost a handful of
- * pool allocations; an exact allocation when a block does not fit the
- * pool's budget. */
+/* sc_name_alloc returns n bytes for a name that had escapes (the others
+ * stay in the body): from the arena, which grows in blocks of 256 doubling
+ * to 4096 bytes, so 500 such names cost a handful of pool allocations; an
+ * exact allocation when a block does not fit the pool's budget. */
 static char *sc_name_alloc(sc *s, size_t n)
 {
     if (n > s->arena_left) {

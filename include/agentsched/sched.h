@@ -78,7 +78,7 @@ typedef struct sched_oracle {
     bool (*lookup)(void *arg, const cache_node *node, double *score, uint64_t *version);
     /* prefetch (optional): node's lookup comes soon; start loading what it
      * reads (names are resolved a block at a time, so a block's misses
-     * overlap). Must not read anything but node->slot. */
+     * overlap). Of node it may read only node->slot. */
     void (*prefetch)(void *arg, const cache_node *node);
     void *arg;
 } sched_oracle;
