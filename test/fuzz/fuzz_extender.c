@@ -29,23 +29,9 @@
 #include "agentsched/extender.h"
 #include "agentsched/log.h"
 #include "agentsched/svc.h"
+#include "fuzz_svc.h"
 
 static svc *fuzz_svc;
-
-static void fuzz_setup(void)
-{
-    svc_config cfg;
-    svc_config_defaults(&cfg);
-    cfg.log_level = 0;
-    as_diag d = {{0}, {0}};
-    if (svc_new(&cfg, &fuzz_svc, &d) != AS_OK ||
-        svc_load_cluster(fuzz_svc, AGENTSCHED_SOURCE_DIR "/test/unit/data/extender/cluster.yaml",
-                         &d) != AS_OK) {
-        fprintf(stderr, "fuzz_extender: setup failed: %s\n", d.msg);
-        abort();
-    }
-    log_set_level(LOG_ERROR);
-}
 
 static void check(bool ok, const char *what, const char *verb)
 {
@@ -137,8 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } verbs[] = {{"filter", extender_handle_filter},
                  {"prioritize", extender_handle_prioritize},
                  {"preempt", extender_handle_preempt}};
-    if (!fuzz_svc)
-        fuzz_setup();
+    fuzz_svc_once(&fuzz_svc, AGENTSCHED_SOURCE_DIR "/test/unit/data/extender/cluster.yaml",
+                  "fuzz_extender");
     if (size < 1)
         return 0;
     int v = data[0] % 3;

@@ -16,31 +16,17 @@
 #include "agentsched/log.h"
 #include "agentsched/placement.h"
 #include "agentsched/svc.h"
+#include "fuzz_svc.h"
 
 static svc *fuzz_svc;
-
-static void fuzz_setup(void)
-{
-    svc_config cfg;
-    svc_config_defaults(&cfg);
-    cfg.log_level = 0;
-    as_diag d = {{0}, {0}};
-    if (svc_new(&cfg, &fuzz_svc, &d) != AS_OK ||
-        svc_load_cluster(fuzz_svc, AGENTSCHED_SOURCE_DIR "/test/unit/data/placement/cluster.yaml",
-                         &d) != AS_OK) {
-        fprintf(stderr, "fuzz_placement: setup failed: %s\n", d.msg);
-        abort();
-    }
-    log_set_level(LOG_ERROR);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* Set up on first use: the service lives for the whole fuzzing run. */
-    if (!fuzz_svc)
-        fuzz_setup();
+    fuzz_svc_once(&fuzz_svc, AGENTSCHED_SOURCE_DIR "/test/unit/data/placement/cluster.yaml",
+                  "fuzz_placement");
     buf out;
     buf_init(&out, 1 << 24);
     as_diag d = {{0}, {0}};

@@ -22,24 +22,10 @@
 
 #include "agentsched/log.h"
 #include "agentsched/svc.h"
+#include "fuzz_svc.h"
 #include "agentsched/volcano.h"
 
 static svc *fuzz_svc;
-
-static void fuzz_setup(void)
-{
-    svc_config cfg;
-    svc_config_defaults(&cfg);
-    cfg.log_level = 0;
-    as_diag d = {{0}, {0}};
-    if (svc_new(&cfg, &fuzz_svc, &d) != AS_OK ||
-        svc_load_cluster(fuzz_svc, AGENTSCHED_SOURCE_DIR "/test/unit/data/volcano/cluster.yaml",
-                         &d) != AS_OK) {
-        fprintf(stderr, "fuzz_volcano: setup failed: %s\n", d.msg);
-        abort();
-    }
-    log_set_level(LOG_ERROR);
-}
 
 static void check(bool ok, const char *what, const char *path)
 {
@@ -53,8 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!fuzz_svc)
-        fuzz_setup();
+    fuzz_svc_once(&fuzz_svc, AGENTSCHED_SOURCE_DIR "/test/unit/data/volcano/cluster.yaml",
+                  "fuzz_volcano");
     if (size < 1)
         return 0;
     /* The Volcano verbs are the /volcano/ entries of the service's table. */
