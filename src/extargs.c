@@ -479,9 +479,16 @@ static int sc_fail_at(sc *s, as_err err, const char *tmpl, size_t idx, const cha
     return 0;
 }
 
-static void sc_ws(sc *s)
+/* JSON whitespace; every other byte the scanners stop at is above ' ', so
+ * one compare settles the common case (runs before every token). */
+static inline bool is_ws(char c)
 {
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+    return (unsigned char)c <= ' ' && (c == ' ' || c == '\n' || c == '\r' || c == '\t');
+}
+
+static inline void sc_ws(sc *s)
+{
+    while (s->p < s->end && is_ws(*s->p))
         s->p++;
 }
 
@@ -981,9 +988,9 @@ static const char *vw_string_end(const char *p, const char *end, bool *esc)
     }
 }
 
-static void vw_ws(vw *w)
+static inline void vw_ws(vw *w)
 {
-    while (w->p < w->end && (*w->p == ' ' || *w->p == '\n' || *w->p == '\r' || *w->p == '\t'))
+    while (w->p < w->end && is_ws(*w->p))
         w->p++;
 }
 
