@@ -19,6 +19,9 @@
 #include <string.h>
 #include <strings.h>
 #include <yajl/yajl_parse.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef enum ev_kind {
     EV_NULL,
@@ -561,6 +564,39 @@ static int hexval(unsigned c)
     return -1;
 }
 
+/*
+ * plain_run returns the first byte at or after p that a string scan must
+ * look at: a quote, a backslash, a control character or a non-ASCII byte;
+ * sixteen bytes a step (SSE2, baseline on x86-64). It gives up with fewer
+ * than 16 bytes left, returning where it stopped: the callers' word-at-a-
+ * time loops finish from there (and are all there is without SSE2).
+ * quote_only: look for quotes and backslashes only (the walk over text the
+ * scanner already validated).
+ */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end,
+                                             bool quote_only)
+{
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20), none = _mm_setzero_si128();
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        /* signed compare: bytes >= 0x80 are negative, so "below 0x20" too */
+        __m128i ctl = quote_only ? none : _mm_cmplt_epi8(v, space);
+        __m128i hit =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)), ctl);
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+#else
+    (void)end;
+    (void)quote_only;
+#endif
+    return p;
+}
+
 /* sc_string_any is sc_string for every string (escapes, UTF-8, errors). */
 static int sc_string_any(sc *s, const char **raw, size_t *len, bool *esc)
 {
@@ -569,6 +605,7 @@ static int sc_string_any(sc *s, const char **raw, size_t *len, bool *esc)
     *raw = (const char *)p;
     *esc = false;
     for (;;) {
+        p = plain_run(p, end, false);
         /* Eight bytes at a time while none is a quote, a backslash, a
          * control character or non-ASCII. With every byte below 0x80,
          * (v - k) sets a byte's high bit whenever that byte is below k
@@ -644,9 +681,13 @@ static int sc_string_any(sc *s, const char **raw, size_t *len, bool *esc)
  * time, and everything else goes to sc_string_any from the start. */
 static inline int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
 {
-    const unsigned char *start = (const unsigned char *)s->p + 1, *p = start;
+    const unsigned char *start = (const unsigned char *)s->p + 1;
     const unsigned char *end = (const unsigned char *)s->end;
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    /* every byte before p is plain: a quote at p closes the string */
+    const unsigned char *p = plain_run(start, end, false);
+    if (p < end && *p == '"')
+        goto closed;
     while (end - p >= 8) {
         uint64_t x;
         memcpy(&x, p, 8);
@@ -660,13 +701,15 @@ static inline int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
         p += __builtin_ctzll(m) >> 3;
         if (*p != '"')
             break;
-        *raw = (const char *)start;
-        *esc = false;
-        *len = (size_t)(p - start);
-        s->p = (const char *)p + 1;
-        return 1;
+        goto closed;
     }
     return sc_string_any(s, raw, len, esc);
+closed:
+    *raw = (const char *)start;
+    *esc = false;
+    *len = (size_t)(p - start);
+    s->p = (const char *)p + 1;
+    return 1;
 }
 
 static size_t put_utf8(char *o, uint32_t cp)
@@ -968,6 +1011,7 @@ static const char *vw_string_end(const char *p, const char *end, bool *esc)
 {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     for (;;) {
+        p = (const char *)plain_run((const unsigned char *)p, (const unsigned char *)end, true);
         while (end - p >= 8) {
             uint64_t x;
             memcpy(&x, p, 8);

@@ -735,3 +735,77 @@ Test(extargs, get_is_case_insensitive)
     cr_assert_null(extargs_get(NULL, "Nodes"));
     json_decref(o);
 }
+
+/* The string scans read 16 bytes a step (8 without SSE2) and finish the
+ * last bytes of a document word by word: a special byte (closing quote,
+ * escape, two- and three-byte UTF-8, DEL, an invalid control character or
+ * byte) at every offset of strings of every length up to 48, the string
+ * ending the document or followed by more, through the request scanner
+ * (a NodeNames name, compared with jansson) and through the walk
+ * (extargs_parse_json, compared with yajl's builder). */
+Test(extargs, string_scans_at_every_offset_and_length)
+{
+    static const struct {
+        const char *bytes; /* inserted at the offset */
+        bool valid;
+    } special[] = {
+        {"", true},         {"\\\"", true},         {"\\\\", true},  {"\\u00e9", true},
+        {"\xc3\xa9", true}, {"\xe2\x98\x83", true}, {"\x7f", true},  {"/", true},
+        {"\x01", false},    {"\x1f", false},        {"\xff", false}, {"\xc3", false},
+        {"\\q", false},
+    };
+    char str[128], body[256];
+    for (size_t si = 0; si < sizeof special / sizeof special[0]; si++) {
+        for (size_t len = 0; len <= 48; len++) {
+            for (size_t at = 0; at <= len; at++) {
+                size_t sl = strlen(special[si].bytes);
+                memset(str, 'n', len);
+                memcpy(str + at, special[si].bytes, sl);
+                memset(str + at + sl, 'm', len - at);
+                size_t n = len + sl;
+                str[n] = '\0';
+                for (int tail = 0; tail < 2; tail++) {
+                    /* the name as a NodeNames entry */
+                    int bl = snprintf(body, sizeof body, "{\"NodeNames\":[\"%s\"%s]}", str,
+                                      tail ? ",\"z\"" : "");
+                    pool *p = pool_new(0);
+                    extargs_args a;
+                    as_diag d = {0};
+                    as_err err = extargs_decode_args(p, body, (size_t)bl, &a, &d);
+                    json_t *ref = json_loadb(body, (size_t)bl, 0, NULL);
+                    cr_assert_eq(err == AS_OK, special[si].valid && ref != NULL,
+                                 "special %zu len %zu at %zu tail %d: %s", si, len, at, tail,
+                                 d.msg);
+                    if (!err) {
+                        json_t *nm = json_array_get(json_object_get(ref, "NodeNames"), 0);
+                        cr_assert(a.nnames >= 1);
+                        cr_assert_eq(a.names[0].len, json_string_length(nm),
+                                     "special %zu len %zu at %zu", si, len, at);
+                        cr_assert(memcmp(a.names[0].s, json_string_value(nm), a.names[0].len) == 0);
+                        extargs_args_release(&a);
+                    }
+                    if (ref)
+                        json_decref(ref);
+                    pool_free(p);
+                    /* the string as a whole document, and as an array item */
+                    bl = snprintf(body, sizeof body, tail ? "[\"%s\",1]" : "\"%s\"", str);
+                    json_t *w = NULL, *y = NULL;
+                    as_diag wd = {0}, yd = {0};
+                    as_err we = extargs_parse_json(body, (size_t)bl, &w, &wd);
+                    as_err ye = extargs_parse_json_ref(body, (size_t)bl, NULL, &y, &yd);
+                    cr_assert_eq(we, ye, "special %zu len %zu at %zu: walk %s, yajl %s", si, len,
+                                 at, wd.msg, yd.msg);
+                    cr_assert_eq(we == AS_OK, special[si].valid);
+                    if (!we)
+                        cr_assert(json_equal(w, y), "special %zu len %zu at %zu", si, len, at);
+                    else
+                        cr_assert_str_eq(wd.msg, yd.msg);
+                    if (w)
+                        json_decref(w);
+                    if (y)
+                        json_decref(y);
+                }
+            }
+        }
+    }
+}
