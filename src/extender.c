@@ -603,6 +603,19 @@ static void write_prioritize(const eval *e, buf *o, const int8_t *scores)
     wr_flush(&w);
 }
 
+/* answer_reset empties o for e's answer and allocates it once instead of
+ * doubling up to it: a name and its punctuation (prioritize:
+ * {"Host":..,"Score":n}) per node, full Nodes items echoed whole (the body
+ * bounds them). A hint within the cap; an allocation failure sticks and is
+ * reported as the writer's would be. */
+static void answer_reset(buf *o, const eval *e)
+{
+    buf_reset(o);
+    size_t hint = e->n * 40 + 512 + (e->a.has_nodes ? e->body_len : 0);
+    if (hint < o->cap)
+        (void)buf_reserve(o, hint);
+}
+
 static void handle_eval(svc *s, const http_request *req, http_response *resp, verb v)
 {
     uint64_t t0 = svc_mono_ns();
@@ -663,7 +676,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         metrics_inc(hit ? s->m.memo_hits : s->m.memo_misses);
         if (hit) {
             /* The filter's binder note (same pod) stands. */
-            buf_reset(&resp->body);
+            answer_reset(&resp->body, &e);
             write_prioritize(&e, &resp->body, scores);
             if (resp->body.err) {
                 err = resp->body.err;
@@ -708,7 +721,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     }
 
     buf *o = &resp->body;
-    buf_reset(o);
+    answer_reset(o, &e);
     ext_scores(&e, e.policy, scores);
     if (v == VERB_FILTER) {
         write_filter(s, &e, o, req->pool);
