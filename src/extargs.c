@@ -1310,10 +1310,28 @@ static char *sc_name_alloc(sc *s, size_t n)
     return out;
 }
 
+/* sc_name_escaped unescapes a name that had escapes (raw[0..*len)) into
+ * the pool: *name and *len get the result. The rare path of sc_name. */
+static int sc_name_escaped(sc *s, const char *raw, const char **name, size_t *len, const char *tmpl,
+                           size_t idx)
+{
+    char *out = sc_name_alloc(s, *len + 1);
+    if (!out)
+        return sc_fail_at(s, AS_ENOMEM, tmpl, idx, "request too large for its memory budget%s",
+                          NULL);
+    *len = unescape(raw, *len, out);
+    if (memchr(out, '\0', *len))
+        return sc_fail_at(s, AS_EINVAL, tmpl, idx, "a node name cannot contain NUL characters%s",
+                          NULL);
+    out[*len] = '\0';
+    *name = out;
+    return 1;
+}
+
 /* sc_name reads a string value (s->p at '"') as a node name: pointing into
  * the body when it has no escapes (the body outlives the args), else
- * unescaped into the pool. */
-static int sc_name(sc *s, sched_name *dst, const char *tmpl, size_t idx)
+ * unescaped into the pool. Inline: it runs once per name of the request. */
+static inline int sc_name(sc *s, sched_name *dst, const char *tmpl, size_t idx)
 {
     const char *raw;
     size_t len;
@@ -1321,18 +1339,8 @@ static int sc_name(sc *s, sched_name *dst, const char *tmpl, size_t idx)
     if (!sc_string(s, &raw, &len, &esc))
         return 0;
     const char *name = raw;
-    if (esc) {
-        char *out = sc_name_alloc(s, len + 1);
-        if (!out)
-            return sc_fail_at(s, AS_ENOMEM, tmpl, idx, "request too large for its memory budget%s",
-                              NULL);
-        len = unescape(raw, len, out);
-        if (memchr(out, '\0', len))
-            return sc_fail_at(s, AS_EINVAL, tmpl, idx,
-                              "a node name cannot contain NUL characters%s", NULL);
-        out[len] = '\0';
-        name = out;
-    }
+    if (esc && !sc_name_escaped(s, raw, &name, &len, tmpl, idx))
+        return 0;
     if (len > EXTARGS_MAX_NAME_LEN)
         return sc_fail_at(s, AS_EINVAL, tmpl, idx,
                           "a node name is at most 253 bytes (a DNS subdomain)%s", NULL);
