@@ -1272,10 +1272,8 @@ done:
     return err;
 }
 
-static int sc_grow(sc *s, void **arr, size_t *cap, size_t n, size_t elem, const char *tmpl)
+static int sc_grow_slow(sc *s, void **arr, size_t *cap, size_t n, size_t elem, const char *tmpl)
 {
-    if (n < *cap)
-        return 1;
     if (n >= EXTARGS_MAX_NAMES)
         return sc_fail_at(s, AS_ETOOBIG, tmpl, n, "more than 65536 nodes in one request%s", NULL);
     size_t ncap = *cap ? *cap * 2 : 64;
@@ -1287,6 +1285,14 @@ static int sc_grow(sc *s, void **arr, size_t *cap, size_t n, size_t elem, const 
     *arr = na;
     *cap = ncap;
     return 1;
+}
+
+/* sc_grow makes room for element n of *arr (capacity *cap, elements of
+ * elem bytes), doubling it in the pool when full; 0 with s failed. Inline:
+ * the check runs once per element, the growth a handful of times. */
+static inline int sc_grow(sc *s, void **arr, size_t *cap, size_t n, size_t elem, const char *tmpl)
+{
+    return n < *cap || sc_grow_slow(s, arr, cap, n, elem, tmpl);
 }
 
 /* sc_name_alloc returns n bytes for a name that had escapes (the others
