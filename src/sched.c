@@ -208,8 +208,8 @@ typedef struct eval_ctx {
 } eval_ctx;
 
 /* eval_node evaluates one node; returns its score or -1 when infeasible. */
-static double eval_node(eval_ctx *x, const cache_node *node, const char *name, size_t len,
-                        pred_result *res)
+static inline double eval_node(eval_ctx *x, const cache_node *node, const char *name, size_t len,
+                               pred_result *res)
 {
     const sched_request *req = x->req;
     x->out->evaluated++;
