@@ -569,14 +569,16 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
  * (0 for nodes that do not fit or are unknown) into out[0..e->n). */
 static void ext_scores(const eval *e, const score_policy *policy, int8_t *out)
 {
+    if (!e->r.score) {
+        memset(out, 0, e->n);
+        return;
+    }
+    score_to_extender_n(policy, e->r.score, e->n, out);
     for (size_t i = 0; i < e->n; i++) {
-        int score = 0;
-        if (e->r.score && e->r.score[i] >= 0 &&
-            (!e->r.per_name || e->r.per_name[i].code == PRED_OK)) {
-            score = score_to_extender(policy, e->r.score[i]);
-            score = score < 0 ? 0 : score > 10 ? 10 : score;
-        }
-        out[i] = (int8_t)score;
+        if (e->r.per_name && e->r.per_name[i].code != PRED_OK)
+            out[i] = 0;
+        else if (out[i] > 10) /* the protocol's range, whatever the policy says */
+            out[i] = 10;
     }
 }
 

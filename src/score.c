@@ -466,8 +466,8 @@ double score_policy_soft_shard_bonus(const score_policy *p)
     return p->soft_bonus;
 }
 
-/* See score.h. */
-int score_to_extender(const score_policy *p, double score)
+/* score_scale is score_to_extender's body, inline for the batch. */
+static inline int score_scale(const score_policy *p, double score)
 {
     double span = p->ext_hi - p->ext_lo;
     double x = span > 0 ? (score - p->ext_lo) / span : 0;
@@ -480,6 +480,19 @@ int score_to_extender(const score_policy *p, double score)
      * call, once per node in every prioritize) */
     int s = p->ext_floor ? (int)x : (int)(x + 0.5);
     return s < 0 ? 0 : s > p->ext_max ? p->ext_max : s;
+}
+
+/* See score.h. */
+void score_to_extender_n(const score_policy *p, const double *score, size_t n, int8_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (int8_t)(score[i] >= 0 ? score_scale(p, score[i]) : 0);
+}
+
+/* See score.h. */
+int score_to_extender(const score_policy *p, double score)
+{
+    return score_scale(p, score);
 }
 
 /* ------------------------------------------------------------------ */

@@ -130,4 +130,9 @@ double score_fgd_fragment(const cache_node *node, const score_task_shape *shapes
 /* score_to_extender maps a [0,100] score to the extender's 0..10 integer. */
 int score_to_extender(const score_policy *p, double score);
 
+/* score_to_extender_n is score_to_extender over score[0..n) into out, with
+ * a negative score (infeasible, unknown) mapped to 0: one call per answer
+ * instead of one per node. */
+void score_to_extender_n(const score_policy *p, const double *score, size_t n, int8_t *out);
+
 #endif

@@ -329,6 +329,13 @@ Test(score, extender_mapping)
     cr_assert_eq(score_to_extender(p, 45.99), 29);
     cr_assert_eq(score_to_extender(p, 39), 0);
     cr_assert_eq(score_to_extender(p, 61), 100);
+    /* the batch: each as alone, negatives (infeasible) and NaN to 0 */
+    const double in[] = {-1, 0, 39, 40, 45.99, 50, 59.5, 60, 61, 1e9, NAN};
+    enum { N = sizeof in / sizeof in[0] };
+    int8_t out[N];
+    score_to_extender_n(p, in, N, out);
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(out[i], in[i] >= 0 ? score_to_extender(p, in[i]) : 0, "score %g", in[i]);
     score_policy_unref(p);
 }
 
