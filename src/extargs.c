@@ -566,10 +566,10 @@ static int hexval(unsigned c)
 
 /*
  * plain_run returns the first byte at or after p that a string scan must
- * look at: a quote, a backslash, a control character or a non-ASCII byte;
- * sixteen bytes a step (SSE2, baseline on x86-64). It gives up with fewer
- * than 16 bytes left, returning where it stopped: the callers' word-at-a-
- * time loops finish from there (and are all there is without SSE2).
+ * look at (a quote, a backslash, a control character or a non-ASCII byte),
+ * or, when none comes first, where fewer than 8 bytes are left: every byte
+ * before the result is plain, and the caller finishes byte by byte from
+ * there. Sixteen bytes a step with SSE2 (baseline on x86-64), then eight.
  * quote_only: look for quotes and backslashes only (the walk over text the
  * scanner already validated).
  */
@@ -590,10 +590,23 @@ static inline const unsigned char *plain_run(const unsigned char *p, const unsig
             return p + __builtin_ctz(m);
         p += 16;
     }
-#else
-    (void)end;
-    (void)quote_only;
 #endif
+    /* Eight bytes at a time. With every byte below 0x80, (v - k) & ~v
+     * flags the bytes below k; a borrow only flags bytes above a true hit,
+     * so the lowest flag is exact; bytes >= 0x80 flag themselves (| x). */
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        uint64_t m = ((q - ones) & ~q) | ((b - ones) & ~b);
+        if (!quote_only)
+            m |= ((x - ones * 0x20) & ~x) | x;
+        m &= high;
+        if (m)
+            return p + (__builtin_ctzll(m) >> 3);
+        p += 8;
+    }
     return p;
 }
 
@@ -606,27 +619,6 @@ static int sc_string_any(sc *s, const char **raw, size_t *len, bool *esc)
     *esc = false;
     for (;;) {
         p = plain_run(p, end, false);
-        /* Eight bytes at a time while none is a quote, a backslash, a
-         * control character or non-ASCII. With every byte below 0x80,
-         * (v - k) sets a byte's high bit whenever that byte is below k
-         * (borrows only add false positives, which the byte loop below
-         * sorts out). */
-        while (end - p >= 8) {
-            uint64_t x;
-            memcpy(&x, p, 8);
-            const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-            /* (v - k) & ~v flags bytes below k; the lowest flag of each
-             * term is exact (a borrow only flags bytes above a true hit),
-             * so the lowest set bit is the first byte to look at. */
-            uint64_t m =
-                (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) & high;
-            if (m) {
-                p += __builtin_ctzll(m) >> 3;
-                break;
-            }
-            p += 8;
-        }
         while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80)
             p++;
         if (p >= end) {
@@ -677,34 +669,16 @@ static int sc_string_any(sc *s, const char **raw, size_t *len, bool *esc)
 
 /* sc_string scans the string at s->p (a quote): *raw and *len get the bytes
  * between the quotes, *esc whether any escape occurs. Most strings (keys,
- * names) are short printable ASCII: they are finished here, a word at a
- * time, and everything else goes to sc_string_any from the start. */
+ * names) are printable ASCII: they are finished here by plain_run, and
+ * everything else goes to sc_string_any from the start. */
 static inline int sc_string(sc *s, const char **raw, size_t *len, bool *esc)
 {
     const unsigned char *start = (const unsigned char *)s->p + 1;
     const unsigned char *end = (const unsigned char *)s->end;
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     /* every byte before p is plain: a quote at p closes the string */
     const unsigned char *p = plain_run(start, end, false);
-    if (p < end && *p == '"')
-        goto closed;
-    while (end - p >= 8) {
-        uint64_t x;
-        memcpy(&x, p, 8);
-        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-        /* exact lowest flag, as in sc_string_any */
-        uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x) | x) & high;
-        if (!m) {
-            p += 8;
-            continue;
-        }
-        p += __builtin_ctzll(m) >> 3;
-        if (*p != '"')
-            break;
-        goto closed;
-    }
-    return sc_string_any(s, raw, len, esc);
-closed:
+    if (p >= end || *p != '"')
+        return sc_string_any(s, raw, len, esc);
     *raw = (const char *)start;
     *esc = false;
     *len = (size_t)(p - start);
@@ -1009,20 +983,8 @@ typedef struct vw {
  * *esc is set when the string has an escape. */
 static const char *vw_string_end(const char *p, const char *end, bool *esc)
 {
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     for (;;) {
         p = (const char *)plain_run((const unsigned char *)p, (const unsigned char *)end, true);
-        while (end - p >= 8) {
-            uint64_t x;
-            memcpy(&x, p, 8);
-            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-            uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b)) & high;
-            if (m) {
-                p += __builtin_ctzll(m) >> 3;
-                break;
-            }
-            p += 8;
-        }
         while (*p != '"' && *p != '\\')
             p++;
         if (*p == '"')
