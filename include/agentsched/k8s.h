@@ -203,7 +203,9 @@ typedef struct k8s_config {
     int64_t expire_period_ms;       /* housekeeping period; default 1000 */
     int64_t shard_retry_ms;         /* re-probe an absent NodeShard CRD; default 60000 */
     unsigned bind_concurrency;      /* keep-alive handles; default 96 */
-    unsigned bind_retries;          /* retries on 429/5xx/network; default 5 */
+    unsigned bind_retries;          /* retries on 429/5xx/network; default 5
+                                       (more while an outcome is unknown:
+                                       see k8s_bind) */
     int64_t bind_backoff_ms;        /* first retry delay; default 50 */
     int64_t event_pod_interval_ms;  /* per pod+reason; default 30000 */
     unsigned event_queue;           /* pending events; default 4096 */
@@ -266,6 +268,7 @@ typedef struct k8s_status {
     uint64_t relists[K8S_KIND__COUNT];      /* lists after the first */
     uint64_t reconnects[K8S_KIND__COUNT];
     uint64_t binds_ok, binds_failed, bind_retries;
+    uint64_t bind_unknown; /* binds retried because an attempt may have been applied */
     uint64_t events_posted, events_dropped;
     uint64_t assumed_expired;
 } k8s_status;
@@ -300,9 +303,13 @@ void k8s_shards_free(k8s_shard *shards, size_t n);
  * on one of cfg.bind_concurrency keep-alive connections (blocking while
  * all are busy). 201/200, or 409 "already assigned to node X" with X ==
  * node: AS_OK. 409 with another node: AS_ECONFLICT. 404: AS_ENOTFOUND.
- * 429/5xx/transport errors are retried (bounded, with backoff) and then
- * AS_EHTTP / AS_EIO. 401/403: AS_EAUTH. Other: AS_EHTTP. The caller
- * releases the assumed pod on failure. diag says what happened.
+ * 429/5xx/transport errors are retried (cfg.bind_retries times, with
+ * backoff) and then AS_EHTTP / AS_EIO. When an attempt may have been
+ * applied unheard (the connection broke after the request was sent, or
+ * 504), the same binding is retried beyond that budget until an answer
+ * settles it or cfg.assumed_ttl_ms / 2 has passed since the call began
+ * (counted in bind_unknown). 401/403: AS_EAUTH. Other: AS_EHTTP. The
+ * caller releases the assumed pod on failure. diag says what happened.
  */
 as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
                 as_diag *diag);

@@ -139,6 +139,31 @@ static const char *status_message(const buf *b, char *tmp, size_t len)
     return tmp;
 }
 
+/* Appended to the error of a bind given up while its outcome was unknown. */
+#define UNKNOWN_NOTE                                                                               \
+    " (outcome unknown: an earlier attempt may have been applied; the watch will show the "        \
+    "binding if it was)"
+
+/* note_unknown marks a bind's outcome unknown, counting and logging the
+ * first time per bind. */
+static void note_unknown(k8s_client *k, bool *unknown, const char *ns, const char *name,
+                         const char *node, const char *why)
+{
+    if (*unknown)
+        return;
+    *unknown = true;
+    k8s_count(k, &k->st.bind_unknown, 1);
+    log_warn("msg=\"bind outcome unknown; retrying the same binding until the API server "
+             "answers\" pod=%s/%s node=%s err=\"%s\"",
+             ns, name, node, why);
+}
+
+/* unknown_open: the bind's outcome is unknown and its retry window is open. */
+static bool unknown_open(bool unknown, uint64_t until)
+{
+    return unknown && k8s_mono_ns() < until;
+}
+
 /* See k8s.h. */
 as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
                 as_diag *diag)
@@ -179,6 +204,16 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         goto done;
     }
     uint64_t rng = k8s_mono_ns() ^ (uint64_t)(uintptr_t)h;
+    /* Once an attempt may have been applied without our hearing the answer
+     * (the connection broke after the request went out, or the API server
+     * timed out: 504), releasing the pod could free capacity the pod holds
+     * in etcd, and the cache would hand it out again before the watch shows
+     * the binding. So the same binding is retried past the usual budget,
+     * until an answer settles it (201, or 409 naming this node when the
+     * lost attempt went through) or half the assumed-pod TTL has passed
+     * (the cache forgets the assumption at the full TTL anyway). */
+    bool unknown = false;
+    uint64_t unknown_until = k8s_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull;
     char msg[256];
     for (unsigned attempt = 0;; attempt++) {
         long status = 0;
@@ -194,8 +229,14 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
                 goto done;
             }
             retry = err == AS_EIO || err == AS_ETIMEOUT;
-            if (!retry || attempt >= k->cfg.bind_retries) {
-                err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s", ns, name, node, d.msg);
+            /* A request never sent (no connection) cannot have been applied. */
+            long sent = 0;
+            if (retry && curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
+                note_unknown(k, &unknown, ns, name, node, d.msg);
+            if (!retry ||
+                (attempt >= k->cfg.bind_retries && !unknown_open(unknown, unknown_until))) {
+                err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s%s", ns, name, node, d.msg,
+                                  unknown ? UNKNOWN_NOTE : "");
                 goto done;
             }
         } else if (status == 200 || status == 201) {
@@ -229,10 +270,13 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             goto done;
         } else if (status == 429 || status >= 500) {
             retry = true;
-            if (attempt >= k->cfg.bind_retries) {
-                err = as_diag_set(
-                    diag, AS_EHTTP, NULL, "bind %s/%s to %s failed after %u attempts (%ld): %s", ns,
-                    name, node, attempt + 1, status, status_message(&resp, msg, sizeof msg));
+            if (status == 504)
+                note_unknown(k, &unknown, ns, name, node, "HTTP 504 (the API server timed out)");
+            if (attempt >= k->cfg.bind_retries && !unknown_open(unknown, unknown_until)) {
+                err = as_diag_set(diag, AS_EHTTP, NULL,
+                                  "bind %s/%s to %s failed after %u attempts (%ld): %s%s", ns, name,
+                                  node, attempt + 1, status, status_message(&resp, msg, sizeof msg),
+                                  unknown ? UNKNOWN_NOTE : "");
                 goto done;
             }
         } else {

@@ -818,6 +818,10 @@ void k8s_metrics_update(svc *s)
     set_metric(s->metrics, false, "agentsched_k8s_bind_retries_total",
                "Binding attempts retried after 429, 5xx or a transport error.",
                (int64_t)st.bind_retries);
+    set_metric(s->metrics, false, "agentsched_k8s_bind_unknown_total",
+               "Binds whose outcome was unknown (connection lost after sending, or 504), "
+               "retried to the same node until answered.",
+               (int64_t)st.bind_unknown);
     const char *eh = "v1 Events, by outcome (dropped: rate-limited, queue full or refused).";
     set_metric(s->metrics, false, "agentsched_k8s_events_total{result=\"posted\"}", eh,
                (int64_t)st.events_posted);

@@ -596,7 +596,10 @@ static bool serve_watch(k8s_stub *s, stub_conn *cn, int kind, const char *query,
     return ok;
 }
 
-static bool serve_binding(k8s_stub *s, int fd, const char *ns, const char *name, const char *body)
+/* serve_binding applies a Binding; answer false closes the connection
+ * instead of answering (a lost answer), after applying it. */
+static bool serve_binding(k8s_stub *s, int fd, const char *ns, const char *name, const char *body,
+                          bool answer)
 {
     pthread_mutex_lock(&s->mu);
     s->inflight_binds++;
@@ -646,7 +649,8 @@ static bool serve_binding(k8s_stub *s, int fd, const char *ns, const char *name,
             pthread_mutex_unlock(&s->mu);
             stub_put(s, STUB_POD, np);
             json_decref(np);
-            ok = send_response(fd, 201,
+            ok = answer &&
+                 send_response(fd, 201,
                                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
                                "\"status\":\"Success\",\"code\":201}");
         }
@@ -729,7 +733,7 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
     }
     if (type == STUB_POST &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]/binding", ns, name) == 2)
-        return serve_binding(s, fd, ns, name, body);
+        return serve_binding(s, fd, ns, name, body, !(have_f && f.f == STUB_F_APPLY_CLOSE));
     if (type == STUB_POST && sscanf(path, "/api/v1/namespaces/%255[^/]/events", ns) == 1) {
         json_t *e = json_loads(body, 0, NULL);
         pthread_mutex_lock(&s->mu);

@@ -39,6 +39,7 @@ typedef enum stub_fault_kind {
     STUB_F_ERROR_410,       /* watch: 200 + ERROR event with code 410 */
     STUB_F_CLOSE,           /* close the connection without an answer */
     STUB_F_EXPIRE_CONTINUE, /* list page with a continue token: 410 */
+    STUB_F_APPLY_CLOSE,     /* binding: apply it, then close without an answer */
 } stub_fault_kind;
 
 k8s_stub *stub_new(void);

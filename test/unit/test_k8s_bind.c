@@ -1,6 +1,7 @@
 /*
  * test_k8s_bind.c - pods/binding through the stub: success, 409 same/other
- * node, 404, bounded retries on 429/5xx/transport, bounded concurrency on
+ * node, 404, bounded retries on 429/5xx/transport, binds whose outcome is
+ * unknown (answer lost) retried to the same node, bounded concurrency on
  * keep-alive connections, assumed-pod confirmation and expiry, and Events.
  */
 #include <criterion/criterion.h>
@@ -173,6 +174,95 @@ Test(k8s_bind, retries_are_bounded)
     cr_assert(strstr(d.msg, "3 attempts") != NULL, "%s", d.msg);
     cr_assert_eq(stub_faults_pending(f.stub), 2);
     cr_assert_str_eq(stub_pod_node(&f, "uid-d"), "");
+    bfx_fini(&f);
+}
+
+static void long_ttl(k8s_config *cfg)
+{
+    cfg->bind_retries = 2;
+    cfg->assumed_ttl_ms = 4000; /* an unknown outcome is retried for 2 s */
+}
+
+/* The API server applies the binding but the answer is lost, then the
+ * connection keeps breaking for longer than the retry budget: the bind is
+ * retried to the same node until 409 names that node, and succeeds. */
+Test(k8s_bind, lost_answer_retried_to_the_same_node)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    put_pod(&f, "e", NULL);
+    const char *path = "/api/v1/namespaces/default/pods/e/binding";
+    stub_fault(f.stub, path, STUB_POST, STUB_F_APPLY_CLOSE, 0);
+    for (int i = 0; i < 6; i++)
+        stub_fault(f.stub, path, STUB_POST, STUB_F_CLOSE, 0);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "e", "uid-e", "n1", &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-e"), "n1");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 1);
+    cr_assert_eq(st.binds_ok, 1);
+    cr_assert_eq(st.binds_failed, 0);
+    bfx_fini(&f);
+}
+
+/* A 504 (the API server timed out; etcd may still commit) is unknown too. */
+Test(k8s_bind, gateway_timeout_is_unknown)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    put_pod(&f, "g", NULL);
+    for (int i = 0; i < 5; i++)
+        stub_fault(f.stub, "/api/v1/namespaces/default/pods/g/binding", STUB_POST, STUB_F_STATUS,
+                   504);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "g", "uid-g", "n2", &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-g"), "n2");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 1);
+    bfx_fini(&f);
+}
+
+/* An outcome that stays unknown is given up at half the assumed TTL (150 ms
+ * here), with an error that says so. */
+Test(k8s_bind, unknown_outcome_gives_up_after_half_the_ttl)
+{
+    bfx f;
+    bfx_init(&f, two_retries, false);
+    put_pod(&f, "h", NULL);
+    for (int i = 0; i < 200; i++)
+        stub_fault(f.stub, "/api/v1/namespaces/default/pods/h/binding", STUB_POST, STUB_F_CLOSE, 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "h", "uid-h", "n0", &d), AS_EIO);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    cr_assert(strstr(d.msg, "outcome unknown") != NULL, "%s", d.msg);
+    cr_assert(ms >= 150, "gave up after %.0f ms, before the window closed", ms);
+    cr_assert(stub_faults_pending(f.stub) > 0);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-h"), "");
+    bfx_fini(&f);
+}
+
+/* No connection, no request: the usual budget applies and nothing is
+ * unknown. */
+Test(k8s_bind, refused_connection_is_not_unknown)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    /* The client keeps the first stub's address; its port is now closed. */
+    stub_free(f.stub);
+    f.stub = stub_new();
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "x", "uid-x", "n0", &d), AS_EIO);
+    cr_assert(strstr(d.msg, "outcome unknown") == NULL, "%s", d.msg);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 0);
+    cr_assert_eq(st.bind_retries, 2);
     bfx_fini(&f);
 }
 
