@@ -136,6 +136,16 @@ func smallPod(name, cpu, memory string) *corev1.Pod {
 // createPods creates n copies of tmpl named prefix-NNNNN with `workers`
 // concurrent clients and returns how long that took.
 func (c *cluster) createPods(prefix string, n int, tmpl *corev1.Pod, workers int) time.Duration {
+	return c.createPodsRetrying(prefix, n, tmpl, workers, 0)
+}
+
+// createPodsRetrying creates n pods like createPods, and retries a create
+// that fails (the API server may be down) every 200 ms for up to timeout
+// from the start (0: the first failure fails the scenario); an
+// AlreadyExists answer counts as created (an earlier try succeeded and its
+// answer was lost).
+func (c *cluster) createPodsRetrying(prefix string, n int, tmpl *corev1.Pod, workers int,
+	timeout time.Duration) time.Duration {
 	start := time.Now()
 	var next int64 = -1
 	var wg sync.WaitGroup
@@ -151,12 +161,18 @@ func (c *cluster) createPods(prefix string, n int, tmpl *corev1.Pod, workers int
 				}
 				p := tmpl.DeepCopy()
 				p.Name = fmt.Sprintf("%s-%05d", prefix, i)
-				ctx, cancel := ctxTimeout(60 * time.Second)
-				_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, p, metav1.CreateOptions{})
-				cancel()
-				if err != nil {
-					firstErr.CompareAndSwap(nil, fmt.Errorf("create pod %s: %v", p.Name, err))
-					return
+				for {
+					ctx, cancel := ctxTimeout(60 * time.Second)
+					_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, p, metav1.CreateOptions{})
+					cancel()
+					if err == nil || timeout > 0 && apierrors.IsAlreadyExists(err) {
+						break
+					}
+					if time.Since(start) > timeout {
+						firstErr.CompareAndSwap(nil, fmt.Errorf("create pod %s: %v", p.Name, err))
+						return
+					}
+					time.Sleep(200 * time.Millisecond)
 				}
 			}
 		}()

@@ -15,11 +15,12 @@ import (
 )
 
 var scenarios = map[string]func(c *cluster){
-	"extender_path":  scenarioExtenderPath,
-	"rejection":      scenarioRejection,
-	"burst":          scenarioBurst,
-	"restart":        scenarioRestart,
-	"agent_fastpath": scenarioAgentFastpath,
+	"extender_path":     scenarioExtenderPath,
+	"rejection":         scenarioRejection,
+	"burst":             scenarioBurst,
+	"restart":           scenarioRestart,
+	"agent_fastpath":    scenarioAgentFastpath,
+	"apiserver_restart": scenarioAPIServerRestart,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
@@ -449,5 +450,89 @@ func scenarioAgentFastpath(c *cluster) {
 	c.checkNoOvercommit()
 	if first > time.Second {
 		fail("first waiting pod bound %v after the node was added (want within 1s)", first)
+	}
+}
+
+// Scenario: the API server crashes (SIGKILL) in the middle of a burst of
+// fast-path pods (creates, binds and watch events in flight) and comes back.
+// agentsched stays alive (/healthz) while it is gone, its watches reconnect
+// (resuming or relisting), binds that failed go back to its queue, and when
+// it settles every pod that fits is bound once, the rest Pending with a
+// reason, and no node is overcommitted.
+func scenarioAPIServerRestart(c *cluster) {
+	const total = 1000
+	tmpl := smallPod("", "100m", "64Mi")
+	tmpl.Spec.SchedulerName = "agent-scheduler"
+	nodes := c.nodes()
+	fit := fitCapacity(nodes, podRequests(tmpl))
+	logf("%d nodes fit %d of %d agent pods", len(nodes), fit, total)
+	before := c.metrics()
+	// The creator rides out the outage: a create that fails is retried
+	// (AlreadyExists when the lost answer was a success).
+	created := make(chan time.Duration, 1)
+	go func() { created <- c.createPodsRetrying("crash", total, tmpl, 16, 5*time.Minute) }()
+
+	killAt := total / 5
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		t := tallyPods(c.pods())
+		if t.bound >= killAt {
+			logf("%d pods exist, %d bound: killing kube-apiserver (SIGKILL)", t.bound+t.pending+t.withReason,
+				t.bound)
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("only %d pods bound after 5 min, never reached %d to kill the API server mid-burst", t.bound,
+				killAt)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.devCluster("apiserver-kill")
+	// Long enough for binds in flight to fail and watches to notice.
+	time.Sleep(3 * time.Second)
+	code, _, err := c.agentschedGet("/healthz")
+	if err != nil || code != http.StatusOK {
+		fail("agentsched /healthz while the API server is down: HTTP %d, %v (liveness must not depend on it)",
+			code, err)
+	}
+
+	c.devCluster("apiserver-start")
+	start := time.Now()
+	for {
+		ctx, cancel := ctxTimeout(5 * time.Second)
+		_, err := c.cs.CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 3*time.Minute {
+			fail("API server not serving 3 min after its restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	apiUp := time.Now()
+	logf("API server serving again %.1fs after its restart", apiUp.Sub(start).Seconds())
+	d := <-created
+	logf("all %d pods created after %.1fs", total, d.Seconds())
+	t, pods := c.waitSettled(total, fit, 45*time.Second, 10*time.Minute)
+	logf("settled %.1fs after the API server came back", time.Since(apiUp).Seconds())
+	burstCheck(c, total, fit, t, pods)
+
+	after := c.metrics()
+	delta := func(series string) float64 { return after[series] - before[series] }
+	reconnects := delta(`agentsched_k8s_reconnects_total{kind="pods"}`)
+	relists := delta(`agentsched_k8s_relists_total{kind="pods"}`)
+	binds := delta(`agentsched_k8s_binds_total{result="ok"}`)
+	logf("agentsched: pods watch reconnects %.0f, relists %.0f; API binds ok %.0f, failed %.0f; "+
+		"fast-path bind failures %.0f", reconnects, relists, binds, delta(`agentsched_k8s_binds_total{result="failed"}`),
+		delta("agentsched_fastpath_bind_failures_total"))
+	if reconnects+relists == 0 {
+		fail("agentsched's pods watch never reconnected: the API server restart was not exercised")
+	}
+	if int(binds) < t.bound {
+		fail("agentsched counted %.0f successful binds for %d bound pods", binds, t.bound)
+	}
+	if after["agentsched_ready"] != 1 {
+		fail("agentsched not ready after the API server came back (agentsched_ready %v)", after["agentsched_ready"])
 	}
 }
