@@ -201,6 +201,9 @@ typedef struct k8s_config {
     int64_t watch_down_ms;          /* readiness bound; default 60000 */
     int64_t assumed_ttl_ms;         /* forget unconfirmed assumed pods; default 30000 */
     int64_t expire_period_ms;       /* housekeeping period; default 1000 */
+    int64_t trim_period_ms;         /* hand free heap pages back to the kernel
+                                       (glibc malloc_trim) this often; default
+                                       60000, < 0 never */
     int64_t shard_retry_ms;         /* re-probe an absent NodeShard CRD; default 60000 */
     unsigned bind_concurrency;      /* keep-alive handles; default 96 */
     unsigned bind_retries;          /* retries on 429/5xx/network; default 5

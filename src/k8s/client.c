@@ -1,5 +1,8 @@
 /* client.c - the k8s client: lifecycle, auth, TLS, rate limiting, readiness. */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,7 @@ void k8s_config_defaults(k8s_config *cfg)
     cfg->watch_down_ms = 60000;
     cfg->assumed_ttl_ms = 30000;
     cfg->expire_period_ms = 1000;
+    cfg->trim_period_ms = 60000;
     cfg->shard_retry_ms = 60000;
     /* the fast path's 32 bind threads plus the extender's 64 (svc.h) */
     cfg->bind_concurrency = 96;
@@ -491,12 +495,34 @@ static void housekeeping_once(k8s_client *k)
     }
 }
 
+/* trim_heap hands the heap's free pages back to the kernel. Pod churn
+ * frees as much as it allocates, but glibc's per-thread arenas keep the
+ * freed pages: RSS crept ~0.2 MB per 3000 pods created and deleted on the
+ * dev-cluster with a flat live heap, and one malloc_trim returned 2.7 MB. */
+static void trim_heap(void)
+{
+#ifdef __GLIBC__
+    uint64_t t0 = k8s_mono_ns();
+    int released = malloc_trim(0);
+    log_debug("msg=\"heap trimmed\" released=%d ms=%.2f", released,
+              (double)(k8s_mono_ns() - t0) / 1e6);
+#endif
+}
+
 static void *housekeeping_main(void *arg)
 {
     k8s_client *k = arg;
     pthread_setname_np(pthread_self(), "as-k8s-hk");
-    while (k8s_sleep_ms(k, k->cfg.expire_period_ms))
+    uint64_t last_trim = k8s_mono_ns();
+    while (k8s_sleep_ms(k, k->cfg.expire_period_ms)) {
         housekeeping_once(k);
+        uint64_t now = k8s_mono_ns();
+        if (k->cfg.trim_period_ms > 0 &&
+            now - last_trim >= (uint64_t)k->cfg.trim_period_ms * 1000000ull) {
+            trim_heap();
+            last_trim = now;
+        }
+    }
     return NULL;
 }
 
@@ -577,6 +603,7 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
     DEF(watch_down_ms);
     DEF(assumed_ttl_ms);
     DEF(expire_period_ms);
+    DEF(trim_period_ms);
     DEF(shard_retry_ms);
     DEF(bind_concurrency);
     DEF(bind_backoff_ms);
