@@ -388,17 +388,24 @@ func topReasons(m map[string]int, k int) []string {
 	return out
 }
 
+// agentPodsFit returns the small pod of the fast-path scenarios
+// (schedulerName agent-scheduler) and how many of them the nodes fit.
+func agentPodsFit(c *cluster, total int) (*corev1.Pod, int) {
+	tmpl := smallPod("", "100m", "64Mi")
+	tmpl.Spec.SchedulerName = "agent-scheduler"
+	nodes := c.nodes()
+	fit := fitCapacity(nodes, podRequests(tmpl))
+	logf("%d nodes fit %d of %d agent pods", len(nodes), fit, total)
+	return tmpl, fit
+}
+
 // Scenario 5 (fast path): 3000 agent pods with schedulerName agent-scheduler,
 // scheduled by agentsched alone (kube-scheduler has no such profile), onto
 // nodes that fit 90% of them: every pod that fits is bound, the rest stay
 // Pending with PodScheduled=False/Unschedulable, no node is overcommitted.
 func scenarioAgentFastpath(c *cluster) {
 	const total = 3000
-	tmpl := smallPod("", "100m", "64Mi")
-	tmpl.Spec.SchedulerName = "agent-scheduler"
-	nodes := c.nodes()
-	fit := fitCapacity(nodes, podRequests(tmpl))
-	logf("%d nodes fit %d of %d agent pods", len(nodes), fit, total)
+	tmpl, fit := agentPodsFit(c, total)
 	start := time.Now()
 	d := c.createPods("agent", total, tmpl, 32)
 	logf("created %d pods in %.1fs (%.0f/s)", total, d.Seconds(), total/d.Seconds())
@@ -461,11 +468,7 @@ func scenarioAgentFastpath(c *cluster) {
 // reason, and no node is overcommitted.
 func scenarioAPIServerRestart(c *cluster) {
 	const total = 1000
-	tmpl := smallPod("", "100m", "64Mi")
-	tmpl.Spec.SchedulerName = "agent-scheduler"
-	nodes := c.nodes()
-	fit := fitCapacity(nodes, podRequests(tmpl))
-	logf("%d nodes fit %d of %d agent pods", len(nodes), fit, total)
+	tmpl, fit := agentPodsFit(c, total)
 	before := c.metrics()
 	// The creator rides out the outage: a create that fails is retried
 	// (AlreadyExists when the lost answer was a success).
