@@ -199,7 +199,9 @@ typedef struct k8s_config {
     int64_t connect_timeout_ms;     /* default 10000 */
     int64_t request_timeout_ms;     /* list/bind/event requests; default 60000 */
     int64_t watch_down_ms;          /* readiness bound; default 60000 */
-    int64_t assumed_ttl_ms;         /* forget unconfirmed assumed pods; default 30000 */
+    int64_t assumed_ttl_ms;         /* forget assumed pods unconfirmed this long,
+                                       once the pods watch has been up this
+                                       long too; default 30000 */
     int64_t expire_period_ms;       /* housekeeping period; default 1000 */
     int64_t trim_period_ms;         /* hand free heap pages back to the kernel
                                        (glibc malloc_trim) this often; default
@@ -266,6 +268,8 @@ typedef struct k8s_status {
     bool synced;                            /* first full list of nodes and pods applied */
     int64_t synced_at_ms;                   /* wall clock; 0 before */
     int64_t down_since_ms[K8S_KIND__COUNT]; /* wall clock; 0 while up */
+    int64_t up_since_ms[K8S_KIND__COUNT];   /* wall clock of the last recovery
+                                               from down; 0: never down */
     bool shards_present;                    /* NodeShard CRD answered */
     uint64_t events[K8S_KIND__COUNT];       /* watch events applied */
     uint64_t relists[K8S_KIND__COUNT];      /* lists after the first */

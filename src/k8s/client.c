@@ -388,9 +388,12 @@ as_err k8s_request(k8s_client *k, const char *method, const char *path, const ch
 void k8s_mark_up(k8s_client *k, k8s_kind kind)
 {
     pthread_mutex_lock(&k->st_mu);
-    if (k->st.down_since_ms[kind])
+    if (k->st.down_since_ms[kind]) {
+        int64_t now = k8s_now_ms();
         log_info("msg=\"watch stream up\" kind=%d down_ms=%lld", (int)kind,
-                 (long long)(k8s_now_ms() - k->st.down_since_ms[kind]));
+                 (long long)(now - k->st.down_since_ms[kind]));
+        k->st.up_since_ms[kind] = now;
+    }
     k->st.down_since_ms[kind] = 0;
     pthread_mutex_unlock(&k->st_mu);
 }
@@ -486,6 +489,18 @@ bool k8s_wait_synced(k8s_client *k, int64_t timeout_ms)
 
 static void housekeeping_once(k8s_client *k)
 {
+    /* Assumed pods are forgotten only once the pods watch has been up for
+     * a whole TTL. After an outage, a binding the API server applied may
+     * not have been delivered yet (the stream down, or back for less time
+     * than the TTL); forgetting its pod then would free capacity the pod
+     * holds, and the next decision could double-book it. */
+    int64_t now = k8s_now_ms();
+    pthread_mutex_lock(&k->st_mu);
+    bool steady = !k->st.down_since_ms[K8S_KIND_POD] &&
+                  now - k->st.up_since_ms[K8S_KIND_POD] >= k->cfg.assumed_ttl_ms;
+    pthread_mutex_unlock(&k->st_mu);
+    if (!steady)
+        return;
     size_t n = 0;
     if (cache_expire_assumed(k->cache, k8s_now_ms(), k->cfg.assumed_ttl_ms, &n) == AS_OK && n) {
         log_warn("msg=\"forgot assumed pods never confirmed by the API server\" count=%zu "

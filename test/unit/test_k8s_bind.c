@@ -400,6 +400,46 @@ Test(k8s_bind, failed_bind_released_and_unconfirmed_expires)
     bfx_fini(&f);
 }
 
+/* While the pods watch is down, and for a TTL after it is back, an
+ * assumed pod is kept: its binding may be applied and not yet delivered. */
+Test(k8s_bind, assumed_pod_kept_while_the_pods_watch_is_down)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    put_pod(&f, "held", NULL);
+    model_pod *held = decode_pod(&f, "held");
+    assume(&f, held, "n1");
+    for (int i = 0; i < 40; i++)
+        stub_fault(f.stub, "/api/v1/pods", STUB_ANY, STUB_F_STATUS, 500);
+    stub_drop_watches(f.stub);
+    k8s_status st;
+    for (int t = 0; t < 3000; t += 10) {
+        k8s_get_status(f.k, &st);
+        if (st.down_since_ms[K8S_KIND_POD])
+            break;
+        msleep(10);
+    }
+    cr_assert_neq(st.down_since_ms[K8S_KIND_POD], 0, "the pods watch never went down");
+    msleep(600); /* twice the TTL */
+    cr_assert_gt(stub_faults_pending(f.stub), 0, "the outage ended too soon for this test");
+    cache_pod_info pi;
+    cache_pod_lookup(f.c, "uid-held", &pi);
+    cr_assert_eq(pi.state, CACHE_POD_ASSUMED, "forgotten while the pods watch was down");
+    /* Back up, and never bound: forgotten a TTL later. */
+    for (int t = 0; t < 10000; t += 20) {
+        cache_pod_lookup(f.c, "uid-held", &pi);
+        if (pi.state == CACHE_POD_ABSENT)
+            break;
+        msleep(20);
+    }
+    cr_assert_eq(pi.state, CACHE_POD_ABSENT);
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.down_since_ms[K8S_KIND_POD], 0);
+    cr_assert_geq(st.assumed_expired, 1);
+    model_pod_free(held);
+    bfx_fini(&f);
+}
+
 Test(k8s_bind, events_posted_and_rate_limited)
 {
     bfx f;
