@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agentsched/doc.h"
 #include "agentsched/fastpath.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
@@ -130,4 +131,134 @@ Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
     cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
     stub_free(stub);
+}
+
+/* Adds to names every agentsched_* series name found in s. */
+static void series_names(const char *s, json_t *names)
+{
+    static const char pre[] = "agentsched_";
+    for (const char *p = strstr(s, pre); p; p = strstr(p, pre)) {
+        size_t n = sizeof pre - 1;
+        while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= '0' && p[n] <= '9') || p[n] == '_')
+            n++;
+        json_object_setn_new(names, p, n, json_true());
+        p += n;
+    }
+}
+
+/* Every "expr" string below v (dashboard targets, alert rules). */
+static void exprs(json_t *v, json_t *names, int *count)
+{
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x)
+        {
+            if (!strcmp(k, "expr") && json_is_string(x)) {
+                series_names(json_string_value(x), names);
+                (*count)++;
+            } else {
+                exprs(x, names, count);
+            }
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) exprs(x, names, count);
+    }
+}
+
+/* The shipped Grafana dashboard and alert rules query only series that
+ * `serve` in live mode with the fast path actually exports. */
+Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    fastpath_config fc;
+    fastpath_config_defaults(&fc);
+    fastpath *fp = NULL;
+    cr_assert_eq(fastpath_new(s, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(stub);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.conn = &conn;
+    kc.pod_hook = fastpath_pod_event;
+    kc.pod_hook_arg = fp;
+    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(fastpath_start(fp), AS_OK);
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    /* What GET /metrics answers (the handler refreshes the client's and
+     * the cache's series before rendering). */
+    size_t nroutes = 0;
+    const http_route *routes = svc_routes(&nroutes);
+    const http_route *mr = NULL;
+    for (size_t i = 0; i < nroutes; i++)
+        if (!strcmp(routes[i].path, "/metrics"))
+            mr = &routes[i];
+    cr_assert_not_null(mr);
+    http_request req = {0};
+    req.method = "GET";
+    req.path = "/metrics";
+    req.pool = pool_new(0);
+    http_response resp = {0};
+    resp.status = 200;
+    buf_init(&resp.body, 1 << 20);
+    mr->fn(s, &req, &resp);
+    cr_assert_eq(resp.status, 200);
+    pool_free(req.pool);
+    buf out = resp.body;
+    fastpath_stop(fp);
+    k8s_stop(s);
+    fastpath_free(fp);
+    svc_free(s);
+    stub_free(stub);
+
+    /* Families from "# TYPE name kind" lines; histograms add their series. */
+    json_t *served = json_object();
+    for (const char *p = strstr(out.data, "# TYPE "); p; p = strstr(p + 1, "# TYPE ")) {
+        const char *name = p + 7, *sp = strchr(name, ' ');
+        cr_assert_not_null(sp);
+        json_object_setn_new(served, name, (size_t)(sp - name), json_true());
+        if (!strncmp(sp, " histogram", 10))
+            for (int i = 0; i < 3; i++) {
+                static const char *const sfx[] = {"_bucket", "_sum", "_count"};
+                char full[256];
+                snprintf(full, sizeof full, "%.*s%s", (int)(sp - name), name, sfx[i]);
+                json_object_set_new(served, full, json_true());
+            }
+    }
+    buf_free(&out);
+    cr_assert_gt(json_object_size(served), 30);
+
+    static const char *const files[] = {AGENTSCHED_SOURCE_DIR "/deploy/dashboards/agentsched.json",
+                                        AGENTSCHED_SOURCE_DIR
+                                        "/deploy/dashboards/agentsched-alerts.yaml"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        json_t *doc = NULL;
+        cr_assert_eq(doc_load_file(files[f], 1 << 20, false, &doc, &d), AS_OK, "%s: %s", files[f],
+                     d.msg);
+        json_t *names = json_object();
+        int count = 0;
+        exprs(doc, names, &count);
+        cr_assert_gt(count, 5, "%s: no expr found", files[f]);
+        const char *k;
+        json_t *v;
+        json_object_foreach(names, k, v)
+        {
+            cr_assert_not_null(json_object_get(served, k), "%s queries %s, which /metrics lacks",
+                               files[f], k);
+        }
+        json_decref(names);
+        json_decref(doc);
+    }
+    json_decref(served);
 }
