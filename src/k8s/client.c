@@ -1,4 +1,5 @@
 /* client.c - the k8s client: lifecycle, auth, TLS, rate limiting, readiness. */
+#include <assert.h>
 #include <errno.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -385,12 +386,19 @@ as_err k8s_request(k8s_client *k, const char *method, const char *path, const ch
 
 /* ---- readiness ------------------------------------------------------- */
 
+const char *k8s_kind_name(k8s_kind kind)
+{
+    static const char *const names[K8S_KIND__COUNT] = {"nodes", "pods", "nodeshards"};
+    assert(kind >= 0 && kind < K8S_KIND__COUNT);
+    return names[kind];
+}
+
 void k8s_mark_up(k8s_client *k, k8s_kind kind)
 {
     pthread_mutex_lock(&k->st_mu);
     if (k->st.down_since_ms[kind]) {
         int64_t now = k8s_now_ms();
-        log_info("msg=\"watch stream up\" kind=%d down_ms=%lld", (int)kind,
+        log_info("msg=\"watch stream up\" kind=%s down_ms=%lld", k8s_kind_name(kind),
                  (long long)(now - k->st.down_since_ms[kind]));
         k->st.up_since_ms[kind] = now;
     }
@@ -835,20 +843,23 @@ void k8s_metrics_update(svc *s)
     k8s_status st;
     k8s_get_status(k, &st);
     int64_t now = k8s_now_ms();
-    static const char *const kinds[K8S_KIND__COUNT] = {"nodes", "pods", "nodeshards"};
     char name[160];
     for (int i = 0; i < K8S_KIND__COUNT; i++) {
-        snprintf(name, sizeof name, "agentsched_k8s_watch_events_total{kind=\"%s\"}", kinds[i]);
+        snprintf(name, sizeof name, "agentsched_k8s_watch_events_total{kind=\"%s\"}",
+                 k8s_kind_name((k8s_kind)i));
         set_metric(s->metrics, false, name, "Watch events applied, by resource.",
                    (int64_t)st.events[i]);
-        snprintf(name, sizeof name, "agentsched_k8s_relists_total{kind=\"%s\"}", kinds[i]);
+        snprintf(name, sizeof name, "agentsched_k8s_relists_total{kind=\"%s\"}",
+                 k8s_kind_name((k8s_kind)i));
         set_metric(s->metrics, false, name,
                    "Relists after the first list (410 Gone, expired or oversized events).",
                    (int64_t)st.relists[i]);
-        snprintf(name, sizeof name, "agentsched_k8s_reconnects_total{kind=\"%s\"}", kinds[i]);
+        snprintf(name, sizeof name, "agentsched_k8s_reconnects_total{kind=\"%s\"}",
+                 k8s_kind_name((k8s_kind)i));
         set_metric(s->metrics, false, name, "Failed lists and broken watch connections.",
                    (int64_t)st.reconnects[i]);
-        snprintf(name, sizeof name, "agentsched_k8s_watch_down_seconds{kind=\"%s\"}", kinds[i]);
+        snprintf(name, sizeof name, "agentsched_k8s_watch_down_seconds{kind=\"%s\"}",
+                 k8s_kind_name((k8s_kind)i));
         set_metric(s->metrics, true, name, "Seconds the stream has been down (0 while up).",
                    st.down_since_ms[i] ? (now - st.down_since_ms[i]) / 1000 : 0);
     }

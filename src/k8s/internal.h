@@ -137,6 +137,8 @@ uint64_t k8s_mono_ns(void);
 int64_t k8s_now_ms(void);
 
 /* Readiness bookkeeping from the reflectors. */
+/* k8s_kind_name: "nodes", "pods" or "nodeshards" (logs, metric labels). */
+const char *k8s_kind_name(k8s_kind kind);
 void k8s_mark_up(k8s_client *k, k8s_kind kind);
 void k8s_mark_down(k8s_client *k, k8s_kind kind);
 void k8s_mark_listed(k8s_client *k, k8s_kind kind);

@@ -12,8 +12,6 @@
 #define ERRBODY_CAP (64 * 1024)
 #define SHARDS_MAX  4096
 
-static const char *const kind_names[K8S_KIND__COUNT] = {"nodes", "pods", "nodeshards"};
-
 /*
  * What the decoder leaves out of watch events and list pages, per kind:
  * members the model's decoders (model_pod_from_json, model_node_from_json)
@@ -496,15 +494,15 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
     json_t *ev = NULL;
     as_diag jd = {{0}, {0}};
     if (extargs_parse_json_skip(line + i, len - i, kind_skip[s->kind], &ev, &jd) != AS_OK) {
-        log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu", kind_names[s->kind],
-                 jd.msg, len);
+        log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu",
+                 k8s_kind_name(s->kind), jd.msg, len);
         return AS_EPARSE;
     }
     as_err err = AS_OK;
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *obj = json_object_get(ev, "object");
     if (!type || !json_is_object(obj)) {
-        log_warn("msg=\"watch line is not an event\" kind=%s", kind_names[s->kind]);
+        log_warn("msg=\"watch line is not an event\" kind=%s", k8s_kind_name(s->kind));
         err = AS_EPARSE;
         goto done;
     }
@@ -513,7 +511,7 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
         const char *reason = json_string_value(json_object_get(obj, "reason"));
         const char *msg = json_string_value(json_object_get(obj, "message"));
         log_info("msg=\"watch ERROR event\" kind=%s code=%lld reason=%s message=\"%s\"",
-                 kind_names[s->kind], (long long)code, reason ? reason : "", msg ? msg : "");
+                 k8s_kind_name(s->kind), (long long)code, reason ? reason : "", msg ? msg : "");
         if (code == 410 || (reason && (!strcmp(reason, "Expired") || !strcmp(reason, "Gone"))))
             err = AS_EGONE;
         else
@@ -530,7 +528,8 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
     else if (!strcmp(type, "BOOKMARK"))
         et = K8S_EV_BOOKMARK;
     else {
-        log_warn("msg=\"unknown watch event type\" kind=%s type=%.32s", kind_names[s->kind], type);
+        log_warn("msg=\"unknown watch event type\" kind=%s type=%.32s", k8s_kind_name(s->kind),
+                 type);
         err = AS_EPARSE;
         goto done;
     }
@@ -551,7 +550,7 @@ as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len)
         if (!nl) {
             if (buf_append(&s->line, data, len) != AS_OK) {
                 log_warn("msg=\"watch event larger than the line cap\" kind=%s cap=%zu",
-                         kind_names[s->kind], s->max_line);
+                         k8s_kind_name(s->kind), s->max_line);
                 buf_reset(&s->line);
                 return AS_ETOOBIG;
             }
@@ -562,7 +561,7 @@ as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len)
         if (s->line.len > 0) {
             if (buf_append(&s->line, data, n) != AS_OK) {
                 log_warn("msg=\"watch event larger than the line cap\" kind=%s cap=%zu",
-                         kind_names[s->kind], s->max_line);
+                         k8s_kind_name(s->kind), s->max_line);
                 buf_reset(&s->line);
                 return AS_ETOOBIG;
             }
@@ -570,7 +569,7 @@ as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len)
             buf_reset(&s->line);
         } else if (n > s->max_line) {
             log_warn("msg=\"watch event larger than the line cap\" kind=%s cap=%zu",
-                     kind_names[s->kind], s->max_line);
+                     k8s_kind_name(s->kind), s->max_line);
             return AS_ETOOBIG;
         } else {
             err = process_line(s, data, n);
@@ -632,7 +631,7 @@ static void log_http_failure(k8s_reflector *r, const char *what, long status, co
     json_t *st = body && body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
     if (st)
         msg = json_string_value(json_object_get(st, "message"));
-    log_warn("msg=\"%s failed\" kind=%s status=%ld message=\"%s\"", what, kind_names[r->kind],
+    log_warn("msg=\"%s failed\" kind=%s status=%ld message=\"%s\"", what, k8s_kind_name(r->kind),
              status, msg ? msg : "");
     json_decref(st);
 }
@@ -695,7 +694,7 @@ static as_err do_list(k8s_reflector *r)
         buf_reset(&body);
         err = k8s_do(k, r->h, "GET", path, NULL, 0, &body, &status, &d);
         if (err) {
-            log_warn("msg=\"list failed\" kind=%s err=\"%s\"", kind_names[r->kind], d.msg);
+            log_warn("msg=\"list failed\" kind=%s err=\"%s\"", k8s_kind_name(r->kind), d.msg);
             goto done;
         }
         if (status != 200) {
@@ -708,7 +707,7 @@ static as_err do_list(k8s_reflector *r)
                 free(cont);
                 cont = NULL;
                 log_info("msg=\"list continue token expired; restarting\" kind=%s",
-                         kind_names[r->kind]);
+                         k8s_kind_name(r->kind));
                 err = AS_OK;
                 continue;
             }
@@ -717,7 +716,7 @@ static as_err do_list(k8s_reflector *r)
         json_t *doc = NULL;
         as_diag jd = {{0}, {0}};
         if (extargs_parse_json_skip(body.data, body.len, kind_skip[r->kind], &doc, &jd) != AS_OK) {
-            log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", kind_names[r->kind],
+            log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", k8s_kind_name(r->kind),
                      jd.msg);
             err = AS_EPARSE;
             goto done;
@@ -774,8 +773,9 @@ static as_err do_list(k8s_reflector *r)
             err = cache_sync_end_nodes(k->cache, epoch, &removed);
         else
             err = cache_sync_end_pods(k->cache, epoch, &removed);
-        log_info("msg=\"listed\" kind=%s items=%llu removed_stale=%zu rv=%s", kind_names[r->kind],
-                 (unsigned long long)items, removed, k8s_stream_rv(r->stream));
+        log_info("msg=\"listed\" kind=%s items=%llu removed_stale=%zu rv=%s",
+                 k8s_kind_name(r->kind), (unsigned long long)items, removed,
+                 k8s_stream_rv(r->stream));
     } else {
         if (nstaged) /* staged is NULL for an empty list: qsort(NULL, 0) is UB */
             qsort(staged, nstaged, sizeof *staged, shard_cmp);
@@ -789,7 +789,7 @@ static as_err do_list(k8s_reflector *r)
         staged = NULL;
         nstaged = 0;
         shard_notify(k);
-        log_info("msg=\"listed\" kind=%s items=%llu rv=%s", kind_names[r->kind],
+        log_info("msg=\"listed\" kind=%s items=%llu rv=%s", k8s_kind_name(r->kind),
                  (unsigned long long)items, k8s_stream_rv(r->stream));
     }
 done:
@@ -922,11 +922,12 @@ static as_err do_watch(k8s_reflector *r, bool *progressed)
         err = AS_EIO;
     } else if (w.timed_out) {
         log_warn("msg=\"watch stream dead: no bytes\" kind=%s idle_ms=%lld rv=%s",
-                 kind_names[r->kind], (long long)k->cfg.watch_timeout_ms, k8s_stream_rv(r->stream));
+                 k8s_kind_name(r->kind), (long long)k->cfg.watch_timeout_ms,
+                 k8s_stream_rv(r->stream));
         err = AS_ETIMEOUT;
     } else if (cc != CURLE_OK) {
-        log_warn("msg=\"watch connection dropped\" kind=%s err=\"%s\" rv=%s", kind_names[r->kind],
-                 curl_easy_strerror(cc), k8s_stream_rv(r->stream));
+        log_warn("msg=\"watch connection dropped\" kind=%s err=\"%s\" rv=%s",
+                 k8s_kind_name(r->kind), curl_easy_strerror(cc), k8s_stream_rv(r->stream));
         err = AS_EIO;
     } else if (w.status != 200) {
         if (!(r->kind == K8S_KIND_NODESHARD && w.status == 404))
@@ -936,7 +937,7 @@ static as_err do_watch(k8s_reflector *r, bool *progressed)
         err = status_err(w.status);
     } else if (r->stream->line.len > 0) {
         /* Clean end in the middle of an event: it was not applied. */
-        log_warn("msg=\"watch stream ended mid-event\" kind=%s rv=%s", kind_names[r->kind],
+        log_warn("msg=\"watch stream ended mid-event\" kind=%s rv=%s", k8s_kind_name(r->kind),
                  k8s_stream_rv(r->stream));
         err = AS_EIO;
     } else {
@@ -966,7 +967,7 @@ static void *reflector_main(void *arg)
     k8s_reflector *r = arg;
     k8s_client *k = r->k;
     char tname[16];
-    snprintf(tname, sizeof tname, "as-watch-%s", kind_names[r->kind]);
+    snprintf(tname, sizeof tname, "as-watch-%s", k8s_kind_name(r->kind));
     pthread_setname_np(pthread_self(), tname);
     bool need_list = true;
     while (!k8s_stopping(k)) {
@@ -989,7 +990,7 @@ static void *reflector_main(void *arg)
                 continue;
             }
             if (err) {
-                log_debug("msg=\"list attempt failed\" kind=%s err=%s", kind_names[r->kind],
+                log_debug("msg=\"list attempt failed\" kind=%s err=%s", k8s_kind_name(r->kind),
                           as_strerror(err));
                 k8s_mark_down(k, r->kind);
                 k8s_count(k, &k->st.reconnects[r->kind], 1);
@@ -1030,7 +1031,7 @@ static void *reflector_main(void *arg)
             break;
         case AS_EGONE:
         case AS_ETOOBIG:
-            log_info("msg=\"relisting\" kind=%s reason=%s", kind_names[r->kind],
+            log_info("msg=\"relisting\" kind=%s reason=%s", k8s_kind_name(r->kind),
                      err == AS_EGONE ? "resourceVersion expired" : "event over the line cap");
             need_list = true;
             /* A server that fails every watch right after the list must
