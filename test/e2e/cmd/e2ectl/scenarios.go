@@ -467,7 +467,8 @@ func scenarioAgentFastpath(c *cluster) {
 // agentsched stays alive (/healthz) while it is gone, its watches reconnect
 // (resuming or relisting), binds that failed go back to its queue, and when
 // it settles every pod that fits is bound once, the rest Pending with a
-// reason, and no node is overcommitted.
+// reason, and no node is overcommitted. Then agentsched is restarted while
+// the API server is down: live, not ready, and in sync once it is back.
 func scenarioAPIServerRestart(c *cluster) {
 	const total = 1000
 	agent, fit := agentPodsFit(c, total)
@@ -505,22 +506,7 @@ func scenarioAPIServerRestart(c *cluster) {
 			code, err)
 	}
 
-	c.devCluster("apiserver-start")
-	start := time.Now()
-	for {
-		ctx, cancel := ctxTimeout(5 * time.Second)
-		_, err := c.cs.CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Since(start) > 3*time.Minute {
-			fail("API server not serving 3 min after its restart: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	apiUp := time.Now()
-	logf("API server serving again %.1fs after its restart", apiUp.Sub(start).Seconds())
+	apiUp := c.restartAPIServer()
 	d := <-created
 	if d2 := <-created; d2 > d {
 		d = d2
@@ -547,4 +533,65 @@ func scenarioAPIServerRestart(c *cluster) {
 	if after["agentsched_ready"] != 1 {
 		fail("agentsched not ready after the API server came back (agentsched_ready %v)", after["agentsched_ready"])
 	}
+
+	// Cold start while the API server is down: agentsched is live, not
+	// ready (saying why), and syncs every bound pod once it is back.
+	c.devCluster("apiserver-kill")
+	c.devCluster("agentsched-kill")
+	c.devCluster("agentsched-start")
+	live := time.Now()
+	for {
+		code, _, err := c.agentschedGet("/healthz")
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Since(live) > 30*time.Second {
+			fail("agentsched started with the API server down: /healthz not 200 after 30s (%d, %v)", code, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	code, body, err := c.agentschedGet("/readyz")
+	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "sync") {
+		fail("agentsched started with the API server down: /readyz %d %q (want 503 naming the sync), %v",
+			code, body, err)
+	}
+	logf("agentsched started with the API server down: live, not ready: %s", strings.TrimSpace(body))
+	apiUp = c.restartAPIServer()
+	for {
+		code, _, err := c.agentschedGet("/readyz")
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		// Its list retries back off up to 30 s.
+		if time.Since(apiUp) > 45*time.Second {
+			fail("agentsched not ready 45s after the API server came back (%d, %v)", code, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	logf("agentsched ready %.1fs after the API server came back", time.Since(apiUp).Seconds())
+	m := c.metrics()
+	if got := m[`agentsched_cache_pods{state="bound"}`]; int(got) != t.bound {
+		fail("agentsched's cache holds %.0f bound pods after syncing, the API server %d", got, t.bound)
+	}
+}
+
+// restartAPIServer starts the killed kube-apiserver again and returns when
+// it serves this scenario's namespace.
+func (c *cluster) restartAPIServer() time.Time {
+	c.devCluster("apiserver-start")
+	start := time.Now()
+	for {
+		ctx, cancel := ctxTimeout(5 * time.Second)
+		_, err := c.cs.CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 3*time.Minute {
+			fail("API server not serving 3 min after its restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	logf("API server serving again %.1fs after its restart", time.Since(start).Seconds())
+	return time.Now()
 }
