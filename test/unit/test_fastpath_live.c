@@ -46,6 +46,44 @@ static int bound_on(k8s_stub *stub, const char *node, const char *only_pod)
     return n;
 }
 
+/* live_start wires svc, fast path and k8s client as `serve` does, against
+ * the stub (workers 0: the svc default), and starts them; *out gets the
+ * svc. live_stop stops and frees the fast path and the client, not the
+ * svc. */
+static fastpath *live_start(k8s_stub *stub, int workers, bool watch_shards, svc **out)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    if (workers > 0)
+        cfg.workers = workers;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, out, &d), AS_OK, "%s", d.msg);
+    fastpath_config fc;
+    fastpath_config_defaults(&fc);
+    fc.workers = 0; /* from the svc */
+    fc.poll_ms = 5;
+    fastpath *fp = NULL;
+    cr_assert_eq(fastpath_new(*out, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(stub);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.conn = &conn;
+    kc.watch_shards = watch_shards;
+    kc.pod_hook = fastpath_pod_event;
+    kc.pod_hook_arg = fp;
+    cr_assert_eq(k8s_start(*out, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(fastpath_start(fp), AS_OK);
+    return fp;
+}
+
+static void live_stop(svc *s, fastpath *fp)
+{
+    fastpath_stop(fp);
+    k8s_stop(s);
+    fastpath_free(fp);
+}
+
 Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
 {
     log_set_level(LOG_ERROR);
@@ -75,28 +113,9 @@ Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
     stub_put(stub, STUB_POD, other);
     json_decref(other);
 
-    svc_config cfg;
-    svc_config_defaults(&cfg);
-    cfg.workers = 3;
     svc *s = NULL;
+    fastpath *fp = live_start(stub, 3, false, &s);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
-    fastpath_config fc;
-    fastpath_config_defaults(&fc);
-    fc.workers = 0; /* from the svc */
-    fc.poll_ms = 5;
-    fastpath *fp = NULL;
-    cr_assert_eq(fastpath_new(s, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
-    k8s_conn conn = {0};
-    conn.server = (char *)stub_url(stub);
-    k8s_config kc;
-    k8s_config_defaults(&kc);
-    kc.conn = &conn;
-    kc.watch_shards = false;
-    kc.pod_hook = fastpath_pod_event;
-    kc.pod_hook_arg = fp;
-    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
-    cr_assert_eq(fastpath_start(fp), AS_OK);
 
     int64_t end = mono_ms() + 10000;
     while (bound_on(stub, NULL, NULL) < 8 && mono_ms() < end)
@@ -125,9 +144,7 @@ Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
         usleep(5000);
     cr_assert_eq(bound_on(stub, NULL, NULL), 13);
 
-    fastpath_stop(fp);
-    k8s_stop(s);
-    fastpath_free(fp);
+    live_stop(s, fp);
     cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
     stub_free(stub);
@@ -177,24 +194,9 @@ Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
     json_t *n = stub_make_node("n0", "4", "16Gi", 110);
     stub_put(stub, STUB_NODE, n);
     json_decref(n);
-    svc_config cfg;
-    svc_config_defaults(&cfg);
     svc *s = NULL;
+    fastpath *fp = live_start(stub, 0, true, &s);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
-    fastpath_config fc;
-    fastpath_config_defaults(&fc);
-    fastpath *fp = NULL;
-    cr_assert_eq(fastpath_new(s, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
-    k8s_conn conn = {0};
-    conn.server = (char *)stub_url(stub);
-    k8s_config kc;
-    k8s_config_defaults(&kc);
-    kc.conn = &conn;
-    kc.pod_hook = fastpath_pod_event;
-    kc.pod_hook_arg = fp;
-    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
-    cr_assert_eq(fastpath_start(fp), AS_OK);
     cr_assert(k8s_wait_synced(s->k8s, 5000));
     /* What GET /metrics answers (the handler refreshes the client's and
      * the cache's series before rendering). */
@@ -216,9 +218,7 @@ Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
     cr_assert_eq(resp.status, 200);
     pool_free(req.pool);
     buf out = resp.body;
-    fastpath_stop(fp);
-    k8s_stop(s);
-    fastpath_free(fp);
+    live_stop(s, fp);
     svc_free(s);
     stub_free(stub);
 
