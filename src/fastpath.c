@@ -486,10 +486,14 @@ static void *binder_main(void *arg)
             metrics_inc(fp->m.bind_failures);
             log_info("msg=\"API bind failed; pod released\" pod=%s/%s node=%s err=\"%s\"",
                      j.pod->ns, j.pod->name, j.node, d.msg[0] ? d.msg : as_strerror(err));
-            if (err == AS_ENOTFOUND || err == AS_ECONFLICT) {
-                inc(&fp->st.dropped); /* deleted, or bound elsewhere: the watch tells */
+            if (err == AS_ENOTFOUND) {
+                inc(&fp->st.dropped); /* deleted: the watch tells */
                 queue_done(q, j.e);
             } else {
+                /* Bound elsewhere (AS_ECONFLICT) included: the watch removes
+                 * the pod once it shows the binding; should it never (the
+                 * conflict was not what it said), the pod is tried again
+                 * instead of being stranded. */
                 inc(&fp->st.bind_failed);
                 queue_backoff(q, j.e);
             }

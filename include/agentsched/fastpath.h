@@ -65,9 +65,10 @@ struct svc;
  * Called from fast-path threads; must be thread-safe.
  */
 typedef struct fastpath_ops {
-    /* Blocking API bind. AS_OK: bound. AS_ENOTFOUND (pod gone) and
-     * AS_ECONFLICT (bound elsewhere) drop the pod; anything else requeues it
-     * with backoff. Either way the assumed pod is released first. */
+    /* Blocking API bind. AS_OK: bound. AS_ENOTFOUND (pod gone) drops the
+     * pod; anything else, AS_ECONFLICT (bound elsewhere) included, requeues
+     * it with backoff, and the watch removes it once it shows a binding.
+     * Either way the assumed pod is released first. */
     as_err (*bind)(void *arg, const model_pod *pod, const char *node, as_diag *diag);
     /* The pod fits nowhere (rate-limited per pod and message). May be NULL. */
     void (*unschedulable)(void *arg, const model_pod *pod, const char *message);
@@ -150,7 +151,7 @@ typedef struct fastpath_stats {
     uint64_t unschedulable; /* attempts that found no node */
     uint64_t conflicts;     /* binder refused every candidate: urgent requeue */
     uint64_t bind_failed;   /* API bind failed: released + backoff */
-    uint64_t dropped;       /* bound elsewhere / deleted during the attempt */
+    uint64_t dropped;       /* deleted during the attempt, or bound per the cache */
     uint64_t accepted_fast, accepted_rechecked, accepted_idempotent;
     uint64_t attempts; /* decisions made */
     uint64_t busy_ns;  /* summed worker busy time */

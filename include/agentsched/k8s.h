@@ -310,10 +310,11 @@ void k8s_shards_free(k8s_shard *shards, size_t n);
  * on one of cfg.bind_concurrency keep-alive connections (blocking while
  * all are busy). 201/200, or 409 "already assigned to node X" with X ==
  * node: AS_OK. 409 with another node: AS_ECONFLICT. 404: AS_ENOTFOUND.
- * 429/5xx/transport errors are retried (cfg.bind_retries times, with
- * backoff) and then AS_EHTTP / AS_EIO. When an attempt may have been
- * applied unheard (the connection broke after the request was sent, or
- * 504), the same binding is retried beyond that budget until an answer
+ * 429/5xx/transport errors, and a 409 naming no node (etcd failed
+ * mid-write), are retried (cfg.bind_retries times, with backoff) and then
+ * AS_EHTTP / AS_EIO. When an attempt may have been applied unheard (the
+ * connection broke after the request was sent, 504, or that 409), the
+ * same binding is retried beyond that budget until an answer
  * settles it or cfg.assumed_ttl_ms / 2 has passed since the call began
  * (counted in bind_unknown). 401/403: AS_EAUTH. Other: AS_EHTTP. The
  * caller releases the assumed pod on failure. diag says what happened.

@@ -255,9 +255,20 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
                                   node);
                 goto done;
             }
-            err = as_diag_set(diag, AS_ECONFLICT, NULL, "bind %s/%s to %s refused (409): %s", ns,
-                              name, node, status_message(&resp, msg, sizeof msg));
-            goto done;
+            /* A 409 that names no node is not "bound elsewhere": the API
+             * server also answers 409 when etcd fails mid-write ("rpc error:
+             * ... Unavailable"), where the write may or may not have
+             * landed. Retried like a 504; refused for good only when the
+             * budget and the unknown window are spent. */
+            note_unknown(k, &unknown, ns, name, node, status_message(&resp, msg, sizeof msg));
+            retry = true;
+            if (attempt >= k->cfg.bind_retries && !unknown_open(unknown, unknown_until)) {
+                err = as_diag_set(diag, AS_EHTTP, NULL,
+                                  "bind %s/%s to %s refused (409) after %u attempts: %s%s", ns,
+                                  name, node, attempt + 1, status_message(&resp, msg, sizeof msg),
+                                  UNKNOWN_NOTE);
+                goto done;
+            }
         } else if (status == 404) {
             err =
                 as_diag_set(diag, AS_ENOTFOUND, NULL, "pod %s/%s no longer exists (404)", ns, name);

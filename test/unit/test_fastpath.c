@@ -297,6 +297,26 @@ Test(fastpath, api_bind_failure_releases_and_retries_with_backoff)
     teardown();
 }
 
+/* A 409 that the watch never backs up (the pod is not bound after all)
+ * must not strand the pod: it is retried with backoff and bound. */
+Test(fastpath, conflict_not_confirmed_by_the_watch_is_retried)
+{
+    setup(1, 3);
+    add_node("n1", 1000);
+    api.fail_next = 1;
+    api.fail_with = AS_ECONFLICT;
+    cr_assert_eq(fastpath_start(fp), AS_OK);
+    cr_assert_eq(fastpath_offer(fp, agent("c", 800)), AS_OK);
+    cr_assert(wait_bound(1, 3000 * FX_SLOW), "the pod was dropped after a 409");
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
+    fastpath_stats st;
+    fastpath_get_stats(fp, &st);
+    cr_assert_eq(st.bind_failed, 1);
+    cr_assert_eq(st.dropped, 0);
+    cr_assert_eq(st.scheduled, 1);
+    teardown();
+}
+
 Test(fastpath, released_capacity_goes_to_the_waiting_pod)
 {
     /* n1 fits one pod. "a" is accepted but its bind finds the pod deleted:

@@ -186,7 +186,8 @@ static void long_ttl(k8s_config *cfg)
 /* The API server applies the binding but the answer is lost, then the
  * connection keeps breaking for longer than the retry budget: the bind is
  * retried to the same node until 409 names that node, and succeeds. A 504
- * (the API server timed out; etcd may still commit) is unknown too. */
+ * (the API server timed out; etcd may still commit) and a 409 naming no
+ * node (etcd failed mid-write) are unknown too. */
 Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
 {
     bfx f;
@@ -214,6 +215,17 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     cr_assert_str_eq(stub_pod_node(&f, "uid-g"), "n2");
     k8s_get_status(f.k, &st);
     cr_assert_eq(st.bind_unknown, 2);
+
+    /* A 409 naming no node (what the API server answers when etcd fails
+     * mid-write) is not "bound elsewhere": retried like a 504. */
+    put_pod(&f, "k", NULL);
+    for (int i = 0; i < 5; i++)
+        stub_fault(f.stub, "/api/v1/namespaces/default/pods/k/binding", STUB_POST, STUB_F_STATUS,
+                   409);
+    cr_assert_eq(k8s_bind(f.k, "default", "k", "uid-k", "n0", &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-k"), "n0");
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 3);
     bfx_fini(&f);
 }
 
