@@ -21,6 +21,7 @@ var scenarios = map[string]func(c *cluster){
 	"restart":           scenarioRestart,
 	"agent_fastpath":    scenarioAgentFastpath,
 	"apiserver_restart": scenarioAPIServerRestart,
+	"etcd_restart":      scenarioEtcdRestart,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
@@ -469,7 +470,15 @@ func scenarioAgentFastpath(c *cluster) {
 // it settles every pod that fits is bound once, the rest Pending with a
 // reason, and no node is overcommitted. Then agentsched is restarted while
 // the API server is down: live, not ready, and in sync once it is back.
-func scenarioAPIServerRestart(c *cluster) {
+func scenarioAPIServerRestart(c *cluster) { crashMidBurst(c, "apiserver") }
+
+// Scenario: the same with etcd crashing instead (the API server stays up
+// and answers errors meanwhile).
+func scenarioEtcdRestart(c *cluster) { crashMidBurst(c, "etcd") }
+
+// crashMidBurst SIGKILLs component ("apiserver" or "etcd") mid-burst and
+// starts it again; see scenarioAPIServerRestart.
+func crashMidBurst(c *cluster, component string) {
 	const total = 1000
 	agent, fit := agentPodsFit(c, total)
 	// The other half goes through kube-scheduler, agentsched its extender
@@ -487,17 +496,17 @@ func scenarioAPIServerRestart(c *cluster) {
 	for {
 		t := tallyPods(c.pods())
 		if t.bound >= killAt {
-			logf("%d pods exist, %d bound: killing kube-apiserver (SIGKILL)", t.bound+t.pending+t.withReason,
-				t.bound)
+			logf("%d pods exist, %d bound: killing %s (SIGKILL)", t.bound+t.pending+t.withReason,
+				t.bound, component)
 			break
 		}
 		if time.Now().After(deadline) {
-			fail("only %d pods bound after 5 min, never reached %d to kill the API server mid-burst", t.bound,
-				killAt)
+			fail("only %d pods bound after 5 min, never reached %d to kill %s mid-burst", t.bound,
+				killAt, component)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.devCluster("apiserver-kill")
+	c.devCluster(component + "-kill")
 	// Long enough for binds in flight to fail and watches to notice.
 	time.Sleep(3 * time.Second)
 	code, _, err := c.agentschedGet("/healthz")
@@ -506,7 +515,7 @@ func scenarioAPIServerRestart(c *cluster) {
 			code, err)
 	}
 
-	apiUp := c.restartAPIServer()
+	apiUp := c.restartAPIServer(component)
 	d := <-created
 	if d2 := <-created; d2 > d {
 		d = d2
@@ -524,7 +533,7 @@ func scenarioAPIServerRestart(c *cluster) {
 	logf("agentsched: pods watch reconnects %.0f, relists %.0f; API binds ok %.0f, failed %.0f; "+
 		"fast-path bind failures %.0f", reconnects, relists, binds, delta(`agentsched_k8s_binds_total{result="failed"}`),
 		delta("agentsched_fastpath_bind_failures_total"))
-	if reconnects+relists == 0 {
+	if reconnects+relists == 0 && component == "apiserver" {
 		fail("agentsched's pods watch never reconnected: the API server restart was not exercised")
 	}
 	if int(binds) < t.bound {
@@ -556,7 +565,7 @@ func scenarioAPIServerRestart(c *cluster) {
 			code, body, err)
 	}
 	logf("agentsched started with the API server down: live, not ready: %s", strings.TrimSpace(body))
-	apiUp = c.restartAPIServer()
+	apiUp = c.restartAPIServer("apiserver")
 	for {
 		code, _, err := c.agentschedGet("/readyz")
 		if err == nil && code == http.StatusOK {
@@ -575,10 +584,10 @@ func scenarioAPIServerRestart(c *cluster) {
 	}
 }
 
-// restartAPIServer starts the killed kube-apiserver again and returns when
-// it serves this scenario's namespace.
-func (c *cluster) restartAPIServer() time.Time {
-	c.devCluster("apiserver-start")
+// restartAPIServer starts the killed component ("apiserver" or "etcd")
+// again and returns when the API server serves this scenario's namespace.
+func (c *cluster) restartAPIServer(component string) time.Time {
+	c.devCluster(component + "-start")
 	start := time.Now()
 	for {
 		ctx, cancel := ctxTimeout(5 * time.Second)
@@ -588,10 +597,10 @@ func (c *cluster) restartAPIServer() time.Time {
 			break
 		}
 		if time.Since(start) > 3*time.Minute {
-			fail("API server not serving 3 min after its restart: %v", err)
+			fail("API server not serving 3 min after restarting %s: %v", component, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	logf("API server serving again %.1fs after its restart", time.Since(start).Seconds())
+	logf("API server serving again %.1fs after restarting %s", time.Since(start).Seconds(), component)
 	return time.Now()
 }
