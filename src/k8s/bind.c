@@ -158,10 +158,11 @@ static void note_unknown(k8s_client *k, bool *unknown, const char *ns, const cha
              ns, name, node, why);
 }
 
-/* unknown_open: the bind's outcome is unknown and its retry window is open. */
-static bool unknown_open(bool unknown, uint64_t until)
+/* give_up: the retry budget is spent and, when the outcome is unknown,
+ * its retry window too. */
+static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_t unknown_until)
 {
-    return unknown && k8s_mono_ns() < until;
+    return attempt >= k->cfg.bind_retries && !(unknown && k8s_mono_ns() < unknown_until);
 }
 
 /* See k8s.h. */
@@ -221,20 +222,18 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
         err = k8s_do_ex(k, h, "POST", path, body.data, body.len, &resp, &status, &retry_after, &d);
-        bool retry = false;
         if (err) {
             if (k8s_stopping(k)) {
                 err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns,
                                   name);
                 goto done;
             }
-            retry = err == AS_EIO || err == AS_ETIMEOUT;
+            bool retry = err == AS_EIO || err == AS_ETIMEOUT;
             /* A request never sent (no connection) cannot have been applied. */
             long sent = 0;
             if (retry && curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
                 note_unknown(k, &unknown, ns, name, node, d.msg);
-            if (!retry ||
-                (attempt >= k->cfg.bind_retries && !unknown_open(unknown, unknown_until))) {
+            if (!retry || give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s%s", ns, name, node, d.msg,
                                   unknown ? UNKNOWN_NOTE : "");
                 goto done;
@@ -260,13 +259,12 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
              * ... Unavailable"), where the write may or may not have
              * landed. Retried like a 504; refused for good only when the
              * budget and the unknown window are spent. */
-            note_unknown(k, &unknown, ns, name, node, status_message(&resp, msg, sizeof msg));
-            retry = true;
-            if (attempt >= k->cfg.bind_retries && !unknown_open(unknown, unknown_until)) {
+            const char *why = status_message(&resp, msg, sizeof msg);
+            note_unknown(k, &unknown, ns, name, node, why);
+            if (give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, AS_EHTTP, NULL,
                                   "bind %s/%s to %s refused (409) after %u attempts: %s%s", ns,
-                                  name, node, attempt + 1, status_message(&resp, msg, sizeof msg),
-                                  UNKNOWN_NOTE);
+                                  name, node, attempt + 1, why, UNKNOWN_NOTE);
                 goto done;
             }
         } else if (status == 404) {
@@ -280,10 +278,9 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
                               ns, name, status, status_message(&resp, msg, sizeof msg));
             goto done;
         } else if (status == 429 || status >= 500) {
-            retry = true;
             if (status == 504)
                 note_unknown(k, &unknown, ns, name, node, "HTTP 504 (the API server timed out)");
-            if (attempt >= k->cfg.bind_retries && !unknown_open(unknown, unknown_until)) {
+            if (give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, AS_EHTTP, NULL,
                                   "bind %s/%s to %s failed after %u attempts (%ld): %s%s", ns, name,
                                   node, attempt + 1, status, status_message(&resp, msg, sizeof msg),
