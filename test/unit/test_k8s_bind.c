@@ -38,6 +38,16 @@ static void put_pod(bfx *f, const char *name, const char *node)
     json_decref(p);
 }
 
+/* bind_faults queues n faults (kind, arg) on pod name's binding; the stub
+ * keeps at most STUB_MAX_FAULTS. */
+static void bind_faults(bfx *f, const char *name, stub_fault_kind kind, int arg, int n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s/binding", name);
+    for (int i = 0; i < n; i++)
+        stub_fault(f->stub, path, STUB_POST, kind, arg);
+}
+
 static void bfx_init(bfx *f, btweak tweak, bool start)
 {
     memset(f, 0, sizeof *f);
@@ -140,10 +150,10 @@ Test(k8s_bind, retries_429_5xx_and_transport)
     bfx f;
     bfx_init(&f, NULL, false);
     put_pod(&f, "c", NULL);
-    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_STATUS, 429);
-    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_STATUS, 500);
-    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_CLOSE, 0);
-    stub_fault(f.stub, "/api/v1/namespaces/default/pods/c/binding", STUB_POST, STUB_F_STATUS, 503);
+    bind_faults(&f, "c", STUB_F_STATUS, 429, 1);
+    bind_faults(&f, "c", STUB_F_STATUS, 500, 1);
+    bind_faults(&f, "c", STUB_F_CLOSE, 0, 1);
+    bind_faults(&f, "c", STUB_F_STATUS, 503, 1);
     as_diag d = {{0}, {0}};
     cr_assert_eq(k8s_bind(f.k, "default", "c", "uid-c", "n0", &d), AS_OK, "%s", d.msg);
     cr_assert_eq(stub_faults_pending(f.stub), 0);
@@ -166,9 +176,7 @@ Test(k8s_bind, retries_are_bounded)
     bfx f;
     bfx_init(&f, two_retries, false);
     put_pod(&f, "d", NULL);
-    for (int i = 0; i < 5; i++)
-        stub_fault(f.stub, "/api/v1/namespaces/default/pods/d/binding", STUB_POST, STUB_F_STATUS,
-                   500);
+    bind_faults(&f, "d", STUB_F_STATUS, 500, 5);
     as_diag d = {{0}, {0}};
     cr_assert_eq(k8s_bind(f.k, "default", "d", "uid-d", "n0", &d), AS_EHTTP);
     cr_assert(strstr(d.msg, "3 attempts") != NULL, "%s", d.msg);
@@ -193,10 +201,8 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     bfx f;
     bfx_init(&f, long_ttl, false);
     put_pod(&f, "e", NULL);
-    const char *path = "/api/v1/namespaces/default/pods/e/binding";
-    stub_fault(f.stub, path, STUB_POST, STUB_F_APPLY_CLOSE, 0);
-    for (int i = 0; i < 6; i++)
-        stub_fault(f.stub, path, STUB_POST, STUB_F_CLOSE, 0);
+    bind_faults(&f, "e", STUB_F_APPLY_CLOSE, 0, 1);
+    bind_faults(&f, "e", STUB_F_CLOSE, 0, 6);
     as_diag d = {{0}, {0}};
     cr_assert_eq(k8s_bind(f.k, "default", "e", "uid-e", "n1", &d), AS_OK, "%s", d.msg);
     cr_assert_eq(stub_faults_pending(f.stub), 0);
@@ -208,9 +214,7 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     cr_assert_eq(st.binds_failed, 0);
 
     put_pod(&f, "g", NULL);
-    for (int i = 0; i < 5; i++)
-        stub_fault(f.stub, "/api/v1/namespaces/default/pods/g/binding", STUB_POST, STUB_F_STATUS,
-                   504);
+    bind_faults(&f, "g", STUB_F_STATUS, 504, 5);
     cr_assert_eq(k8s_bind(f.k, "default", "g", "uid-g", "n2", &d), AS_OK, "%s", d.msg);
     cr_assert_str_eq(stub_pod_node(&f, "uid-g"), "n2");
     k8s_get_status(f.k, &st);
@@ -219,9 +223,7 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     /* A 409 naming no node (what the API server answers when etcd fails
      * mid-write) is not "bound elsewhere": retried like a 504. */
     put_pod(&f, "k", NULL);
-    for (int i = 0; i < 5; i++)
-        stub_fault(f.stub, "/api/v1/namespaces/default/pods/k/binding", STUB_POST, STUB_F_STATUS,
-                   409);
+    bind_faults(&f, "k", STUB_F_STATUS, 409, 5);
     cr_assert_eq(k8s_bind(f.k, "default", "k", "uid-k", "n0", &d), AS_OK, "%s", d.msg);
     cr_assert_str_eq(stub_pod_node(&f, "uid-k"), "n0");
     k8s_get_status(f.k, &st);
@@ -236,8 +238,7 @@ Test(k8s_bind, unknown_outcome_gives_up_after_half_the_ttl)
     bfx f;
     bfx_init(&f, two_retries, false);
     put_pod(&f, "h", NULL);
-    for (int i = 0; i < 200; i++)
-        stub_fault(f.stub, "/api/v1/namespaces/default/pods/h/binding", STUB_POST, STUB_F_CLOSE, 0);
+    bind_faults(&f, "h", STUB_F_CLOSE, 0, STUB_MAX_FAULTS);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     as_diag d = {{0}, {0}};
