@@ -312,15 +312,7 @@ func scenarioRestart(c *cluster) {
 	check(err, "API server reachable before restart")
 	start := time.Now()
 	c.devCluster("agentsched-start")
-	ready := false
-	for time.Since(start) < 30*time.Second {
-		code, _, err := c.agentschedGet("/readyz")
-		if err == nil && code == http.StatusOK {
-			ready = true
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	ready, _ := c.waitAgentschedOK("/readyz", start, 30*time.Second)
 	readyAfter := time.Since(start)
 	if !ready {
 		fail("agentsched not ready 30s after restart")
@@ -548,16 +540,8 @@ func crashMidBurst(c *cluster, component string) {
 	c.devCluster("apiserver-kill")
 	c.devCluster("agentsched-kill")
 	c.devCluster("agentsched-start")
-	live := time.Now()
-	for {
-		code, _, err := c.agentschedGet("/healthz")
-		if err == nil && code == http.StatusOK {
-			break
-		}
-		if time.Since(live) > 30*time.Second {
-			fail("agentsched started with the API server down: /healthz not 200 after 30s (%d, %v)", code, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if ok, last := c.waitAgentschedOK("/healthz", time.Now(), 30*time.Second); !ok {
+		fail("agentsched started with the API server down: /healthz not 200 after 30s (%s)", last)
 	}
 	code, body, err := c.agentschedGet("/readyz")
 	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "sync") {
@@ -566,21 +550,29 @@ func crashMidBurst(c *cluster, component string) {
 	}
 	logf("agentsched started with the API server down: live, not ready: %s", strings.TrimSpace(body))
 	apiUp = c.restartAPIServer("apiserver")
-	for {
-		code, _, err := c.agentschedGet("/readyz")
-		if err == nil && code == http.StatusOK {
-			break
-		}
-		// Its list retries back off up to 30 s.
-		if time.Since(apiUp) > 45*time.Second {
-			fail("agentsched not ready 45s after the API server came back (%d, %v)", code, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Its list retries back off up to 30 s.
+	if ok, last := c.waitAgentschedOK("/readyz", apiUp, 45*time.Second); !ok {
+		fail("agentsched not ready 45s after the API server came back (%s)", last)
 	}
 	logf("agentsched ready %.1fs after the API server came back", time.Since(apiUp).Seconds())
 	m := c.metrics()
 	if got := m[`agentsched_cache_pods{state="bound"}`]; int(got) != t.bound {
 		fail("agentsched's cache holds %.0f bound pods after syncing, the API server %d", got, t.bound)
+	}
+}
+
+// waitAgentschedOK polls agentsched's path every 50 ms until it answers
+// 200 (true) or limit has passed since from (false, with the last answer).
+func (c *cluster) waitAgentschedOK(path string, from time.Time, limit time.Duration) (bool, string) {
+	for {
+		code, _, err := c.agentschedGet(path)
+		if err == nil && code == http.StatusOK {
+			return true, ""
+		}
+		if time.Since(from) > limit {
+			return false, fmt.Sprintf("%s: HTTP %d, %v", path, code, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
