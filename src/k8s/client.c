@@ -510,7 +510,7 @@ static void housekeeping_once(k8s_client *k)
     if (!steady)
         return;
     size_t n = 0;
-    if (cache_expire_assumed(k->cache, k8s_now_ms(), k->cfg.assumed_ttl_ms, &n) == AS_OK && n) {
+    if (cache_expire_assumed(k->cache, now, k->cfg.assumed_ttl_ms, &n) == AS_OK && n) {
         log_warn("msg=\"forgot assumed pods never confirmed by the API server\" count=%zu "
                  "ttl_ms=%lld",
                  n, (long long)k->cfg.assumed_ttl_ms);
