@@ -58,6 +58,7 @@ struct queue {
     pthread_mutex_t mu;
     pthread_cond_t cond; /* CLOCK_MONOTONIC */
     bool shutdown;
+    bool held; /* queue_hold: pops hand out nothing */
     queue_entry **buckets;
     size_t nbuckets; /* power of two */
     size_t total;
@@ -639,7 +640,7 @@ as_err queue_pop(queue *q, int64_t timeout_ms, queue_item *out)
         }
         int64_t now = q_now(q);
         apply_due(q, now);
-        if (q->active.n) {
+        if (q->active.n && !q->held) {
             queue_entry *e = heap_top(&q->active);
             detach(q, e);
             e->where = QUEUE_INFLIGHT;
@@ -845,6 +846,25 @@ void queue_shutdown(queue *q)
     q->shutdown = true;
     pthread_cond_broadcast(&q->cond);
     pthread_mutex_unlock(&q->mu);
+}
+
+/* See queue.h. */
+void queue_hold(queue *q, bool hold)
+{
+    pthread_mutex_lock(&q->mu);
+    q->held = hold;
+    if (!hold)
+        pthread_cond_broadcast(&q->cond);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* See queue.h. */
+bool queue_held(queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    bool h = q->held;
+    pthread_mutex_unlock(&q->mu);
+    return h;
 }
 
 /* See queue.h. */

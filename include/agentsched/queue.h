@@ -143,6 +143,16 @@ size_t queue_sync_end(queue *q);
 /* queue_where_is reports where uid is, and its attempts (may be NULL). */
 queue_where queue_where_is(queue *q, const char *uid, unsigned *attempts);
 
+/*
+ * queue_hold(true) stops handing pods out: queue_pop waits (its timeout
+ * still applies) while adds, removals, settles, moves and backoffs go on
+ * as usual. queue_hold(false) resumes and wakes the waiting poppers. For a
+ * standby replica (leader election): its queue stays current, ready for the
+ * moment it leads. Pods already popped are not recalled.
+ */
+void queue_hold(queue *q, bool hold);
+bool queue_held(queue *q);
+
 /* queue_shutdown wakes every queue_pop (they return AS_EGONE from now on). */
 void queue_shutdown(queue *q);
 

@@ -1,7 +1,8 @@
 /*
  * test_queue.c - the scheduling queue: transitions as a table of events ->
  * expected queue state, backoff timing and pool flushes with an injected
- * clock, the cap, in-flight updates and removals, blocking pop/shutdown.
+ * clock, the cap, in-flight updates and removals, blocking pop/shutdown,
+ * holding (leader election's standby).
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -431,6 +432,34 @@ Test(queue, blocking_pop_wakes_on_add_and_on_shutdown)
     queue_shutdown(q);
     pthread_join(t, NULL);
     cr_assert_eq(p2.err, AS_EGONE);
+    queue_free(q);
+}
+
+Test(queue, held_queue_hands_out_nothing_but_keeps_following_pods)
+{
+    queue *q = NULL;
+    cr_assert_eq(queue_new(NULL, &q), AS_OK);
+    queue_hold(q, true);
+    cr_assert(queue_held(q));
+    cr_assert_eq(queue_add(q, pod_prio("a", 0)), AS_OK);
+    cr_assert_eq(queue_add(q, pod_prio("b", 0)), AS_OK);
+    cr_assert(queue_remove(q, "b"), "removals go on while held");
+    queue_item it;
+    cr_assert_eq(queue_pop(q, 0, &it), AS_ETIMEOUT);
+    cr_assert_eq(queue_pop(q, 30, &it), AS_ETIMEOUT, "a held queue's timeout still applies");
+    cr_assert_eq(queue_where_is(q, "a", NULL), QUEUE_ACTIVE);
+
+    /* A popper blocked while held wakes when the hold is lifted. */
+    popper p = {q, AS_EINTERNAL, ""};
+    pthread_t t;
+    pthread_create(&t, NULL, pop_thread, &p);
+    usleep(20000);
+    cr_assert_eq(p.err, AS_EINTERNAL, "popped from a held queue");
+    queue_hold(q, false);
+    pthread_join(t, NULL);
+    cr_assert_eq(p.err, AS_OK);
+    cr_assert_str_eq(p.uid, "a");
+    cr_assert_eq(queue_where_is(q, "b", NULL), QUEUE_ABSENT);
     queue_free(q);
 }
 
