@@ -1000,6 +1000,16 @@ queue *fastpath_queue(fastpath *fp)
 }
 
 /* See fastpath.h. */
+void fastpath_set_leading(void *arg, bool leading)
+{
+    fastpath *fp = arg;
+    queue_hold(fp->q, !leading);
+    log_info("msg=\"%s\" scheduler_name=%s",
+             leading ? "fast path scheduling" : "fast path on standby",
+             fp->cfg.scheduler_name ? fp->cfg.scheduler_name : "-");
+}
+
+/* See fastpath.h. */
 as_err fastpath_offer(fastpath *fp, model_pod *pod)
 {
     as_err err = queue_add(fp->q, pod);

@@ -125,6 +125,17 @@ void fastpath_stop(fastpath *fp);
 /* fastpath_free stops and frees; touches nothing of the svc. NULL ok. */
 void fastpath_free(fastpath *fp);
 
+/*
+ * fastpath_set_leading (k8s_leader_fn; arg = the fast path) starts and
+ * stops scheduling for leader election: false holds the queue (queue_hold)
+ * so workers make no new decision, while the queue keeps following the
+ * pods (a standby is ready the moment it leads); true resumes. Decisions
+ * already made finish their bind: the lease's renew deadline leaves
+ * lease_duration - renew_deadline (5 s by default) before another replica
+ * may lead. Call before fastpath_start to start on standby.
+ */
+void fastpath_set_leading(void *fp, bool leading);
+
 /* fastpath_queue returns the queue (borrowed), for tests and hooks. */
 queue *fastpath_queue(fastpath *fp);
 
