@@ -1267,57 +1267,6 @@ void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *
     out->resyncs = e->resyncs;
 }
 
-/* ------------------------------------------------------------------ */
-/* Lease                                                               */
-/* ------------------------------------------------------------------ */
-
-/* See shardctl.h. */
-void shardctl_lease_observe(shardctl_lease_obs *obs, const json_t *lease, int64_t now_ms)
-{
-    if (!lease) {
-        bool changed = obs->exists;
-        memset(obs, 0, sizeof *obs);
-        obs->observed_ms = changed ? now_ms : obs->observed_ms;
-        if (!obs->observed_ms)
-            obs->observed_ms = now_ms;
-        return;
-    }
-    const json_t *spec = json_object_get(lease, "spec");
-    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
-    const char *renew = json_string_value(json_object_get(spec, "renewTime"));
-    const char *rv =
-        json_string_value(json_object_get(json_object_get(lease, "metadata"), "resourceVersion"));
-    json_t *d = json_object_get(spec, "leaseDurationSeconds");
-    json_t *t = json_object_get(spec, "leaseTransitions");
-    shardctl_lease_obs next = {.exists = true};
-    snprintf(next.holder, sizeof next.holder, "%s", holder ? holder : "");
-    snprintf(next.renew_time, sizeof next.renew_time, "%s", renew ? renew : "");
-    snprintf(next.resource_version, sizeof next.resource_version, "%s", rv ? rv : "");
-    next.duration_ms = json_is_integer(d) ? (int64_t)json_integer_value(d) * 1000 : 15000;
-    if (next.duration_ms <= 0 || next.duration_ms > 3600000)
-        next.duration_ms = 15000;
-    next.transitions = json_is_integer(t) ? (int64_t)json_integer_value(t) : 0;
-    bool changed = !obs->exists || strcmp(obs->holder, next.holder) != 0 ||
-                   strcmp(obs->renew_time, next.renew_time) != 0;
-    next.observed_ms = changed ? now_ms : obs->observed_ms;
-    *obs = next;
-}
-
-/* See shardctl.h. */
-shardctl_lease_action shardctl_lease_decide(const shardctl_lease_obs *obs, const char *me,
-                                            int64_t now_ms)
-{
-    if (!obs->exists)
-        return SHARDCTL_LEASE_CREATE;
-    if (strcmp(obs->holder, me) == 0)
-        return SHARDCTL_LEASE_RENEW;
-    if (!obs->holder[0])
-        return SHARDCTL_LEASE_ACQUIRE;
-    if (now_ms - obs->observed_ms > obs->duration_ms)
-        return SHARDCTL_LEASE_ACQUIRE;
-    return SHARDCTL_LEASE_FOLLOW;
-}
-
 /* See shardctl.h. */
 as_err shardctl_config_from_configmap(const json_t *cm, const char *key, const char *origin,
                                       shardctl_config **out, as_diag *diag)

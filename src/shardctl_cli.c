@@ -53,10 +53,9 @@ typedef struct ctl {
     metrics *m;
     ctl_metrics cm;
     http_server *http;
-    shardctl_lease_obs obs;
+    k8s_lease *lease;
     bool leader;
-    char acquire_time[40];
-    int64_t last_renew_ok_ms, next_lease_ms, last_full_ms, next_reload_ms, next_write_ms;
+    int64_t next_lease_ms, last_full_ms, next_reload_ms, next_write_ms;
     uint64_t epoch, seen_node_ev, seen_pod_ev;
     uint64_t written[SHARDCTL_MAX_SCHEDULERS];
     bool written_ok[SHARDCTL_MAX_SCHEDULERS];
@@ -68,17 +67,6 @@ static int64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void micro_time(char *out, size_t len)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, len, "%s.%06ldZ", base, ts.tv_nsec / 1000);
 }
 
 /* ---- engine feeding --------------------------------------------------- */
@@ -253,46 +241,6 @@ static void report_dry_run(ctl *x)
 
 /* ---- leader election ---------------------------------------------------- */
 
-static as_err lease_write(ctl *x, const char *method, const char *holder, int64_t duration_s,
-                          int64_t transitions, long *code, json_t **body_out)
-{
-    char now[40];
-    micro_time(now, sizeof now);
-    if (holder[0] && !x->leader)
-        snprintf(x->acquire_time, sizeof x->acquire_time, "%s", now);
-    json_t *meta = json_pack("{s:s,s:s}", "name", x->lease_name, "namespace", x->lease_ns);
-    if (meta && strcmp(method, "PUT") == 0 && x->obs.resource_version[0])
-        json_object_set_new(meta, "resourceVersion", json_string(x->obs.resource_version));
-    json_t *doc = json_pack(
-        "{s:s,s:s,s:o,s:{s:s,s:I,s:s,s:s,s:I}}", "apiVersion", "coordination.k8s.io/v1", "kind",
-        "Lease", "metadata", meta, "spec", "holderIdentity", holder, "leaseDurationSeconds",
-        (json_int_t)duration_s, "acquireTime", x->acquire_time[0] ? x->acquire_time : now,
-        "renewTime", now, "leaseTransitions", (json_int_t)transitions);
-    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    if (!body)
-        return AS_ENOMEM;
-    char path[768];
-    if (strcmp(method, "POST") == 0)
-        snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases",
-                 x->lease_ns);
-    else
-        snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-                 x->lease_ns, x->lease_name);
-    buf resp;
-    buf_init(&resp, 1 << 20);
-    as_diag d = {0};
-    as_err err = k8s_request(x->k, method, path, body, strlen(body), &resp, code, &d);
-    free(body);
-    if (!err && body_out && *code >= 200 && *code < 300)
-        *body_out = json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL);
-    if (err)
-        log_warn("msg=\"lease request failed\" method=%s error=\"%s\"", method,
-                 d.msg[0] ? d.msg : as_strerror(err));
-    buf_free(&resp);
-    return err;
-}
-
 static void set_leader(ctl *x, bool on)
 {
     if (x->leader == on)
@@ -300,76 +248,20 @@ static void set_leader(ctl *x, bool on)
     x->leader = on;
     __atomic_store_n(&x->leader_gauge, on ? 1 : 0, __ATOMIC_RELAXED);
     metrics_set(x->cm.leader, on);
-    if (on) {
-        log_info("msg=\"became the leader\" identity=%s lease=%s/%s", x->identity, x->lease_ns,
-                 x->lease_name);
+    if (on)
         memset(x->written_ok, 0, sizeof x->written_ok); /* re-check every shard */
-    } else {
-        log_info("msg=\"not the leader\" identity=%s holder=%s", x->identity,
-                 x->obs.holder[0] ? x->obs.holder : "-");
-    }
 }
 
 static void lease_step(ctl *x)
 {
-    int64_t now = mono_ms();
-    char path[768];
-    snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", x->lease_ns,
-             x->lease_name);
-    buf resp;
-    buf_init(&resp, 1 << 20);
-    long code = 0;
-    as_diag d = {0};
-    as_err err = k8s_request(x->k, "GET", path, NULL, 0, &resp, &code, &d);
-    json_t *obj = NULL;
-    if (!err && code == 200)
-        obj = json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL);
-    buf_free(&resp);
-    if (err || (code != 200 && code != 404) || (code == 200 && !obj)) {
-        log_warn("msg=\"cannot read the lease\" status=%ld error=\"%s\"", code,
-                 d.msg[0] ? d.msg : as_strerror(err));
-        json_decref(obj);
-        goto check_deadline;
-    }
-    shardctl_lease_observe(&x->obs, obj, now);
-    json_decref(obj);
-    shardctl_lease_action a = shardctl_lease_decide(&x->obs, x->identity, now);
-    if (a == SHARDCTL_LEASE_FOLLOW) {
-        set_leader(x, false);
-        return;
-    }
-    json_t *written = NULL;
-    int64_t trans = x->obs.transitions + (a == SHARDCTL_LEASE_ACQUIRE ? 1 : 0);
-    err = lease_write(x, a == SHARDCTL_LEASE_CREATE ? "POST" : "PUT", x->identity,
-                      x->lease_ms / 1000, trans, &code, &written);
-    if (!err && code >= 200 && code < 300) {
-        shardctl_lease_observe(&x->obs, written, now);
-        x->last_renew_ok_ms = now;
-        set_leader(x, true);
-        json_decref(written);
-        return;
-    }
-    json_decref(written);
-    if (code == 409) {
-        /* Someone else wrote first: re-read next round. */
-        set_leader(x, false);
-        return;
-    }
-check_deadline:
-    if (x->leader && now - x->last_renew_ok_ms > x->renew_deadline_ms) {
-        log_warn("msg=\"lease not renewed within the deadline; stepping down\"");
-        set_leader(x, false);
-    }
+    set_leader(x, k8s_lease_step(x->lease, mono_ms()));
 }
 
 static void lease_release(ctl *x)
 {
-    if (!x->leader || !x->k)
+    if (!x->lease)
         return;
-    long code = 0;
-    lease_write(x, "PUT", "", 1, x->obs.transitions, &code, NULL);
-    log_info("msg=\"lease released\" status=%ld", code);
-    x->obs.holder[0] = '\0';
+    k8s_lease_release(x->lease, mono_ms());
     set_leader(x, false);
 }
 
@@ -684,6 +576,14 @@ static int run_live(ctl *x, sigset_t *sigs)
     as_err err = k8s_client_new(&kc, x->cache, &x->k, &d);
     if (!err)
         err = k8s_client_start(x->k);
+    if (!err && !x->dry_run) {
+        k8s_lease_config lc = {.ns = x->lease_ns,
+                               .name = x->lease_name,
+                               .identity = x->identity,
+                               .duration_ms = x->lease_ms,
+                               .renew_deadline_ms = x->renew_deadline_ms};
+        err = k8s_lease_new(x->k, &lc, &x->lease, &d);
+    }
     if (err) {
         fprintf(stderr, "agentsched shard-controller: cannot connect: %s\n",
                 d.msg[0] ? d.msg : as_strerror(err));
@@ -773,16 +673,8 @@ int shardctl_cli_main(int argc, char **argv)
         return rc;
     x.renew_deadline_ms = x.lease_ms * 2 / 3;
     x.retry_ms = x.lease_ms / 7 > 500 ? x.lease_ms / 7 : 500;
-    if (!x.identity[0]) {
-        const char *pod = getenv("POD_NAME");
-        if (pod && *pod) {
-            snprintf(x.identity, sizeof x.identity, "%s", pod);
-        } else {
-            char host[200] = "host";
-            gethostname(host, sizeof host - 1);
-            snprintf(x.identity, sizeof x.identity, "%s-%ld", host, (long)getpid());
-        }
-    }
+    if (!x.identity[0])
+        k8s_lease_default_identity(x.identity, sizeof x.identity);
 
     sigset_t sigs;
     signal(SIGINT, SIG_DFL);
@@ -833,6 +725,7 @@ int shardctl_cli_main(int argc, char **argv)
 done:
     if (x.http)
         http_server_stop(x.http);
+    k8s_lease_free(x.lease);
     k8s_client_free(x.k);
     shardctl_engine_free(x.eng);
     shardctl_config_free(x.cfg);

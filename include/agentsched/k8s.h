@@ -8,8 +8,10 @@
  *   k8s_client  the running client: one thread per watched resource (Nodes,
  *               Pods, NodeShards), a bounded pool of keep-alive handles for
  *               bindings, an event poster, a housekeeping thread expiring
- *               assumed pods, and a token-bucket rate limiter shared by all
- *               requests.
+ *               assumed pods, a token-bucket rate limiter shared by all
+ *               requests, and (with cfg.lease_name) an elector thread.
+ *   k8s_lease   leader election on a coordination.k8s.io/v1 Lease (the
+ *               elector's rounds; the shard controller drives one itself).
  *   k8s_stream  the incremental watch-event decoder (bounded line buffer),
  *               exposed for the fuzz target and the benchmark.
  *
@@ -180,6 +182,12 @@ typedef struct k8s_shard {
  */
 typedef void (*k8s_shard_fn)(void *arg, k8s_client *k);
 
+/*
+ * Leader hook: called from the elector thread when this instance starts or
+ * stops leading (see k8s_config.lease_name). Must not block for long.
+ */
+typedef void (*k8s_leader_fn)(void *arg, bool leading);
+
 typedef struct k8s_config {
     const char *kubeconfig; /* path; NULL with in_cluster */
     const char *context;    /* NULL = current-context */
@@ -221,6 +229,18 @@ typedef struct k8s_config {
     void *pod_hook_arg;
     k8s_shard_fn shard_hook;
     void *shard_hook_arg;
+    /* Leader election (lease.c): with lease_name set, an elector thread
+     * competes for the Lease every lease_retry_ms and calls leader_hook on
+     * every change of leadership (first call: false, before any round);
+     * k8s_client_stop releases a held lease. Without it there is no
+     * election and the hook is never called. */
+    const char *lease_namespace; /* default kube-system */
+    const char *lease_name;      /* NULL or "" = no leader election */
+    const char *lease_identity;  /* NULL = k8s_lease_default_identity() */
+    int64_t lease_duration_ms;   /* default 15000; renew deadline 2/3 of it */
+    int64_t lease_retry_ms;      /* default 2000 (capped at duration/3) */
+    k8s_leader_fn leader_hook;
+    void *leader_hook_arg;
 } k8s_config;
 
 /* k8s_config_defaults fills every field with its default (no source). */
@@ -278,6 +298,10 @@ typedef struct k8s_status {
     uint64_t bind_unknown; /* binds retried because an attempt may have been applied */
     uint64_t events_posted, events_dropped;
     uint64_t assumed_expired;
+    bool leader_elect;           /* an elector runs (lease_name set) */
+    bool leader;                 /* leading now (always true without election) */
+    uint64_t leader_transitions; /* times this instance started or stopped leading */
+    char leader_holder[256];     /* holderIdentity last observed ("" = none) */
 } k8s_status;
 
 void k8s_get_status(k8s_client *k, k8s_status *out);
@@ -291,6 +315,85 @@ bool k8s_ready(k8s_client *k, int64_t now_ms, char *why, size_t whylen);
 
 /* k8s_wait_synced blocks until the first sync or timeout; true if synced. */
 bool k8s_wait_synced(k8s_client *k, int64_t timeout_ms);
+
+/* ------------------------------------------------------------------ */
+/* Leader election (lease.c)                                           */
+/* ------------------------------------------------------------------ */
+
+/* What a candidate last observed of the Lease. */
+typedef struct k8s_lease_obs {
+    bool exists;
+    char holder[256];    /* spec.holderIdentity ("" = free) */
+    char renew_time[64]; /* spec.renewTime as written */
+    char resource_version[64];
+    int64_t duration_ms; /* spec.leaseDurationSeconds */
+    int64_t transitions; /* spec.leaseTransitions */
+    int64_t observed_ms; /* local monotonic time the record last changed */
+} k8s_lease_obs;
+
+typedef enum k8s_lease_action {
+    K8S_LEASE_CREATE = 0, /* no Lease: create it holding it */
+    K8S_LEASE_RENEW,      /* we hold it: renew */
+    K8S_LEASE_ACQUIRE,    /* free or expired: take it over */
+    K8S_LEASE_FOLLOW,     /* someone else holds a live lease */
+} k8s_lease_action;
+
+/*
+ * k8s_lease_decide: expiry is judged as client-go does, on the local
+ * clock: a lease whose record has not changed for its duration since we
+ * first saw that record is expired (no trust in the holder's clock).
+ */
+k8s_lease_action k8s_lease_decide(const k8s_lease_obs *obs, const char *me, int64_t now_ms);
+
+/* k8s_lease_observe folds a freshly read Lease object (borrowed JSON, NULL
+ * when 404) into obs, resetting observed_ms to now_ms when the record
+ * changed. */
+void k8s_lease_observe(k8s_lease_obs *obs, const json_t *lease, int64_t now_ms);
+
+/* k8s_lease_default_identity: $POD_NAME, else "HOSTNAME-PID". */
+void k8s_lease_default_identity(char *out, size_t len);
+
+typedef struct k8s_lease_config {
+    const char *ns;            /* default kube-system */
+    const char *name;          /* required */
+    const char *identity;      /* required; 1..255 characters */
+    int64_t duration_ms;       /* default 15000, at least 1000 */
+    int64_t renew_deadline_ms; /* default 2/3 of the duration */
+} k8s_lease_config;
+
+typedef struct k8s_lease k8s_lease;
+
+/* k8s_lease_new prepares a candidate (strings copied; k borrowed, must
+ * outlive it). AS_EINVAL naming the flag for a bad config. Caller owns
+ * *out (k8s_lease_free). Not thread-safe: one thread drives it. */
+as_err k8s_lease_new(k8s_client *k, const k8s_lease_config *cfg, k8s_lease **out, as_diag *diag);
+void k8s_lease_free(k8s_lease *l);
+
+/*
+ * k8s_lease_step runs one round on the calling thread (now_ms: monotonic
+ * ms): reads the Lease, then creates, renews or takes it over as
+ * k8s_lease_decide says, with the read resourceVersion as the lock (a 409
+ * means another candidate won). Requests bypass the client's rate limiter
+ * and time out after a quarter of the renew deadline each. A holder that
+ * cannot renew keeps the lease until the renew deadline after its last
+ * successful round, then steps down: before any other candidate can see
+ * the lease expire. Returns true while held.
+ */
+bool k8s_lease_step(k8s_lease *l, int64_t now_ms);
+
+/* k8s_lease_held: the result of the last round. */
+bool k8s_lease_held(const k8s_lease *l);
+
+/* k8s_lease_identity: our holder identity (borrowed). */
+const char *k8s_lease_identity(const k8s_lease *l);
+
+/* k8s_lease_observed: the Lease as last read or written (borrowed). */
+const k8s_lease_obs *k8s_lease_observed(const k8s_lease *l);
+
+/* k8s_lease_release gives a held lease up (empty holder, 1 s duration, as
+ * client-go's ReleaseOnCancel), so a standby takes over at its next round
+ * instead of after the whole duration. No-op when not held. */
+void k8s_lease_release(k8s_lease *l, int64_t now_ms);
 
 /* ------------------------------------------------------------------ */
 /* Shards                                                              */

@@ -11,7 +11,6 @@
  *                    -> select (node-limit caps the WHOLE shard), a node
  *                    going to the first scheduler that selects it. Node
  *                    events update it incrementally.
- *   shardctl_lease   the leader-election decision on an observed Lease
  *   shardctl_cli_main  the command: k8s client, config hot reload, loop
  *
  * INCREMENTAL ASSIGNMENT. The engine keeps, per scheduler, the nodes its
@@ -198,42 +197,6 @@ typedef struct shardctl_engine_stats {
 } shardctl_engine_stats;
 
 void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out);
-
-/* ------------------------------------------------------------------ */
-/* Lease (leader election)                                             */
-/* ------------------------------------------------------------------ */
-
-/* What the candidate last observed of the Lease. */
-typedef struct shardctl_lease_obs {
-    bool exists;
-    char holder[256];    /* spec.holderIdentity ("" = free) */
-    char renew_time[64]; /* spec.renewTime as written */
-    char resource_version[64];
-    int64_t duration_ms; /* spec.leaseDurationSeconds */
-    int64_t transitions; /* spec.leaseTransitions */
-    int64_t observed_ms; /* local monotonic time the record last changed */
-} shardctl_lease_obs;
-
-typedef enum shardctl_lease_action {
-    SHARDCTL_LEASE_CREATE = 0, /* no Lease: create it holding it */
-    SHARDCTL_LEASE_RENEW,      /* we hold it: renew */
-    SHARDCTL_LEASE_ACQUIRE,    /* free or expired: take it over */
-    SHARDCTL_LEASE_FOLLOW,     /* someone else holds a live lease */
-} shardctl_lease_action;
-
-/*
- * shardctl_lease_decide: expiry is judged as client-go does, on the local
- * clock: a lease whose record has not changed for its duration since we
- * first saw that record is expired (no trust in the holder's clock).
- */
-shardctl_lease_action shardctl_lease_decide(const shardctl_lease_obs *obs, const char *me,
-                                            int64_t now_ms);
-
-/* shardctl_lease_observe folds a freshly read Lease object (borrowed
- * JSON, NULL when 404) into obs, resetting observed_ms to now_ms when the
- * record changed. */
-struct json_t;
-void shardctl_lease_observe(shardctl_lease_obs *obs, const struct json_t *lease, int64_t now_ms);
 
 /* ------------------------------------------------------------------ */
 /* CLI                                                                 */

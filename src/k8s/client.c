@@ -46,6 +46,8 @@ void k8s_config_defaults(k8s_config *cfg)
     cfg->bind_backoff_ms = 50;
     cfg->event_pod_interval_ms = 30000;
     cfg->event_queue = 4096;
+    cfg->lease_duration_ms = 15000;
+    cfg->lease_retry_ms = 2000;
     cfg->pod_field_selector = NULL; /* NULL = the default selector */
     cfg->watch_shards = true;
 }
@@ -302,19 +304,40 @@ static int stop_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, 
     return k8s_stopping(ud) ? 1 : 0;
 }
 
+static as_err do_request(k8s_client *k, CURL *h, const char *method, const char *path,
+                         const char *body, size_t body_len, buf *resp, long *status,
+                         int64_t *retry_after_ms, bool limited, int64_t timeout_ms, as_diag *diag);
+
 as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
               size_t body_len, buf *resp, long *status, as_diag *diag)
 {
-    return k8s_do_ex(k, h, method, path, body, body_len, resp, status, NULL, diag);
+    return do_request(k, h, method, path, body, body_len, resp, status, NULL, true,
+                      k->cfg.request_timeout_ms, diag);
 }
 
 as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
                  size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, as_diag *diag)
 {
+    return do_request(k, h, method, path, body, body_len, resp, status, retry_after_ms, true,
+                      k->cfg.request_timeout_ms, diag);
+}
+
+as_err k8s_do_priority(k8s_client *k, CURL *h, const char *method, const char *path,
+                       const char *body, size_t body_len, buf *resp, long *status,
+                       int64_t timeout_ms, as_diag *diag)
+{
+    return do_request(k, h, method, path, body, body_len, resp, status, NULL, false, timeout_ms,
+                      diag);
+}
+
+static as_err do_request(k8s_client *k, CURL *h, const char *method, const char *path,
+                         const char *body, size_t body_len, buf *resp, long *status,
+                         int64_t *retry_after_ms, bool limited, int64_t timeout_ms, as_diag *diag)
+{
     *status = 0;
     if (retry_after_ms)
         *retry_after_ms = 0;
-    if (!k8s_rl_wait(k))
+    if (limited && !k8s_rl_wait(k))
         return as_diag_set(diag, AS_EIO, NULL, "client stopping");
     char *url = k8s_url(k, path);
     struct curl_slist *hdrs = NULL;
@@ -327,10 +350,14 @@ as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, c
     body_sink sink = {resp, false};
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
+    if (limited) {
+        /* Stop aborts ordinary requests; priority ones are short anyway,
+         * and the lease's release must still go out while stopping. */
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
+    }
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
@@ -549,6 +576,41 @@ static void *housekeeping_main(void *arg)
     return NULL;
 }
 
+static int64_t mono_ms(void)
+{
+    return (int64_t)(k8s_mono_ns() / 1000000u);
+}
+
+static void *elector_main(void *arg)
+{
+    k8s_client *k = arg;
+    pthread_setname_np(pthread_self(), "as-k8s-lease");
+    bool leading = false;
+    do {
+        bool now = k8s_lease_step(k->lease, mono_ms());
+        pthread_mutex_lock(&k->st_mu);
+        k->st.leader = now;
+        if (now != leading)
+            k->st.leader_transitions++;
+        snprintf(k->st.leader_holder, sizeof k->st.leader_holder, "%s",
+                 k8s_lease_observed(k->lease)->holder);
+        pthread_mutex_unlock(&k->st_mu);
+        if (now != leading && k->cfg.leader_hook)
+            k->cfg.leader_hook(k->cfg.leader_hook_arg, now);
+        leading = now;
+    } while (k8s_sleep_ms(k, k->cfg.lease_retry_ms));
+    /* Stopping: whoever we gate (the fast path) has stopped before the
+     * client does, so nothing decides under this lease any more. */
+    if (leading) {
+        k8s_lease_release(k->lease, mono_ms());
+        pthread_mutex_lock(&k->st_mu);
+        k->st.leader = false;
+        k->st.leader_transitions++;
+        pthread_mutex_unlock(&k->st_mu);
+    }
+    return NULL;
+}
+
 static as_err conn_copy(const k8s_conn *src, k8s_conn **out)
 {
     k8s_conn *c = calloc(1, sizeof *c);
@@ -632,6 +694,8 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
     DEF(bind_backoff_ms);
     DEF(event_pod_interval_ms);
     DEF(event_queue);
+    DEF(lease_duration_ms);
+    DEF(lease_retry_ms);
 #undef DEF
     if (k->cfg.backoff_max_ms < k->cfg.backoff_initial_ms)
         k->cfg.backoff_max_ms = k->cfg.backoff_initial_ms;
@@ -693,6 +757,24 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
     }
     if ((err = k8s_bind_init(k)) || (err = k8s_events_init(k)))
         goto fail;
+    if (cfg->lease_name && *cfg->lease_name) {
+        char ident[256];
+        if (cfg->lease_identity)
+            snprintf(ident, sizeof ident, "%s", cfg->lease_identity);
+        else
+            k8s_lease_default_identity(ident, sizeof ident);
+        k8s_lease_config lc = {.ns = cfg->lease_namespace,
+                               .name = cfg->lease_name,
+                               .identity = ident,
+                               .duration_ms = k->cfg.lease_duration_ms};
+        if ((err = k8s_lease_new(k, &lc, &k->lease, diag)))
+            goto fail;
+        if (k->cfg.lease_retry_ms > k->cfg.lease_duration_ms / 3)
+            k->cfg.lease_retry_ms = k->cfg.lease_duration_ms / 3;
+        k->st.leader_elect = true;
+    } else {
+        k->st.leader = true;
+    }
     *out = k;
     return AS_OK;
 fail:
@@ -715,6 +797,16 @@ as_err k8s_client_start(k8s_client *k)
     if (pthread_create(&k->hk_thread, NULL, housekeeping_main, k) != 0)
         return AS_ENOMEM;
     k->hk_running = true;
+    if (k->lease) {
+        log_info("msg=\"leader election\" lease=%s/%s identity=%s duration_ms=%lld",
+                 k->cfg.lease_namespace ? k->cfg.lease_namespace : "kube-system", k->cfg.lease_name,
+                 k8s_lease_identity(k->lease), (long long)k->cfg.lease_duration_ms);
+        if (k->cfg.leader_hook)
+            k->cfg.leader_hook(k->cfg.leader_hook_arg, false);
+        if (pthread_create(&k->lease_thread, NULL, elector_main, k) != 0)
+            return AS_ENOMEM;
+        k->lease_running = true;
+    }
     return k8s_reflectors_start(k);
 }
 
@@ -736,6 +828,10 @@ void k8s_client_stop(k8s_client *k)
         pthread_join(k->hk_thread, NULL);
         k->hk_running = false;
     }
+    if (k->lease_running) {
+        pthread_join(k->lease_thread, NULL);
+        k->lease_running = false;
+    }
     k8s_bind_shutdown(k);
     k8s_events_shutdown(k);
 }
@@ -747,6 +843,7 @@ void k8s_client_free(k8s_client *k)
         return;
     k8s_client_stop(k);
     k8s_shards_free(k->shards, k->nshards);
+    k8s_lease_free(k->lease);
     k8s_conn_free(k->conn);
     free(k->url_base);
     curl_slist_free_all(k->connect_to);
@@ -887,4 +984,10 @@ void k8s_metrics_update(svc *s)
                "1 after the first full list of nodes and pods.", st.synced);
     set_metric(s->metrics, true, "agentsched_k8s_shards_present",
                "1 when the NodeShard CRD answers.", st.shards_present);
+    set_metric(s->metrics, true, "agentsched_leader",
+               "1 while this instance leads (holds the --leader-elect Lease; always 1 without "
+               "leader election): only the leader runs the fast path.",
+               st.leader);
+    set_metric(s->metrics, false, "agentsched_leader_transitions_total",
+               "Times this instance started or stopped leading.", (int64_t)st.leader_transitions);
 }

@@ -77,6 +77,11 @@ struct k8s_client {
     pthread_t hk_thread;
     bool hk_running;
 
+    /* leader election (NULL lease: none) */
+    k8s_lease *lease;
+    pthread_t lease_thread;
+    bool lease_running;
+
     /* bind: pool of keep-alive handles + async workers */
     pthread_mutex_t bmu;
     pthread_cond_t bcond;  /* a handle was returned */
@@ -128,6 +133,13 @@ as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, cons
 /* k8s_do_ex also reports a 429/503 Retry-After (seconds form) in ms (0: none). */
 as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
                  size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, as_diag *diag);
+
+/* k8s_do_priority: as k8s_do, but outside the rate limiter and with its
+ * own timeout (connect included), for leader election: a renewal must not
+ * queue behind a burst of binds, nor outlive the renew deadline. */
+as_err k8s_do_priority(k8s_client *k, CURL *h, const char *method, const char *path,
+                       const char *body, size_t body_len, buf *resp, long *status,
+                       int64_t timeout_ms, as_diag *diag);
 
 /* Forces the next token read to reload the file (after a 401). */
 void k8s_token_invalidate(k8s_client *k);

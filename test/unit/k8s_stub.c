@@ -59,6 +59,7 @@ struct k8s_stub {
     pthread_cond_t cond;
     bool stop;
     json_t *objs[STUB__KINDS]; /* key -> object */
+    json_t *leases;            /* "ns/name" -> coordination.k8s.io/v1 Lease */
     uint64_t rv;
     uint64_t compacted;
     stub_event *log;
@@ -662,6 +663,74 @@ static bool serve_binding(k8s_stub *s, int fd, const char *ns, const char *name,
     return ok;
 }
 
+static bool same_rv(const json_t *md_a, const json_t *md_b)
+{
+    const char *a = json_string_value(json_object_get(md_a, "resourceVersion"));
+    const char *b = json_string_value(json_object_get(md_b, "resourceVersion"));
+    return a && b && strcmp(a, b) == 0;
+}
+
+/* Leases: GET, POST (create: 409 AlreadyExists), PUT (409 Conflict when
+ * metadata.resourceVersion is not the stored one), as the API server's
+ * optimistic concurrency. name "" = the collection (POST). */
+static bool serve_lease(k8s_stub *s, int fd, const char *method, const char *ns, const char *name,
+                        const char *body)
+{
+    json_t *in = NULL;
+    char key[600], *out = NULL;
+    int code = 0;
+    const char *reason = "", *msg = "";
+    if (strcmp(method, "GET") != 0) {
+        in = json_loads(body ? body : "", 0, NULL);
+        const char *n = json_string_value(json_object_get(json_object_get(in, "metadata"), "name"));
+        if (!in || !n)
+            return send_status(fd, 400, "BadRequest", "not a Lease");
+        if (!*name)
+            name = n;
+    }
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    pthread_mutex_lock(&s->mu);
+    json_t *cur = json_object_get(s->leases, key);
+    if (!strcmp(method, "GET")) {
+        if (cur)
+            out = json_dumps(cur, JSON_COMPACT), code = 200;
+        else
+            code = 404, reason = "NotFound", msg = "leases.coordination.k8s.io not found";
+    } else if (!strcmp(method, "POST") && cur) {
+        code = 409, reason = "AlreadyExists", msg = "leases.coordination.k8s.io already exists";
+    } else if (!strcmp(method, "PUT") && !cur) {
+        code = 404, reason = "NotFound", msg = "leases.coordination.k8s.io not found";
+    } else if (!strcmp(method, "PUT") &&
+               !same_rv(json_object_get(in, "metadata"), json_object_get(cur, "metadata"))) {
+        code = 409, reason = "Conflict",
+        msg = "Operation cannot be fulfilled on leases.coordination.k8s.io: the object has been "
+              "modified; please apply your changes to the latest version and try again";
+    } else if (!strcmp(method, "POST") || !strcmp(method, "PUT")) {
+        set_rv(in, ++s->rv);
+        json_object_set(s->leases, key, in);
+        out = json_dumps(in, JSON_COMPACT);
+        code = !strcmp(method, "POST") ? 201 : 200;
+    } else {
+        code = 405, reason = "MethodNotAllowed", msg = "method not allowed";
+    }
+    pthread_mutex_unlock(&s->mu);
+    json_decref(in);
+    bool ok = out ? send_response(fd, code, out) : send_status(fd, code, reason, msg);
+    free(out);
+    return ok;
+}
+
+/* See k8s_stub.h. */
+json_t *stub_lease(k8s_stub *s, const char *ns, const char *name)
+{
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    pthread_mutex_lock(&s->mu);
+    json_t *l = json_deep_copy(json_object_get(s->leases, key));
+    pthread_mutex_unlock(&s->mu);
+    return l;
+}
+
 static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const char *target,
                            const char *body)
 {
@@ -734,6 +803,11 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
     if (type == STUB_POST &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]/binding", ns, name) == 2)
         return serve_binding(s, fd, ns, name, body, !(have_f && f.f == STUB_F_APPLY_CLOSE));
+    if (sscanf(path, "/apis/coordination.k8s.io/v1/namespaces/%255[^/]/leases/%255[^/]%7s", ns,
+               name, rest) == 2)
+        return serve_lease(s, fd, method, ns, name, body);
+    if (sscanf(path, "/apis/coordination.k8s.io/v1/namespaces/%255[^/]/leases%7s", ns, rest) == 1)
+        return serve_lease(s, fd, method, ns, "", body);
     if (type == STUB_POST && sscanf(path, "/api/v1/namespaces/%255[^/]/events", ns) == 1) {
         json_t *e = json_loads(body, 0, NULL);
         pthread_mutex_lock(&s->mu);
@@ -850,6 +924,7 @@ k8s_stub *stub_new(void)
     pthread_cond_init(&s->cond, NULL);
     for (int i = 0; i < STUB__KINDS; i++)
         s->objs[i] = json_object();
+    s->leases = json_object();
     s->rv = 100;
     s->lfd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
@@ -897,6 +972,7 @@ void stub_free(k8s_stub *s)
     for (int i = 0; i < s->nsnaps; i++)
         json_decref(s->snaps[i].items);
     json_decref(s->last_event);
+    json_decref(s->leases);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cond);
     free(s);

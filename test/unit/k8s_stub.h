@@ -6,9 +6,9 @@
  * resourceVersion and an event log, and serves them the way the API server
  * does: paginated lists with continue tokens (consistent snapshots),
  * chunked newline-delimited watch streams from a resourceVersion (ERROR 410
- * when it was compacted), pods/binding with the real 409 message, and
- * Events. Faults are queued per (path prefix, request type) and consumed in
- * order by the next matching request.
+ * when it was compacted), pods/binding with the real 409 message, Leases
+ * (coordination.k8s.io/v1, resourceVersion-checked), and Events. Faults are queued per (path
+ * prefix, request type) and consumed in order by the next matching request.
  *
  * Included as a .c by each test (the build makes one executable per test).
  */
@@ -77,6 +77,11 @@ void stub_set_bind_delay(k8s_stub *s, int ms);
 
 /* The Authorization header of the last request ("" when none). */
 void stub_last_auth(k8s_stub *s, char *out, size_t len);
+
+/* Deep copy of the Lease ns/name, NULL when absent (caller decrefs). The
+ * stub serves Leases with the API server's optimistic concurrency: PUT
+ * with a stale metadata.resourceVersion gets 409. */
+json_t *stub_lease(k8s_stub *s, const char *ns, const char *name);
 
 /* Deep copy of the objects of kind (JSON array; caller decrefs). */
 json_t *stub_objects(k8s_stub *s, int kind);

@@ -1,7 +1,7 @@
 /* test_shardctl.c - the sharding controller: config parsing and
  * validation, hot reload keeping the old config, the policies, whole-shard
- * maxNodes, config order, unfit nodes, incremental == from-scratch, and the
- * lease decision. */
+ * maxNodes, config order, unfit nodes, incremental == from-scratch (the
+ * lease it leads by: test_k8s_lease.c). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -429,46 +429,6 @@ Test(shardctl_engine, seen_and_sweep_drop_vanished_nodes)
     cr_assert_eq(shardctl_engine_owner(e, "b"), 1);
     shardctl_engine_free(e);
     shardctl_config_free(c);
-}
-
-/* ---- lease ------------------------------------------------------------ */
-
-static json_t *lease(const char *holder, const char *renew, int dur)
-{
-    return json_pack("{s:{s:s},s:{s:s,s:s,s:i,s:i}}", "metadata", "resourceVersion", "10", "spec",
-                     "holderIdentity", holder, "renewTime", renew, "leaseDurationSeconds", dur,
-                     "leaseTransitions", 3);
-}
-
-Test(shardctl_lease, decide)
-{
-    shardctl_lease_obs obs = {0};
-    shardctl_lease_observe(&obs, NULL, 1000);
-    cr_assert_eq(shardctl_lease_decide(&obs, "me", 1000), SHARDCTL_LEASE_CREATE);
-
-    json_t *l = lease("other", "2026-11-30T06:00:00.000000Z", 15);
-    shardctl_lease_observe(&obs, l, 1000);
-    cr_assert_str_eq(obs.resource_version, "10");
-    cr_assert_eq(obs.transitions, 3);
-    cr_assert_eq(shardctl_lease_decide(&obs, "me", 2000), SHARDCTL_LEASE_FOLLOW);
-    /* the same record seen again does not restart the clock */
-    shardctl_lease_observe(&obs, l, 10000);
-    cr_assert_eq(shardctl_lease_decide(&obs, "me", 15000), SHARDCTL_LEASE_FOLLOW);
-    cr_assert_eq(shardctl_lease_decide(&obs, "me", 16001), SHARDCTL_LEASE_ACQUIRE);
-    json_decref(l);
-    /* the holder renewed: live again */
-    l = lease("other", "2026-11-30T06:00:10.000000Z", 15);
-    shardctl_lease_observe(&obs, l, 16001);
-    cr_assert_eq(shardctl_lease_decide(&obs, "me", 17000), SHARDCTL_LEASE_FOLLOW);
-    json_decref(l);
-    l = lease("me", "2026-11-30T06:00:10.000000Z", 15);
-    shardctl_lease_observe(&obs, l, 17000);
-    cr_assert_eq(shardctl_lease_decide(&obs, "me", 17001), SHARDCTL_LEASE_RENEW);
-    json_decref(l);
-    l = lease("", "2026-11-30T06:00:10.000000Z", 1); /* released */
-    shardctl_lease_observe(&obs, l, 18000);
-    cr_assert_eq(shardctl_lease_decide(&obs, "other", 18000), SHARDCTL_LEASE_ACQUIRE);
-    json_decref(l);
 }
 
 /* ---- CLI, offline ------------------------------------------------------- */
