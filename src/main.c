@@ -127,6 +127,10 @@ typedef enum serve_flag_id {
     F_KUBE_API_BURST,
     F_WATCH_TIMEOUT,
     F_WATCH_DOWN_LIMIT,
+    F_LEADER_ELECT,
+    F_LEADER_ELECT_LEASE,
+    F_LEADER_ELECT_IDENTITY,
+    F_LEADER_ELECT_DURATION,
     F_HELP,
 } serve_flag_id;
 
@@ -155,7 +159,8 @@ static const cli_flag serve_flags[] = {
      "candidates per decision, 1..16 (default 3; placement reports them)"},
     {F_WORKERS, "--workers", "N",
      "live mode: fast-path worker threads scheduling pods of --scheduler-name,\n"
-     "                             1..256 (default 2; the fast path runs only with\n"
+     "                             0..256 (default 2; 0 = no fast path: extender and\n"
+     "                             dry runs only; the fast path runs only with\n"
      "                             --kubeconfig / --in-cluster, not with --cluster)"},
     {F_MAX_BODY, "--max-body", "BYTES",
      "request body cap; a quantity like 16Mi or 1048576 (default 16Mi);\n"
@@ -176,6 +181,19 @@ static const cli_flag serve_flags[] = {
      "reconnect a watch silent this long, bookmarks included (default 120)"},
     {F_WATCH_DOWN_LIMIT, "--watch-down-limit", "SECONDS",
      "/readyz fails once the watches are down this long (default 60)"},
+    {F_LEADER_ELECT, "--leader-elect", NULL,
+     "live mode: run the fast path only while holding a Lease\n"
+     "                             (coordination.k8s.io/v1), so that replicas never\n"
+     "                             schedule at once; a standby keeps its cache and queue\n"
+     "                             current and serves HTTP (extender, dry runs) meanwhile"},
+    {F_LEADER_ELECT_LEASE, "--leader-elect-lease", "NS/NAME",
+     "the Lease (default kube-system/agentsched-SCHEDULER_NAME)"},
+    {F_LEADER_ELECT_IDENTITY, "--leader-elect-identity", "ID",
+     "holder identity (default $POD_NAME, else HOSTNAME-PID)"},
+    {F_LEADER_ELECT_DURATION, "--leader-elect-lease-duration", "SECONDS",
+     "2..3600 (default 15); the leader stops scheduling when it\n"
+     "                             could not renew for 2/3 of it, a standby takes over\n"
+     "                             once the Lease went unrenewed for all of it"},
     {F_HELP, "--help", NULL, "show this help"},
 };
 #define SERVE_NFLAGS (sizeof serve_flags / sizeof serve_flags[0])
@@ -195,7 +213,10 @@ static void serve_usage(FILE *f)
         char left[48];
         snprintf(left, sizeof left, "%s%s%s%s", fl->id == F_HELP ? "-h, " : "", fl->name,
                  fl->arg ? " " : "", fl->arg ? fl->arg : "");
-        fprintf(f, "  %-26s %s\n", left, fl->help);
+        if (strlen(left) > 26) /* too long for the column: help on the next line */
+            fprintf(f, "  %s\n  %-26s %s\n", left, "", fl->help);
+        else
+            fprintf(f, "  %-26s %s\n", left, fl->help);
     }
 }
 
@@ -311,6 +332,10 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->in_cluster = true;
             continue;
         }
+        if (fl->id == F_LEADER_ELECT && !value) {
+            cfg->leader_elect = true;
+            continue;
+        }
         if (!value) {
             if (i + 1 >= argc)
                 return flag_error(fl->name, "missing value (expected %s)", fl->arg);
@@ -353,7 +378,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->candidates = (unsigned)n;
             break;
         case F_WORKERS:
-            if (parse_uint(fl->name, value, 1, 256, &n))
+            if (parse_uint(fl->name, value, 0, 256, &n))
                 return EXIT_USAGE;
             cfg->workers = (unsigned)n;
             break;
@@ -389,7 +414,32 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->kubeconfig = value;
             break;
         case F_IN_CLUSTER:
+        case F_LEADER_ELECT:
             return flag_error(fl->name, "takes no value (got '%s')", value);
+        case F_LEADER_ELECT_LEASE: {
+            const char *slash = strchr(value, '/');
+            if (!slash || slash == value || !slash[1] || strchr(slash + 1, '/') ||
+                (size_t)(slash - value) >= sizeof cfg->lease_namespace ||
+                strlen(slash + 1) >= sizeof cfg->lease_name)
+                return flag_error(
+                    fl->name, "'%s' is not NAMESPACE/NAME (e.g. kube-system/agentsched)", value);
+            snprintf(cfg->lease_namespace, sizeof cfg->lease_namespace, "%.*s",
+                     (int)(slash - value), value);
+            snprintf(cfg->lease_name, sizeof cfg->lease_name, "%s", slash + 1);
+            if (check_name(fl->name, cfg->lease_namespace) || check_name(fl->name, cfg->lease_name))
+                return EXIT_USAGE;
+            break;
+        }
+        case F_LEADER_ELECT_IDENTITY:
+            if (!*value || strlen(value) > 255)
+                return flag_error(fl->name, "'%s' must be 1..255 characters", value);
+            cfg->lease_identity = value;
+            break;
+        case F_LEADER_ELECT_DURATION:
+            if (parse_uint(fl->name, value, 2, 3600, &n))
+                return EXIT_USAGE;
+            cfg->lease_duration_ms = (int64_t)n * 1000;
+            break;
         case F_KUBE_API_QPS:
             if (parse_uint(fl->name, value, 1, 100000, &n))
                 return EXIT_USAGE;
@@ -418,6 +468,17 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
     if (sources > 1) {
         fprintf(stderr, "agentsched serve: give only one of --cluster, --kubeconfig, "
                         "--in-cluster\n");
+        return EXIT_USAGE;
+    }
+    bool lease_flags = cfg->lease_name[0] || cfg->lease_identity || cfg->lease_duration_ms;
+    if (lease_flags && !cfg->leader_elect) {
+        fprintf(stderr, "agentsched serve: --leader-elect-lease, --leader-elect-identity and "
+                        "--leader-elect-lease-duration need --leader-elect\n");
+        return EXIT_USAGE;
+    }
+    if (cfg->leader_elect && cfg->cluster_path) {
+        fprintf(stderr, "agentsched serve: --leader-elect needs a live cluster (--kubeconfig or "
+                        "--in-cluster); with --cluster there is no fast path to elect\n");
         return EXIT_USAGE;
     }
     if (!sources) {
@@ -479,8 +540,9 @@ static int cmd_serve(int argc, char **argv)
     fastpath *fp = NULL; /* live mode only: embedded clusters have no pending pods */
     if (cfg.cluster_path) {
         err = svc_load_cluster(s, cfg.cluster_path, &d);
-    } else if ((err = fastpath_new(s, NULL, NULL, &fp, &d)) == AS_OK) {
-        /* Live mode: the reflectors fill the cache; /readyz says when. */
+    } else if (!cfg.workers || (err = fastpath_new(s, NULL, NULL, &fp, &d)) == AS_OK) {
+        /* Live mode: the reflectors fill the cache; /readyz says when.
+         * --workers 0: no fast path (kube-scheduler's extender only). */
         k8s_config kc;
         k8s_config_defaults(&kc);
         kc.kubeconfig = cfg.kubeconfig;
@@ -490,11 +552,28 @@ static int cmd_serve(int argc, char **argv)
         kc.burst = cfg.kube_api_burst;
         kc.watch_down_ms = cfg.watch_down_ms;
         kc.watch_timeout_ms = cfg.watch_timeout_ms;
-        kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
-        kc.pod_hook_arg = fp;
+        if (fp) {
+            kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
+            kc.pod_hook_arg = fp;
+        }
+        char lease_name[300];
+        if (cfg.leader_elect && fp) {
+            if (cfg.lease_name[0])
+                snprintf(lease_name, sizeof lease_name, "%s", cfg.lease_name);
+            else
+                snprintf(lease_name, sizeof lease_name, "agentsched-%s", cfg.scheduler_name);
+            kc.lease_namespace = cfg.lease_namespace[0] ? cfg.lease_namespace : NULL;
+            kc.lease_name = lease_name;
+            kc.lease_identity = cfg.lease_identity;
+            kc.lease_duration_ms = cfg.lease_duration_ms;
+            kc.leader_hook = fastpath_set_leading; /* called false before any decision */
+            kc.leader_hook_arg = fp;
+        } else if (cfg.leader_elect) {
+            log_warn("msg=\"--leader-elect ignored: --workers 0 runs no fast path\"");
+        }
         shard_svc_hook(s, &kc);
         err = k8s_start(s, &kc, &d);
-        if (!err && (err = fastpath_start(fp)))
+        if (!err && fp && (err = fastpath_start(fp)))
             as_diag_set(&d, err, NULL, "cannot start the fast-path threads");
     }
     if (err) {

@@ -54,6 +54,13 @@ typedef struct svc_config {
     int64_t watch_down_ms;       /* readyz fails after watches down this long */
     int log_level;               /* 0 error .. 3 debug; default 2 */
     int64_t watch_timeout_ms;    /* live mode: reconnect a silent watch; 0 = default */
+    /* Leader election of the fast path (live mode; `serve` wires it into
+     * k8s_config): only the holder of the Lease schedules. */
+    bool leader_elect;
+    char lease_namespace[254];  /* "" = kube-system */
+    char lease_name[254];       /* "" = "agentsched-" + scheduler_name */
+    const char *lease_identity; /* NULL = $POD_NAME, else HOSTNAME-PID */
+    int64_t lease_duration_ms;  /* 0 = 15000 */
 } svc_config;
 
 /* svc_config_defaults fills every field with its default. */

@@ -86,6 +86,27 @@ expect_exit 2 "bad --candidates" serve --cluster "$CLUSTER" --candidates=99
 expect_exit 2 "bad --scheduler-name" serve --cluster "$CLUSTER" --scheduler-name "a b"
 expect_exit 1 "--kubeconfig not a kubeconfig" serve --kubeconfig /dev/null --listen 127.0.0.1:0
 err_has "/dev/null" "a bad --kubeconfig is named"
+expect_exit 2 "--workers above 256" serve --cluster "$CLUSTER" --workers 257
+err_has "0..256" "bad --workers says the range"
+expect_exit 2 "--leader-elect with --cluster" serve --cluster "$CLUSTER" --leader-elect
+err_has "needs a live cluster" "--leader-elect explains it needs --kubeconfig/--in-cluster"
+expect_exit 2 "--leader-elect takes no value" serve --kubeconfig /dev/null --leader-elect=yes
+expect_exit 2 "lease flag without --leader-elect" serve --kubeconfig /dev/null \
+    --leader-elect-lease kube-system/x
+err_has "need --leader-elect" "lease flags without --leader-elect are refused"
+expect_exit 2 "--leader-elect-lease without a namespace" serve --kubeconfig /dev/null \
+    --leader-elect --leader-elect-lease agentsched
+err_has "NAMESPACE/NAME" "bad --leader-elect-lease shows the form"
+expect_exit 2 "--leader-elect-lease with a bad name" serve --kubeconfig /dev/null \
+    --leader-elect --leader-elect-lease "kube-system/a b"
+expect_exit 2 "--leader-elect-lease-duration 1" serve --kubeconfig /dev/null --leader-elect \
+    --leader-elect-lease-duration 1
+err_has "2..3600" "bad --leader-elect-lease-duration says the range"
+expect_exit 1 "--leader-elect parses (then the kubeconfig fails)" serve --kubeconfig /dev/null \
+    --listen 127.0.0.1:0 --leader-elect --leader-elect-lease kube-system/agentsched \
+    --leader-elect-identity me --leader-elect-lease-duration 20
+expect_exit 1 "--workers 0 parses (then the kubeconfig fails)" serve --kubeconfig /dev/null \
+    --listen 127.0.0.1:0 --workers 0
 expect_exit 2 "two cluster sources" serve --cluster "$CLUSTER" --kubeconfig /dev/null
 err_has "only one of" "--cluster and --kubeconfig exclude each other"
 

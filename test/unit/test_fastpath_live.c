@@ -3,7 +3,8 @@
  * wires it, against the in-process fake API server: pending pods of our
  * scheduler name arrive through the pod hook, are bound through
  * pods/binding without overcommit, a pod that fits nowhere gets a
- * FailedScheduling event and is bound once a node that fits it appears.
+ * FailedScheduling event and is bound once a node that fits it appears;
+ * two replicas under leader election never schedule at once.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -50,7 +51,19 @@ static int bound_on(k8s_stub *stub, const char *node, const char *only_pod)
  * the stub (workers 0: the svc default), and starts them; *out gets the
  * svc. live_stop stops and frees the fast path and the client, not the
  * svc. */
+static fastpath *live_start_ex(k8s_stub *stub, int workers, bool watch_shards,
+                               const char *lease_identity, svc **out);
+
 static fastpath *live_start(k8s_stub *stub, int workers, bool watch_shards, svc **out)
+{
+    return live_start_ex(stub, workers, watch_shards, NULL, out);
+}
+
+/* live_start_ex: with lease_identity, the fast path runs under leader
+ * election (Lease kube-system/agentsched-test, 3 s, rounds every 50 ms),
+ * as `serve --leader-elect` wires it. */
+static fastpath *live_start_ex(k8s_stub *stub, int workers, bool watch_shards,
+                               const char *lease_identity, svc **out)
 {
     svc_config cfg;
     svc_config_defaults(&cfg);
@@ -72,6 +85,14 @@ static fastpath *live_start(k8s_stub *stub, int workers, bool watch_shards, svc 
     kc.watch_shards = watch_shards;
     kc.pod_hook = fastpath_pod_event;
     kc.pod_hook_arg = fp;
+    if (lease_identity) {
+        kc.lease_name = "agentsched-test";
+        kc.lease_identity = lease_identity;
+        kc.lease_duration_ms = 3000;
+        kc.lease_retry_ms = 50;
+        kc.leader_hook = fastpath_set_leading;
+        kc.leader_hook_arg = fp;
+    }
     cr_assert_eq(k8s_start(*out, &kc, &d), AS_OK, "%s", d.msg);
     cr_assert_eq(fastpath_start(fp), AS_OK);
     return fp;
@@ -147,6 +168,84 @@ Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
     live_stop(s, fp);
     cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
+    stub_free(stub);
+}
+
+static void put_pods(k8s_stub *stub, const char *prefix, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char name[32], uid[40];
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        snprintf(uid, sizeof uid, "uid-%s", name);
+        json_t *p = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
+        stub_put(stub, STUB_POD, p);
+        json_decref(p);
+    }
+}
+
+static k8s_status live_status(svc *s)
+{
+    k8s_status st;
+    k8s_get_status(s->k8s, &st);
+    return st;
+}
+
+Test(fastpath_live, replicas_under_leader_election_schedule_one_at_a_time)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    for (int i = 0; i < 2; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        json_t *n = stub_make_node(name, "8", "64Gi", 110);
+        stub_put(stub, STUB_NODE, n);
+        json_decref(n);
+    }
+    svc *sa = NULL, *sb = NULL;
+    fastpath *fa = live_start_ex(stub, 2, false, "replica-a", &sa);
+    int64_t end = mono_ms() + 5000;
+    while (!live_status(sa).leader && mono_ms() < end)
+        usleep(5000);
+    cr_assert(live_status(sa).leader, "replica-a never led");
+    fastpath *fb = live_start_ex(stub, 2, false, "replica-b", &sb);
+    cr_assert(k8s_wait_synced(sb->k8s, 5000));
+
+    /* Both replicas see every pending pod; only the leader binds. */
+    put_pods(stub, "p", 0, 10);
+    end = mono_ms() + 10000;
+    while (bound_on(stub, NULL, NULL) < 10 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 10);
+    usleep(200000);
+    cr_assert_eq(live_status(sa).binds_ok, 10);
+    cr_assert_eq(live_status(sb).binds_ok, 0, "the standby bound pods");
+    cr_assert_not(live_status(sb).leader);
+    fastpath_stats fs;
+    fastpath_get_stats(fb, &fs);
+    cr_assert_eq(fs.attempts, 0, "the standby made %llu decisions",
+                 (unsigned long long)fs.attempts);
+
+    /* The leader stops (rolling update): it releases the Lease and the
+     * standby schedules what arrives next, without waiting out 3 s. */
+    int64_t t0 = mono_ms();
+    live_stop(sa, fa);
+    put_pods(stub, "q", 0, 6);
+    end = mono_ms() + 10000;
+    while (bound_on(stub, NULL, NULL) < 16 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 16);
+    cr_assert_lt(mono_ms() - t0, 2500, "the standby waited for the lease to expire");
+    cr_assert_eq(live_status(sb).binds_ok, 6);
+    cr_assert(live_status(sb).leader);
+    cr_assert_eq(bound_on(stub, "n0", NULL) + bound_on(stub, "n1", NULL), 16);
+    cr_assert_leq(bound_on(stub, "n0", NULL), 8, "n0 overcommitted");
+    cr_assert_leq(bound_on(stub, "n1", NULL), 8, "n1 overcommitted");
+
+    live_stop(sb, fb);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(sb->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(sa);
+    svc_free(sb);
     stub_free(stub);
 }
 
