@@ -345,7 +345,12 @@ func (t tally) String() string {
 var httpc = &http.Client{Timeout: 5 * time.Second}
 
 func (c *cluster) agentschedGet(path string) (int, string, error) {
-	resp, err := httpc.Get(c.agentschedURL + path)
+	return getAt(c.agentschedURL, path)
+}
+
+// getAt GETs path from the agentsched at url: status, body (16 MiB at most).
+func getAt(url, path string) (int, string, error) {
+	resp, err := httpc.Get(url + path)
 	if err != nil {
 		return 0, "", err
 	}
@@ -354,9 +359,14 @@ func (c *cluster) agentschedGet(path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// metricsSnapshot maps each sample line's series ("name{labels}") to its value.
+// metrics maps each sample line's series ("name{labels}") to its value.
 func (c *cluster) metrics() map[string]float64 {
-	code, body, err := c.agentschedGet("/metrics")
+	return metricsAt(c.agentschedURL)
+}
+
+// metricsAt is metrics for the agentsched at url.
+func metricsAt(url string) map[string]float64 {
+	code, body, err := getAt(url, "/metrics")
 	check(err, "GET agentsched /metrics")
 	if code != http.StatusOK {
 		fail("GET agentsched /metrics: HTTP %d", code)

@@ -30,8 +30,15 @@ const (
 	fileSAKey      = "sa.key"
 	fileSAPub      = "sa.pub"
 	fileToken      = "admin.token"
+	fileSAToken    = "agentsched.token"
 	fileTokenCSV   = "tokens.csv"
 )
+
+// agentschedUser is the user agentsched authenticates as: the name the API
+// server gives ServiceAccount kube-system/agentsched, so that the RBAC of
+// deploy/rbac/agentsched.yaml (bound to that ServiceAccount) applies to it
+// unchanged, and nothing else does.
+const agentschedUser = "system:serviceaccount:kube-system:agentsched"
 
 type keyPair struct {
 	cert *x509.Certificate
@@ -145,28 +152,36 @@ func cmdPKI(args []string) error {
 		return err
 	}
 
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
-		return err
+	var tokens [2]string
+	for i, f := range []string{fileToken, fileSAToken} {
+		raw := make([]byte, 24)
+		if _, err := rand.Read(raw); err != nil {
+			return err
+		}
+		tokens[i] = hex.EncodeToString(raw)
+		if err := os.WriteFile(filepath.Join(*dir, f), []byte(tokens[i]), 0o600); err != nil {
+			return err
+		}
 	}
-	token := hex.EncodeToString(raw)
-	if err := os.WriteFile(filepath.Join(*dir, fileToken), []byte(token), 0o600); err != nil {
-		return err
-	}
-	// token,user,uid,"groups": a static admin token is the simplest
-	// credential every client (client-go, libcurl, kubectl) supports.
-	csv := fmt.Sprintf("%s,agentsched-e2e-admin,agentsched-e2e-admin,\"system:masters\"\n", token)
+	// token,user,uid,"groups": static tokens are the simplest credential
+	// every client (client-go, libcurl, kubectl) supports. The admin is in
+	// system:masters; agentsched gets only what RBAC grants its user.
+	csv := fmt.Sprintf("%s,agentsched-e2e-admin,agentsched-e2e-admin,\"system:masters\"\n"+
+		"%s,%s,agentsched-e2e-sa,\"system:serviceaccounts,system:serviceaccounts:kube-system\"\n",
+		tokens[0], tokens[1], agentschedUser)
 	return os.WriteFile(filepath.Join(*dir, fileTokenCSV), []byte(csv), 0o600)
 }
 
-// cmdKubeconfig writes a kubeconfig for the admin user with the CA embedded,
-// authenticating with the static token (default) or the client certificate.
+// cmdKubeconfig writes a kubeconfig with the CA embedded for the admin user,
+// authenticating with the static token (default) or the client certificate,
+// or with --agentsched for agentsched's RBAC-limited user.
 func cmdKubeconfig(args []string) error {
 	fs := flag.NewFlagSet("kubeconfig", flag.ExitOnError)
 	dir := fs.String("dir", "", "pki directory (required)")
 	server := fs.String("server", "", "API server URL (required)")
 	out := fs.String("out", "", "output file (required)")
 	useCert := fs.Bool("cert", false, "authenticate with the client certificate instead of the token")
+	asAgentsched := fs.Bool("agentsched", false, "authenticate as "+agentschedUser+" (RBAC-limited)")
 	_ = fs.Parse(args)
 	if *dir == "" || *server == "" || *out == "" {
 		return fmt.Errorf("--dir, --server and --out are required")
@@ -184,7 +199,11 @@ func cmdKubeconfig(args []string) error {
 			return err
 		}
 	} else {
-		tok, err := os.ReadFile(filepath.Join(*dir, fileToken))
+		f := fileToken
+		if *asAgentsched {
+			f = fileSAToken
+		}
+		tok, err := os.ReadFile(filepath.Join(*dir, f))
 		if err != nil {
 			return err
 		}

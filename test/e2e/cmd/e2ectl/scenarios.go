@@ -22,6 +22,7 @@ var scenarios = map[string]func(c *cluster){
 	"agent_fastpath":    scenarioAgentFastpath,
 	"apiserver_restart": scenarioAPIServerRestart,
 	"etcd_restart":      scenarioEtcdRestart,
+	"leader_election":   scenarioLeaderElection,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
@@ -564,8 +565,13 @@ func crashMidBurst(c *cluster, component string) {
 // waitAgentschedOK polls agentsched's path every 50 ms until it answers
 // 200 (true) or limit has passed since from (false, with the last answer).
 func (c *cluster) waitAgentschedOK(path string, from time.Time, limit time.Duration) (bool, string) {
+	return waitOKAt(c.agentschedURL, path, from, limit)
+}
+
+// waitOKAt is waitAgentschedOK for the agentsched at url.
+func waitOKAt(url, path string, from time.Time, limit time.Duration) (bool, string) {
 	for {
-		code, _, err := c.agentschedGet(path)
+		code, _, err := getAt(url, path)
 		if err == nil && code == http.StatusOK {
 			return true, ""
 		}
