@@ -271,6 +271,19 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             err =
                 as_diag_set(diag, AS_ENOTFOUND, NULL, "pod %s/%s no longer exists (404)", ns, name);
             goto done;
+        } else if (unknown && status != 429 && status < 500) {
+            /* Any other refusal says nothing about the attempt that may have
+             * been applied: a kube-apiserver just restarted answers 403 to
+             * everyone until its RBAC caches are filled (seen in
+             * e2e/apiserver_restart), and the pod may already be bound. Keep
+             * asking until an answer settles it or the window closes. */
+            if (give_up(k, attempt, unknown, unknown_until)) {
+                err = as_diag_set(diag, status == 401 || status == 403 ? AS_EAUTH : AS_EHTTP, NULL,
+                                  "bind %s/%s to %s refused (%ld) after %u attempts: %s%s", ns,
+                                  name, node, status, attempt + 1,
+                                  status_message(&resp, msg, sizeof msg), UNKNOWN_NOTE);
+                goto done;
+            }
         } else if (status == 401 || status == 403) {
             err = as_diag_set(diag, AS_EAUTH, NULL,
                               "bind %s/%s refused (%ld): %s; the scheduler needs create on "

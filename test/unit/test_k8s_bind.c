@@ -195,7 +195,8 @@ static void long_ttl(k8s_config *cfg)
  * connection keeps breaking for longer than the retry budget: the bind is
  * retried to the same node until 409 names that node, and succeeds. A 504
  * (the API server timed out; etcd may still commit) and a 409 naming no
- * node (etcd failed mid-write) are unknown too. */
+ * node (etcd failed mid-write) are unknown too; refusals that follow a lost
+ * answer do not settle it. */
 Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
 {
     bfx f;
@@ -220,6 +221,28 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     k8s_get_status(f.k, &st);
     cr_assert_eq(st.bind_unknown, 2);
 
+    /* After a lost answer, a refusal (403: a restarted API server before
+     * its RBAC caches are filled; 400) does not settle whether the lost
+     * attempt was applied: retried until 409 names the node. */
+    put_pod(&f, "m", NULL);
+    bind_faults(&f, "m", STUB_F_APPLY_CLOSE, 0, 1);
+    /* libcurl itself re-sends a request whose reused connection died
+     * unanswered, once, on a fresh connection: that one breaks too. */
+    bind_faults(&f, "m", STUB_F_CLOSE, 0, 1);
+    bind_faults(&f, "m", STUB_F_STATUS, 403, 3);
+    bind_faults(&f, "m", STUB_F_STATUS, 400, 1);
+    cr_assert_eq(k8s_bind(f.k, "default", "m", "uid-m", "n2", &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-m"), "n2");
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 3);
+    cr_assert_eq(st.binds_failed, 0);
+    /* Without a lost answer, a 403 is final at once (RBAC). */
+    put_pod(&f, "r", NULL);
+    bind_faults(&f, "r", STUB_F_STATUS, 403, 1);
+    cr_assert_eq(k8s_bind(f.k, "default", "r", "uid-r", "n2", &d), AS_EAUTH);
+    cr_assert(strstr(d.msg, "pods/binding") != NULL, "%s", d.msg);
+
     /* A 409 naming no node (what the API server answers when etcd fails
      * mid-write) is not "bound elsewhere": retried like a 504. */
     put_pod(&f, "k", NULL);
@@ -227,7 +250,7 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     cr_assert_eq(k8s_bind(f.k, "default", "k", "uid-k", "n0", &d), AS_OK, "%s", d.msg);
     cr_assert_str_eq(stub_pod_node(&f, "uid-k"), "n0");
     k8s_get_status(f.k, &st);
-    cr_assert_eq(st.bind_unknown, 3);
+    cr_assert_eq(st.bind_unknown, 4);
     bfx_fini(&f);
 }
 
