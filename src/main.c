@@ -258,6 +258,29 @@ static int check_name(const char *flag, const char *v)
     return EXIT_OK;
 }
 
+/* A Kubernetes object name: a lower-case DNS subdomain (RFC 1123), or with
+ * label a DNS label (namespaces), as the API server will insist. */
+static int check_dns(const char *flag, const char *v, bool label)
+{
+    size_t n = strlen(v), max = label ? 63 : 253;
+    bool ok = n > 0 && n <= max;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = v[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        ok = alnum || c == '-' || (!label && c == '.');
+        if ((i == 0 || i == n - 1) && !alnum)
+            ok = false;
+    }
+    if (!ok)
+        return flag_error(flag,
+                          label ? "namespace '%s' must be a DNS label: 1..63 of a-z, 0-9, '-', "
+                                  "starting and ending with a letter or digit"
+                                : "name '%s' must be a DNS subdomain: 1..253 of a-z, 0-9, '-', "
+                                  "'.', starting and ending with a letter or digit",
+                          v);
+    return EXIT_OK;
+}
+
 static int check_listen(const char *v)
 {
     const char *colon = strrchr(v, ':');
@@ -426,7 +449,8 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             snprintf(cfg->lease_namespace, sizeof cfg->lease_namespace, "%.*s",
                      (int)(slash - value), value);
             snprintf(cfg->lease_name, sizeof cfg->lease_name, "%s", slash + 1);
-            if (check_name(fl->name, cfg->lease_namespace) || check_name(fl->name, cfg->lease_name))
+            if (check_dns(fl->name, cfg->lease_namespace, true) ||
+                check_dns(fl->name, cfg->lease_name, false))
                 return EXIT_USAGE;
             break;
         }

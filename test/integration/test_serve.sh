@@ -99,6 +99,12 @@ expect_exit 2 "--leader-elect-lease without a namespace" serve --kubeconfig /dev
 err_has "NAMESPACE/NAME" "bad --leader-elect-lease shows the form"
 expect_exit 2 "--leader-elect-lease with a bad name" serve --kubeconfig /dev/null \
     --leader-elect --leader-elect-lease "kube-system/a b"
+expect_exit 2 "--leader-elect-lease with upper case" serve --kubeconfig /dev/null \
+    --leader-elect --leader-elect-lease kube-system/Agentsched
+err_has "DNS subdomain" "an upper-case Lease name is refused as the API server would"
+expect_exit 2 "--leader-elect-lease with a dotted namespace" serve --kubeconfig /dev/null \
+    --leader-elect --leader-elect-lease kube.system/agentsched
+err_has "DNS label" "a namespace must be a DNS label"
 expect_exit 2 "--leader-elect-lease-duration 1" serve --kubeconfig /dev/null --leader-elect \
     --leader-elect-lease-duration 1
 err_has "2..3600" "bad --leader-elect-lease-duration says the range"
