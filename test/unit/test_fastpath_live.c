@@ -105,26 +105,38 @@ static void live_stop(svc *s, fastpath *fp)
     fastpath_free(fp);
 }
 
-Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
+/* Nodes n0..n{count-1}, each of cpu and mem, 110 pods. */
+static void put_nodes(k8s_stub *stub, int count, const char *cpu, const char *mem)
 {
-    log_set_level(LOG_ERROR);
-    k8s_stub *stub = stub_new();
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < count; i++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", i);
-        json_t *n = stub_make_node(name, "4", "16Gi", 110);
+        json_t *n = stub_make_node(name, cpu, mem, 110);
         stub_put(stub, STUB_NODE, n);
         json_decref(n);
     }
-    /* 12 pods of 1 cpu for 8 cpus: 8 bound, 4 wait; one pod too big. */
-    for (int i = 0; i < 12; i++) {
-        char name[16], uid[16];
-        snprintf(name, sizeof name, "a%d", i);
-        snprintf(uid, sizeof uid, "uid-a%d", i);
+}
+
+/* Pending pods PREFIX{from..to-1} (uid "uid-" + name), 1 cpu, 1Gi each. */
+static void put_pods(k8s_stub *stub, const char *prefix, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char name[32], uid[40];
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        snprintf(uid, sizeof uid, "uid-%s", name);
         json_t *p = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
         stub_put(stub, STUB_POD, p);
         json_decref(p);
     }
+}
+
+Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    put_nodes(stub, 2, "4", "16Gi");
+    /* 12 pods of 1 cpu for 8 cpus: 8 bound, 4 wait; one pod too big. */
+    put_pods(stub, "a", 0, 12);
     json_t *big = stub_make_pod("default", "big", "uid-big", NULL, "16", "1Gi");
     stub_put(stub, STUB_POD, big);
     json_decref(big);
@@ -171,18 +183,6 @@ Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
     stub_free(stub);
 }
 
-static void put_pods(k8s_stub *stub, const char *prefix, int from, int to)
-{
-    for (int i = from; i < to; i++) {
-        char name[32], uid[40];
-        snprintf(name, sizeof name, "%s%d", prefix, i);
-        snprintf(uid, sizeof uid, "uid-%s", name);
-        json_t *p = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
-        stub_put(stub, STUB_POD, p);
-        json_decref(p);
-    }
-}
-
 static k8s_status live_status(svc *s)
 {
     k8s_status st;
@@ -194,13 +194,7 @@ Test(fastpath_live, replicas_under_leader_election_schedule_one_at_a_time)
 {
     log_set_level(LOG_ERROR);
     k8s_stub *stub = stub_new();
-    for (int i = 0; i < 2; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "n%d", i);
-        json_t *n = stub_make_node(name, "8", "64Gi", 110);
-        stub_put(stub, STUB_NODE, n);
-        json_decref(n);
-    }
+    put_nodes(stub, 2, "8", "64Gi");
     svc *sa = NULL, *sb = NULL;
     fastpath *fa = live_start_ex(stub, 2, false, "replica-a", &sa);
     int64_t end = mono_ms() + 5000;
