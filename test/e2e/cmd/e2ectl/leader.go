@@ -2,7 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // replica is one agentsched of a dev-cluster started with
@@ -10,6 +15,38 @@ import (
 type replica struct {
 	verb string // "agentsched" or "agentsched2" (dev-cluster VERB-kill/-start)
 	url  string
+}
+
+// devClusterAsync starts a dev-cluster verb and returns at once; the
+// channel delivers its result (check it on the scenario's goroutine).
+func (c *cluster) devClusterAsync(verb string) <-chan error {
+	done := make(chan error, 1)
+	cmd := exec.Command("bash", c.env.need("DEV_CLUSTER"), verb, "--state-dir", c.stateDir)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	go func() { done <- cmd.Run() }()
+	return done
+}
+
+// deletePods force-deletes (grace period 0: no kubelet would confirm) n
+// bound pods whose names start with prefix.
+func (c *cluster) deletePods(prefix string, n int) {
+	zero := int64(0)
+	for _, p := range c.pods() {
+		if n == 0 {
+			return
+		}
+		if p.Spec.NodeName == "" || !strings.HasPrefix(p.Name, prefix) {
+			continue
+		}
+		ctx, cancel := ctxTimeout(30 * time.Second)
+		err := c.cs.CoreV1().Pods(c.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		cancel()
+		check(err, "delete pod "+p.Name)
+		n--
+	}
+	if n > 0 {
+		fail("%d fewer bound %s* pods than asked to delete", n, prefix)
+	}
 }
 
 // leaders reports which replicas say they lead (agentsched_leader 1).
@@ -77,9 +114,11 @@ func scenarioLeaderElection(c *cluster) {
 			sm["agentsched_leader"], leader.verb)
 	}
 	boundAtKill := tallyPods(c.pods()).bound
-	c.devCluster(leader.verb + "-kill")
+	// Timed from before dev-cluster's kill (which returns only after
+	// polling for the process's end) while the standby is polled meanwhile.
 	killed := time.Now()
-	logf("%d pods bound: %s killed (SIGKILL)", boundAtKill, leader.verb)
+	killDone := c.devClusterAsync(leader.verb + "-kill")
+	logf("%d pods bound: killing %s (SIGKILL)", boundAtKill, leader.verb)
 
 	// The standby may lead only once the Lease went unrenewed for its whole
 	// duration on its own clock; it must not wait much longer.
@@ -91,6 +130,13 @@ func scenarioLeaderElection(c *cluster) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	takeover := time.Since(killed)
+	check(<-killDone, "dev-cluster "+leader.verb+"-kill")
+	// The last renewal was at most a round (a third of the duration) before
+	// the kill: earlier than the rest of the duration is too early.
+	if takeover < leaseSeconds*time.Second*2/3 {
+		fail("%s took over %v after the kill, before the Lease (%ds) could have expired",
+			standby.verb, takeover.Round(time.Millisecond), leaseSeconds)
+	}
 	logf("%s leads %v after the kill (lease duration %ds)", standby.verb, takeover.Round(time.Millisecond),
 		leaseSeconds)
 
@@ -117,6 +163,38 @@ func scenarioLeaderElection(c *cluster) {
 	if l := c.leaders(rs); len(l) != 1 || l[0] != standby {
 		fail("after the restart, want only %s leading, got %v", standby.verb, l)
 	}
-	fmt.Printf("leader election: takeover after %v, %d pods bound, none twice\n",
-		takeover.Round(time.Millisecond), t.bound)
+
+	// A clean stop (SIGTERM, a rolling update) gives the Lease up: the
+	// other replica leads at its next round, well inside the lease
+	// duration, and schedules what arrives next.
+	stopped := time.Now()
+	stopDone := c.devClusterAsync(standby.verb + "-stop")
+	for metricsAt(leader.url)["agentsched_leader"] != 1 {
+		if time.Since(stopped) > 3*leaseSeconds*time.Second {
+			fail("%s does not lead %v after the leader stopped cleanly", leader.verb,
+				time.Since(stopped).Round(time.Millisecond))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	handover := time.Since(stopped)
+	check(<-stopDone, "dev-cluster "+standby.verb+"-stop")
+	logf("%s leads %v after %s stopped with SIGTERM (it released the Lease)", leader.verb,
+		handover.Round(time.Millisecond), standby.verb)
+	if handover >= leaseSeconds*time.Second {
+		fail("handover took %v: the stopped leader did not release the Lease (duration %ds)",
+			handover.Round(time.Millisecond), leaseSeconds)
+	}
+	const late = 20
+	okBinds := `agentsched_k8s_binds_total{result="ok"}`
+	b0 := metricsAt(leader.url)[okBinds]
+	c.deletePods("agent-", late)
+	c.createPods("late", late, tmpl, 4)
+	// As many pods as before (late created, as many deleted), as much room.
+	t, pods = c.waitSettled(total, fit, 10*time.Second, 3*time.Minute)
+	burstCheck(c, total, fit, t, pods)
+	if got := metricsAt(leader.url)[okBinds] - b0; got != late {
+		fail("the new leader bound %.0f pods into the %d freed places, want %d", got, late, late)
+	}
+	fmt.Printf("leader election: takeover after a crash %v, after a clean stop %v; %d pods bound, none twice\n",
+		takeover.Round(time.Millisecond), handover.Round(time.Millisecond), t.bound)
 }
