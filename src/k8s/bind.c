@@ -221,7 +221,12 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         int64_t retry_after = 0;
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
-        err = k8s_do_ex(k, h, "POST", path, body.data, body.len, &resp, &status, &retry_after, &d);
+        unsigned sends = 0;
+        err = k8s_do_ex(k, h, "POST", path, body.data, body.len, &resp, &status, &retry_after,
+                        &sends, &d);
+        if (sends > 1)
+            note_unknown(k, &unknown, ns, name, node,
+                         "the connection died unanswered and the binding was sent again");
         if (err) {
             if (k8s_stopping(k)) {
                 err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns,

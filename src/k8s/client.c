@@ -306,19 +306,21 @@ static int stop_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, 
 
 static as_err do_request(k8s_client *k, CURL *h, const char *method, const char *path,
                          const char *body, size_t body_len, buf *resp, long *status,
-                         int64_t *retry_after_ms, bool limited, int64_t timeout_ms, as_diag *diag);
+                         int64_t *retry_after_ms, unsigned *sends, bool limited, int64_t timeout_ms,
+                         as_diag *diag);
 
 as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
               size_t body_len, buf *resp, long *status, as_diag *diag)
 {
-    return do_request(k, h, method, path, body, body_len, resp, status, NULL, true,
+    return do_request(k, h, method, path, body, body_len, resp, status, NULL, NULL, true,
                       k->cfg.request_timeout_ms, diag);
 }
 
 as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
-                 size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, as_diag *diag)
+                 size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
+                 as_diag *diag)
 {
-    return do_request(k, h, method, path, body, body_len, resp, status, retry_after_ms, true,
+    return do_request(k, h, method, path, body, body_len, resp, status, retry_after_ms, sends, true,
                       k->cfg.request_timeout_ms, diag);
 }
 
@@ -326,17 +328,28 @@ as_err k8s_do_priority(k8s_client *k, CURL *h, const char *method, const char *p
                        const char *body, size_t body_len, buf *resp, long *status,
                        int64_t timeout_ms, as_diag *diag)
 {
-    return do_request(k, h, method, path, body, body_len, resp, status, NULL, false, timeout_ms,
-                      diag);
+    return do_request(k, h, method, path, body, body_len, resp, status, NULL, NULL, false,
+                      timeout_ms, diag);
+}
+
+/* libcurl calls this right before each request goes out on a connection,
+ * its own silent re-send included (see k8s_do_ex). */
+static int count_send(void *ud, char *ip, char *local_ip, int port, int local_port)
+{
+    (*(unsigned *)ud)++;
+    return CURL_PREREQFUNC_OK;
 }
 
 static as_err do_request(k8s_client *k, CURL *h, const char *method, const char *path,
                          const char *body, size_t body_len, buf *resp, long *status,
-                         int64_t *retry_after_ms, bool limited, int64_t timeout_ms, as_diag *diag)
+                         int64_t *retry_after_ms, unsigned *sends, bool limited, int64_t timeout_ms,
+                         as_diag *diag)
 {
     *status = 0;
     if (retry_after_ms)
         *retry_after_ms = 0;
+    if (sends)
+        *sends = 0;
     if (limited && !k8s_rl_wait(k))
         return as_diag_set(diag, AS_EIO, NULL, "client stopping");
     char *url = k8s_url(k, path);
@@ -358,6 +371,10 @@ static as_err do_request(k8s_client *k, CURL *h, const char *method, const char 
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
     }
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    if (sends) {
+        curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
+        curl_easy_setopt(h, CURLOPT_PREREQDATA, sends);
+    }
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);

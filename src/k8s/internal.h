@@ -130,9 +130,14 @@ char *k8s_url(k8s_client *k, const char *path);
 as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
               size_t body_len, buf *resp, long *status, as_diag *diag);
 
-/* k8s_do_ex also reports a 429/503 Retry-After (seconds form) in ms (0: none). */
+/* k8s_do_ex also reports a 429/503 Retry-After (seconds form) in ms (0: none)
+ * and, when sends is not NULL, how many times the request went out: libcurl
+ * silently sends a request again on a fresh connection when the reused one
+ * died before any answer, so 2 means an earlier copy may have been applied
+ * unheard. */
 as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
-                 size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, as_diag *diag);
+                 size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
+                 as_diag *diag);
 
 /* k8s_do_priority: as k8s_do, but outside the rate limiter and with its
  * own timeout (connect included), for leader election: a renewal must not

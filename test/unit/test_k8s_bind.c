@@ -256,6 +256,31 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
 
 /* An outcome that stays unknown is given up at half the assumed TTL (150 ms
  * here), with an error that says so. */
+/* libcurl itself sends a request again, once, on a fresh connection when
+ * the reused one died before any answer. Here the first copy was applied and
+ * the second answered 500: the bind is unknown (not "failed after the
+ * budget", which would release a pod etcd holds) and is retried until 409
+ * names the node. Fails with a plain 500 budget. */
+Test(k8s_bind, resent_by_libcurl_is_unknown)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    put_pod(&f, "w", NULL);
+    put_pod(&f, "x", NULL);
+    as_diag d = {{0}, {0}};
+    /* A first bind leaves a keep-alive connection for the next to reuse. */
+    cr_assert_eq(k8s_bind(f.k, "default", "w", "uid-w", "n1", &d), AS_OK, "%s", d.msg);
+    bind_faults(&f, "x", STUB_F_APPLY_CLOSE, 0, 1);
+    bind_faults(&f, "x", STUB_F_STATUS, 500, 8);
+    cr_assert_eq(k8s_bind(f.k, "default", "x", "uid-x", "n2", &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-x"), "n2");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 1);
+    cr_assert_eq(st.binds_failed, 0);
+    bfx_fini(&f);
+}
+
 Test(k8s_bind, unknown_outcome_gives_up_after_half_the_ttl)
 {
     bfx f;
