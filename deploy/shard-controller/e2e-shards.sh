@@ -17,6 +17,8 @@
 #      to agent-scheduler's nodesDesired; the leader's SIGTERM releases the
 #      Lease and the other replica takes over. A third replica reads its
 #      config from a ConfigMap and rejects a bad edit, keeping the old one.
+#      The controllers run as their ServiceAccount with rbac.yaml's rules,
+#      agentsched with deploy/rbac/agentsched.yaml's.
 #   Invariant checked at the end: no pod is bound outside the usable set
 #   agentsched had published when it was bound (hard mode).
 #
@@ -76,6 +78,10 @@ AGENTSCHED_BIN=$AS bash "$DC" up --state-dir "$STATE" --nodes 4 --node-cpu 8 \
 	--agentsched-args "--shard-mode hard --shard-name agent-scheduler" >"$TMP/up.log" 2>&1 ||
 	{ cat "$TMP/up.log" >&2; fail "dev-cluster up"; }
 export KUBECONFIG=$STATE/kubeconfig
+# The controllers run as ServiceAccount kube-system/agentsched-shard-controller
+# with exactly the RBAC of rbac.yaml (Lease and ConfigMap in kube-system).
+"$REPO/test/e2e/bin/e2ectl" apply --kubeconfig "$KUBECONFIG" -f "$REPO/deploy/shard-controller/rbac.yaml" >/dev/null
+CTL_KC=$STATE/kubeconfig-shard-controller
 
 # 2. the two shards
 "$K" apply -f - >/dev/null <<'EOF'
@@ -138,15 +144,15 @@ schedulerConfigs:
 shardSyncPeriod: 30s
 EOF
 for id in a b; do
-	"$AS" shard-controller --config "$TMP/sharding.yaml" --kubeconfig "$KUBECONFIG" \
-		--identity "ctl-$id" --listen none --lease-namespace default >"$TMP/ctl-$id.log" 2>&1 &
+	"$AS" shard-controller --config "$TMP/sharding.yaml" --kubeconfig "$CTL_KC" \
+		--identity "ctl-$id" --listen none >"$TMP/ctl-$id.log" 2>&1 &
 	PIDS+=($!)
 	sleep 1
 done
 desired() { [ "$(jsonpath nodeshard "$1" '{.spec.nodesDesired}')" = "$2" ]; }
 wait_for "controller: busy nodes to agent-scheduler" desired agent-scheduler '["node-0000","node-0001"]'
 wait_for "controller: idle nodes to volcano" desired volcano '["node-0002","node-0003"]'
-holder=$("$K" get lease -n default agentsched-shard-controller -o 'jsonpath={.spec.holderIdentity}')
+holder=$("$K" get lease -n kube-system agentsched-shard-controller -o 'jsonpath={.spec.holderIdentity}')
 [ "$holder" = ctl-a ] || fail "lease holder is '$holder', want ctl-a"
 ok "one leader (ctl-a)"
 # utilisation of node-0002 crosses the band
@@ -162,17 +168,17 @@ wait_for "controller rebalances node-0002 to agent-scheduler" \
 	desired agent-scheduler '["node-0000","node-0001","node-0002"]'
 wait_for "agentsched waits for volcano to release node-0002" status_is nodesToAdd '["node-0002"]'
 kill -TERM "${PIDS[0]}"
-holder_is() { [ "$("$K" get lease -n default agentsched-shard-controller -o 'jsonpath={.spec.holderIdentity}')" = "$1" ]; }
+holder_is() { [ "$("$K" get lease -n kube-system agentsched-shard-controller -o 'jsonpath={.spec.holderIdentity}')" = "$1" ]; }
 wait_for "ctl-b takes the lease after ctl-a releases it" holder_is ctl-b
 
 # the config from a ConfigMap: loaded, then a bad edit rejected (old kept)
-"$K" create configmap sharding -n default --save-config --from-file=sharding.yaml="$TMP/sharding.yaml" >/dev/null
-"$AS" shard-controller --configmap default/sharding --kubeconfig "$KUBECONFIG" --identity ctl-c \
+"$K" create configmap sharding -n kube-system --save-config --from-file=sharding.yaml="$TMP/sharding.yaml" >/dev/null
+"$AS" shard-controller --configmap kube-system/sharding --kubeconfig "$CTL_KC" --identity ctl-c \
 	--listen none --dry-run >"$TMP/ctl-c.log" 2>&1 &
 PIDS+=($!)
-wait_for "configmap: config loaded" grep -q 'sharding config loaded" source=ConfigMap default/sharding' "$TMP/ctl-c.log"
+wait_for "configmap: config loaded" grep -q 'sharding config loaded" source=ConfigMap kube-system/sharding' "$TMP/ctl-c.log"
 printf 'schedulerConfigs: [{name: agent-scheduler, policies: [{name: nope}]}]\n' >"$TMP/bad.yaml"
-"$K" create configmap sharding -n default --from-file=sharding.yaml="$TMP/bad.yaml" \
+"$K" create configmap sharding -n kube-system --from-file=sharding.yaml="$TMP/bad.yaml" \
 	--dry-run=client -o yaml | "$K" apply -f - >/dev/null
 wait_for "configmap: bad edit rejected, old config kept" grep -q 'rejected; keeping the current one' "$TMP/ctl-c.log"
 wait_for "configmap: dry run computed the shards" grep -q 'dry run: would write NodeShard" shard=agent-scheduler' "$TMP/ctl-c.log"

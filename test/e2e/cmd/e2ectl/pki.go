@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,16 +30,20 @@ const (
 	fileAdminKey   = "admin.key"
 	fileSAKey      = "sa.key"
 	fileSAPub      = "sa.pub"
-	fileToken      = "admin.token"
-	fileSAToken    = "agentsched.token"
 	fileTokenCSV   = "tokens.csv"
 )
 
-// agentschedUser is the user agentsched authenticates as: the name the API
-// server gives ServiceAccount kube-system/agentsched, so that the RBAC of
-// deploy/rbac/agentsched.yaml (bound to that ServiceAccount) applies to it
-// unchanged, and nothing else does.
-const agentschedUser = "system:serviceaccount:kube-system:agentsched"
+// tokenUsers are the static-token users pki creates (token in NAME.token):
+// the admin (system:masters) and one per ServiceAccount that deploy/
+// grants rights to, named as the API server names ServiceAccounts, so that
+// the RBAC in deploy/ applies to them unchanged and nothing else does.
+var tokenUsers = []struct{ name, user, groups string }{
+	{"admin", "agentsched-e2e-admin", "system:masters"},
+	{"agentsched", "system:serviceaccount:kube-system:agentsched",
+		"system:serviceaccounts,system:serviceaccounts:kube-system"},
+	{"shard-controller", "system:serviceaccount:kube-system:agentsched-shard-controller",
+		"system:serviceaccounts,system:serviceaccounts:kube-system"},
+}
 
 type keyPair struct {
 	cert *x509.Certificate
@@ -152,36 +157,33 @@ func cmdPKI(args []string) error {
 		return err
 	}
 
-	var tokens [2]string
-	for i, f := range []string{fileToken, fileSAToken} {
+	// token,user,uid,"groups": static tokens are the simplest credential
+	// every client (client-go, libcurl, kubectl) supports.
+	var csv strings.Builder
+	for _, u := range tokenUsers {
 		raw := make([]byte, 24)
 		if _, err := rand.Read(raw); err != nil {
 			return err
 		}
-		tokens[i] = hex.EncodeToString(raw)
-		if err := os.WriteFile(filepath.Join(*dir, f), []byte(tokens[i]), 0o600); err != nil {
+		tok := hex.EncodeToString(raw)
+		if err := os.WriteFile(filepath.Join(*dir, u.name+".token"), []byte(tok), 0o600); err != nil {
 			return err
 		}
+		fmt.Fprintf(&csv, "%s,%s,e2e-%s,\"%s\"\n", tok, u.user, u.name, u.groups)
 	}
-	// token,user,uid,"groups": static tokens are the simplest credential
-	// every client (client-go, libcurl, kubectl) supports. The admin is in
-	// system:masters; agentsched gets only what RBAC grants its user.
-	csv := fmt.Sprintf("%s,agentsched-e2e-admin,agentsched-e2e-admin,\"system:masters\"\n"+
-		"%s,%s,agentsched-e2e-sa,\"system:serviceaccounts,system:serviceaccounts:kube-system\"\n",
-		tokens[0], tokens[1], agentschedUser)
-	return os.WriteFile(filepath.Join(*dir, fileTokenCSV), []byte(csv), 0o600)
+	return os.WriteFile(filepath.Join(*dir, fileTokenCSV), []byte(csv.String()), 0o600)
 }
 
-// cmdKubeconfig writes a kubeconfig with the CA embedded for the admin user,
-// authenticating with the static token (default) or the client certificate,
-// or with --agentsched for agentsched's RBAC-limited user.
+// cmdKubeconfig writes a kubeconfig with the CA embedded for a token user
+// of tokenUsers (--user, default admin), or for the admin with its client
+// certificate (--cert).
 func cmdKubeconfig(args []string) error {
 	fs := flag.NewFlagSet("kubeconfig", flag.ExitOnError)
 	dir := fs.String("dir", "", "pki directory (required)")
 	server := fs.String("server", "", "API server URL (required)")
 	out := fs.String("out", "", "output file (required)")
 	useCert := fs.Bool("cert", false, "authenticate with the client certificate instead of the token")
-	asAgentsched := fs.Bool("agentsched", false, "authenticate as "+agentschedUser+" (RBAC-limited)")
+	userName := fs.String("user", "admin", "token user: admin, agentsched or shard-controller")
 	_ = fs.Parse(args)
 	if *dir == "" || *server == "" || *out == "" {
 		return fmt.Errorf("--dir, --server and --out are required")
@@ -199,11 +201,14 @@ func cmdKubeconfig(args []string) error {
 			return err
 		}
 	} else {
-		f := fileToken
-		if *asAgentsched {
-			f = fileSAToken
+		known := false
+		for _, u := range tokenUsers {
+			known = known || u.name == *userName
 		}
-		tok, err := os.ReadFile(filepath.Join(*dir, f))
+		if !known {
+			return fmt.Errorf("--user %q: not one of admin, agentsched, shard-controller", *userName)
+		}
+		tok, err := os.ReadFile(filepath.Join(*dir, *userName+".token"))
 		if err != nil {
 			return err
 		}
