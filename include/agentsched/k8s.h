@@ -374,15 +374,21 @@ void k8s_lease_free(k8s_lease *l);
  * ms): reads the Lease, then creates, renews or takes it over as
  * k8s_lease_decide says, with the read resourceVersion as the lock (a 409
  * means another candidate won). Requests bypass the client's rate limiter
- * and time out after a quarter of the renew deadline each. A holder that
- * cannot renew keeps the lease until the renew deadline after its last
- * successful round, then steps down: before any other candidate can see
- * the lease expire. Returns true while held.
+ * and time out after a quarter of (duration - renew deadline) each. A
+ * holder that cannot renew keeps the lease until the renew deadline after
+ * its last successful round, then steps down (a round begun before the
+ * deadline ends by half the gap after it): before any other candidate can
+ * see the lease expire. Returns true while held.
  */
 bool k8s_lease_step(k8s_lease *l, int64_t now_ms);
 
 /* k8s_lease_held: the result of the last round. */
 bool k8s_lease_held(const k8s_lease *l);
+
+/* k8s_lease_deadline: while held, the monotonic ms at which the holder
+ * steps down unless a round renews first (INT64_MAX when not held); the
+ * elector wakes for it. */
+int64_t k8s_lease_deadline(const k8s_lease *l);
 
 /* k8s_lease_identity: our holder identity (borrowed). */
 const char *k8s_lease_identity(const k8s_lease *l);

@@ -603,7 +603,7 @@ static void *elector_main(void *arg)
     k8s_client *k = arg;
     pthread_setname_np(pthread_self(), "as-k8s-lease");
     bool leading = false;
-    do {
+    for (;;) {
         bool now = k8s_lease_step(k->lease, mono_ms());
         pthread_mutex_lock(&k->st_mu);
         k->st.leader = now;
@@ -615,7 +615,15 @@ static void *elector_main(void *arg)
         if (now != leading && k->cfg.leader_hook)
             k->cfg.leader_hook(k->cfg.leader_hook_arg, now);
         leading = now;
-    } while (k8s_sleep_ms(k, k->cfg.lease_retry_ms));
+        /* A leader also wakes at its renew deadline, to stop in time when
+         * the rounds in between could not renew. */
+        int64_t sleep_ms = k->cfg.lease_retry_ms;
+        int64_t until = k8s_lease_deadline(k->lease) - mono_ms() + 1;
+        if (until < sleep_ms)
+            sleep_ms = until > 1 ? until : 1;
+        if (!k8s_sleep_ms(k, sleep_ms))
+            break;
+    }
     /* Stopping: whoever we gate (the fast path) has stopped before the
      * client does, so nothing decides under this lease any more. */
     if (leading) {

@@ -10,6 +10,7 @@
  * client.c gates the fast path) and by the shard controller.
  */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +130,11 @@ as_err k8s_lease_new(k8s_client *k, const k8s_lease_config *cfg, k8s_lease **out
     l->renew_deadline_ms = cfg->renew_deadline_ms > 0 && cfg->renew_deadline_ms < dur
                                ? cfg->renew_deadline_ms
                                : dur * 2 / 3;
-    /* One round (a read and a write) must end well inside the deadline. */
-    l->timeout_ms = l->renew_deadline_ms / 4 > 200 ? l->renew_deadline_ms / 4 : 200;
+    /* A round that starts just before the renew deadline must end (and
+     * step down) before anyone else may take over: its two requests fit in
+     * half the gap between the deadline and the duration. */
+    int64_t gap = dur - l->renew_deadline_ms;
+    l->timeout_ms = gap / 4 > 100 ? gap / 4 : 100;
     *out = l;
     return AS_OK;
 }
@@ -205,9 +209,37 @@ static void set_held(k8s_lease *l, bool on)
                  l->name, l->obs.holder[0] ? l->obs.holder : "-");
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* past_deadline: held, and not renewed for the renew deadline at now. */
+static bool past_deadline(const k8s_lease *l, int64_t now)
+{
+    return l->held && now - l->last_renew_ok_ms > l->renew_deadline_ms;
+}
+
+static void step_down(k8s_lease *l)
+{
+    log_warn("msg=\"lease not renewed within the deadline; stepping down\" lease=%s/%s "
+             "deadline_ms=%lld",
+             l->ns, l->name, (long long)l->renew_deadline_ms);
+    set_held(l, false);
+}
+
 /* See k8s.h. */
 bool k8s_lease_step(k8s_lease *l, int64_t now_ms)
 {
+    if (past_deadline(l, now_ms)) {
+        /* Late already (the elector wakes at the deadline): stop leading
+         * before spending time on requests; the next round may renew. */
+        step_down(l);
+        return false;
+    }
+    int64_t t0 = mono_ms();
     char path[600];
     snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", l->ns,
              l->name);
@@ -254,14 +286,17 @@ bool k8s_lease_step(k8s_lease *l, int64_t now_ms)
 check_deadline:
     /* A leader that cannot renew steps down at the renew deadline, counted
      * from the start of its last successful round: before any other
-     * candidate may see the lease expire (duration > renew deadline). */
-    if (l->held && now_ms - l->last_renew_ok_ms > l->renew_deadline_ms) {
-        log_warn("msg=\"lease not renewed within the deadline; stepping down\" lease=%s/%s "
-                 "deadline_ms=%lld",
-                 l->ns, l->name, (long long)l->renew_deadline_ms);
-        set_held(l, false);
-    }
+     * candidate may see the lease expire (duration > renew deadline). Judged
+     * at the end of this round, its requests' time included. */
+    if (past_deadline(l, now_ms + (mono_ms() - t0)))
+        step_down(l);
     return l->held;
+}
+
+/* See k8s.h. */
+int64_t k8s_lease_deadline(const k8s_lease *l)
+{
+    return l->held ? l->last_renew_ok_ms + l->renew_deadline_ms : INT64_MAX;
 }
 
 /* See k8s.h. */

@@ -176,8 +176,10 @@ Test(k8s_lease, leader_steps_down_at_the_renew_deadline)
     for (int i = 0; i < 6; i++)
         stub_fault(f.stub, "/apis/coordination.k8s.io/", STUB_ANY, STUB_F_STATUS, 500);
     cr_assert(k8s_lease_step(a, 2000), "within the deadline: still leading");
-    cr_assert(k8s_lease_step(a, 3000), "at the deadline: still leading");
+    cr_assert(k8s_lease_step(a, 2900), "before the deadline: still leading");
+    cr_assert_eq(k8s_lease_deadline(a), 3000);
     cr_assert_not(k8s_lease_step(a, 3001), "past the deadline: stepped down");
+    cr_assert_eq(k8s_lease_deadline(a), INT64_MAX);
     /* The deadline (2 s after the last renewal) comes before anyone may take
      * over (3 s without a change). */
     k8s_lease_free(a);
