@@ -646,7 +646,9 @@ static int run_live(ctl *x, sigset_t *sigs)
         x->seen_node_ev = cs.node_events;
         x->seen_pod_ev = cs.pod_events;
         update_gauges(x);
-        if (!x->dry_run && now >= x->next_lease_ms) {
+        /* Also at the renew deadline, to stop writing in time when the
+         * rounds in between could not renew. */
+        if (!x->dry_run && (now >= x->next_lease_ms || now > k8s_lease_deadline(x->lease))) {
             lease_step(x);
             x->next_lease_ms = now + x->retry_ms;
         }
