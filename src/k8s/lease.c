@@ -64,9 +64,10 @@ void k8s_lease_observe(k8s_lease_obs *obs, const json_t *lease, int64_t now_ms)
     snprintf(next.holder, sizeof next.holder, "%s", holder ? holder : "");
     snprintf(next.renew_time, sizeof next.renew_time, "%s", renew ? renew : "");
     snprintf(next.resource_version, sizeof next.resource_version, "%s", rv ? rv : "");
-    next.duration_ms = json_is_integer(d) ? (int64_t)json_integer_value(d) * 1000 : 15000;
-    if (next.duration_ms <= 0 || next.duration_ms > 3600000)
-        next.duration_ms = 15000;
+    /* Range-checked before scaling: a hostile value must neither overflow
+     * nor make the lease never (or instantly) expire. */
+    json_int_t secs = json_is_integer(d) ? json_integer_value(d) : 0;
+    next.duration_ms = secs > 0 && secs <= 3600 ? (int64_t)secs * 1000 : 15000;
     next.transitions = json_is_integer(t) ? (int64_t)json_integer_value(t) : 0;
     bool changed = !obs->exists || strcmp(obs->holder, next.holder) != 0 ||
                    strcmp(obs->renew_time, next.renew_time) != 0;
