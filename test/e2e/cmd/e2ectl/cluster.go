@@ -82,9 +82,17 @@ type cluster struct {
 }
 
 func (c *cluster) devCluster(verb string) {
+	check(<-c.devClusterAsync(verb), "dev-cluster "+verb)
+}
+
+// devClusterAsync starts a dev-cluster verb and returns at once; the
+// channel delivers its result (check it on the scenario's goroutine).
+func (c *cluster) devClusterAsync(verb string) <-chan error {
+	done := make(chan error, 1)
 	cmd := exec.Command("bash", c.env.need("DEV_CLUSTER"), verb, "--state-dir", c.stateDir)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	check(cmd.Run(), "dev-cluster "+verb)
+	go func() { done <- cmd.Run() }()
+	return done
 }
 
 func (c *cluster) createNamespace() {

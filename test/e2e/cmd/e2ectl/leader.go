@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -15,16 +13,6 @@ import (
 type replica struct {
 	verb string // "agentsched" or "agentsched2" (dev-cluster VERB-kill/-start)
 	url  string
-}
-
-// devClusterAsync starts a dev-cluster verb and returns at once; the
-// channel delivers its result (check it on the scenario's goroutine).
-func (c *cluster) devClusterAsync(verb string) <-chan error {
-	done := make(chan error, 1)
-	cmd := exec.Command("bash", c.env.need("DEV_CLUSTER"), verb, "--state-dir", c.stateDir)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	go func() { done <- cmd.Run() }()
-	return done
 }
 
 // deletePods force-deletes (grace period 0: no kubelet would confirm) n
@@ -84,7 +72,9 @@ func (c *cluster) waitOneLeader(rs []replica, limit time.Duration) replica {
 // the Lease out), the standby takes over within the lease duration plus a
 // few rounds, and once the burst settles every pod that fits is bound once,
 // the rest Pending with a reason, and no node is overcommitted. Started
-// again, the killed replica stays on standby.
+// again, the killed replica stays on standby. Then the new leader is
+// stopped with SIGTERM: it releases the Lease, the other leads well inside
+// the duration and binds exactly the pods that fit into freed room.
 func scenarioLeaderElection(c *cluster) {
 	const total = 1000
 	const leaseSeconds = 4 // run-scenario passes --leader-elect-lease-duration 4
