@@ -683,8 +683,10 @@ static bool serve_lease(k8s_stub *s, int fd, const char *method, const char *ns,
     if (strcmp(method, "GET") != 0) {
         in = json_loads(body ? body : "", 0, NULL);
         const char *n = json_string_value(json_object_get(json_object_get(in, "metadata"), "name"));
-        if (!in || !n)
+        if (!in || !n) {
+            json_decref(in);
             return send_status(fd, 400, "BadRequest", "not a Lease");
+        }
         if (!*name)
             name = n;
     }
