@@ -197,8 +197,12 @@ void stub_put(k8s_stub *s, int kind, json_t *obj)
     bool existed = json_object_get(s->objs[kind], key) != NULL;
     s->rv++;
     set_rv(obj, s->rv);
-    json_object_set(s->objs[kind], key, obj);
-    log_event(s, kind, existed ? "MODIFIED" : "ADDED", obj);
+    /* A copy: the caller's reference and the stub's (replaced by a binding
+     * on another thread) must not share a refcount, which jansson does not
+     * update with the ordering ThreadSanitizer needs. */
+    json_t *own = json_deep_copy(obj);
+    json_object_set_new(s->objs[kind], key, own);
+    log_event(s, kind, existed ? "MODIFIED" : "ADDED", own);
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -48,7 +48,8 @@ void stub_free(k8s_stub *s);
 const char *stub_url(k8s_stub *s);
 
 /* State changes: each bumps the resourceVersion and logs a watch event.
- * stub_put takes a reference to obj (its metadata.resourceVersion is set). */
+ * stub_put stores a copy of obj (and sets obj's metadata.resourceVersion);
+ * the caller keeps its reference. */
 void stub_put(k8s_stub *s, int kind, json_t *obj);
 bool stub_delete(k8s_stub *s, int kind, const char *key); /* name (nodes, shards) or uid (pods) */
 void stub_bookmark(k8s_stub *s, int kind);
