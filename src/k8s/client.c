@@ -59,6 +59,11 @@ uint64_t k8s_mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int64_t k8s_mono_ms(void)
+{
+    return (int64_t)(k8s_mono_ns() / 1000000u);
+}
+
 int64_t k8s_now_ms(void)
 {
     struct timespec ts;
@@ -593,18 +598,13 @@ static void *housekeeping_main(void *arg)
     return NULL;
 }
 
-static int64_t mono_ms(void)
-{
-    return (int64_t)(k8s_mono_ns() / 1000000u);
-}
-
 static void *elector_main(void *arg)
 {
     k8s_client *k = arg;
     pthread_setname_np(pthread_self(), "as-k8s-lease");
     bool leading = false;
     for (;;) {
-        bool now = k8s_lease_step(k->lease, mono_ms());
+        bool now = k8s_lease_step(k->lease, k8s_mono_ms());
         pthread_mutex_lock(&k->st_mu);
         k->st.leader = now;
         if (now != leading)
@@ -618,7 +618,7 @@ static void *elector_main(void *arg)
         /* A leader also wakes at its renew deadline, to stop in time when
          * the rounds in between could not renew. */
         int64_t sleep_ms = k->cfg.lease_retry_ms;
-        int64_t until = k8s_lease_deadline(k->lease) - mono_ms() + 1;
+        int64_t until = k8s_lease_deadline(k->lease) - k8s_mono_ms() + 1;
         if (until < sleep_ms)
             sleep_ms = until > 1 ? until : 1;
         if (!k8s_sleep_ms(k, sleep_ms))
@@ -627,7 +627,7 @@ static void *elector_main(void *arg)
     /* Stopping: whoever we gate (the fast path) has stopped before the
      * client does, so nothing decides under this lease any more. */
     if (leading) {
-        k8s_lease_release(k->lease, mono_ms());
+        k8s_lease_release(k->lease, k8s_mono_ms());
         pthread_mutex_lock(&k->st_mu);
         k->st.leader = false;
         k->st.leader_transitions++;

@@ -151,6 +151,7 @@ void k8s_token_invalidate(k8s_client *k);
 
 /* Monotonic and wall clocks. */
 uint64_t k8s_mono_ns(void);
+int64_t k8s_mono_ms(void); /* k8s_mono_ns in ms: the lease's clock */
 int64_t k8s_now_ms(void);
 
 /* Readiness bookkeeping from the reflectors. */

@@ -210,13 +210,6 @@ static void set_held(k8s_lease *l, bool on)
                  l->name, l->obs.holder[0] ? l->obs.holder : "-");
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* past_deadline: held, and not renewed for the renew deadline at now. */
 static bool past_deadline(const k8s_lease *l, int64_t now)
 {
@@ -240,7 +233,7 @@ bool k8s_lease_step(k8s_lease *l, int64_t now_ms)
         step_down(l);
         return false;
     }
-    int64_t t0 = mono_ms();
+    int64_t t0 = k8s_mono_ms();
     char path[600];
     snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", l->ns,
              l->name);
@@ -289,7 +282,7 @@ check_deadline:
      * from the start of its last successful round: before any other
      * candidate may see the lease expire (duration > renew deadline). Judged
      * at the end of this round, its requests' time included. */
-    if (past_deadline(l, now_ms + (mono_ms() - t0)))
+    if (past_deadline(l, now_ms + (k8s_mono_ms() - t0)))
         step_down(l);
     return l->held;
 }
