@@ -351,12 +351,13 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             serve_usage(stdout);
             return EXIT_OK;
         }
-        if (fl->id == F_IN_CLUSTER && !value) {
-            cfg->in_cluster = true;
-            continue;
-        }
-        if (fl->id == F_LEADER_ELECT && !value) {
-            cfg->leader_elect = true;
+        if (!fl->arg) { /* a boolean (the table gives it no metavariable) */
+            if (value)
+                return flag_error(fl->name, "takes no value (got '%s')", value);
+            if (fl->id == F_IN_CLUSTER)
+                cfg->in_cluster = true;
+            else if (fl->id == F_LEADER_ELECT)
+                cfg->leader_elect = true;
             continue;
         }
         if (!value) {
@@ -438,7 +439,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             break;
         case F_IN_CLUSTER:
         case F_LEADER_ELECT:
-            return flag_error(fl->name, "takes no value (got '%s')", value);
+            break; /* booleans: handled above */
         case F_LEADER_ELECT_LEASE: {
             const char *slash = strchr(value, '/');
             if (!slash || slash == value || !slash[1] || strchr(slash + 1, '/') ||
