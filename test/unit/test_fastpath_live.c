@@ -288,9 +288,7 @@ Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
 {
     log_set_level(LOG_ERROR);
     k8s_stub *stub = stub_new();
-    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
-    stub_put(stub, STUB_NODE, n);
-    json_decref(n);
+    put_nodes(stub, 1, "4", "16Gi");
     svc *s = NULL;
     fastpath *fp = live_start(stub, 0, true, &s);
     as_diag d = {{0}, {0}};

@@ -112,14 +112,24 @@ static const char *stub_pod_node(bfx *f, const char *uid)
     return out;
 }
 
+/* bind_ok binds pod name (uid "uid-" + name) to node and checks that the
+ * bind succeeded and the API server holds that binding. */
+static void bind_ok(bfx *f, const char *name, const char *node)
+{
+    char uid[128];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f->k, "default", name, uid, node, &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(f, uid), node);
+}
+
 Test(k8s_bind, success_and_idempotent_409)
 {
     bfx f;
     bfx_init(&f, NULL, false);
     put_pod(&f, "a", NULL);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(k8s_bind(f.k, "default", "a", "uid-a", "n1", &d), AS_OK, "%s", d.msg);
-    cr_assert_str_eq(stub_pod_node(&f, "uid-a"), "n1");
+    bind_ok(&f, "a", "n1");
     /* A retry after a lost response: 409 naming the same node is success. */
     cr_assert_eq(k8s_bind(f.k, "default", "a", "uid-a", "n1", &d), AS_OK, "%s", d.msg);
     k8s_status st;
@@ -154,10 +164,8 @@ Test(k8s_bind, retries_429_5xx_and_transport)
     bind_faults(&f, "c", STUB_F_STATUS, 500, 1);
     bind_faults(&f, "c", STUB_F_CLOSE, 0, 1);
     bind_faults(&f, "c", STUB_F_STATUS, 503, 1);
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(k8s_bind(f.k, "default", "c", "uid-c", "n0", &d), AS_OK, "%s", d.msg);
+    bind_ok(&f, "c", "n0");
     cr_assert_eq(stub_faults_pending(f.stub), 0);
-    cr_assert_str_eq(stub_pod_node(&f, "uid-c"), "n0");
     k8s_status st;
     k8s_get_status(f.k, &st);
     /* curl itself retries once when a reused connection dies silently. */
@@ -205,9 +213,8 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     bind_faults(&f, "e", STUB_F_APPLY_CLOSE, 0, 1);
     bind_faults(&f, "e", STUB_F_CLOSE, 0, 6);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(k8s_bind(f.k, "default", "e", "uid-e", "n1", &d), AS_OK, "%s", d.msg);
+    bind_ok(&f, "e", "n1");
     cr_assert_eq(stub_faults_pending(f.stub), 0);
-    cr_assert_str_eq(stub_pod_node(&f, "uid-e"), "n1");
     k8s_status st;
     k8s_get_status(f.k, &st);
     cr_assert_eq(st.bind_unknown, 1);
@@ -216,8 +223,7 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
 
     put_pod(&f, "g", NULL);
     bind_faults(&f, "g", STUB_F_STATUS, 504, 5);
-    cr_assert_eq(k8s_bind(f.k, "default", "g", "uid-g", "n2", &d), AS_OK, "%s", d.msg);
-    cr_assert_str_eq(stub_pod_node(&f, "uid-g"), "n2");
+    bind_ok(&f, "g", "n2");
     k8s_get_status(f.k, &st);
     cr_assert_eq(st.bind_unknown, 2);
 
@@ -231,9 +237,8 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
     bind_faults(&f, "m", STUB_F_CLOSE, 0, 1);
     bind_faults(&f, "m", STUB_F_STATUS, 403, 3);
     bind_faults(&f, "m", STUB_F_STATUS, 400, 1);
-    cr_assert_eq(k8s_bind(f.k, "default", "m", "uid-m", "n2", &d), AS_OK, "%s", d.msg);
+    bind_ok(&f, "m", "n2");
     cr_assert_eq(stub_faults_pending(f.stub), 0);
-    cr_assert_str_eq(stub_pod_node(&f, "uid-m"), "n2");
     k8s_get_status(f.k, &st);
     cr_assert_eq(st.bind_unknown, 3);
     cr_assert_eq(st.binds_failed, 0);
@@ -247,8 +252,7 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
      * mid-write) is not "bound elsewhere": retried like a 504. */
     put_pod(&f, "k", NULL);
     bind_faults(&f, "k", STUB_F_STATUS, 409, 5);
-    cr_assert_eq(k8s_bind(f.k, "default", "k", "uid-k", "n0", &d), AS_OK, "%s", d.msg);
-    cr_assert_str_eq(stub_pod_node(&f, "uid-k"), "n0");
+    bind_ok(&f, "k", "n0");
     k8s_get_status(f.k, &st);
     cr_assert_eq(st.bind_unknown, 4);
     bfx_fini(&f);
@@ -272,8 +276,7 @@ Test(k8s_bind, resent_by_libcurl_is_unknown)
     cr_assert_eq(k8s_bind(f.k, "default", "w", "uid-w", "n1", &d), AS_OK, "%s", d.msg);
     bind_faults(&f, "x", STUB_F_APPLY_CLOSE, 0, 1);
     bind_faults(&f, "x", STUB_F_STATUS, 500, 8);
-    cr_assert_eq(k8s_bind(f.k, "default", "x", "uid-x", "n2", &d), AS_OK, "%s", d.msg);
-    cr_assert_str_eq(stub_pod_node(&f, "uid-x"), "n2");
+    bind_ok(&f, "x", "n2");
     k8s_status st;
     k8s_get_status(f.k, &st);
     cr_assert_eq(st.bind_unknown, 1);
