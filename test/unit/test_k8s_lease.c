@@ -65,6 +65,17 @@ Test(k8s_lease, decide)
 
 /* ---- candidates against the stub --------------------------------------- */
 
+/* stub_config: a client config with default knobs talking to stub through
+ * conn (both filled here; conn must outlive the client's creation). */
+static void stub_config(k8s_stub *stub, k8s_conn *conn, k8s_config *cfg)
+{
+    memset(conn, 0, sizeof *conn);
+    conn->server = (char *)stub_url(stub);
+    k8s_config_defaults(cfg);
+    cfg->conn = conn;
+    cfg->watch_shards = false;
+}
+
 typedef struct lfx {
     k8s_stub *stub;
     model_registry reg;
@@ -79,12 +90,9 @@ static void lfx_init(lfx *f)
     f->stub = stub_new();
     model_registry_init(&f->reg);
     cr_assert_eq(cache_new(&f->reg, &f->c), AS_OK);
-    k8s_conn conn = {0};
-    conn.server = (char *)stub_url(f->stub);
+    k8s_conn conn;
     k8s_config cfg;
-    k8s_config_defaults(&cfg);
-    cfg.conn = &conn;
-    cfg.watch_shards = false;
+    stub_config(f->stub, &conn, &cfg);
     as_diag d = {{0}, {0}};
     /* Not started: a candidate only needs the client's connection. */
     cr_assert_eq(k8s_client_new(&cfg, f->c, &f->k, &d), AS_OK, "%s", d.msg);
@@ -271,12 +279,9 @@ static bool hook_last(hook_log *h, int *calls)
 
 static k8s_client *elector_client(k8s_stub *stub, cache *c, const char *id, hook_log *h)
 {
-    k8s_conn conn = {0};
-    conn.server = (char *)stub_url(stub);
+    k8s_conn conn;
     k8s_config cfg;
-    k8s_config_defaults(&cfg);
-    cfg.conn = &conn;
-    cfg.watch_shards = false;
+    stub_config(stub, &conn, &cfg);
     cfg.lease_namespace = LNS;
     cfg.lease_name = LNAME;
     cfg.lease_identity = id;
