@@ -439,7 +439,64 @@ typedef struct eval {
     model_pod *pod;
     score_policy *policy;
     sched_result r;
+    const uint8_t *cut; /* filter: cut[i] set for a feasible name left out
+                           by the policy's shortlist; NULL: none is */
 } eval;
+
+/* answered: names[i] goes into the filter's NodeNames / Nodes. */
+static inline bool answered(const eval *e, size_t i)
+{
+    return e->r.per_name[i].code == PRED_OK && !(e->cut && e->cut[i]);
+}
+
+/* ranks_before: name i outranks name j: a higher score, or the same score
+ * and the lexically smaller name (the order of sched.h's candidates). */
+static bool ranks_before(const eval *e, size_t i, size_t j)
+{
+    double si = e->r.score[i], sj = e->r.score[j];
+    if (si != sj)
+        return si > sj;
+    const sched_name *a = &e->names[i], *b = &e->names[j];
+    int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
+    return c ? c < 0 : a->len < b->len;
+}
+
+/*
+ * shortlist sets e->cut when the policy's extender.shortlist is below the
+ * number of feasible names: every feasible name but the `limit` best is
+ * cut. The kept ones stay in request order. Without room in the pool the
+ * answer lists every feasible node, which is the answer without a
+ * shortlist, so nothing is lost but the saving.
+ */
+static void shortlist(eval *e, pool *p, uint32_t limit)
+{
+    if (!limit || !e->r.score || !e->r.per_name || e->r.feasible <= limit)
+        return;
+    size_t *top = pool_alloc_raw(p, limit * sizeof *top);
+    uint8_t *cut = pool_alloc_raw(p, e->n);
+    if (!top || !cut)
+        return;
+    /* top[0..nt) best first; a name that does not beat the last kept one
+     * costs one compare, the common case once the list is full. */
+    size_t nt = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        if (e->r.per_name[i].code != PRED_OK)
+            continue;
+        if (nt == limit && !ranks_before(e, i, top[nt - 1]))
+            continue;
+        size_t at = nt < limit ? nt++ : nt - 1;
+        while (at > 0 && ranks_before(e, i, top[at - 1])) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at] = i;
+    }
+    for (size_t i = 0; i < e->n; i++)
+        cut[i] = e->r.per_name[i].code == PRED_OK;
+    for (size_t t = 0; t < nt; t++)
+        cut[top[t]] = 0;
+    e->cut = cut;
+}
 
 /* wr_name writes a node name as a JSON string. A name pointing into the
  * request body is the text between its quotes and had no escapes
@@ -453,14 +510,14 @@ static inline void wr_name(wr *w, const eval *e, const sched_name *nm)
         wr_str(w, nm->s, nm->len);
 }
 
-static void write_name_list(wr *w, const eval *e, const pred_result *res)
+static void write_name_list(wr *w, const eval *e)
 {
     const sched_name *names = e->names;
     size_t n = e->a.nnames;
     bool first = true;
     WR_LIT(w, "[");
     for (size_t i = 0; i < n; i++) {
-        if (res[i].code != PRED_OK)
+        if (!answered(e, i))
             continue;
         if (!first)
             WR_LIT(w, ",");
@@ -489,7 +546,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
         WR_LIT(&w, "{\"metadata\":{},\"items\":[");
         bool first = true;
         for (size_t j = 0; j < e->a.nnodes; j++) {
-            if (res[e->item_index[j]].code != PRED_OK)
+            if (!answered(e, e->item_index[j]))
                 continue;
             if (!first)
                 WR_LIT(&w, ",");
@@ -502,7 +559,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
     }
     WR_LIT(&w, ",\"NodeNames\":");
     if (e->a.has_node_names)
-        write_name_list(&w, e, res);
+        write_name_list(&w, e);
     else
         WR_LIT(&w, "null");
 
@@ -726,6 +783,10 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     answer_reset(o, &e);
     ext_scores(&e, e.policy, scores);
     if (v == VERB_FILTER) {
+        /* Names cut by the shortlist fit; they are left out of the answer,
+         * not failed: kube-scheduler preempts only when no node is
+         * feasible, which a shortlist never makes so. */
+        shortlist(&e, req->pool, score_policy_extender_shortlist(e.policy));
         write_filter(s, &e, o, req->pool);
         if (!o->err)
             memo_put(s->ext_memo, &e.a, e.policy, e.names, scores, e.n);

@@ -313,7 +313,8 @@ static as_err load_agent_pods(ld_ctx *c, const json_t *obj)
 
 static as_err load_extender(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"maxScore", "scoreMin", "scoreMax", "rounding", NULL};
+    static const char *const keys[] = {"maxScore", "scoreMin",  "scoreMax",
+                                       "rounding", "shortlist", NULL};
     as_err err = check_keys(c, obj, "extender", keys);
     if (err)
         return err;
@@ -341,6 +342,11 @@ static as_err load_extender(ld_ctx *c, const json_t *obj)
             p->ext_floor = true;
         else
             return fail(c, AS_EINVAL, "extender.rounding", "must be \"nearest\" or \"floor\"");
+    }
+    if ((v = json_object_get(obj, "shortlist"))) {
+        if ((err = get_int(c, v, "extender.shortlist", 0, SCORE_MAX_SHORTLIST, &l)))
+            return err;
+        p->ext_shortlist = (uint32_t)l;
     }
     return AS_OK;
 }

@@ -466,6 +466,12 @@ double score_policy_soft_shard_bonus(const score_policy *p)
     return p->soft_bonus;
 }
 
+/* See score.h. */
+uint32_t score_policy_extender_shortlist(const score_policy *p)
+{
+    return p->ext_shortlist;
+}
+
 /* score_scale is score_to_extender's body, inline for the batch. */
 static inline int score_scale(const score_policy *p, double score)
 {

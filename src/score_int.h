@@ -76,8 +76,9 @@ struct score_policy {
     double ext_lo, ext_hi; /* score range mapped linearly onto 0..ext_max */
     int ext_max;
     bool ext_floor;
-    uint32_t candidates; /* standalone top-K */
-    double min_score;    /* standalone: candidates below are dropped */
+    uint32_t ext_shortlist; /* filter answers this many best nodes; 0: all */
+    uint32_t candidates;    /* standalone top-K */
+    double min_score;       /* standalone: candidates below are dropped */
 
     /* fgd / fragment: task-shape popularity. */
     bool learn;

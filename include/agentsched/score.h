@@ -87,6 +87,14 @@ bool score_policy_is_agent_pod(const score_policy *p, const model_pod *pod);
  * nodes in soft shard mode. */
 double score_policy_soft_shard_bonus(const score_policy *p);
 
+/* The largest extender.shortlist a policy may set. */
+#define SCORE_MAX_SHORTLIST 100
+
+/* score_policy_extender_shortlist: how many of the feasible nodes the
+ * extender's filter answers, the best-scoring first (0: every feasible
+ * node). policy/default.yaml's extender.shortlist says why one would. */
+uint32_t score_policy_extender_shortlist(const score_policy *p);
+
 /*
  * score_node scores placing pod on node (which must fit: pred_check OK) in
  * its current state. Reads usage with cache accessors; never allocates.

@@ -3,8 +3,9 @@
 # (a benchmark, not a test; issue [e2e] "Benchmark", issue [fastpath]).
 #
 #   test/bench/bench_e2e.sh [--nodes 1000] [--pods 5000] [--workers 64]
-#                           [--modes "plain extender fastpath ceiling bindonly"]
-#                           [--rate 0] [--timeout 10m] [--state-dir build/bench-e2e]
+#                           [--modes "plain extender shortlist fastpath ceiling bindonly"]
+#                           [--shortlist 10] [--rate 0] [--timeout 10m]
+#                           [--state-dir build/bench-e2e]
 #
 # Brings up a dev-cluster (test/e2e/dev-cluster: etcd, kube-apiserver,
 # kube-scheduler with agentsched as extender, agentsched serve --kubeconfig
@@ -14,6 +15,9 @@
 #             (started for this mode only, same client QPS/burst)
 #   extender  (b) the dev-cluster's kube-scheduler + agentsched extender
 #             (filter, prioritize, bind), pods of default-scheduler
+#   shortlist (b') the same with the policy's extender.shortlist set to
+#             --shortlist N (agentsched runs with --policy, a copy of
+#             policy/default.yaml, reloaded with SIGHUP before and after)
 #   fastpath  (c) agentsched standalone, pods of agent-scheduler
 #   ceiling   (d) no scheduler: the client creates each pod and posts a
 #             precomputed Binding as soon as the create returns
@@ -35,7 +39,8 @@ NODES=1000
 PODS=5000
 WORKERS=64
 RATE=0
-MODES="plain extender fastpath ceiling bindonly"
+MODES="plain extender shortlist fastpath ceiling bindonly"
+SHORTLIST=10
 TIMEOUT=10m
 STATE=$REPO/build/bench-e2e
 SCHED_QPS=5000
@@ -50,6 +55,7 @@ while [ $# -gt 0 ]; do
 	--workers) WORKERS=$2; shift 2 ;;
 	--rate) RATE=$2; shift 2 ;;
 	--modes) MODES=$2; shift 2 ;;
+	--shortlist) SHORTLIST=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--state-dir) STATE=$2; shift 2 ;;
 	-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -84,8 +90,11 @@ trap finish EXIT
 trap 'exit 130' INT TERM
 
 log "machine: $(nproc) cores, $(uptime)"
+mkdir -p "$(dirname "$STATE")"
+POLICY=$STATE.policy.yaml
+cp "$REPO/policy/default.yaml" "$POLICY"
 bash "$E2E/dev-cluster" up --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
-	--node-memory "$((per_node))Gi" --node-pods "$per_node"
+	--node-memory "$((per_node))Gi" --node-pods "$per_node" --agentsched-args "--policy $POLICY"
 # shellcheck disable=SC1091
 . "$STATE/env"
 log "kube-scheduler (extender) client settings: $(grep -A4 '^clientConnection:' "$STATE/kube-scheduler.yaml" | grep -E 'qps|burst' | tr -s ' \n' ' ')"
@@ -152,8 +161,24 @@ verb_stats() {
 # the bench client's CPU: user+sys seconds of this shell's waited-for
 # children (bash's times, which must run in this shell, not a subshell)
 child_cpu() { awk 'NR == 2 { gsub(/[ms]/, " "); print ($1 * 60 + $2) + ($3 * 60 + $4) }' "$STATE.times"; }
+# set_shortlist N: the policy file's extender.shortlist, reloaded by
+# agentsched (SIGHUP), waiting for its log line
+set_shortlist() {
+	local log=$STATE/logs/agentsched.log n
+	n=$(grep -c 'policy reloaded' "$log" || true)
+	sed -i "s/^  shortlist: .*/  shortlist: $1/" "$POLICY"
+	grep -q "^  shortlist: $1\$" "$POLICY" || { log "cannot set extender.shortlist in $POLICY"; exit 1; }
+	kill -HUP "$(cat "$STATE/pids/agentsched")"
+	for _ in $(seq 1 100); do
+		[ "$(grep -c 'policy reloaded' "$log" || true)" -gt "$n" ] && { log "extender.shortlist: $1"; return 0; }
+		sleep 0.1
+	done
+	log "agentsched did not reload $POLICY (see $log)"
+	exit 1
+}
 for mode in $MODES; do
 	[ "$mode" = plain ] && start_plain
+	[ "$mode" = shortlist ] && set_shortlist "$SHORTLIST"
 	before=$(cpu_snapshot)
 	vbefore=$(verb_stats)
 	times >"$STATE.times"
@@ -189,11 +214,12 @@ for mode in $MODES; do
 		echo
 	} >>"$CPU_TABLE"
 	[ "$mode" = plain ] && stop_plain
+	[ "$mode" = shortlist ] && set_shortlist 0
 done
 
 echo
 echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
-echo "kube-scheduler client qps=$SCHED_QPS burst=$SCHED_BURST (both instances); bench client qps 20000 burst 40000"
+echo "kube-scheduler client qps=$SCHED_QPS burst=$SCHED_BURST (both instances); bench client qps 20000 burst 40000; (b') extender.shortlist $SHORTLIST"
 [ -s "$RESULTS" ] && "$BIN/e2ectl" bench table --in "$RESULTS"
 echo
 echo "CPU per mode (whole mode: creates, scheduling, cleanup wait), per process group:"

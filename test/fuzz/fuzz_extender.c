@@ -3,13 +3,16 @@
  * filter, prioritize and preempt verbs, whole: decoding, evaluation and
  * the answer the handler writes.
  *
- * The first input byte picks the verb, the rest is the request body, run
+ * The first input byte picks the verb (its value mod 3) and the policy (the
+ * default, or with an extender.shortlist of 2 when (byte / 3) is odd), the
+ * rest is the request body, run
  * through the handler the way the HTTP server would (NUL-terminated copy,
  * a fresh request pool) against the extender fixtures' cluster. Every
  * answer must be JSON; errors must carry "error" and "field". When the
  * verb answered 200 and jansson reads the request too, every node name in
  * the answer (filter: NodeNames, FailedNodes and FailedAndUnresolvableNodes
- * keys; prioritize: Host) must be one of the request's names: the writer
+ * keys; prioritize: Host) must be one of the request's names, and a
+ * shortlisted filter answers at most 2 names: the writer
  * echoes names straight from the request body when they had no escapes,
  * and this holds it to the decoded text. bind is left out: it assumes pods
  * into the shared cache (fuzz_volcano covers that kind of state). The
@@ -32,6 +35,9 @@
 #include "fuzz_svc.h"
 
 static svc *fuzz_svc;
+static score_policy *fuzz_policies[2]; /* the default; shortlist: 2 */
+
+#define FUZZ_SHORTLIST 2
 
 static void check(bool ok, const char *what, const char *verb)
 {
@@ -125,9 +131,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  {"preempt", extender_handle_preempt}};
     fuzz_svc_once(&fuzz_svc, AGENTSCHED_SOURCE_DIR "/test/unit/data/extender/cluster.yaml",
                   "fuzz_extender");
+    if (!fuzz_policies[0]) {
+        static const char text[] = "extender: {shortlist: 2}\n";
+        as_diag d = {{0}, {0}};
+        if (score_policy_new_default(&fuzz_svc->reg, &fuzz_policies[0]) != AS_OK ||
+            score_policy_parse(&fuzz_svc->reg, "fuzz", text, sizeof text - 1, &fuzz_policies[1],
+                               &d) != AS_OK) {
+            fprintf(stderr, "fuzz_extender: policies: %s\n", d.msg);
+            abort();
+        }
+    }
     if (size < 1)
         return 0;
     int v = data[0] % 3;
+    bool shortlisted = (data[0] / 3) & 1;
+    svc_policy_set(fuzz_svc, score_policy_ref(fuzz_policies[shortlisted]));
     const char *verb = verbs[v].name;
     size_t len = size - 1;
     char *body = malloc(len + 1);
@@ -151,6 +169,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(json_is_string(json_object_get(ans, "field")), "error body without \"field\"", verb);
     } else if (v < 2) {
         check(v == 0 ? json_is_object(ans) : json_is_array(ans), "answer of the wrong type", verb);
+        if (v == 0 && shortlisted) {
+            const json_t *nodes = json_object_get(json_object_get(ans, "Nodes"), "items");
+            check(json_array_size(json_object_get(ans, "NodeNames")) <= FUZZ_SHORTLIST &&
+                      json_array_size(nodes) <= FUZZ_SHORTLIST,
+                  "a shortlisted filter answered more nodes than its shortlist", verb);
+        }
         /* duplicate keys: which one counts is the decoder's business (tested
          * elsewhere); skip the name check rather than guess */
         json_t *r = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);

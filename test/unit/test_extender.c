@@ -237,6 +237,110 @@ Test(extender, prioritize_after_filter_uses_the_memo)
     svc_free(s);
 }
 
+/* set_policy replaces s's policy with one parsed from text. */
+static void set_policy(svc *s, const char *text)
+{
+    score_policy *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&s->reg, "test-policy", text, strlen(text), &p, &d), AS_OK,
+                 "%s: %s", d.field, d.msg);
+    svc_policy_set(s, p);
+}
+
+/* names_of joins a JSON array of strings with commas. */
+static void names_of(const json_t *arr, char *out, size_t cap)
+{
+    size_t i, off = 0;
+    json_t *v;
+    out[0] = '\0';
+    json_array_foreach(arr, i, v)
+    {
+        int w = snprintf(out + off, cap - off, "%s%s", i ? "," : "", json_string_value(v));
+        cr_assert(w > 0 && (size_t)w < cap - off);
+        off += (size_t)w;
+    }
+}
+
+/* extender.shortlist: filter answers the N best-scoring feasible nodes in
+ * request order; the cut ones are neither answered nor failed, and the
+ * failed ones are failed as without a shortlist. most-allocated for a 250m
+ * pod ranks foo (3.5 of 4 cpu used) > last-slot (1 cpu) > mynode (2) >
+ * nodename > node1 > big-1; small-1 is full, tainted-1 tainted. */
+Test(extender, filter_shortlist_answers_the_best_nodes)
+{
+    svc *s = new_svc();
+    const char *names =
+        "[\"node1\",\"big-1\",\"foo\",\"mynode\",\"last-slot\",\"nodename\",\"small-1\","
+        "\"tainted-1\"]";
+    char *args = pod_args("short-1", "uid-short-1", "250m", names);
+    static const struct {
+        const char *policy, *want;
+    } cases[] = {
+        {"strategy: most-allocated\n", "node1,big-1,foo,mynode,last-slot,nodename"},
+        {"strategy: most-allocated\nextender: {shortlist: 0}\n",
+         "node1,big-1,foo,mynode,last-slot,nodename"},
+        {"strategy: most-allocated\nextender: {shortlist: 1}\n", "foo"},
+        {"strategy: most-allocated\nextender: {shortlist: 2}\n", "foo,last-slot"},
+        {"strategy: most-allocated\nextender: {shortlist: 3}\n", "foo,mynode,last-slot"},
+        {"strategy: most-allocated\nextender: {shortlist: 6}\n",
+         "node1,big-1,foo,mynode,last-slot,nodename"},
+        {"strategy: most-allocated\nextender: {shortlist: 100}\n",
+         "node1,big-1,foo,mynode,last-slot,nodename"},
+        /* every node scores the same (no node has the only weighted
+         * resource): ties go to the lexically smaller names */
+        {"strategy: most-allocated\nresources: {example.com/foo: 1}\nextender: {shortlist: 2}\n",
+         "big-1,foo"},
+        /* least-allocated turns the order round */
+        {"strategy: least-allocated\nextender: {shortlist: 2}\n", "node1,big-1"},
+    };
+    char *failed_without = NULL;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        set_policy(s, cases[c].policy);
+        reply r = call(s, extender_handle_filter, args);
+        cr_assert_eq(r.status, 200, "%s", r.raw);
+        char got[256];
+        names_of(json_object_get(r.json, "NodeNames"), got, sizeof got);
+        cr_assert_str_eq(got, cases[c].want, "policy %s: %s", cases[c].policy, r.raw);
+        char *failed = json_dumps(json_object_get(r.json, "FailedNodes"), JSON_SORT_KEYS);
+        if (!failed_without)
+            failed_without = failed;
+        else {
+            cr_assert_str_eq(failed, failed_without, "policy %s", cases[c].policy);
+            free(failed);
+        }
+        cr_assert_eq(json_object_size(json_object_get(r.json, "FailedAndUnresolvableNodes")), 1);
+        /* kube-scheduler's prioritize of the shortlist: from the filter's memo */
+        size_t hits = metrics_counter_get(s->m.memo_hits);
+        char *list = json_dumps(json_object_get(r.json, "NodeNames"), JSON_COMPACT);
+        char *pargs = pod_args("short-1", "uid-short-1", "250m", list);
+        reply pr = call(s, extender_handle_prioritize, pargs);
+        cr_assert_eq(pr.status, 200, "%s", pr.raw);
+        cr_assert_eq(metrics_counter_get(s->m.memo_hits), hits + 1, "%s", list);
+        reply_free(&pr);
+        free(pargs);
+        free(list);
+        reply_free(&r);
+    }
+    free(failed_without);
+    free(args);
+
+    /* Full Nodes: the same cut over the items. */
+    set_policy(s, "strategy: most-allocated\nextender: {shortlist: 1}\n");
+    char *body = NULL;
+    size_t len = 0;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(doc_read_file(DATA "/filter/nodes_mode/request.json", 0, &body, &len, &d), AS_OK,
+                 "%s", d.msg);
+    reply r = call_n(s, extender_handle_filter, body, len);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    json_t *items = json_object_get(json_object_get(r.json, "Nodes"), "items");
+    cr_assert_eq(json_array_size(items), 1, "%s", r.raw);
+    cr_assert_eq(json_object_size(json_object_get(r.json, "FailedNodes")), 2, "%s", r.raw);
+    reply_free(&r);
+    free(body);
+    svc_free(s);
+}
+
 /* Two pods race for the last slot: both pass filter, one binds, the other
  * gets an Error and the node is never overcommitted. */
 Test(extender, bind_conflict_last_slot_sequential)

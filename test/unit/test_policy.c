@@ -85,6 +85,7 @@ Test(policy, empty_file_is_default)
 {
     score_policy *p = parse_ok("");
     cr_assert_eq(score_policy_strategy(p), SCORE_FRAGMENT);
+    cr_assert_eq(score_policy_extender_shortlist(p), 0);
     score_policy_unref(p);
     p = parse_ok("# only a comment\n");
     cr_assert_eq(score_policy_strategy(p), SCORE_FRAGMENT);
@@ -100,12 +101,14 @@ Test(policy, values_apply)
                                "bestFit: {units: {cpu: 500m, memory: 1Gi}}\n"
                                "standalone: {candidates: 5, minScore: 12.5}\n"
                                "softShardBonus: 20\n"
+                               "extender: {shortlist: 8}\n"
                                "gpu: {resourceName: example.com/gpu, shareResourceName: "
                                "example.com/gpu-milli, modelLabel: gpu.example.com/model}\n");
     cr_assert_eq(score_policy_strategy(p), SCORE_BEST_FIT);
     cr_assert_eq(score_policy_candidates(p), 5);
     cr_assert_float_eq(score_policy_min_score(p), 12.5, 1e-9);
     cr_assert_float_eq(score_policy_soft_shard_bonus(p), 20, 1e-9);
+    cr_assert_eq(score_policy_extender_shortlist(p), 8);
     const char *g, *s, *l;
     score_policy_gpu_names(p, &g, &s, &l);
     cr_assert_str_eq(g, "example.com/gpu");
@@ -179,6 +182,9 @@ Test(policy, wrong_types)
     parse_bad("extender: {rounding: up}\n", AS_EINVAL, "extender.rounding", "nearest");
     parse_bad("extender: {scoreMin: 50, scoreMax: 50}\n", AS_EINVAL, "extender.scoreMax",
               "greater");
+    parse_bad("extender: {shortlist: 101}\n", AS_ERANGE, "extender.shortlist", "0 to 100");
+    parse_bad("extender: {shortlist: -1}\n", AS_ERANGE, "extender.shortlist", "out of range");
+    parse_bad("extender: {shortlist: all}\n", AS_EINVAL, "extender.shortlist", "integer");
     parse_bad("fragment: {spread: -0.1}\n", AS_ERANGE, "fragment.spread", "out of range");
     parse_bad("fragment: {cpuPerGpu: 0}\n", AS_ERANGE, "fragment.cpuPerGpu", "greater than zero");
     parse_bad("apiVersion: v1\n", AS_EINVAL, "apiVersion", "agentsched.io/v1alpha1");

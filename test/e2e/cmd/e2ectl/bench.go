@@ -46,9 +46,12 @@ import (
 var benchSchedulerNames = map[string]string{
 	"plain":    "bench-plain",
 	"extender": "default-scheduler",
-	"fastpath": "agent-scheduler",
-	"ceiling":  "bench-none",
-	"bindonly": "bench-none",
+	// the extender again, after bench_e2e.sh set the policy's
+	// extender.shortlist and reloaded it (SIGHUP)
+	"shortlist": "default-scheduler",
+	"fastpath":  "agent-scheduler",
+	"ceiling":   "bench-none",
+	"bindonly":  "bench-none",
 }
 
 type benchResult struct {
@@ -74,7 +77,7 @@ func cmdBench(args []string) error {
 	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	stateDir := fs.String("state-dir", "", "dev-cluster state directory (required)")
-	mode := fs.String("mode", "", "plain|extender|fastpath|ceiling|bindonly (required)")
+	mode := fs.String("mode", "", "plain|extender|shortlist|fastpath|ceiling|bindonly (required)")
 	pods := fs.Int("pods", 1000, "pods to create")
 	workers := fs.Int("workers", 64, "concurrent client goroutines")
 	qps := fs.Float64("qps", 20000, "client QPS (burst = 2x)")
@@ -85,7 +88,7 @@ func cmdBench(args []string) error {
 	_ = fs.Parse(args)
 	sched, ok := benchSchedulerNames[*mode]
 	if *stateDir == "" || !ok || *pods < 1 || *workers < 1 {
-		return fmt.Errorf("usage: bench --state-dir DIR --mode plain|extender|fastpath|ceiling|bindonly [--pods N] [--workers W]")
+		return fmt.Errorf("usage: bench --state-dir DIR --mode plain|extender|shortlist|fastpath|ceiling|bindonly [--pods N] [--workers W]")
 	}
 	e, err := loadEnv(*stateDir)
 	if err != nil {
@@ -393,11 +396,12 @@ func benchTable(args []string) error {
 	// create/s is the client's create calls/s (binds/s for bindonly): when
 	// pods/s is close to it, the API server, not the scheduler, was the limit.
 	label := map[string]string{
-		"plain":    "(a) kube-scheduler alone",
-		"extender": "(b) kube-scheduler + agentsched extender",
-		"fastpath": "(c) agentsched standalone fast path",
-		"ceiling":  "(d) binding ceiling (create + bind)",
-		"bindonly": "(d') bindings only (pods pre-created)",
+		"plain":     "(a) kube-scheduler alone",
+		"extender":  "(b) kube-scheduler + agentsched extender",
+		"shortlist": "(b') the same, extender.shortlist set",
+		"fastpath":  "(c) agentsched standalone fast path",
+		"ceiling":   "(d) binding ceiling (create + bind)",
+		"bindonly":  "(d') bindings only (pods pre-created)",
 	}
 	fmt.Printf("| %-42s | %5s | %5s | %7s | %8s | %7s | %7s | %8s | %8s | %8s |\n",
 		"mode", "nodes", "pods", "arrival", "create/s", "bound", "pods/s", "p50 ms", "p99 ms", "max ms")
@@ -430,6 +434,9 @@ func benchTable(args []string) error {
 	}
 	fmt.Println()
 	ratio("b/a", "extender", "plain")
+	if _, ok := res["shortlist"]; ok {
+		ratio("b'/a", "shortlist", "plain")
+	}
 	ratio("c/a", "fastpath", "plain")
 	ratio("c/d", "fastpath", "ceiling")
 	if _, ok := res["bindonly"]; ok {
