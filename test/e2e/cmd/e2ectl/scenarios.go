@@ -15,14 +15,15 @@ import (
 )
 
 var scenarios = map[string]func(c *cluster){
-	"extender_path":     scenarioExtenderPath,
-	"rejection":         scenarioRejection,
-	"burst":             scenarioBurst,
-	"restart":           scenarioRestart,
-	"agent_fastpath":    scenarioAgentFastpath,
-	"apiserver_restart": scenarioAPIServerRestart,
-	"etcd_restart":      scenarioEtcdRestart,
-	"leader_election":   scenarioLeaderElection,
+	"extender_path":      scenarioExtenderPath,
+	"extender_shortlist": scenarioExtenderShortlist,
+	"rejection":          scenarioRejection,
+	"burst":              scenarioBurst,
+	"restart":            scenarioRestart,
+	"agent_fastpath":     scenarioAgentFastpath,
+	"apiserver_restart":  scenarioAPIServerRestart,
+	"etcd_restart":       scenarioEtcdRestart,
+	"leader_election":    scenarioLeaderElection,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
@@ -123,6 +124,67 @@ func scenarioExtenderPath(c *cluster) {
 	}
 	if len(nodes) > 1 && p1-p0 < 1 {
 		fail("agentsched's prioritize was never called")
+	}
+	c.checkNoOvercommit()
+}
+
+// The policy's extender.shortlist, with the real kube-scheduler: agentsched
+// runs with test/e2e/testdata/shortlist-policy.yaml (most-allocated, a
+// shortlist of 1), so its filter answers one node per pod, the fullest that
+// fits (ties to the lexically smaller name), and kube-scheduler binds there
+// even where its own scoring prefers another node: every pod asks, by
+// preferred node affinity, for the last node by name, which agentsched
+// never ranks first. On 4 nodes of 8 cpu, 12 pods of 1 cpu pack the first
+// node (8) and then the second (4); the last gets none.
+func scenarioExtenderShortlist(c *cluster) {
+	const n = 12
+	nodes := c.nodes()
+	if len(nodes) != 4 {
+		fail("want 4 nodes, have %d", len(nodes))
+	}
+	names := make([]string, 0, len(nodes))
+	for _, nd := range nodes {
+		names = append(names, nd.Name)
+	}
+	sort.Strings(names)
+	last := names[len(names)-1]
+	before := c.metrics()
+	b0, ok := bindsDone(before)
+	if !ok {
+		fail("agentsched /metrics has no agentsched_binds_total series; have: %s", metricNames(before))
+	}
+
+	tmpl := smallPod("", "1", "256Mi")
+	tmpl.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100,
+			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{last},
+			}}},
+		}},
+	}}
+	// One at a time: each cycle sees the previous pod's bind, so the order
+	// of the answer is the whole test (concurrent creates would only be
+	// reordered in kube-scheduler's queue, never placed otherwise).
+	d := c.createPods("short", n, tmpl, 1)
+	logf("created %d pods (1 cpu, preferring %s) in %.2fs", n, last, d.Seconds())
+	t, pods := c.waitSettled(n, n, 30*time.Second, 120*time.Second)
+	if t.bound != n {
+		dumpUnbound(c, pods, 10)
+		fail("%d of %d pods bound (%s)", t.bound, n, t)
+	}
+	per := map[string]int{}
+	for _, p := range pods {
+		per[p.Spec.NodeName]++
+	}
+	logf("pods per node: %s %d, %s %d, %s %d, %s %d", names[0], per[names[0]], names[1], per[names[1]],
+		names[2], per[names[2]], last, per[last])
+	if per[names[0]] != 8 || per[names[1]] != 4 || per[last] != 0 {
+		fail("want %s 8, %s 4 and %s 0 pods (agentsched's shortlist of one), have %v", names[0], names[1], last, per)
+	}
+	b1, _ := bindsDone(c.metrics())
+	if b1-b0 < n {
+		fail("agentsched bound only %.0f of the %d pods", b1-b0, n)
 	}
 	c.checkNoOvercommit()
 }
