@@ -785,7 +785,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     if (v == VERB_FILTER) {
         /* Names cut by the shortlist fit; they are left out of the answer,
          * not failed: kube-scheduler preempts only when no node is
-         * feasible, which a shortlist never makes so. */
+         * feasible, and a shortlist always keeps at least one. */
         shortlist(&e, req->pool, score_policy_extender_shortlist(e.policy));
         write_filter(s, &e, o, req->pool);
         if (!o->err)
