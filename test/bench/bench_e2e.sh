@@ -12,7 +12,9 @@
 # with its fast path) with --nodes fake nodes big enough for every pod, then
 # runs `e2ectl bench` once per mode, one after another, on that control plane:
 #   plain     (a) a second kube-scheduler, no extenders, profile bench-plain
-#             (started for this mode only, same client QPS/burst)
+#             (same client QPS/burst; it runs through every mode, idle in
+#             the others, as the dev-cluster's kube-scheduler idles in this
+#             one, so that every mode carries the same background load)
 #   extender  (b) the dev-cluster's kube-scheduler + agentsched extender
 #             (filter, prioritize, bind), pods of default-scheduler
 #   shortlist (b') the same with the policy's extender.shortlist set to
@@ -176,8 +178,8 @@ set_shortlist() {
 	log "agentsched did not reload $POLICY (see $log)"
 	exit 1
 }
+case " $MODES " in *" plain "*) start_plain ;; esac
 for mode in $MODES; do
-	[ "$mode" = plain ] && start_plain
 	[ "$mode" = shortlist ] && set_shortlist "$SHORTLIST"
 	before=$(cpu_snapshot)
 	vbefore=$(verb_stats)
@@ -213,9 +215,9 @@ for mode in $MODES; do
 				if (out != "") printf ";  agentsched verbs:%s", out }'
 		echo
 	} >>"$CPU_TABLE"
-	[ "$mode" = plain ] && stop_plain
 	[ "$mode" = shortlist ] && set_shortlist 0
 done
+stop_plain
 
 echo
 echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
