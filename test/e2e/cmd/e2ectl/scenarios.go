@@ -80,6 +80,18 @@ func extenderPrefix(c *cluster) string {
 	return "/scheduler"
 }
 
+// waitAllBound waits (up to 2 min, or 30 s without progress) for the
+// scenario's n pods to be bound, and fails showing some unbound ones if
+// they are not.
+func (c *cluster) waitAllBound(n int) []corev1.Pod {
+	t, pods := c.waitSettled(n, n, 30*time.Second, 120*time.Second)
+	if t.bound != n {
+		dumpUnbound(c, pods, 10)
+		fail("%d of %d pods bound (%s)", t.bound, n, t)
+	}
+	return pods
+}
+
 // Scenario 1: pods of the default scheduler go through agentsched's filter
 // and prioritize and are bound by agentsched; every bound pod fits.
 func scenarioExtenderPath(c *cluster) {
@@ -99,11 +111,7 @@ func scenarioExtenderPath(c *cluster) {
 
 	d := c.createPods("agent", n, smallPod("", "250m", "256Mi"), 8)
 	logf("created %d pods in %.2fs", n, d.Seconds())
-	t, pods := c.waitSettled(n, n, 30*time.Second, 120*time.Second)
-	if t.bound != n {
-		dumpUnbound(c, pods, 10)
-		fail("%d of %d pods bound (%s)", t.bound, n, t)
-	}
+	pods := c.waitAllBound(n)
 	used := map[string]bool{}
 	for _, p := range pods {
 		used[p.Spec.NodeName] = true
@@ -168,11 +176,7 @@ func scenarioExtenderShortlist(c *cluster) {
 	// reordered in kube-scheduler's queue, never placed otherwise).
 	d := c.createPods("short", n, tmpl, 1)
 	logf("created %d pods (1 cpu, preferring %s) in %.2fs", n, last, d.Seconds())
-	t, pods := c.waitSettled(n, n, 30*time.Second, 120*time.Second)
-	if t.bound != n {
-		dumpUnbound(c, pods, 10)
-		fail("%d of %d pods bound (%s)", t.bound, n, t)
-	}
+	pods := c.waitAllBound(n)
 	per := map[string]int{}
 	for _, p := range pods {
 		per[p.Spec.NodeName]++
