@@ -65,6 +65,10 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case "$STATE" in /*) ;; *) STATE=$PWD/$STATE ;; esac
+case "$SHORTLIST" in
+[1-9] | [1-9][0-9] | 100) ;;
+*) echo "bench_e2e: --shortlist takes 1..100 (the policy's extender.shortlist), not '$SHORTLIST'" >&2; exit 2 ;;
+esac
 log() { printf '[bench_e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # Every pod fits on any node several times over: the benchmark measures
@@ -166,16 +170,16 @@ child_cpu() { awk 'NR == 2 { gsub(/[ms]/, " "); print ($1 * 60 + $2) + ($3 * 60 
 # set_shortlist N: the policy file's extender.shortlist, reloaded by
 # agentsched (SIGHUP), waiting for its log line
 set_shortlist() {
-	local log=$STATE/logs/agentsched.log n
-	n=$(grep -c 'policy reloaded' "$log" || true)
+	local alog=$STATE/logs/agentsched.log n
+	n=$(grep -c 'policy reloaded' "$alog" || true)
 	sed -i "s/^  shortlist: .*/  shortlist: $1/" "$POLICY"
 	grep -q "^  shortlist: $1\$" "$POLICY" || { log "cannot set extender.shortlist in $POLICY"; exit 1; }
 	kill -HUP "$(cat "$STATE/pids/agentsched")"
 	for _ in $(seq 1 100); do
-		[ "$(grep -c 'policy reloaded' "$log" || true)" -gt "$n" ] && { log "extender.shortlist: $1"; return 0; }
+		[ "$(grep -c 'policy reloaded' "$alog" || true)" -gt "$n" ] && { log "extender.shortlist: $1"; return 0; }
 		sleep 0.1
 	done
-	log "agentsched did not reload $POLICY (see $log)"
+	log "agentsched did not reload $POLICY (see $alog)"
 	exit 1
 }
 case " $MODES " in *" plain "*) start_plain ;; esac
