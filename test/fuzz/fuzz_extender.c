@@ -3,11 +3,11 @@
  * filter, prioritize and preempt verbs, whole: decoding, evaluation and
  * the answer the handler writes.
  *
- * The first input byte picks the verb (its value mod 3) and the policy (the
- * default, or with an extender.shortlist of 2 when (byte / 3) is odd), the
- * rest is the request body, run
- * through the handler the way the HTTP server would (NUL-terminated copy,
- * a fresh request pool) against the extender fixtures' cluster. Every
+ * The first input byte picks the verb (its value mod 3) and the policy
+ * (the default, or with an extender.shortlist of 2 when (byte / 3) is
+ * odd); the rest is the request body, run through the handler the way the
+ * HTTP server would (NUL-terminated copy, a fresh request pool) against the
+ * extender fixtures' cluster. Every
  * answer must be JSON; errors must carry "error" and "field". When the
  * verb answered 200 and jansson reads the request too, every node name in
  * the answer (filter: NodeNames, FailedNodes and FailedAndUnresolvableNodes

@@ -335,6 +335,10 @@ Test(extender, filter_shortlist_answers_the_best_nodes)
     cr_assert_eq(r.status, 200, "%s", r.raw);
     json_t *items = json_object_get(json_object_get(r.json, "Nodes"), "items");
     cr_assert_eq(json_array_size(items), 1, "%s", r.raw);
+    /* node1 (8 cpu) ranks above big-1 (64) when packing */
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_array_get(items, 0), "metadata"), "name")),
+                     "node1", "%s", r.raw);
     cr_assert_eq(json_object_size(json_object_get(r.json, "FailedNodes")), 2, "%s", r.raw);
     reply_free(&r);
     free(body);
