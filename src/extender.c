@@ -810,8 +810,9 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     if (err)
         log_warn("msg=\"cannot note the extender evaluation\" err=%s", as_strerror(err));
     if (log_enabled(LOG_DEBUG))
-        log_debug("msg=\"extender %s\" nodes=%zu feasible=%zu",
-                  v == VERB_FILTER ? "filter" : "prioritize", e.n, e.r.feasible);
+        log_debug("msg=\"extender %s\" nodes=%zu feasible=%zu shortlist=%u",
+                  v == VERB_FILTER ? "filter" : "prioritize", e.n, e.r.feasible,
+                  e.cut ? score_policy_extender_shortlist(e.policy) : 0);
 done:
     sched_result_free(&e.r);
     if (e.policy)
