@@ -450,15 +450,14 @@ static inline bool answered(const eval *e, size_t i)
 }
 
 /* ranks_before: name i outranks name j: a higher score, or the same score
- * and the lexically smaller name (the order of sched.h's candidates). */
+ * and the name sched.h's candidates would put first. */
 static bool ranks_before(const eval *e, size_t i, size_t j)
 {
     double si = e->r.score[i], sj = e->r.score[j];
     if (si != sj)
         return si > sj;
     const sched_name *a = &e->names[i], *b = &e->names[j];
-    int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
-    return c ? c < 0 : a->len < b->len;
+    return sched_name_cmp(a->s, a->len, b->s, b->len) < 0;
 }
 
 /*

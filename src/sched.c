@@ -65,34 +65,11 @@ static void topk_init(topk *t, uint32_t k)
     t->bar = k ? -INFINITY : INFINITY;
 }
 
-/* name_cmp orders like strcmp on the NUL-free names. */
-static inline int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-    size_t n = alen < blen ? alen : blen, i = 0;
-    /* Names are short and ties on score are common (identical nodes), so
-     * compare eight bytes at a time inline; big-endian order of a word is
-     * the byte order memcmp uses. */
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        memcpy(&x, a + i, 8);
-        memcpy(&y, b + i, 8);
-        if (x != y) {
-            x = __builtin_bswap64(x);
-            y = __builtin_bswap64(y);
-            return x < y ? -1 : 1;
-        }
-    }
-    for (; i < n; i++)
-        if (a[i] != b[i])
-            return (unsigned char)a[i] < (unsigned char)b[i] ? -1 : 1;
-    return alen < blen ? -1 : alen > blen;
-}
-
 static inline bool better(double s, const char *name, size_t len, const topk_ent *than)
 {
     if (s != than->c.score)
         return s > than->c.score;
-    return name_cmp(name, len, than->c.name, than->len) < 0;
+    return sched_name_cmp(name, len, than->c.name, than->len) < 0;
 }
 
 /* topk_insert is topk_offer past the bar. */

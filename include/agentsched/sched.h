@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "agentsched/cache.h"
 #include "agentsched/model.h"
@@ -49,6 +50,32 @@ typedef struct sched_name {
 static inline uint64_t sched_name_hash(const sched_name *n)
 {
     return n->hash ? n->hash : cache_name_hash(n->s, n->len);
+}
+
+/* sched_name_cmp orders names (NUL-free, not NUL-terminated) like strcmp:
+ * the order in which candidates of equal score rank (the smaller first),
+ * here and wherever another list must agree with them (the extender's
+ * shortlist). */
+static inline int sched_name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen, i = 0;
+    /* Names are short and ties on score are common (identical nodes), so
+     * compare eight bytes at a time inline; big-endian order of a word is
+     * the byte order memcmp uses. */
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y) {
+            x = __builtin_bswap64(x);
+            y = __builtin_bswap64(y);
+            return x < y ? -1 : 1;
+        }
+    }
+    for (; i < n; i++)
+        if (a[i] != b[i])
+            return (unsigned char)a[i] < (unsigned char)b[i] ? -1 : 1;
+    return alen < blen ? -1 : alen > blen;
 }
 
 /* Per-reason counts: "3000 Insufficient cpu". Buckets are keyed by
