@@ -6,16 +6,17 @@
 # Stages (each in its own build directory, after a clang-format check of
 # every C file):
 #   build/       Release          ctest -L unit, -L integration
-#   build-asan/  ASan + UBSan     ctest -L unit, -L integration
-#   build-tsan/  TSan             ctest -L unit  (every unit test: the
+#   build/asan/  ASan + UBSan     ctest -L unit, -L integration
+#   build/tsan/  TSan             ctest -L unit  (every unit test: the
 #                                 concurrency tests are unit tests), under
 #                                 setarch -R where the kernel allows it
-#   build-fuzz/  clang libFuzzer  each test/fuzz/fuzz_*.c for FUZZ_SECONDS
+#   build/fuzz/  clang libFuzzer  each test/fuzz/fuzz_*.c for FUZZ_SECONDS
 #                                 (default 15) on its seed corpus
 #   build/       + AGENTSCHED_E2E ctest -L e2e: a real control plane built with
 #                                 Go (skipped, loudly, when go is missing)
-# --quick runs only the first stage; --prefix NAME uses NAME/, NAME-asan/,
-# ... instead of build/, build-asan/, ... Prints ctest's summary per stage
+# All build output stays under build/. --quick runs only the first stage;
+# --prefix NAME uses NAME/, NAME/asan/, ... instead of build/, build/asan/,
+# ... Prints ctest's summary per stage
 # (and each failed test's whole output) and a final table; exits non-zero
 # when any stage failed.
 set -uo pipefail
@@ -155,7 +156,7 @@ format_check
 
 stage "$P" unit integration -- -DCMAKE_BUILD_TYPE=Release -DAGENTSCHED_E2E=OFF
 if [ "$QUICK" -eq 0 ]; then
-    stage "$P-asan" unit integration -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    stage "$P/asan" unit integration -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DAGENTSCHED_SANITIZE=address,undefined -DAGENTSCHED_BENCH=OFF
     # GCC 12's TSan aborts at start-up now and then ("unexpected memory
     # mapping") on kernels whose address randomisation uses more bits than
@@ -166,15 +167,15 @@ if [ "$QUICK" -eq 0 ]; then
     if setarch "$(uname -m)" -R true 2>/dev/null; then
         WRAP=(setarch "$(uname -m)" -R)
     fi
-    stage "$P-tsan" unit -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    stage "$P/tsan" unit -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DAGENTSCHED_SANITIZE=thread -DAGENTSCHED_BENCH=OFF
     WRAP=()
     if [ "$FUZZ" -eq 1 ] && ls "$ROOT"/test/fuzz/fuzz_*.c >/dev/null 2>&1; then
         t0=$(date +%s)
-        echo "=== building $P-fuzz"
-        if configure_build "$P-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTSCHED_FUZZ=ON \
+        echo "=== building $P/fuzz"
+        if configure_build "$P/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGENTSCHED_FUZZ=ON \
             -DCMAKE_C_COMPILER=clang; then
-            record "$P-fuzz build" ok "$(($(date +%s) - t0))"
+            record "$P/fuzz build" ok "$(($(date +%s) - t0))"
             for src in "$ROOT"/test/fuzz/fuzz_*.c; do
                 name=$(basename "$src" .c)
                 t0=$(date +%s)
@@ -185,9 +186,9 @@ if [ "$QUICK" -eq 0 ]; then
                     -artifact_prefix="$work/")
                 echo "=== fuzzing $name for ${FUZZ_SECONDS}s"
                 if [ -d "$corpus" ]; then
-                    "$ROOT/$P-fuzz/$name" "${args[@]}" "$work" "$corpus" >"$work/log" 2>&1
+                    "$ROOT/$P/fuzz/$name" "${args[@]}" "$work" "$corpus" >"$work/log" 2>&1
                 else
-                    "$ROOT/$P-fuzz/$name" "${args[@]}" "$work" >"$work/log" 2>&1
+                    "$ROOT/$P/fuzz/$name" "${args[@]}" "$work" >"$work/log" 2>&1
                 fi
                 rc=$?
                 tail -n 3 "$work/log"
@@ -200,7 +201,7 @@ if [ "$QUICK" -eq 0 ]; then
                 rm -rf "$work"
             done
         else
-            record "$P-fuzz build" FAIL "$(($(date +%s) - t0))"
+            record "$P/fuzz build" FAIL "$(($(date +%s) - t0))"
         fi
     fi
 fi

@@ -1,6 +1,6 @@
 /*
  * test/shim/criterion/criterion.h - a minimal stand-in for Criterion, used
- * only by the ThreadSanitizer build (build-tsan).
+ * only by the ThreadSanitizer build (build/tsan).
  *
  * Criterion's runner cannot start under TSan: its inheritable arena is
  * mapped at a random free address it probes with mincore(), and TSan has
