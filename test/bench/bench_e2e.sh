@@ -158,11 +158,17 @@ cpu_snapshot() { # prints "name ticks" for the dev-cluster's processes and the p
 	return 0
 }
 # agentsched's mean time per extender verb (its own handler time, from
-# agentsched_request_duration_seconds sum/count) over a mode.
+# agentsched_request_duration_seconds sum/count) and per fast-path stage
+# (agentsched_fastpath_stage_seconds: sum, count and cumulative buckets, so
+# a p99 bound can be read off the mode's difference) over a mode.
 verb_stats() {
 	curl -s "$AGENTSCHED_URL/metrics" 2>/dev/null |
 		awk '/^agentsched_request_duration_seconds_(sum|count)\{verb="(filter|prioritize|bind)"\}/ {
-			split($1, a, "\""); print a[2], ($1 ~ /_sum/ ? "sum" : "count"), $2 }'
+			split($1, a, "\""); print a[2], ($1 ~ /_sum/ ? "sum" : "count"), $2 }
+		/^agentsched_fastpath_stage_seconds_(sum|count|bucket)\{/ {
+			split($1, a, "\"")
+			if ($1 ~ /_bucket/) print a[2], "le=" a[4], $2
+			else print a[2], ($1 ~ /_sum/ ? "sum" : "count"), $2 }'
 }
 # the bench client's CPU: user+sys seconds of this shell's waited-for
 # children (bash's times, which must run in this shell, not a subshell)
@@ -216,7 +222,26 @@ for mode in $MODES; do
 					t = v["A " vs[i] " sum"] - v["B " vs[i] " sum"]
 					if (n > 0) out = out sprintf(" %s %d x %.2f ms", vs[i], n, t / n * 1000)
 				}
-				if (out != "") printf ";  agentsched verbs:%s", out }'
+				if (out != "") printf ";  agentsched verbs:%s", out
+				# fast-path stages: mean, and the bucket bound under which 99% fell
+				out = ""; split("queue_wait evaluate binder api_bind", st, " ")
+				for (i = 1; i <= 4; i++) {
+					n = v["A " st[i] " count"] - v["B " st[i] " count"]
+					if (n <= 0) continue
+					t = v["A " st[i] " sum"] - v["B " st[i] " sum"]
+					p99 = "inf"; best = -1
+					for (k in v) {
+						split(k, f, " ")
+						if (f[1] != "A" || f[2] != st[i] || f[3] !~ /^le=/) continue
+						le = substr(f[3], 4)
+						if (le == "+Inf") continue
+						c = v[k] - v["B " st[i] " " f[3]]
+						if (c >= 0.99 * n && (best < 0 || le + 0 < best)) best = le + 0
+					}
+					if (best >= 0) p99 = sprintf("<%g ms", best * 1000)
+					out = out sprintf(" %s %.2f ms (p99 %s)", st[i], t / n * 1000, p99)
+				}
+				if (out != "") printf ";  fast path (%d pods):%s", n, out }'
 		echo
 	} >>"$CPU_TABLE"
 	[ "$mode" = shortlist ] && set_shortlist 0
