@@ -127,6 +127,7 @@ typedef enum serve_flag_id {
     F_KUBE_API_BURST,
     F_WATCH_TIMEOUT,
     F_WATCH_DOWN_LIMIT,
+    F_EVENT_QPS,
     F_LEADER_ELECT,
     F_LEADER_ELECT_LEASE,
     F_LEADER_ELECT_IDENTITY,
@@ -181,6 +182,10 @@ static const cli_flag serve_flags[] = {
      "reconnect a watch silent this long, bookmarks included (default 120)"},
     {F_WATCH_DOWN_LIMIT, "--watch-down-limit", "SECONDS",
      "/readyz fails once the watches are down this long (default 60)"},
+    {F_EVENT_QPS, "--event-qps", "N",
+     "live mode: at most N Events a second (Scheduled,\n"
+     "                             FailedScheduling), 0..100000; the rest are dropped\n"
+     "                             and counted (default 0: no limit)"},
     {F_LEADER_ELECT, "--leader-elect", NULL,
      "live mode: run the fast path only while holding a Lease\n"
      "                             (coordination.k8s.io/v1), so that replicas never\n"
@@ -485,6 +490,11 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                 return EXIT_USAGE;
             cfg->watch_down_ms = (int64_t)n * 1000;
             break;
+        case F_EVENT_QPS:
+            if (parse_uint(fl->name, value, 0, 100000, &n))
+                return EXIT_USAGE;
+            cfg->event_qps = (double)n;
+            break;
         case F_HELP:
             break;
         }
@@ -577,6 +587,7 @@ static int cmd_serve(int argc, char **argv)
         kc.burst = cfg.kube_api_burst;
         kc.watch_down_ms = cfg.watch_down_ms;
         kc.watch_timeout_ms = cfg.watch_timeout_ms;
+        kc.event_qps = cfg.event_qps;
         if (fp) {
             kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
             kc.pod_hook_arg = fp;

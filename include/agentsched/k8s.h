@@ -222,6 +222,10 @@ typedef struct k8s_config {
     int64_t bind_backoff_ms;        /* first retry delay; default 50 */
     int64_t event_pod_interval_ms;  /* per pod+reason; default 30000 */
     unsigned event_queue;           /* pending events; default 4096 */
+    double event_qps;               /* Events posted per second, burst the
+                                       same (at least 1); over it they are
+                                       dropped and counted; 0 = no limit
+                                       (default) */
     const char *pod_field_selector; /* default: non-terminal pods ("" = none) */
     bool watch_shards;              /* default true (zero-init false: use
                                        k8s_config_defaults) */

@@ -101,6 +101,8 @@ struct k8s_client {
     uint64_t *erate_key; /* per pod+reason rate table (hash, last ms) */
     int64_t *erate_ms;
     size_t erate_n;
+    double etokens;     /* event_qps's token bucket */
+    int64_t etokens_ms; /* its last refill, monotonic ms (0: never) */
     pthread_t ethread;
     bool erunning;
 };

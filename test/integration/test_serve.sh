@@ -88,6 +88,8 @@ expect_exit 1 "--kubeconfig not a kubeconfig" serve --kubeconfig /dev/null --lis
 err_has "/dev/null" "a bad --kubeconfig is named"
 expect_exit 2 "--workers above 256" serve --cluster "$CLUSTER" --workers 257
 err_has "0..256" "bad --workers says the range"
+expect_exit 2 "bad --event-qps" serve --kubeconfig /dev/null --event-qps 1.5
+err_has "--event-qps: '1.5' is not a whole number in 0..100000" "bad --event-qps names the flag and range"
 expect_exit 2 "--leader-elect with --cluster" serve --cluster "$CLUSTER" --leader-elect
 err_has "needs a live cluster" "--leader-elect explains it needs --kubeconfig/--in-cluster"
 expect_exit 2 "--leader-elect takes no value" serve --kubeconfig /dev/null --leader-elect=yes

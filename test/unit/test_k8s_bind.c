@@ -538,6 +538,59 @@ Test(k8s_bind, events_posted_and_rate_limited)
     bfx_fini(&f);
 }
 
+static void tweak_event_qps(k8s_config *cfg)
+{
+    cfg->event_qps = 20;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Posts n Scheduled events of distinct pods named PREFIXi. */
+static void post_events(k8s_client *k, const char *prefix, int n)
+{
+    char name[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        k8s_event_post(k, "default", name, name, "Normal", "Scheduled", "assigned");
+    }
+}
+
+/* --event-qps: a burst of distinct pods' events is cut at the bucket's
+ * size (the rate, 20), the rest dropped and counted; the bucket refills at
+ * the rate. */
+Test(k8s_bind, events_over_event_qps_are_dropped)
+{
+    bfx f;
+    bfx_init(&f, tweak_event_qps, false);
+    int64_t t0 = now_ms();
+    post_events(f.k, "p", 50);
+    int64_t t1 = now_ms();
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    uint64_t first = 50 - st.events_dropped;
+    /* 20 in the bucket, and what refilled while posting (1 per 50 ms) */
+    cr_assert(first >= 20 && first <= 21 + (uint64_t)(t1 - t0) / 50, "%llu of 50 accepted",
+              (unsigned long long)first);
+    msleep(300);
+    int64_t t2 = now_ms();
+    post_events(f.k, "q", 50);
+    int64_t t3 = now_ms();
+    k8s_get_status(f.k, &st);
+    uint64_t second = 100 - st.events_dropped - first;
+    cr_assert(second >= 5 && second <= 2 + (uint64_t)(t3 - t1) / 50, "%llu accepted %lld ms later",
+              (unsigned long long)second, (long long)(t2 - t1));
+    for (int t = 0; t < 5000 && (uint64_t)stub_events_posted(f.stub) < first + second; t += 10)
+        msleep(10);
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.events_posted, first + second);
+    bfx_fini(&f);
+}
+
 Test(k8s_bind, conflict_message_parsing)
 {
     char out[64];
