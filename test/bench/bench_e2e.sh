@@ -5,7 +5,7 @@
 #   test/bench/bench_e2e.sh [--nodes 1000] [--pods 5000] [--workers 64]
 #                           [--modes "plain extender shortlist fastpath ceiling bindonly"]
 #                           [--shortlist 10] [--rate 0] [--timeout 10m]
-#                           [--state-dir build/bench-e2e]
+#                           [--state-dir build/bench-e2e] [--agentsched-args "..."]
 #
 # Brings up a dev-cluster (test/e2e/dev-cluster: etcd, kube-apiserver,
 # kube-scheduler with agentsched as extender, agentsched serve --kubeconfig
@@ -26,7 +26,8 @@
 #   bindonly  (d') pods pre-created untimed, then only Bindings timed
 # --rate R paces the creates (binds in bindonly) at R pods/s, open loop, so
 # that latency is measured below saturation; 0 (default) creates as fast as
-# the workers can, which measures throughput.
+# the workers can, which measures throughput. --agentsched-args adds flags to
+# agentsched's command line (e.g. "--event-qps 20").
 # Each mode's pods are deleted (grace 0) before the next mode starts. Prints
 # the table (pods/s, p50/p99 create->bound) and the ratios b/a, c/a, c/d, and
 # tears the cluster down at the end, also on failure or Ctrl-C.
@@ -45,6 +46,7 @@ MODES="plain extender shortlist fastpath ceiling bindonly"
 SHORTLIST=10
 TIMEOUT=10m
 STATE=$REPO/build/bench-e2e
+EXTRA_ARGS=
 SCHED_QPS=5000
 SCHED_BURST=10000
 export AGENTSCHED_BIN=${AGENTSCHED_BIN:-$REPO/build/agentsched}
@@ -60,6 +62,7 @@ while [ $# -gt 0 ]; do
 	--shortlist) SHORTLIST=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--state-dir) STATE=$2; shift 2 ;;
+	--agentsched-args) EXTRA_ARGS=$2; shift 2 ;;
 	-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "bench_e2e: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -100,7 +103,7 @@ mkdir -p "$(dirname "$STATE")"
 POLICY=$STATE.policy.yaml
 cp "$REPO/policy/default.yaml" "$POLICY"
 bash "$E2E/dev-cluster" up --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
-	--node-memory "$((per_node))Gi" --node-pods "$per_node" --agentsched-args "--policy $POLICY"
+	--node-memory "$((per_node))Gi" --node-pods "$per_node" --agentsched-args "--policy $POLICY${EXTRA_ARGS:+ $EXTRA_ARGS}"
 # shellcheck disable=SC1091
 . "$STATE/env"
 log "kube-scheduler (extender) client settings: $(grep -A4 '^clientConnection:' "$STATE/kube-scheduler.yaml" | grep -E 'qps|burst' | tr -s ' \n' ' ')"
@@ -250,6 +253,7 @@ stop_plain
 
 echo
 echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
+[ -n "$EXTRA_ARGS" ] && echo "agentsched flags added: $EXTRA_ARGS"
 echo "kube-scheduler client qps=$SCHED_QPS burst=$SCHED_BURST (both instances); bench client qps 20000 burst 40000; (b') extender.shortlist $SHORTLIST"
 [ -s "$RESULTS" ] && "$BIN/e2ectl" bench table --in "$RESULTS"
 echo
