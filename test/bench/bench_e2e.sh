@@ -173,6 +173,19 @@ verb_stats() {
 			if ($1 ~ /_bucket/) print a[2], "le=" a[4], $2
 			else print a[2], ($1 ~ /_sum/ ? "sum" : "count"), $2 }'
 }
+# The API server's own time per write (apiserver_request_duration_seconds
+# sum/count of pod creates, bindings and Events, both Event APIs), so a mode
+# whose every write slows down (a busier control plane) shows as such.
+api_stats() {
+	"$BIN/kubectl" --kubeconfig "$KUBECONFIG" get --raw /metrics 2>/dev/null |
+		awk '/^apiserver_request_duration_seconds_(sum|count)\{/ && /verb="POST"/ {
+			w = ""
+			if ($0 ~ /resource="pods"/ && $0 ~ /subresource=""/) w = "create"
+			else if ($0 ~ /subresource="binding"/) w = "binding"
+			else if ($0 ~ /resource="events"/) w = "event"
+			if (w != "") t[w " " ($1 ~ /_sum/ ? "sum" : "count")] += $2 }
+			END { for (k in t) print k, t[k] }'
+}
 # the bench client's CPU: user+sys seconds of this shell's waited-for
 # children (bash's times, which must run in this shell, not a subshell)
 child_cpu() { awk 'NR == 2 { gsub(/[ms]/, " "); print ($1 * 60 + $2) + ($3 * 60 + $4) }' "$STATE.times"; }
@@ -196,6 +209,7 @@ for mode in $MODES; do
 	[ "$mode" = shortlist ] && set_shortlist "$SHORTLIST"
 	before=$(cpu_snapshot)
 	vbefore=$(verb_stats)
+	abefore=$(api_stats)
 	times >"$STATE.times"
 	cbefore=$(child_cpu)
 	t0=$(date +%s%N)
@@ -206,6 +220,7 @@ for mode in $MODES; do
 	fi
 	after=$(cpu_snapshot)
 	vafter=$(verb_stats)
+	aafter=$(api_stats)
 	times >"$STATE.times"
 	cafter=$(child_cpu)
 	wall=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
@@ -245,6 +260,15 @@ for mode in $MODES; do
 					out = out sprintf(" %s %.2f ms (p99 %s)", st[i], t / n * 1000, p99)
 				}
 				if (out != "") printf ";  fast path (%d pods):%s", n, out }'
+		{ echo "$abefore" | sed 's/^/B /'; echo "$aafter" | sed 's/^/A /'; } | awk '
+			NF == 4 { v[$1 " " $2 " " $3] = $4 }
+			END { out = ""; split("create binding event", ws, " ")
+				for (i = 1; i <= 3; i++) {
+					n = v["A " ws[i] " count"] - v["B " ws[i] " count"]
+					t = v["A " ws[i] " sum"] - v["B " ws[i] " sum"]
+					if (n > 0) out = out sprintf(" %s %d x %.1f ms", ws[i], n, t / n * 1000)
+				}
+				if (out != "") printf ";  API server per write:%s", out }'
 		echo
 	} >>"$CPU_TABLE"
 	[ "$mode" = shortlist ] && set_shortlist 0
