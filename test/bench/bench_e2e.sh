@@ -242,10 +242,11 @@ for mode in $MODES; do
 				}
 				if (out != "") printf ";  agentsched verbs:%s", out
 				# fast-path stages: mean, and the bucket bound under which 99% fell
-				out = ""; split("queue_wait evaluate binder api_bind", st, " ")
+				out = ""; np = 0; split("queue_wait evaluate binder api_bind", st, " ")
 				for (i = 1; i <= 4; i++) {
 					n = v["A " st[i] " count"] - v["B " st[i] " count"]
 					if (n <= 0) continue
+					if (n > np) np = n
 					t = v["A " st[i] " sum"] - v["B " st[i] " sum"]
 					p99 = "inf"; best = -1
 					for (k in v) {
@@ -259,7 +260,7 @@ for mode in $MODES; do
 					if (best >= 0) p99 = sprintf("<%g ms", best * 1000)
 					out = out sprintf(" %s %.2f ms (p99 %s)", st[i], t / n * 1000, p99)
 				}
-				if (out != "") printf ";  fast path (%d pods):%s", n, out }'
+				if (out != "") printf ";  fast path (%d pods):%s", np, out }'
 		{ echo "$abefore" | sed 's/^/B /'; echo "$aafter" | sed 's/^/A /'; } | awk '
 			NF == 4 { v[$1 " " $2 " " $3] = $4 }
 			END { out = ""; split("create binding event", ws, " ")
