@@ -144,10 +144,10 @@ cache_node *cache_node_at(const cache *c, size_t i);
 cache_node *cache_node_find(const cache *c, const char *name, size_t len);
 
 /* Under the read lock: out[i] = cache_node_find(c, names[i], lens[i]) for
- * every i < n. Added by the perf helper: the lookups are interleaved
- * (hash and prefetch every probe slot, then every key and node, then
- * compare) so the cache misses of a batch of names overlap instead of
- * being paid one after the other. Same results as n single finds.
+ * every i < n. The lookups are interleaved 16 at a time (hash and
+ * prefetch every probe slot, then every key and node, then compare) so
+ * the cache misses of a batch of names overlap instead of being paid one
+ * after the other. Same results as n single finds.
  * hashes: NULL, or hashes[i] == cache_name_hash(names[i], lens[i]) for
  * every i (computed once by the caller, e.g. while decoding a request). */
 void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens,
