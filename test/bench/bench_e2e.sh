@@ -186,6 +186,20 @@ api_stats() {
 			if (w != "") t[w " " ($1 ~ /_sum/ ? "sum" : "count")] += $2 }
 			END { for (k in t) print k, t[k] }'
 }
+# means LABEL "NAME..." BEFORE AFTER prints ";  LABEL: NAME N x MEAN ms ..."
+# for each NAME whose count grew between two snapshots of "NAME sum|count V"
+# lines (verb_stats, api_stats).
+means() {
+	{ echo "$3" | sed 's/^/B /'; echo "$4" | sed 's/^/A /'; } | awk -v label="$1" -v names="$2" '
+		NF == 4 { v[$1 " " $2 " " $3] = $4 }
+		END { out = ""; k = split(names, ns, " ")
+			for (i = 1; i <= k; i++) {
+				n = v["A " ns[i] " count"] - v["B " ns[i] " count"]
+				t = v["A " ns[i] " sum"] - v["B " ns[i] " sum"]
+				if (n > 0) out = out sprintf(" %s %d x %.2f ms", ns[i], n, t / n * 1000)
+			}
+			if (out != "") printf ";  %s:%s", label, out }'
+}
 # the bench client's CPU: user+sys seconds of this shell's waited-for
 # children (bash's times, which must run in this shell, not a subshell)
 child_cpu() { awk 'NR == 2 { gsub(/[ms]/, " "); print ($1 * 60 + $2) + ($3 * 60 + $4) }' "$STATE.times"; }
@@ -232,17 +246,11 @@ for mode in $MODES; do
 				'BEGIN { printf " %s %.1f", n, (z - a) / k }'
 		done
 		awk -v a="${cbefore:-0}" -v z="${cafter:-0}" 'BEGIN { printf " bench-client %.1f", z - a }'
+		means "agentsched verbs" "filter prioritize bind" "$vbefore" "$vafter"
+		# fast-path stages: mean, and the bucket bound under which 99% fell
 		{ echo "$vbefore" | sed 's/^/B /'; echo "$vafter" | sed 's/^/A /'; } | awk '
 			NF == 4 { v[$1 " " $2 " " $3] = $4 }
-			END { out = ""; split("filter prioritize bind", vs, " ")
-				for (i = 1; i <= 3; i++) {
-					n = v["A " vs[i] " count"] - v["B " vs[i] " count"]
-					t = v["A " vs[i] " sum"] - v["B " vs[i] " sum"]
-					if (n > 0) out = out sprintf(" %s %d x %.2f ms", vs[i], n, t / n * 1000)
-				}
-				if (out != "") printf ";  agentsched verbs:%s", out
-				# fast-path stages: mean, and the bucket bound under which 99% fell
-				out = ""; np = 0; split("queue_wait evaluate binder api_bind", st, " ")
+			END { out = ""; np = 0; split("queue_wait evaluate binder api_bind", st, " ")
 				for (i = 1; i <= 4; i++) {
 					n = v["A " st[i] " count"] - v["B " st[i] " count"]
 					if (n <= 0) continue
@@ -261,15 +269,7 @@ for mode in $MODES; do
 					out = out sprintf(" %s %.2f ms (p99 %s)", st[i], t / n * 1000, p99)
 				}
 				if (out != "") printf ";  fast path (%d pods):%s", np, out }'
-		{ echo "$abefore" | sed 's/^/B /'; echo "$aafter" | sed 's/^/A /'; } | awk '
-			NF == 4 { v[$1 " " $2 " " $3] = $4 }
-			END { out = ""; split("create binding event", ws, " ")
-				for (i = 1; i <= 3; i++) {
-					n = v["A " ws[i] " count"] - v["B " ws[i] " count"]
-					t = v["A " ws[i] " sum"] - v["B " ws[i] " sum"]
-					if (n > 0) out = out sprintf(" %s %d x %.1f ms", ws[i], n, t / n * 1000)
-				}
-				if (out != "") printf ";  API server per write:%s", out }'
+		means "API server per write" "create binding event" "$abefore" "$aafter"
 		echo
 	} >>"$CPU_TABLE"
 	[ "$mode" = shortlist ] && set_shortlist 0
