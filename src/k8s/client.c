@@ -115,18 +115,48 @@ int64_t k8s_backoff_ms(int64_t initial, int64_t max, unsigned attempt, uint64_t 
 
 /* ---- rate limiter ---------------------------------------------------- */
 
+/* See internal.h. */
+void k8s_rl_init(k8s_ratelimit *rl, double qps, double burst)
+{
+    pthread_mutex_init(&rl->mu, NULL);
+    rl->qps = qps;
+    rl->burst = burst;
+    rl->tokens = burst;
+    rl->last_ns = k8s_mono_ns();
+}
+
+/* rl_refill adds the tokens earned since the last call, up to the burst.
+ * rl->mu held. */
+static void rl_refill(k8s_ratelimit *rl)
+{
+    uint64_t now = k8s_mono_ns();
+    rl->tokens += (double)(now - rl->last_ns) / 1e9 * rl->qps;
+    rl->last_ns = now;
+    if (rl->tokens > rl->burst)
+        rl->tokens = rl->burst;
+}
+
+/* See internal.h. */
+bool k8s_rl_take(k8s_ratelimit *rl)
+{
+    if (rl->qps <= 0)
+        return true;
+    pthread_mutex_lock(&rl->mu);
+    rl_refill(rl);
+    bool ok = rl->tokens >= 1;
+    if (ok)
+        rl->tokens -= 1;
+    pthread_mutex_unlock(&rl->mu);
+    return ok;
+}
+
 bool k8s_rl_wait(k8s_client *k)
 {
     k8s_ratelimit *rl = &k->rl;
     if (rl->qps <= 0)
         return !k8s_stopping(k);
     pthread_mutex_lock(&rl->mu);
-    uint64_t now = k8s_mono_ns();
-    double elapsed = (double)(now - rl->last_ns) / 1e9;
-    rl->last_ns = now;
-    rl->tokens += elapsed * rl->qps;
-    if (rl->tokens > rl->burst)
-        rl->tokens = rl->burst;
+    rl_refill(rl);
     rl->tokens -= 1;
     double wait_s = rl->tokens < 0 ? -rl->tokens / rl->qps : 0;
     pthread_mutex_unlock(&rl->mu);
@@ -737,15 +767,13 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
     pthread_cond_init(&k->econd, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&k->tok_mu, NULL);
-    pthread_mutex_init(&k->rl.mu, NULL);
     pthread_mutex_init(&k->st_mu, NULL);
     pthread_mutex_init(&k->shard_mu, NULL);
     pthread_mutex_init(&k->bmu, NULL);
     pthread_mutex_init(&k->emu, NULL);
-    k->rl.qps = k->cfg.qps;
-    k->rl.burst = k->cfg.burst;
-    k->rl.tokens = k->cfg.burst;
-    k->rl.last_ns = k8s_mono_ns();
+    k8s_rl_init(&k->rl, k->cfg.qps, k->cfg.burst);
+    /* Events: a bucket of one second's worth (at least one Event) */
+    k8s_rl_init(&k->erl, k->cfg.event_qps, k->cfg.event_qps < 1 ? 1 : k->cfg.event_qps);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!k->scheduler_name || !k->pod_field_selector) {
         err = AS_ENOMEM;
@@ -882,6 +910,7 @@ void k8s_client_free(k8s_client *k)
     pthread_cond_destroy(&k->econd);
     pthread_mutex_destroy(&k->tok_mu);
     pthread_mutex_destroy(&k->rl.mu);
+    pthread_mutex_destroy(&k->erl.mu);
     pthread_mutex_destroy(&k->st_mu);
     pthread_mutex_destroy(&k->shard_mu);
     pthread_mutex_destroy(&k->bmu);

@@ -175,24 +175,12 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
         goto drop;
     if (k->eq_len >= k->eq_cap)
         goto drop;
-    if (k->cfg.event_qps > 0) {
-        /* Every Event is a write the API server and etcd make as costly as
-         * a binding; past the operator's budget, drop rather than delay
-         * (a late "Scheduled" says nothing a pod's nodeName does not). */
-        double burst = k->cfg.event_qps < 1 ? 1 : k->cfg.event_qps;
-        int64_t mono = k8s_mono_ms() + 1; /* never 0 */
-        if (!k->etokens_ms) {
-            k->etokens = burst;
-        } else {
-            k->etokens += (double)(mono - k->etokens_ms) * k->cfg.event_qps / 1000.0;
-            if (k->etokens > burst)
-                k->etokens = burst;
-        }
-        k->etokens_ms = mono;
-        if (k->etokens < 1)
-            goto drop;
-        k->etokens -= 1;
-    }
+    /* Every Event is a write the API server and etcd make as costly as a
+     * binding; past the operator's --event-qps, drop rather than delay (a
+     * late "Scheduled" says nothing a pod's nodeName does not). Taken last,
+     * so that Events dropped for the reasons above cost no token. */
+    if (!k8s_rl_take(&k->erl))
+        goto drop;
     char msg[EVENT_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", message ? message : "");
     j.ns = strdup(ns);

@@ -101,8 +101,7 @@ struct k8s_client {
     uint64_t *erate_key; /* per pod+reason rate table (hash, last ms) */
     int64_t *erate_ms;
     size_t erate_n;
-    double etokens;     /* event_qps's token bucket */
-    int64_t etokens_ms; /* its last refill, monotonic ms (0: never) */
+    k8s_ratelimit erl; /* event_qps, taken with k8s_rl_take under emu */
     pthread_t ethread;
     bool erunning;
 };
@@ -117,6 +116,12 @@ bool k8s_sleep_ms(k8s_client *k, int64_t ms);
 
 /* Blocks for one rate-limiter token. False if stopping. */
 bool k8s_rl_wait(k8s_client *k);
+
+/* k8s_rl_init sets rl up full (burst tokens); qps <= 0: unlimited.
+ * k8s_rl_take takes one token if one is there now, never waiting (true
+ * when unlimited). Destroy rl->mu with pthread_mutex_destroy. */
+void k8s_rl_init(k8s_ratelimit *rl, double qps, double burst);
+bool k8s_rl_take(k8s_ratelimit *rl);
 
 /* Prepares easy handle h for url: TLS, auth, timeouts, headers (*hdrs is
  * created; caller frees with curl_slist_free_all after the transfer).
