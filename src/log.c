@@ -40,6 +40,7 @@ void log_msg(log_level lvl, const char *fmt, ...)
     if (n > 0 && (size_t)n < sizeof line)
         vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    /* one fputs per line keeps lines from interleaving across threads */
+    /* One stdio call per line (stdio locks the stream for it), so lines
+     * from different threads never interleave. */
     fprintf(stderr, "%s\n", line);
 }

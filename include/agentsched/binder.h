@@ -100,6 +100,8 @@ as_err binder_bind_noted(binder *b, const char *uid, const char *node_name, bind
  * into key (truncated to keylen). */
 bool binder_noted_key(binder *b, const char *uid, char *key, size_t keylen);
 
+/* binder_get_stats copies the counters into *out (relaxed atomic loads:
+ * each exact, not one snapshot together). No lock needed; thread-safe. */
 void binder_get_stats(binder *b, binder_stats *out);
 
 #endif

@@ -164,8 +164,16 @@ typedef struct extargs_preemption {
     size_t nentries;
 } extargs_preemption;
 
+/*
+ * extargs_decode_preemption decodes ExtenderPreemptionArgs (Pod may be
+ * absent: pod NULL). Names and UIDs are copied into p, so body need not
+ * outlive *out. AS_EINVAL / AS_ETOOBIG / AS_ENOMEM or a parse error with
+ * diag naming the field; on error *out is already released and zeroed.
+ */
 as_err extargs_decode_preemption(pool *p, const char *body, size_t len, extargs_preemption *out,
                                  as_diag *diag);
+/* extargs_preemption_release drops a->doc (and so every pod borrowed from
+ * it) and zeroes a; pool memory stays. Safe on a zeroed a; a not NULL. */
 void extargs_preemption_release(extargs_preemption *a);
 
 /*

@@ -102,7 +102,6 @@
 #define EXTENDER_PATH_BIND       "/scheduler/bind"
 #define EXTENDER_PATH_PREEMPT    "/scheduler/preempt"
 
-/* The handlers (ctx is the svc *). */
 /*
  * The filter -> prioritize memo. kube-scheduler calls prioritize right
  * after filter in the same scheduling cycle, with the same Pod (byte for
@@ -117,9 +116,16 @@
  * in svc_new); thread-safe.
  */
 typedef struct extender_memo extender_memo;
+/* extender_memo_new allocates an empty memo (AS_ENOMEM); the caller owns
+ * it. extender_memo_free frees it and every entry; NULL ok; no handler may
+ * still be using it. */
 as_err extender_memo_new(extender_memo **out);
 void extender_memo_free(extender_memo *m);
 
+/* The handlers of the four verbs (ctx is the svc *, borrowed): each writes
+ * its whole answer, errors included, into resp with the statuses and bodies
+ * described above; nothing is returned. Thread-safe: the HTTP workers call
+ * them concurrently; call them with no cache lock held. */
 void extender_handle_filter(void *ctx, const http_request *req, http_response *resp);
 void extender_handle_prioritize(void *ctx, const http_request *req, http_response *resp);
 void extender_handle_bind(void *ctx, const http_request *req, http_response *resp);

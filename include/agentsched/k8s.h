@@ -308,6 +308,9 @@ typedef struct k8s_status {
     char leader_holder[256];     /* holderIdentity last observed ("" = none) */
 } k8s_status;
 
+/* k8s_get_status copies the client's readiness, stream and bind/event
+ * counters and leader state into *out as one snapshot (under the client's
+ * status mutex). Thread-safe; k not NULL. */
 void k8s_get_status(k8s_client *k, k8s_status *out);
 
 /*

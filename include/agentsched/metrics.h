@@ -24,22 +24,31 @@ typedef struct metrics metrics;
 typedef struct metrics_counter metrics_counter; /* also used for gauges */
 typedef struct metrics_histogram metrics_histogram;
 
+/* metrics_new allocates an empty registry (AS_ENOMEM); the caller owns it.
+ * metrics_free frees it and every series (NULL ok): handles it returned
+ * dangle afterwards, so stop every updater and renderer first. */
 as_err metrics_new(metrics **out);
 void metrics_free(metrics *m);
 
 /* Declare (or find, when the same name was declared before) a series.
- * NULL when METRICS_MAX_SERIES is reached (updates on NULL are no-ops). */
+ * NULL (updates on NULL are no-ops) when METRICS_MAX_SERIES is reached, the
+ * name is malformed, or it was declared before with another type. */
 metrics_counter *metrics_new_counter(metrics *m, const char *name, const char *help);
 metrics_counter *metrics_new_gauge(metrics *m, const char *name, const char *help);
 /* bounds: ascending upper bounds in seconds (+Inf is implicit). */
 metrics_histogram *metrics_new_histogram(metrics *m, const char *name, const char *help,
                                          const double *bounds, size_t nbounds);
 
+/* metrics_add adds n to a counter, metrics_inc adds 1, metrics_set stores a
+ * gauge's value. Lock-free relaxed atomics, any thread; no-ops on NULL. */
 void metrics_add(metrics_counter *c, uint64_t n);
 void metrics_inc(metrics_counter *c);
 void metrics_set(metrics_counter *g, int64_t v); /* gauges */
 /* metrics_counter_get reads a counter's value (0 for NULL). */
 uint64_t metrics_counter_get(const metrics_counter *c);
+/* metrics_observe counts one sample in the first bucket whose bound is >=
+ * seconds (else +Inf) and adds it to the sum. Lock-free, any thread; no-op
+ * on NULL h or a NaN sample. */
 void metrics_observe(metrics_histogram *h, double seconds);
 
 /* Default latency buckets from 50us to 10s (sub-millisecond included). */

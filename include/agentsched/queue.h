@@ -71,6 +71,8 @@ typedef enum queue_where {
     QUEUE_INFLIGHT,
 } queue_where;
 
+/* queue_where_name returns a static name for w ("absent", "active", ...;
+ * "?" when out of range): never NULL, never freed. Thread-safe. */
 const char *queue_where_name(queue_where w);
 
 /*

@@ -46,6 +46,7 @@ as_err replay_trace_parse(const char *nodes_name, const char *nodes_text, size_t
                           const char *pods_name, const char *pods_text, size_t pods_len,
                           replay_trace **out, as_diag *diag);
 
+/* replay_trace_free frees the trace and everything it holds. NULL ok. */
 void replay_trace_free(replay_trace *t);
 
 /* Counts of the trace: nodes, pods in the list, GPU capacity in milli-GPU. */
@@ -96,6 +97,9 @@ typedef struct replay_result {
 as_err replay_run(const replay_trace *t, const char *policy, const replay_options *o,
                   replay_result *out, as_diag *diag);
 
+/* replay_result_free frees the curve r owns and empties it; *r itself is
+ * the caller's storage and its other fields stay. NULL ok; idempotent.
+ * replay_run calls it on its own errors. */
 void replay_result_free(replay_result *r);
 
 /*

@@ -77,6 +77,8 @@ double score_policy_min_score(const score_policy *p);
 score_policy *score_policy_ref(score_policy *p);
 void score_policy_unref(score_policy *p);
 
+/* score_policy_strategy returns the policy's scoring strategy. p not NULL;
+ * immutable, so any thread. */
 score_strategy score_policy_strategy(const score_policy *p);
 
 /* score_policy_is_agent_pod: does the policy count this pod as an agent pod

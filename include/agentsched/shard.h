@@ -56,6 +56,8 @@ typedef struct shard_names {
     size_t n;
 } shard_names;
 
+/* shard_names_free frees every string and the array and leaves *s empty
+ * (the struct itself is the caller's). NULL ok. */
 void shard_names_free(shard_names *s);
 
 /* The computed view of our shard. */
@@ -69,6 +71,8 @@ typedef struct shard_view {
     bool status_current;    /* own status.nodesInUse already equals usable */
 } shard_view;
 
+/* shard_view_free frees the four sets and resource_version and zeroes *v
+ * (the struct itself is the caller's). NULL ok. */
 void shard_view_free(shard_view *v);
 
 /*
@@ -153,6 +157,8 @@ typedef struct shard_coord_stats {
     bool own_present;
 } shard_coord_stats;
 
+/* shard_coord_get_stats copies the counters as one snapshot (under the
+ * coordinator's mutex). Thread-safe; unlike begin/end, c must not be NULL. */
 void shard_coord_get_stats(shard_coord *c, shard_coord_stats *out);
 
 /* shard_publish_k8s is a shard_publish_fn (arg = k8s_client): a JSON merge

@@ -173,16 +173,30 @@ void k8s_count(k8s_client *k, uint64_t *field, uint64_t n);
 int64_t k8s_backoff_ms(int64_t initial, int64_t max, unsigned attempt, uint64_t *rng);
 
 /* ---- watch.c ---- */
+/* k8s_reflectors_start starts one reflector thread per kind (NodeShards only
+ * with cfg.watch_shards). AS_ENOMEM; what started is left for _join. */
 as_err k8s_reflectors_start(k8s_client *k);
+/* k8s_reflectors_join joins and frees the reflectors; set k->stop first (it
+ * does not signal them). */
 void k8s_reflectors_join(k8s_client *k);
+/* k8s_shard_free_fields frees every field of *s and zeroes it; s not freed. */
 void k8s_shard_free_fields(k8s_shard *s);
 
 /* ---- bind.c ---- */
+/* k8s_bind_init allocates the bind queue and cfg.bind_concurrency curl
+ * handles (workers start on the first async bind). AS_ENOMEM. */
 as_err k8s_bind_init(k8s_client *k);
-void k8s_bind_shutdown(k8s_client *k); /* wakes + joins workers, frees handles */
+/* k8s_bind_shutdown (k->stop set) wakes and joins the workers, fails queued
+ * jobs with AS_EIO through their callbacks, waits for synchronous binds to
+ * return their handles and frees everything. */
+void k8s_bind_shutdown(k8s_client *k);
 
 /* ---- events.c ---- */
+/* k8s_events_init allocates the event queue and per-pod rate table
+ * (the poster thread starts on the first event). AS_ENOMEM. */
 as_err k8s_events_init(k8s_client *k);
+/* k8s_events_shutdown (k->stop set) joins the poster thread, drops queued
+ * events unposted and frees the queue. */
 void k8s_events_shutdown(k8s_client *k);
 
 #endif
