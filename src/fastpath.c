@@ -792,7 +792,8 @@ static void *watcher_main(void *arg)
         uint64_t t = now_ns();
         if (t - win_start >= 1000000000u) {
             uint64_t busy = 0;
-            for (size_t i = 0; i < fp->nworkers_started; i++)
+            size_t nw = __atomic_load_n(&fp->nworkers_started, __ATOMIC_ACQUIRE);
+            for (size_t i = 0; i < nw; i++)
                 busy += __atomic_load_n(&fp->workers[i].busy_ns, __ATOMIC_RELAXED);
             double cap = (double)(t - win_start) * (double)(fp->cfg.workers ? fp->cfg.workers : 1);
             metrics_set(fp->m.util, (int64_t)(100.0 * (double)(busy - win_busy) / cap + 0.5));
@@ -916,7 +917,9 @@ as_err fastpath_start(fastpath *fp)
         fp->workers[i].start = (uint32_t)(i * 2654435761u);
         if (pthread_create(&fp->workers[i].t, NULL, worker_main, &fp->workers[i]))
             goto fail;
-        fp->nworkers_started++;
+        /* The reporter (started above) and fastpath_get_stats read the
+         * count while it grows: publish each started worker. */
+        __atomic_store_n(&fp->nworkers_started, i + 1, __ATOMIC_RELEASE);
     }
     if (pthread_create(&fp->watcher, NULL, watcher_main, fp))
         goto fail;
@@ -1079,11 +1082,12 @@ void fastpath_get_stats(fastpath *fp, fastpath_stats *out)
     out->accepted_idempotent = load(&fp->st.accepted_idempotent);
     out->attempts = load(&fp->st.attempts);
     uint64_t busy = 0;
-    for (size_t i = 0; i < fp->nworkers_started; i++)
+    size_t nw = __atomic_load_n(&fp->nworkers_started, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; i < nw; i++)
         busy += __atomic_load_n(&fp->workers[i].busy_ns, __ATOMIC_RELAXED);
     out->busy_ns = busy;
     uint64_t cpu = 0;
-    for (size_t i = 0; i < fp->nworkers_started; i++)
+    for (size_t i = 0; i < nw; i++)
         cpu += __atomic_load_n(&fp->workers[i].cpu_ns, __ATOMIC_RELAXED);
     out->worker_cpu_ns = cpu;
     out->eq_hits = out->eq_rebuilds = out->eq_bypass = 0;

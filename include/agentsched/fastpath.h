@@ -175,6 +175,10 @@ typedef struct fastpath_stats {
     uint64_t worker_cpu_ns;
 } fastpath_stats;
 
+/* fastpath_get_stats copies the counters (relaxed atomic loads; busy_ns and
+ * worker_cpu_ns summed over the started workers, eq_* from the fast path's
+ * own eqcache). No lock needed; any thread, also while fastpath_start
+ * runs (the workers started so far are counted). */
 void fastpath_get_stats(fastpath *fp, fastpath_stats *out);
 
 /* fastpath_wait_idle waits up to timeout_ms until the queue has nothing

@@ -14,16 +14,32 @@
 as_err k8s_bind_init(k8s_client *k)
 {
     size_t n = k->cfg.bind_concurrency;
+    as_err err = AS_OK;
     k->bhandles = calloc(n, sizeof *k->bhandles);
     k->bq = calloc(BIND_QUEUE_CAP, sizeof *k->bq);
-    if (!k->bhandles || !k->bq)
-        return AS_ENOMEM;
+    if (!k->bhandles || !k->bq) {
+        err = AS_ENOMEM;
+        goto done;
+    }
     k->bq_cap = BIND_QUEUE_CAP;
     for (size_t i = 0; i < n; i++)
-        if (!(k->bhandles[i] = curl_easy_init()))
-            return AS_ENOMEM;
+        if (!(k->bhandles[i] = curl_easy_init())) {
+            err = AS_ENOMEM;
+            goto done;
+        }
     k->nbfree = n;
-    return AS_OK;
+done:
+    if (err && k->bhandles) {
+        /* Leave nothing for k8s_bind_shutdown to wait for: with bhandles
+         * set and nbfree short of bind_concurrency it would wait forever
+         * for handles that were never handed out. */
+        for (size_t i = 0; i < n; i++)
+            if (k->bhandles[i])
+                curl_easy_cleanup(k->bhandles[i]);
+        free(k->bhandles);
+        k->bhandles = NULL;
+    }
+    return err;
 }
 
 static void job_free(k8s_bind_job *j)
