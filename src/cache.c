@@ -243,9 +243,10 @@ struct cache {
     size_t nslabs;
     cnode *free_cnodes; /* recycled cnodes, linked through rec */
     size_t nnodes, nodes_cap;
-    hmap by_name; /* name -> cnode (key owned by the rec) */
-    hmap recs;    /* name -> prec */
-    hmap pods;    /* uid -> pentry */
+    size_t max_nodes, max_pods; /* CACHE_MAX_NODES/PODS or lower (cache_set_limits) */
+    hmap by_name;               /* name -> cnode (key owned by the rec) */
+    hmap recs;                  /* name -> prec */
+    hmap pods;                  /* uid -> pentry */
     pentry *assumed;
 
     hmap shard; /* names (owned char *) in the shard */
@@ -362,8 +363,19 @@ as_err cache_new(model_registry *reg, cache **out)
     pthread_rwlockattr_destroy(&attr);
     c->next_id = 1;
     c->epoch = 1;
+    c->max_nodes = CACHE_MAX_NODES;
+    c->max_pods = CACHE_MAX_PODS;
     *out = c;
     return AS_OK;
+}
+
+/* See cache.h. */
+void cache_set_limits(cache *c, size_t max_nodes, size_t max_pods)
+{
+    pthread_mutex_lock(&c->wmu);
+    c->max_nodes = max_nodes && max_nodes < CACHE_MAX_NODES ? max_nodes : CACHE_MAX_NODES;
+    c->max_pods = max_pods && max_pods < CACHE_MAX_PODS ? max_pods : CACHE_MAX_PODS;
+    pthread_mutex_unlock(&c->wmu);
 }
 
 /* See cache.h. */
@@ -916,6 +928,9 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
         if (e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0)
             keep_devices = e->gpu_devices;
         pod_drop(c, e);
+    } else if (c->pods.n >= c->max_pods) {
+        err = AS_ELIMIT;
+        goto done;
     }
     pentry *ne = pentry_new(uid, uid_len, pod);
     if (!ne) {
@@ -993,6 +1008,10 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
             goto done;
         }
         *result = CACHE_ASSUME_RECHECKED;
+    }
+    if (c->pods.n >= c->max_pods) {
+        err = AS_ELIMIT;
+        goto done;
     }
     pentry *ne = pentry_new(uid, uid_len, pod);
     if (!ne) {
@@ -1131,6 +1150,12 @@ as_err cache_node_upsert(cache *c, model_node *node)
         goto done;
     }
 
+    if (c->nnodes >= c->max_nodes) {
+        /* A bound on memory whatever the API server or a file sends. */
+        model_node_free(node);
+        err = AS_ELIMIT;
+        goto done;
+    }
     prec *r = rec_get(c, node->name, len, true);
     n = cnode_alloc(c);
     if (!r || !n) {

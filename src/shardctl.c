@@ -968,6 +968,8 @@ static as_err node_slot(shardctl_engine *e, const char *name, uint32_t *out)
     if (e->nfree) {
         i = e->free_ids[--e->nfree];
     } else {
+        if (e->nnodes >= SHARDCTL_MAX_NODES)
+            return AS_ELIMIT;
         if (e->nnodes == e->cap_nodes) {
             size_t cap = e->cap_nodes ? e->cap_nodes * 2 : 256;
             enode *v = realloc(e->nodes, cap * sizeof *v);

@@ -162,6 +162,9 @@ uint64_t cache_name_hash(const char *s, size_t len);
  * back to NULL when that incarnation is gone. */
 cache_node *cache_node_get(const cache *c, uint32_t slot, uint64_t id);
 
+/* cache_get_shard_mode returns the current shard mode (atomic load; no lock
+ * needed). It can change even under the read lock; a change bumps every
+ * node's bind_version, so the binder's recheck catches a stale read. */
 cache_shard_mode cache_get_shard_mode(const cache *c);
 
 /* ---- change log (see CHANGE LOG above) --------------------------- */
@@ -201,12 +204,23 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out);
 
 /* ---- writers ---------------------------------------------------- */
 
+/* Bounds on what the cache holds, whatever an API server or a file sends:
+ * far above Kubernetes' own limits (5000 nodes, 150000 pods per cluster),
+ * so that only a runaway source reaches them. */
+#define CACHE_MAX_NODES ((size_t)1 << 20)
+#define CACHE_MAX_PODS  ((size_t)1 << 23)
+
+/* cache_set_limits lowers the bounds above (0, or a value above them,
+ * keeps the built-in one); what is held already stays. Thread-safe. */
+void cache_set_limits(cache *c, size_t max_nodes, size_t max_pods);
+
 /*
  * cache_node_upsert adds a node or replaces the spec of the node with the
  * same name (usage is kept; a spec change bumps bind_version). Takes
  * ownership of node in every case (frees it on error). New nodes start in
  * shard only when the shard mode is NONE (cache_shard_apply sets others).
- * Pods already recorded against this node name are re-attached.
+ * Pods already recorded against this node name are re-attached. AS_ELIMIT
+ * for a new node when CACHE_MAX_NODES are held.
  */
 as_err cache_node_upsert(cache *c, model_node *node);
 
@@ -221,6 +235,7 @@ as_err cache_node_remove(cache *c, const char *name);
  * unbound -> its usage is released, except that an ASSUMED pod seen
  * unbound is kept (the watch may lag behind our own bind; see
  * cache_expire_assumed). Pods with no uid use "namespace/name" as uid.
+ * AS_ELIMIT for a new pod when CACHE_MAX_PODS are held.
  */
 as_err cache_pod_upsert(cache *c, const model_pod *pod);
 
@@ -251,8 +266,9 @@ typedef bool (*cache_fit_fn)(void *arg, const model_pod *pod, const cache_node *
  * `fit` is also called on the fast path when the pod needs GPU devices, to
  * choose them. On acceptance usage is added, bind_version and generation
  * bumped, and *gpu_devices (may be NULL) receives the chosen devices.
- * Returns AS_OK with *result set for every outcome above; AS_ENOMEM etc.
- * for real errors. The pod is borrowed (its uid, key and request copied).
+ * Returns AS_OK with *result set for every outcome above; AS_ENOMEM, or
+ * AS_ELIMIT when CACHE_MAX_PODS are held, for real errors. The pod is
+ * borrowed (its uid, key and request copied).
  */
 as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t id,
                        uint64_t seen_bind_version, cache_fit_fn fit, void *arg,
@@ -307,6 +323,9 @@ typedef struct cache_stats {
     uint64_t pod_events;
 } cache_stats;
 
+/* cache_get_stats fills *out with one consistent snapshot, O(nodes). Takes
+ * the writer mutex: never call it with the read lock held (lock order) or
+ * from a cache_assume_if recheck. */
 void cache_get_stats(cache *c, cache_stats *out);
 
 /*

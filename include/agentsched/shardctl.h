@@ -93,6 +93,8 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
  * parses it. AS_EIO when unreadable. */
 as_err shardctl_config_load(const char *path, shardctl_config **out, as_diag *diag);
 
+/* shardctl_config_free frees the config and every scheduler, policy and
+ * string in it. NULL ok. Free the engines that borrow it first. */
 void shardctl_config_free(shardctl_config *cfg);
 
 /* Identity of a config file's current content (stat fields). */
@@ -148,8 +150,13 @@ typedef struct shardctl_engine shardctl_engine;
 as_err shardctl_engine_new(const shardctl_config *cfg, shardctl_engine **out);
 void shardctl_engine_free(shardctl_engine *e);
 
+/* Nodes an engine holds at most (the node cache's CACHE_MAX_NODES): only a
+ * runaway source reaches it; new nodes past it are refused with AS_ELIMIT. */
+#define SHARDCTL_MAX_NODES ((size_t)1 << 20)
+
 /* shardctl_engine_set_node adds or updates one node incrementally (see the
- * header comment for the cost) and marks it seen in `epoch`. */
+ * header comment for the cost) and marks it seen in `epoch`. AS_ELIMIT for
+ * a new node when SHARDCTL_MAX_NODES are held. */
 as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *n, uint64_t epoch);
 
 /* shardctl_engine_remove_node drops a node. AS_ENOTFOUND if unknown. */
@@ -164,7 +171,8 @@ bool shardctl_engine_seen(shardctl_engine *e, const char *name, uint64_t epoch, 
 as_err shardctl_engine_sweep(shardctl_engine *e, uint64_t epoch, size_t *removed);
 
 /* shardctl_engine_resync replaces every node with nodes[0..n) and
- * recomputes from scratch (re-score, sort, select). */
+ * recomputes from scratch (re-score, sort, select); AS_ELIMIT past
+ * SHARDCTL_MAX_NODES. */
 as_err shardctl_engine_resync(shardctl_engine *e, const shardctl_node_info *nodes, size_t n,
                               uint64_t epoch);
 
@@ -196,6 +204,9 @@ typedef struct shardctl_engine_stats {
     uint64_t resyncs;                        /* full recomputes */
 } shardctl_engine_stats;
 
+/* shardctl_engine_get_stats fills *out from the engine's current state
+ * (entries beyond the config's schedulers are 0). The engine has no lock:
+ * like every engine call, not concurrently with a mutation. */
 void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out);
 
 /* ------------------------------------------------------------------ */

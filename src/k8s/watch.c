@@ -397,7 +397,11 @@ static void apply_node(k8s_stream *s, k8s_event_type ev, json_t *obj)
         return;
     }
     err = cache_node_upsert(s->cache, n); /* takes n */
-    if (err)
+    if (err == AS_ELIMIT)
+        log_error("msg=\"cache rejected node: it holds its maximum of %zu nodes; this cluster is "
+                  "larger than agentsched supports\" node=%s",
+                  (size_t)CACHE_MAX_NODES, name ? name : "?");
+    else if (err)
         log_warn("msg=\"cache rejected node\" node=%s err=%s", name ? name : "?", as_strerror(err));
 }
 
@@ -444,7 +448,10 @@ static void apply_pod(k8s_stream *s, k8s_event_type ev, json_t *obj)
         return;
     }
     as_err err = cache_pod_upsert(s->cache, p);
-    if (err)
+    if (err == AS_ELIMIT)
+        log_error("msg=\"cache rejected pod: it holds its maximum of %zu pods\" pod=%s/%s",
+                  (size_t)CACHE_MAX_PODS, p->ns, p->name);
+    else if (err)
         log_warn("msg=\"cache rejected pod\" pod=%s/%s err=%s", p->ns, p->name, as_strerror(err));
     pod_hook(s, ev, p);
 }

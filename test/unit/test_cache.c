@@ -192,6 +192,48 @@ Test(cache, node_upsert_rejects_nameless)
     cr_assert_eq(cache_node_upsert(c, NULL), AS_EINVAL);
 }
 
+Test(cache, limits_refuse_new_nodes_and_pods_but_keep_updates)
+{
+    cache_set_limits(c, 2, 2);
+    add_node("a", 4000);
+    add_node("b", 4000);
+    cr_assert_eq(cache_node_upsert(c, fx_node("c", 1000, FX_GI, 10)), AS_ELIMIT);
+    cr_assert_eq(cache_node_count(c), 2);
+    /* a known node's update is not a new node */
+    cr_assert_eq(cache_node_upsert(c, fx_node("a", 8000, FX_GI, 10)), AS_OK);
+    model_pod *p1 = fx_pod("p1", "u1", 100, FX_GI), *p2 = fx_pod("p2", "u2", 100, FX_GI);
+    model_pod *p3 = fx_pod("p3", "u3", 100, FX_GI);
+    fx_pod_bind(p1, "a");
+    fx_pod_bind(p2, "a");
+    fx_pod_bind(p3, "b");
+    cr_assert_eq(cache_pod_upsert(c, p1), AS_OK);
+    cr_assert_eq(cache_pod_upsert(c, p2), AS_OK);
+    cr_assert_eq(cache_pod_upsert(c, p3), AS_ELIMIT);
+    cr_assert_eq(used("b", MODEL_RES_CPU), 0, "a refused pod takes nothing");
+    /* the binder's assume is refused the same way */
+    nref r = {0};
+    cr_assert(node_ref("b", &r));
+    cache_assume_result res;
+    p3->node_name = NULL;
+    cr_assert_eq(cache_assume_if(c, p3, r.slot, r.id, r.version, NULL, NULL, &res, NULL),
+                 AS_ELIMIT);
+    /* moving a held pod is an update, not a new pod */
+    fx_pod_bind(p2, "b");
+    cr_assert_eq(cache_pod_upsert(c, p2), AS_OK);
+    cr_assert_eq(used("b", MODEL_RES_CPU), 100);
+    /* once one leaves, a new one fits again */
+    cr_assert_eq(cache_pod_delete(c, "u1"), AS_OK);
+    fx_pod_bind(p3, "b");
+    cr_assert_eq(cache_pod_upsert(c, p3), AS_OK);
+    /* 0 restores the built-in bounds */
+    cache_set_limits(c, 0, 0);
+    cr_assert_eq(cache_node_upsert(c, fx_node("c", 1000, FX_GI, 10)), AS_OK);
+    check_invariants();
+    model_pod_free(p1);
+    model_pod_free(p2);
+    model_pod_free(p3);
+}
+
 Test(cache, many_nodes_hash_with_removals)
 {
     char name[32];
