@@ -39,7 +39,7 @@ static const char place_usage[] =
     "                      the server's default)\n"
     "  --policy FILE       scoring policy file (offline only; a server uses its own policy)\n"
     "  -o, --output FMT    table (default) or json (the HTTP API's answer, indented)\n"
-    "  --timeout S         with --server: give up after S seconds (default 30)\n"
+    "  --timeout S         with --server: give up after S seconds, 1..3600 (default 30)\n"
     "  -h, --help          print this help\n"
     "\n"
     "Exit status: 0 when every pod was evaluated (unplaceable pods are reported with\n"
@@ -59,7 +59,7 @@ typedef struct place_opts {
 typedef struct pod_src {
     json_t *pods;  /* array of pod objects (owned) */
     char **origin; /* per pod: "document 2, items[3]" or "" (owned) */
-    size_t n;
+    size_t n, cap; /* n <= cap <= PLACEMENT_MAX_PODS */
 } pod_src;
 
 static void pod_src_free(pod_src *ps)
@@ -85,12 +85,23 @@ static bool is_kind(const json_t *obj, const char *kind)
     return json_is_string(k) && strcmp(json_string_value(k), kind) == 0;
 }
 
+/* pod_src_add appends pod (a new reference is taken); AS_ETOOBIG past
+ * PLACEMENT_MAX_PODS, the same cap POST /v1/placements has. */
 static as_err pod_src_add(pod_src *ps, json_t *pod, const char *origin)
 {
-    char **o = realloc(ps->origin, (ps->n + 1) * sizeof *o);
-    if (!o)
-        return AS_ENOMEM;
-    ps->origin = o;
+    if (ps->n == PLACEMENT_MAX_PODS)
+        return AS_ETOOBIG;
+    if (ps->n == ps->cap) {
+        size_t ncap = ps->cap ? ps->cap * 2 : 16;
+        if (ncap > PLACEMENT_MAX_PODS)
+            ncap = PLACEMENT_MAX_PODS;
+        char **o = realloc(ps->origin, ncap * sizeof *o);
+        if (!o)
+            return AS_ENOMEM;
+        ps->origin = o;
+        ps->cap = ncap;
+    }
+    char **o = ps->origin;
     o[ps->n] = strdup(origin);
     if (!o[ps->n] || json_array_append(ps->pods, pod) != 0) {
         free(o[ps->n]);
@@ -153,8 +164,8 @@ static int load_pods(const char *path, pod_src *ps)
                             path, origin, json_is_string(k) ? json_string_value(k) : "(none)");
                     goto done;
                 }
-                if (pod_src_add(ps, item, origin))
-                    goto oom;
+                if ((err = pod_src_add(ps, item, origin)))
+                    goto add_failed;
             }
             continue;
         }
@@ -167,8 +178,8 @@ static int load_pods(const char *path, pod_src *ps)
                     json_is_string(k) ? json_string_value(k) : "(not a string)");
             goto done;
         }
-        if (pod_src_add(ps, (json_t *)doc, docname))
-            goto oom;
+        if ((err = pod_src_add(ps, (json_t *)doc, docname)))
+            goto add_failed;
     }
     if (ps->n == 0) {
         fprintf(stderr, "agentsched place: %s: no pods in the file\n", path);
@@ -176,6 +187,14 @@ static int load_pods(const char *path, pod_src *ps)
     }
     rc = 0;
     goto done;
+add_failed:
+    if (err == AS_ETOOBIG) {
+        fprintf(stderr,
+                "agentsched place: %s: more than %d pods; a dry run takes at most %d, split "
+                "the file\n",
+                path, PLACEMENT_MAX_PODS, PLACEMENT_MAX_PODS);
+        goto done;
+    }
 oom:
     fprintf(stderr, "agentsched place: out of memory reading %s\n", path);
 done:
@@ -427,6 +446,39 @@ done:
     return rc;
 }
 
+/* Says into buf why getopt_long refused an option (c is '?' or ':'), naming
+ * it: argv[optind - 1] is not it for a short option inside a cluster (-zq),
+ * so short options are named from optopt, long ones (optopt 0: unknown or
+ * ambiguous; else their val) by their full name without any =VALUE. noun is
+ * what the command calls its options ("option", "flag"). */
+static const char *refused_option(int c, const struct option *lo, const char *shortopts,
+                                  const char *noun, char **argv, char *buf, size_t n)
+{
+    const char *cur = argv[optind - 1];
+    bool is_long = optopt == 0 || optopt >= 256 ||
+                   (c == ':' ? strncmp(cur, "--", 2) == 0
+                             : optopt != ':' && strchr(shortopts, optopt) != NULL);
+    if (!is_long) {
+        if (c == ':')
+            snprintf(buf, n, "-%c needs a value", optopt);
+        else
+            snprintf(buf, n, "unknown %s -%c", noun, optopt);
+        return buf;
+    }
+    for (const struct option *o = lo; optopt && o->name; o++)
+        if (o->val == optopt) {
+            snprintf(buf, n, c == ':' ? "--%s needs a value" : "--%s takes no value", o->name);
+            return buf;
+        }
+    /* Unknown, or a prefix of several long options. */
+    int len = (int)strcspn(cur, "="), matches = 0;
+    for (const struct option *o = lo; len > 2 && o->name; o++)
+        matches += strncmp(o->name, cur + 2, (size_t)len - 2) == 0;
+    snprintf(buf, n, matches > 1 ? "ambiguous %s %.*s: spell it out" : "unknown %s %.*s", noun, len,
+             cur);
+    return buf;
+}
+
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -457,7 +509,9 @@ int placement_cli_main(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":f:o:h", longopts, NULL)) != -1) {
+    static const char shortopts[] = ":f:o:h";
+    char optname[128];
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         switch (c) {
         case OPT_CLUSTER:
             o.cluster = optarg;
@@ -490,10 +544,9 @@ int placement_cli_main(int argc, char **argv)
         case 'h':
             fputs(place_usage, stdout);
             return 0;
-        case ':':
-            return usage_error("%s needs a value", argv[optind - 1]);
-        default:
-            return usage_error("unknown option %s", argv[optind - 1]);
+        default: /* '?' or ':' */
+            return usage_error("%s", refused_option(c, longopts, shortopts, "option", argv, optname,
+                                                    sizeof optname));
         }
     }
     if (optind < argc)

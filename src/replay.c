@@ -778,7 +778,7 @@ done:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv --policy a,b,c\n"
+    fprintf(f, "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv [--policy a,b,c]\n"
                "                         [--inflate 1.3] [--seed S] [--format table|json|csv]\n"
                "                         [--plot FILE.png]\n\n"
                "Replays an openb GPU trace (Alibaba cluster-trace-gpu-v2023) through the\n"
@@ -789,7 +789,8 @@ static void usage(FILE *f)
                "  --pods FILE      pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,...]\n"
                "  --policy LIST    comma-separated strategies (least-allocated, most-allocated,\n"
                "                   balanced-allocation, best-fit, fgd, fragment) or policy files\n"
-               "  --inflate X      arrived GPU demand to reach, x capacity (default 1.3)\n"
+               "                   (default fragment)\n"
+               "  --inflate X      arrived GPU demand to reach, x capacity, 1..100 (default 1.3)\n"
                "  --seed S         sampling seed (default 42)\n"
                "  --format F       table (default), json or csv\n"
                "  --plot FILE.png  draw GPU allocation against arrived demand (needs gnuplot)\n"
@@ -948,6 +949,39 @@ static int plot(const char *png, const replay_result *r, size_t n)
     return rc;
 }
 
+/* Says into buf why getopt_long refused an option (c is '?' or ':'), naming
+ * it: argv[optind - 1] is not it for a short option inside a cluster (-zq),
+ * so short options are named from optopt, long ones (optopt 0: unknown or
+ * ambiguous; else their val) by their full name without any =VALUE. noun is
+ * what the command calls its options ("option", "flag"). */
+static const char *refused_option(int c, const struct option *lo, const char *shortopts,
+                                  const char *noun, char **argv, char *buf, size_t n)
+{
+    const char *cur = argv[optind - 1];
+    bool is_long = optopt == 0 || optopt >= 256 ||
+                   (c == ':' ? strncmp(cur, "--", 2) == 0
+                             : optopt != ':' && strchr(shortopts, optopt) != NULL);
+    if (!is_long) {
+        if (c == ':')
+            snprintf(buf, n, "-%c needs a value", optopt);
+        else
+            snprintf(buf, n, "unknown %s -%c", noun, optopt);
+        return buf;
+    }
+    for (const struct option *o = lo; optopt && o->name; o++)
+        if (o->val == optopt) {
+            snprintf(buf, n, c == ':' ? "--%s needs a value" : "--%s takes no value", o->name);
+            return buf;
+        }
+    /* Unknown, or a prefix of several long options. */
+    int len = (int)strcspn(cur, "="), matches = 0;
+    for (const struct option *o = lo; len > 2 && o->name; o++)
+        matches += strncmp(o->name, cur + 2, (size_t)len - 2) == 0;
+    snprintf(buf, n, matches > 1 ? "ambiguous %s %.*s: spell it out" : "unknown %s %.*s", noun, len,
+             cur);
+    return buf;
+}
+
 /* See replay.h. */
 int replay_cli_main(int argc, char **argv)
 {
@@ -967,7 +1001,9 @@ int replay_cli_main(int argc, char **argv)
     int ch;
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    static const char shortopts[] = ":h";
+    char optname[128];
+    while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'n':
@@ -1013,12 +1049,9 @@ int replay_cli_main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case ':':
-            fprintf(stderr, "agentsched replay: %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "agentsched replay: unknown flag %s (see agentsched replay --help)\n",
-                    argv[optind - 1]);
+        default: /* '?' or ':' */
+            fprintf(stderr, "agentsched replay: %s (see agentsched replay --help)\n",
+                    refused_option(ch, longopts, shortopts, "flag", argv, optname, sizeof optname));
             return 2;
         }
     }

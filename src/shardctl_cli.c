@@ -6,6 +6,7 @@
  * scheduler's NodeShard.spec.nodesDesired. `--cluster FILE --once` computes
  * the shards of a cluster file offline and prints them.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -315,34 +316,114 @@ static void usage(FILE *f)
             "  --identity ID           lease holder (default: $POD_NAME, else host-pid)\n"
             "  --lease-namespace NS    default kube-system\n"
             "  --lease-name NAME       default agentsched-shard-controller\n"
-            "  --lease-duration SEC    default 15 (renew deadline 2/3 of it)\n"
+            "  --lease-duration SEC    2..3600 (default 15; renew deadline 2/3 of it)\n"
             "  --listen HOST:PORT      /metrics and /healthz (default 127.0.0.1:8889; none: off)\n"
-            "  --log-level N           0 error .. 3 debug (default 2)\n");
+            "  --log-level LEVEL       error | warn | info | debug, or 0..3 (default info)\n"
+            "  -h, --help              show this help\n");
+}
+
+/* The flags parse_flags knows, for lookup and for "did you mean". */
+static const struct ctl_flag {
+    const char *name;
+    const char *metavar; /* NULL: a boolean, takes no value */
+} ctl_flags[] = {
+    {"--help", NULL},           {"--config", "FILE"},        {"--configmap", "NS/NAME"},
+    {"--configmap-key", "KEY"}, {"--kubeconfig", "FILE"},    {"--context", "NAME"},
+    {"--in-cluster", NULL},     {"--cluster", "FILE"},       {"--once", NULL},
+    {"--dry-run", NULL},        {"--identity", "ID"},        {"--lease-namespace", "NS"},
+    {"--lease-name", "NAME"},   {"--lease-duration", "SEC"}, {"--listen", "HOST:PORT"},
+    {"--log-level", "LEVEL"},
+};
+#define CTL_NFLAGS (sizeof ctl_flags / sizeof ctl_flags[0])
+
+/* Levenshtein distance of a and b, capped at 64 for long strings. */
+static size_t flag_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    size_t prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb];
+}
+
+/* Reports arg (a flag not in ctl_flags, or a positional argument) with the
+ * closest known flag when one is near. Returns EXIT_USAGE. */
+static int unknown_flag(const char *arg)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", arg);
+    char *eq = strchr(name, '=');
+    if (eq && arg[0] == '-')
+        *eq = '\0';
+    const char *best = NULL;
+    size_t bestd = 4;
+    for (size_t i = 0; i < CTL_NFLAGS; i++) {
+        size_t d = flag_distance(name, ctl_flags[i].name);
+        if (d < bestd) {
+            bestd = d;
+            best = ctl_flags[i].name;
+        }
+    }
+    if (arg[0] == '-')
+        fprintf(stderr, "agentsched shard-controller: unknown flag '%s'", name);
+    else
+        fprintf(stderr,
+                "agentsched shard-controller: unexpected argument '%s' (shard-controller takes "
+                "only flags)",
+                name);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\nRun 'agentsched shard-controller --help' for the list of flags.\n");
+    return EXIT_USAGE;
+}
+
+/* --log-level: error|warn|info|debug, or 0..3 as earlier releases took. */
+static int parse_log_level(const char *val)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    for (int k = 0; k < 4; k++)
+        if (strcmp(val, levels[k]) == 0 || (val[0] == '0' + k && !val[1]))
+            return k;
+    return -1;
 }
 
 static int parse_flags(ctl *x, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        if (strcmp(a, "-h") == 0) {
             usage(stdout);
             return EXIT_OK;
         }
         const char *eq = strchr(a, '=');
-        char name[64];
         size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        if (nl >= sizeof name) {
-            fprintf(stderr, "agentsched shard-controller: unknown flag %s\n", a);
-            return EXIT_USAGE;
-        }
-        memcpy(name, a, nl);
-        name[nl] = '\0';
-        bool boolean = strcmp(name, "--in-cluster") == 0 || strcmp(name, "--once") == 0 ||
-                       strcmp(name, "--dry-run") == 0;
-        if (boolean) {
+        const struct ctl_flag *fl = NULL;
+        for (size_t k = 0; k < CTL_NFLAGS && a[0] == '-'; k++)
+            if (strlen(ctl_flags[k].name) == nl && strncmp(ctl_flags[k].name, a, nl) == 0)
+                fl = &ctl_flags[k];
+        if (!fl)
+            return unknown_flag(a);
+        const char *name = fl->name;
+        if (!fl->metavar) {
             if (eq) {
-                fprintf(stderr, "agentsched shard-controller: %s takes no value\n", name);
+                fprintf(stderr, "agentsched shard-controller: %s takes no value; drop the '=%s'\n",
+                        name, eq + 1);
                 return EXIT_USAGE;
+            }
+            if (strcmp(name, "--help") == 0) {
+                usage(stdout);
+                return EXIT_OK;
             }
             if (strcmp(name, "--in-cluster") == 0)
                 x->in_cluster = true;
@@ -354,7 +435,8 @@ static int parse_flags(ctl *x, int argc, char **argv)
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val) {
-            fprintf(stderr, "agentsched shard-controller: %s needs a value\n", name);
+            fprintf(stderr, "agentsched shard-controller: %s needs a value: %s %s\n", name, name,
+                    fl->metavar);
             return EXIT_USAGE;
         }
         if (strcmp(name, "--config") == 0)
@@ -384,24 +466,28 @@ static int parse_flags(ctl *x, int argc, char **argv)
             x->lease_name = val;
         else if (strcmp(name, "--listen") == 0)
             x->listen = strcmp(val, "none") == 0 ? NULL : val;
-        else if (strcmp(name, "--lease-duration") == 0 || strcmp(name, "--log-level") == 0) {
-            char *end = NULL;
-            long v = strtol(val, &end, 10);
-            bool ll = strcmp(name, "--log-level") == 0;
-            if (!end || *end || v < (ll ? 0 : 2) || v > (ll ? 3 : 3600)) {
-                fprintf(stderr, "agentsched shard-controller: %s: bad value %s\n", name, val);
+        else if (strcmp(name, "--log-level") == 0) {
+            int lvl = parse_log_level(val);
+            if (lvl < 0) {
+                fprintf(stderr,
+                        "agentsched shard-controller: --log-level: '%s' is not one of error, "
+                        "warn, info, debug (or 0..3)\n",
+                        val);
                 return EXIT_USAGE;
             }
-            if (ll)
-                log_set_level((log_level)v);
-            else
-                x->lease_ms = v * 1000;
-        } else {
-            fprintf(stderr,
-                    "agentsched shard-controller: unknown flag %s\n"
-                    "Run 'agentsched shard-controller --help' for the list of flags.\n",
-                    name);
-            return EXIT_USAGE;
+            log_set_level((log_level)lvl);
+        } else { /* --lease-duration */
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            if (!*val || errno || *end || v < 2 || v > 3600) {
+                fprintf(stderr,
+                        "agentsched shard-controller: --lease-duration: '%s' is not a whole "
+                        "number of seconds in 2..3600\n",
+                        val);
+                return EXIT_USAGE;
+            }
+            x->lease_ms = v * 1000;
         }
     }
     if (!x->config_path == !x->cm_name[0]) {
@@ -704,11 +790,15 @@ int shardctl_cli_main(int argc, char **argv)
         metrics_new(&x.m))
         goto done;
     x.cm.nodes = metrics_new_gauge(x.m, "agentsched_shardctl_nodes", "Nodes the controller sees.");
+    /* One HELP line per family (metrics_render takes the first series'), so
+     * both series carry the family text, which says what each reason means. */
+    static const char unassigned_help[] =
+        "Nodes in no shard, by reason: no_fit = no scheduler's filter accepts them; "
+        "capped = a filter accepts them but every such scheduler is at maxNodes.";
     x.cm.unfit = metrics_new_gauge(x.m, "agentsched_shardctl_nodes_unassigned{reason=\"no_fit\"}",
-                                   "Nodes in no shard: no scheduler's filter accepts them, or "
-                                   "every accepting scheduler is at maxNodes.");
+                                   unassigned_help);
     x.cm.capped = metrics_new_gauge(x.m, "agentsched_shardctl_nodes_unassigned{reason=\"capped\"}",
-                                    "Nodes in no shard.");
+                                    unassigned_help);
     x.cm.leader = metrics_new_gauge(x.m, "agentsched_shardctl_leader",
                                     "1 while this replica holds the lease.");
     x.cm.recompute_incr = metrics_new_counter(

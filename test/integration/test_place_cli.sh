@@ -42,6 +42,7 @@ run "$BIN" place --help
 expect_rc 0 "place --help"
 expect_out "--cluster FILE" "help names --cluster"
 expect_out "--server URL" "help names --server"
+expect_out "1..3600" "help gives the --timeout range"
 
 # --- offline, table, multi-document YAML -----------------------------------
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods.yaml"
@@ -73,6 +74,14 @@ expect_jq '.placements[2].reasons["Insufficient cpu"] == 1' "json reasons counte
 cp "$TMP/out" "$TMP/offline.json"
 
 # --- List of pods in JSON, --candidates --------------------------------------
+# More pods than a dry run takes (5000, as POST /v1/placements): refused,
+# naming the file, before any is evaluated.
+python3 -c 'import json,sys; print(json.dumps({"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p%d" % i}, "spec": {"containers": [{"name": "c"}]}} for i in range(5001)]}))' >"$TMP/many.json"
+run "$BIN" place --cluster "$CLUSTER" -f "$TMP/many.json"
+expect_rc 1 "5001 pods refused"
+expect_err "more than 5000 pods" "the pod cap is named"
+expect_err "many.json" "the file is named"
+
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods-list.json" -o json --candidates 2
 expect_rc 0 "List input"
 expect_jq '(.placements[0].node | IN("node-a", "node-b", "node-c")) and (.placements[0].candidates | length) == 2' \
@@ -138,6 +147,34 @@ run "$BIN" place --server http://127.0.0.1:1 -f "$DATA/pods.yaml" --policy x.yam
 expect_rc 2 "--policy with --server"
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods.yaml" --bogus
 expect_rc 2 "unknown flag"
+expect_err "unknown option --bogus" "unknown flag is named"
+run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods.yaml" --bogus=1
+expect_rc 2 "unknown flag with a value"
+expect_err "unknown option --bogus" "unknown flag named without its value"
+run "$BIN" place -zq
+expect_rc 2 "unknown short option in a cluster"
+expect_err "unknown option -z" "unknown short option is named, not argv[0]"
+run "$BIN" place --cluster="$CLUSTER" -zq
+expect_rc 2 "unknown short option after --flag=value"
+expect_err "unknown option -z" "unknown short option is named, not the flag before it"
+run "$BIN" place --cluster "$CLUSTER" -f
+expect_rc 2 "-f without a value"
+expect_err "-f needs a value" "missing short value is named"
+run "$BIN" place --cluster "$CLUSTER" --filename
+expect_rc 2 "--filename without a value"
+expect_err "--filename needs a value" "missing long value is named"
+run "$BIN" place --cluster "$CLUSTER" --time
+expect_rc 2 "abbreviated --timeout without a value"
+expect_err "--timeout needs a value" "abbreviation named in full"
+run "$BIN" place --help=1
+expect_rc 2 "--help=1"
+expect_err "--help takes no value" "--help=1 explained"
+run "$BIN" place --c
+expect_rc 2 "ambiguous --c"
+expect_err "ambiguous option --c" "ambiguous prefix explained"
+run "$BIN" place --server http://127.0.0.1:1 -f "$DATA/pods.yaml" --timeout 0
+expect_rc 2 "--timeout 0"
+expect_err "1 to 3600" "--timeout range explained"
 
 # --- --server: connection refused ----------------------------------------------
 run "$BIN" place --server http://127.0.0.1:1 -f "$DATA/pods.yaml" --timeout 5
