@@ -1,6 +1,7 @@
 /* http.c - libmicrohttpd server with a static route table (see http.h). */
 #include "agentsched/http.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -17,7 +18,11 @@
 
 #define HTTP_DEFAULT_MAX_BODY   ((size_t)16 << 20)
 #define HTTP_DEFAULT_CONN_LIMIT 1024
-#define HTTP_DEFAULT_TIMEOUT_S  30
+/* One client address may hold at most this many connections, so that a
+ * single host (a slowloris trickling headers) cannot take every slot;
+ * kube-scheduler holds a few (its parallel binds), bench clients 16. */
+#define HTTP_PER_IP_CONN_LIMIT 256
+#define HTTP_DEFAULT_TIMEOUT_S 30
 /* Scratch memory per request: decoded pods and responses are a small
  * multiple of the body, so cap the pool relative to it. */
 #define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
@@ -63,6 +68,12 @@ struct http_server {
     int oflight; /* (atomic) offloaded requests not yet completed by MHD */
     pthread_t *othreads;
     unsigned nothreads;
+    /* TLS (HTTPS): our copies of the PEM texts, kept until the daemon
+     * stops, and MHD's last message while it starts (why a certificate or
+     * key was refused), written only by the thread starting the daemon. */
+    char *tls_cert, *tls_key;
+    bool starting;
+    char start_msg[256];
 };
 
 static uint64_t http_mono_ns(void)
@@ -270,18 +281,35 @@ static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, ht
     return ret;
 }
 
+/* http_printable copies src into dst (truncated to n), each byte outside
+ * printable ASCII replaced by '?'. */
+static void http_printable(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}
+
 static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *conn,
                                        http_req_state *st, const char *method, const char *path,
                                        int status)
 {
     http_response resp = {.status = status};
     buf_init(&resp.body, 4096);
+    /* The path and method are the client's bytes, percent-decoded: show
+     * them as printable ASCII, so the JSON answer stays valid UTF-8. */
+    char p[256], m[32];
+    http_printable(p, sizeof p, path);
+    http_printable(m, sizeof m, method);
     switch (status) {
     case 404:
-        http_error(&resp, 404, NULL, "no such endpoint: %s", path);
+        http_error(&resp, 404, NULL, "no such endpoint: %s", p);
         break;
     case 405:
-        http_error(&resp, 405, NULL, "method %s not allowed on %s", method, path);
+        http_error(&resp, 405, NULL, "method %s not allowed on %s", m, p);
         break;
     case 413:
         http_error(&resp, 413, NULL,
@@ -435,12 +463,24 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         if (!st->route)
             st->early_status = path_known ? 405 : 404;
         uint64_t clen = 0;
-        if (!st->early_status && http_content_length(conn, &clen) && clen > s->max_body)
+        bool has_clen = http_content_length(conn, &clen);
+        if (!st->early_status && has_clen && clen > s->max_body)
             st->early_status = 413;
-        if (st->early_status)
-            /* Answer before reading the body: MHD then refuses the rest of
-             * the upload and closes the connection after the response. */
+        if (st->early_status) {
+            /* A request without a body (GET, HEAD, an empty POST) is
+             * answered on the next call, once MHD holds the whole request,
+             * so that its keep-alive connection stays open. One with a
+             * body is answered now, before reading it: MHD then refuses the
+             * rest of the upload and closes the connection after the
+             * response. */
+            bool bodyless =
+                (has_clen && clen == 0) ||
+                (!has_clen && !MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                           MHD_HTTP_HEADER_TRANSFER_ENCODING));
+            if (bodyless)
+                return MHD_YES;
             return http_send_error(s, conn, st, method, url, st->early_status);
+        }
         buf_init(&st->body, s->max_body);
         /* Sized once from Content-Length instead of doubling through every
          * power of two up to it (a 900 KB full-Nodes filter: 12 reallocs);
@@ -456,6 +496,16 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         /* Already answered (early error); drop whatever MHD still hands us. */
         *upload_data_size = 0;
         return MHD_YES;
+    }
+
+    if (st->early_status) {
+        /* A bodyless request refused from its headers (see above): its
+         * whole request is here now. Anything MHD hands us is dropped. */
+        if (*upload_data_size > 0) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return http_send_error(s, conn, st, method, url, st->early_status);
     }
 
     if (st->offloaded) {
@@ -536,12 +586,57 @@ static void http_mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(line);
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
+    http_server *s = cls;
+    if (s && s->starting)
+        snprintf(s->start_msg, sizeof s->start_msg, "%s", line);
     log_debug("msg=\"libmicrohttpd: %s\"", line);
 }
 
 /* ------------------------------------------------------------------ */
 /* Start / stop                                                       */
 /* ------------------------------------------------------------------ */
+
+static int http_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* http_unescape decodes %XX in the path and the query arguments in place,
+ * as libmicrohttpd's own unescaper does, except %00: decoded, it would cut
+ * the string short ("/metrics%00.html" would route as "/metrics"), so it is
+ * left as it is and matches no route. */
+static size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = http_hexval(r[1])) >= 0 && (lo = http_hexval(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+/* http_free_secret wipes and frees a private key's copy. NULL ok. */
+static void http_free_secret(char *p)
+{
+    if (p)
+        explicit_bzero(p, strlen(p));
+    free(p);
+}
 
 /* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT" and resolves it. */
 static as_err http_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen,
@@ -627,21 +722,57 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
         flags |= MHD_USE_POLL;
     if (v6)
         flags |= MHD_USE_IPv6;
+    bool tls = cfg->tls_cert_pem || cfg->tls_key_pem;
+    if (tls) {
+        if (!cfg->tls_cert_pem || !cfg->tls_key_pem) {
+            free(s);
+            return as_diag_set(diag, AS_EINVAL, cfg->tls_cert_pem ? "tls-key" : "tls-cert",
+                               "HTTPS needs both a certificate and its private key");
+        }
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            free(s);
+            return as_diag_set(diag, AS_EINVAL, "tls-cert",
+                               "this libmicrohttpd was built without TLS; install Debian's "
+                               "libmicrohttpd12 (built with GnuTLS) or serve plain HTTP");
+        }
+        s->tls_cert = strdup(cfg->tls_cert_pem);
+        s->tls_key = strdup(cfg->tls_key_pem);
+        if (!s->tls_cert || !s->tls_key) {
+            free(s->tls_cert);
+            http_free_secret(s->tls_key);
+            free(s);
+            return AS_ENOMEM;
+        }
+        flags |= MHD_USE_TLS;
+    }
 
     unsigned conn_limit = cfg->conn_limit ? cfg->conn_limit : HTTP_DEFAULT_CONN_LIMIT;
     unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
-    /* The logger goes first so that warnings about later options use it. */
-    struct MHD_OptionItem opts[] = {
-        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)http_mhd_log, s},
-        {MHD_OPTION_SOCK_ADDR, 0, &ss},
-        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL},
-        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_limit, NULL},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_completed, s},
-        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL},
-        /* a pool of one thread is the internal polling thread itself */
-        {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
-        {MHD_OPTION_END, 0, NULL},
-    };
+    /* The logger goes first so that warnings about later options use it;
+     * optional options are appended, MHD_OPTION_END closes the array. */
+    struct MHD_OptionItem opts[14];
+    size_t no = 0;
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)http_mhd_log, s};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_limit, NULL};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_completed, s};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL};
+    opts[no++] = (struct MHD_OptionItem){
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (intptr_t)(conn_limit < HTTP_PER_IP_CONN_LIMIT ? conn_limit : HTTP_PER_IP_CONN_LIMIT),
+        NULL};
+    opts[no++] =
+        (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)http_unescape, NULL};
+    if (tls) {
+        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+    }
+    /* a pool of one thread is the internal polling thread itself */
+    if (threads > 1)
+        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    assert(no <= sizeof opts / sizeof opts[0]);
     unsigned noff = cfg->offload_threads;
     if (noff > HTTP_MAX_OFFLOAD_THREADS)
         noff = HTTP_MAX_OFFLOAD_THREADS;
@@ -650,14 +781,30 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
     pthread_mutex_init(&s->omu, NULL);
     pthread_cond_init(&s->ocv, NULL);
     s->ocap = cfg->offload_queue ? cfg->offload_queue : HTTP_DEFAULT_OFFLOAD_QUEUE;
+    s->starting = true;
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_access, s, MHD_OPTION_ARRAY, opts,
                                  MHD_OPTION_END);
+    s->starting = false;
     if (!s->daemon) {
         pthread_cond_destroy(&s->ocv);
         pthread_mutex_destroy(&s->omu);
+        /* MHD says why in its log: a refused certificate or key, or the
+         * socket. */
+        bool tls_refused =
+            tls && (strstr(s->start_msg, "x509") || strstr(s->start_msg, "TLS") ||
+                    strstr(s->start_msg, "certificate") || strstr(s->start_msg, "key"));
+        as_err err = tls_refused
+                         ? as_diag_set(diag, AS_EINVAL, "tls-cert",
+                                       "the TLS certificate or key was refused (%s); give a PEM "
+                                       "certificate and the PEM private key that matches it",
+                                       s->start_msg)
+                         : as_diag_set(diag, AS_EIO, "listen",
+                                       "cannot listen on %s (address in use or not available%s%s)",
+                                       cfg->listen, s->start_msg[0] ? ": " : "", s->start_msg);
+        free(s->tls_cert);
+        http_free_secret(s->tls_key);
         free(s);
-        return as_diag_set(diag, AS_EIO, "listen",
-                           "cannot listen on %s (address in use or not available)", cfg->listen);
+        return err;
     }
     if (noff) {
         s->othreads = calloc(noff, sizeof *s->othreads);
@@ -693,6 +840,8 @@ void http_server_stop(http_server *s)
         MHD_stop_daemon(s->daemon);
     pthread_cond_destroy(&s->ocv);
     pthread_mutex_destroy(&s->omu);
+    free(s->tls_cert);
+    http_free_secret(s->tls_key);
     free(s);
 }
 

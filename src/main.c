@@ -121,6 +121,8 @@ typedef enum serve_flag_id {
     F_MAX_BODY,
     F_HTTP_THREADS,
     F_LOG_LEVEL,
+    F_TLS_CERT,
+    F_TLS_KEY,
     F_KUBECONFIG,
     F_IN_CLUSTER,
     F_KUBE_API_QPS,
@@ -132,6 +134,7 @@ typedef enum serve_flag_id {
     F_LEADER_ELECT_LEASE,
     F_LEADER_ELECT_IDENTITY,
     F_LEADER_ELECT_DURATION,
+    F_CHECK,
     F_HELP,
 } serve_flag_id;
 
@@ -164,13 +167,17 @@ static const cli_flag serve_flags[] = {
      "                             dry runs only; the fast path runs only with\n"
      "                             --kubeconfig / --in-cluster, not with --cluster)"},
     {F_MAX_BODY, "--max-body", "BYTES",
-     "request body cap; a quantity like 16Mi or 1048576 (default 16Mi);\n"
-     "                             larger bodies get 413"},
+     "request body cap; a quantity like 16Mi or 1048576, 1Ki..1Gi\n"
+     "                             (default 16Mi); larger bodies get 413"},
     {F_HTTP_THREADS, "--http-threads", "N",
      "HTTP worker threads, 1..256 (default: online CPUs); in live mode\n"
      "                             extender binds wait for the API server on 64\n"
      "                             separate threads, never on these"},
     {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
+    {F_TLS_CERT, "--tls-cert", "FILE",
+     "serve HTTPS with this PEM certificate (chain, leaf first);\n"
+     "                             needs --tls-key; read at start-up"},
+    {F_TLS_KEY, "--tls-key", "FILE", "the PEM private key of --tls-cert (unencrypted)"},
     {F_KUBECONFIG, "--kubeconfig", "FILE",
      "live mode: follow the cluster of this kubeconfig (current-context)\n"
      "                             and bind through its API server (instead of --cluster)"},
@@ -179,9 +186,11 @@ static const cli_flag serve_flags[] = {
     {F_KUBE_API_QPS, "--kube-api-qps", "N", "API requests per second, 1..100000 (default 1000)"},
     {F_KUBE_API_BURST, "--kube-api-burst", "N", "API request burst, 1..100000 (default 2000)"},
     {F_WATCH_TIMEOUT, "--watch-timeout", "SECONDS",
-     "reconnect a watch silent this long, bookmarks included (default 120)"},
+     "reconnect a watch silent this long, bookmarks included,\n"
+     "                             1..86400 (default 120)"},
     {F_WATCH_DOWN_LIMIT, "--watch-down-limit", "SECONDS",
-     "/readyz fails once the watches are down this long (default 60)"},
+     "/readyz fails once the watches are down this long, 1..86400\n"
+     "                             (default 60)"},
     {F_EVENT_QPS, "--event-qps", "N",
      "live mode: at most N Events a second (Scheduled,\n"
      "                             FailedScheduling), 0..100000; the rest are dropped\n"
@@ -199,6 +208,10 @@ static const cli_flag serve_flags[] = {
      "2..3600 (default 15); the leader stops scheduling when it\n"
      "                             could not renew for 2/3 of it, a standby takes over\n"
      "                             once the Lease went unrenewed for all of it"},
+    {F_CHECK, "--check", NULL,
+     "check the command line (flags, values, how they combine) and exit 0\n"
+     "                             if it is valid, without reading any file or serving:\n"
+     "                             for manifests in CI"},
     {F_HELP, "--help", NULL, "show this help"},
 };
 #define SERVE_NFLAGS (sizeof serve_flags / sizeof serve_flags[0])
@@ -245,21 +258,6 @@ static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigne
         return EXIT_USAGE;
     }
     *out = n;
-    return EXIT_OK;
-}
-
-static int check_name(const char *flag, const char *v)
-{
-    size_t n = strlen(v);
-    if (n == 0 || n > 253)
-        return flag_error(flag, "'%s' must be 1..253 characters", v);
-    for (size_t i = 0; i < n; i++) {
-        char c = v[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                  (c >= 'A' && c <= 'Z') || c == '_';
-        if (!ok)
-            return flag_error(flag, "'%s' may only contain letters, digits, '-', '.' and '_'", v);
-    }
     return EXIT_OK;
 }
 
@@ -347,6 +345,7 @@ static int unknown_flag(const char *arg)
 /* Parses serve's argv into cfg. Returns -1 to go on, else an exit status. */
 static int serve_parse(int argc, char **argv, svc_config *cfg)
 {
+    bool check = false;
     for (int i = 1; i < argc; i++) {
         const char *value = NULL;
         const cli_flag *fl = find_flag(argv[i], &value);
@@ -363,6 +362,8 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                 cfg->in_cluster = true;
             else if (fl->id == F_LEADER_ELECT)
                 cfg->leader_elect = true;
+            else if (fl->id == F_CHECK)
+                check = true;
             continue;
         }
         if (!value) {
@@ -388,12 +389,19 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->policy_path = value;
             break;
         case F_SCHEDULER_NAME:
-            if (check_name(fl->name, value))
+            /* spec.schedulerName is a DNS subdomain, and the default Lease
+             * is named "agentsched-" + it, so 11 characters are kept. */
+            if (check_dns(fl->name, value, false))
                 return EXIT_USAGE;
+            if (strlen(value) > 242)
+                return flag_error(fl->name,
+                                  "'%s' is longer than 242 characters (the default Lease "
+                                  "adds 'agentsched-' to it, and object names stop at 253)",
+                                  value);
             cfg->scheduler_name = value;
             break;
-        case F_SHARD_NAME:
-            if (check_name(fl->name, value))
+        case F_SHARD_NAME: /* a NodeShard's name */
+            if (check_dns(fl->name, value, false))
                 return EXIT_USAGE;
             cfg->shard_name = value;
             break;
@@ -437,6 +445,15 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->log_level = lvl;
             break;
         }
+        case F_TLS_CERT:
+        case F_TLS_KEY:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            if (fl->id == F_TLS_CERT)
+                cfg->tls_cert_path = value;
+            else
+                cfg->tls_key_path = value;
+            break;
         case F_KUBECONFIG:
             if (!*value)
                 return flag_error(fl->name, "empty file name%s", "");
@@ -444,6 +461,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             break;
         case F_IN_CLUSTER:
         case F_LEADER_ELECT:
+        case F_CHECK:
             break; /* booleans: handled above */
         case F_LEADER_ELECT_LEASE: {
             const char *slash = strchr(value, '/');
@@ -505,6 +523,14 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                         "--in-cluster\n");
         return EXIT_USAGE;
     }
+    if (!cfg->tls_cert_path != !cfg->tls_key_path) {
+        fprintf(stderr,
+                "agentsched serve: %s needs %s: HTTPS takes the certificate and its "
+                "private key\n",
+                cfg->tls_cert_path ? "--tls-cert" : "--tls-key",
+                cfg->tls_cert_path ? "--tls-key" : "--tls-cert");
+        return EXIT_USAGE;
+    }
     bool lease_flags = cfg->lease_name[0] || cfg->lease_identity || cfg->lease_duration_ms;
     if (lease_flags && !cfg->leader_elect) {
         fprintf(stderr, "agentsched serve: --leader-elect-lease, --leader-elect-identity and "
@@ -522,6 +548,10 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                         "FILE / --in-cluster for a live cluster\n"
                         "Run 'agentsched serve --help' for the list of flags.\n");
         return EXIT_USAGE;
+    }
+    if (check) {
+        printf("agentsched serve: command line ok\n");
+        return EXIT_OK;
     }
     return -1;
 }
@@ -643,9 +673,10 @@ static int cmd_serve(int argc, char **argv)
     cache_stats cs;
     cache_get_stats(s->cache, &cs);
     score_policy *pol = svc_policy_get(s);
-    log_info("msg=\"agentsched serving\" version=%s listen=%s:%u cluster=%s nodes=%zu "
+    log_info("msg=\"agentsched serving\" version=%s listen=%s://%s:%u cluster=%s nodes=%zu "
              "pods_bound=%zu load_ms=%.1f policy=%s shard_mode=%s scheduler_name=%s",
-             AGENTSCHED_VERSION, host, (unsigned)http_server_port(s->http),
+             AGENTSCHED_VERSION, cfg.tls_cert_path ? "https" : "http", host,
+             (unsigned)http_server_port(s->http),
              cfg.cluster_path ? cfg.cluster_path
              : cfg.kubeconfig ? cfg.kubeconfig
                               : "-",

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agentsched/doc.h"
 #include "agentsched/eqcache.h"
 #include "agentsched/extender.h"
 #include "agentsched/k8s.h"
@@ -422,6 +423,30 @@ static void svc_observe(void *ctx, const char *method, const char *path, int sta
               (unsigned long long)(elapsed_ns / 1000));
 }
 
+/* Certificates and keys are small; a cap keeps a wrong path (a disk
+ * image, /dev/zero) from being read whole. */
+#define SVC_TLS_FILE_CAP ((size_t)1 << 20)
+
+/* svc_read_pem reads a PEM file named by a serve flag into *out (malloc'ed,
+ * caller frees); diag names the flag and the file. */
+static as_err svc_read_pem(const char *flag, const char *path, char **out, as_diag *diag)
+{
+    size_t len = 0;
+    as_diag d = {0};
+    as_err err = doc_read_file(path, SVC_TLS_FILE_CAP, out, &len, &d);
+    if (err)
+        return as_diag_set(diag, err, flag, "%s", d.msg);
+    if (!strstr(*out, "-----BEGIN ")) {
+        free(*out);
+        *out = NULL;
+        return as_diag_set(diag, AS_EINVAL, flag,
+                           "%s: not PEM (no '-----BEGIN' line); give the PEM file, e.g. "
+                           "tls.crt / tls.key of a kubernetes.io/tls Secret",
+                           path);
+    }
+    return AS_OK;
+}
+
 /* See svc.h. */
 as_err svc_http_start(svc *s, as_diag *diag)
 {
@@ -429,6 +454,17 @@ as_err svc_http_start(svc *s, as_diag *diag)
         return AS_OK;
     size_t n = 0;
     const http_route *routes = svc_routes(&n);
+    char *cert = NULL, *key = NULL;
+    as_err err = AS_OK;
+    if (!s->cfg.tls_cert_path != !s->cfg.tls_key_path) {
+        err = as_diag_set(diag, AS_EINVAL, s->cfg.tls_cert_path ? "--tls-key" : "--tls-cert",
+                          "HTTPS needs both --tls-cert and --tls-key");
+        goto done;
+    }
+    if (s->cfg.tls_cert_path &&
+        ((err = svc_read_pem("--tls-cert", s->cfg.tls_cert_path, &cert, diag)) ||
+         (err = svc_read_pem("--tls-key", s->cfg.tls_key_path, &key, diag))))
+        goto done;
     /* In live mode the extender's bind verb waits for an API round trip;
      * on a pool thread it would stall every connection that thread serves
      * (kube-scheduler's filter and prioritize calls behind its parallel
@@ -443,8 +479,19 @@ as_err svc_http_start(svc *s, as_diag *diag)
         .nroutes = n,
         .ctx = s,
         .observe = svc_observe,
+        .tls_cert_pem = cert,
+        .tls_key_pem = key,
     };
-    return http_server_start(&hc, &s->http, diag);
+    err = http_server_start(&hc, &s->http, diag);
+    if (err == AS_EINVAL && diag && strcmp(diag->field, "tls-cert") == 0)
+        snprintf(diag->field, sizeof diag->field, "--tls-cert/--tls-key");
+done:
+    /* The key is a secret: do not leave it in freed heap memory. */
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(key);
+    free(cert);
+    return err;
 }
 
 /* See svc.h. */

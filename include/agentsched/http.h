@@ -68,12 +68,19 @@ typedef struct http_server_config {
      * (0 = 4096); past the cap a blocking route answers 503 at once. */
     unsigned offload_threads;
     size_t offload_queue;
+    /* HTTPS: a PEM certificate (chain, leaf first) and its PEM private
+     * key, both or neither (NULL = plain HTTP). Borrowed: the server copies
+     * them. */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
 } http_server_config;
 
 typedef struct http_server http_server;
 
-/* http_server_start binds and starts serving. AS_EINVAL (bad listen
- * address, diag says which), AS_EIO (bind failed: port in use). */
+/* http_server_start binds and starts serving (HTTPS when cfg has a TLS
+ * certificate and key). AS_EINVAL (bad listen address, a certificate
+ * without a key or the reverse, or either refused by GnuTLS: diag's field
+ * says which), AS_EIO (bind failed: port in use). */
 as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag);
 
 /* http_server_stop stops accepting, waits for in-flight requests, frees. */

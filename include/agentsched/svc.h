@@ -62,6 +62,10 @@ typedef struct svc_config {
     char lease_name[254];       /* "" = "agentsched-" + scheduler_name */
     const char *lease_identity; /* NULL = $POD_NAME, else HOSTNAME-PID */
     int64_t lease_duration_ms;  /* 0 = 15000 */
+    /* HTTPS: PEM files of the serving certificate and its key, both or
+     * neither (NULL = plain HTTP); read by svc_http_start. */
+    const char *tls_cert_path;
+    const char *tls_key_path;
 } svc_config;
 
 /* svc_config_defaults fills every field with its default. */

@@ -84,6 +84,16 @@ expect_exit 2 "bad --http-threads" serve --cluster "$CLUSTER" --http-threads 0
 expect_exit 2 "bad --log-level" serve --cluster "$CLUSTER" --log-level loud
 expect_exit 2 "bad --candidates" serve --cluster "$CLUSTER" --candidates=99
 expect_exit 2 "bad --scheduler-name" serve --cluster "$CLUSTER" --scheduler-name "a b"
+expect_exit 2 "upper-case --scheduler-name" serve --cluster "$CLUSTER" --scheduler-name My_S
+err_has "DNS subdomain" "--scheduler-name is held to the API server's rule"
+expect_exit 2 "--scheduler-name too long for the Lease" serve --cluster "$CLUSTER" \
+    --scheduler-name "$(printf 'a%.0s' $(seq 1 243))"
+err_has "242" "an over-long --scheduler-name names the limit"
+expect_exit 2 "bad --shard-name" serve --cluster "$CLUSTER" --shard-name Shard_A
+expect_exit 0 "--check accepts a valid command line" serve --cluster "$CLUSTER" \
+    --scheduler-name agent-scheduler-2 --shard-name shard.a --check
+out_has "command line ok" "--check says so"
+expect_exit 2 "--check still applies the rules" serve --check
 expect_exit 1 "--kubeconfig not a kubeconfig" serve --kubeconfig /dev/null --listen 127.0.0.1:0
 err_has "/dev/null" "a bad --kubeconfig is named"
 expect_exit 2 "--workers above 256" serve --cluster "$CLUSTER" --workers 257
@@ -210,6 +220,60 @@ PID_DONE=$PID
 PID=
 check "SIGTERM stops cleanly (exit 0)" [ "${RC:-none}" = 0 ]
 check "shutdown logged" grep -q 'shutting down' "$WORK/serve.err"
+
+# ---- HTTPS (--tls-cert / --tls-key) ------------------------------------
+TLS=$ROOT/test/integration/data/tls
+expect_exit 2 "--tls-cert without --tls-key" serve --cluster "$CLUSTER" --tls-cert "$TLS/cert.pem"
+err_has "needs --tls-key" "a certificate without a key is refused"
+expect_exit 2 "--tls-key without --tls-cert" serve --cluster "$CLUSTER" --tls-key "$TLS/key.pem"
+expect_exit 1 "--tls-cert not PEM" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 \
+    --tls-cert "$CLUSTER" --tls-key "$TLS/key.pem"
+err_has "not PEM" "a non-PEM certificate file is named as such"
+err_has "--tls-cert" "the error names --tls-cert"
+expect_exit 1 "--tls-key missing" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 \
+    --tls-cert "$TLS/cert.pem" --tls-key "$WORK/nokey.pem"
+err_has "nokey.pem" "a missing key file is named"
+expect_exit 1 "key of another certificate" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 \
+    --tls-cert "$TLS/cert.pem" --tls-key "$TLS/other-key.pem"
+err_has "refused" "a key that does not match the certificate is refused"
+
+"$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 --tls-cert "$TLS/cert.pem" \
+    --tls-key "$TLS/key.pem" >/dev/null 2>"$WORK/tls.err" </dev/null &
+PID=$!
+PORT=
+for _ in $(seq 1 200); do
+    PORT=$(sed -n 's/.*msg="agentsched serving".* listen=https:[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
+        "$WORK/tls.err" | head -n 1)
+    [ -n "$PORT" ] && break
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -n "$PORT" ]; then
+    ok "HTTPS serve started (listen=https://...:$PORT logged)"
+    TURL="https://127.0.0.1:$PORT"
+    check "HTTPS /healthz 200, certificate verified" \
+        [ "$(status --cacert "$TLS/cert.pem" "$TURL/healthz")" = 200 ]
+    FX=$ROOT/test/unit/data/extender/filter/names_mixed
+    check "HTTPS filter answers" [ "$(status --cacert "$TLS/cert.pem" -X POST \
+        -H 'Content-Type: application/json' --data-binary @"$FX/request.json" \
+        "$TURL/scheduler/filter")" = 200 ]
+    check "HTTPS filter body is the extender's" grep -q '"FailedNodes"' "$WORK/body"
+    check "keep-alive over TLS: 2 requests, 1 connection" [ "$(curl -s --cacert "$TLS/cert.pem" \
+        -o /dev/null -o /dev/null -w '%{num_connects}\n' "$TURL/healthz" "$TURL/readyz" |
+        paste -sd' ')" = "1 0" ]
+    check "plain HTTP to the HTTPS port gets no answer" \
+        [ "$(status --max-time 5 "http://127.0.0.1:$PORT/healthz")" != 200 ]
+    check "HTTPS still serves after the plain request" \
+        [ "$(status --cacert "$TLS/cert.pem" "$TURL/healthz")" = 200 ]
+    kill -TERM "$PID"
+    wait "$PID"
+    check "HTTPS serve stops cleanly (exit 0)" [ $? = 0 ]
+else
+    fail "HTTPS serve did not start"
+    sed 's/^/      /' "$WORK/tls.err" | head -n 5
+    kill -KILL "$PID" 2>/dev/null
+fi
+PID=
 
 # port already taken -> exit 1 naming the address
 "$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 >/dev/null 2>"$WORK/a.err" </dev/null &

@@ -1,8 +1,10 @@
 /*
  * test_deploy.c - the manifests in deploy/ tell the truth about the binary:
- * every container that runs agentsched passes flags this build accepts
- * (the command line is run with --help appended, which the flag parsers
- * reach only after validating every flag before it).
+ * every container that runs agentsched passes flags this build accepts.
+ * `serve` command lines are run with --check appended (every flag, value
+ * and combination checked: exactly one cluster source, --tls-cert with
+ * --tls-key, ...); other commands with --help, which their flag parsers
+ * reach only after validating every flag before it.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -90,7 +92,8 @@ static int check_doc(const char *file, const json_t *doc)
         }
         if (args)
             append(argv, &n, 128, args);
-        argv[n++] = "--help";
+        bool serve = argv[1] && strcmp(argv[1], "serve") == 0;
+        argv[n++] = serve ? "--check" : "--help";
         char err[512];
         int rc = run(argv, err, sizeof err);
         cr_assert_eq(rc, 0, "%s: container %s: `agentsched %s ...` is refused (exit %d): %s", file,
@@ -122,6 +125,17 @@ Test(deploy, manifests_pass_flags_the_binary_accepts)
         json_decref(docs);
     }
     cr_assert_eq(checked, 3);
+}
+
+Test(deploy, a_serve_command_line_without_a_cluster_source_is_caught)
+{
+    /* --check applies the rules between flags that --help never reached */
+    char *argv[] = {NULL, "serve", "--listen=0.0.0.0:8888", "--workers=0", "--check", NULL};
+    char err[512];
+    cr_assert_eq(run(argv, err, sizeof err), 2);
+    cr_assert(strstr(err, "--in-cluster"), "%s", err);
+    char *ok[] = {NULL, "serve", "--in-cluster", "--workers=0", "--check", NULL};
+    cr_assert_eq(run(ok, err, sizeof err), 0, "%s", err);
 }
 
 Test(deploy, a_wrong_flag_is_caught)

@@ -464,6 +464,66 @@ Test(http, pipelined_requests_on_raw_socket)
     close(fd);
 }
 
+Test(http, bodyless_404_and_405_keep_the_connection)
+{
+    /* pipelined: a refused GET must not cost the next request its answer */
+    int fd = raw_connect();
+    const char *three = "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+                        "DELETE /hello HTTP/1.1\r\nHost: x\r\n\r\n"
+                        "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    cr_assert_eq(write(fd, three, strlen(three)), (ssize_t)strlen(three));
+    char out[4096];
+    ssize_t n = read_until_close(fd, out, sizeof out, 5000);
+    cr_assert_gt(n, 0);
+    cr_assert_not_null(strstr(out, "HTTP/1.1 404"), "%s", out);
+    cr_assert_not_null(strstr(out, "HTTP/1.1 405"), "%s", out);
+    cr_assert_not_null(strstr(out, "hello"), "the third answer is there: %s", out);
+    close(fd);
+}
+
+Test(http, percent_encoded_nul_matches_no_route)
+{
+    reply r;
+    request("GET", "/hello%00.html", NULL, &r);
+    cr_assert_eq(r.status, 404, "a %%00 must not cut the path to /hello");
+    request("GET", "/h%65llo", NULL, &r);
+    cr_assert_eq(r.status, 200, "other escapes are decoded");
+    request("GET", "/query?name=a%00b", NULL, &r);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(r.body, "[a%00b]", "a %%00 in an argument is kept, not cut");
+    request("GET", "/%ff%fe", NULL, &r);
+    cr_assert_eq(r.status, 404);
+    cr_assert_str_eq(r.body, "{\"error\": \"no such endpoint: /??\"}\n",
+                     "raw bytes are not echoed into the JSON");
+}
+
+Test(http, one_address_cannot_take_every_connection)
+{
+    /* 256 idle connections from 127.0.0.1 are the most one address gets */
+    enum { N = 256 };
+    int fds[N];
+    for (int i = 0; i < N; i++)
+        fds[i] = raw_connect();
+    int extra = raw_connect(); /* accepted by the kernel, closed by MHD */
+    const char *get = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    (void)!write(extra, get, strlen(get));
+    char out[1024];
+    ssize_t n = read_until_close(extra, out, sizeof out, 5000);
+    cr_assert(n <= 0 || strstr(out, "hello") == NULL, "connection 257 was served: %s", out);
+    close(extra);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    /* the slots come back */
+    reply r;
+    for (int i = 0; i < 50; i++) {
+        request("GET", "/hello", NULL, &r);
+        if (r.status == 200)
+            break;
+        usleep(20000);
+    }
+    cr_assert_eq(r.status, 200);
+}
+
 Test(http, observe_hook_sees_every_answer)
 {
     reply r;
@@ -751,4 +811,116 @@ Test(http_static, ipv6_and_any_host)
     /* IPv6 may be disabled in the sandbox; then it must fail cleanly */
     cr_assert(e == AS_OK || e == AS_EIO || e == AS_EINVAL, "%d", e);
     http_server_stop(s);
+}
+
+/* ---- HTTPS --------------------------------------------------------- */
+
+#define TLS_DIR AGENTSCHED_SOURCE_DIR "/test/integration/data/tls"
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    static const size_t cap = 64 * 1024;
+    char *b = calloc(1, cap);
+    size_t n = fread(b, 1, cap - 1, f);
+    fclose(f);
+    cr_assert_gt(n, 0, "%s", path);
+    return b;
+}
+
+static as_err start_tls(const char *cert_file, const char *key_file, http_server **out, as_diag *d)
+{
+    char *cert = cert_file ? read_text(cert_file) : NULL;
+    char *key = key_file ? read_text(key_file) : NULL;
+    http_server_config cfg = {
+        .listen = "127.0.0.1:0",
+        .threads = 2,
+        .routes = routes,
+        .nroutes = sizeof routes / sizeof routes[0],
+        .ctx = &tctx,
+        .timeout_s = 1,
+        .tls_cert_pem = cert,
+        .tls_key_pem = key,
+    };
+    as_err err = http_server_start(&cfg, out, d);
+    /* the server keeps copies: the caller's texts may go at once */
+    free(cert);
+    free(key);
+    return err;
+}
+
+Test(https, serves_with_a_verified_certificate)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    http_server *s = NULL;
+    as_diag d = {0};
+    cr_assert_eq(start_tls(TLS_DIR "/cert.pem", TLS_DIR "/key.pem", &s, &d), AS_OK, "%s", d.msg);
+    char url[96];
+    snprintf(url, sizeof url, "https://127.0.0.1:%u/hello", http_server_port(s));
+    CURL *c = curl_easy_init();
+    reply r = {0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, TLS_DIR "/cert.pem");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    for (int i = 0; i < 3; i++) { /* keep-alive over one TLS session */
+        r.len = 0;
+        cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+        cr_assert_eq(r.status, 200);
+        cr_assert_str_eq(r.body, "hello");
+    }
+    long connects = -1;
+    curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
+    cr_assert_eq(connects, 0, "the third request reused the connection");
+    /* plain HTTP on the HTTPS port: no answer, and the server goes on */
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/hello", http_server_port(s));
+    CURL *p = curl_easy_init();
+    curl_easy_setopt(p, CURLOPT_URL, url);
+    curl_easy_setopt(p, CURLOPT_TIMEOUT, 5L);
+    curl_easy_setopt(p, CURLOPT_WRITEFUNCTION, on_body);
+    reply pr = {0};
+    curl_easy_setopt(p, CURLOPT_WRITEDATA, &pr);
+    cr_assert_neq(curl_easy_perform(p), CURLE_OK);
+    curl_easy_cleanup(p);
+    snprintf(url, sizeof url, "https://127.0.0.1:%u/hello", http_server_port(s));
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    r.len = 0;
+    cr_assert_eq(curl_easy_perform(c), CURLE_OK);
+    cr_assert_str_eq(r.body, "hello");
+    curl_easy_cleanup(c);
+    http_server_stop(s);
+    curl_global_cleanup();
+}
+
+Test(https, certificate_without_key_is_refused)
+{
+    http_server *s = NULL;
+    as_diag d = {0};
+    cr_assert_eq(start_tls(TLS_DIR "/cert.pem", NULL, &s, &d), AS_EINVAL);
+    cr_assert_null(s);
+    cr_assert_str_eq(d.field, "tls-key");
+    cr_assert_eq(start_tls(NULL, TLS_DIR "/key.pem", &s, &d), AS_EINVAL);
+    cr_assert_str_eq(d.field, "tls-cert");
+}
+
+Test(https, key_of_another_certificate_is_refused)
+{
+    http_server *s = NULL;
+    as_diag d = {0};
+    cr_assert_eq(start_tls(TLS_DIR "/cert.pem", TLS_DIR "/other-key.pem", &s, &d), AS_EINVAL);
+    cr_assert_null(s);
+    cr_assert_str_eq(d.field, "tls-cert");
+    cr_assert_not_null(strstr(d.msg, "refused"), "%s", d.msg);
+}
+
+Test(https, garbage_pem_is_refused)
+{
+    http_server *s = NULL;
+    as_diag d = {0};
+    cr_assert_eq(start_tls(TLS_DIR "/README.md", TLS_DIR "/README.md", &s, &d), AS_EINVAL, "%s",
+                 d.msg);
+    cr_assert_null(s);
 }

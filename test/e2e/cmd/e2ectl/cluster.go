@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -351,6 +353,22 @@ func (t tally) String() string {
 // --- agentsched's own endpoints ---
 
 var httpc = &http.Client{Timeout: 5 * time.Second}
+
+// trustAgentschedCA makes httpc check agentsched's HTTPS certificate
+// against the PEM CA bundle in file (dev-cluster --agentsched-tls).
+func trustAgentschedCA(file string) error {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("%s: no PEM certificate", file)
+	}
+	httpc = &http.Client{Timeout: 5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return nil
+}
 
 func (c *cluster) agentschedGet(path string) (int, string, error) {
 	return getAt(c.agentschedURL, path)

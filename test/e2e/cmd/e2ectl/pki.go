@@ -28,6 +28,8 @@ const (
 	fileServerKey  = "apiserver.key"
 	fileAdminCert  = "admin.crt"
 	fileAdminKey   = "admin.key"
+	fileASCert     = "agentsched.crt" // agentsched's HTTPS (dev-cluster --agentsched-tls)
+	fileASKey      = "agentsched.key"
 	fileSAKey      = "sa.key"
 	fileSAPub      = "sa.pub"
 	fileTokenCSV   = "tokens.csv"
@@ -125,6 +127,18 @@ func cmdPKI(args []string) error {
 	if err != nil {
 		return err
 	}
+	// agentsched's serving certificate, for dev-cluster --agentsched-tls:
+	// kube-scheduler checks it against the same CA (tlsConfig.caFile).
+	asServer, err := issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "agentsched"},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost", "agentsched.kube-system.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+	}, ca)
+	if err != nil {
+		return err
+	}
 	admin, err := issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "agentsched-e2e-admin", Organization: []string{"system:masters"}},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -136,7 +150,8 @@ func cmdPKI(args []string) error {
 	for _, w := range []struct {
 		kp        *keyPair
 		cert, key string
-	}{{ca, fileCACert, fileCAKey}, {server, fileServerCert, fileServerKey}, {admin, fileAdminCert, fileAdminKey}} {
+	}{{ca, fileCACert, fileCAKey}, {server, fileServerCert, fileServerKey}, {admin, fileAdminCert, fileAdminKey},
+		{asServer, fileASCert, fileASKey}} {
 		if err := w.kp.write(*dir, w.cert, w.key); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 var scenarios = map[string]func(c *cluster){
 	"extender_path":      scenarioExtenderPath,
 	"extender_shortlist": scenarioExtenderShortlist,
+	"extender_tls":       scenarioExtenderTLS,
 	"rejection":          scenarioRejection,
 	"burst":              scenarioBurst,
 	"restart":            scenarioRestart,
@@ -55,6 +57,13 @@ func cmdScenario(args []string) (err error) {
 		ns: "e2e-" + strings.ReplaceAll(name, "_", "-")}
 	if c.agentschedURL == "" {
 		return fmt.Errorf("state env has no AGENTSCHED_URL")
+	}
+	if ca := e["AGENTSCHED_CA"]; ca != "" {
+		// dev-cluster --agentsched-tls: agentsched serves HTTPS only, its
+		// certificate issued by the harness CA.
+		if err := trustAgentschedCA(ca); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	defer func() {
@@ -134,6 +143,31 @@ func scenarioExtenderPath(c *cluster) {
 		fail("agentsched's prioritize was never called")
 	}
 	c.checkNoOvercommit()
+}
+
+// The extender path over HTTPS (dev-cluster --agentsched-tls): agentsched
+// serves with --tls-cert/--tls-key, kube-scheduler calls it with
+// enableHTTPS and tlsConfig.caFile, checking its certificate. Every pod
+// must still go through filter, prioritize and bind.
+func scenarioExtenderTLS(c *cluster) {
+	if !strings.HasPrefix(c.agentschedURL, "https://") {
+		fail("agentsched is at %s: the dev-cluster was not started with --agentsched-tls", c.agentschedURL)
+	}
+	kc, err := os.ReadFile(filepath.Join(c.stateDir, "kube-scheduler.yaml"))
+	if err != nil {
+		fail("reading kube-scheduler's config: %v", err)
+	}
+	for _, want := range []string{"enableHTTPS: true", "caFile:", "urlPrefix: https://"} {
+		if !strings.Contains(string(kc), want) {
+			fail("kube-scheduler's config lacks %q", want)
+		}
+	}
+	// Plain HTTP on agentsched's port gets no answer.
+	plain := "http://" + strings.TrimPrefix(c.agentschedURL, "https://")
+	if code, _, err := getAt(plain, "/healthz"); err == nil && code == http.StatusOK {
+		fail("agentsched answered plain HTTP on its HTTPS port")
+	}
+	scenarioExtenderPath(c)
 }
 
 // The policy's extender.shortlist, with the real kube-scheduler: agentsched

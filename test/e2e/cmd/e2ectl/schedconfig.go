@@ -79,6 +79,8 @@ func cmdSchedulerConfig(args []string) error {
 		"comma-separated scheduler names to serve (each a copy of the source's first profile); empty: keep the source's")
 	allPods := fs.Bool("all-pods", true,
 		"drop the extenders' managedResources so that every pod goes through agentsched")
+	extenderCA := fs.String("extender-ca", "",
+		"CA file kube-scheduler checks agentsched's HTTPS certificate against (tlsConfig.caFile; with an https --extender-url)")
 	_ = fs.Parse(args)
 	if *out == "" || *kubeconfig == "" || *extenderURL == "" {
 		return fmt.Errorf("--out, --kubeconfig and --extender-url are required")
@@ -86,6 +88,9 @@ func cmdSchedulerConfig(args []string) error {
 	base, err := url.Parse(*extenderURL)
 	if err != nil || base.Host == "" {
 		return fmt.Errorf("--extender-url %q: want http://HOST:PORT", *extenderURL)
+	}
+	if *extenderCA != "" && base.Scheme != "https" {
+		return fmt.Errorf("--extender-ca needs an https:// --extender-url, not %q", *extenderURL)
 	}
 	raw := []byte(defaultSchedulerConfig)
 	source := "built-in default"
@@ -143,6 +148,9 @@ func cmdSchedulerConfig(args []string) error {
 		m["urlPrefix"] = u.String()
 		m["enableHTTPS"] = base.Scheme == "https"
 		delete(m, "tlsConfig")
+		if *extenderCA != "" {
+			m["tlsConfig"] = map[string]interface{}{"caFile": *extenderCA}
+		}
 		if *allPods {
 			delete(m, "managedResources")
 		}
