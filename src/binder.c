@@ -24,6 +24,7 @@ typedef struct note {
     model_pod *pod; /* owned */
     char *uid;      /* owned */
     int64_t at_ms;
+    size_t bytes; /* what the note holds, for the memo's byte cap */
     size_t n;
     sched_candidate cands[SCHED_MAX_K];
     char *names; /* owned; cands[i].name point into it */
@@ -35,7 +36,7 @@ struct binder {
     pthread_mutex_t mu;
     note **buckets;
     size_t nbuckets; /* power of two */
-    size_t count;
+    size_t count, bytes;
     note *oldest, *newest;
     binder_stats st; /* updated with atomics */
 };
@@ -70,6 +71,8 @@ as_err binder_new(cache *c, const binder_config *cfg, binder **out)
     b->c = c;
     b->cfg.memo_max_pods = cfg && cfg->memo_max_pods ? cfg->memo_max_pods : 16384;
     b->cfg.memo_ttl_ms = cfg && cfg->memo_ttl_ms > 0 ? cfg->memo_ttl_ms : 120000;
+    b->cfg.memo_max_bytes =
+        cfg && cfg->memo_max_bytes ? cfg->memo_max_bytes : BINDER_MEMO_DEFAULT_BYTES;
     b->nbuckets = 64;
     while (b->nbuckets < b->cfg.memo_max_pods && b->nbuckets < ((size_t)1 << 20))
         b->nbuckets <<= 1;
@@ -135,6 +138,7 @@ static void memo_unlink(binder *b, note *n)
         b->newest = n->older;
     n->hnext = n->older = n->newer = NULL;
     b->count--;
+    b->bytes -= n->bytes;
 }
 
 static void memo_link(binder *b, note *n)
@@ -150,15 +154,18 @@ static void memo_link(binder *b, note *n)
         b->oldest = n;
     b->newest = n;
     b->count++;
+    b->bytes += n->bytes;
 }
 
-/* memo_evict drops expired notes and the oldest beyond the cap; returns a
- * chain (through hnext) to free outside the lock. */
-static note *memo_evict(binder *b, int64_t now, size_t room)
+/* memo_evict drops expired notes and the oldest beyond the caps, making
+ * room for `room` more notes of `bytes` in all; returns a chain (through
+ * hnext) to free outside the lock. */
+static note *memo_evict(binder *b, int64_t now, size_t room, size_t bytes)
 {
     note *dead = NULL;
-    while (b->oldest && (b->count + room > b->cfg.memo_max_pods ||
-                         b->oldest->at_ms < now - b->cfg.memo_ttl_ms)) {
+    while (b->oldest &&
+           (b->count + room > b->cfg.memo_max_pods || b->bytes + bytes > b->cfg.memo_max_bytes ||
+            b->oldest->at_ms < now - b->cfg.memo_ttl_ms)) {
         note *n = b->oldest;
         memo_unlink(b, n);
         n->hnext = dead;
@@ -230,12 +237,21 @@ as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size
     nt->n = n;
     nt->h = hash_uid(nt->uid);
     nt->at_ms = mono_ms();
+    nt->bytes = sizeof *nt + pool_used(pod->pool) + strlen(nt->uid) + 1 + total;
+    if (nt->bytes > b->cfg.memo_max_bytes / 4) {
+        /* One pod may not take the memo over (a hostile filter body with a
+         * huge pod, each with a new uid, would hold it all). Unnoted, its
+         * bind fetches the pod from the API server (live mode) or is
+         * refused as unfiltered. */
+        note_free(nt);
+        return AS_ETOOBIG;
+    }
 
     pthread_mutex_lock(&b->mu);
     note *old = memo_find(b, nt->uid, nt->h);
     if (old)
         memo_unlink(b, old);
-    note *dead = memo_evict(b, nt->at_ms, 1);
+    note *dead = memo_evict(b, nt->at_ms, 1, nt->bytes);
     memo_link(b, nt);
     pthread_mutex_unlock(&b->mu);
     note_free(old);
@@ -453,7 +469,7 @@ put_back:
     pthread_mutex_lock(&b->mu);
     note *dead = NULL;
     if (!memo_find(b, uid, h)) {
-        dead = memo_evict(b, now, 1);
+        dead = memo_evict(b, now, 1, n->bytes);
         memo_link(b, n);
         n = NULL;
     }

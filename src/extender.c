@@ -806,7 +806,12 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     cache_read_unlock(s->cache);
     err = binder_note(s->binder, e.pod, e.r.cand, e.r.ncand);
     e.pod = NULL; /* the binder owns it now, even on error */
-    if (err)
+    if (err == AS_ETOOBIG)
+        log_warn("msg=\"pod too large to remember for the bind verb (over a quarter of the "
+                 "memo's %zu MiB); its bind will fetch it from the API server, or be refused "
+                 "without one\"",
+                 (size_t)(BINDER_MEMO_DEFAULT_BYTES >> 20));
+    else if (err)
         log_warn("msg=\"cannot note the extender evaluation\" err=%s", as_strerror(err));
     if (log_enabled(LOG_DEBUG))
         log_debug("msg=\"extender %s\" nodes=%zu feasible=%zu shortlist=%u",

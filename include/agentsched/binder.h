@@ -33,9 +33,14 @@
 
 typedef struct binder binder;
 
+/* The memo's default byte cap: decoded pods are ~2-10 KB each, so the
+ * 16384-pod cap binds first for real pods; this one for huge ones. */
+#define BINDER_MEMO_DEFAULT_BYTES ((size_t)256 << 20)
+
 typedef struct binder_config {
-    size_t memo_max_pods; /* default 16384 */
-    int64_t memo_ttl_ms;  /* default 120000 */
+    size_t memo_max_pods;  /* default 16384 */
+    int64_t memo_ttl_ms;   /* default 120000 */
+    size_t memo_max_bytes; /* default BINDER_MEMO_DEFAULT_BYTES */
 } binder_config;
 
 typedef struct binder_stats {
@@ -80,7 +85,9 @@ as_err binder_release(binder *b, const char *uid);
 /*
  * binder_note remembers pod (takes ownership; freed by the binder) and the
  * candidates evaluated for it (copied), replacing any earlier note for the
- * same uid. Oldest notes are evicted past the caps. Candidate names are
+ * same uid. Oldest notes are evicted past the caps (pods and bytes); a
+ * note bigger than a quarter of the byte cap is refused (AS_ETOOBIG, pod
+ * freed). Candidate names are
  * copied from the live nodes (by slot/node_id, under the cache read lock,
  * so cands[i].name need not be valid any more); candidates whose node
  * incarnation is gone are dropped. Do not call with the read lock held.

@@ -346,6 +346,40 @@ Test(binder, memo_is_capped_by_count_and_age)
     cr_assert_eq(binder_bind_noted(b, "u4", "n1", &o), AS_ENOTFOUND);
 }
 
+Test(binder, memo_is_capped_by_bytes)
+{
+    /* Each note of a small pod costs a few hundred bytes (its pool, uid
+     * and names); a 16 KB cap holds a few dozen, a pod with 20 KB of
+     * labels not at all. */
+    binder_free(b);
+    binder_config cfg = {.memo_max_pods = 1000, .memo_max_bytes = 16 * 1024};
+    cr_assert_eq(binder_new(c, &cfg, &b), AS_OK);
+    add("n1", 400000);
+    char uid[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(uid, sizeof uid, "u%d", i);
+        note(uid, 1, 1);
+    }
+    cr_assert(binder_noted_key(b, "u199", NULL, 0), "the newest note is kept");
+    cr_assert(!binder_noted_key(b, "u0", NULL, 0), "the oldest was evicted for bytes");
+    int kept = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(uid, sizeof uid, "u%d", i);
+        kept += binder_noted_key(b, uid, NULL, 0);
+    }
+    cr_assert(kept > 2 && kept < 200, "kept %d", kept);
+
+    model_pod *big = fx_pod("big", "big", 1, 0);
+    char *blob = pool_alloc(big->pool, 20 * 1024); /* a pod carrying 20 KB */
+    cr_assert_not_null(blob);
+    sched_result r;
+    evaluate(big, 1, &r);
+    cr_assert_eq(binder_note(b, big, r.cand, r.ncand), AS_ETOOBIG);
+    sched_result_free(&r);
+    cr_assert(!binder_noted_key(b, "big", NULL, 0));
+    cr_assert(binder_noted_key(b, "u199", NULL, 0), "a refused note evicts nothing");
+}
+
 /* ---- deterministic interleavings between evaluation and commit ---- */
 
 Test(binder, node_shrinks_after_evaluation)
