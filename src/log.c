@@ -40,6 +40,12 @@ void log_msg(log_level lvl, const char *fmt, ...)
     if (n > 0 && (size_t)n < sizeof line)
         vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
+    /* Values come from requests and the API server (pod names, reasons):
+     * a control character in one must not start a forged line of its
+     * own, so every one of them is shown as '?'. */
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     /* One stdio call per line (stdio locks the stream for it), so lines
      * from different threads never interleave. */
     fprintf(stderr, "%s\n", line);

@@ -14,8 +14,9 @@ typedef enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 
 
 /* log_set_level sets the most verbose level written (default LOG_INFO).
  * log_enabled: nonzero when lvl would be written. log_msg writes one line
- * (timestamp, level=, then fmt printf-style; cut at 2047 bytes) to stderr
- * when enabled. All thread-safe (the level is read atomically). */
+ * (timestamp, level=, then fmt printf-style; cut at 2047 bytes; control
+ * characters, newlines included, shown as '?') to stderr when enabled. All thread-safe (the level
+ * is read atomically). */
 void log_set_level(log_level lvl);
 int log_enabled(log_level lvl);
 void log_msg(log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
