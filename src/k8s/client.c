@@ -542,7 +542,7 @@ bool k8s_ready(k8s_client *k, int64_t now_ms, char *why, size_t whylen)
                      k->conn->server);
         return false;
     }
-    static const char *names[] = {"nodes", "pods", "nodeshards"};
+    static const char *const names[] = {"nodes", "pods", "nodeshards"};
     for (int i = 0; i <= K8S_KIND_POD; i++) {
         int64_t d = st.down_since_ms[i];
         if (d && now_ms - d > k->cfg.watch_down_ms) {
