@@ -502,8 +502,25 @@ Test(http, one_address_cannot_take_every_connection)
     /* 256 idle connections from 127.0.0.1 are the most one address gets */
     enum { N = 256 };
     int fds[N];
-    for (int i = 0; i < N; i++)
+    const char *keep = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (int i = 0; i < N; i++) {
+        /* one answered request each, so that the server has accepted them
+         * all (connect() returns from the kernel's backlog) */
         fds[i] = raw_connect();
+        cr_assert_eq(write(fds[i], keep, strlen(keep)), (ssize_t)strlen(keep));
+        char buf[512];
+        size_t got = 0;
+        while (got < sizeof buf - 1) {
+            struct pollfd p = {.fd = fds[i], .events = POLLIN};
+            cr_assert_gt(poll(&p, 1, 5000), 0, "connection %d not answered", i);
+            ssize_t n = read(fds[i], buf + got, sizeof buf - 1 - got);
+            cr_assert_gt(n, 0, "connection %d closed", i);
+            got += (size_t)n;
+            buf[got] = '\0';
+            if (strstr(buf, "hello"))
+                break;
+        }
+    }
     int extra = raw_connect(); /* accepted by the kernel, closed by MHD */
     const char *get = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     (void)!write(extra, get, strlen(get));
