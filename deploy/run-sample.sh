@@ -54,7 +54,7 @@ echo "== GET $URL/metrics (cache gauges)"
 curl -s "$URL/metrics" | grep -E '^agentsched_(cache_nodes|cache_pods|ready) ' || true
 curl -s "$URL/metrics" | grep -E '^agentsched_cache_pods\{' || true
 
-if "$BIN" --help | grep -qE '^  place '; then
+if "$BIN" --help | grep -E '^  place ' >/dev/null; then # not -q: see dev-cluster
     PODS="$ROOT/deploy/examples/pods.yaml"
     if [ ! -f "$PODS" ]; then
         PODS=$(mktemp --suffix=.yaml)
