@@ -79,6 +79,7 @@ typedef struct ctx {
     yajl_handle h;
     const skip_index *skip; /* NULL: build everything */
     const char *body;
+    size_t body_len;
     pool *p;
     as_diag *diag;
     as_err err;
@@ -98,6 +99,73 @@ static int fail(ctx *c, as_err err, const char *field, const char *fmt, const ch
 }
 
 /* ---- builder ---------------------------------------------------- */
+
+/* utf8_cut returns the largest length <= max at which s[0..len), valid
+ * UTF-8, can be cut without splitting a character: excerpts in messages
+ * stay valid UTF-8, so the error answers that echo them stay valid JSON. */
+static size_t utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+        max--;
+    return max;
+}
+
+/* bld_path writes the path of the innermost open container to out
+ * ("spec.nodeSelector", "items[3].metadata", "" for the root), cut to n
+ * bytes on a character boundary. For error messages only: it finds each
+ * container among its parent's members by a search (a container being
+ * built is its parent's last array element, or the value of some key). */
+static void bld_path(const bld *b, char *out, size_t n)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; i + 1 < b->depth; i++) {
+        const json_t *parent = b->stack[i], *child = b->stack[i + 1];
+        char seg[96];
+        if (json_is_array(parent)) {
+            snprintf(seg, sizeof seg, "[%zu]", json_array_size(parent) - 1);
+        } else {
+            const char *key, *k = "?";
+            size_t klen, kl = 1;
+            json_t *v;
+            json_object_keylen_foreach((json_t *)parent, key, klen, v)
+            {
+                if (v == child) {
+                    k = key;
+                    kl = klen;
+                    break;
+                }
+            }
+            kl = utf8_cut(k, kl, 64);
+            snprintf(seg, sizeof seg, "%s%.*s", o ? "." : "", (int)kl, k);
+        }
+        size_t sl = strlen(seg);
+        if (o + sl >= n)
+            break; /* the path's head is the useful part */
+        memcpy(out + o, seg, sl + 1);
+        o += sl;
+    }
+}
+
+/* bld_key_nul fails the document for a key holding NUL (an escaped zero
+ * code point): a reader taking keys as C strings would see another key
+ * ("kubernetes.io/hostname\u0000x" as "kubernetes.io/hostname"). */
+static int bld_key_nul(ctx *c, const char *key, const char *nul)
+{
+    if (c->err != AS_OK)
+        return 0;
+    char path[128];
+    bld_path(&c->b, path, sizeof path);
+    size_t pre = utf8_cut(key, (size_t)(nul - key), 48);
+    c->err = AS_EINVAL;
+    as_diag_set(c->diag, AS_EINVAL, path,
+                "%s%sthe key \"%.*s\\u0000...\" contains \\u0000 (a NUL character); object "
+                "keys may not contain NUL, remove it",
+                path, path[0] ? ": " : "", (int)pre, key);
+    return 0;
+}
 
 static void bld_reset(bld *b)
 {
@@ -211,9 +279,12 @@ static int bld_event(ctx *c, const ev *e, int *done)
     case EV_STR:
         v = json_stringn_nocheck(e->s, e->len);
         break;
-    case EV_KEY:
+    case EV_KEY: {
         if (e->len > sizeof b->key)
             return fail(c, AS_ETOOBIG, NULL, "an object key is longer than 4096 bytes%s", NULL);
+        const char *nul = memchr(e->s, '\0', e->len);
+        if (nul)
+            return bld_key_nul(c, e->s, nul);
         memcpy(b->key, e->s, e->len);
         b->keylen = e->len;
         if (c->skip) {
@@ -222,6 +293,7 @@ static int bld_event(ctx *c, const ev *e, int *done)
             b->key_rule = skip_rule_for(c->skip, e->s, e->len);
         }
         return 1;
+    }
     case EV_MAP_START:
     case EV_ARR_START: {
         json_t *cont = e->kind == EV_MAP_START ? json_object() : json_array();
@@ -293,13 +365,38 @@ static int cb_dbl(void *u, double d)
     ev e = {.kind = EV_DBL, .d = d};
     return dispatch(u, &e);
 }
+/* cb_utf8 holds yajl's strings and keys to the scanner's strict UTF-8
+ * (yajl checks the byte structure only: it takes overlong forms,
+ * surrogates and code points past U+10FFFF), in the scanner's words. */
+static int cb_utf8(ctx *c, const unsigned char *s, size_t len)
+{
+    size_t ok = extargs_utf8_prefix((const char *)s, len);
+    if (ok == len)
+        return 1;
+    /* an unescaped string is passed in place, an escaped one decoded */
+    const char *p = (const char *)s;
+    size_t at = p >= c->body && p < c->body + c->body_len ? (size_t)(p - c->body) + ok
+                                                          : yajl_get_bytes_consumed(c->h);
+    if (c->err == AS_OK) {
+        c->err = AS_EPARSE;
+        as_diag_set(c->diag, AS_EPARSE, "",
+                    "malformed JSON near byte %zu: invalid UTF-8 in string (send a complete, "
+                    "valid UTF-8 JSON document)",
+                    at);
+    }
+    return 0;
+}
 static int cb_str(void *u, const unsigned char *s, size_t len)
 {
+    if (!cb_utf8(u, s, len))
+        return 0;
     ev e = {.kind = EV_STR, .s = (const char *)s, .len = len};
     return dispatch(u, &e);
 }
 static int cb_key(void *u, const unsigned char *s, size_t len)
 {
+    if (!cb_utf8(u, s, len))
+        return 0;
     ev e = {.kind = EV_KEY, .s = (const char *)s, .len = len};
     return dispatch(u, &e);
 }
@@ -342,6 +439,7 @@ static as_err run(ctx *c, const char *body, size_t len)
 {
     as_err err = AS_OK;
     c->body = body;
+    c->body_len = len;
     c->h = yajl_alloc(&callbacks, NULL, c);
     if (!c->h)
         return as_diag_set(c->diag, AS_ENOMEM, NULL, "out of memory");
@@ -456,6 +554,7 @@ typedef struct sc {
     size_t arena_left; /* many names) */
     size_t arena_next; /* size of the next arena block */
     unsigned flags;    /* EXTARGS_LAZY_POD */
+    bool in_pod;       /* scanning the Pod: the builder checks its keys */
 } sc;
 
 static int sc_syntax(sc *s, const char *what)
@@ -551,6 +650,31 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end)
         (c == 0xF4 && p[1] >= 0x90))
         return 0;
     return n;
+}
+
+/* See extargs.h. */
+size_t extargs_utf8_prefix(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    const uint64_t high = 0x8080808080808080ull;
+    for (;;) {
+        /* ASCII eight bytes at a time, then byte by byte */
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            if (x & high)
+                break;
+            p += 8;
+        }
+        while (p < end && *p < 0x80)
+            p++;
+        if (p >= end)
+            return len;
+        size_t n = utf8_len(p, end);
+        if (!n)
+            return (size_t)(p - (const unsigned char *)s);
+        p += n;
+    }
 }
 
 static int hexval(unsigned c)
@@ -835,6 +959,35 @@ static int sc_literal(sc *s, const char *lit)
 
 static int sc_value(sc *s);
 
+/* esc_has_nul reports whether the validated string text raw[0..len)
+ * decodes to a NUL (a \u0000 escape). */
+static bool esc_has_nul(const char *raw, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (raw[i] != '\\')
+            continue;
+        if (raw[i + 1] == 'u' && hex4(raw + i + 2) == 0)
+            return true;
+        i++; /* past the escaped character (a backslash is never a start) */
+    }
+    return false;
+}
+
+/* sc_key_nul fails the scan for a key holding NUL outside the Pod: no
+ * reader of ExtenderArgs takes one (a C string would cut it short), and no
+ * JSON reader of the node items echoed back need take one either. */
+static int sc_key_nul(sc *s, const char *key)
+{
+    if (s->err == AS_OK) {
+        s->err = AS_EINVAL;
+        as_diag_set(s->diag, AS_EINVAL, "",
+                    "the object key at byte %zu contains \\u0000 (a NUL character); object keys "
+                    "may not contain NUL, remove it",
+                    (size_t)(key - 1 - s->base));
+    }
+    return 0;
+}
+
 /* sc_next_key advances to the next member of the object being read:
  * 1 with the key scanned and s->p at its value, 0 at the closing brace
  * (consumed), -1 on error. */
@@ -859,6 +1012,10 @@ static int sc_next_key(sc *s, bool *first, const char **k, size_t *klen, bool *k
         return sc_syntax(s, "expected a string key") - 1;
     if (!sc_string(s, k, klen, kesc))
         return -1;
+    /* only an escape spells NUL; the Pod's keys are the builder's to
+     * refuse, with their paths (bld_key_nul) */
+    if (*kesc && !s->in_pod && esc_has_nul(*k, *klen))
+        return sc_key_nul(s, *k) - 1;
     sc_ws(s);
     if (s->p >= s->end || *s->p != ':')
         return sc_syntax(s, "expected ':'") - 1;
@@ -1323,6 +1480,16 @@ static inline int sc_name(sc *s, sched_name *dst, const char *tmpl, size_t idx)
 static as_err parse_walk(const char *body, size_t len, const extargs_skip *skip, bool validated,
                          json_t **out, as_diag *diag);
 
+/* pod_field puts "Pod" before the field of an error inside the Pod's DOM
+ * ("spec.nodeSelector" -> "Pod.spec.nodeSelector"; a key of the Pod's own
+ * object, field "", -> "Pod"); errors of the whole span (syntax, caps:
+ * not AS_EINVAL) keep theirs. */
+static void pod_field(as_err err, as_diag *diag)
+{
+    if (diag && (err == AS_EINVAL || diag->field[0]))
+        as_diag_prefix_field(diag, "Pod");
+}
+
 static int sc_pod(sc *s, extargs_args *a)
 {
     if (a->pod) {
@@ -1338,8 +1505,10 @@ static int sc_pod(sc *s, extargs_args *a)
                           sc_peek_type(s));
     const char *start = s->p;
     int depth = s->depth;
+    s->in_pod = true;
     if (!sc_value(s))
         return 0;
+    s->in_pod = false;
     s->depth = depth;
     a->pod_raw = start;
     a->pod_raw_len = (size_t)(s->p - start);
@@ -1347,6 +1516,7 @@ static int sc_pod(sc *s, extargs_args *a)
         return 1; /* validated JSON; the DOM is built on demand */
     as_err err = parse_walk(start, (size_t)(s->p - start), NULL, true, &a->pod, s->diag);
     if (err) {
+        pod_field(err, s->diag);
         s->err = err;
         return 0;
     }
@@ -1547,7 +1717,10 @@ as_err extargs_parse_pod(extargs_args *a, const extargs_skip *skip, as_diag *dia
     if (a->pod || !a->pod_raw)
         return AS_OK;
     /* pod_raw is a span sc_pod validated */
-    return parse_walk(a->pod_raw, a->pod_raw_len, skip, true, &a->pod, diag);
+    as_err err = parse_walk(a->pod_raw, a->pod_raw_len, skip, true, &a->pod, diag);
+    if (err)
+        pod_field(err, diag);
+    return err;
 }
 
 /* See extargs.h. */
@@ -1607,6 +1780,8 @@ static bool sc_document(const char *body, size_t len)
 static as_err parse_walk(const char *body, size_t len, const extargs_skip *skip, bool validated,
                          json_t **out, as_diag *diag)
 {
+    /* yajl's pass applies the scanner's strict UTF-8 (cb_utf8), so what
+     * it builds here is never text the scanner refused for its bytes */
     if (!validated && !sc_document(body, len))
         return build_doc(body, len, skip, false, out, diag);
     as_diag d;
@@ -1679,9 +1854,26 @@ static const char *json_type_name(const json_t *v)
     }
 }
 
-/* get_str reads an optional string member into the pool ("" when absent
- * or null). */
-static as_err get_str(pool *p, const json_t *obj, const char *key, const char **out, as_diag *diag)
+/* dup_str copies the string v into the pool as a C string; a NUL inside
+ * (which would cut it short: "cpu-small-01\u0000garbage" as
+ * "cpu-small-01") is AS_EINVAL naming field. */
+static as_err dup_str(pool *p, const json_t *v, const char *field, const char **out, as_diag *diag)
+{
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (memchr(s, '\0', len))
+        return as_diag_set(diag, AS_EINVAL, field,
+                           "%s contains \\u0000 (a NUL character); remove it", field);
+    *out = pool_strndup(p, s, len);
+    if (!*out)
+        return as_diag_set(diag, AS_ENOMEM, field, "out of memory");
+    return AS_OK;
+}
+
+/* get_str reads an optional string member of at most max bytes into the
+ * pool ("" when absent or null). */
+static as_err get_str(pool *p, const json_t *obj, const char *key, size_t max, const char **out,
+                      as_diag *diag)
 {
     const json_t *v = extargs_get(obj, key);
     *out = "";
@@ -1690,12 +1882,9 @@ static as_err get_str(pool *p, const json_t *obj, const char *key, const char **
     if (!json_is_string(v))
         return as_diag_set(diag, AS_EINVAL, key, "%s must be a string, not %s", key,
                            json_type_name(v));
-    if (json_string_length(v) > EXTARGS_MAX_KEY_LEN)
-        return as_diag_set(diag, AS_EINVAL, key, "%s is longer than 4096 bytes", key);
-    *out = pool_strndup(p, json_string_value(v), json_string_length(v));
-    if (!*out)
-        return as_diag_set(diag, AS_ENOMEM, key, "out of memory");
-    return AS_OK;
+    if (json_string_length(v) > max)
+        return as_diag_set(diag, AS_EINVAL, key, "%s is longer than %zu bytes", key, max);
+    return dup_str(p, v, key, out, diag);
 }
 
 /* See extargs.h. */
@@ -1713,10 +1902,10 @@ as_err extargs_decode_binding(pool *p, const char *body, size_t len, extargs_bin
                           json_type_name(doc));
         goto done;
     }
-    if ((err = get_str(p, doc, "PodName", &out->pod_name, diag)) ||
-        (err = get_str(p, doc, "PodNamespace", &out->pod_namespace, diag)) ||
-        (err = get_str(p, doc, "PodUID", &out->pod_uid, diag)) ||
-        (err = get_str(p, doc, "Node", &out->node, diag)))
+    if ((err = get_str(p, doc, "PodName", MODEL_POD_NAME_MAX, &out->pod_name, diag)) ||
+        (err = get_str(p, doc, "PodNamespace", MODEL_NAMESPACE_MAX, &out->pod_namespace, diag)) ||
+        (err = get_str(p, doc, "PodUID", EXTARGS_MAX_KEY_LEN, &out->pod_uid, diag)) ||
+        (err = get_str(p, doc, "Node", EXTARGS_MAX_KEY_LEN, &out->node, diag)))
         goto done;
     if (!out->pod_name[0]) {
         err = as_diag_set(diag, AS_EINVAL, "PodName", "PodName is required");
@@ -1757,6 +1946,13 @@ static as_err decode_victims(pool *p, const char *mapname, const char *node, con
                                "NumPDBViolations must be an integer, not %s", json_type_name(pdb));
         }
         e->num_pdb_violations = json_integer_value(pdb);
+        if (e->num_pdb_violations < 0) {
+            snprintf(field, sizeof field, "%s.%s.NumPDBViolations", mapname, node);
+            return as_diag_set(diag, AS_EINVAL, field,
+                               "NumPDBViolations is %lld; it counts violated budgets and must "
+                               "be 0 or more",
+                               (long long)e->num_pdb_violations);
+        }
     }
     const json_t *pods = extargs_get(v, "Pods");
     if (!pods || json_is_null(pods))
@@ -1801,9 +1997,11 @@ static as_err decode_victims(pool *p, const char *mapname, const char *node, con
                 return as_diag_set(diag, AS_EINVAL, field, "a pod UID must be a string, not %s",
                                    json_type_name(u));
             }
-            uid = pool_strndup(p, json_string_value(u), json_string_length(u));
-            if (!uid)
-                return as_diag_set(diag, AS_ENOMEM, field, "out of memory");
+            snprintf(field, sizeof field, "%s.%s.Pods[%zu].%s", mapname, node, i,
+                     meta ? "UID" : "metadata.uid");
+            as_err err = dup_str(p, u, field, &uid, diag);
+            if (err)
+                return err;
         }
         e->uids[i] = uid;
     }

@@ -370,7 +370,9 @@ as_err placement_run(cache *c, const score_policy *policy, const model_pod *cons
     x->reg = cache_registry(c);
     x->policy = policy;
     x->k = k;
-    buf_init(&x->key, 4096);
+    /* as large as the answer may grow: a key that does not fit it would not
+     * fit the answer either (the pod model caps names far below) */
+    buf_init(&x->key, PLACEMENT_RESPONSE_CAP);
     err = overlay_init(&x->ov, npods);
     if (err)
         goto done;
@@ -457,7 +459,8 @@ as_err placement_request_decode(const model_registry *reg, const json_t *req, ui
         }
         const json_t *kind = json_object_get(item, "kind");
         if (kind && !json_is_null(kind) &&
-            (!json_is_string(kind) || strcmp(json_string_value(kind), "Pod") != 0)) {
+            (!json_is_string(kind) || json_string_length(kind) != 3 ||
+             strcmp(json_string_value(kind), "Pod") != 0)) {
             snprintf(at, sizeof at, "pods[%zu].kind", i);
             err = as_diag_set(diag, AS_EINVAL, at, "%s must be \"Pod\" (or absent)", at);
             goto done;
@@ -483,9 +486,24 @@ as_err placement_eval(svc *s, const char *body, size_t len, buf *out, as_diag *d
 {
     json_error_t je;
     json_t *req = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &je);
-    if (!req)
+    if (!req) {
+        /* jansson's words for these name its own flags; say what to do */
+        const char *why = je.text;
+        switch (json_error_code(&je)) {
+        case json_error_null_character:
+            why = "strings may not contain \\u0000 (a NUL character); remove it";
+            break;
+        case json_error_null_byte_in_key:
+            why = "object keys may not contain \\u0000 (a NUL character); remove it";
+            break;
+        case json_error_out_of_memory:
+            return as_diag_set(diag, AS_ENOMEM, "", "out of memory while decoding the request");
+        default:
+            break;
+        }
         return as_diag_set(diag, AS_EPARSE, "", "malformed JSON at line %d column %d: %s", je.line,
-                           je.column, je.text);
+                           je.column, why);
+    }
     model_pod **pods = NULL;
     size_t npods = 0;
     uint32_t k = 0;
@@ -498,6 +516,8 @@ as_err placement_eval(svc *s, const char *body, size_t len, buf *out, as_diag *d
     if (err == AS_ETOOBIG)
         as_diag_set(diag, err, "", "the answer exceeds %zu bytes; place fewer pods per request",
                     out->cap);
+    else if (err)
+        as_diag_set(diag, err, "", "placement failed: %s", as_strerror(err));
 done:
     if (policy)
         score_policy_unref(policy);

@@ -126,10 +126,27 @@ static as_err opt_string(const json_t *obj, const char *key, const char *field, 
     if (!json_is_string(v))
         return as_diag_set(d, AS_EINVAL, field, "%s must be a string", field);
     /* a C string would silently cut "a\u0000b" to "a" (another name) */
-    if (strlen(json_string_value(v)) != json_string_length(v))
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (memchr(s, '\0', len))
         return as_diag_set(d, AS_EINVAL, field, "%s must not contain NUL characters", field);
-    *out = json_string_value(v);
+    /* the decoder guarantees it; the documents built from it need it */
+    if (extargs_utf8_prefix(s, len) != len)
+        return as_diag_set(d, AS_EINVAL, field, "%s must be valid UTF-8", field);
+    *out = s;
     return AS_OK;
+}
+
+/* excerpt_len is how much of the valid UTF-8 s[0..len) fits max bytes
+ * without splitting a character (for names quoted in field paths). */
+static int excerpt_len(const char *s, size_t len, size_t max)
+{
+    if (len > max) {
+        len = max;
+        while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
+            len--;
+    }
+    return (int)len;
 }
 
 /* res_amount reads a Resource amount: a finite, non-negative number
@@ -153,7 +170,8 @@ static as_err res_amount(const json_t *v, const char *field, double *out, as_dia
 }
 
 /* set_quantity stores amount (with an optional "m" suffix) as a quantity
- * string under key in obj. */
+ * string under key in obj. key must be valid UTF-8 without NUL (the
+ * callers' checks), so a failure here can only be an allocation's. */
 static as_err set_quantity(json_t *obj, const char *key, double amount, bool milli)
 {
     char q[48];
@@ -187,11 +205,21 @@ static as_err pod_from_resreq(const model_registry *reg, const json_t *task, con
         return err;
 
     json_t *requests = json_object();
-    doc = json_pack("{s:{s:s,s:s,s:s},s:{s:[{s:s,s:{s:o}}]}}", "metadata", "name", name,
-                    "namespace", ns[0] ? ns : "default", "uid", uid, "spec", "containers", "name",
-                    "task", "resources", "requests", requests);
-    if (!doc)
+    if (!requests)
         return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+    /* "o" steals requests, on failure too */
+    json_error_t je;
+    doc = json_pack_ex(&je, 0, "{s:{s:s,s:s,s:s},s:{s:[{s:s,s:{s:o}}]}}", "metadata", "name", name,
+                       "namespace", ns[0] ? ns : "default", "uid", uid, "spec", "containers",
+                       "name", "task", "resources", "requests", requests);
+    if (!doc) {
+        /* the strings are checked above (opt_string): anything but an
+         * allocation failing here is a broken invariant, not a full heap */
+        if (json_error_code(&je) == json_error_out_of_memory)
+            return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+        return as_diag_set(d, AS_EINTERNAL, field, "%s: the task's pod could not be built: %s",
+                           field, je.text);
+    }
     double amount;
     snprintf(f, sizeof f, "%s.Resreq.MilliCPU", field);
     if ((err = res_amount(extargs_get(rr, "MilliCPU"), f, &amount, d)))
@@ -212,10 +240,26 @@ static as_err pod_from_resreq(const model_registry *reg, const json_t *task, con
             goto done;
         }
         const char *k;
-        const json_t *v;
-        json_object_foreach((json_t *)sc, k, v)
+        size_t klen;
+        json_t *v;
+        json_object_keylen_foreach((json_t *)sc, k, klen, v)
         {
-            snprintf(f, sizeof f, "%s.Resreq.ScalarResources.%s", field, k);
+            /* the decoder refuses keys with NUL or invalid UTF-8; checked
+             * again because a C-string key with either would count as
+             * another resource ("nvidia.com/gpu\u0000x" as a GPU) */
+            if (klen == 0 || memchr(k, '\0', klen) || extargs_utf8_prefix(k, klen) != klen) {
+                snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
+                err = as_diag_set(d, AS_EINVAL, f,
+                                  "%s: a resource name is %s; name each scalar resource (e.g. "
+                                  "nvidia.com/gpu)",
+                                  f,
+                                  klen == 0               ? "empty"
+                                  : memchr(k, '\0', klen) ? "holding \\u0000 (a NUL character)"
+                                                          : "not valid UTF-8");
+                goto done;
+            }
+            snprintf(f, sizeof f, "%s.Resreq.ScalarResources.%.*s", field,
+                     excerpt_len(k, klen, 100), k);
             if ((err = res_amount(v, f, &amount, d)))
                 goto done;
             /* "pods" is a count there (not a request); cpu and memory never
@@ -346,6 +390,9 @@ static const char *pod_key(const model_pod *pod, char *tmp, size_t len)
 enum { TOP_OTHER = 0, TOP_JOBS, TOP_NODES };
 
 typedef struct scan {
+    yajl_handle h;
+    const char *body;
+    size_t len;
     cache *c;
     volcano_session_stats *st;
     as_diag *d;
@@ -387,11 +434,27 @@ static int cb_number(void *ctx, const char *s, size_t n)
     (void)n;
     return scan_scalar(ctx);
 }
+/* scan_utf8 holds a string or key to strict UTF-8 (yajl checks the byte
+ * structure only), as every other verb's decoder does. */
+static int scan_utf8(scan *s, const unsigned char *str, size_t n)
+{
+    size_t ok = extargs_utf8_prefix((const char *)str, n);
+    if (ok == n)
+        return 1;
+    const char *p = (const char *)str;
+    size_t at = p >= s->body && p < s->body + s->len ? (size_t)(p - s->body) + ok
+                                                     : yajl_get_bytes_consumed(s->h);
+    if (s->err == AS_OK)
+        s->err = as_diag_set(s->d, AS_EPARSE, "",
+                             "malformed JSON near byte %zu: invalid UTF-8 in string (send a "
+                             "complete, valid UTF-8 JSON document)",
+                             at);
+    return 0;
+}
+
 static int cb_string(void *ctx, const unsigned char *str, size_t n)
 {
-    (void)str;
-    (void)n;
-    return scan_scalar(ctx);
+    return scan_utf8(ctx, str, n) && scan_scalar(ctx);
 }
 
 static int open_container(scan *s, bool map)
@@ -424,6 +487,12 @@ static int cb_key(void *ctx, const unsigned char *key, size_t n)
 {
     scan *s = ctx;
     const char *k = (const char *)key;
+    if (!scan_utf8(s, key, n))
+        return 0;
+    if (memchr(k, '\0', n))
+        return scan_fail(s, AS_EINVAL,
+                         "an object key contains \\u0000 (a NUL character); keys may not "
+                         "contain NUL, remove it");
     if (s->depth == 1) {
         s->top = (n == 4 && strncasecmp(k, "Jobs", 4) == 0)    ? TOP_JOBS
                  : (n == 5 && strncasecmp(k, "Nodes", 5) == 0) ? TOP_NODES
@@ -474,10 +543,11 @@ as_err volcano_session_scan(cache *c, const char *body, size_t len, volcano_sess
                             as_diag *d)
 {
     memset(out, 0, sizeof *out);
-    scan s = {.c = c, .st = out, .d = d};
+    scan s = {.body = body, .len = len, .c = c, .st = out, .d = d};
     yajl_handle h = yajl_alloc(&scan_callbacks, NULL, &s);
     if (!h)
         return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+    s.h = h;
     as_err err = AS_OK;
     yajl_status ys = yajl_parse(h, (const unsigned char *)body, len);
     if (ys == yajl_status_ok)

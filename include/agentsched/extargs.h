@@ -27,7 +27,17 @@
  * "Nodes.items[2].metadata.name"), including `null` inside NodeNames and a
  * node item without metadata.name. Syntax errors (truncated JSON, invalid
  * UTF-8, NUL bytes, trailing garbage) are AS_EPARSE with the byte offset.
- * A node name may not contain NUL (an escaped zero code point): AS_EINVAL.
+ * UTF-8 is checked strictly everywhere, in strings and keys, by every
+ * decoder here (overlong forms, surrogates and code points past U+10FFFF
+ * are invalid), so every string a DOM holds is valid UTF-8 and may be
+ * echoed. A node name may not contain NUL (an escaped zero code point):
+ * AS_EINVAL. Neither may any object key, so no consumer ever reads a key
+ * that a C string would cut short: AS_EINVAL, in a DOM built here (the
+ * Pod, binding and preemption args, extargs_parse_json*) naming the object
+ * that holds it ("spec.nodeSelector"), elsewhere in ExtenderArgs with its
+ * byte offset. String values may hold NUL; the
+ * readers that need C strings reject it (model decoders, binding and
+ * preemption fields).
  *
  * Caps: nesting depth EXTARGS_MAX_DEPTH, EXTARGS_MAX_NAMES names/items,
  * EXTARGS_MAX_NAME_LEN bytes per node name, EXTARGS_MAX_KEY_LEN per object
@@ -101,7 +111,8 @@ as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned fl
                               extargs_args *out, as_diag *diag);
 
 /* extargs_parse_pod builds a->pod from a->pod_raw when not built yet
- * (AS_OK with pod NULL when there is no Pod); errors as extargs_decode_args.
+ * (AS_OK with pod NULL when there is no Pod); errors as extargs_decode_args,
+ * their fields inside the Pod prefixed "Pod" ("Pod.spec.nodeSelector").
  * skip (borrowed; NULL: the whole Pod) leaves members out of the DOM as
  * extargs_parse_json_skip does: kube-scheduler sends the whole Pod (env,
  * volumes, probes, status) in every filter and prioritize, and the pod
@@ -136,7 +147,9 @@ typedef struct extargs_binding {
 /*
  * extargs_decode_binding decodes ExtenderBindingArgs. PodName and Node are
  * required (AS_EINVAL naming the field when missing or empty); PodNamespace
- * defaults to "default"; PodUID may be empty.
+ * defaults to "default"; PodUID may be empty. A field holding NUL, a Node
+ * longer than 253 bytes, a PodName longer than 253 or a PodNamespace longer
+ * than 63 (Kubernetes' limits) is AS_EINVAL naming the field.
  */
 as_err extargs_decode_binding(pool *p, const char *body, size_t len, extargs_binding *out,
                               as_diag *diag);
@@ -168,7 +181,9 @@ typedef struct extargs_preemption {
  * extargs_decode_preemption decodes ExtenderPreemptionArgs (Pod may be
  * absent: pod NULL). Names and UIDs are copied into p, so body need not
  * outlive *out. AS_EINVAL / AS_ETOOBIG / AS_ENOMEM or a parse error with
- * diag naming the field; on error *out is already released and zeroed.
+ * diag naming the field (a node name or victim UID holding NUL, a negative
+ * NumPDBViolations are AS_EINVAL); on error *out is already released and
+ * zeroed.
  */
 as_err extargs_decode_preemption(pool *p, const char *body, size_t len, extargs_preemption *out,
                                  as_diag *diag);
@@ -185,7 +200,10 @@ void extargs_preemption_release(extargs_preemption *a);
  * (bench_extender's Pod decode line); a document
  * either rejects is parsed by yajl (extargs_parse_json_ref) for the error,
  * so acceptance, trees and messages are yajl's, except that a lone
- * surrogate escape decodes to U+FFFD, as in Go (yajl: '?').
+ * surrogate escape decodes to U+FFFD, as in Go (yajl: '?'), and that the
+ * builder is stricter than yajl alone: invalid UTF-8 (checked strictly, see
+ * extargs_utf8_prefix) is AS_EPARSE and a key holding NUL AS_EINVAL, by
+ * either path.
  */
 as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *diag);
 
@@ -212,6 +230,16 @@ as_err extargs_parse_json_skip(const char *body, size_t len, const extargs_skip 
  * tokenizer alone: the reference the tests and fuzzers hold the walk to. */
 as_err extargs_parse_json_ref(const char *body, size_t len, const extargs_skip *skip, json_t **out,
                               as_diag *diag);
+
+/*
+ * extargs_utf8_prefix returns how many leading bytes of s[0..len) are
+ * whole, valid UTF-8 characters (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF; NUL counts as valid): len when all of
+ * s is valid, else the offset of the first invalid sequence. The strict
+ * check the request scanner applies, for decoders that get their strings
+ * from elsewhere (yajl checks the byte structure only).
+ */
+size_t extargs_utf8_prefix(const char *s, size_t len);
 
 /*
  * extargs_get returns obj's member `key`, matched exactly first, else

@@ -247,6 +247,11 @@ typedef enum model_phase {
     MODEL_PHASE_UNKNOWN,
 } model_phase;
 
+/* Kubernetes' limits: a pod name is a DNS subdomain, a namespace a DNS
+ * label. */
+#define MODEL_POD_NAME_MAX  253
+#define MODEL_NAMESPACE_MAX 63
+
 typedef struct model_pod {
     pool *pool;     /* owns every pointer below */
     const char *ns; /* "default" when absent */
@@ -286,7 +291,10 @@ typedef struct model_pod {
  * (the API server's defaulting), pod-level spec.resources cpu/memory are
  * honoured. Malformed
  * quantities, selectors, or wrongly-typed fields are errors with the field
- * path in diag. Caller owns *out (model_pod_free).
+ * path in diag, and so are (AS_EINVAL) a metadata.name longer than
+ * MODEL_POD_NAME_MAX or a metadata.namespace longer than
+ * MODEL_NAMESPACE_MAX bytes, a string or map key that holds NUL, and an
+ * empty resource name. Caller owns *out (model_pod_free).
  */
 as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_pod **out,
                            as_diag *diag);

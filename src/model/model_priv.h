@@ -37,6 +37,13 @@ as_err model_priv_oom(model_priv_ctx *c, const char *field);
  * characters other than [A-Za-z0-9_-], e.g. "nvidia.com/gpu") into dst. */
 void model_priv_path_key(char *dst, size_t n, const char *base, const char *key);
 
+/* model_priv_key checks a map key (key[0..klen), klen from jansson, not
+ * strlen) of the object at path: a key holding NUL (an escaped zero code
+ * point) is AS_EINVAL, since every reader takes keys as C strings and
+ * would see another key ("cpu\u0000x" as "cpu"). The request decoders
+ * refuse such keys already; this guards DOMs from anywhere else. */
+as_err model_priv_key(model_priv_ctx *c, const char *key, size_t klen, const char *path);
+
 /* model_priv_type_name names a JSON value's type for messages ("a number"). */
 const char *model_priv_type_name(const json_t *v);
 
@@ -51,6 +58,10 @@ as_err model_priv_get(model_priv_ctx *c, const json_t *obj, const char *key, con
 
 /* model_priv_str copies a JSON string (must be one) into the pool. */
 as_err model_priv_str(model_priv_ctx *c, const json_t *v, const char *path, const char **out);
+
+/* model_priv_str_is reports whether the JSON string v is exactly lit (by
+ * length: "Pod\u0000x" is not "Pod"). */
+bool model_priv_str_is(const json_t *v, const char *lit);
 
 /* model_priv_get_str = model_priv_get(JSON_STRING) + copy; *out = dflt when
  * absent (dflt is stored as is, not copied). */

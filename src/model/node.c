@@ -20,18 +20,21 @@ static as_err node_resources(model_priv_ctx *c, model_registry *reg, const json_
                              const char *path, model_resvec *out)
 {
     const char *key;
-    const json_t *val;
+    size_t klen;
+    json_t *val;
     char fp[MODEL_PRIV_PATH_MAX];
-    json_object_foreach((json_t *)map, key, val)
+    json_object_keylen_foreach((json_t *)map, key, klen, val)
     {
+        as_err err = model_priv_key(c, key, klen, path);
+        if (err)
+            return err;
         model_priv_path_key(fp, sizeof fp, path, key);
         int64_t q;
-        as_err err = model_priv_quantity(c, val, strcmp(key, "cpu") == 0, fp, &q);
+        err = model_priv_quantity(c, val, strcmp(key, "cpu") == 0, fp, &q);
         if (err)
             return err;
         if (strcmp(key, reg->gpu_share_name) == 0)
             continue;
-        size_t klen = strlen(key);
         int idx = model_registry_lookup(reg, key, klen);
         if (idx < 0) {
             if (q == 0)
@@ -114,12 +117,12 @@ static as_err node_ready(model_priv_ctx *c, const json_t *status, model_node *n)
         snprintf(tp, sizeof tp, "%s.type", fp);
         if ((err = model_priv_get(c, it, "type", tp, JSON_STRING, &type)))
             return err;
-        if (!type || strcmp(json_string_value(type), "Ready") != 0)
+        if (!type || !model_priv_str_is(type, "Ready"))
             continue;
         snprintf(tp, sizeof tp, "%s.status", fp);
         if ((err = model_priv_get(c, it, "status", tp, JSON_STRING, &st)))
             return err;
-        n->ready = st && strcmp(json_string_value(st), "True") == 0;
+        n->ready = st && model_priv_str_is(st, "True");
     }
     return AS_OK;
 }
@@ -147,7 +150,7 @@ as_err model_node_from_json(model_registry *reg, const json_t *obj, model_node *
     const json_t *kind, *meta, *spec, *status, *v;
     if ((err = model_priv_get(&c, obj, "kind", "kind", JSON_STRING, &kind)))
         goto done;
-    if (kind && strcmp(json_string_value(kind), "Node") != 0) {
+    if (kind && !model_priv_str_is(kind, "Node")) {
         err = model_priv_fail(&c, AS_EINVAL, "kind", "expected kind Node, got \"%.40s\"",
                               json_string_value(kind));
         goto done;

@@ -79,19 +79,26 @@ static as_err pod_reslist(pod_dec *d, const json_t *map, const json_t *skip, con
                           acc *a)
 {
     const char *key;
-    const json_t *val;
+    size_t klen;
+    json_t *val;
     char fp[MODEL_PRIV_PATH_MAX];
     const model_registry *reg = d->reg;
-    json_object_foreach((json_t *)map, key, val)
+    json_object_keylen_foreach((json_t *)map, key, klen, val)
     {
+        as_err err = model_priv_key(&d->c, key, klen, path);
+        if (err)
+            return err;
+        if (klen == 0)
+            return model_priv_fail(&d->c, AS_EINVAL, path,
+                                   "a resource name is empty; name every resource (e.g. cpu, "
+                                   "nvidia.com/gpu)");
         if (skip && json_object_get(skip, key))
             continue;
         model_priv_path_key(fp, sizeof fp, path, key);
         int64_t q;
-        as_err err = model_priv_quantity(&d->c, val, strcmp(key, "cpu") == 0, fp, &q);
+        err = model_priv_quantity(&d->c, val, strcmp(key, "cpu") == 0, fp, &q);
         if (err)
             return err;
-        size_t klen = strlen(key);
         if (strcmp(key, reg->gpu_share_name) == 0) {
             a->v[ACC_SHARE] = q;
             a->present |= 1u << ACC_SHARE;
@@ -150,7 +157,7 @@ static as_err pod_container(pod_dec *d, const json_t *ctr, const char *base, acc
         snprintf(fp, sizeof fp, "%s.restartPolicy", base);
         if ((err = model_priv_get(&d->c, ctr, "restartPolicy", fp, JSON_STRING, &rp)))
             return err;
-        *sidecar = rp && strcmp(json_string_value(rp), "Always") == 0;
+        *sidecar = rp && model_priv_str_is(rp, "Always");
     }
     return AS_OK;
 }
@@ -518,6 +525,18 @@ static as_err pod_phase(pod_dec *d, const json_t *status)
                            ph);
 }
 
+/* utf8_excerpt is how many bytes of s[0..len) fit max without splitting a
+ * UTF-8 character, so messages that quote s stay valid UTF-8. */
+static int utf8_excerpt(const char *s, size_t len, size_t max)
+{
+    if (len > max) {
+        len = max;
+        while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
+            len--;
+    }
+    return (int)len;
+}
+
 static as_err pod_metadata(pod_dec *d, const json_t *obj)
 {
     model_pod *p = d->pod;
@@ -534,7 +553,18 @@ static as_err pod_metadata(pod_dec *d, const json_t *obj)
     if (!p->name[0])
         return model_priv_fail(&d->c, AS_EINVAL, "metadata.name",
                                "a Pod needs a non-empty metadata.name");
-    snprintf(d->c.what, sizeof d->c.what, "pod %.90s/%.100s", p->ns, p->name);
+    /* Kubernetes' limits; the answers that quote the name stay small */
+    size_t nl = strlen(p->name), sl = strlen(p->ns);
+    if (nl > MODEL_POD_NAME_MAX)
+        return model_priv_fail(&d->c, AS_EINVAL, "metadata.name",
+                               "is %zu bytes; a pod name is at most %d (a DNS subdomain)", nl,
+                               MODEL_POD_NAME_MAX);
+    if (sl > MODEL_NAMESPACE_MAX)
+        return model_priv_fail(&d->c, AS_EINVAL, "metadata.namespace",
+                               "is %zu bytes; a namespace is at most %d (a DNS label)", sl,
+                               MODEL_NAMESPACE_MAX);
+    snprintf(d->c.what, sizeof d->c.what, "pod %.*s/%.*s", utf8_excerpt(p->ns, sl, 90), p->ns,
+             utf8_excerpt(p->name, nl, 100), p->name);
     if ((err = model_priv_get_str(&d->c, meta, "uid", "metadata.uid", "", &p->uid)) ||
         (err = model_priv_get_str(&d->c, meta, "resourceVersion", "metadata.resourceVersion", "",
                                   &p->resource_version)))
@@ -549,7 +579,8 @@ static as_err pod_metadata(pod_dec *d, const json_t *obj)
     if ((err = model_priv_get(&d->c, meta, "creationTimestamp", "metadata.creationTimestamp",
                               JSON_STRING, &v)))
         return err;
-    if (v && !model_priv_rfc3339_ms(json_string_value(v), &p->created_ms))
+    if (v && (strlen(json_string_value(v)) != json_string_length(v) ||
+              !model_priv_rfc3339_ms(json_string_value(v), &p->created_ms)))
         return model_priv_fail(&d->c, AS_EINVAL, "metadata.creationTimestamp",
                                "\"%.40s\" is not an RFC 3339 time; use e.g. "
                                "\"2026-01-02T15:04:05Z\"",
@@ -619,7 +650,7 @@ as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_p
     const json_t *kind, *spec, *status;
     if ((err = model_priv_get(&d.c, obj, "kind", "kind", JSON_STRING, &kind)))
         goto done;
-    if (kind && strcmp(json_string_value(kind), "Pod") != 0) {
+    if (kind && !model_priv_str_is(kind, "Pod")) {
         err = model_priv_fail(&d.c, AS_EINVAL, "kind", "expected kind Pod, got \"%.40s\"",
                               json_string_value(kind));
         goto done;

@@ -51,6 +51,15 @@ void model_priv_path_key(char *dst, size_t n, const char *base, const char *key)
 }
 
 /* See model_priv.h. */
+as_err model_priv_key(model_priv_ctx *c, const char *key, size_t klen, const char *path)
+{
+    if (memchr(key, '\0', klen))
+        return model_priv_fail(c, AS_EINVAL, path,
+                               "a key contains \\u0000 (a NUL character); remove it");
+    return AS_OK;
+}
+
+/* See model_priv.h. */
 const char *model_priv_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -138,6 +147,13 @@ as_err model_priv_str(model_priv_ctx *c, const json_t *v, const char *path, cons
 }
 
 /* See model_priv.h. */
+bool model_priv_str_is(const json_t *v, const char *lit)
+{
+    size_t n = strlen(lit);
+    return json_string_length(v) == n && memcmp(json_string_value(v), lit, n) == 0;
+}
+
+/* See model_priv.h. */
 as_err model_priv_get_str(model_priv_ctx *c, const json_t *obj, const char *key, const char *path,
                           const char *dflt, const char **out)
 {
@@ -172,15 +188,19 @@ as_err model_priv_labels(model_priv_ctx *c, const json_t *obj, const char *path,
         return model_priv_oom(c, path);
     size_t i = 0;
     const char *key;
-    const json_t *val;
+    size_t klen;
+    json_t *val;
     char fp[MODEL_PRIV_PATH_MAX];
-    json_object_foreach((json_t *)obj, key, val)
+    json_object_keylen_foreach((json_t *)obj, key, klen, val)
     {
-        model_priv_path_key(fp, sizeof fp, path, key);
-        as_err err = model_priv_str(c, val, fp, &kv[i].value);
+        as_err err = model_priv_key(c, key, klen, path);
         if (err)
             return err;
-        kv[i].key = pool_strdup(c->pool, key);
+        model_priv_path_key(fp, sizeof fp, path, key);
+        err = model_priv_str(c, val, fp, &kv[i].value);
+        if (err)
+            return err;
+        kv[i].key = pool_strndup(c->pool, key, klen);
         if (!kv[i].key)
             return model_priv_oom(c, fp);
         i++;

@@ -26,6 +26,8 @@ static char *lower(const char *s)
     return o;
 }
 
+#define NAME64 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+
 static bool name_eq(sched_name n, const char *s)
 {
     return n.len == strlen(s) && memcmp(n.s, s, n.len) == 0;
@@ -200,6 +202,10 @@ Test(extargs, errors_name_the_field)
         {"{'NodeNames':['a']}", AS_EPARSE, ""},
         {"{\"NodeNames\":[\"a\"] /* c */}", AS_EPARSE, ""},
         {"{\"Pod\":{\"x\":99999999999999999999999}}", AS_EPARSE, ""},
+        /* a key holding NUL, anywhere (in the Pod: see nul_in_keys_is_refused) */
+        {"{\"NodeNames\":[],\"x\\u0000\":1}", AS_EINVAL, ""},
+        {"{\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"a\",\"\\u0000\":1}}]}}", AS_EINVAL, ""},
+        {"{\"Nodes\":{\"it\\u0000ems\":[]}}", AS_EINVAL, ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         extargs_args a;
@@ -359,6 +365,22 @@ Test(extargs, binding)
         {"{\"PodName\":\"p\",\"Node\":{}}", AS_EINVAL, "Node"},
         {"[]", AS_EINVAL, ""},
         {"{\"PodName\":\"p\"", AS_EPARSE, ""},
+        /* NUL would cut a field short: "n\u0000x" is not node n */
+        {"{\"PodName\":\"p\",\"Node\":\"n\\u0000x\"}", AS_EINVAL, "Node"},
+        {"{\"PodName\":\"p\\u0000\",\"Node\":\"n\"}", AS_EINVAL, "PodName"},
+        {"{\"PodName\":\"p\",\"PodNamespace\":\"\\u0000\",\"Node\":\"n\"}", AS_EINVAL,
+         "PodNamespace"},
+        {"{\"PodName\":\"p\",\"PodUID\":\"u\\u0000\",\"Node\":\"n\"}", AS_EINVAL, "PodUID"},
+        {"{\"PodName\":\"p\",\"Node\\u0000\":\"m\",\"Node\":\"n\"}", AS_EINVAL, ""},
+        /* strict UTF-8 (yajl alone takes these) */
+        {"{\"PodName\":\"p\",\"Node\":\"\xc0\xaf\"}", AS_EPARSE, ""},
+        {"{\"PodName\":\"\xed\xa0\x80\",\"Node\":\"n\"}", AS_EPARSE, ""},
+        {"{\"PodName\":\"p\",\"PodUID\":\"\xf4\x90\x80\x80\",\"Node\":\"n\"}", AS_EPARSE, ""},
+        {"{\"PodName\":\"p\",\"\xed\xbf\xbf\":1,\"Node\":\"n\"}", AS_EPARSE, ""},
+        /* Kubernetes' name limits */
+        {"{\"PodName\":\"p\",\"PodNamespace\":\"" NAME64 "\",\"Node\":\"n\"}", AS_EINVAL,
+         "PodNamespace"},
+        {"{\"PodName\":\"" NAME64 NAME64 NAME64 NAME64 "\",\"Node\":\"n\"}", AS_EINVAL, "PodName"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pool *p = pool_new(0);
@@ -417,6 +439,7 @@ Test(extargs, preemption_full_victims)
     as_diag d = {0};
     cr_assert_eq(extargs_decode_preemption(p, body, strlen(body), &a, &d), AS_OK, "%s", d.msg);
     cr_assert_not(a.meta);
+    cr_assert_eq(a.entries[0].num_pdb_violations, 0);
     cr_assert_eq(a.nentries, 2);
     cr_assert_eq(a.entries[0].npods, 2);
     cr_assert_str_eq(a.entries[0].uids[0], "u1");
@@ -439,6 +462,15 @@ Test(extargs, preemption_full_victims)
         {"{\"NodeNameToVictims\":{\"n\":{\"Pods\":[\"x\"]}}}", AS_EINVAL,
          "NodeNameToVictims.n.Pods[0]"},
         {"{\"NodeNameToMetaVictims\":{\"\":{}}}", AS_EINVAL, "NodeNameToMetaVictims."},
+        {"{\"NodeNameToMetaVictims\":{\"n\":{\"NumPDBViolations\":-1}}}", AS_EINVAL,
+         "NodeNameToMetaVictims.n.NumPDBViolations"},
+        {"{\"NodeNameToMetaVictims\":{\"n\\u0000x\":{}}}", AS_EINVAL, "NodeNameToMetaVictims"},
+        {"{\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":\"u\\u0000\"}]}}}", AS_EINVAL,
+         "NodeNameToMetaVictims.n.Pods[0].UID"},
+        {"{\"NodeNameToVictims\":{\"n\":{\"Pods\":[{\"metadata\":{\"uid\":\"\\u0000u\"}}]}}}",
+         AS_EINVAL, "NodeNameToVictims.n.Pods[0].metadata.uid"},
+        {"{\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":\"\xc0\xaf\"}]}}}", AS_EPARSE, ""},
+        {"{\"NodeNameToMetaVictims\":{\"\xf4\x90\x80\x80\":{}}}", AS_EPARSE, ""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = pool_new(0);
@@ -691,6 +723,12 @@ Test(extargs, parse_json_walk_matches_yajl)
         "\"\xff\"",
         "01",
         "{\"a\" 1}",
+        /* strict UTF-8 in strings and keys, NUL in keys */
+        "[\"\xc0\xaf\"]",
+        "{\"\xed\xa0\x80\":1}",
+        "{\"a\":\"\xf4\x90\x80\x80\"}",
+        "{\"a\\u0000b\":1}",
+        "[{\"a\":{\"b\\u0000\":1}}]",
     };
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
         json_t *w = NULL, *y = NULL;
@@ -749,10 +787,23 @@ Test(extargs, string_scans_at_every_offset_and_length)
         const char *bytes; /* inserted at the offset */
         bool valid;
     } special[] = {
-        {"", true},         {"\\\"", true},         {"\\\\", true},  {"\\u00e9", true},
-        {"\xc3\xa9", true}, {"\xe2\x98\x83", true}, {"\x7f", true},  {"/", true},
-        {"\x01", false},    {"\x1f", false},        {"\xff", false}, {"\xc3", false},
+        {"", true},
+        {"\\\"", true},
+        {"\\\\", true},
+        {"\\u00e9", true},
+        {"\xc3\xa9", true},
+        {"\xe2\x98\x83", true},
+        {"\x7f", true},
+        {"/", true},
+        {"\x01", false},
+        {"\x1f", false},
+        {"\xff", false},
+        {"\xc3", false},
         {"\\q", false},
+        /* valid structure, invalid UTF-8: overlong, surrogate, past U+10FFFF */
+        {"\xc0\xaf", false},
+        {"\xed\xa0\x80", false},
+        {"\xf4\x90\x80\x80", false},
     };
     char str[128], body[256];
     for (size_t si = 0; si < sizeof special / sizeof special[0]; si++) {
@@ -808,4 +859,159 @@ Test(extargs, string_scans_at_every_offset_and_length)
             }
         }
     }
+}
+
+Test(extargs, utf8_prefix)
+{
+    static const struct {
+        const char *s;
+        size_t len, want;
+    } cases[] = {
+        {"", 0, 0},
+        {"plain ascii, longer than eight bytes", 36, 36},
+        {"a\0b", 3, 3}, /* NUL is a character */
+        {"caf\xc3\xa9", 5, 5},
+        {"\xe2\x82\xac\xf0\x9f\x98\x80", 7, 7},
+        {"\xf4\x8f\xbf\xbf", 4, 4},  /* U+10FFFF */
+        {"\xed\x9f\xbf", 3, 3},      /* U+D7FF */
+        {"abcdefgh\xc0\xaf", 10, 8}, /* overlong '/' */
+        {"x\xe0\x80\xaf", 4, 1},     /* overlong, three bytes */
+        {"ab\xed\xa0\x80", 5, 2},    /* surrogate U+D800 */
+        {"\xed\xbf\xbf", 3, 0},      /* surrogate U+DFFF */
+        {"\xf4\x90\x80\x80", 4, 0},  /* U+110000 */
+        {"\xf5\x80\x80\x80", 4, 0},
+        {"abc\xc3", 4, 3}, /* cut short */
+        {"\x80", 1, 0},
+        {"\xc3\x28", 2, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_expect_eq(extargs_utf8_prefix(cases[i].s, cases[i].len), cases[i].want, "case %zu", i);
+}
+
+/* Every decoder holds strings and keys to strict UTF-8, whether its text
+ * reaches yajl or not: the scanner's verbs, the walk and yajl's builder
+ * alike, in the same words. */
+Test(extargs, strict_utf8_in_every_decoder)
+{
+    static const char *const bad[] = {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"};
+    char body[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int key = 0; key < 2; key++) {
+            /* a document, through the walk and through yajl alone */
+            snprintf(body, sizeof body, key ? "{\"a\":{\"%s\":1}}" : "{\"a\":[\"x%s\"]}", bad[i]);
+            json_t *w = NULL, *y = NULL;
+            as_diag wd = {0}, yd = {0};
+            cr_expect_eq(extargs_parse_json(body, strlen(body), &w, &wd), AS_EPARSE, "%zu/%d", i,
+                         key);
+            cr_expect_eq(extargs_parse_json_ref(body, strlen(body), NULL, &y, &yd), AS_EPARSE);
+            cr_expect_str_eq(wd.msg, yd.msg);
+            cr_expect(strstr(wd.msg, "invalid UTF-8"), "%s", wd.msg);
+            cr_expect(strstr(wd.msg, key ? "byte 7:" : "byte 8:"), "%s", wd.msg);
+            cr_expect_null(w);
+            cr_expect_null(y);
+            /* inside the ExtenderArgs Pod */
+            snprintf(body, sizeof body,
+                     key ? "{\"Pod\":{\"x\":{\"%s\":1}},\"NodeNames\":[]}"
+                         : "{\"Pod\":{\"x\":\"%s\"},\"NodeNames\":[]}",
+                     bad[i]);
+            extargs_args a;
+            pool *p;
+            as_diag d;
+            cr_expect_eq(decode(body, &a, &d, &p), AS_EPARSE, "%s", d.msg);
+            pool_free(p);
+            /* binding and preemption args */
+            snprintf(body, sizeof body,
+                     key ? "{\"PodName\":\"p\",\"Node\":\"n\",\"%s\":1}"
+                         : "{\"PodName\":\"p\",\"Node\":\"n%s\"}",
+                     bad[i]);
+            p = pool_new(0);
+            extargs_binding b;
+            cr_expect_eq(extargs_decode_binding(p, body, strlen(body), &b, &d), AS_EPARSE, "%s",
+                         d.msg);
+            snprintf(body, sizeof body,
+                     key ? "{\"NodeNameToMetaVictims\":{\"%s\":{}}}"
+                         : "{\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":[{\"UID\":\"%s\"}]}}}",
+                     bad[i]);
+            extargs_preemption pr;
+            cr_expect_eq(extargs_decode_preemption(p, body, strlen(body), &pr, &d), AS_EPARSE, "%s",
+                         d.msg);
+            pool_free(p);
+        }
+    }
+}
+
+/* A key holding NUL (an escaped zero code point) never reaches a DOM: the
+ * builder refuses it, by the walk and by yajl alike, naming the object
+ * that holds it; the extender's Pod prefixes its fields "Pod". */
+Test(extargs, nul_in_keys_is_refused)
+{
+    static const char *const ctr_keys[] = {"env", NULL};
+    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const struct {
+        const char *pod, *field;
+    } cases[] = {
+        {"{\"spec\":{\"nodeSelector\":{\"kubernetes.io/hostname\\u0000x\":\"n1\"}}}",
+         "spec.nodeSelector"},
+        {"{\"spec\":{\"containers\":[{\"name\":\"a\"},{\"resources\":{\"requests\":{"
+         "\"cpu\\u0000x\":\"1\"}}}]}}",
+         "spec.containers[1].resources.requests"},
+        {"{\"\\u0000\":1}", ""},
+        {"{\"metadata\":{\"labels\":{\"\\u0000\":\"v\"}},\"a\":[[{\"b\\u0000\":1}]]}",
+         "metadata.labels"},
+        {"{\"a\":[[{\"b\\u0000\":1}]]}", "a[0][0]"},
+        {"{\"a\":{\"x\":1},\"a\":{\"k\\u0000\":1}}", "a"},
+    };
+    char body[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *pod = cases[i].pod;
+        char want[128];
+        snprintf(want, sizeof want, "Pod%s%s", cases[i].field[0] ? "." : "", cases[i].field);
+        snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[]}", pod);
+        /* built at decode */
+        extargs_args a;
+        pool *p;
+        as_diag d;
+        cr_expect_eq(decode(body, &a, &d, &p), AS_EINVAL, "case %zu: %s", i, d.msg);
+        cr_expect_str_eq(d.field, want, "case %zu: %s", i, d.msg);
+        cr_expect(strstr(d.msg, "\\u0000"), "case %zu: %s", i, d.msg);
+        pool_free(p);
+        /* built on demand, with and without rules */
+        for (int r = 0; r < 2; r++) {
+            p = pool_new(0);
+            memset(&d, 0, sizeof d);
+            cr_assert_eq(extargs_decode_args_ex(p, body, strlen(body), EXTARGS_LAZY_POD, &a, &d),
+                         AS_OK, "%s", d.msg);
+            cr_expect_eq(extargs_parse_pod(&a, r ? rules : NULL, &d), AS_EINVAL, "case %zu", i);
+            cr_expect_str_eq(d.field, want, "case %zu rules %d: %s", i, r, d.msg);
+            cr_expect_null(a.pod);
+            extargs_args_release(&a);
+            pool_free(p);
+        }
+        /* as a document: walk and yajl agree, field and words */
+        json_t *w = NULL, *y = NULL;
+        as_diag wd = {0}, yd = {0};
+        cr_expect_eq(extargs_parse_json(pod, strlen(pod), &w, &wd), AS_EINVAL, "case %zu", i);
+        cr_expect_eq(extargs_parse_json_ref(pod, strlen(pod), NULL, &y, &yd), AS_EINVAL);
+        cr_expect_str_eq(wd.field, cases[i].field, "case %zu: %s", i, wd.msg);
+        cr_expect_str_eq(yd.field, cases[i].field, "case %zu: %s", i, yd.msg);
+        cr_expect_str_eq(wd.msg, yd.msg, "case %zu", i);
+        cr_expect_null(w);
+        cr_expect_null(y);
+    }
+    /* escapes that are not NUL pass */
+    const char *esc = "{\"Pod\":{},\"a\\\\u0000\":1,\"\\u0001\\\\\\u00e9\":2,\"NodeNames\":[]}";
+    extargs_args a;
+    pool *p;
+    as_diag ed;
+    cr_expect_eq(decode(esc, &a, &ed, &p), AS_OK, "%s", ed.msg);
+    extargs_args_release(&a);
+    pool_free(p);
+    /* a member the rules leave out is never built, so its keys are not
+     * read either; NUL in values is data (the readers check it) */
+    const char *ok = "{\"spec\":{\"containers\":[{\"env\":{\"a\\u0000\":1}}]},\"v\":\"a\\u0000\"}";
+    json_t *w = NULL;
+    as_diag d = {0};
+    cr_expect_eq(extargs_parse_json_skip(ok, strlen(ok), rules, &w, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(json_string_length(json_object_get(w, "v")), 2);
+    json_decref(w);
 }

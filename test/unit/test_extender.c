@@ -448,11 +448,15 @@ typedef struct hostile {
     const char *field; /* expected field on 400, NULL: do not check */
 } hostile;
 
-#define POD "{\"metadata\":{\"name\":\"h\",\"uid\":\"h\"},\"spec\":{\"containers\":[]}}"
-#define F   extender_handle_filter
-#define P   extender_handle_prioritize
-#define B   extender_handle_bind
-#define X   extender_handle_preempt
+#define POD     "{\"metadata\":{\"name\":\"h\",\"uid\":\"h\"},\"spec\":{\"containers\":[]}}"
+#define NAME64  "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+#define NAME253 NAME64 NAME64 NAME64 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+#define NAME254 NAME253 "n"
+
+#define F extender_handle_filter
+#define P extender_handle_prioritize
+#define B extender_handle_bind
+#define X extender_handle_preempt
 
 static char *big_names(size_t n, bool dup, bool huge_depth)
 {
@@ -545,6 +549,87 @@ Test(extender, hostile_requests)
          0, 400, NULL},
         {"preempt no pod", X, "{\"NodeNameToMetaVictims\":{}}", 0, 400, "Pod"},
         {"preempt truncated", X, "{\"Pod\":", 0, 400, ""},
+        /* NUL inside a key would be cut off by every C-string reader */
+        {"nul in a nodeSelector key", F,
+         "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"nodeSelector\":{"
+         "\"kubernetes.io/hostname\\u0000x\":\"node1\"},\"containers\":[]}},\"NodeNames\":"
+         "[\"node1\"]}",
+         0, 400, "Pod.spec.nodeSelector"},
+        {"nul in a resource name", P,
+         "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":"
+         "\"c\",\"resources\":{\"requests\":{\"cpu\\u0000x\":\"100\"}}}]}},\"NodeNames\":"
+         "[\"node1\"]}",
+         0, 400, "Pod.spec.containers[0].resources.requests"},
+        {"nul in a label key", F,
+         "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"labels\":{\"a\\u0000\":\"b\"}},"
+         "\"spec\":{}},\"NodeNames\":[]}",
+         0, 400, "Pod.metadata.labels"},
+        {"nul in an ignored key", F, "{\"Pod\":" POD ",\"NodeNames\":[],\"x\\u0000\":1}", 0, 400,
+         ""},
+        {"nul in a node item key", P,
+         "{\"Pod\":" POD ",\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"node1\",\"labels\":{"
+         "\"a\\u0000\":\"b\"}}}]}}",
+         0, 400, ""},
+        {"pod name of 254 bytes", F,
+         "{\"Pod\":{\"metadata\":{\"name\":\"" NAME254 "\"}},"
+         "\"NodeNames\":[\"node1\"]}",
+         0, 400, "Pod.metadata.name"},
+        {"pod name of 253 bytes", F,
+         "{\"Pod\":{\"metadata\":{\"name\":\"" NAME253 "\"}},"
+         "\"NodeNames\":[\"node1\"]}",
+         0, 200, NULL},
+        {"namespace of 64 bytes", P,
+         "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"" NAME64
+         "\"}},\"NodeNames\":[\"node1\"]}",
+         0, 400, "Pod.metadata.namespace"},
+        /* the bind and preempt fields are C strings too */
+        {"bind nul in Node", B,
+         "{\"PodName\":\"p\",\"PodUID\":\"u\",\"Node\":\"node1\\u0000garbage\"}", 0, 400, "Node"},
+        {"bind nul in PodName", B, "{\"PodName\":\"p\\u0000x\",\"Node\":\"node1\"}", 0, 400,
+         "PodName"},
+        {"bind nul in PodNamespace", B,
+         "{\"PodName\":\"p\",\"PodNamespace\":\"default\\u0000\",\"Node\":\"node1\"}", 0, 400,
+         "PodNamespace"},
+        {"bind nul in PodUID", B, "{\"PodName\":\"p\",\"PodUID\":\"\\u0000\",\"Node\":\"node1\"}",
+         0, 400, "PodUID"},
+        {"bind nul in a key", B, "{\"PodName\":\"p\",\"Node\\u0000\":\"x\",\"Node\":\"node1\"}", 0,
+         400, ""},
+        {"bind long PodName", B, "{\"PodName\":\"" NAME254 "\",\"Node\":\"node1\"}", 0, 400,
+         "PodName"},
+        {"bind long PodNamespace", B,
+         "{\"PodName\":\"p\",\"PodNamespace\":\"" NAME64 "\",\"Node\":\"node1\"}", 0, 400,
+         "PodNamespace"},
+        /* strict UTF-8 in every decoder: overlong '/', a surrogate, past
+         * U+10FFFF (yajl takes all three) */
+        {"bind overlong utf8", B, "{\"PodName\":\"p\",\"Node\":\"node1\xc0\xaf\"}", 0, 400, ""},
+        {"bind surrogate", B, "{\"PodName\":\"\xed\xa0\x80\",\"Node\":\"node1\"}", 0, 400, ""},
+        {"bind past U+10FFFF", B, "{\"PodName\":\"p\",\"Node\":\"\xf4\x90\x80\x80\"}", 0, 400, ""},
+        {"bind invalid utf8 key", B, "{\"PodName\":\"p\",\"\xc0\xaf\":1,\"Node\":\"node1\"}", 0,
+         400, ""},
+        {"preempt overlong utf8", X,
+         "{\"Pod\":" POD ",\"NodeNameToMetaVictims\":{\"foo\":{\"Pods\":[{\"UID\":"
+         "\"\xc0\xaf\"}]}}}",
+         0, 400, ""},
+        {"preempt surrogate node", X,
+         "{\"Pod\":" POD ",\"NodeNameToMetaVictims\":{\"\xed\xa0\x80\":{}}}", 0, 400, ""},
+        {"preempt past U+10FFFF", X,
+         "{\"Pod\":{\"metadata\":{\"name\":\"\xf4\x90\x80\x80\"}},\"NodeNameToMetaVictims\":"
+         "{}}",
+         0, 400, ""},
+        {"preempt nul in a node name", X,
+         "{\"Pod\":" POD ",\"NodeNameToMetaVictims\":{\"foo\\u0000\":{}}}", 0, 400,
+         "NodeNameToMetaVictims"},
+        {"preempt nul in a meta victim UID", X,
+         "{\"Pod\":" POD ",\"NodeNameToMetaVictims\":{\"foo\":{\"Pods\":[{\"UID\":\"u\\u0000x\"}"
+         "]}}}",
+         0, 400, "NodeNameToMetaVictims.foo.Pods[0].UID"},
+        {"preempt nul in a victim uid", X,
+         "{\"Pod\":" POD ",\"NodeNameToVictims\":{\"foo\":{\"Pods\":[{\"metadata\":{\"name\":"
+         "\"v\",\"uid\":\"\\u0000\"}}]}}}",
+         0, 400, "NodeNameToVictims.foo.Pods[0].metadata.uid"},
+        {"preempt negative pdb", X,
+         "{\"Pod\":" POD ",\"NodeNameToMetaVictims\":{\"foo\":{\"NumPDBViolations\":-1}}}", 0, 400,
+         "NodeNameToMetaVictims.foo.NumPDBViolations"},
     };
     svc *s = new_svc();
     size_t n = sizeof cases / sizeof cases[0];
@@ -600,6 +685,19 @@ Test(extender, hostile_big_requests)
     cr_assert_eq(r.status, 400, "%.200s", r.raw);
     reply_free(&r);
     free(body);
+    /* a 1 MB pod name: refused, not echoed */
+    size_t nl = (size_t)1 << 20;
+    char *name = malloc(nl + 1);
+    memset(name, 'a', nl);
+    name[nl] = '\0';
+    body = pod_args(name, "uid-huge", "100m", "[\"node1\"]");
+    r = call(s, extender_handle_filter, body);
+    cr_assert_eq(r.status, 400, "%.200s", r.raw);
+    cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "Pod.metadata.name");
+    cr_assert_lt(strlen(r.raw), 2048, "the answer quotes the name: %zu bytes", strlen(r.raw));
+    reply_free(&r);
+    free(body);
+    free(name);
     svc_free(s);
 }
 

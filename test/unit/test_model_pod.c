@@ -1,6 +1,7 @@
 /* test_model_pod.c - v1 Pod decoding, effective requests, selectors, tolerations. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agentsched/doc.h"
@@ -280,6 +281,123 @@ Test(pod, bad_requests)
     bad(HDR "spec:\n  containers:\n  - resources: {requests: {memory: 6Ei}}\n"
             "  - resources: {requests: {memory: 6Ei}}\n",
         AS_ERANGE, "spec.containers[1]", "overflow", NULL);
+}
+
+/* bad_dom is bad() on a DOM the test built (keys YAML cannot spell). */
+static void bad_dom(json_t *v, as_err want, const char *field, const char *frag)
+{
+    model_pod *p = (model_pod *)0x1;
+    as_diag d = {{0}, {0}};
+    as_err err = model_pod_from_json(&reg, v, &p, &d);
+    json_decref(v);
+    cr_expect_eq(err, want, "err %d want %d: %s", err, want, d.msg);
+    cr_expect_null(p);
+    cr_expect_str_eq(d.field, field, "field \"%s\" want \"%s\" (%s)", d.field, field, d.msg);
+    if (frag)
+        cr_expect(strstr(d.msg, frag) != NULL, "msg lacks \"%s\": %s", frag, d.msg);
+}
+
+/* with_key returns the pod of yaml with member key[0..len) = val (stolen)
+ * added to the object at path (member names, NULL-terminated). */
+static json_t *with_key(const char *yaml, const char *const *path, const char *key, size_t len,
+                        json_t *val)
+{
+    json_t *v = Y(yaml), *o = v;
+    for (; *path; path++) {
+        o = json_is_array(o) ? json_array_get(o, 0) : json_object_get(o, *path);
+        cr_assert(o, "no %s", *path);
+    }
+    cr_assert_eq(json_object_setn_new(o, key, len, val), 0);
+    return v;
+}
+
+/* A key holding NUL is refused, wherever the DOM came from: as a C string
+ * "cpu\0x" would be cpu and "kubernetes.io/hostname\0x" the hostname. */
+Test(pod, nul_in_keys)
+{
+    static const char *const sel[] = {"spec", "nodeSelector", NULL};
+    static const char *const req[] = {"spec", "containers", "0", "resources", "requests", NULL};
+    static const char *const lab[] = {"metadata", "labels", NULL};
+    bad_dom(with_key(HDR "spec: {nodeSelector: {a: b}}\n", sel, "kubernetes.io/hostname\0x", 24,
+                     json_string("n1")),
+            AS_EINVAL, "spec.nodeSelector", "\\u0000");
+    bad_dom(with_key(HDR "spec:\n  containers:\n  - resources: {requests: {memory: 1Gi}}\n", req,
+                     "cpu\0x", 5, json_string("1")),
+            AS_EINVAL, "spec.containers[0].resources.requests", "\\u0000");
+    bad_dom(with_key("kind: Pod\nmetadata: {name: web-1, labels: {a: b}}\n", lab, "a\0", 2,
+                     json_string("c")),
+            AS_EINVAL, "metadata.labels", "\\u0000");
+}
+
+/* Strings compared or parsed as C strings are read whole: "Pod\0x" is
+ * not kind Pod, "Always\0x" no sidecar, a timestamp with NUL is no time. */
+Test(pod, nul_in_compared_values)
+{
+    json_t *v = Y(HDR "spec: {}\n");
+    json_object_set_new(v, "kind", json_stringn("Pod\0x", 5));
+    bad_dom(v, AS_EINVAL, "kind", "expected kind Pod");
+    v = Y("kind: Pod\nmetadata: {name: web-1}\n");
+    json_object_set_new(json_object_get(v, "metadata"), "creationTimestamp",
+                        json_stringn("2026-01-02T15:04:05Z\0junk", 25));
+    bad_dom(v, AS_EINVAL, "metadata.creationTimestamp", "RFC 3339");
+    v = Y(HDR "spec:\n  containers:\n  - resources: {requests: {cpu: 1}}\n"
+              "  initContainers:\n  - resources: {requests: {cpu: 1}}\n");
+    json_t *ic = json_array_get(json_object_get(json_object_get(v, "spec"), "initContainers"), 0);
+    json_object_set_new(ic, "restartPolicy", json_stringn("Always\0x", 8));
+    model_pod *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&reg, v, &p, &d), AS_OK, "%s", d.msg);
+    json_decref(v);
+    /* a sidecar would add up to 2000 */
+    cr_expect_eq(p->req.v[MODEL_RES_CPU], 1000, "a regular init container, not a sidecar");
+    model_pod_free(p);
+}
+
+Test(pod, empty_resource_name)
+{
+    static const char *const req[] = {"spec", "containers", "0", "resources", "requests", NULL};
+    bad_dom(with_key(HDR "spec:\n  containers:\n  - resources: {requests: {cpu: 1}}\n", req, "", 0,
+                     json_string("1")),
+            AS_EINVAL, "spec.containers[0].resources.requests", "empty");
+    bad(HDR "spec:\n  overhead: {\"\": 1}\n", AS_EINVAL, "spec.overhead", "empty", NULL);
+}
+
+/* Kubernetes' limits: a name is a DNS subdomain (253), a namespace a DNS
+ * label (63). */
+Test(pod, name_and_namespace_lengths)
+{
+    char yaml[2048], name[300], ns[80];
+    memset(name, 'a', sizeof name);
+    memset(ns, 'b', sizeof ns);
+    snprintf(yaml, sizeof yaml, "metadata: {name: %.253s, namespace: %.63s}\n", name, ns);
+    model_pod *p = P(yaml);
+    cr_expect_eq(strlen(p->name), 253);
+    cr_expect_eq(strlen(p->ns), 63);
+    model_pod_free(p);
+    snprintf(yaml, sizeof yaml, "metadata: {name: %.254s}\n", name);
+    bad(yaml, AS_EINVAL, "metadata.name", "254 bytes", "at most 253");
+    snprintf(yaml, sizeof yaml, "metadata: {name: x, namespace: %.64s}\n", ns);
+    bad(yaml, AS_EINVAL, "metadata.namespace", "64 bytes", "at most 63");
+    /* a 1 MB name is refused without being quoted */
+    char *big = malloc(1 << 20);
+    memset(big, 'c', 1 << 20);
+    json_t *v = json_pack("{s:{s:s#}}", "metadata", "name", big, (int)(1 << 20));
+    free(big);
+    cr_assert(v);
+    bad_dom(v, AS_EINVAL, "metadata.name", "1048576 bytes");
+    /* a multi-byte name, cut where messages quote it, stays valid UTF-8 */
+    char mb[256] = "a"; /* odd: byte 100 is inside a character */
+    for (int i = 0; i < 75; i++)
+        strcat(mb, "\xc3\xa9");
+    v = json_pack("{s:{s:s},s:{s:s}}", "metadata", "name", mb, "spec", "priority", "x");
+    cr_assert(v);
+    model_pod *q = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&reg, v, &q, &d), AS_EINVAL);
+    json_decref(v);
+    json_t *msg = json_string(d.msg);
+    cr_expect_not_null(msg, "not UTF-8: %s", d.msg);
+    json_decref(msg);
 }
 
 /* ---- scalar fields ------------------------------------------------ */

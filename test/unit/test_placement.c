@@ -354,6 +354,88 @@ Test(placement, hostile_bodies_never_crash)
     svc_free(s);
 }
 
+/* error_of returns the answer's JSON and checks its status and field
+ * (NULL: none, as for syntax errors). */
+static json_t *error_of(const answer *a, int status, const char *field)
+{
+    json_t *j = json_loadb(a->body, a->len, 0, NULL);
+    cr_assert_not_null(j, "answer not JSON: %s", a->body);
+    cr_expect_eq(a->status, status, "%s", a->body);
+    if (field)
+        cr_expect_str_eq(json_string_value(json_object_get(j, "field")), field, "%s", a->body);
+    else
+        cr_expect_null(json_object_get(j, "field"), "%s", a->body);
+    cr_expect(json_is_string(json_object_get(j, "error")), "%s", a->body);
+    return j;
+}
+
+/* A pod name past Kubernetes' 253 bytes is the request's fault (400 naming
+ * it), not an answer too large (it was a 500 past 4 KB). */
+Test(placement, long_pod_names_are_refused)
+{
+    svc *s = new_svc();
+    static const struct {
+        size_t name, ns;
+        int status;
+        const char *field;
+    } cases[] = {
+        {253, 63, 200, NULL},
+        {254, 0, 400, "pods[0].metadata.name"},
+        {5000, 0, 400, "pods[0].metadata.name"},
+        {10, 64, 400, "pods[0].metadata.namespace"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        buf b;
+        buf_init(&b, 0);
+        buf_puts(&b, "{\"pods\": [{\"metadata\": {\"name\": \"");
+        for (size_t k = 0; k < cases[i].name; k++)
+            buf_puts(&b, "n");
+        buf_puts(&b, "\"");
+        if (cases[i].ns) {
+            buf_puts(&b, ", \"namespace\": \"");
+            for (size_t k = 0; k < cases[i].ns; k++)
+                buf_puts(&b, "s");
+            buf_puts(&b, "\"");
+        }
+        buf_puts(&b, "}}]}");
+        answer a = call(s, b.data, b.len);
+        if (cases[i].status == 200) {
+            cr_expect_eq(a.status, 200, "case %zu: %s", i, a.body);
+        } else {
+            json_t *j = error_of(&a, cases[i].status, cases[i].field);
+            cr_expect_null(strstr(a.body, "exceeds"), "case %zu: %s", i, a.body);
+            json_decref(j);
+        }
+        free(a.body);
+        buf_free(&b);
+    }
+    svc_free(s);
+}
+
+/* \u0000 is refused in agentsched's words, not jansson's (which name a
+ * flag of its own API). */
+Test(placement, nul_is_refused_in_our_words)
+{
+    svc *s = new_svc();
+    static const char *const bodies[] = {
+        "{\"pods\": [{\"metadata\": {\"name\": \"a\\u0000b\"}}]}",
+        "{\"pods\": [{\"spec\": {\"nodeSelector\": {\"kubernetes.io/hostname\\u0000x\": "
+        "\"n1\"}}}]}",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        answer a = call_str(s, bodies[i]);
+        json_t *j = error_of(&a, 400, NULL);
+        const char *e = json_string_value(json_object_get(j, "error"));
+        cr_expect(e && strstr(e, "\\u0000") && strstr(e, "may not contain"), "body %zu: %s", i,
+                  a.body);
+        cr_expect(e && !strstr(e, "JSON_ALLOW_NUL"), "body %zu: %s", i, a.body);
+        cr_expect(e && strstr(e, "line 1 column"), "body %zu: %s", i, a.body);
+        json_decref(j);
+        free(a.body);
+    }
+    svc_free(s);
+}
+
 static json_t *placements_of(svc *s, const char *req)
 {
     answer a = call_str(s, req);

@@ -256,6 +256,9 @@ typedef struct bad_case {
     const char *verb_field; /* the verb's own error field, NULL = none */
 } bad_case;
 
+#define NAME64 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+#define NAME254                                                                                    \
+    NAME64 NAME64 NAME64 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
 #define DEEP64  "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
 #define CLOSE64 "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
 
@@ -318,6 +321,40 @@ static const bad_case bad_cases[] = {
     {"evictor string", volcano_handle_reclaimable, "{\"evictor\": \"t\"}", 0, 400, "evictor", NULL},
     {"queue array", volcano_handle_queue_overused, "{\"queue\": []}", 0, 400, "queue", NULL},
     {"job number", volcano_handle_job_enqueueable, "{\"job\": 1}", 0, 400, "job", NULL},
+    /* a key holding NUL would count as another resource */
+    {"Scalar key with NUL", volcano_handle_predicate,
+     "{\"task\": {\"Name\": \"x\", \"Resreq\": {\"ScalarResources\": {\"nvidia.com/gpu\\u0000x\": "
+     "1000}}}, \"node\": {\"Name\": \"node-a\"}}",
+     0, 400, "task.Resreq.ScalarResources", "status"},
+    {"Scalar key empty", volcano_handle_predicate,
+     "{\"task\": {\"Name\": \"x\", \"Resreq\": {\"ScalarResources\": {\"\": 1000}}}, \"node\": "
+     "{\"Name\": \"node-a\"}}",
+     0, 400, "task.Resreq.ScalarResources", "status"},
+    {"Pod nodeSelector key with NUL", volcano_handle_predicate,
+     "{\"task\": {\"Pod\": {\"metadata\": {\"name\": \"p\"}, \"spec\": {\"nodeSelector\": "
+     "{\"kubernetes.io/hostname\\u0000x\": \"node-a\"}}}}, \"node\": {\"Name\": \"node-a\"}}",
+     0, 400, "task.Pod.spec.nodeSelector", "status"},
+    {"Pod name of 254 bytes", volcano_handle_allocate,
+     "{\"task\": {\"NodeName\": \"node-a\", \"Pod\": {\"metadata\": {\"name\": \"" NAME254 "\"}}}}",
+     0, 400, "task.Pod.metadata.name", "errorMessage"},
+    /* strict UTF-8: 400, never "out of memory" (413) from the pod builder */
+    {"Name overlong UTF-8", volcano_handle_allocate,
+     "{\"task\": {\"Name\": \"\xc0\xaf\", \"NodeName\": \"node-a\", \"Resreq\": {}}}", 0, 400, "",
+     "errorMessage"},
+    {"Scalar key surrogate", volcano_handle_predicate,
+     "{\"task\": {\"Name\": \"x\", \"Resreq\": {\"ScalarResources\": {\"\xed\xa0\x80\": 1000}}}, "
+     "\"node\": {\"Name\": \"node-a\"}}",
+     0, 400, "", "status"},
+    {"Namespace past U+10FFFF", volcano_handle_prioritize,
+     "{\"task\": {\"Name\": \"x\", \"Namespace\": \"\xf4\x90\x80\x80\", \"Resreq\": {}}, "
+     "\"nodes\": []}",
+     0, 400, "", "errorMessage"},
+    {"session overlong UTF-8 key", volcano_handle_on_session_open,
+     "{\"Nodes\": {\"\xc0\xaf\": {}}}", 0, 400, "", NULL},
+    {"session surrogate string", volcano_handle_on_session_open,
+     "{\"Jobs\": {\"j\": {\"Name\": \"\xed\xa0\x80\"}}}", 0, 400, "", NULL},
+    {"session NUL key", volcano_handle_on_session_open, "{\"Nodes\": {\"node-a\\u0000x\": {}}}", 0,
+     400, "", NULL},
     {"huge key", volcano_handle_job_enqueued, NULL, 0, 400, NULL, NULL}, /* built below */
 };
 
@@ -413,6 +450,31 @@ Test(volcano, resreq_units)
     cr_assert_eq(volcano_node_name(t, "node", &name, &d), AS_OK);
     cr_expect_str_eq(name, "from-node");
     json_decref(t);
+    svc_free(s);
+}
+
+/* volcano_task_pod on a DOM from elsewhere (the decoder refuses these
+ * keys first): a ScalarResources key with NUL or an empty one is refused
+ * naming the map, never counted as another resource. */
+Test(volcano, resreq_scalar_keys_checked)
+{
+    svc *s = new_svc();
+    static const struct {
+        const char *key;
+        size_t len;
+    } keys[] = {{"nvidia.com/gpu\0x", 16}, {"", 0}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *t = json_loads("{\"Name\": \"x\", \"Resreq\": {\"ScalarResources\": {}}}", 0, NULL);
+        json_t *sc = json_object_get(json_object_get(t, "Resreq"), "ScalarResources");
+        cr_assert_eq(json_object_setn_new(sc, keys[i].key, keys[i].len, json_integer(1000)), 0);
+        model_pod *p = NULL;
+        as_diag d = {{0}, {0}};
+        cr_expect_eq(volcano_task_pod(&s->reg, t, "task", &p, &d), AS_EINVAL, "key %zu: %s", i,
+                     d.msg);
+        cr_expect_str_eq(d.field, "task.Resreq.ScalarResources", "key %zu: %s", i, d.msg);
+        cr_expect_null(p);
+        json_decref(t);
+    }
     svc_free(s);
 }
 
