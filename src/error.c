@@ -34,6 +34,26 @@ const char *as_strerror(as_err err)
     return err_names[err];
 }
 
+/* utf8_trim cuts s, which a snprintf into cap bytes may have truncated,
+ * back to a character boundary: a message or field cut inside a UTF-8
+ * sequence would make the JSON error answer that carries it invalid. */
+static void utf8_trim(char *s, size_t cap)
+{
+    size_t n = strlen(s);
+    if (n + 1 < cap)
+        return; /* not truncated */
+    size_t end = n;
+    while (end > 0 && ((unsigned char)s[end - 1] & 0xC0) == 0x80)
+        end--;
+    if (end > 0 && (unsigned char)s[end - 1] >= 0xC0) {
+        /* a lead byte: keep its sequence only if it is complete */
+        unsigned char lead = (unsigned char)s[end - 1];
+        size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (n - (end - 1) < want)
+            s[end - 1] = '\0';
+    }
+}
+
 /* See error.h. */
 as_err as_diag_set(as_diag *diag, as_err err, const char *field, const char *fmt, ...)
 {
@@ -44,6 +64,8 @@ as_err as_diag_set(as_diag *diag, as_err err, const char *field, const char *fmt
     va_start(ap, fmt);
     vsnprintf(diag->msg, sizeof diag->msg, fmt, ap);
     va_end(ap);
+    utf8_trim(diag->field, sizeof diag->field);
+    utf8_trim(diag->msg, sizeof diag->msg);
     return err;
 }
 
@@ -55,5 +77,6 @@ void as_diag_prefix_field(as_diag *diag, const char *prefix)
     char tmp[sizeof diag->field];
     const char *sep = (diag->field[0] == '\0' || diag->field[0] == '[') ? "" : ".";
     snprintf(tmp, sizeof tmp, "%s%s%s", prefix, sep, diag->field);
+    utf8_trim(tmp, sizeof tmp);
     memcpy(diag->field, tmp, sizeof tmp);
 }
