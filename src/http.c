@@ -70,7 +70,8 @@ struct http_server {
     unsigned nothreads;
     /* TLS (HTTPS): our copies of the PEM texts, kept until the daemon
      * stops, and MHD's last message while it starts (why a certificate or
-     * key was refused), written only by the thread starting the daemon. */
+     * key was refused): starting is set (atomically) only while
+     * MHD_start_daemon runs, when only MHD's start-up logs. */
     char *tls_cert, *tls_key;
     bool starting;
     char start_msg[256];
@@ -587,7 +588,7 @@ static void http_mhd_log(void *cls, const char *fmt, va_list ap)
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
     http_server *s = cls;
-    if (s && s->starting)
+    if (s && __atomic_load_n(&s->starting, __ATOMIC_ACQUIRE))
         snprintf(s->start_msg, sizeof s->start_msg, "%s", line);
     log_debug("msg=\"libmicrohttpd: %s\"", line);
 }
@@ -781,10 +782,10 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
     pthread_mutex_init(&s->omu, NULL);
     pthread_cond_init(&s->ocv, NULL);
     s->ocap = cfg->offload_queue ? cfg->offload_queue : HTTP_DEFAULT_OFFLOAD_QUEUE;
-    s->starting = true;
+    __atomic_store_n(&s->starting, true, __ATOMIC_RELEASE);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_access, s, MHD_OPTION_ARRAY, opts,
                                  MHD_OPTION_END);
-    s->starting = false;
+    __atomic_store_n(&s->starting, false, __ATOMIC_RELEASE);
     if (!s->daemon) {
         pthread_cond_destroy(&s->ocv);
         pthread_mutex_destroy(&s->omu);
