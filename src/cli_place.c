@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/cli.h"
 #include "agentsched/doc.h"
 #include "agentsched/log.h"
 #include "agentsched/placement.h"
@@ -446,39 +447,6 @@ done:
     return rc;
 }
 
-/* Says into buf why getopt_long refused an option (c is '?' or ':'), naming
- * it: argv[optind - 1] is not it for a short option inside a cluster (-zq),
- * so short options are named from optopt, long ones (optopt 0: unknown or
- * ambiguous; else their val) by their full name without any =VALUE. noun is
- * what the command calls its options ("option", "flag"). */
-static const char *refused_option(int c, const struct option *lo, const char *shortopts,
-                                  const char *noun, char **argv, char *buf, size_t n)
-{
-    const char *cur = argv[optind - 1];
-    bool is_long = optopt == 0 || optopt >= 256 ||
-                   (c == ':' ? strncmp(cur, "--", 2) == 0
-                             : optopt != ':' && strchr(shortopts, optopt) != NULL);
-    if (!is_long) {
-        if (c == ':')
-            snprintf(buf, n, "-%c needs a value", optopt);
-        else
-            snprintf(buf, n, "unknown %s -%c", noun, optopt);
-        return buf;
-    }
-    for (const struct option *o = lo; optopt && o->name; o++)
-        if (o->val == optopt) {
-            snprintf(buf, n, c == ':' ? "--%s needs a value" : "--%s takes no value", o->name);
-            return buf;
-        }
-    /* Unknown, or a prefix of several long options. */
-    int len = (int)strcspn(cur, "="), matches = 0;
-    for (const struct option *o = lo; len > 2 && o->name; o++)
-        matches += strncmp(o->name, cur + 2, (size_t)len - 2) == 0;
-    snprintf(buf, n, matches > 1 ? "ambiguous %s %.*s: spell it out" : "unknown %s %.*s", noun, len,
-             cur);
-    return buf;
-}
-
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -545,8 +513,8 @@ int placement_cli_main(int argc, char **argv)
             fputs(place_usage, stdout);
             return 0;
         default: /* '?' or ':' */
-            return usage_error("%s", refused_option(c, longopts, shortopts, "option", argv, optname,
-                                                    sizeof optname));
+            return usage_error("%s", cli_refused_option(c, longopts, shortopts, "option", argv,
+                                                        optname, sizeof optname));
         }
     }
     if (optind < argc)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "agentsched/cache.h"
+#include "agentsched/cli.h"
 #include "agentsched/fastpath.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
@@ -54,27 +55,6 @@ static const cli_command cli_commands[] = {
 /* ------------------------------------------------------------------ */
 /* Helpers                                                            */
 /* ------------------------------------------------------------------ */
-
-/* Edit distance (for "did you mean" hints); inputs are short flags. */
-static size_t cli_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 64;
-    size_t prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++)
-        prev[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
-    }
-    return prev[lb];
-}
 
 static void cli_usage(FILE *f)
 {

@@ -23,6 +23,7 @@
 #include "agentsched/binder.h"
 #include "agentsched/buf.h"
 #include "agentsched/cache.h"
+#include "agentsched/cli.h"
 #include "agentsched/doc.h"
 #include "agentsched/model.h"
 #include "agentsched/pool.h"
@@ -949,39 +950,6 @@ static int plot(const char *png, const replay_result *r, size_t n)
     return rc;
 }
 
-/* Says into buf why getopt_long refused an option (c is '?' or ':'), naming
- * it: argv[optind - 1] is not it for a short option inside a cluster (-zq),
- * so short options are named from optopt, long ones (optopt 0: unknown or
- * ambiguous; else their val) by their full name without any =VALUE. noun is
- * what the command calls its options ("option", "flag"). */
-static const char *refused_option(int c, const struct option *lo, const char *shortopts,
-                                  const char *noun, char **argv, char *buf, size_t n)
-{
-    const char *cur = argv[optind - 1];
-    bool is_long = optopt == 0 || optopt >= 256 ||
-                   (c == ':' ? strncmp(cur, "--", 2) == 0
-                             : optopt != ':' && strchr(shortopts, optopt) != NULL);
-    if (!is_long) {
-        if (c == ':')
-            snprintf(buf, n, "-%c needs a value", optopt);
-        else
-            snprintf(buf, n, "unknown %s -%c", noun, optopt);
-        return buf;
-    }
-    for (const struct option *o = lo; optopt && o->name; o++)
-        if (o->val == optopt) {
-            snprintf(buf, n, c == ':' ? "--%s needs a value" : "--%s takes no value", o->name);
-            return buf;
-        }
-    /* Unknown, or a prefix of several long options. */
-    int len = (int)strcspn(cur, "="), matches = 0;
-    for (const struct option *o = lo; len > 2 && o->name; o++)
-        matches += strncmp(o->name, cur + 2, (size_t)len - 2) == 0;
-    snprintf(buf, n, matches > 1 ? "ambiguous %s %.*s: spell it out" : "unknown %s %.*s", noun, len,
-             cur);
-    return buf;
-}
-
 /* See replay.h. */
 int replay_cli_main(int argc, char **argv)
 {
@@ -1050,8 +1018,9 @@ int replay_cli_main(int argc, char **argv)
             usage(stdout);
             return 0;
         default: /* '?' or ':' */
-            fprintf(stderr, "agentsched replay: %s (see agentsched replay --help)\n",
-                    refused_option(ch, longopts, shortopts, "flag", argv, optname, sizeof optname));
+            fprintf(
+                stderr, "agentsched replay: %s (see agentsched replay --help)\n",
+                cli_refused_option(ch, longopts, shortopts, "flag", argv, optname, sizeof optname));
             return 2;
         }
     }

@@ -18,6 +18,7 @@
 
 #include "agentsched/buf.h"
 #include "agentsched/cache.h"
+#include "agentsched/cli.h"
 #include "agentsched/http.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
@@ -336,27 +337,6 @@ static const struct ctl_flag {
 };
 #define CTL_NFLAGS (sizeof ctl_flags / sizeof ctl_flags[0])
 
-/* Levenshtein distance of a and b, capped at 64 for long strings. */
-static size_t flag_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 64;
-    size_t prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++)
-        prev[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
-    }
-    return prev[lb];
-}
-
 /* Reports arg (a flag not in ctl_flags, or a positional argument) with the
  * closest known flag when one is near. Returns EXIT_USAGE. */
 static int unknown_flag(const char *arg)
@@ -369,7 +349,7 @@ static int unknown_flag(const char *arg)
     const char *best = NULL;
     size_t bestd = 4;
     for (size_t i = 0; i < CTL_NFLAGS; i++) {
-        size_t d = flag_distance(name, ctl_flags[i].name);
+        size_t d = cli_distance(name, ctl_flags[i].name);
         if (d < bestd) {
             bestd = d;
             best = ctl_flags[i].name;
