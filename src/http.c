@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -312,6 +313,11 @@ static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *co
     case 405:
         http_error(&resp, 405, NULL, "method %s not allowed on %s", m, p);
         break;
+    case 501:
+        http_error(&resp, 501, NULL,
+                   "Transfer-Encoding other than chunked is not supported; send the body with "
+                   "Content-Length or Transfer-Encoding: chunked");
+        break;
     case 413:
         http_error(&resp, 413, NULL,
                    "request body larger than %zu bytes; raise --max-body if this is intended",
@@ -463,6 +469,13 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         st->route = http_route_find(s, method, url, &path_known);
         if (!st->route)
             st->early_status = path_known ? 405 : 404;
+        /* libmicrohttpd decodes chunked bodies only; with another
+         * Transfer-Encoding ("gzip, chunked", "identity") it would wait for
+         * a body it cannot frame until the idle timeout. Say so at once. */
+        const char *te =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (!st->early_status && te && strcasecmp(te, "chunked") != 0)
+            st->early_status = 501;
         uint64_t clen = 0;
         bool has_clen = http_content_length(conn, &clen);
         if (!st->early_status && has_clen && clen > s->max_body)

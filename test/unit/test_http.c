@@ -481,6 +481,34 @@ Test(http, bodyless_404_and_405_keep_the_connection)
     close(fd);
 }
 
+Test(http, unsupported_transfer_encoding_is_501_at_once)
+{
+    /* libmicrohttpd frames chunked bodies only; another encoding used to
+     * wait out the idle timeout without an answer */
+    const char *reqs[] = {
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n"
+        "Content-Length: 2\r\n\r\nhi",
+    };
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+        int fd = raw_connect();
+        cr_assert_eq(write(fd, reqs[i], strlen(reqs[i])), (ssize_t)strlen(reqs[i]));
+        char out[2048];
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ssize_t n = read_until_close(fd, out, sizeof out, 5000);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        cr_assert_gt(n, 0, "request %zu: no answer", i);
+        cr_assert(strncmp(out, "HTTP/1.1 501", 12) == 0, "%s", out);
+        cr_assert_not_null(strstr(out, "Transfer-Encoding"), "%s", out);
+        cr_assert_lt(t1.tv_sec - t0.tv_sec, 3, "answered at once, not at the idle timeout");
+        close(fd);
+    }
+    reply r;
+    request("POST", "/echo", "ok", &r); /* chunked and plain bodies still work */
+    cr_assert_eq(r.status, 200);
+}
+
 Test(http, percent_encoded_nul_matches_no_route)
 {
     reply r;
