@@ -3,12 +3,24 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 /* Written once at start-up, before any thread exists (see log.h). */
 static int log_level_current = LOG_INFO;
 
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
+
+/* See log.h. */
+bool log_level_parse(const char *s, log_level *out)
+{
+    for (int k = LOG_ERROR; k <= LOG_DEBUG; k++)
+        if (strcmp(s, log_names[k]) == 0) {
+            *out = (log_level)k;
+            return true;
+        }
+    return false;
+}
 
 /* See log.h. */
 void log_set_level(log_level lvl)

@@ -415,14 +415,10 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->http_threads = (unsigned)n;
             break;
         case F_LOG_LEVEL: {
-            static const char *const levels[] = {"error", "warn", "info", "debug"};
-            int lvl = -1;
-            for (int k = 0; k < 4; k++)
-                if (strcmp(value, levels[k]) == 0)
-                    lvl = k;
-            if (lvl < 0)
+            log_level lvl;
+            if (!log_level_parse(value, &lvl))
                 return flag_error(fl->name, "'%s' is not one of error, warn, info, debug", value);
-            cfg->log_level = lvl;
+            cfg->log_level = (int)lvl;
             break;
         }
         case F_TLS_CERT:

@@ -371,10 +371,11 @@ static int unknown_flag(const char *arg)
 /* --log-level: error|warn|info|debug, or 0..3 as earlier releases took. */
 static int parse_log_level(const char *val)
 {
-    static const char *const levels[] = {"error", "warn", "info", "debug"};
-    for (int k = 0; k < 4; k++)
-        if (strcmp(val, levels[k]) == 0 || (val[0] == '0' + k && !val[1]))
-            return k;
+    log_level lvl;
+    if (log_level_parse(val, &lvl))
+        return (int)lvl;
+    if (val[0] >= '0' + LOG_ERROR && val[0] <= '0' + LOG_DEBUG && !val[1])
+        return val[0] - '0';
     return -1;
 }
 

@@ -10,13 +10,19 @@
 #ifndef AGENTSCHED_LOG_H
 #define AGENTSCHED_LOG_H
 
+#include <stdbool.h>
+
 typedef enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 } log_level;
+
+/* log_level_parse sets *out from a level's name (error, warn, info, debug:
+ * the names log lines carry); false, *out untouched, for anything else. */
+bool log_level_parse(const char *s, log_level *out);
 
 /* log_set_level sets the most verbose level written (default LOG_INFO).
  * log_enabled: nonzero when lvl would be written. log_msg writes one line
  * (timestamp, level=, then fmt printf-style; cut at 2047 bytes; control
- * characters, newlines included, shown as '?') to stderr when enabled. All thread-safe (the level
- * is read atomically). */
+ * characters, newlines included, shown as '?') to stderr when enabled.
+ * All thread-safe (the level is read atomically). */
 void log_set_level(log_level lvl);
 int log_enabled(log_level lvl);
 void log_msg(log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
