@@ -34,6 +34,16 @@ const char *as_strerror(as_err err)
     return err_names[err];
 }
 
+/* See error.h. */
+size_t as_utf8_excerpt(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+        max--;
+    return max;
+}
+
 /* utf8_trim cuts s, which a snprintf into cap bytes may have truncated,
  * back to a character boundary: a message or field cut inside a UTF-8
  * sequence would make the JSON error answer that carries it invalid. */

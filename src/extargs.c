@@ -100,18 +100,6 @@ static int fail(ctx *c, as_err err, const char *field, const char *fmt, const ch
 
 /* ---- builder ---------------------------------------------------- */
 
-/* utf8_cut returns the largest length <= max at which s[0..len), valid
- * UTF-8, can be cut without splitting a character: excerpts in messages
- * stay valid UTF-8, so the error answers that echo them stay valid JSON. */
-static size_t utf8_cut(const char *s, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    return max;
-}
-
 /* bld_path writes the path of the innermost open container to out
  * ("spec.nodeSelector", "items[3].metadata", "" for the root), cut to n
  * bytes on a character boundary. For error messages only: it finds each
@@ -138,7 +126,7 @@ static void bld_path(const bld *b, char *out, size_t n)
                     break;
                 }
             }
-            kl = utf8_cut(k, kl, 64);
+            kl = as_utf8_excerpt(k, kl, 64);
             snprintf(seg, sizeof seg, "%s%.*s", o ? "." : "", (int)kl, k);
         }
         size_t sl = strlen(seg);
@@ -158,7 +146,7 @@ static int bld_key_nul(ctx *c, const char *key, const char *nul)
         return 0;
     char path[128];
     bld_path(&c->b, path, sizeof path);
-    size_t pre = utf8_cut(key, (size_t)(nul - key), 48);
+    size_t pre = as_utf8_excerpt(key, (size_t)(nul - key), 48);
     c->err = AS_EINVAL;
     as_diag_set(c->diag, AS_EINVAL, path,
                 "%s%sthe key \"%.*s\\u0000...\" contains \\u0000 (a NUL character); object "

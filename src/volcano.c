@@ -137,18 +137,6 @@ static as_err opt_string(const json_t *obj, const char *key, const char *field, 
     return AS_OK;
 }
 
-/* excerpt_len is how much of the valid UTF-8 s[0..len) fits max bytes
- * without splitting a character (for names quoted in field paths). */
-static int excerpt_len(const char *s, size_t len, size_t max)
-{
-    if (len > max) {
-        len = max;
-        while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
-            len--;
-    }
-    return (int)len;
-}
-
 /* res_amount reads a Resource amount: a finite, non-negative number
  * (null = 0), rounded up to an integer. The bound keeps "%.0f" exact and
  * inside int64 after the quantity parser scales it. */
@@ -259,7 +247,7 @@ static as_err pod_from_resreq(const model_registry *reg, const json_t *task, con
                 goto done;
             }
             snprintf(f, sizeof f, "%s.Resreq.ScalarResources.%.*s", field,
-                     excerpt_len(k, klen, 100), k);
+                     (int)as_utf8_excerpt(k, klen, 100), k);
             if ((err = res_amount(v, f, &amount, d)))
                 goto done;
             /* "pods" is a count there (not a request); cpu and memory never

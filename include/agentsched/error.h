@@ -57,6 +57,11 @@ typedef struct as_diag {
 as_err as_diag_set(as_diag *diag, as_err err, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* as_utf8_excerpt is how many bytes of the valid UTF-8 s[0..len) fit in
+ * max without splitting a character (len itself when it fits), for
+ * messages that quote input: an answer carrying them stays valid UTF-8. */
+size_t as_utf8_excerpt(const char *s, size_t len, size_t max);
+
 /*
  * as_diag_prefix_field prepends `prefix` to diag->field ("items[3]" +
  * ".spec" -> "items[3].spec"). Used as errors bubble up through nested

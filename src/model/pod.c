@@ -525,18 +525,6 @@ static as_err pod_phase(pod_dec *d, const json_t *status)
                            ph);
 }
 
-/* utf8_excerpt is how many bytes of s[0..len) fit max without splitting a
- * UTF-8 character, so messages that quote s stay valid UTF-8. */
-static int utf8_excerpt(const char *s, size_t len, size_t max)
-{
-    if (len > max) {
-        len = max;
-        while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
-            len--;
-    }
-    return (int)len;
-}
-
 static as_err pod_metadata(pod_dec *d, const json_t *obj)
 {
     model_pod *p = d->pod;
@@ -563,8 +551,8 @@ static as_err pod_metadata(pod_dec *d, const json_t *obj)
         return model_priv_fail(&d->c, AS_EINVAL, "metadata.namespace",
                                "is %zu bytes; a namespace is at most %d (a DNS label)", sl,
                                MODEL_NAMESPACE_MAX);
-    snprintf(d->c.what, sizeof d->c.what, "pod %.*s/%.*s", utf8_excerpt(p->ns, sl, 90), p->ns,
-             utf8_excerpt(p->name, nl, 100), p->name);
+    snprintf(d->c.what, sizeof d->c.what, "pod %.*s/%.*s", (int)as_utf8_excerpt(p->ns, sl, 90),
+             p->ns, (int)as_utf8_excerpt(p->name, nl, 100), p->name);
     if ((err = model_priv_get_str(&d->c, meta, "uid", "metadata.uid", "", &p->uid)) ||
         (err = model_priv_get_str(&d->c, meta, "resourceVersion", "metadata.resourceVersion", "",
                                   &p->resource_version)))
