@@ -358,20 +358,12 @@ static int cb_dbl(void *u, double d)
  * surrogates and code points past U+10FFFF), in the scanner's words. */
 static int cb_utf8(ctx *c, const unsigned char *s, size_t len)
 {
-    size_t ok = extargs_utf8_prefix((const char *)s, len);
-    if (ok == len)
+    as_err err = extargs_string_utf8(c->body, c->body_len, yajl_get_bytes_consumed(c->h),
+                                     (const char *)s, len, c->err == AS_OK ? c->diag : NULL);
+    if (err == AS_OK)
         return 1;
-    /* an unescaped string is passed in place, an escaped one decoded */
-    const char *p = (const char *)s;
-    size_t at = p >= c->body && p < c->body + c->body_len ? (size_t)(p - c->body) + ok
-                                                          : yajl_get_bytes_consumed(c->h);
-    if (c->err == AS_OK) {
-        c->err = AS_EPARSE;
-        as_diag_set(c->diag, AS_EPARSE, "",
-                    "malformed JSON near byte %zu: invalid UTF-8 in string (send a complete, "
-                    "valid UTF-8 JSON document)",
-                    at);
-    }
+    if (c->err == AS_OK)
+        c->err = err;
     return 0;
 }
 static int cb_str(void *u, const unsigned char *s, size_t len)
@@ -663,6 +655,21 @@ size_t extargs_utf8_prefix(const char *s, size_t len)
             return (size_t)(p - (const unsigned char *)s);
         p += n;
     }
+}
+
+/* See extargs.h. */
+as_err extargs_string_utf8(const char *body, size_t body_len, size_t consumed, const char *s,
+                           size_t n, as_diag *diag)
+{
+    size_t ok = extargs_utf8_prefix(s, n);
+    if (ok == n)
+        return AS_OK;
+    /* an unescaped string is passed in place, an escaped one decoded */
+    size_t at = s >= body && s < body + body_len ? (size_t)(s - body) + ok : consumed;
+    return as_diag_set(diag, AS_EPARSE, "",
+                       "malformed JSON near byte %zu: invalid UTF-8 in string (send a complete, "
+                       "valid UTF-8 JSON document)",
+                       at);
 }
 
 static int hexval(unsigned c)

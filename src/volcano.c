@@ -426,17 +426,12 @@ static int cb_number(void *ctx, const char *s, size_t n)
  * structure only), as every other verb's decoder does. */
 static int scan_utf8(scan *s, const unsigned char *str, size_t n)
 {
-    size_t ok = extargs_utf8_prefix((const char *)str, n);
-    if (ok == n)
+    as_err err = extargs_string_utf8(s->body, s->len, yajl_get_bytes_consumed(s->h),
+                                     (const char *)str, n, s->err == AS_OK ? s->d : NULL);
+    if (err == AS_OK)
         return 1;
-    const char *p = (const char *)str;
-    size_t at = p >= s->body && p < s->body + s->len ? (size_t)(p - s->body) + ok
-                                                     : yajl_get_bytes_consumed(s->h);
     if (s->err == AS_OK)
-        s->err = as_diag_set(s->d, AS_EPARSE, "",
-                             "malformed JSON near byte %zu: invalid UTF-8 in string (send a "
-                             "complete, valid UTF-8 JSON document)",
-                             at);
+        s->err = err;
     return 0;
 }
 

@@ -242,6 +242,16 @@ as_err extargs_parse_json_ref(const char *body, size_t len, const extargs_skip *
 size_t extargs_utf8_prefix(const char *s, size_t len);
 
 /*
+ * extargs_string_utf8 holds a string or key yajl handed over (s[0..n)) to
+ * extargs_utf8_prefix: AS_OK when valid, else AS_EPARSE with diag (may be
+ * NULL) saying where, in the scanner's words. body[0..body_len) is the
+ * document: a string without escapes points into it, which locates the
+ * bad byte; consumed (yajl_get_bytes_consumed) locates the others.
+ */
+as_err extargs_string_utf8(const char *body, size_t body_len, size_t consumed, const char *s,
+                           size_t n, as_diag *diag);
+
+/*
  * extargs_get returns obj's member `key`, matched exactly first, else
  * case-insensitively (ASCII); NULL when absent or obj is not an object.
  * Borrowed.
