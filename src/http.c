@@ -487,10 +487,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
              * body is answered now, before reading it: MHD then refuses the
              * rest of the upload and closes the connection after the
              * response. */
-            bool bodyless =
-                (has_clen && clen == 0) ||
-                (!has_clen && !MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                           MHD_HTTP_HEADER_TRANSFER_ENCODING));
+            bool bodyless = has_clen ? clen == 0 : !te;
             if (bodyless)
                 return MHD_YES;
             return http_send_error(s, conn, st, method, url, st->early_status);
