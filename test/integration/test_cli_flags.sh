@@ -12,47 +12,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER=$ROOT/deploy/examples/cluster.yaml
 SHARDING=$ROOT/policy/sharding.yaml
 WORK=$(mktemp -d)
-FAILS=0
-CHECKS=0
 
 cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
 
-ok() { CHECKS=$((CHECKS + 1)); echo "ok   - $1"; }
-fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL - $1"; }
-
-# Runs BIN with args, capturing status, stdout and stderr.
-run() {
-    "$BIN" "$@" >"$WORK/out" 2>"$WORK/err" </dev/null
-    RC=$?
-}
-expect_exit() { # code description args...
-    local code=$1 what=$2
-    shift 2
-    run "$@"
-    if [ "$RC" -eq "$code" ]; then ok "$what (exit $code)"; else
-        fail "$what: exit $RC, want $code"
-        sed 's/^/      /' "$WORK/err" | head -n 5
-    fi
-}
-err_has() { # text description
-    if grep -qF -- "$1" "$WORK/err"; then ok "$2"; else
-        fail "$2: stderr lacks '$1'"
-        sed 's/^/      /' "$WORK/err" | head -n 5
-    fi
-}
-err_lacks() { # text description
-    if grep -qF -- "$1" "$WORK/err"; then
-        fail "$2: stderr has '$1'"
-        sed 's/^/      /' "$WORK/err" | head -n 5
-    else ok "$2"; fi
-}
-out_has() {
-    if grep -qF -- "$1" "$WORK/out"; then ok "$2"; else
-        fail "$2: stdout lacks '$1'"
-        sed 's/^/      /' "$WORK/out" | head -n 5
-    fi
-}
+# shellcheck source=cli_lib.sh
+source "$ROOT/test/integration/cli_lib.sh"
 
 # ---- shard-controller: unknown flags and positional arguments -----------
 SC=(shard-controller --config "$SHARDING" --cluster "$CLUSTER" --once)
@@ -122,5 +87,4 @@ out_has "[--policy a,b,c]" "replay usage shows --policy as optional"
 out_has "(default fragment)" "replay --help gives the --policy default"
 out_has "1..100" "replay --help gives the --inflate range"
 
-echo "# $CHECKS checks, $FAILS failed"
-[ "$FAILS" -eq 0 ]
+cli_summary

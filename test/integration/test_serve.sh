@@ -9,8 +9,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER=${AGENTSCHED_TEST_CLUSTER:-$ROOT/deploy/examples/cluster.yaml}
 WORK=$(mktemp -d)
 PID=
-FAILS=0
-CHECKS=0
 
 cleanup() {
     [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
@@ -18,40 +16,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { CHECKS=$((CHECKS + 1)); echo "ok   - $1"; }
-fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL - $1"; }
-check() { # description command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else fail "$what"; fi
-}
-
-# Runs BIN with args, capturing status, stdout and stderr.
-run() {
-    "$BIN" "$@" >"$WORK/out" 2>"$WORK/err" </dev/null
-    RC=$?
-}
-expect_exit() { # code description args...
-    local code=$1 what=$2
-    shift 2
-    run "$@"
-    if [ "$RC" -eq "$code" ]; then ok "$what (exit $code)"; else
-        fail "$what: exit $RC, want $code"
-        sed 's/^/      /' "$WORK/err" | head -n 5
-    fi
-}
-err_has() { # text description
-    if grep -qF -- "$1" "$WORK/err"; then ok "$2"; else
-        fail "$2: stderr lacks '$1'"
-        sed 's/^/      /' "$WORK/err" | head -n 5
-    fi
-}
-out_has() {
-    if grep -qF -- "$1" "$WORK/out"; then ok "$2"; else
-        fail "$2: stdout lacks '$1'"
-        sed 's/^/      /' "$WORK/out" | head -n 5
-    fi
-}
+# shellcheck source=cli_lib.sh
+source "$ROOT/test/integration/cli_lib.sh"
 
 # ---- CLI --------------------------------------------------------------
 expect_exit 0 "--help" --help
@@ -152,7 +118,7 @@ err_has "nopolicy.yaml" "missing policy file is named"
 # ---- serve on the sample cluster -------------------------------------
 if [ ! -f "$CLUSTER" ]; then
     fail "sample cluster $CLUSTER is missing"
-    echo "# $CHECKS checks, $FAILS failed"
+    cli_summary
     exit 1
 fi
 
@@ -292,5 +258,4 @@ check "SIGINT stops cleanly (exit 0)" [ $? = 0 ]
 PID=
 : "$PID_DONE"
 
-echo "# $CHECKS checks, $FAILS failed"
-[ "$FAILS" -eq 0 ]
+cli_summary
