@@ -73,6 +73,7 @@ typedef struct skip_index {
     size_t plen[SKIP_MAX_RULES];
     uint64_t parent_lens;              /* bit (len & 63) of every parent */
     uint64_t key_lens[SKIP_MAX_RULES]; /* the same for each rule's keys */
+    int root_rule;                     /* the rule with parent "" (the root object), or -1 */
 } skip_index;
 
 typedef struct ctx {
@@ -176,7 +177,7 @@ static int skip_rule_for(const skip_index *x, const char *key, size_t len)
     if (!(x->parent_lens >> (len & 63) & 1))
         return -1;
     for (int r = 0; r < x->n; r++)
-        if (x->plen[r] == len && !memcmp(x->rules[r].parent, key, len))
+        if (len && x->plen[r] == len && !memcmp(x->rules[r].parent, key, len))
             return r;
     return -1;
 }
@@ -197,10 +198,18 @@ static void skip_index_init(skip_index *x, const extargs_skip *sk)
 {
     memset(x, 0, sizeof *x);
     x->rules = sk;
+    x->root_rule = -1;
     for (; x->n < SKIP_MAX_RULES && sk[x->n].parent; x->n++) {
         size_t pl = strlen(sk[x->n].parent);
         x->plen[x->n] = pl;
-        x->parent_lens |= 1ull << (pl & 63);
+        if (pl == 0) {
+            /* parent "": the root object (a member named "" is never a
+             * parent, skip_rule_for) */
+            if (x->root_rule < 0)
+                x->root_rule = x->n;
+        } else {
+            x->parent_lens |= 1ull << (pl & 63);
+        }
         for (const char *const *k = sk[x->n].keys; k && *k; k++)
             x->key_lens[x->n] |= 1ull << (strlen(*k) & 63);
     }
@@ -289,9 +298,11 @@ static int bld_event(ctx *c, const ev *e, int *done)
             return 0;
         if (c->skip) {
             /* an object in an array sits under the array's member name */
-            int r = -1;
+            int r = c->skip->root_rule; /* the root object's own rule, if any */
             if (b->depth > 0)
                 r = json_is_array(b->stack[b->depth - 1]) ? b->rule[b->depth - 1] : b->key_rule;
+            else if (e->kind != EV_MAP_START)
+                r = -1;
             b->rule[b->depth] = (signed char)r;
         }
         b->stack[b->depth++] = cont;
@@ -1493,6 +1504,8 @@ static int sc_pod(sc *s, extargs_args *a)
     }
     a->pod_raw = NULL;
     a->pod_raw_len = 0;
+    a->pod_spec_raw = NULL;
+    a->pod_spec_len = 0;
     if (*s->p == 'n')
         return sc_literal(s, "null");
     if (*s->p != '{')
@@ -1501,8 +1514,31 @@ static int sc_pod(sc *s, extargs_args *a)
     const char *start = s->p;
     int depth = s->depth;
     s->in_pod = true;
-    if (!sc_value(s))
+    /* sc_value's object loop, noting the top-level spec's span on the way */
+    if (!sc_enter(s))
         return 0;
+    bool first = true, plain = true;
+    const char *k;
+    size_t kl;
+    bool ke;
+    int r;
+    while ((r = sc_next_key(s, &first, &k, &kl, &ke)) == 1) {
+        const char *v = s->p;
+        if (!sc_value(s))
+            return 0;
+        plain = plain && !ke;
+        if (!ke && kl == 4 && memcmp(k, "spec", 4) == 0) {
+            a->pod_spec_raw = *v == '{' ? v : NULL;
+            a->pod_spec_len = *v == '{' ? (size_t)(s->p - v) : 0;
+        }
+    }
+    if (r != 0)
+        return 0;
+    if (!plain) {
+        /* an escaped key may spell "spec" too: no span to trust */
+        a->pod_spec_raw = NULL;
+        a->pod_spec_len = 0;
+    }
     s->in_pod = false;
     s->depth = depth;
     a->pod_raw = start;

@@ -69,6 +69,56 @@ static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_dia
     return err;
 }
 
+static void spec_put(extender_memo *m, uint64_t h, const char *text, size_t len,
+                     model_pod_spec *spec);
+static model_pod_spec *spec_get(extender_memo *m, uint64_t h, const char *text, size_t len,
+                                int gen);
+static const extargs_skip *spec_memo_skip(const extender_memo *m);
+
+/*
+ * decode_args_pod builds a's Pod (validated, not yet parsed) into a model
+ * pod. Agent pods of one template share their spec's text: a spec decoded
+ * before under the same registry generation is reused, and only the rest
+ * of the Pod is built and decoded (model_pod_from_json_spec gives what
+ * model_pod_from_json would). A miss decodes the whole Pod, then
+ * remembers its spec.
+ */
+static as_err decode_args_pod(svc *s, extargs_args *a, model_pod **out, as_diag *d)
+{
+    *out = NULL;
+    extender_memo *m = s->ext_memo;
+    if (!m || !a->pod_spec_raw) {
+        as_err err = extargs_parse_pod(a, k8s_stream_skip(K8S_KIND_POD), d);
+        return err ? err : decode_pod(s, a->pod, out, d);
+    }
+    uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len);
+    int gen = model_registry_count(&s->reg);
+    model_pod_spec *spec = spec_get(m, h, a->pod_spec_raw, a->pod_spec_len, gen);
+    as_err err;
+    if (spec) {
+        metrics_inc(s->m.spec_memo_hits);
+        err = extargs_parse_pod(a, spec_memo_skip(m), d);
+        if (!err && (err = model_pod_from_json_spec(&s->reg, a->pod, spec, out, d))) {
+            as_diag_prefix_field(d, "Pod");
+            if (!d->msg[0])
+                as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
+        }
+        model_pod_spec_unref(spec);
+        return err;
+    }
+    metrics_inc(s->m.spec_memo_misses);
+    if ((err = extargs_parse_pod(a, k8s_stream_skip(K8S_KIND_POD), d)) ||
+        (err = decode_pod(s, a->pod, out, d)))
+        return err;
+    as_diag scratch;
+    if (model_pod_spec_from_json(&s->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
+        AS_OK) {
+        spec_put(m, h, a->pod_spec_raw, a->pod_spec_len, spec);
+        model_pod_spec_unref(spec);
+    }
+    return AS_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* Reasons                                                             */
 /* ------------------------------------------------------------------ */
@@ -229,6 +279,18 @@ typedef struct memo_ent {
 
 #define MEMO_SPARES 16
 
+/* Decoded Pod specs by their exact text (model_pod_spec): direct-mapped;
+ * a spec over SPEC_MEMO_MAX_LEN bytes is not remembered. */
+#define SPEC_MEMO_SLOTS   64
+#define SPEC_MEMO_MAX_LEN (64u << 10)
+
+typedef struct spec_ent {
+    uint64_t h;
+    size_t len;
+    char *text; /* the spec's JSON text, compared whole on a hash match */
+    model_pod_spec *spec;
+} spec_ent;
+
 struct extender_memo {
     pthread_mutex_t mu;
     memo_ent *slot[MEMO_SLOTS];
@@ -236,7 +298,18 @@ struct extender_memo {
      * allocating (and page-faulting) fresh tables every cycle. */
     memo_ent *spare[MEMO_SPARES];
     int nspare;
+    spec_ent specs[SPEC_MEMO_SLOTS]; /* under mu */
+    /* The Pod skip rules (k8s_stream_skip) plus the root's "spec": the DOM
+     * a remembered spec completes. */
+    extargs_skip no_spec[16];
 };
+
+static const char *const spec_key[] = {"spec", NULL};
+
+static const extargs_skip *spec_memo_skip(const extender_memo *m)
+{
+    return m->no_spec;
+}
 
 /* memo_pod_hash computes two independent 64-bit multiplicative hashes of
  * the Pod's bytes s[0..n) in one pass, 8 bytes a step (a kube-scheduler
@@ -322,11 +395,32 @@ static memo_ent *memo_spare(extender_memo *m, uint32_t size)
 /* See extender.h. */
 as_err extender_memo_new(extender_memo **out)
 {
-    *out = calloc(1, sizeof **out);
-    if (!*out)
+    extender_memo *m = calloc(1, sizeof *m);
+    if (!m)
         return AS_ENOMEM;
-    pthread_mutex_init(&(*out)->mu, NULL);
+    pthread_mutex_init(&m->mu, NULL);
+    const extargs_skip *pod = k8s_stream_skip(K8S_KIND_POD);
+    size_t n = 0;
+    const size_t room = sizeof m->no_spec / sizeof m->no_spec[0] - 2;
+    for (; pod && pod[n].parent; n++) {
+        if (n >= room) {
+            /* the k8s module's table outgrew no_spec: grow it with it */
+            fprintf(stderr, "extender: %zu Pod skip rules exceed no_spec\n", n);
+            abort();
+        }
+        m->no_spec[n] = pod[n];
+    }
+    m->no_spec[n++] = (extargs_skip){"", spec_key};
+    m->no_spec[n] = (extargs_skip){NULL, NULL};
+    *out = m;
     return AS_OK;
+}
+
+static void spec_ent_clear(spec_ent *e)
+{
+    free(e->text);
+    model_pod_spec_unref(e->spec);
+    memset(e, 0, sizeof *e);
 }
 
 /* See extender.h. */
@@ -338,8 +432,41 @@ void extender_memo_free(extender_memo *m)
         memo_ent_free(m->slot[i]);
     for (int i = 0; i < m->nspare; i++)
         memo_ent_free(m->spare[i]);
+    for (int i = 0; i < SPEC_MEMO_SLOTS; i++)
+        spec_ent_clear(&m->specs[i]);
     pthread_mutex_destroy(&m->mu);
     free(m);
+}
+
+/* spec_get returns a reference to the spec decoded from text[0..len)
+ * (hash h) under registry generation gen, or NULL. */
+static model_pod_spec *spec_get(extender_memo *m, uint64_t h, const char *text, size_t len, int gen)
+{
+    model_pod_spec *out = NULL;
+    pthread_mutex_lock(&m->mu);
+    spec_ent *e = &m->specs[h % SPEC_MEMO_SLOTS];
+    if (e->spec && e->h == h && e->len == len && model_pod_spec_generation(e->spec) == gen &&
+        memcmp(e->text, text, len) == 0)
+        out = model_pod_spec_ref(e->spec);
+    pthread_mutex_unlock(&m->mu);
+    return out;
+}
+
+/* spec_put remembers spec (a reference is taken) as the decode of
+ * text[0..len); best effort. */
+static void spec_put(extender_memo *m, uint64_t h, const char *text, size_t len,
+                     model_pod_spec *spec)
+{
+    char *copy = len <= SPEC_MEMO_MAX_LEN ? malloc(len) : NULL;
+    if (!copy)
+        return;
+    memcpy(copy, text, len);
+    spec_ent old, e = {h, len, copy, model_pod_spec_ref(spec)};
+    pthread_mutex_lock(&m->mu);
+    old = m->specs[h % SPEC_MEMO_SLOTS];
+    m->specs[h % SPEC_MEMO_SLOTS] = e;
+    pthread_mutex_unlock(&m->mu);
+    spec_ent_clear(&old);
 }
 
 /* memo_put publishes the scores of a filter (names[i] -> score[i]); best
@@ -750,8 +877,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     /* kube-scheduler sends the whole Pod (env, volumes, probes, status: ~5 KB
      * for a real agent pod); the model reads a small part of it, the rest
      * is validated but never allocated. */
-    if ((err = extargs_parse_pod(&e.a, k8s_stream_skip(K8S_KIND_POD), &d)) ||
-        (err = decode_pod(s, e.a.pod, &e.pod, &d))) {
+    if ((err = decode_args_pod(s, &e.a, &e.pod, &d))) {
         reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
         goto done;
     }

@@ -111,6 +111,12 @@ static void svc_declare_metrics(svc *s)
         metrics_new_counter(m, "agentsched_prioritize_memo_total{result=\"hit\"}", memo);
     s->m.memo_misses =
         metrics_new_counter(m, "agentsched_prioritize_memo_total{result=\"miss\"}", memo);
+    const char *spec = "Pods whose spec the extender decoded (miss) or reused from a Pod with the "
+                       "same spec text (hit).";
+    s->m.spec_memo_hits =
+        metrics_new_counter(m, "agentsched_extender_pod_spec_memo_total{result=\"hit\"}", spec);
+    s->m.spec_memo_misses =
+        metrics_new_counter(m, "agentsched_extender_pod_spec_memo_total{result=\"miss\"}", spec);
 }
 
 /* See svc.h. */

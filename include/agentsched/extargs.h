@@ -92,6 +92,12 @@ typedef struct extargs_args {
      * same Pod bytes. */
     const char *pod_raw;
     size_t pod_raw_len;
+    /* The text of the Pod's top-level "spec" member when it is an object
+     * (the last one, as in the DOM) and no top-level key of the Pod had an
+     * escape; NULL otherwise. Points into the request body. Keys the
+     * memo of decoded specs (model_pod_spec). */
+    const char *pod_spec_raw;
+    size_t pod_spec_len;
 } extargs_args;
 
 /*
@@ -212,6 +218,8 @@ as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *d
  * the tree: the members named in `keys` (NULL-terminated) of every object
  * that sits under a member named `parent`, directly ({"parent": {...}}) or
  * as an item of an array there ({"parent": [{...}]}). Names match exactly.
+ * A rule whose parent is "" names members of the root object itself
+ * (e.g. {"", {"spec", NULL}}: the document without its top-level spec).
  * A rule table ends with a rule whose parent is NULL. Left-out values are
  * still parsed and validated, never allocated: the watch decodes only what
  * the model reads (managedFields, container statuses, node images, ...).

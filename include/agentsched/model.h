@@ -282,6 +282,9 @@ typedef struct model_pod {
     model_phase phase;
     bool terminating;   /* metadata.deletionTimestamp set */
     int64_t created_ms; /* metadata.creationTimestamp, ms since epoch; 0 if absent */
+    /* A reference to the shared spec the spec-derived fields above point
+     * into (model_pod_from_json_spec); NULL when the pod's pool owns them. */
+    struct model_pod_spec *spec;
 } model_pod;
 
 /*
@@ -299,8 +302,51 @@ typedef struct model_pod {
 as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_pod **out,
                            as_diag *diag);
 
-/* model_pod_free frees a pod and its pool. NULL ok. */
+/* model_pod_free frees a pod and its pool, and drops its spec reference.
+ * NULL ok. */
 void model_pod_free(model_pod *p);
+
+/*
+ * model_pod_spec is what model_pod_from_json derives from a Pod's spec
+ * alone (node name, scheduler name, priority, node selector, affinity,
+ * tolerations, the effective request and GPU demand, unknown_res),
+ * decoded once and shared, immutable and reference-counted, by pods whose
+ * spec text is the same: agent pods of one template differ in metadata,
+ * not in spec. The result depends on the registry's resources too, so a
+ * spec records model_registry_count at its decode (generation) and is
+ * valid only while the count is unchanged.
+ */
+typedef struct model_pod_spec model_pod_spec;
+
+/*
+ * model_pod_spec_from_json decodes spec (a v1 PodSpec object) against reg
+ * as model_pod_from_json would inside a Pod. *out holds one reference
+ * (model_pod_spec_unref). Errors as model_pod_from_json's, fields
+ * starting "spec.".
+ */
+as_err model_pod_spec_from_json(const model_registry *reg, const json_t *spec, model_pod_spec **out,
+                                as_diag *diag);
+
+/* model_pod_spec_generation is model_registry_count when spec was decoded. */
+int model_pod_spec_generation(const model_pod_spec *spec);
+
+/* model_pod_spec_ref adds a reference (thread-safe); returns spec. */
+model_pod_spec *model_pod_spec_ref(model_pod_spec *spec);
+
+/* model_pod_spec_unref drops a reference, freeing the spec at the last
+ * (thread-safe). NULL ok. */
+void model_pod_spec_unref(model_pod_spec *spec);
+
+/*
+ * model_pod_from_json_spec is model_pod_from_json for a Pod whose spec was
+ * decoded before into spec (borrowed; the pod takes its own reference):
+ * obj's own "spec" member, if any, is not read. The result equals
+ * model_pod_from_json's on the whole Pod when spec came from that Pod's
+ * spec under the current registry generation; errors of kind, metadata
+ * and status as model_pod_from_json's. Caller owns *out.
+ */
+as_err model_pod_from_json_spec(const model_registry *reg, const json_t *obj, model_pod_spec *spec,
+                                model_pod **out, as_diag *diag);
 
 /* model_pod_is_terminal: phase Succeeded or Failed (its resources are free). */
 bool model_pod_is_terminal(const model_pod *p);

@@ -84,8 +84,10 @@ typedef struct svc_metrics {
     metrics_counter *binds_rechecked;
     metrics_counter *binds_idempotent;
     metrics_counter *bind_conflicts;
-    metrics_counter *memo_hits;   /* prioritize answered from the filter's memo */
-    metrics_counter *memo_misses; /* prioritize evaluated afresh */
+    metrics_counter *memo_hits;        /* prioritize answered from the filter's memo */
+    metrics_counter *memo_misses;      /* prioritize evaluated afresh */
+    metrics_counter *spec_memo_hits;   /* a Pod's spec reused (extender.c) */
+    metrics_counter *spec_memo_misses; /* a Pod's spec decoded */
 } svc_metrics;
 
 typedef struct svc {

@@ -27,6 +27,7 @@
 #include "agentsched/model.h"
 #include "model_priv.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -610,9 +611,94 @@ static as_err pod_spec(pod_dec *d, const json_t *spec)
     return pod_requests(d, spec);
 }
 
+struct model_pod_spec {
+    int refs; /* atomic */
+    int generation;
+    model_pod fields; /* the spec-derived fields; its pool owns them */
+};
+
+/* spec_copy points p's spec-derived fields at src's (pod_spec's outputs). */
+static void spec_copy(model_pod *p, const model_pod *src)
+{
+    p->node_name = src->node_name;
+    p->scheduler_name = src->scheduler_name;
+    p->priority = src->priority;
+    p->node_selector = src->node_selector;
+    p->affinity = src->affinity;
+    p->tolerations = src->tolerations;
+    p->ntolerations = src->ntolerations;
+    p->req = src->req;
+    p->req_mask = src->req_mask;
+    p->unknown_res = src->unknown_res;
+    p->gpu_count = src->gpu_count;
+    p->gpu_milli = src->gpu_milli;
+}
+
 /* See model.h. */
-as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_pod **out,
-                           as_diag *diag)
+as_err model_pod_spec_from_json(const model_registry *reg, const json_t *spec, model_pod_spec **out,
+                                as_diag *diag)
+{
+    *out = NULL;
+    pod_dec d;
+    memset(&d, 0, sizeof d);
+    d.c.diag = diag;
+    d.reg = reg;
+    snprintf(d.c.what, sizeof d.c.what, "pod spec");
+    if (!json_is_object(spec))
+        return model_priv_fail(&d.c, AS_EINVAL, "spec", "a PodSpec must be an object, not %s",
+                               spec ? model_priv_type_name(spec) : "nothing");
+    /* Read before decoding: a resource interned meanwhile makes the spec
+     * look older than it is (a later miss), never newer. */
+    int gen = model_registry_count(reg);
+    d.c.pool = pool_new(0);
+    if (!d.c.pool)
+        return model_priv_oom(&d.c, "");
+    as_err err = AS_OK;
+    model_pod_spec *ps = pool_alloc(d.c.pool, sizeof *ps);
+    if (!ps) {
+        err = model_priv_oom(&d.c, "");
+        goto done;
+    }
+    ps->fields.pool = d.c.pool;
+    d.pod = &ps->fields;
+    if ((err = pod_spec(&d, spec)))
+        goto done;
+    ps->refs = 1;
+    ps->generation = gen;
+done:
+    if (err) {
+        pool_free(d.c.pool);
+        return err;
+    }
+    *out = ps;
+    return AS_OK;
+}
+
+/* See model.h. */
+int model_pod_spec_generation(const model_pod_spec *spec)
+{
+    return spec->generation;
+}
+
+/* See model.h. */
+model_pod_spec *model_pod_spec_ref(model_pod_spec *spec)
+{
+    __atomic_add_fetch(&spec->refs, 1, __ATOMIC_RELAXED);
+    return spec;
+}
+
+/* See model.h. */
+void model_pod_spec_unref(model_pod_spec *spec)
+{
+    if (spec && __atomic_sub_fetch(&spec->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        pool_free(spec->fields.pool);
+}
+
+/* pod_decode decodes obj into a new pod: kind, metadata, then the spec
+ * (from obj, or shared's when given), then status, in that order, so the
+ * first error reported is the same either way. */
+static as_err pod_decode(const model_registry *reg, const json_t *obj, model_pod_spec *shared,
+                         model_pod **out, as_diag *diag)
 {
     *out = NULL;
     pod_dec d;
@@ -645,14 +731,20 @@ as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_p
     }
     if ((err = pod_metadata(&d, obj)))
         goto done;
-    if ((err = model_priv_get(&d.c, obj, "spec", "spec", JSON_OBJECT, &spec)) ||
-        (err = pod_spec(&d, spec)))
+    if (shared) {
+        spec_copy(p, &shared->fields);
+        p->spec = model_pod_spec_ref(shared);
+    } else if ((err = model_priv_get(&d.c, obj, "spec", "spec", JSON_OBJECT, &spec)) ||
+               (err = pod_spec(&d, spec))) {
         goto done;
+    }
     if ((err = model_priv_get(&d.c, obj, "status", "status", JSON_OBJECT, &status)) ||
         (err = pod_phase(&d, status)))
         goto done;
 done:
     if (err) {
+        if (p)
+            model_pod_spec_unref(p->spec);
         pool_free(d.c.pool);
         return err;
     }
@@ -661,10 +753,27 @@ done:
 }
 
 /* See model.h. */
+as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_pod **out,
+                           as_diag *diag)
+{
+    return pod_decode(reg, obj, NULL, out, diag);
+}
+
+/* See model.h. */
+as_err model_pod_from_json_spec(const model_registry *reg, const json_t *obj, model_pod_spec *spec,
+                                model_pod **out, as_diag *diag)
+{
+    assert(spec);
+    return pod_decode(reg, obj, spec, out, diag);
+}
+
+/* See model.h. */
 void model_pod_free(model_pod *p)
 {
-    if (p)
+    if (p) {
+        model_pod_spec_unref(p->spec);
         pool_free(p->pool);
+    }
 }
 
 /* See model.h. */

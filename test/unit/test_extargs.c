@@ -590,6 +590,84 @@ Test(extargs, parse_json_skip_rules)
     cr_expect_null(got);
 }
 
+/* A rule with parent "" names members of the root object only; the walk
+ * and yajl's builder (the reference) leave out the same. */
+Test(extargs, skip_rule_for_the_root)
+{
+    static const char *const spec_keys[] = {"spec", NULL};
+    static const char *const ctr_keys[] = {"env", NULL};
+    static const extargs_skip rules[] = {{"containers", ctr_keys}, {"", spec_keys}, {NULL, NULL}};
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"{\"metadata\":{\"spec\":1},\"spec\":{\"containers\":[{\"env\":[]}]},\"status\":{}}",
+         "{\"metadata\":{\"spec\":1},\"status\":{}}"},
+        /* a member named "" is no root */
+        {"{\"\":{\"spec\":2},\"spec\":null}", "{\"\":{\"spec\":2}}"},
+        /* a root array's objects are under no member */
+        {"[{\"spec\":1}]", "[{\"spec\":1}]"},
+        {"{\"spec\":1,\"spec\":2}", "{}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *walked = NULL, *ref = NULL;
+        as_diag d = {0};
+        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), rules, &walked, &d),
+                     AS_OK, "case %zu: %s", i, d.msg);
+        cr_assert_eq(extargs_parse_json_ref(cases[i].in, strlen(cases[i].in), rules, &ref, &d),
+                     AS_OK, "case %zu: %s", i, d.msg);
+        json_t *want = json_loads(cases[i].want, JSON_DECODE_ANY, NULL);
+        cr_assert_not_null(want, "case %zu: bad expectation", i);
+        char *g = json_dumps(walked, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        cr_assert(json_equal(walked, want), "case %zu: got %s", i, g);
+        cr_assert(json_equal(ref, want), "case %zu: the reference differs", i);
+        free(g);
+        json_decref(walked);
+        json_decref(ref);
+        json_decref(want);
+    }
+}
+
+/* The scanner notes the text of the Pod's top-level spec (the memo key of
+ * decoded specs): only an object, the last one, and none when a top-level
+ * key had an escape (it may spell "spec"). */
+Test(extargs, pod_spec_span)
+{
+    static const struct {
+        const char *body, *want; /* want NULL: no span */
+    } cases[] = {
+        {"{\"Pod\":{\"metadata\":{\"spec\":{}},\"spec\":{\"a\":[1,{\"b\":\"}\"}]} ,\"status\":{}}}",
+         "{\"a\":[1,{\"b\":\"}\"}]}"},
+        {"{\"Pod\":{\"spec\":{\"a\":1},\"spec\":{ \"a\" : 2 }}}", "{ \"a\" : 2 }"},
+        {"{\"Pod\":{\"spec\":null}}", NULL},
+        {"{\"Pod\":{\"spec\":{\"a\":1},\"spec\":null}}", NULL},
+        {"{\"Pod\":{\"metadata\":{}}}", NULL},
+        {"{\"Pod\":{\"spec\":{\"a\":1},\"sp\\u0065c\":{\"a\":2}}}", NULL},
+        {"{\"Pod\":{\"m\\u0065\":{},\"spec\":{\"a\":1}}}", NULL},
+        {"{\"Pod\":null}", NULL},
+        {"{\"Spec\":{\"a\":1},\"Pod\":{\"Spec\":{\"a\":1}}}", NULL},
+    };
+    pool *p = pool_new(0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (unsigned flags = 0; flags <= EXTARGS_LAZY_POD; flags += EXTARGS_LAZY_POD) {
+            extargs_args a;
+            as_diag d = {0};
+            const char *b = cases[i].body;
+            cr_assert_eq(extargs_decode_args_ex(p, b, strlen(b), flags, &a, &d), AS_OK,
+                         "case %zu: %s", i, d.msg);
+            if (!cases[i].want) {
+                cr_assert_null(a.pod_spec_raw, "case %zu", i);
+            } else {
+                cr_assert_not_null(a.pod_spec_raw, "case %zu", i);
+                cr_assert_eq(a.pod_spec_len, strlen(cases[i].want), "case %zu", i);
+                cr_assert(!memcmp(a.pod_spec_raw, cases[i].want, a.pod_spec_len), "case %zu: %.*s",
+                          i, (int)a.pod_spec_len, a.pod_spec_raw);
+            }
+            extargs_args_release(&a);
+        }
+    }
+    pool_free(p);
+}
+
 /* The extender's lazy Pod: built on demand, with or without rules; a DOM
  * already built is not rebuilt. */
 Test(extargs, parse_pod_lazy_with_rules)

@@ -237,6 +237,143 @@ Test(extender, prioritize_after_filter_uses_the_memo)
     svc_free(s);
 }
 
+/* spec_args is a filter of pod name with spec text spec. */
+static char *spec_args(const char *name, const char *spec_key, const char *spec)
+{
+    char *s = NULL;
+    cr_assert(asprintf(&s,
+                       "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"uid\":\"u-%s\"},\"%s\":%s,"
+                       "\"status\":{\"phase\":\"Pending\"}},"
+                       "\"NodeNames\":[\"node1\",\"nodename\",\"foo\",\"mynode\",\"big-1\"]}",
+                       name, name, spec_key, spec) > 0);
+    return s;
+}
+
+/* filter_same answers args on s and on a fresh service (no memo) alike;
+ * returns s's answer (caller frees). */
+static reply filter_same(svc *s, const char *args)
+{
+    svc *fresh = new_svc();
+    reply a = call(s, extender_handle_filter, args), b = call(fresh, extender_handle_filter, args);
+    cr_assert_eq(a.status, 200, "%s", a.raw);
+    cr_assert_str_eq(a.raw, b.raw);
+    reply_free(&b);
+    svc_free(fresh);
+    return a;
+}
+
+/* Pods of one template share their spec's text: its decode is reused, and
+ * the answers are those of a full decode. */
+Test(extender, pods_with_one_spec_share_its_decode)
+{
+    svc *s = new_svc();
+    const char *small = "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":"
+                        "{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}],\"tolerations\":[]}";
+    const char *large = "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":"
+                        "{\"cpu\":\"3\",\"memory\":\"1Gi\"}}}],\"tolerations\":[]}";
+    char *a1 = spec_args("a-1", "spec", small), *a2 = spec_args("a-2", "spec", small);
+    reply r1 = filter_same(s, a1);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 1);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 0);
+    reply r2 = filter_same(s, a2);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1);
+    cr_assert_str_eq(r1.raw, r2.raw);
+    /* another spec is decoded, not mistaken for the remembered one */
+    char *b1 = spec_args("b-1", "spec", large);
+    reply r3 = filter_same(s, b1);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 2);
+    cr_assert_lt(json_array_size(json_object_get(r3.json, "NodeNames")),
+                 json_array_size(json_object_get(r1.json, "NodeNames")), "%s", r3.raw);
+    /* an escaped top-level key may spell "spec": no memo either way */
+    char *e1 = spec_args("e-1", "sp\\u0065c", large);
+    reply r4 = filter_same(s, e1);
+    cr_assert_str_eq(r4.raw, r3.raw);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 2);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1);
+    /* metadata errors are still found on a hit */
+    char *bad = spec_args("Bad\\u0000Name", "spec", small);
+    reply r5 = call(s, extender_handle_filter, bad);
+    cr_assert_eq(r5.status, 400, "%s", r5.raw);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 2);
+    reply_free(&r5);
+    /* a resource a node brings later makes a remembered spec stale: a spec
+     * asking for it is decoded again under the new registry */
+    const char *widget = "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":"
+                         "{\"cpu\":\"1\",\"example.com/widget\":\"1\"}}}]}";
+    char *w1 = spec_args("w-1", "spec", widget), *w2 = spec_args("w-2", "spec", widget);
+    reply r6 = filter_same(s, w1);
+    cr_assert_eq(json_array_size(json_object_get(r6.json, "NodeNames")), 0, "%s", r6.raw);
+    size_t misses = metrics_counter_get(s->m.spec_memo_misses);
+    int idx;
+    cr_assert_eq(model_registry_intern(&s->reg, "example.com/widget", 18, &idx), AS_OK);
+    reply r7 = call(s, extender_handle_filter, w2);
+    cr_assert_eq(r7.status, 200, "%s", r7.raw);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), misses + 1);
+    reply_free(&r7);
+    reply_free(&r1);
+    reply_free(&r2);
+    reply_free(&r3);
+    reply_free(&r4);
+    reply_free(&r6);
+    free(a1);
+    free(a2);
+    free(b1);
+    free(e1);
+    free(bad);
+    free(w1);
+    free(w2);
+    svc_free(s);
+}
+
+typedef struct spec_race {
+    svc *s;
+    char *args[2];
+    const char *want[2];
+    int bad;
+} spec_race;
+
+static void *spec_racer(void *arg)
+{
+    spec_race *r = arg;
+    for (int i = 0; i < 60; i++) {
+        reply a = call(r->s, extender_handle_filter, r->args[i % 2]);
+        if (a.status != 200 || strcmp(a.raw, r->want[i % 2]) != 0)
+            __atomic_add_fetch(&r->bad, 1, __ATOMIC_RELAXED);
+        reply_free(&a);
+    }
+    return NULL;
+}
+
+/* Filters on several threads share and replace remembered specs while
+ * others read them (TSan runs this too); every answer stays its spec's. */
+Test(extender, spec_memo_under_concurrent_filters)
+{
+    svc *s = new_svc();
+    const char *cpu1 = "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":"
+                       "\"1\"}}}]}";
+    const char *cpu3 = "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":"
+                       "\"3\"}}}]}";
+    spec_race r = {.s = s};
+    r.args[0] = spec_args("r-1", "spec", cpu1);
+    r.args[1] = spec_args("r-3", "spec", cpu3);
+    reply w0 = filter_same(s, r.args[0]), w1 = filter_same(s, r.args[1]);
+    cr_assert_str_neq(w0.raw, w1.raw);
+    r.want[0] = w0.raw;
+    r.want[1] = w1.raw;
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, spec_racer, &r), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    cr_assert_eq(r.bad, 0);
+    cr_assert_geq(metrics_counter_get(s->m.spec_memo_hits), 200);
+    reply_free(&w0);
+    reply_free(&w1);
+    free(r.args[0]);
+    free(r.args[1]);
+    svc_free(s);
+}
+
 /* set_policy replaces s's policy with one parsed from text. */
 static void set_policy(svc *s, const char *text)
 {

@@ -781,6 +781,61 @@ static void parse_both(const char *fixture, k8s_kind kind, json_t **whole, json_
     cr_assert_lt(b * 2, a, "%s: %zu of %zu values kept", fixture, b, a);
 }
 
+/* A spec decoded once (model_pod_spec) and the rest of the Pod built
+ * without it give the pod model_pod_from_json gives on the whole Pod: the
+ * extender's memo of decoded specs (extender.c) relies on it. */
+Test(k8s_stream, a_shared_spec_gives_the_same_pod)
+{
+    static const char *const spec_keys[] = {"spec", NULL};
+    extargs_skip no_spec[24];
+    const extargs_skip *pod_rules = k8s_stream_skip(K8S_KIND_POD);
+    size_t n = 0;
+    for (; pod_rules[n].parent; n++)
+        no_spec[n] = pod_rules[n];
+    no_spec[n++] = (extargs_skip){"", spec_keys};
+    no_spec[n] = (extargs_skip){NULL, NULL};
+
+    static const char *const fixtures[] = {"full_pod.json", "gpu_share_pod.json"};
+    for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+        model_registry reg;
+        model_registry_init(&reg);
+        size_t len;
+        char *body = read_fixture(fixtures[f], &len);
+        json_t *whole = NULL, *rest = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(extargs_parse_json(body, len, &whole, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(extargs_parse_json_skip(body, len, no_spec, &rest, &d), AS_OK, "%s", d.msg);
+        cr_assert_null(json_object_get(rest, "spec"));
+        model_pod *a = NULL, *b = NULL;
+        model_pod_spec *spec = NULL;
+        cr_assert_eq(model_pod_from_json(&reg, whole, &a, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(model_pod_spec_from_json(&reg, json_object_get(whole, "spec"), &spec, &d),
+                     AS_OK, "%s", d.msg);
+        cr_assert_eq(model_pod_spec_generation(spec), model_registry_count(&reg));
+        cr_assert_eq(model_pod_from_json_spec(&reg, rest, spec, &b, &d), AS_OK, "%s", d.msg);
+        model_pod_spec_unref(spec); /* b keeps its own reference */
+        same_pod(a, b);
+        model_pod_free(a);
+        model_pod_free(b);
+        /* errors outside the spec are model_pod_from_json's */
+        json_object_set_new(json_object_get(rest, "status"), "phase", json_string("Lost"));
+        cr_assert_eq(model_pod_spec_from_json(&reg, json_object_get(whole, "spec"), &spec, &d),
+                     AS_OK);
+        cr_assert_eq(model_pod_from_json_spec(&reg, rest, spec, &b, &d), AS_EINVAL);
+        cr_assert_str_eq(d.field, "status.phase");
+        cr_assert_null(b);
+        /* a resource interned later is a new generation */
+        int idx, gen = model_pod_spec_generation(spec);
+        model_pod_spec_unref(spec);
+        cr_assert_eq(model_registry_intern(&reg, "example.com/later", 17, &idx), AS_OK);
+        cr_assert_gt(model_registry_count(&reg), gen);
+        json_decref(whole);
+        json_decref(rest);
+        free(body);
+        model_registry_destroy(&reg);
+    }
+}
+
 Test(k8s_stream, skip_rules_keep_the_pod_model)
 {
     model_registry reg;
