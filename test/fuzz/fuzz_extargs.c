@@ -77,8 +77,11 @@ static bool has_surrogate_escape(const char *s, size_t n)
  * without rules: the same error and message, or equal trees. */
 static void walk_matches_yajl(const char *body, size_t size)
 {
-    for (int r = 0; r < 2; r++) {
-        const extargs_skip *rules = r ? k8s_stream_skip(K8S_KIND_POD) : NULL;
+    /* a root rule ("") and a member rule for short keys */
+    static const char *const few[] = {"a", "spec", NULL};
+    static const extargs_skip root_rules[] = {{"", few}, {"b", few}, {NULL, NULL}};
+    for (int r = 0; r < 3; r++) {
+        const extargs_skip *rules = r == 1 ? k8s_stream_skip(K8S_KIND_POD) : r ? root_rules : NULL;
         json_t *w = NULL, *y = NULL;
         as_diag wd, yd;
         memset(&wd, 0, sizeof wd);
@@ -138,6 +141,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!has_surrogate_escape(a.pod_raw, a.pod_raw_len) &&
                 ((y_ok && !json_equal(y, a.pod)) || (ys_ok && !json_equal(ys, b.pod))))
                 abort();
+            /* the spec span (the key of decoded specs) is the DOM's spec */
+            if (a.pod_spec_raw) {
+                json_t *sp = NULL;
+                if (a.pod_spec_raw < a.pod_raw ||
+                    a.pod_spec_raw + a.pod_spec_len > a.pod_raw + a.pod_raw_len ||
+                    a.pod_spec_raw[0] != '{' || a.pod_spec_raw[a.pod_spec_len - 1] != '}')
+                    abort();
+                bool sp_ok =
+                    extargs_parse_json_ref(a.pod_spec_raw, a.pod_spec_len, NULL, &sp, &yd) == AS_OK;
+                if (lazy_ok && (!sp_ok || (!has_surrogate_escape(a.pod_raw, a.pod_raw_len) &&
+                                           !json_equal(sp, json_object_get(a.pod, "spec")))))
+                    abort();
+                json_decref(sp);
+            }
             if (y)
                 json_decref(y);
             if (ys)
