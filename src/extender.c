@@ -624,32 +624,59 @@ static void shortlist(eval *e, pool *p, uint32_t limit)
     e->cut = cut;
 }
 
-/* wr_name writes a node name as a JSON string. A name pointing into the
- * request body is the text between its quotes and had no escapes
- * (extargs.h), so it needs none: the quoted span is copied as it is. */
-static inline void wr_name(wr *w, const eval *e, const sched_name *nm)
+/* in_body: nm points into the request body; such a name is the text
+ * between its quotes and had no escapes (extargs.h), so the quoted span
+ * can be copied as it is. */
+static inline bool in_body(const eval *e, const sched_name *nm)
 {
     uintptr_t p = (uintptr_t)nm->s, b = (uintptr_t)e->body;
-    if (p > b && p + nm->len < b + e->body_len)
+    return p > b && p + nm->len < b + e->body_len;
+}
+
+/* wr_name writes a node name as a JSON string. */
+static inline void wr_name(wr *w, const eval *e, const sched_name *nm)
+{
+    if (in_body(e, nm))
         wr_raw(w, nm->s - 1, nm->len + 2);
     else
         wr_str(w, nm->s, nm->len);
 }
 
+/* write_name_list writes the answered names as a JSON array. Answered
+ * names that sit next to each other in the body's NodeNames ("a","b":
+ * quotes and one comma apart) are copied as one span: most of a filter's
+ * answer is runs of fitting nodes, a copy per run instead of per name. */
 static void write_name_list(wr *w, const eval *e)
 {
     const sched_name *names = e->names;
     size_t n = e->a.nnames;
+    const char *run = NULL, *run_end = NULL; /* [run, run_end): quoted names */
     bool first = true;
     WR_LIT(w, "[");
     for (size_t i = 0; i < n; i++) {
         if (!answered(e, i))
             continue;
+        const sched_name *nm = &names[i];
+        bool body = in_body(e, nm);
+        if (body && run && nm->s - 1 == run_end + 1 && *run_end == ',') {
+            run_end = nm->s + nm->len + 1;
+            continue;
+        }
+        if (run)
+            wr_raw(w, run, (size_t)(run_end - run));
+        run = NULL;
         if (!first)
             WR_LIT(w, ",");
         first = false;
-        wr_name(w, e, &names[i]);
+        if (body) {
+            run = nm->s - 1;
+            run_end = nm->s + nm->len + 1;
+        } else {
+            wr_str(w, nm->s, nm->len);
+        }
     }
+    if (run)
+        wr_raw(w, run, (size_t)(run_end - run));
     WR_LIT(w, "]");
 }
 
