@@ -17,17 +17,28 @@
 
 #include "agentsched/pred.h"
 
+/* A noted candidate: the node incarnation evaluated and its bind version
+ * then. No name: the bind verb resolves the node it is asked for and
+ * matches the incarnation, so a note never points into a node spec. */
+typedef struct note_cand {
+    uint64_t node_id;
+    uint64_t bind_version;
+} note_cand;
+
+/* One allocation per note: the header, n candidates, then the uid. A
+ * kube-scheduler that binds itself (no bindVerb) leaves every filtered pod
+ * noted until the caps evict it, so the memo is usually full: its
+ * footprint is the notes' size times memo_max_pods. */
 typedef struct note {
     struct note *hnext;         /* hash chain */
     struct note *older, *newer; /* LRU list */
     uint64_t h;
-    model_pod *pod; /* owned */
-    char *uid;      /* owned */
+    model_pod *pod;  /* owned */
+    const char *uid; /* in this allocation, after cands */
     int64_t at_ms;
     size_t bytes; /* what the note holds, for the memo's byte cap */
-    size_t n;
-    sched_candidate cands[SCHED_MAX_K];
-    char *names; /* owned; cands[i].name point into it */
+    uint32_t n;
+    note_cand cands[];
 } note;
 
 struct binder {
@@ -91,8 +102,6 @@ static void note_free(note *n)
     if (!n)
         return;
     model_pod_free(n->pod);
-    free(n->uid);
-    free(n->names);
     free(n);
 }
 
@@ -190,62 +199,39 @@ as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size
         return AS_EINVAL;
     if (n > SCHED_MAX_K)
         n = SCHED_MAX_K;
-    note *nt = calloc(1, sizeof *nt);
-    if (!nt) {
-        model_pod_free(pod);
-        return AS_ENOMEM;
-    }
-    nt->pod = pod;
-    if (pod->uid && pod->uid[0])
-        nt->uid = strdup(pod->uid);
-    else if (asprintf(&nt->uid, "%s/%s", pod->ns ? pod->ns : "default",
-                      pod->name ? pod->name : "") < 0)
-        nt->uid = NULL;
-    /* The candidates' names are borrowed from node specs that may have
-     * been replaced since the evaluation: copy them from the live nodes
-     * under the read lock, dropping candidates whose node is gone. */
-    size_t kept = 0;
-    cache_read_lock(b->c);
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        const cache_node *node = cache_node_get(b->c, cands[i].slot, cands[i].node_id);
-        if (node)
-            total += strlen(node->spec->name) + 1;
-    }
-    nt->names = malloc(total ? total : 1);
-    if (nt->names) {
-        char *p = nt->names;
-        for (size_t i = 0; i < n; i++) {
-            const cache_node *node = cache_node_get(b->c, cands[i].slot, cands[i].node_id);
-            if (!node)
-                continue;
-            size_t len = strlen(node->spec->name);
-            memcpy(p, node->spec->name, len + 1);
-            nt->cands[kept] = cands[i];
-            nt->cands[kept].slot = node->slot;
-            nt->cands[kept].name = p;
-            kept++;
-            p += len + 1;
-        }
-    }
-    cache_read_unlock(b->c);
-    if (!nt->uid || !nt->names) {
-        note_free(nt);
-        return AS_ENOMEM;
-    }
-    n = kept;
-    nt->n = n;
-    nt->h = hash_uid(nt->uid);
-    nt->at_ms = mono_ms();
-    nt->bytes = sizeof *nt + pool_used(pod->pool) + strlen(nt->uid) + 1 + total;
-    if (nt->bytes > b->cfg.memo_max_bytes / 4) {
+    /* The cache key: the uid, else "namespace/name" (pod_uid's). */
+    char tmp[MODEL_NAMESPACE_MAX + MODEL_POD_NAME_MAX + 2];
+    const char *uid = pod->uid && pod->uid[0] ? pod->uid : tmp;
+    if (uid == tmp)
+        snprintf(tmp, sizeof tmp, "%s/%s", pod->ns ? pod->ns : "default",
+                 pod->name ? pod->name : "");
+    size_t ulen = strlen(uid);
+    size_t size = sizeof(note) + n * sizeof(note_cand) + ulen + 1;
+    size_t bytes = size + pool_footprint(pod->pool);
+    if (bytes > b->cfg.memo_max_bytes / 4) {
         /* One pod may not take the memo over (a hostile filter body with a
          * huge pod, each with a new uid, would hold it all). Unnoted, its
          * bind fetches the pod from the API server (live mode) or is
          * refused as unfiltered. */
-        note_free(nt);
+        model_pod_free(pod);
         return AS_ETOOBIG;
     }
+    note *nt = malloc(size);
+    if (!nt) {
+        model_pod_free(pod);
+        return AS_ENOMEM;
+    }
+    memset(nt, 0, sizeof *nt);
+    nt->pod = pod;
+    nt->n = (uint32_t)n;
+    for (size_t i = 0; i < n; i++)
+        nt->cands[i] = (note_cand){cands[i].node_id, cands[i].bind_version};
+    char *u = (char *)&nt->cands[n];
+    memcpy(u, uid, ulen + 1);
+    nt->uid = u;
+    nt->h = hash_uid(u);
+    nt->at_ms = mono_ms();
+    nt->bytes = bytes;
 
     pthread_mutex_lock(&b->mu);
     note *old = memo_find(b, nt->uid, nt->h);
@@ -431,33 +417,31 @@ as_err binder_bind_noted(binder *b, const char *uid, const char *node_name, bind
         return AS_OK;
     }
 
+    /* The node asked for, as it is now; the version seen at evaluation
+     * when that incarnation was a candidate, else 0, which never matches,
+     * so the pod is always re-checked against the node's current state. */
     as_err err;
-    sched_candidate cand;
-    bool found = false;
-    for (size_t i = 0; i < n->n; i++)
-        if (strcmp(n->cands[i].name, node_name) == 0) {
-            cand = n->cands[i];
-            found = true;
+    sched_candidate cand = {0, 0, 0, 0, node_name};
+    cache_read_lock(b->c);
+    const cache_node *node = cache_node_find(b->c, node_name, strlen(node_name));
+    if (node) {
+        cand.slot = node->slot;
+        cand.node_id = node->id;
+    }
+    cache_read_unlock(b->c);
+    if (!node) {
+        snprintf(out->reason, sizeof out->reason, "node %s is not in agentsched's node cache",
+                 node_name);
+        stat_inc(&b->st.conflicts);
+        stat_inc(&b->st.exhausted);
+        err = AS_ECONFLICT;
+        goto put_back;
+    }
+    for (uint32_t i = 0; i < n->n; i++)
+        if (n->cands[i].node_id == cand.node_id) {
+            cand.bind_version = n->cands[i].bind_version;
             break;
         }
-    if (!found) {
-        /* Not a candidate we evaluated: resolve it now and always re-check
-         * (bind_version 0 never matches). */
-        cache_read_lock(b->c);
-        const cache_node *node = cache_node_find(b->c, node_name, strlen(node_name));
-        if (node)
-            cand = (sched_candidate){node->slot, node->id, 0, 0, node_name};
-        cache_read_unlock(b->c);
-        if (!node) {
-            snprintf(out->reason, sizeof out->reason, "node %s is not in agentsched's node cache",
-                     node_name);
-            stat_inc(&b->st.conflicts);
-            stat_inc(&b->st.exhausted);
-            err = AS_ECONFLICT;
-            goto put_back;
-        }
-        cand.name = node_name;
-    }
     err = binder_commit(b, n->pod, &cand, 1, out);
     if (err == AS_OK) {
         out->chosen = 0;

@@ -235,28 +235,6 @@ static const char *reason_json(reason_memo *m, pool *p, const model_registry *re
     return o;
 }
 
-/*
- * The candidate names sched returns are borrowed from node specs that may
- * be replaced once its read lock is released; re-resolve every candidate
- * by (slot, id) under our own read lock and copy its name into the pool,
- * dropping candidates whose node incarnation is gone. Returns the count.
- */
-static uint32_t pin_candidates(cache *c, pool *p, sched_candidate *cand, uint32_t n)
-{
-    uint32_t out = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const cache_node *node = cache_node_get(c, cand[i].slot, cand[i].node_id);
-        if (!node)
-            continue;
-        const char *name = pool_strdup(p, node->spec->name);
-        if (!name)
-            continue;
-        cand[out] = cand[i];
-        cand[out++].name = name;
-    }
-    return out;
-}
-
 /* ------------------------------------------------------------------ */
 /* filter -> prioritize memo (extender.h)                              */
 /* ------------------------------------------------------------------ */
@@ -953,10 +931,8 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     }
     reply_ok(resp);
 
-    /* Remember what was seen for the bind verb (the later verb replaces). */
-    cache_read_lock(s->cache);
-    e.r.ncand = pin_candidates(s->cache, req->pool, e.r.cand, e.r.ncand);
-    cache_read_unlock(s->cache);
+    /* Remember what was seen for the bind verb (the later verb replaces);
+     * the binder keeps the candidates' incarnations, not their names. */
     err = binder_note(s->binder, e.pod, e.r.cand, e.r.ncand);
     e.pod = NULL; /* the binder owns it now, even on error */
     if (err == AS_ETOOBIG)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define POOL_CHUNK       4096
+#define POOL_SMALL_CHUNK 512
 #define POOL_DEFAULT_CAP ((size_t)64 << 20)
 
 typedef struct pool_chunk {
@@ -17,6 +18,8 @@ typedef struct pool_chunk {
 struct pool {
     pool_chunk *head;
     size_t cap, used;
+    size_t next_chunk; /* size of the next ordinary chunk */
+    size_t footprint;  /* bytes malloc'd: this struct and every chunk */
 };
 
 /* See pool.h. */
@@ -26,6 +29,17 @@ pool *pool_new(size_t cap)
     if (!p)
         return NULL;
     p->cap = cap ? cap : POOL_DEFAULT_CAP;
+    p->next_chunk = POOL_CHUNK;
+    p->footprint = sizeof *p;
+    return p;
+}
+
+/* See pool.h. */
+pool *pool_new_small(size_t cap)
+{
+    pool *p = pool_new(cap);
+    if (p)
+        p->next_chunk = POOL_SMALL_CHUNK;
     return p;
 }
 
@@ -62,12 +76,15 @@ void *pool_alloc_raw(pool *p, size_t n)
     if (!c || c->size - c->used < need) {
         /* Large requests get a chunk of their own so small ones keep
          * filling the current chunk. */
-        size_t size = need > POOL_CHUNK / 2 ? need : POOL_CHUNK;
+        size_t size = need > p->next_chunk / 2 ? need : p->next_chunk;
         pool_chunk *nc = malloc(sizeof *nc + size);
         if (!nc)
             return NULL;
         nc->size = size;
         nc->used = 0;
+        p->footprint += sizeof *nc + size;
+        if (size == p->next_chunk && p->next_chunk < POOL_CHUNK)
+            p->next_chunk *= 2; /* a small pool that keeps growing */
         if (c && size == need && c->size - c->used >= 64) {
             /* keep the partially used chunk at the head */
             nc->next = c->next;
@@ -105,4 +122,10 @@ char *pool_strdup(pool *p, const char *s)
 size_t pool_used(const pool *p)
 {
     return p->used;
+}
+
+/* See pool.h. */
+size_t pool_footprint(const pool *p)
+{
+    return p->footprint;
 }

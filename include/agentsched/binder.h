@@ -84,22 +84,23 @@ as_err binder_release(binder *b, const char *uid);
 
 /*
  * binder_note remembers pod (takes ownership; freed by the binder) and the
- * candidates evaluated for it (copied), replacing any earlier note for the
- * same uid. Oldest notes are evicted past the caps (pods and bytes); a
- * note bigger than a quarter of the byte cap is refused (AS_ETOOBIG, pod
- * freed). Candidate names are
- * copied from the live nodes (by slot/node_id, under the cache read lock,
- * so cands[i].name need not be valid any more); candidates whose node
- * incarnation is gone are dropped. Do not call with the read lock held.
+ * candidates evaluated for it (their node incarnations and bind versions,
+ * copied; names are not read, so cands[i].name need not be valid any
+ * more), replacing any earlier note for the same uid. Oldest notes are
+ * evicted past the caps (pods and bytes: a note counts its own size and
+ * the pod's pool footprint); a note bigger than a quarter of the byte cap
+ * is refused (AS_ETOOBIG, pod freed). Takes no cache lock.
  */
 as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size_t n);
 
 /*
  * binder_bind_noted is the extender `bind` verb: look up the note for uid,
- * find node_name (a candidate seen then, else resolve it now with a
- * seen version of 0, i.e. always rechecked) and commit. AS_ENOTFOUND when
- * there is no note for uid (pod never filtered, or evicted from the memo);
- * AS_ECONFLICT as binder_commit. The note is dropped on success.
+ * resolve node_name in the cache now, and commit with the bind version
+ * noted for that node incarnation when it was a candidate, else with 0
+ * (never equal: always rechecked). AS_ENOTFOUND when there is no note for
+ * uid (pod never filtered, or evicted from the memo); AS_ECONFLICT as
+ * binder_commit, or when node_name is not in the cache. The note is
+ * dropped on success and kept for a retry otherwise.
  */
 as_err binder_bind_noted(binder *b, const char *uid, const char *node_name, binder_outcome *out);
 

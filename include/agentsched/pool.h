@@ -17,6 +17,12 @@ typedef struct pool pool;
  * (0 = 64 MiB). Returns NULL when out of memory. Caller owns; pool_free. */
 pool *pool_new(size_t cap);
 
+/* pool_new_small is pool_new for a pool that usually stays small and may
+ * live long (a decoded pod, which the binder's memo keeps): its chunks
+ * start at 512 bytes and double up to the usual 4 KiB, so that it holds
+ * little more than it hands out. Caller owns; pool_free. */
+pool *pool_new_small(size_t cap);
+
 /* pool_free releases the pool and everything allocated from it. NULL ok. */
 void pool_free(pool *p);
 
@@ -37,5 +43,9 @@ char *pool_strdup(pool *p, const char *s);
 
 /* pool_used reports the bytes handed out so far (for metrics and tests). */
 size_t pool_used(const pool *p);
+
+/* pool_footprint reports the bytes the pool took from malloc: its chunks,
+ * their headers and the pool itself (what holding it costs). */
+size_t pool_footprint(const pool *p);
 
 #endif

@@ -709,7 +709,9 @@ static as_err pod_decode(const model_registry *reg, const json_t *obj, model_pod
     if (!json_is_object(obj))
         return model_priv_fail(&d.c, AS_EINVAL, "", "a Pod must be an object, not %s",
                                obj ? model_priv_type_name(obj) : "nothing");
-    d.c.pool = pool_new(0);
+    /* A pod is mostly its struct and a few names (an agent pod's spec is
+     * shared): small chunks, as the binder's memo may hold thousands. */
+    d.c.pool = pool_new_small(0);
     if (!d.c.pool)
         return model_priv_oom(&d.c, "");
     as_err err = AS_OK;

@@ -110,7 +110,7 @@ FX_UNUSED static void fx_node_res(model_registry *reg, model_node *n, const char
 /* fx_pod: a pending pod requesting cpu (millicores) and memory (bytes). */
 FX_UNUSED static model_pod *fx_pod(const char *name, const char *uid, int64_t cpu_m, int64_t mem)
 {
-    pool *p = pool_new(0);
+    pool *p = pool_new_small(0); /* as model_pod_from_json's */
     cr_assert(p);
     model_pod *pod = pool_alloc(p, sizeof *pod);
     cr_assert(pod);

@@ -308,6 +308,23 @@ Test(binder, bind_noted_outside_candidates_always_rechecks)
     cr_assert_eq(binder_bind_noted(b, "u2", "n1", &o), AS_OK);
 }
 
+Test(binder, bind_noted_to_a_recreated_node_rechecks)
+{
+    /* The note names no node: it holds incarnations. A node removed and
+     * added again under the same name since the filter is a new one, so
+     * its noted version does not apply and the pod is re-checked. */
+    add("n1", 4000);
+    note("u1", 1000, 3);
+    cr_assert_eq(cache_node_remove(c, "n1"), AS_OK);
+    add("n1", 4000);
+    binder_outcome o;
+    cr_assert_eq(binder_bind_noted(b, "u1", "n1", &o), AS_OK);
+    cr_assert_eq(o.how, BINDER_RECHECKED);
+    cr_assert_str_eq(o.node, "n1");
+    cr_assert_eq(used_cpu("n1"), 1000);
+    check_invariants();
+}
+
 Test(binder, bind_noted_conflict_keeps_note)
 {
     add("n1", 1000);
@@ -348,9 +365,9 @@ Test(binder, memo_is_capped_by_count_and_age)
 
 Test(binder, memo_is_capped_by_bytes)
 {
-    /* Each note of a small pod costs a few hundred bytes (its pool, uid
-     * and names); a 16 KB cap holds a few dozen, a pod with 20 KB of
-     * labels not at all. */
+    /* Each note of a small pod costs under a kilobyte (its pool's
+     * footprint, its uid and candidates); a 16 KB cap holds a few dozen, a
+     * pod with 20 KB of labels not at all. */
     binder_free(b);
     binder_config cfg = {.memo_max_pods = 1000, .memo_max_bytes = 16 * 1024};
     cr_assert_eq(binder_new(c, &cfg, &b), AS_OK);
