@@ -52,7 +52,10 @@ typedef struct eq_class {
     size_t keylen;
     int pins; /* (atomic) deciders using it; incremented under the table mutex */
 
-    pthread_mutex_t mu; /* everything below */
+    /* Everything below. Exclusive to change the class (consume, top K:
+     * it lifts winners off the tree); shared to read leaves (a names
+     * decision over a class already at the log head). */
+    pthread_rwlock_t rw;
     bool built;
     score_policy *pol; /* own reference */
     uint64_t gen;
@@ -224,7 +227,7 @@ static void class_free(eq_class *k)
     class_free_arrays(k);
     if (k->pol)
         score_policy_unref(k->pol);
-    pthread_mutex_destroy(&k->mu);
+    pthread_rwlock_destroy(&k->rw);
     free(k->key);
     free(k);
 }
@@ -325,7 +328,13 @@ static eq_class *acquire_class(eqcache *e, const unsigned char *key, size_t n, u
         k->key = kk;
         k->keylen = n;
         k->hash = h;
-        pthread_mutex_init(&k->mu, NULL);
+        pthread_rwlockattr_t attr;
+        pthread_rwlockattr_init(&attr);
+        /* a stream of shared names decisions must not starve the one that
+         * has to catch the class up */
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&k->rw, &attr);
+        pthread_rwlockattr_destroy(&attr);
         k->hnext = e->buckets[h & (NBUCKETS - 1)];
         e->buckets[h & (NBUCKETS - 1)] = k;
         e->nclasses++;
@@ -493,6 +502,16 @@ static size_t dedupe(uint32_t *buf, size_t n)
     return m;
 }
 
+/* class_stale: the class cannot be brought up to date incrementally (not
+ * built, or built for another policy, score-table generation, shard mode,
+ * registry or a smaller cluster). */
+static bool class_stale(const eval_ctx *x, uint64_t gen, int reg_n, int gpu_res)
+{
+    const eq_class *k = x->k;
+    return !k->built || k->pol != x->pol || k->gen != gen || k->mode != (int)x->mode ||
+           k->reg_n != reg_n || k->gpu_res != gpu_res || x->nnodes > k->cap;
+}
+
 /* consume brings the class up to the log head: incrementally when it can,
  * else by a rebuild. *rebuilt says which. */
 static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
@@ -503,8 +522,7 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
     uint64_t gen = score_policy_generation(x->pol);
     int reg_n = model_registry_count(x->reg);
     int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
-    bool stale = !k->built || k->pol != x->pol || k->gen != gen || k->mode != (int)x->mode ||
-                 k->reg_n != reg_n || k->gpu_res != gpu_res || x->nnodes > k->cap;
+    bool stale = class_stale(x, gen, reg_n, gpu_res);
     uint64_t cnt = head - k->seq;
     if (!stale && cnt > x->nnodes / 2 + 64) {
         /* A rebuild costs about as much, and the log may have wrapped. */
@@ -633,6 +651,21 @@ static as_err catch_up(eval_ctx *x, bool *rebuilt)
     return consume(x, cache_log_head(x->c), rebuilt);
 }
 
+/* is_current: under the cache read lock, whether x's class already stands
+ * at the change log's head, so that catch_up would change nothing (then its
+ * leaves may be read under the class's shared lock). Sets what catch_up
+ * sets in x. */
+static bool is_current(eval_ctx *x)
+{
+    x->mode = cache_get_shard_mode(x->c);
+    x->bonus = x->mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(x->pol) : 0;
+    x->nnodes = cache_node_count(x->c);
+    int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
+    return !class_stale(x, score_policy_generation(x->pol), model_registry_count(x->reg),
+                        gpu_res) &&
+           x->k->seq == cache_log_head(x->c);
+}
+
 /* count_answer counts an evaluation answered from a class. */
 static void count_answer(eqcache *e, bool rebuilt, eqcache_how *how)
 {
@@ -661,7 +694,7 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
 
     sched_result_init(out);
     bool rebuilt = false;
-    pthread_mutex_lock(&cl->mu);
+    pthread_rwlock_wrlock(&cl->rw);
     cache_read_lock(e->c);
     eval_ctx x = {
         .e = e, .c = e->c, .k = cl, .reg = cache_registry(e->c), .pod = pod, .pol = policy};
@@ -681,7 +714,7 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
         out->evaluated = x.nnodes;
     }
     cache_read_unlock(e->c);
-    pthread_mutex_unlock(&cl->mu);
+    pthread_rwlock_unlock(&cl->rw);
     release_class(cl);
     if (err)
         return err;
@@ -697,15 +730,22 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
 
 /* The oracle sched_evaluate consults for eqcache_evaluate_names: the
  * class brought up to the log head under sched's read lock, then its
- * leaves. */
+ * leaves. Under the class's shared lock (shared) the class may only be
+ * read: prepare then refuses a class that is behind (behind), and the
+ * decision is run again under the exclusive lock. */
 typedef struct names_oracle {
     eval_ctx x;
     bool rebuilt;
+    bool shared, behind;
 } names_oracle;
 
 static as_err names_prepare(void *arg)
 {
     names_oracle *o = arg;
+    if (o->shared) {
+        o->behind = !is_current(&o->x);
+        return o->behind ? AS_ECONFLICT : AS_OK;
+    }
     return catch_up(&o->x, &o->rebuilt);
 }
 
@@ -751,10 +791,20 @@ as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_requ
     sched_oracle oracle = {names_prepare, names_lookup, names_prefetch, &o};
     sched_request r = *req;
     r.oracle = &oracle;
-    /* Class mutex before the read lock sched_evaluate takes (eqcache.h). */
-    pthread_mutex_lock(&cl->mu);
+    /* Class lock before the read lock sched_evaluate takes (eqcache.h).
+     * Shared first: between cluster changes every extender call of one
+     * shape only reads the class, and two HTTP threads would otherwise
+     * queue behind each other for the whole decision. */
+    o.shared = true;
+    pthread_rwlock_rdlock(&cl->rw);
     as_err err = sched_evaluate(e->c, &r, out);
-    pthread_mutex_unlock(&cl->mu);
+    pthread_rwlock_unlock(&cl->rw);
+    if (err == AS_ECONFLICT && o.behind) {
+        o.shared = false;
+        pthread_rwlock_wrlock(&cl->rw);
+        err = sched_evaluate(e->c, &r, out);
+        pthread_rwlock_unlock(&cl->rw);
+    }
     release_class(cl);
     if (err)
         return err;

@@ -37,10 +37,14 @@
  * unpinned class is evicted past either cap.
  *
  * CONCURRENCY: thread-safe. A table mutex guards the class table (held for
- * a hash lookup); each class has its own mutex, held for one decision
- * (consume + top K), taken BEFORE the cache read lock (writers never take
- * class mutexes, so this order cannot deadlock with a writer-preferring
- * rwlock). Deciders of different shapes run in parallel.
+ * a hash lookup); each class has its own writer-preferring rwlock, taken
+ * BEFORE the cache read lock (cache writers never take class locks, so
+ * this order cannot deadlock with the cache's writer-preferring rwlock):
+ * exclusive for a decision that changes the class (consume, top K), shared
+ * for a names decision over a class already at the log head
+ * (eqcache_evaluate_names; one behind is decided again exclusively).
+ * Deciders of different shapes run in parallel, and names decisions of
+ * one shape too while the cluster does not change.
  */
 #ifndef AGENTSCHED_EQCACHE_H
 #define AGENTSCHED_EQCACHE_H

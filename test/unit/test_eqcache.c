@@ -371,6 +371,11 @@ static void run_random(score_strategy strat, cache_shard_mode mode, unsigned see
         char what[96];
         snprintf(what, sizeof what, "%s/%s seed %u step %d shape %d k %u",
                  score_strategy_name(strat), cache_shard_mode_name(mode), seed, step, s, k);
+        /* names first on odd steps: its class is then behind the log (the
+         * shared attempt gives way to the exclusive catch-up); after a
+         * full decision it is current (answered under the shared lock) */
+        if (step % 2)
+            check_same_names(e, pol, pods[s], k, &w.seed, what);
         check_same(e, pol, pods[s], k, what);
         check_same_names(e, pol, pods[s], k, &w.seed, what);
     }
@@ -628,15 +633,63 @@ typedef struct race {
     int decisions; /* atomic */
 } race;
 
+/* names_decision decides pod over up to 24 named nodes (copied from the
+ * cache under its read lock, so some may be gone by the decision) with
+ * eqcache_evaluate_names and checks what holds whatever the writers do. */
+static void names_decision(race *r, const model_pod *pod, uint32_t k, unsigned *seed)
+{
+    char names[24][64];
+    sched_name sn[24];
+    size_t n = 0;
+    cache_read_lock(c);
+    size_t nodes = cache_node_count(c);
+    for (; n < 24 && nodes; n++) {
+        snprintf(names[n], sizeof names[n], "%s",
+                 cache_node_at(c, (size_t)rand_r(seed) % nodes)->spec->name);
+        sn[n] = (sched_name){names[n], strlen(names[n]), 0};
+    }
+    cache_read_unlock(c);
+    sched_request req;
+    memset(&req, 0, sizeof req);
+    req.pod = pod;
+    req.policy = r->pol;
+    req.k = k;
+    req.names = sn;
+    req.nnames = n;
+    req.score_all = true;
+    sched_result res;
+    cr_assert_eq(eqcache_evaluate_names(r->e, r->pol, &req, &res, NULL), AS_OK);
+    size_t fits = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool ok = res.per_name[i].code == PRED_OK;
+        fits += ok;
+        cr_assert(ok ? res.score[i] >= 0 : res.score[i] < 0, "name %zu: code %d score %f", i,
+                  res.per_name[i].code, res.score[i]);
+    }
+    cr_assert_eq(res.feasible, fits);
+    cr_assert_leq(res.ncand, k);
+    for (uint32_t i = 1; i < res.ncand; i++)
+        cr_assert(res.cand[i].score <= res.cand[i - 1].score);
+    sched_result_free(&res);
+}
+
 static void *decider(void *arg)
 {
     race *r = arg;
     unsigned seed = __atomic_add_fetch(&r->seed, 1, __ATOMIC_RELAXED);
+    /* Every other decider names its nodes, as the extenders do: those
+     * share their class's lock while the cluster holds still. */
+    bool names = seed % 2 == 0;
     model_pod *pods[NSHAPES];
     for (int i = 0; i < NSHAPES; i++)
         pods[i] = shape(i, "probe");
     while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
         uint32_t k = 1 + rand_r(&seed) % 4;
+        if (names) {
+            names_decision(r, pods[rand_r(&seed) % NSHAPES], k, &seed);
+            __atomic_add_fetch(&r->decisions, 1, __ATOMIC_RELAXED);
+            continue;
+        }
         sched_result res;
         cr_assert_eq(eqcache_evaluate(r->e, r->pol, pods[rand_r(&seed) % NSHAPES], k, &res, NULL),
                      AS_OK);
@@ -661,8 +714,8 @@ Test(eqcache, concurrent_deciders_and_writers)
     for (int i = 0; i < 100; i++)
         bind_pod(&w, false);
     race r = {new_eq(3, false), pol, 0, 100, 0};
-    pthread_t t[3];
-    for (int i = 0; i < 3; i++)
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
         cr_assert_eq(pthread_create(&t[i], NULL, decider, &r), 0);
     model_pod *gpu = shape(3, "g");
     while (!__atomic_load_n(&r.decisions, __ATOMIC_RELAXED))
@@ -675,7 +728,7 @@ Test(eqcache, concurrent_deciders_and_writers)
     }
     model_pod_free(gpu);
     __atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     cr_assert_gt(__atomic_load_n(&r.decisions, __ATOMIC_RELAXED), 0);
     /* Quiescent again: every class catches up to exactly the full scan. */
@@ -684,6 +737,8 @@ Test(eqcache, concurrent_deciders_and_writers)
         pods[i] = shape(i, "probe");
         check_same(r.e, pol, pods[i], 3, "after the race");
         check_same(r.e, pol, pods[i], 3, "after the race, again");
+        unsigned seed = 7u + (unsigned)i;
+        check_same_names(r.e, pol, pods[i], 3, &seed, "names after the race");
         model_pod_free(pods[i]);
     }
     eqcache_free(r.e);
