@@ -749,28 +749,29 @@ static as_err names_prepare(void *arg)
     return catch_up(&o->x, &o->rebuilt);
 }
 
-static bool names_lookup(void *arg, const cache_node *node, double *score, uint64_t *version)
-{
-    const names_oracle *o = arg;
-    const eq_class *k = o->x.k;
-    uint32_t s = node->slot;
-    if (s >= k->cap)
-        return false;
-    const eq_entry *leaf = &k->tree[k->cap + s];
-    if (leaf->slot == NONE)
-        return false; /* did not fit: sched evaluates it for the reason */
-    *score = leaf->score;
-    *version = k->ver[s];
-    return true;
-}
-
-static void names_prefetch(void *arg, const cache_node *node)
+static void names_lookup_n(void *arg, const cache_node *const *nodes, size_t n, double *score,
+                           uint64_t *version, uint8_t *fit)
 {
     const eq_class *k = ((const names_oracle *)arg)->x.k;
-    uint32_t s = node->slot;
-    if (s < k->cap) {
-        __builtin_prefetch(&k->tree[k->cap + s]);
-        __builtin_prefetch(&k->ver[s]);
+    /* first start loading every leaf and version, then read them */
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] && nodes[i]->slot < k->cap) {
+            __builtin_prefetch(&k->tree[k->cap + nodes[i]->slot]);
+            __builtin_prefetch(&k->ver[nodes[i]->slot]);
+        }
+    for (size_t i = 0; i < n; i++) {
+        fit[i] = 0;
+        if (!nodes[i])
+            continue;
+        uint32_t s = nodes[i]->slot;
+        if (s >= k->cap)
+            continue;
+        const eq_entry *leaf = &k->tree[k->cap + s];
+        if (leaf->slot == NONE)
+            continue; /* did not fit: sched evaluates it for the reason */
+        score[i] = leaf->score;
+        version[i] = k->ver[s];
+        fit[i] = 1;
     }
 }
 
@@ -788,7 +789,7 @@ as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_requ
                             .reg = cache_registry(e->c),
                             .pod = req->pod,
                             .pol = policy}};
-    sched_oracle oracle = {names_prepare, names_lookup, names_prefetch, &o};
+    sched_oracle oracle = {names_prepare, names_lookup_n, &o};
     sched_request r = *req;
     r.oracle = &oracle;
     /* Class lock before the read lock sched_evaluate takes (eqcache.h).

@@ -476,8 +476,9 @@ static ctx *ctx_new(pool *p, as_diag *diag)
 /*
  * dedupe compacts n elements of `stride` bytes, each starting with a
  * sched_name, keeping the first occurrence of every name. Returns the new
- * count, or (size_t)-1 when out of memory. The table keeps each entry's
- * hash next to its index so a probe compares names only on a hash match.
+ * count, or (size_t)-1 when out of memory. The table holds kept elements'
+ * positions (+1; 4 bytes an entry, so the one cleared per request stays
+ * small); a probe compares the kept element's stored hash before its name.
  */
 static size_t dedupe(pool *p, void *base, size_t n, size_t stride)
 {
@@ -486,7 +487,7 @@ static size_t dedupe(pool *p, void *base, size_t n, size_t stride)
     size_t size = 16;
     while (size < n * 2)
         size <<= 1;
-    uint64_t *tab = pool_alloc(p, size * sizeof *tab); /* (hash32 << 32) | index + 1 */
+    uint32_t *tab = pool_alloc(p, size * sizeof *tab); /* kept index + 1; 0 = empty */
     if (!tab)
         return (size_t)-1;
     char *b = base;
@@ -495,15 +496,13 @@ static size_t dedupe(pool *p, void *base, size_t n, size_t stride)
         const sched_name *nm = (const sched_name *)(b + i * stride);
         uint64_t hv = sched_name_hash(nm);
         size_t h = (size_t)hv & (size - 1);
-        uint32_t tag = (uint32_t)(hv >> 32);
         bool dup = false;
         while (tab[h]) {
-            if ((uint32_t)(tab[h] >> 32) == tag) {
-                const sched_name *o = (const sched_name *)(b + ((uint32_t)tab[h] - 1) * stride);
-                if (o->len == nm->len && memcmp(o->s, nm->s, nm->len) == 0) {
-                    dup = true;
-                    break;
-                }
+            const sched_name *o = (const sched_name *)(b + (tab[h] - 1) * stride);
+            if (sched_name_hash(o) == hv && o->len == nm->len &&
+                memcmp(o->s, nm->s, nm->len) == 0) {
+                dup = true;
+                break;
             }
             h = (h + 1) & (size - 1);
         }
@@ -511,7 +510,7 @@ static size_t dedupe(pool *p, void *base, size_t n, size_t stride)
             continue;
         if (out != i)
             memmove(b + out * stride, b + i * stride, stride);
-        tab[h] = (uint64_t)tag << 32 | ((uint32_t)out + 1);
+        tab[h] = (uint32_t)out + 1;
         out++;
     }
     return out;

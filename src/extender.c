@@ -543,9 +543,9 @@ typedef struct eval {
     size_t *item_index;
     model_pod *pod;
     score_policy *policy;
-    sched_result r;
     const uint8_t *cut; /* filter: cut[i] set for a feasible name left out
                            by the policy's shortlist; NULL: none is */
+    sched_result r;     /* last: handle_eval zeroes what comes before */
 } eval;
 
 /* answered: names[i] goes into the filter's NodeNames / Nodes. */
@@ -815,7 +815,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     as_diag d;
     memset(&d, 0, sizeof d);
     eval e;
-    memset(&e, 0, sizeof e);
+    memset(&e, 0, offsetof(eval, r));
     sched_result_init(&e.r);
     e.body = req->body;
     e.body_len = req->body_len;

@@ -11,7 +11,17 @@
 /* See sched.h. */
 void sched_result_init(sched_result *r)
 {
-    memset(r, 0, sizeof *r);
+    /* Every field but the entries of cand[] and reasons[] (6 KB together,
+     * which every extender call would clear twice): they are read up to
+     * ncand and nreasons only. */
+    r->per_name = NULL;
+    r->score = NULL;
+    r->nnames = 0;
+    r->evaluated = 0;
+    r->feasible = 0;
+    r->ncand = 0;
+    r->nreasons = 0;
+    r->shard_revision = 0;
 }
 
 /* See sched.h. */
@@ -65,48 +75,44 @@ static void topk_init(topk *t, uint32_t k)
     t->bar = k ? -INFINITY : INFINITY;
 }
 
-static inline bool better(double s, const char *name, size_t len, const topk_ent *than)
+/* topk_rank orders a (score, name) against a kept entry: < 0 when it ranks
+ * first (a higher score, or the same score and the smaller name). */
+static inline int topk_rank(double s, const char *name, size_t len, const topk_ent *e)
 {
-    if (s != than->c.score)
-        return s > than->c.score;
-    return sched_name_cmp(name, len, than->c.name, than->len) < 0;
+    if (s != e->c.score)
+        return s > e->c.score ? -1 : 1;
+    return sched_name_cmp(name, len, e->c.name, e->len);
 }
 
-/* topk_insert is topk_offer past the bar. */
+/* topk_insert is topk_offer past the bar: the place is found by binary
+ * search (ties on score are common, so each step may compare names) and
+ * the entries after it move down by one. */
 static void topk_insert(topk *t, const cache_node *node, const char *name, size_t len,
                         uint64_t version, double score)
 {
     if (!t->k)
         return;
-    if (t->n == t->k) {
-        const topk_ent *worst = &t->e[t->n - 1];
-        /* exactly !better(), with the name looked up only for a tie */
-        if (score != worst->c.score) {
-            if (!(score > worst->c.score))
-                return;
-        } else {
-            if (!name) {
-                name = node->spec->name;
-                len = strlen(name);
-            }
-            if (!better(score, name, len, worst))
-                return;
-        }
-    }
-    /* a name listed twice by the caller is one candidate */
-    for (uint32_t j = 0; j < t->n; j++)
-        if (t->e[j].c.node_id == node->id)
-            return;
     if (!name) {
         name = node->spec->name;
         len = strlen(name);
     }
-    uint32_t i = t->n < t->k ? t->n++ : t->n - 1;
-    while (i > 0 && better(score, name, len, &t->e[i - 1])) {
-        t->e[i] = t->e[i - 1];
-        i--;
+    uint32_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (topk_rank(score, name, len, &t->e[mid]) < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
-    t->e[i] = (topk_ent){{node->slot, node->id, version, score, name}, node, len};
+    if (lo == t->k)
+        return; /* full, and not better than the worst */
+    /* a name listed twice by the caller is one candidate */
+    for (uint32_t j = 0; j < t->n; j++)
+        if (t->e[j].node == node)
+            return;
+    uint32_t end = t->n < t->k ? t->n++ : t->n - 1; /* the worst drops out when full */
+    memmove(&t->e[lo + 1], &t->e[lo], (end - lo) * sizeof t->e[0]);
+    t->e[lo] = (topk_ent){{node->slot, node->id, version, score, name}, node, len};
     if (t->n == t->k) {
         t->bar = t->e[t->n - 1].c.score;
         t->bar_key = be_key(t->e[t->n - 1].c.name, t->e[t->n - 1].len);
@@ -184,25 +190,29 @@ typedef struct eval_ctx {
     size_t feasible_in;
 } eval_ctx;
 
+/* offer_fit records a node known to fit with score s (soft-shard bonus
+ * included) and the bind version its evaluation saw. */
+static inline void offer_fit(eval_ctx *x, const cache_node *node, const char *name, size_t len,
+                             uint64_t version, double s)
+{
+    x->out->feasible++;
+    bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
+    if (x->split && !in) {
+        topk_offer(&x->out_of_shard, node, name, len, version, s);
+    } else {
+        x->feasible_in++;
+        topk_offer(&x->in, node, name, len, version, s);
+    }
+}
+
 /* eval_node evaluates one node; returns its score or -1 when infeasible. */
 static inline double eval_node(eval_ctx *x, const cache_node *node, const char *name, size_t len,
                                pred_result *res)
 {
     const sched_request *req = x->req;
     x->out->evaluated++;
-    uint64_t version;
-    double s;
-    bool in;
-    if (req->oracle && !req->skip_filter &&
-        req->oracle->lookup(req->oracle->arg, node, &s, &version)) {
-        if (res)
-            *res = (pred_result){PRED_OK, 0};
-        x->out->feasible++;
-        in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
-        goto offer; /* the oracle's score has the soft-shard bonus in it */
-    }
     /* Acquire the version before any usage read: the seqlock contract. */
-    version = cache_node_bind_version(node);
+    uint64_t version = cache_node_bind_version(node);
     if (!req->skip_filter) {
         pred_result r = pred_check(x->reg, x->mode, req->pod, node);
         if (res)
@@ -214,18 +224,10 @@ static inline double eval_node(eval_ctx *x, const cache_node *node, const char *
     } else if (res) {
         *res = (pred_result){PRED_OK, 0};
     }
-    x->out->feasible++;
-    s = score_node(req->policy, req->pod, node);
-    in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
-    if (x->mode == CACHE_SHARD_SOFT && in)
+    double s = score_node(req->policy, req->pod, node);
+    if (x->mode == CACHE_SHARD_SOFT && cache_node_in_shard(node))
         s += x->bonus;
-offer:
-    if (x->split && !in) {
-        topk_offer(&x->out_of_shard, node, name, len, version, s);
-    } else {
-        x->feasible_in++;
-        topk_offer(&x->in, node, name, len, version, s);
-    }
+    offer_fit(x, node, name, len, version, s);
     return s;
 }
 
@@ -238,7 +240,8 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
     size_t nn = req->names ? req->nnames : 0;
     if (req->names) {
         out->nnames = nn;
-        out->per_name = calloc(nn ? nn : 1, sizeof *out->per_name);
+        /* every entry is written below */
+        out->per_name = malloc((nn ? nn : 1) * sizeof *out->per_name);
         if (!out->per_name)
             return AS_ENOMEM;
         if (req->score_all) {
@@ -280,30 +283,38 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         size_t bl[BLOCK];
         uint64_t bh[BLOCK];
         cache_node *bn[BLOCK];
-        for (size_t i = 0; i < nn; i++) {
-            if (i % BLOCK == 0) {
-                size_t k = nn - i < BLOCK ? nn - i : BLOCK;
-                for (size_t j = 0; j < k; j++) {
-                    bs[j] = req->names[i + j].s;
-                    bl[j] = req->names[i + j].len;
-                    bh[j] = sched_name_hash(&req->names[i + j]);
+        double osc[BLOCK];
+        uint64_t over[BLOCK];
+        uint8_t ofit[BLOCK];
+        const sched_oracle *oracle = req->skip_filter ? NULL : req->oracle;
+        for (size_t i = 0; i < nn; i += BLOCK) {
+            size_t k = nn - i < BLOCK ? nn - i : BLOCK;
+            for (size_t j = 0; j < k; j++) {
+                bs[j] = req->names[i + j].s;
+                bl[j] = req->names[i + j].len;
+                bh[j] = sched_name_hash(&req->names[i + j]);
+            }
+            cache_node_find_n(c, bs, bl, bh, k, bn);
+            if (oracle)
+                oracle->lookup_n(oracle->arg, (const cache_node *const *)bn, k, osc, over, ofit);
+            for (size_t j = 0; j < k; j++) {
+                const cache_node *node = bn[j];
+                size_t at = i + j;
+                double s = -1;
+                if (!node) {
+                    out->per_name[at] = (pred_result){PRED_NOT_FOUND, 0};
+                    add_reason(out, x.reg, req->pod, NULL, out->per_name[at]);
+                } else if (oracle && ofit[j]) {
+                    out->evaluated++;
+                    out->per_name[at] = (pred_result){PRED_OK, 0};
+                    s = osc[j];
+                    offer_fit(&x, node, bs[j], bl[j], over[j], s);
+                } else {
+                    s = eval_node(&x, node, bs[j], bl[j], &out->per_name[at]);
                 }
-                cache_node_find_n(c, bs, bl, bh, k, bn);
-                if (req->oracle && req->oracle->prefetch)
-                    for (size_t j = 0; j < k; j++)
-                        if (bn[j])
-                            req->oracle->prefetch(req->oracle->arg, bn[j]);
+                if (out->score)
+                    out->score[at] = s;
             }
-            const cache_node *node = bn[i % BLOCK];
-            double s = -1;
-            if (!node) {
-                out->per_name[i] = (pred_result){PRED_NOT_FOUND, 0};
-                add_reason(out, x.reg, req->pod, NULL, out->per_name[i]);
-            } else {
-                s = eval_node(&x, node, req->names[i].s, req->names[i].len, &out->per_name[i]);
-            }
-            if (out->score)
-                out->score[i] = s;
         }
     } else {
         size_t n = cache_node_count(c);

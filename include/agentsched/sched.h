@@ -98,15 +98,16 @@ typedef struct sched_oracle {
     /* prepare: once, right after the read lock is taken (bring the
      * remembered evaluations up to date); non-AS_OK aborts the evaluation. */
     as_err (*prepare)(void *arg);
-    /* lookup: true, with *score (soft-shard bonus included) and *version
-     * (the bind_version loaded before that evaluation read the usage), when
-     * node fitted at its last evaluation; false sends sched_evaluate to
-     * evaluate the node itself (for an infeasible node, the reason). */
-    bool (*lookup)(void *arg, const cache_node *node, double *score, uint64_t *version);
-    /* prefetch (optional): node's lookup comes soon; start loading what it
-     * reads (names are resolved a block at a time, so a block's misses
-     * overlap). Of node it may read only node->slot. */
-    void (*prefetch)(void *arg, const cache_node *node);
+    /* lookup_n: for each of nodes[0..n) (NULL entries allowed: unknown
+     * names), fit[i] = 1 with score[i] (soft-shard bonus included) and
+     * version[i] (the bind_version loaded before that evaluation read the
+     * usage) when the node fitted at its last evaluation, else fit[i] = 0,
+     * which sends sched_evaluate to evaluate the node itself (for an
+     * infeasible node, the reason). Names are resolved a block at a time,
+     * so the oracle can overlap a block's cache misses. Of a node it may
+     * read only node->slot. */
+    void (*lookup_n)(void *arg, const cache_node *const *nodes, size_t n, double *score,
+                     uint64_t *version, uint8_t *fit);
     void *arg;
 } sched_oracle;
 
@@ -149,7 +150,10 @@ typedef struct sched_result {
     uint64_t shard_revision; /* shard revision the decision was made against */
 } sched_result;
 
-/* sched_result_init zeroes r; sched_result_free releases its arrays. */
+/* sched_result_init empties r: every count and pointer is zeroed, the
+ * entries of cand[] and reasons[] are left as they are (read up to ncand
+ * and nreasons only; a new field must be zeroed there too).
+ * sched_result_free releases its arrays. */
 void sched_result_init(sched_result *r);
 void sched_result_free(sched_result *r);
 
