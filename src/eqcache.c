@@ -753,25 +753,27 @@ static void names_lookup_n(void *arg, const cache_node *const *nodes, size_t n, 
                            uint64_t *version, uint8_t *fit)
 {
     const eq_class *k = ((const names_oracle *)arg)->x.k;
+    const eq_entry *leaf = k->tree + k->cap;
+    const uint64_t *ver = k->ver;
+    uint32_t cap = k->cap, slot[SCHED_ORACLE_BLOCK];
+    assert(n <= SCHED_ORACLE_BLOCK);
     /* first start loading every leaf and version, then read them */
-    for (size_t i = 0; i < n; i++)
-        if (nodes[i] && nodes[i]->slot < k->cap) {
-            __builtin_prefetch(&k->tree[k->cap + nodes[i]->slot]);
-            __builtin_prefetch(&k->ver[nodes[i]->slot]);
-        }
     for (size_t i = 0; i < n; i++) {
-        fit[i] = 0;
-        if (!nodes[i])
-            continue;
-        uint32_t s = nodes[i]->slot;
-        if (s >= k->cap)
-            continue;
-        const eq_entry *leaf = &k->tree[k->cap + s];
-        if (leaf->slot == NONE)
-            continue; /* did not fit: sched evaluates it for the reason */
-        score[i] = leaf->score;
-        version[i] = k->ver[s];
-        fit[i] = 1;
+        slot[i] = nodes[i] ? nodes[i]->slot : UINT32_MAX;
+        if (slot[i] < cap) {
+            __builtin_prefetch(&leaf[slot[i]]);
+            __builtin_prefetch(&ver[slot[i]]);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = slot[i];
+        /* a leaf without a slot did not fit: sched evaluates it for the
+         * reason */
+        fit[i] = s < cap && leaf[s].slot != NONE;
+        if (fit[i]) {
+            score[i] = leaf[s].score;
+            version[i] = ver[s];
+        }
     }
 }
 

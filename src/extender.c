@@ -709,15 +709,49 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
         const model_registry *reg = &s->reg;
         bool first = true, ufirst = true;
         char escaped[160 * 6 + 2];
-        cache_read_lock(s->cache);
+        /* Most failures' texts are the evaluation's reason buckets, each
+         * escaped once here; the rest (a bucket of another taint that
+         * hashed alike, buckets full) are rendered from their node, which
+         * needs the read lock. */
+        const uint8_t *ro = e->r.reason_of;
+        const char *bj[SCHED_MAX_REASONS] = {0};
+        size_t bjl[SCHED_MAX_REASONS];
+        bool locked = false;
+        for (size_t i = 0; i < e->n && !locked; i++)
+            if (res[i].code != PRED_OK && (!ro || ro[i] == SCHED_NO_REASON)) {
+                cache_read_lock(s->cache);
+                locked = true;
+            }
         for (size_t i = 0; i < e->n; i++) {
             if (res[i].code == PRED_OK)
                 continue;
-            const cache_node *node = res[i].code == PRED_TAINT
-                                         ? cache_node_find(s->cache, e->names[i].s, e->names[i].len)
-                                         : NULL;
             size_t wl;
-            const char *why = reason_json(&memo, p, reg, node, e->pod, res[i], &wl, escaped);
+            const char *why;
+            uint8_t b = ro ? ro[i] : SCHED_NO_REASON;
+            if (b != SCHED_NO_REASON && b < e->r.nreasons) {
+                if (!bj[b]) {
+                    const char *text = e->r.reasons[b].text;
+                    size_t tl = strlen(text);
+                    char *q = pool_alloc_raw(p, tl * 6 + 2);
+                    bj[b] = q ? q : escaped;
+                    bjl[b] = (size_t)(buf_json_quote(q ? q : escaped, text, tl) - bj[b]);
+                    if (!q) {
+                        why = escaped; /* no room to keep it: this once */
+                        wl = bjl[b];
+                        bj[b] = NULL;
+                        goto have;
+                    }
+                }
+                why = bj[b];
+                wl = bjl[b];
+            } else {
+                const cache_node *node =
+                    res[i].code == PRED_TAINT
+                        ? cache_node_find(s->cache, e->names[i].s, e->names[i].len)
+                        : NULL;
+                why = reason_json(&memo, p, reg, node, e->pod, res[i], &wl, escaped);
+            }
+        have:
             if (!first)
                 WR_LIT(&w, ",");
             first = false;
@@ -733,7 +767,8 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
                 wr_raw(uw, why, wl);
             }
         }
-        cache_read_unlock(s->cache);
+        if (locked)
+            cache_read_unlock(s->cache);
         WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
         if (uw) {
             wr_flush(uw);

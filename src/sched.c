@@ -16,6 +16,7 @@ void sched_result_init(sched_result *r)
      * ncand and nreasons only. */
     r->per_name = NULL;
     r->score = NULL;
+    r->reason_of = NULL;
     r->nnames = 0;
     r->evaluated = 0;
     r->feasible = 0;
@@ -31,8 +32,10 @@ void sched_result_free(sched_result *r)
         return;
     free(r->per_name);
     free(r->score);
+    free(r->reason_of);
     r->per_name = NULL;
     r->score = NULL;
+    r->reason_of = NULL;
 }
 
 /* A kept candidate during the scan: the name is whatever the caller gave
@@ -152,33 +155,6 @@ static int32_t reason_key(const cache_node *node, pred_result r)
     return (int32_t)(h & 0x7fffffff);
 }
 
-static void add_reason(sched_result *out, const model_registry *reg, const model_pod *pod,
-                       const cache_node *node, pred_result r)
-{
-    int32_t key = reason_key(node, r);
-    for (uint32_t i = 0; i < out->nreasons; i++) {
-        sched_reason_count *rc = &out->reasons[i];
-        if (rc->reason.code == r.code && rc->reason.arg == key) {
-            rc->count++;
-            return;
-        }
-    }
-    if (out->nreasons == SCHED_MAX_REASONS)
-        return; /* distinct reasons beyond the cap are dropped */
-    sched_reason_count *rc = &out->reasons[out->nreasons++];
-    rc->reason = (pred_result){r.code, key};
-    rc->count = 1;
-    pred_reason(reg, node, pod, r, rc->text, sizeof rc->text);
-}
-
-static int cmp_reason(const void *a, const void *b)
-{
-    const sched_reason_count *x = a, *y = b;
-    if (x->count != y->count)
-        return x->count > y->count ? -1 : 1;
-    return strcmp(x->text, y->text);
-}
-
 typedef struct eval_ctx {
     const model_registry *reg;
     cache_shard_mode mode;
@@ -188,7 +164,53 @@ typedef struct eval_ctx {
     topk in, out_of_shard;
     bool split; /* soft mode, scanning all: out-of-shard only as fallback */
     size_t feasible_in;
+    /* the taint of each PRED_TAINT bucket (borrowed under the read lock),
+     * to tell a taint from another that hashes alike */
+    const model_taint *btaint[SCHED_MAX_REASONS];
 } eval_ctx;
+
+/* add_reason counts r (node may be NULL unless r is a taint) in its bucket
+ * and returns the bucket's index, or SCHED_NO_REASON when the buckets are
+ * full or r's taint differs from its bucket's (two taints whose key and
+ * value hash alike: counted together, but the bucket's text is not r's). */
+static uint8_t add_reason(eval_ctx *x, const cache_node *node, pred_result r)
+{
+    sched_result *out = x->out;
+    int32_t key = reason_key(node, r);
+    const model_taint *t = r.code == PRED_TAINT && node && (uint32_t)r.arg < node->spec->ntaints
+                               ? &node->spec->taints[r.arg]
+                               : NULL;
+    for (uint32_t i = 0; i < out->nreasons; i++) {
+        sched_reason_count *rc = &out->reasons[i];
+        if (rc->reason.code == r.code && rc->reason.arg == key) {
+            rc->count++;
+            if (t && x->btaint[i] != t &&
+                (!x->btaint[i] ||
+                 strcmp(x->btaint[i]->key ? x->btaint[i]->key : "", t->key ? t->key : "") != 0 ||
+                 strcmp(x->btaint[i]->value ? x->btaint[i]->value : "", t->value ? t->value : "") !=
+                     0))
+                return SCHED_NO_REASON;
+            return (uint8_t)i;
+        }
+    }
+    if (out->nreasons == SCHED_MAX_REASONS)
+        return SCHED_NO_REASON; /* distinct reasons beyond the cap are dropped */
+    uint32_t i = out->nreasons++;
+    sched_reason_count *rc = &out->reasons[i];
+    rc->reason = (pred_result){r.code, key};
+    rc->count = 1;
+    x->btaint[i] = t;
+    pred_reason(x->reg, node, x->req->pod, r, rc->text, sizeof rc->text);
+    return (uint8_t)i;
+}
+
+static int cmp_reason(const void *a, const void *b)
+{
+    const sched_reason_count *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return strcmp(x->text, y->text);
+}
 
 /* offer_fit records a node known to fit with score s (soft-shard bonus
  * included) and the bind version its evaluation saw. */
@@ -207,7 +229,7 @@ static inline void offer_fit(eval_ctx *x, const cache_node *node, const char *na
 
 /* eval_node evaluates one node; returns its score or -1 when infeasible. */
 static inline double eval_node(eval_ctx *x, const cache_node *node, const char *name, size_t len,
-                               pred_result *res)
+                               pred_result *res, uint8_t *why)
 {
     const sched_request *req = x->req;
     x->out->evaluated++;
@@ -218,7 +240,9 @@ static inline double eval_node(eval_ctx *x, const cache_node *node, const char *
         if (res)
             *res = r;
         if (r.code != PRED_OK) {
-            add_reason(x->out, x->reg, req->pod, node, r);
+            uint8_t b = add_reason(x, node, r);
+            if (why)
+                *why = b;
             return -1;
         }
     } else if (res) {
@@ -242,8 +266,11 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         out->nnames = nn;
         /* every entry is written below */
         out->per_name = malloc((nn ? nn : 1) * sizeof *out->per_name);
-        if (!out->per_name)
+        out->reason_of = malloc(nn ? nn : 1);
+        if (!out->per_name || !out->reason_of) {
+            sched_result_free(out);
             return AS_ENOMEM;
+        }
         if (req->score_all) {
             out->score = malloc((nn ? nn : 1) * sizeof *out->score);
             if (!out->score) {
@@ -278,7 +305,7 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
     if (req->names) {
         /* Names are resolved a block at a time so the cache misses of a
          * block overlap (cache_node_find_n). */
-        enum { BLOCK = 64 };
+        enum { BLOCK = SCHED_ORACLE_BLOCK };
         const char *bs[BLOCK];
         size_t bl[BLOCK];
         uint64_t bh[BLOCK];
@@ -301,16 +328,17 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
                 const cache_node *node = bn[j];
                 size_t at = i + j;
                 double s = -1;
+                out->reason_of[at] = SCHED_NO_REASON;
                 if (!node) {
                     out->per_name[at] = (pred_result){PRED_NOT_FOUND, 0};
-                    add_reason(out, x.reg, req->pod, NULL, out->per_name[at]);
+                    out->reason_of[at] = add_reason(&x, NULL, out->per_name[at]);
                 } else if (oracle && ofit[j]) {
                     out->evaluated++;
                     out->per_name[at] = (pred_result){PRED_OK, 0};
                     s = osc[j];
                     offer_fit(&x, node, bs[j], bl[j], over[j], s);
                 } else {
-                    s = eval_node(&x, node, bs[j], bl[j], &out->per_name[at]);
+                    s = eval_node(&x, node, bs[j], bl[j], &out->per_name[at], &out->reason_of[at]);
                 }
                 if (out->score)
                     out->score[at] = s;
@@ -320,7 +348,7 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         size_t n = cache_node_count(c);
         size_t i = n ? req->start % n : 0;
         for (size_t j = 0; j < n; j++) {
-            eval_node(&x, cache_node_at(c, i), NULL, 0, NULL);
+            eval_node(&x, cache_node_at(c, i), NULL, 0, NULL, NULL);
             if (req->max_feasible && x.feasible_in >= req->max_feasible)
                 break;
             if (++i == n)
@@ -336,7 +364,23 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
     out->ncand = best->n;
     cache_read_unlock(c);
 
+    /* Buckets are sorted by count; reason_of follows them to their new
+     * places ((code, arg) is unique among buckets). */
+    pred_result was[SCHED_MAX_REASONS];
+    for (uint32_t i = 0; i < out->nreasons; i++)
+        was[i] = out->reasons[i].reason;
     qsort(out->reasons, out->nreasons, sizeof out->reasons[0], cmp_reason);
+    if (out->reason_of && out->nreasons > 1) {
+        uint8_t to[SCHED_MAX_REASONS];
+        for (uint32_t i = 0; i < out->nreasons; i++)
+            for (uint32_t j = 0; j < out->nreasons; j++)
+                if (out->reasons[j].reason.code == was[i].code &&
+                    out->reasons[j].reason.arg == was[i].arg)
+                    to[i] = (uint8_t)j;
+        for (size_t i = 0; i < nn; i++)
+            if (out->reason_of[i] != SCHED_NO_REASON)
+                out->reason_of[i] = to[out->reason_of[i]];
+    }
     return AS_OK;
 }
 

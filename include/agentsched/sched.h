@@ -27,6 +27,10 @@
 
 #define SCHED_MAX_K 16
 
+/* Named nodes are resolved, and answered by an oracle, this many at a
+ * time. */
+#define SCHED_ORACLE_BLOCK 64
+
 typedef struct sched_candidate {
     uint32_t slot;         /* node slot at evaluation */
     uint64_t node_id;      /* node incarnation */
@@ -107,7 +111,7 @@ typedef struct sched_oracle {
      * so the oracle can overlap a block's cache misses. Of a node it may
      * read only node->slot. */
     void (*lookup_n)(void *arg, const cache_node *const *nodes, size_t n, double *score,
-                     uint64_t *version, uint8_t *fit);
+                     uint64_t *version, uint8_t *fit); /* n <= SCHED_ORACLE_BLOCK */
     void *arg;
 } sched_oracle;
 
@@ -137,9 +141,15 @@ typedef struct sched_request {
  * SCHED_MAX_REASONS distinct reasons with counts (sorted by count desc).
  */
 #define SCHED_MAX_REASONS 32
+#define SCHED_NO_REASON   0xff /* reason_of: fitted, or no bucket holds its text */
 typedef struct sched_result {
     pred_result *per_name; /* NULL when scanning all nodes */
     double *score;         /* per name, -1 for infeasible; NULL unless score_all */
+    /* per name: the index in reasons[] of the bucket whose text is that
+     * name's failure (pred_reason's text for it), or SCHED_NO_REASON (it
+     * fitted, the buckets were full, or its taint only hashed like the
+     * bucket's); NULL when scanning all nodes */
+    uint8_t *reason_of;
     size_t nnames;
     size_t evaluated; /* nodes looked at */
     size_t feasible;

@@ -134,6 +134,87 @@ Test(sched, reasons_histogram_and_message)
     model_pod_free(pod);
 }
 
+/* reason_of names each failed name's bucket, whose text is pred_reason's
+ * for that name, after the buckets were sorted by count; fitted names have
+ * none. */
+Test(sched, reason_of_each_name_follows_the_sorted_buckets)
+{
+    add(fx_node("ok", 4000, 8 * FX_GI, 110));
+    model_node *t1 = fx_node("t1", 4000, 8 * FX_GI, 110);
+    fx_node_taint(t1, "a", "c", MODEL_EFFECT_NO_SCHEDULE);
+    add(t1);
+    for (int i = 0; i < 2; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "tb%d", i);
+        model_node *n = fx_node(name, 4000, 8 * FX_GI, 110);
+        if (i == 1) /* the same taint at another index */
+            fx_node_taint(n, "x", "y", MODEL_EFFECT_PREFER_NO_SCHEDULE);
+        fx_node_taint(n, "a", "b", MODEL_EFFECT_NO_SCHEDULE);
+        add(n);
+    }
+    for (int i = 0; i < 3; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "small%d", i);
+        add(fx_node(name, 500, 8 * FX_GI, 110));
+    }
+    model_pod *pod = fx_pod("p", "u", 1000, FX_GI);
+    /* the first failure seen (t1) ends up last after sorting by count */
+    const char *list[] = {"t1", "ok", "tb0", "ghost", "small0", "tb1", "small1", "small2"};
+    const char *want[] = {"node(s) had untolerated taint {a: c}",
+                          NULL,
+                          "node(s) had untolerated taint {a: b}",
+                          "node(s) were not found in agentsched's node cache",
+                          "Insufficient cpu",
+                          "node(s) had untolerated taint {a: b}",
+                          "Insufficient cpu",
+                          "Insufficient cpu"};
+    enum { N = sizeof list / sizeof list[0] };
+    sched_name names[N];
+    for (int i = 0; i < N; i++)
+        names[i] = (sched_name){list[i], strlen(list[i]), 0};
+    sched_request req = {.pod = pod, .policy = pol, .names = names, .nnames = N, .k = 2};
+    sched_result r;
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_not_null(r.reason_of);
+    cr_assert_eq(r.nreasons, 4);
+    cr_assert_str_eq(r.reasons[0].text, "Insufficient cpu");
+    for (int i = 0; i < N; i++) {
+        if (!want[i]) {
+            cr_assert_eq(r.per_name[i].code, PRED_OK);
+            cr_assert_eq(r.reason_of[i], SCHED_NO_REASON);
+            continue;
+        }
+        cr_assert_lt(r.reason_of[i], r.nreasons, "%s", list[i]);
+        cr_assert_str_eq(r.reasons[r.reason_of[i]].text, want[i], "%s", list[i]);
+    }
+    sched_result_free(&r);
+    model_pod_free(pod);
+}
+
+/* Taints whose key and value hash alike share a bucket (counted together),
+ * but the second's name gets no bucket text: its text is not the bucket's. */
+Test(sched, a_taint_hashing_like_another_has_no_bucket_text)
+{
+    model_node *a = fx_node("a", 4000, 8 * FX_GI, 110);
+    fx_node_taint(a, "k", "v6855", MODEL_EFFECT_NO_SCHEDULE);
+    add(a);
+    model_node *b = fx_node("b", 4000, 8 * FX_GI, 110);
+    fx_node_taint(b, "k", "v684550", MODEL_EFFECT_NO_SCHEDULE); /* same reason_key */
+    add(b);
+    model_pod *pod = fx_pod("p", "u", 1000, FX_GI);
+    sched_name names[] = {{"a", 1, 0}, {"b", 1, 0}};
+    sched_request req = {.pod = pod, .policy = pol, .names = names, .nnames = 2, .k = 2};
+    sched_result r;
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.nreasons, 1);
+    cr_assert_eq(r.reasons[0].count, 2);
+    cr_assert_eq(r.reason_of[0], 0);
+    cr_assert_str_eq(r.reasons[0].text, "node(s) had untolerated taint {k: v6855}");
+    cr_assert_eq(r.reason_of[1], SCHED_NO_REASON);
+    sched_result_free(&r);
+    model_pod_free(pod);
+}
+
 Test(sched, message_format_edge_cases)
 {
     sched_result r;
