@@ -464,10 +464,21 @@ done:
 
 static ctx *ctx_new(pool *p, as_diag *diag)
 {
-    /* The builder's key buffer makes ctx too big for small thread stacks. */
-    ctx *c = pool_alloc(p, sizeof *c);
+    /* The builder's key buffer makes ctx too big for small thread stacks.
+     * Its arrays (4.7 KB, most of it the key buffer) are left unzeroed:
+     * the builder writes an entry before reading it (stack and rule below
+     * depth, key up to keylen), and a Pod's DOM is built per request. */
+    ctx *c = pool_alloc_raw(p, sizeof *c);
     if (!c)
         return NULL;
+    memset(c, 0, offsetof(ctx, b));
+    c->b.depth = 0;
+    c->b.root = NULL;
+    c->b.keylen = 0;
+    c->b.key_rule = 0;
+    c->b.drop = false;
+    c->b.dropping = 0;
+    c->target = NULL;
     c->p = p;
     c->diag = diag;
     return c;

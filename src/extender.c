@@ -471,7 +471,8 @@ static void memo_put(extender_memo *m, const extargs_args *a, score_policy *poli
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t key = sched_name_hash(&names[i]) | 1;
-        uint32_t j = (uint32_t)key & e->mask;
+        /* home slot from the high half: the low bit is forced on */
+        uint32_t j = (uint32_t)(key >> 32) & e->mask;
         while (e->keys[j] && e->keys[j] != key)
             j = (j + 1) & e->mask;
         e->keys[j] = key;
@@ -518,7 +519,8 @@ static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, in
 {
     for (size_t i = 0; i < n; i++) {
         uint64_t key = sched_name_hash(&names[i]) | 1;
-        uint32_t j = (uint32_t)key & e->mask;
+        /* home slot from the high half: the low bit is forced on */
+        uint32_t j = (uint32_t)(key >> 32) & e->mask;
         while (e->keys[j] && e->keys[j] != key)
             j = (j + 1) & e->mask;
         if (!e->keys[j])

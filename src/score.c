@@ -472,33 +472,38 @@ uint32_t score_policy_extender_shortlist(const score_policy *p)
     return p->ext_shortlist;
 }
 
-/* score_scale is score_to_extender's body, inline for the batch. */
-static inline int score_scale(const score_policy *p, double score)
+/* score_scale is score_to_extender's body, inline for the batch; it takes
+ * the policy's fields as values so that a loop storing int8_t results
+ * (which may alias anything) need not reload them for every node. */
+static inline int score_scale(double lo, double hi, int max, bool floor_, double score)
 {
-    double span = p->ext_hi - p->ext_lo;
-    double x = span > 0 ? (score - p->ext_lo) / span : 0;
+    double span = hi - lo;
+    double x = span > 0 ? (score - lo) / span : 0;
     if (!(x >= 0)) /* NaN too */
         x = 0;
     if (x > 1)
         x = 1;
-    x *= p->ext_max;
+    x *= max;
     /* x >= 0, so truncation is floor (without SSE4.1 floor() is a libm
      * call, once per node in every prioritize) */
-    int s = p->ext_floor ? (int)x : (int)(x + 0.5);
-    return s < 0 ? 0 : s > p->ext_max ? p->ext_max : s;
+    int s = floor_ ? (int)x : (int)(x + 0.5);
+    return s < 0 ? 0 : s > max ? max : s;
 }
 
 /* See score.h. */
 void score_to_extender_n(const score_policy *p, const double *score, size_t n, int8_t *out)
 {
+    const double lo = p->ext_lo, hi = p->ext_hi;
+    const int max = p->ext_max;
+    const bool fl = p->ext_floor;
     for (size_t i = 0; i < n; i++)
-        out[i] = (int8_t)(score[i] >= 0 ? score_scale(p, score[i]) : 0);
+        out[i] = (int8_t)(score[i] >= 0 ? score_scale(lo, hi, max, fl, score[i]) : 0);
 }
 
 /* See score.h. */
 int score_to_extender(const score_policy *p, double score)
 {
-    return score_scale(p, score);
+    return score_scale(p->ext_lo, p->ext_hi, p->ext_max, p->ext_floor, score);
 }
 
 /* ------------------------------------------------------------------ */
