@@ -3,7 +3,10 @@
  * log (see eqcache.h for the contract and cache.h CHANGE LOG).
  *
  * Per class (cap = power of two >= nodes):
- *   ver[s]   bind_version loaded (acquire) before slot s's usage was read
+ *   hit[s]   slot s's answer for a names decision, in one 16-byte entry:
+ *            the bind_version loaded (acquire) before its usage was read,
+ *            and its score (soft-shard bonus included), -1 when the node
+ *            does not fit or the slot is empty (scores are never negative)
  *   tree[]   tournament tree of entries {score (+ soft-shard bonus), slot,
  *            IN flag (in-shard group; always set outside soft mode)}:
  *            tree[cap + s] is slot s's leaf (slot NONE when infeasible or
@@ -44,6 +47,12 @@ typedef struct eq_entry {
     uint32_t flags;
 } eq_entry;
 
+/* What a names decision reads of a slot (hit[] above). */
+typedef struct eq_hit {
+    double score; /* -1: does not fit, or no node */
+    uint64_t ver;
+} eq_hit;
+
 typedef struct eq_class {
     struct eq_class *hnext;               /* bucket chain (table mutex) */
     struct eq_class *lru_prev, *lru_next; /* (table mutex) */
@@ -63,7 +72,7 @@ typedef struct eq_class {
     int reg_n, gpu_res;
     uint64_t seq; /* change log consumed up to */
     uint32_t cap;
-    uint64_t *ver;  /* cap */
+    eq_hit *hit;    /* cap */
     eq_entry *tree; /* 2 * cap */
     uint32_t nfeasible;
     size_t bytes;
@@ -215,9 +224,9 @@ as_err eqcache_new(cache *c, const eqcache_config *cfg, eqcache **out)
 
 static void class_free_arrays(eq_class *k)
 {
-    free(k->ver);
+    free(k->hit);
     free(k->tree);
-    k->ver = NULL;
+    k->hit = NULL;
     k->tree = NULL;
     k->cap = 0;
 }
@@ -412,15 +421,17 @@ static void eval_slot(const eval_ctx *x, uint32_t s)
     eq_entry *leaf = &k->tree[k->cap + s];
     bool was = leaf->slot != NONE;
     *leaf = (eq_entry){0, NONE, 0};
+    k->hit[s].score = -1;
     if (node) {
         /* Acquire the version before any usage read: the seqlock contract. */
-        k->ver[s] = cache_node_bind_version(node);
+        k->hit[s].ver = cache_node_bind_version(node);
         if (pred_check(x->reg, x->mode, x->pod, node).code == PRED_OK) {
             double sc = score_node(x->pol, x->pod, node);
             bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
             if (x->mode == CACHE_SHARD_SOFT && in)
                 sc += x->bonus;
             *leaf = (eq_entry){sc, s, x->mode != CACHE_SHARD_SOFT || in ? F_IN : 0};
+            k->hit[s].score = sc;
         }
     }
     bool now = leaf->slot != NONE;
@@ -443,15 +454,15 @@ static as_err rebuild(eval_ctx *x)
     size_t n = x->nnodes;
     if (!k->tree || n > k->cap) {
         uint32_t cap = pow2_at_least(n + n / 4);
-        size_t bytes = (size_t)cap * (sizeof *k->ver + 2 * sizeof *k->tree);
+        size_t bytes = (size_t)cap * (sizeof *k->hit + 2 * sizeof *k->tree);
         class_free_arrays(k);
-        k->ver = malloc((size_t)cap * sizeof *k->ver);
+        k->hit = malloc((size_t)cap * sizeof *k->hit);
         k->tree = malloc(2 * (size_t)cap * sizeof *k->tree);
         pthread_mutex_lock(&x->e->mu);
         x->e->bytes = x->e->bytes - k->bytes + (k->tree ? bytes : 0);
         k->bytes = k->tree ? bytes : 0;
         pthread_mutex_unlock(&x->e->mu);
-        if (!k->ver || !k->tree) {
+        if (!k->hit || !k->tree) {
             class_free_arrays(k);
             pthread_mutex_lock(&x->e->mu);
             x->e->bytes -= k->bytes;
@@ -463,8 +474,10 @@ static as_err rebuild(eval_ctx *x)
         k->cap = cap;
     }
     k->nfeasible = 0;
-    for (uint32_t s = 0; s < k->cap; s++)
+    for (uint32_t s = 0; s < k->cap; s++) {
         k->tree[k->cap + s] = (eq_entry){0, NONE, 0};
+        k->hit[s] = (eq_hit){-1, 0};
+    }
     for (uint32_t s = 0; s < n; s++)
         eval_slot(x, s);
     for (uint32_t j = k->cap - 1; j; j--) {
@@ -707,7 +720,7 @@ as_err eqcache_evaluate_ex(eqcache *e, score_policy *policy, const model_pod *po
             uint32_t s = best[i].slot;
             const cache_node *node = cache_node_at(e->c, s);
             out->cand[i] =
-                (sched_candidate){s, node->id, cl->ver[s], best[i].score, node->spec->name};
+                (sched_candidate){s, node->id, cl->hit[s].ver, best[i].score, node->spec->name};
         }
         out->ncand = n;
         out->feasible = cl->nfeasible;
@@ -753,26 +766,22 @@ static void names_lookup_n(void *arg, const cache_node *const *nodes, size_t n, 
                            uint64_t *version, uint8_t *fit)
 {
     const eq_class *k = ((const names_oracle *)arg)->x.k;
-    const eq_entry *leaf = k->tree + k->cap;
-    const uint64_t *ver = k->ver;
+    const eq_hit *hit = k->hit;
     uint32_t cap = k->cap, slot[SCHED_ORACLE_BLOCK];
     assert(n <= SCHED_ORACLE_BLOCK);
-    /* first start loading every leaf and version, then read them */
+    /* first start loading every slot's entry, then read them */
     for (size_t i = 0; i < n; i++) {
         slot[i] = nodes[i] ? nodes[i]->slot : UINT32_MAX;
-        if (slot[i] < cap) {
-            __builtin_prefetch(&leaf[slot[i]]);
-            __builtin_prefetch(&ver[slot[i]]);
-        }
+        if (slot[i] < cap)
+            __builtin_prefetch(&hit[slot[i]]);
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t s = slot[i];
-        /* a leaf without a slot did not fit: sched evaluates it for the
-         * reason */
-        fit[i] = s < cap && leaf[s].slot != NONE;
+        /* one that did not fit is evaluated by sched, for the reason */
+        fit[i] = s < cap && hit[s].score >= 0;
         if (fit[i]) {
-            score[i] = leaf[s].score;
-            version[i] = ver[s];
+            score[i] = hit[s].score;
+            version[i] = hit[s].ver;
         }
     }
 }

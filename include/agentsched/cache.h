@@ -76,16 +76,18 @@ const char *cache_shard_mode_name(cache_shard_mode m);
  * accessors below; everything else is stable while the read lock is held.
  */
 typedef struct cache_node {
-    const model_node *spec;           /* owned by the cache; replaced only under wrlock */
-    uint64_t id;                      /* unique per incarnation (never reused) */
-    uint32_t slot;                    /* index in the dense node array (moves on remove) */
+    const model_node *spec; /* owned by the cache; replaced only under wrlock */
+    uint64_t id;            /* unique per incarnation (never reused) */
+    uint32_t slot;          /* index in the dense node array (moves on remove) */
+    /* (atomic) 1 when in this scheduler's shard. Next to slot and id: a
+     * node answered from the equivalence cache reads these three only. */
+    int in_shard;
     int64_t requested[MODEL_MAX_RES]; /* (atomic) sum of bound+assumed pod requests;
                                          requested[MODEL_RES_PODS] = pod count */
     int32_t gpu_used[MODEL_MAX_GPUS]; /* (atomic) milli-GPU used per device */
     uint64_t generation;              /* (atomic) bumped on every change */
     uint64_t bind_version;            /* (atomic) bumped on every bind / usage increase /
                                          spec change */
-    int in_shard;                     /* (atomic) 1 when in this scheduler's shard */
     /* Copies of the spec fields every predicate reads, written with spec
      * (under the write lock), so a scan reads one dense record per node
      * instead of chasing each spec. Stable under the read lock. */

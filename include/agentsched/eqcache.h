@@ -29,11 +29,11 @@
  * Infeasible pods (no candidate): the reasons ("0/5000 nodes are available:
  * ...") come from a sched_evaluate full scan on that rare path.
  *
- * MEMORY: per class, 40 bytes per node slot (bind_version 8, two 16-byte
- * tree entries), the slot count being the node count x 1.25 rounded up to a
- * power of two, plus the key: 320 KB per class at 5000 nodes, 2.5 MB at
- * 50000. The cache holds at most max_classes classes and about max_bytes
- * bytes of them (checked when a class is created); the least recently used
+ * MEMORY: per class, 48 bytes per node slot (two 16-byte tree entries and
+ * a 16-byte score and bind_version that names decisions read), the slot
+ * count being the node count x 1.25 rounded up to a power of two, plus the
+ * key: 384 KB per class at 5000 nodes, 3 MB at 50000. The cache holds at most max_classes classes
+ * and about max_bytes bytes of them (checked when a class is created); the least recently used
  * unpinned class is evicted past either cap.
  *
  * CONCURRENCY: thread-safe. A table mutex guards the class table (held for
