@@ -243,15 +243,18 @@ static const char *reason_json(reason_memo *m, pool *p, const model_registry *re
 #define MEMO_MAX_NAMES 8192
 #define MEMO_TTL_NS    (10ull * 1000000000ull)
 
-/* One filter's extender scores: an open-addressing table from a node
- * name's hash to its 0..10 score. Immutable once published. */
+/* One filter's extender scores, in the filter's name order: keys[i] is
+ * its i-th name's hash | 1, score[i] that name's 0..10 score. Immutable
+ * once published. kube-scheduler's prioritize names the nodes that passed,
+ * in the order the filter answered them: a subsequence of keys, matched
+ * in one pass (memo_scores). */
 typedef struct memo_ent {
     uint64_t h1, h2;      /* the Pod's JSON bytes, two seeds */
     size_t len;           /* and their length */
     score_policy *policy; /* a reference: its address cannot be reused */
     uint64_t born_ns;
-    uint32_t mask;  /* table size - 1 (a power of two) */
-    uint64_t *keys; /* name hash | 1; 0 = empty */
+    uint32_t n, cap;
+    uint64_t *keys;
     int8_t *score;
 } memo_ent;
 
@@ -355,13 +358,13 @@ static void memo_recycle(extender_memo *m, memo_ent *e)
     memo_ent_free(e);
 }
 
-/* memo_spare returns a recycled entry with room for size slots, or NULL. */
+/* memo_spare returns a recycled entry with room for size names, or NULL. */
 static memo_ent *memo_spare(extender_memo *m, uint32_t size)
 {
     memo_ent *e = NULL;
     pthread_mutex_lock(&m->mu);
     for (int i = m->nspare - 1; i >= 0; i--)
-        if (m->spare[i]->mask + 1 >= size) {
+        if (m->spare[i]->cap >= size) {
             e = m->spare[i];
             m->spare[i] = m->spare[--m->nspare];
             break;
@@ -455,29 +458,22 @@ static void memo_put(extender_memo *m, const extargs_args *a, score_policy *poli
     if (!m || !a->pod_raw || !n || n > MEMO_MAX_NAMES)
         return;
     uint32_t size = 16;
-    while (size < 2 * n)
+    while (size < n)
         size *= 2;
     memo_ent *e = memo_spare(m, size);
-    if (e) {
-        memset(e->keys, 0, ((size_t)e->mask + 1) * sizeof *e->keys);
-    } else {
+    if (!e) {
         e = calloc(1, sizeof *e);
-        if (!e || !(e->keys = calloc(size, sizeof *e->keys)) ||
+        if (!e || !(e->keys = malloc(size * sizeof *e->keys)) ||
             !(e->score = malloc(size * sizeof *e->score))) {
             memo_ent_free(e);
             return;
         }
-        e->mask = size - 1;
+        e->cap = size;
     }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key = sched_name_hash(&names[i]) | 1;
-        /* home slot from the high half: the low bit is forced on */
-        uint32_t j = (uint32_t)(key >> 32) & e->mask;
-        while (e->keys[j] && e->keys[j] != key)
-            j = (j + 1) & e->mask;
-        e->keys[j] = key;
-        e->score[j] = score[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        e->keys[i] = sched_name_hash(&names[i]) | 1;
+    memcpy(e->score, score, n);
+    e->n = (uint32_t)n;
     memo_pod_hash(a->pod_raw, a->pod_raw_len, &e->h1, &e->h2);
     e->len = a->pod_raw_len;
     e->policy = score_policy_ref(policy);
@@ -514,18 +510,42 @@ static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_
 }
 
 /* memo_scores fills out[i] with the remembered score of names[i]; false
- * when some name is not in e (then out is partly written). */
-static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, int8_t *out)
+ * when some name is not in e (then out is partly written). Names in the
+ * filter's order (the usual prioritize) are matched in one pass; others go
+ * through a hash table of e's names built in p for this call. */
+static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, int8_t *out, pool *p)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t j = 0, i = 0;
+    for (; i < n; i++) {
         uint64_t key = sched_name_hash(&names[i]) | 1;
-        /* home slot from the high half: the low bit is forced on */
-        uint32_t j = (uint32_t)(key >> 32) & e->mask;
-        while (e->keys[j] && e->keys[j] != key)
-            j = (j + 1) & e->mask;
-        if (!e->keys[j])
+        while (j < e->n && e->keys[j] != key)
+            j++;
+        if (j == e->n)
+            break;
+        out[i] = e->score[j++];
+    }
+    if (i == n)
+        return true;
+    uint32_t size = 16;
+    while (size < 2 * e->n)
+        size *= 2;
+    uint32_t *tab = pool_alloc(p, size * sizeof *tab); /* index + 1; 0 = empty */
+    if (!tab)
+        return false;
+    for (uint32_t k = 0; k < e->n; k++) {
+        uint32_t h = (uint32_t)(e->keys[k] >> 32) & (size - 1);
+        while (tab[h])
+            h = (h + 1) & (size - 1);
+        tab[h] = k + 1;
+    }
+    for (i = 0; i < n; i++) {
+        uint64_t key = sched_name_hash(&names[i]) | 1;
+        uint32_t h = (uint32_t)(key >> 32) & (size - 1);
+        while (tab[h] && e->keys[tab[h] - 1] != key)
+            h = (h + 1) & (size - 1);
+        if (!tab[h])
             return false;
-        out[i] = e->score[j];
+        out[i] = e->score[tab[h] - 1];
     }
     return true;
 }
@@ -898,7 +918,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     }
     if (v == VERB_PRIORITIZE && e.n > 0) {
         memo_ent *m = memo_take(s->ext_memo, &e.a, e.policy);
-        bool hit = m && memo_scores(m, e.names, e.n, scores);
+        bool hit = m && memo_scores(m, e.names, e.n, scores, req->pool);
         memo_recycle(s->ext_memo, m);
         metrics_inc(hit ? s->m.memo_hits : s->m.memo_misses);
         if (hit) {
