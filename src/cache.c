@@ -472,8 +472,7 @@ cache_node *cache_node_find(const cache *c, const char *name, size_t len)
 }
 
 /* See cache.h. */
-void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens,
-                       const uint64_t *hashes, size_t n, cache_node **out)
+void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_node **out)
 {
     const hmap *m = &c->by_name;
     if (!m->cap) {
@@ -486,11 +485,10 @@ void cache_node_find_n(const cache *c, const char *const *names, const size_t *l
     uint64_t h[BATCH];
     for (size_t b = 0; b < n; b += BATCH) {
         size_t k = n - b < BATCH ? n - b : BATCH;
-        const char *const *nm = names + b;
-        const size_t *ln = lens + b;
+        const cache_name *nm = names + b;
         /* 1: hash every name and start loading its home slot */
         for (size_t i = 0; i < k; i++) {
-            h[i] = hashes ? hashes[b + i] : hash_str(nm[i], ln[i]);
+            h[i] = nm[i].hash ? nm[i].hash : hash_str(nm[i].s, nm[i].len);
             __builtin_prefetch(&m->t[h[i] & mask]);
         }
         /* 2: start loading the key and the node of each home slot */
@@ -505,11 +503,12 @@ void cache_node_find_n(const cache *c, const char *const *names, const size_t *l
          * allocatable for the caller's predicates */
         for (size_t i = 0; i < k; i++) {
             cnode *found = NULL;
+            size_t len = nm[i].len;
             for (size_t j = h[i] & mask;; j = (j + 1) & mask) {
                 const hent *e = &m->t[j];
                 if (!e->k)
                     break;
-                if (e->h == h[i] && e->klen == ln[i] && key_eq(e->k, nm[i], ln[i])) {
+                if (e->h == h[i] && e->klen == len && key_eq(e->k, nm[i].s, len)) {
                     found = e->v;
                     break;
                 }

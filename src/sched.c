@@ -306,9 +306,6 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         /* Names are resolved a block at a time so the cache misses of a
          * block overlap (cache_node_find_n). */
         enum { BLOCK = SCHED_ORACLE_BLOCK };
-        const char *bs[BLOCK];
-        size_t bl[BLOCK];
-        uint64_t bh[BLOCK];
         cache_node *bn[BLOCK];
         double osc[BLOCK];
         uint64_t over[BLOCK];
@@ -316,12 +313,8 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
         const sched_oracle *oracle = req->skip_filter ? NULL : req->oracle;
         for (size_t i = 0; i < nn; i += BLOCK) {
             size_t k = nn - i < BLOCK ? nn - i : BLOCK;
-            for (size_t j = 0; j < k; j++) {
-                bs[j] = req->names[i + j].s;
-                bl[j] = req->names[i + j].len;
-                bh[j] = sched_name_hash(&req->names[i + j]);
-            }
-            cache_node_find_n(c, bs, bl, bh, k, bn);
+            const sched_name *bs = req->names + i;
+            cache_node_find_n(c, bs, k, bn);
             if (oracle)
                 oracle->lookup_n(oracle->arg, (const cache_node *const *)bn, k, osc, over, ofit);
             for (size_t j = 0; j < k; j++) {
@@ -336,9 +329,10 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
                     out->evaluated++;
                     out->per_name[at] = (pred_result){PRED_OK, 0};
                     s = osc[j];
-                    offer_fit(&x, node, bs[j], bl[j], over[j], s);
+                    offer_fit(&x, node, bs[j].s, bs[j].len, over[j], s);
                 } else {
-                    s = eval_node(&x, node, bs[j], bl[j], &out->per_name[at], &out->reason_of[at]);
+                    s = eval_node(&x, node, bs[j].s, bs[j].len, &out->per_name[at],
+                                  &out->reason_of[at]);
                 }
                 if (out->score)
                     out->score[at] = s;

@@ -496,8 +496,21 @@ void score_to_extender_n(const score_policy *p, const double *score, size_t n, i
     const double lo = p->ext_lo, hi = p->ext_hi;
     const int max = p->ext_max;
     const bool fl = p->ext_floor;
-    for (size_t i = 0; i < n; i++)
-        out[i] = (int8_t)(score[i] >= 0 ? score_scale(lo, hi, max, fl, score[i]) : 0);
+    /* Identical nodes score alike, so a run of one score is scaled once
+     * (the division is most of the cost; the result is the same). */
+    double last = -1;
+    int8_t last_out = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (score[i] < 0) {
+            out[i] = 0;
+            continue;
+        }
+        if (score[i] != last) {
+            last = score[i];
+            last_out = (int8_t)score_scale(lo, hi, max, fl, last);
+        }
+        out[i] = last_out;
+    }
 }
 
 /* See score.h. */

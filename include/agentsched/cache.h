@@ -145,15 +145,22 @@ cache_node *cache_node_at(const cache *c, size_t i);
 /* Under the read lock: node by name (O(1) hash), NULL if absent. */
 cache_node *cache_node_find(const cache *c, const char *name, size_t len);
 
-/* Under the read lock: out[i] = cache_node_find(c, names[i], lens[i]) for
- * every i < n. The lookups are interleaved 16 at a time (hash and
- * prefetch every probe slot, then every key and node, then compare) so
- * the cache misses of a batch of names overlap instead of being paid one
- * after the other. Same results as n single finds.
- * hashes: NULL, or hashes[i] == cache_name_hash(names[i], lens[i]) for
- * every i (computed once by the caller, e.g. while decoding a request). */
-void cache_node_find_n(const cache *c, const char *const *names, const size_t *lens,
-                       const uint64_t *hashes, size_t n, cache_node **out);
+/* A name to look up: pointer + length, need not be NUL-terminated. hash:
+ * cache_name_hash(s, len) when the caller computed it (the extender's
+ * decoder does, once per name, for every table the name meets), else 0. */
+typedef struct cache_name {
+    const char *s;
+    size_t len;
+    uint64_t hash;
+} cache_name;
+
+/* Under the read lock: out[i] = cache_node_find(c, names[i].s,
+ * names[i].len) for every i < n (a hash of 0 is computed here). The
+ * lookups are interleaved 16 at a time (hash and prefetch every probe
+ * slot, then every key and node, then compare) so the cache misses of a
+ * batch of names overlap instead of being paid one after the other. Same
+ * results as n single finds. */
+void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_node **out);
 
 /* cache_name_hash is the hash of the cache's name index over s[0, len)
  * (never reads past it). Pure; a caller that computes it once per name can

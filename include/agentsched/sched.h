@@ -41,14 +41,10 @@ typedef struct sched_candidate {
                               if needed beyond it */
 } sched_candidate;
 
-/* A name given by the caller: pointer + length, need not be NUL-terminated.
- * hash: cache_name_hash(s, len) when the caller computed it (the extender's
- * decoder does, once per name, for every table the name meets), else 0. */
-typedef struct sched_name {
-    const char *s;
-    size_t len;
-    uint64_t hash;
-} sched_name;
+/* A name given by the caller (cache.h's cache_name: pointer + length, and
+ * its cache_name_hash or 0), so that a request's names go to the cache's
+ * batched lookup as they are. */
+typedef cache_name sched_name;
 
 /* sched_name_hash is n's cache_name_hash, computed only when n lacks it. */
 static inline uint64_t sched_name_hash(const sched_name *n)

@@ -102,23 +102,21 @@ Test(cache, find_n_with_caller_hashes_matches_single_finds)
     snprintf(names[N], sizeof names[N], "absent");
     snprintf(names[N + 1], sizeof names[N + 1], "abcdefghij10x");
     snprintf(names[N + 2], sizeof names[N + 2], "%s", names[3]); /* a repeat */
-    const char *s[N + 3];
-    size_t len[N + 3];
-    uint64_t h[N + 3];
+    cache_name with_h[N + 3], no_h[N + 3];
     for (int i = 0; i < N + 3; i++) {
-        s[i] = names[i];
-        len[i] = strlen(names[i]);
-        h[i] = cache_name_hash(s[i], len[i]);
+        size_t len = strlen(names[i]);
+        with_h[i] = (cache_name){names[i], len, cache_name_hash(names[i], len)};
+        no_h[i] = (cache_name){names[i], len, 0};
     }
     cache_node *with[N + 3], *without[N + 3];
     cache_read_lock(c);
-    cache_node_find_n(c, s, len, h, N + 3, with);
-    cache_node_find_n(c, s, len, NULL, N + 3, without);
+    cache_node_find_n(c, with_h, N + 3, with);
+    cache_node_find_n(c, no_h, N + 3, without);
     for (int i = 0; i < N + 3; i++) {
-        cache_node *one = cache_node_find(c, s[i], len[i]);
-        cr_assert_eq(with[i], one, "%s", s[i]);
-        cr_assert_eq(without[i], one, "%s", s[i]);
-        cr_assert(i >= N && i != N + 2 ? one == NULL : one != NULL, "%s", s[i]);
+        cache_node *one = cache_node_find(c, names[i], no_h[i].len);
+        cr_assert_eq(with[i], one, "%s", names[i]);
+        cr_assert_eq(without[i], one, "%s", names[i]);
+        cr_assert(i >= N && i != N + 2 ? one == NULL : one != NULL, "%s", names[i]);
     }
     cache_read_unlock(c);
 }
