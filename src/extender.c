@@ -684,12 +684,26 @@ static void write_name_list(wr *w, const eval *e)
  * render reasons when some node failed. */
 static void write_filter(svc *s, eval *e, buf *o, pool *p)
 {
+    /* One pass finds the failed names (usually a few of many); the
+     * FailedNodes loops below visit only them. */
     const pred_result *res = e->r.per_name;
+    const uint8_t *ro = e->r.reason_of;
     size_t failed = 0, unresolvable = 0;
+    bool need_lock = false;
+    uint32_t few[64], *fail = few;
     for (size_t i = 0; i < e->n; i++)
         if (res[i].code != PRED_OK) {
-            failed++;
+            if (failed == 64 && fail == few) {
+                fail = pool_alloc_raw(p, e->n * sizeof *fail);
+                if (!fail) {
+                    o->err = o->err ? o->err : AS_ENOMEM;
+                    return;
+                }
+                memcpy(fail, few, sizeof few);
+            }
+            fail[failed++] = (uint32_t)i;
             unresolvable += pred_unresolvable(res[i].code);
+            need_lock = need_lock || !ro || ro[i] == SCHED_NO_REASON;
         }
 
     wr w;
@@ -735,18 +749,12 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
          * escaped once here; the rest (a bucket of another taint that
          * hashed alike, buckets full) are rendered from their node, which
          * needs the read lock. */
-        const uint8_t *ro = e->r.reason_of;
         const char *bj[SCHED_MAX_REASONS] = {0};
         size_t bjl[SCHED_MAX_REASONS];
-        bool locked = false;
-        for (size_t i = 0; i < e->n && !locked; i++)
-            if (res[i].code != PRED_OK && (!ro || ro[i] == SCHED_NO_REASON)) {
-                cache_read_lock(s->cache);
-                locked = true;
-            }
-        for (size_t i = 0; i < e->n; i++) {
-            if (res[i].code == PRED_OK)
-                continue;
+        if (need_lock)
+            cache_read_lock(s->cache);
+        for (size_t f = 0; f < failed; f++) {
+            size_t i = fail[f];
             size_t wl;
             const char *why;
             uint8_t b = ro ? ro[i] : SCHED_NO_REASON;
@@ -789,7 +797,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
                 wr_raw(uw, why, wl);
             }
         }
-        if (locked)
+        if (need_lock)
             cache_read_unlock(s->cache);
         WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
         if (uw) {
@@ -818,13 +826,11 @@ static void ext_scores(const eval *e, const score_policy *policy, int8_t *out)
         memset(out, 0, e->n);
         return;
     }
+    /* nodes that do not fit or are unknown score -1 (sched.h): 0 here */
     score_to_extender_n(policy, e->r.score, e->n, out);
-    for (size_t i = 0; i < e->n; i++) {
-        if (e->r.per_name && e->r.per_name[i].code != PRED_OK)
-            out[i] = 0;
-        else if (out[i] > 10) /* the protocol's range, whatever the policy says */
+    for (size_t i = 0; i < e->n; i++)
+        if (out[i] > 10) /* the protocol's range, whatever the policy says */
             out[i] = 10;
-    }
 }
 
 static void write_prioritize(const eval *e, buf *o, const int8_t *scores)

@@ -593,6 +593,36 @@ Test(extender, filter_answers_only_input_names_in_order)
     svc_free(s);
 }
 
+/* More failed names than the filter keeps on its stack (64): every one is
+ * in FailedNodes, the unresolvable ones in FailedAndUnresolvableNodes too,
+ * and the rest still pass. */
+Test(extender, filter_with_many_failed_names)
+{
+    svc *s = new_svc();
+    buf names;
+    buf_init(&names, 0);
+    buf_puts(&names, "[\"node1\"");
+    for (int i = 0; i < 150; i++)
+        buf_printf(&names, ",\"ghost-%d\"%s", i, i % 50 == 0 ? ",\"small-1\"" : "");
+    buf_puts(&names, ",\"big-1\"]");
+    char *args = pod_args("many", "uid-many", "1", names.data);
+    reply r = call(s, extender_handle_filter, args);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    cr_assert_eq(json_array_size(json_object_get(r.json, "NodeNames")), 2, "%s", r.raw);
+    json_t *failed = json_object_get(r.json, "FailedNodes");
+    json_t *unres = json_object_get(r.json, "FailedAndUnresolvableNodes");
+    cr_assert_eq(json_object_size(failed), 151); /* small-1 once: names are de-duplicated */
+    cr_assert_eq(json_object_size(unres), 150);
+    cr_assert_str_eq(json_string_value(json_object_get(failed, "small-1")), "Insufficient cpu");
+    cr_assert_null(json_object_get(unres, "small-1"));
+    cr_assert_str_eq(json_string_value(json_object_get(unres, "ghost-149")),
+                     "node(s) were not found in agentsched's node cache");
+    reply_free(&r);
+    free(args);
+    buf_free(&names);
+    svc_free(s);
+}
+
 /* ---- hostile requests ----------------------------------------------- */
 
 typedef struct hostile {
