@@ -1582,6 +1582,31 @@ static int sc_node_names(sc *s, extargs_args *a)
         if (*s->p != '"')
             return sc_fail_at(s, AS_EINVAL, "NodeNames[%zu]", a->nnames,
                               "every NodeNames entry must be a string, not %s", sc_peek_type(s));
+        /* The compact run every client sends, "a","b",...: plain names
+         * (sc_string's fast case) one comma apart are read here with the
+         * scan position in a register. Anything else (escapes, a name too
+         * long, whitespace, the end of the array, a full names array) goes
+         * back to the general reader below, which reports what is wrong. */
+        const char *p = s->p, *end = s->end;
+        size_t n = a->nnames;
+        bool at_elem = true; /* p is at an element's opening quote */
+        while (n < s->cap_names) {
+            const unsigned char *q =
+                plain_run((const unsigned char *)p + 1, (const unsigned char *)end, false);
+            size_t len = (size_t)((const char *)q - p - 1);
+            if (q >= (const unsigned char *)end || *q != '"' || len > EXTARGS_MAX_NAME_LEN)
+                break;
+            a->names[n++] = (sched_name){p + 1, len, cache_name_hash(p + 1, len)};
+            p = (const char *)q + 1;
+            at_elem = end - p >= 2 && p[0] == ',' && p[1] == '"';
+            if (!at_elem)
+                break;
+            p++;
+        }
+        s->p = p;
+        a->nnames = n;
+        if (!at_elem)
+            continue; /* the run ended after a name: sc_next_elem goes on */
         if (!sc_grow(s, (void **)&a->names, &s->cap_names, a->nnames, sizeof *a->names,
                      "NodeNames[%zu]"))
             return 0;

@@ -304,6 +304,70 @@ Test(extargs, many_names)
     free(body);
 }
 
+/* The compact run of names ("a","b",...) is read apart from the general
+ * element reader: every way a run can end or break gives the general
+ * reader's result (names, or the error and its field). */
+Test(extargs, names_runs_end_and_break_like_the_general_reader)
+{
+    char long_name[300];
+    memset(long_name, 'n', 254);
+    long_name[254] = '\0';
+    char big[80000];
+    size_t o = (size_t)sprintf(big, "{\"NodeNames\":[");
+    for (int i = 0; i < 200; i++) /* past the names array's first growths */
+        o += (size_t)sprintf(big + o, "%s\"n%d\"", i ? "," : "", i);
+    strcpy(big + o, "]}");
+    struct {
+        const char *body;
+        as_err err;
+        const char *field; /* error */
+        size_t n;          /* names, OK */
+        const char *last;  /* the last name, OK */
+    } cases[] = {
+        {"{\"NodeNames\":[\"a\",\"b\",\"c\"]}", AS_OK, NULL, 3, "c"},
+        {"{\"NodeNames\":[ \"a\" , \"b\",\"c\" ]}", AS_OK, NULL, 3, "c"},
+        {"{\"NodeNames\":[\"a\",\"b\\u0063\",\"d\"]}", AS_OK, NULL, 3, "d"},
+        {"{\"NodeNames\":[\"a\",\n\"b\"]}", AS_OK, NULL, 2, "b"},
+        {"{\"NodeNames\":[\"a\",\"\"]}", AS_OK, NULL, 2, ""},
+        {"{\"NodeNames\":[\"a\",\"b\"],\"Nodes\":null}", AS_OK, NULL, 2, "b"},
+        {"{\"NodeNames\":[\"a\"\"b\"]}", AS_EPARSE, NULL, 0, NULL},
+        {"{\"NodeNames\":[\"a\",\"b\",]}", AS_EPARSE, NULL, 0, NULL},
+        {"{\"NodeNames\":[\"a\",\"b\"", AS_EPARSE, NULL, 0, NULL},
+        {"{\"NodeNames\":[\"a\",\"b", AS_EPARSE, NULL, 0, NULL},
+        {"{\"NodeNames\":[\"a\",\"b\x01\"]}", AS_EPARSE, NULL, 0, NULL},
+        {"{\"NodeNames\":[\"a\",7]}", AS_EINVAL, "NodeNames[1]", 0, NULL},
+        {"{\"NodeNames\":[\"a\",\"\\u0000\"]}", AS_EINVAL, "NodeNames[1]", 0, NULL},
+        {"{\"NodeNames\":[\"a\",\"\xc3\xa9\"]}", AS_OK, NULL, 2, "\xc3\xa9"},
+        {"{\"NodeNames\":[\"a\",\"\xc3\"]}", AS_EPARSE, NULL, 0, NULL},
+        {big, AS_OK, NULL, 200, "n199"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        extargs_args a;
+        as_diag d;
+        pool *p;
+        as_err err = decode(cases[k].body, &a, &d, &p);
+        cr_assert_eq(err, cases[k].err, "case %zu: %d (%s)", k, err, d.msg);
+        if (err == AS_OK) {
+            cr_assert_eq(a.nnames, cases[k].n, "case %zu", k);
+            cr_assert(name_eq(a.names[a.nnames - 1], cases[k].last), "case %zu", k);
+            for (size_t i = 0; i < a.nnames; i++)
+                cr_assert_eq(a.names[i].hash, cache_name_hash(a.names[i].s, a.names[i].len));
+            extargs_args_release(&a);
+        } else if (cases[k].field) {
+            cr_assert_str_eq(d.field, cases[k].field, "case %zu", k);
+        }
+        pool_free(p);
+    }
+    /* a name one byte too long in the middle of a run */
+    snprintf(big, sizeof big, "{\"NodeNames\":[\"a\",\"%s\",\"c\"]}", long_name);
+    extargs_args a;
+    as_diag d;
+    pool *p;
+    cr_assert_eq(decode(big, &a, &d, &p), AS_EINVAL);
+    cr_assert_str_eq(d.field, "NodeNames[1]");
+    pool_free(p);
+}
+
 Test(extargs, long_name_and_key)
 {
     char body[6000];
