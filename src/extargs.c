@@ -1576,6 +1576,16 @@ static int sc_node_names(sc *s, extargs_args *a)
     a->has_node_names = true;
     if (!sc_enter(s))
         return 0;
+    if (!a->names) {
+        /* Sized once for what the rest of the body can hold at 12 bytes a
+         * name (kube-scheduler's node names are longer), up to 8192,
+         * instead of doubling from 64 and copying at every step; a denser
+         * or longer list grows on from there. */
+        size_t guess = (size_t)(s->end - s->p) / 12;
+        guess = guess < 64 ? 64 : guess > 8192 ? 8192 : guess;
+        a->names = pool_alloc_raw(s->pool, guess * sizeof *a->names);
+        s->cap_names = a->names ? guess : 0;
+    }
     bool first = true;
     int r;
     while ((r = sc_next_elem(s, &first)) == 1) {
