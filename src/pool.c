@@ -6,7 +6,7 @@
 #include <string.h>
 
 #define POOL_CHUNK       4096
-#define POOL_SMALL_CHUNK 512
+#define POOL_SMALL_CHUNK 1024 /* pool_new_small's first chunk, in its own allocation */
 #define POOL_DEFAULT_CAP ((size_t)64 << 20)
 
 typedef struct pool_chunk {
@@ -18,8 +18,10 @@ typedef struct pool_chunk {
 struct pool {
     pool_chunk *head;
     size_t cap, used;
-    size_t next_chunk; /* size of the next ordinary chunk */
-    size_t footprint;  /* bytes malloc'd: this struct and every chunk */
+    size_t next_chunk;   /* size of the next ordinary chunk */
+    size_t footprint;    /* bytes malloc'd: this struct and every chunk */
+    pool_chunk *builtin; /* pool_new_small's first chunk, allocated with the
+                            struct (not freed on its own); else NULL */
 };
 
 /* See pool.h. */
@@ -28,7 +30,7 @@ pool *pool_new(size_t cap)
     pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    p->cap = cap ? cap : POOL_DEFAULT_CAP;
+    p->cap = cap ? cap : POOL_DEFAULT_CAP; /* builtin NULL */
     p->next_chunk = POOL_CHUNK;
     p->footprint = sizeof *p;
     return p;
@@ -37,9 +39,22 @@ pool *pool_new(size_t cap)
 /* See pool.h. */
 pool *pool_new_small(size_t cap)
 {
-    pool *p = pool_new(cap);
-    if (p)
-        p->next_chunk = POOL_SMALL_CHUNK;
+    /* One allocation: the struct, then its first chunk (aligned as chunks
+     * are), so a pod that fits is one malloc and one free. */
+    size_t at = (sizeof(pool) + _Alignof(pool_chunk) - 1) & ~(_Alignof(pool_chunk) - 1);
+    size_t bytes = at + sizeof(pool_chunk) + POOL_SMALL_CHUNK;
+    pool *p = malloc(bytes);
+    if (!p)
+        return NULL;
+    pool_chunk *c = (pool_chunk *)(void *)((char *)p + at);
+    c->next = NULL;
+    c->size = POOL_SMALL_CHUNK;
+    c->used = 0;
+    *p = (pool){.head = c,
+                .cap = cap ? cap : POOL_DEFAULT_CAP,
+                .next_chunk = POOL_SMALL_CHUNK * 2,
+                .footprint = bytes,
+                .builtin = c};
     return p;
 }
 
@@ -51,7 +66,8 @@ void pool_free(pool *p)
     pool_chunk *c = p->head;
     while (c) {
         pool_chunk *next = c->next;
-        free(c);
+        if (c != p->builtin)
+            free(c);
         c = next;
     }
     free(p);

@@ -18,9 +18,10 @@ typedef struct pool pool;
 pool *pool_new(size_t cap);
 
 /* pool_new_small is pool_new for a pool that usually stays small and may
- * live long (a decoded pod, which the binder's memo keeps): its chunks
- * start at 512 bytes and double up to the usual 4 KiB, so that it holds
- * little more than it hands out. Caller owns; pool_free. */
+ * live long (a decoded pod, which the binder's memo keeps): its first 1 KiB
+ * chunk comes in the pool's own allocation (one malloc for a pool that
+ * stays within it) and later chunks double up to the usual 4 KiB, so that
+ * it holds little more than it hands out. Caller owns; pool_free. */
 pool *pool_new_small(size_t cap);
 
 /* pool_free releases the pool and everything allocated from it. NULL ok. */
