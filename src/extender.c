@@ -957,6 +957,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
             .names = e.names,
             .nnames = e.n,
             .k = SCHED_MAX_K,
+            .names_unique = true, /* extargs_eval_names */
             /* filter scores too: its scores answer the cycle's prioritize */
             .score_all = true,
             .skip_filter = false,

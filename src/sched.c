@@ -57,6 +57,7 @@ typedef struct topk {
      * at the bar whose name's first 8 bytes order after it loses to the
      * worst without a full compare (identical nodes tie all the time). */
     uint64_t bar_key;
+    bool unique; /* each node is offered once: no repeats to look for */
 } topk;
 
 /* be_key is s's first 8 bytes as a big-endian number (memcmp order),
@@ -71,11 +72,12 @@ static inline uint64_t be_key(const char *s, size_t len)
     return __builtin_bswap64(w);
 }
 
-static void topk_init(topk *t, uint32_t k)
+static void topk_init(topk *t, uint32_t k, bool unique)
 {
     t->n = 0;
     t->k = k;
     t->bar = k ? -INFINITY : INFINITY;
+    t->unique = unique;
 }
 
 /* topk_rank orders a (score, name) against a kept entry: < 0 when it ranks
@@ -110,7 +112,7 @@ static void topk_insert(topk *t, const cache_node *node, const char *name, size_
     if (lo == t->k)
         return; /* full, and not better than the worst */
     /* a name listed twice by the caller is one candidate */
-    for (uint32_t j = 0; j < t->n; j++)
+    for (uint32_t j = 0; !t->unique && j < t->n; j++)
         if (t->e[j].node == node)
             return;
     uint32_t end = t->n < t->k ? t->n++ : t->n - 1; /* the worst drops out when full */
@@ -286,8 +288,11 @@ as_err sched_evaluate(cache *c, const sched_request *req, sched_result *out)
     x.req = req;
     x.out = out;
     uint32_t k = req->k > SCHED_MAX_K ? SCHED_MAX_K : req->k;
-    topk_init(&x.in, k);
-    topk_init(&x.out_of_shard, k);
+    /* a full scan visits each node once; named nodes may repeat unless
+     * the caller says otherwise */
+    bool unique = !req->names || req->names_unique;
+    topk_init(&x.in, k, unique);
+    topk_init(&x.out_of_shard, k, unique);
 
     cache_read_lock(c);
     if (req->oracle && req->oracle->prepare) {

@@ -133,8 +133,9 @@ as_err extargs_parse_pod(extargs_args *a, const struct extargs_skip *skip, as_di
  * extargs_eval_names returns the set of node names a filter/prioritize
  * evaluates: NodeNames, followed by the names of Nodes.items not among
  * them (both are present only in odd requests, e.g. upstream's own test
- * example). *item_index (may be NULL when there are no items) maps each
- * Nodes item j to its index in *names. Arrays in p (or a->names itself).
+ * example). No name occurs twice (the decoder de-duplicated both lists). *item_index (may be NULL
+ * when there are no items) maps each Nodes item j to its index in *names. Arrays in p (or a->names
+ * itself).
  */
 as_err extargs_eval_names(pool *p, const extargs_args *a, sched_name **names, size_t *n,
                           size_t **item_index);

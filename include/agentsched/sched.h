@@ -116,10 +116,12 @@ typedef struct sched_request {
     const score_policy *policy; /* borrowed */
     const sched_name *names;    /* NULL: every node in the cache */
     size_t nnames;
-    uint32_t k;       /* top-K candidates to keep (<= SCHED_MAX_K) */
-    bool score_all;   /* fill per-name scores (prioritize) */
-    bool skip_filter; /* prioritize: names were already filtered upstream;
-                         still scores only nodes that exist */
+    uint32_t k;        /* top-K candidates to keep (<= SCHED_MAX_K) */
+    bool names_unique; /* no name occurs twice (the caller de-duplicated
+                          them): top-K need not look for repeats */
+    bool score_all;    /* fill per-name scores (prioritize) */
+    bool skip_filter;  /* prioritize: names were already filtered upstream;
+                          still scores only nodes that exist */
     /* Early stop when scanning every node (ignored with names), like
      * kube-scheduler's percentageOfNodesToScore: 0 = full scan (default);
      * else stop once this many feasible (in-shard, in soft mode) nodes were
