@@ -1207,40 +1207,42 @@ static int vw_overflow(vw *w, const char *at, const char *what)
     return 0;
 }
 
-/* vw_number reads the number at w->p into *e. */
-static int vw_number(vw *w, ev *e)
+/* scan_number reads the validated number at p (its end in *next) into *e:
+ * 0, or 1 for an integer beyond long long, 2 for a real beyond double (the
+ * DOM builder refuses both, as yajl does), 3 when out of memory. */
+static int scan_number(const char *p, const char *end, const char **next, ev *e)
 {
-    const char *p = w->p, *start = p;
+    const char *start = p;
     bool neg = *p == '-', real = false;
     if (neg)
         p++;
     unsigned long long mag = 0;
     bool over = false;
-    for (; p < w->end && is_digit(*p); p++) {
+    for (; p < end && is_digit(*p); p++) {
         unsigned d = (unsigned)(*p - '0');
         if (mag > ((unsigned long long)LLONG_MAX - d) / 10)
             over = true;
         else
             mag = mag * 10 + d;
     }
-    while (p < w->end &&
+    while (p < end &&
            (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-')) {
         real = true;
         p++;
     }
-    w->p = p;
+    *next = p;
     if (!real) {
         if (over)
-            return vw_overflow(w, start, "integer overflow");
+            return 1;
         e->kind = EV_INT;
         e->i = neg ? -(long long)mag : (long long)mag;
-        return 1;
+        return 0;
     }
     char num[64];
     size_t n = (size_t)(p - start);
     char *text = n < sizeof num ? num : malloc(n + 1);
     if (!text)
-        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
+        return 3;
     memcpy(text, start, n);
     text[n] = '\0';
     errno = 0;
@@ -1249,9 +1251,23 @@ static int vw_number(vw *w, ev *e)
     if (text != num)
         free(text);
     if (huge)
-        return vw_overflow(w, start, "numeric (floating point) overflow");
+        return 2;
     e->kind = EV_DBL;
     e->d = d;
+    return 0;
+}
+
+/* vw_number reads the number at w->p into *e. */
+static int vw_number(vw *w, ev *e)
+{
+    const char *start = w->p;
+    int r = scan_number(w->p, w->end, &w->p, e);
+    if (r == 1)
+        return vw_overflow(w, start, "integer overflow");
+    if (r == 2)
+        return vw_overflow(w, start, "numeric (floating point) overflow");
+    if (r == 3)
+        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
     return 1;
 }
 
@@ -1785,6 +1801,246 @@ static int sc_args(sc *s, extargs_args *a)
 as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *out, as_diag *diag)
 {
     return extargs_decode_args_ex(p, body, len, 0, out, diag);
+}
+
+/* ---- iterating a validated object without a DOM -------------------- */
+
+/* iter_ws skips whitespace. */
+static inline const char *iter_ws(const char *p, const char *end)
+{
+    while (p < end && is_ws(*p))
+        p++;
+    return p;
+}
+
+/* iter_skip returns the end of the validated value at p, or NULL when it
+ * holds a number the DOM builder refuses (out of range, or no memory to
+ * tell). */
+static const char *iter_skip(const char *p, const char *end)
+{
+    int depth = 0;
+    do {
+        if (p >= end)
+            return NULL; /* not a validated span */
+        char ch = *p;
+        if (ch == '"') {
+            bool esc;
+            p = vw_string_end(p + 1, end, &esc) + 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+            p++;
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+            p++;
+        } else if (ch == '-' || is_digit(ch)) {
+            ev e;
+            if (scan_number(p, end, &p, &e))
+                return NULL;
+        } else if (ch == 't' || ch == 'n') {
+            p += 4;
+        } else if (ch == 'f') {
+            p += 5;
+        } else {
+            p++; /* whitespace, ',' and ':' */
+        }
+    } while (depth > 0);
+    return p;
+}
+
+/* See extargs.h. */
+bool extargs_iter_begin(extargs_iter *it, const char *span, size_t len)
+{
+    const char *end = span + len;
+    const char *p = iter_ws(span, end);
+    it->p = p + 1;
+    it->end = end;
+    it->known = NULL;
+    it->known_end = NULL;
+    return p < end && *p == '{';
+}
+
+/* See extargs.h. */
+int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *kesc,
+                      extargs_value *v)
+{
+    const char *p = iter_ws(it->p, it->end), *end = it->end;
+    if (p < end && *p == ',')
+        p = iter_ws(p + 1, end);
+    if (p >= end || *p != '"')
+        return 0; /* '}' */
+    bool esc = false;
+    const char *q = vw_string_end(p + 1, end, &esc);
+    *key = p + 1;
+    *klen = (size_t)(q - p - 1);
+    *kesc = esc;
+    p = iter_ws(q + 1, end);
+    p = iter_ws(p + 1, end); /* past ':' */
+    v->type = p < end ? *p : '}';
+    v->esc = false;
+    if (v->type == '"') {
+        q = vw_string_end(p + 1, end, &v->esc);
+        v->s = p + 1;
+        v->len = (size_t)(q - p - 1);
+        it->p = q + 1;
+        return 1;
+    }
+    if (v->type == '-' || is_digit(v->type))
+        v->type = '0';
+    /* a value whose end the caller knows (the Pod's spec) is not walked */
+    q = p == it->known ? it->known_end : iter_skip(p, end);
+    if (!q)
+        return -1;
+    v->s = p;
+    v->len = (size_t)(q - p);
+    it->p = q;
+    return 1;
+}
+
+/* ---- a Pod's fields without its DOM ---------------------------------- */
+
+/* pod_str takes a string member's value into *out (null: absent); false
+ * for another type or a string with escapes (the DOM path decides). */
+static bool pod_str(const extargs_value *v, model_span *out)
+{
+    if (v->type == 'n') {
+        *out = (model_span){NULL, 0};
+        return true;
+    }
+    if (v->type != '"' || v->esc)
+        return false;
+    *out = (model_span){v->s, v->len};
+    return true;
+}
+
+static bool key_is(const char *k, size_t kl, const char *name)
+{
+    size_t n = strlen(name);
+    return kl == n && memcmp(k, name, n) == 0;
+}
+
+/* pod_labels reads metadata.labels into f (a repeated "labels" starts
+ * over, as the DOM keeps the last one). */
+static bool pod_labels(const extargs_value *v, model_pod_fields *f, model_span *keys,
+                       model_span *values, size_t cap)
+{
+    f->nlabels = 0;
+    if (v->type == 'n')
+        return true;
+    extargs_iter it;
+    if (v->type != '{' || !extargs_iter_begin(&it, v->s, v->len))
+        return false;
+    const char *k;
+    size_t kl;
+    bool kesc;
+    extargs_value lv;
+    int r;
+    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &lv)) == 1) {
+        if (kesc || f->nlabels == cap || lv.type != '"' || lv.esc)
+            return false;
+        keys[f->nlabels] = (model_span){k, kl};
+        values[f->nlabels++] = (model_span){lv.s, lv.len};
+    }
+    return r == 0;
+}
+
+/* pod_metadata_fields reads metadata's members into f (a repeated
+ * "metadata" starts over). */
+static bool pod_metadata_fields(const extargs_value *v, model_pod_fields *f, model_span *keys,
+                                model_span *values, size_t cap)
+{
+    f->name = f->ns = f->uid = f->resource_version = f->creation_timestamp = (model_span){NULL, 0};
+    f->deletion_timestamp = false;
+    f->nlabels = 0;
+    if (v->type == 'n')
+        return true;
+    extargs_iter it;
+    if (v->type != '{' || !extargs_iter_begin(&it, v->s, v->len))
+        return false;
+    const char *k;
+    size_t kl;
+    bool kesc;
+    extargs_value m;
+    int r;
+    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &m)) == 1) {
+        if (kesc)
+            return false; /* an escaped key may spell one of ours */
+        bool ok = true;
+        if (key_is(k, kl, "name")) {
+            ok = pod_str(&m, &f->name);
+        } else if (key_is(k, kl, "namespace")) {
+            ok = pod_str(&m, &f->ns);
+        } else if (key_is(k, kl, "uid")) {
+            ok = pod_str(&m, &f->uid);
+        } else if (key_is(k, kl, "resourceVersion")) {
+            ok = pod_str(&m, &f->resource_version);
+        } else if (key_is(k, kl, "creationTimestamp")) {
+            ok = pod_str(&m, &f->creation_timestamp);
+        } else if (key_is(k, kl, "deletionTimestamp")) {
+            model_span ts = {NULL, 0};
+            ok = pod_str(&m, &ts);
+            f->deletion_timestamp = ts.s != NULL;
+        } else if (key_is(k, kl, "labels")) {
+            ok = pod_labels(&m, f, keys, values, cap);
+        }
+        if (!ok)
+            return false;
+    }
+    return r == 0;
+}
+
+/* pod_status_fields reads status.phase into f. */
+static bool pod_status_fields(const extargs_value *v, model_pod_fields *f)
+{
+    f->phase = (model_span){NULL, 0};
+    if (v->type == 'n')
+        return true;
+    extargs_iter it;
+    if (v->type != '{' || !extargs_iter_begin(&it, v->s, v->len))
+        return false;
+    const char *k;
+    size_t kl;
+    bool kesc;
+    extargs_value m;
+    int r;
+    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &m)) == 1)
+        if (kesc || (key_is(k, kl, "phase") && !pod_str(&m, &f->phase)))
+            return false;
+    return r == 0;
+}
+
+/* See extargs.h. */
+bool extargs_pod_fields(const extargs_args *a, model_pod_fields *f, model_span *keys,
+                        model_span *values, size_t cap)
+{
+    memset(f, 0, sizeof *f);
+    f->label_keys = keys;
+    f->label_values = values;
+    extargs_iter it;
+    if (!a->pod_raw || !extargs_iter_begin(&it, a->pod_raw, a->pod_raw_len))
+        return false;
+    if (a->pod_spec_raw) {
+        it.known = a->pod_spec_raw;
+        it.known_end = a->pod_spec_raw + a->pod_spec_len;
+    }
+    const char *k;
+    size_t kl;
+    bool kesc;
+    extargs_value v;
+    int r;
+    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &v)) == 1) {
+        if (kesc)
+            return false;
+        bool ok = true;
+        if (key_is(k, kl, "kind"))
+            ok = pod_str(&v, &f->kind);
+        else if (key_is(k, kl, "metadata"))
+            ok = pod_metadata_fields(&v, f, keys, values, cap);
+        else if (key_is(k, kl, "status"))
+            ok = pod_status_fields(&v, f);
+        if (!ok)
+            return false;
+    }
+    return r == 0;
 }
 
 /* See extargs.h. */

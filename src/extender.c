@@ -75,6 +75,9 @@ static model_pod_spec *spec_get(extender_memo *m, uint64_t h, const char *text, 
                                 int gen);
 static const extargs_skip *spec_memo_skip(const extender_memo *m);
 
+/* Labels a Pod may have for its fields to be read without a DOM. */
+#define POD_FIELDS_MAX_LABELS 64
+
 /*
  * decode_args_pod builds a's Pod (validated, not yet parsed) into a model
  * pod. Agent pods of one template share their spec's text: a spec decoded
@@ -97,6 +100,15 @@ static as_err decode_args_pod(svc *s, extargs_args *a, model_pod **out, as_diag 
     as_err err;
     if (spec) {
         metrics_inc(s->m.spec_memo_hits);
+        /* The spec is known: kind, metadata and status are read off the
+         * span, or, when they are not the plain case, from the DOM. */
+        model_pod_fields f;
+        model_span keys[POD_FIELDS_MAX_LABELS], values[POD_FIELDS_MAX_LABELS];
+        if (extargs_pod_fields(a, &f, keys, values, POD_FIELDS_MAX_LABELS) &&
+            model_pod_from_fields(&s->reg, &f, spec, out) == AS_OK) {
+            model_pod_spec_unref(spec);
+            return AS_OK;
+        }
         err = extargs_parse_pod(a, spec_memo_skip(m), d);
         if (!err && (err = model_pod_from_json_spec(&s->reg, a->pod, spec, out, d))) {
             as_diag_prefix_field(d, "Pod");

@@ -130,6 +130,54 @@ struct extargs_skip;
 as_err extargs_parse_pod(extargs_args *a, const struct extargs_skip *skip, as_diag *diag);
 
 /*
+ * Reading the members of a JSON object that the decoder validated (a span
+ * of the request, such as the Pod's) without building a DOM: for callers
+ * that want a few members of a big object (the extender's Pod metadata).
+ * Member order and repeats are the document's (a DOM keeps the last).
+ */
+typedef struct extargs_iter {
+    const char *p, *end;
+    /* A value starting at known is not walked: it ends at known_end (the
+     * caller found it already, e.g. pod_spec_raw). NULL: none. */
+    const char *known, *known_end;
+} extargs_iter;
+
+/* A member's value: type '"' (s/len: the bytes between the quotes, esc
+ * when they hold escapes), '{' or '[' (s/len: the whole value, an object
+ * or array span of its own), '0' (a number), 't', 'f' or 'n' (true, false,
+ * null; s/len the literal). */
+typedef struct extargs_value {
+    const char *s;
+    size_t len;
+    char type;
+    bool esc;
+} extargs_value;
+
+/* extargs_iter_begin starts on the object span[0..len) (validated JSON;
+ * leading whitespace allowed); false when it is not an object. */
+bool extargs_iter_begin(extargs_iter *it, const char *span, size_t len);
+
+/* extargs_iter_next reads the next member: its key (the bytes between the
+ * quotes, *kesc when they hold escapes) and value. 1: a member; 0: the end
+ * of the object; -1: the value holds a number the Pod's DOM builder
+ * refuses (out of range): build the DOM instead, for its error. */
+int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *kesc,
+                      extargs_value *v);
+
+/*
+ * extargs_pod_fields takes out of a's Pod span (validated by the decode;
+ * the spec member, a->pod_spec_raw, is jumped over) the members
+ * model_pod_from_fields reads: true with *f filled, its labels in
+ * keys/values (room for cap), when each is the plain case: strings without
+ * escapes, no escaped key, members of the types the pod model takes. false
+ * otherwise, or when the span holds a number the Pod's DOM builder refuses:
+ * build the DOM then (extargs_parse_pod), which decides. f's spans point
+ * into the request body.
+ */
+bool extargs_pod_fields(const extargs_args *a, model_pod_fields *f, model_span *keys,
+                        model_span *values, size_t cap);
+
+/*
  * extargs_eval_names returns the set of node names a filter/prioritize
  * evaluates: NodeNames, followed by the names of Nodes.items not among
  * them (both are present only in odd requests, e.g. upstream's own test

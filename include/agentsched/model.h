@@ -348,6 +348,38 @@ void model_pod_spec_unref(model_pod_spec *spec);
 as_err model_pod_from_json_spec(const model_registry *reg, const json_t *obj, model_pod_spec *spec,
                                 model_pod **out, as_diag *diag);
 
+/* Bytes a caller found in a document: not NUL-terminated; s NULL when the
+ * member is absent or null. */
+typedef struct model_span {
+    const char *s;
+    size_t len;
+} model_span;
+
+/*
+ * The members of a Pod that model_pod_from_json_spec reads, taken out of
+ * the Pod's JSON by a caller that scanned it itself (the extender's
+ * request scanner), each a string without escapes: kind, metadata's name,
+ * namespace, uid, resourceVersion, creationTimestamp, whether
+ * deletionTimestamp is set, the labels (keys and values, in document
+ * order), status.phase.
+ */
+typedef struct model_pod_fields {
+    model_span kind, name, ns, uid, resource_version, creation_timestamp, phase;
+    bool deletion_timestamp;
+    const model_span *label_keys, *label_values;
+    uint32_t nlabels;
+} model_pod_fields;
+
+/*
+ * model_pod_from_fields is model_pod_from_json_spec for a Pod given as its
+ * fields: the same pod when that decode would succeed. A Pod it would
+ * refuse, or that these fields cannot stand for (a label key given twice:
+ * the DOM keeps the last), is AS_EUNSUPPORTED with nothing built: decode
+ * the Pod's JSON instead, which says what is wrong. Caller owns *out.
+ */
+as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *f,
+                             model_pod_spec *spec, model_pod **out);
+
 /* model_pod_is_terminal: phase Succeeded or Failed (its resources are free). */
 bool model_pod_is_terminal(const model_pod *p);
 

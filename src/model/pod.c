@@ -503,23 +503,32 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
     return AS_OK;
 }
 
+/* pod_phase_of reads a status.phase (s[0..len), NULL or "" when absent:
+ * Pending); false when it is none of the five. */
+static bool pod_phase_of(const char *s, size_t len, model_phase *out)
+{
+    static const char *const names[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
+    if (!s || !len) {
+        *out = MODEL_PHASE_PENDING;
+        return true;
+    }
+    for (int i = 0; i < 5; i++) {
+        if (strlen(names[i]) == len && memcmp(s, names[i], len) == 0) {
+            *out = (model_phase)i;
+            return true;
+        }
+    }
+    return false;
+}
+
 static as_err pod_phase(pod_dec *d, const json_t *status)
 {
     const char *ph;
     as_err err = model_priv_get_str(&d->c, status, "phase", "status.phase", "", &ph);
     if (err)
         return err;
-    static const char *const names[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
-    if (!ph[0]) {
-        d->pod->phase = MODEL_PHASE_PENDING;
+    if (pod_phase_of(ph, strlen(ph), &d->pod->phase))
         return AS_OK;
-    }
-    for (int i = 0; i < 5; i++) {
-        if (strcmp(ph, names[i]) == 0) {
-            d->pod->phase = (model_phase)i;
-            return AS_OK;
-        }
-    }
     return model_priv_fail(&d->c, AS_EINVAL, "status.phase",
                            "unknown phase \"%.40s\"; use Pending, Running, Succeeded, Failed or "
                            "Unknown",
@@ -767,6 +776,94 @@ as_err model_pod_from_json_spec(const model_registry *reg, const json_t *obj, mo
 {
     assert(spec);
     return pod_decode(reg, obj, spec, out, diag);
+}
+
+/* field_str copies f into the pool as a C string, dflt when absent; false
+ * when it holds NUL (which the JSON decode refuses) or memory is short. */
+static bool field_str(pool *p, model_span f, const char *dflt, const char **out)
+{
+    if (!f.s) {
+        *out = dflt;
+        return true;
+    }
+    if (memchr(f.s, '\0', f.len))
+        return false;
+    char *d = pool_strndup(p, f.s, f.len);
+    *out = d;
+    return d != NULL;
+}
+
+static int span_kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const model_kv *)a)->key, ((const model_kv *)b)->key);
+}
+
+/* See model.h. Every condition under which pod_decode fails, or builds
+ * something else, sends the caller back to it (AS_EUNSUPPORTED); the
+ * differential test holds the two to the same pods. */
+as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *f,
+                             model_pod_spec *spec, model_pod **out)
+{
+    (void)reg;
+    *out = NULL;
+    if (f->kind.s && !(f->kind.len == 3 && memcmp(f->kind.s, "Pod", 3) == 0))
+        return AS_EUNSUPPORTED;
+    pool *pl = pool_new_small(0);
+    if (!pl)
+        return AS_EUNSUPPORTED;
+    model_pod *p = pool_alloc(pl, sizeof *p);
+    if (!p)
+        goto refuse;
+    p->pool = pl;
+    if (!field_str(pl, f->name, "", &p->name) || !field_str(pl, f->ns, "", &p->ns))
+        goto refuse;
+    if (!p->ns[0])
+        p->ns = "default";
+    if (!p->name[0] || f->name.len > MODEL_POD_NAME_MAX || strlen(p->ns) > MODEL_NAMESPACE_MAX)
+        goto refuse;
+    if (!field_str(pl, f->uid, "", &p->uid) ||
+        !field_str(pl, f->resource_version, "", &p->resource_version))
+        goto refuse;
+    if (f->nlabels) {
+        model_kv *kv = pool_alloc(pl, f->nlabels * sizeof *kv);
+        if (!kv)
+            goto refuse;
+        for (uint32_t i = 0; i < f->nlabels; i++) {
+            if (!f->label_keys[i].s || !f->label_values[i].s ||
+                memchr(f->label_keys[i].s, '\0', f->label_keys[i].len) ||
+                !field_str(pl, f->label_values[i], "", &kv[i].value) ||
+                !(kv[i].key = pool_strndup(pl, f->label_keys[i].s, f->label_keys[i].len)))
+                goto refuse;
+        }
+        qsort(kv, f->nlabels, sizeof *kv, span_kv_cmp);
+        for (uint32_t i = 1; i < f->nlabels; i++)
+            if (strcmp(kv[i - 1].key, kv[i].key) == 0)
+                goto refuse; /* the DOM keeps the last: let it */
+        p->labels.items = kv;
+        p->labels.n = f->nlabels;
+    }
+    p->terminating = f->deletion_timestamp;
+    if (f->creation_timestamp.s) {
+        char ts[64];
+        if (f->creation_timestamp.len >= sizeof ts ||
+            memchr(f->creation_timestamp.s, '\0', f->creation_timestamp.len))
+            goto refuse;
+        memcpy(ts, f->creation_timestamp.s, f->creation_timestamp.len);
+        ts[f->creation_timestamp.len] = '\0';
+        if (!model_priv_rfc3339_ms(ts, &p->created_ms))
+            goto refuse;
+    }
+    spec_copy(p, &spec->fields);
+    p->spec = model_pod_spec_ref(spec);
+    if (!pod_phase_of(f->phase.s, f->phase.len, &p->phase)) {
+        model_pod_spec_unref(p->spec);
+        goto refuse;
+    }
+    *out = p;
+    return AS_OK;
+refuse:
+    pool_free(pl);
+    return AS_EUNSUPPORTED;
 }
 
 /* See model.h. */

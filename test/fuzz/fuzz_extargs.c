@@ -6,7 +6,8 @@
  * names within the caps, node spans inside the input and themselves valid
  * JSON objects, no duplicate names; failures always explain themselves.
  * The DOM builder runs whole and with skip rules, which must accept every
- * document the whole build accepts and never keep more of it.
+ * document the whole build accepts and never keep more of it. A Pod read
+ * off its span (the extender's spec memo path) is the Pod its DOM gives.
  * Build: cmake -DAGENTSCHED_FUZZ=ON -DCMAKE_C_COMPILER=clang; run
  * ./fuzz_extargs -max_len=65536 test/unit/data/extender/(filter|...)/ * /.
  */
@@ -17,6 +18,7 @@
 
 #include "agentsched/extargs.h"
 #include "agentsched/k8s.h"
+#include "agentsched/model.h"
 #include "../json_count.h"
 
 /* valid_json: 1 when jansson agrees the text is JSON (an object when
@@ -99,6 +101,63 @@ static void walk_matches_yajl(const char *body, size_t size)
     }
 }
 
+/* fields_match_dom: on a spec memo hit the extender reads the Pod's kind,
+ * metadata and status off its span (extargs_pod_fields,
+ * model_pod_from_fields); whatever that builds, the DOM path
+ * (extargs_parse_pod with the Pod rules, model_pod_from_json_spec) builds
+ * too, the same pod. a: a lazy decode with a spec span. */
+static void fields_match_dom(const extargs_args *lazy)
+{
+    static model_registry reg;
+    static bool init;
+    if (!init) {
+        model_registry_init(&reg);
+        init = true;
+    }
+    as_diag d;
+    json_t *sdom = NULL;
+    model_pod_spec *spec = NULL;
+    if (extargs_parse_json_skip(lazy->pod_spec_raw, lazy->pod_spec_len, NULL, &sdom, &d) ||
+        model_pod_spec_from_json(&reg, sdom, &spec, &d)) {
+        if (sdom)
+            json_decref(sdom);
+        return; /* no spec to remember: the memo does not come into it */
+    }
+    json_decref(sdom);
+    extargs_args a = *lazy;
+    a.pod = NULL;
+    model_pod_fields f;
+    model_span keys[64], values[64];
+    model_pod *fast = NULL, *dom = NULL;
+    as_err fe = extargs_pod_fields(&a, &f, keys, values, 64)
+                    ? model_pod_from_fields(&reg, &f, spec, &fast)
+                    : AS_EUNSUPPORTED;
+    if (fe != AS_OK && fe != AS_EUNSUPPORTED)
+        abort();
+    as_err de = extargs_parse_pod(&a, k8s_stream_skip(K8S_KIND_POD), &d);
+    if (!de)
+        de = model_pod_from_json_spec(&reg, a.pod, spec, &dom, &d);
+    if (fe == AS_OK) {
+        if (de != AS_OK)
+            abort(); /* the fields path took what the DOM refuses */
+        if (strcmp(fast->name, dom->name) || strcmp(fast->ns, dom->ns) ||
+            strcmp(fast->uid, dom->uid) || strcmp(fast->resource_version, dom->resource_version) ||
+            fast->labels.n != dom->labels.n || fast->terminating != dom->terminating ||
+            fast->created_ms != dom->created_ms || fast->phase != dom->phase ||
+            fast->spec != dom->spec)
+            abort();
+        for (uint32_t i = 0; i < fast->labels.n; i++)
+            if (strcmp(fast->labels.items[i].key, dom->labels.items[i].key) ||
+                strcmp(fast->labels.items[i].value, dom->labels.items[i].value))
+                abort();
+    }
+    model_pod_free(fast);
+    model_pod_free(dom);
+    if (a.pod)
+        json_decref(a.pod);
+    model_pod_spec_unref(spec);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *body = (const char *)data;
@@ -118,6 +177,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a.pod_raw && (a.pod_raw < body || a.pod_raw + a.pod_raw_len > body + size ||
                           a.pod_raw[0] != '{' || a.pod_raw[a.pod_raw_len - 1] != '}'))
             abort();
+        if (a.pod_spec_raw)
+            fields_match_dom(&a);
         /* What the extender builds: the Pod without the members the pod
          * model never reads. Whatever the whole build accepts, it accepts. */
         const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agentsched/extargs.h"
+#include "agentsched/k8s.h"
 
 /* The ExtenderArgs example of upstream's types_test.go, and its
  * lower-cased round trip (Go decodes keys case-insensitively). */
@@ -1156,4 +1157,190 @@ Test(extargs, nul_in_keys_is_refused)
     cr_expect_eq(extargs_parse_json_skip(ok, strlen(ok), rules, &w, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(json_string_length(json_object_get(w, "v")), 2);
     json_decref(w);
+}
+
+/* ---- a Pod's fields without its DOM --------------------------------- */
+
+/* same_pods: two decodes of one Pod agree on everything a pod holds. */
+static void same_pods(const model_pod *a, const model_pod *b, const char *what)
+{
+    cr_assert_str_eq(a->name, b->name, "%s", what);
+    cr_assert_str_eq(a->ns, b->ns, "%s", what);
+    cr_assert_str_eq(a->uid, b->uid, "%s", what);
+    cr_assert_str_eq(a->resource_version, b->resource_version, "%s", what);
+    cr_assert_str_eq(a->scheduler_name, b->scheduler_name, "%s", what);
+    cr_assert_eq(a->labels.n, b->labels.n, "%s", what);
+    for (uint32_t i = 0; i < a->labels.n; i++) {
+        cr_assert_str_eq(a->labels.items[i].key, b->labels.items[i].key, "%s", what);
+        cr_assert_str_eq(a->labels.items[i].value, b->labels.items[i].value, "%s", what);
+    }
+    cr_assert_eq(a->terminating, b->terminating, "%s", what);
+    cr_assert_eq(a->created_ms, b->created_ms, "%s", what);
+    cr_assert_eq(a->phase, b->phase, "%s", what);
+    cr_assert_eq(a->spec, b->spec, "%s", what);
+    cr_assert(memcmp(&a->req, &b->req, sizeof a->req) == 0, "%s", what);
+    cr_assert_eq(a->req_mask, b->req_mask, "%s", what);
+    cr_assert_eq(a->priority, b->priority, "%s", what);
+}
+
+/* fields_vs_dom decodes pod (a Pod's JSON) both ways around the spec
+ * decoded from its own spec, as the extender does on a spec memo hit:
+ * when the fields path builds a pod, the DOM path builds the same one;
+ * when the DOM path does, the fields path builds it too when plain is set,
+ * or gives way (AS_EUNSUPPORTED); it never fails another way. Returns
+ * whether the DOM path succeeded. */
+static bool fields_vs_dom(model_registry *reg, const char *pod, bool plain)
+{
+    char *body = NULL;
+    cr_assert(asprintf(&body, "{\"Pod\":%s,\"NodeNames\":[]}", pod) > 0);
+    pool *p = pool_new(0);
+    extargs_args a;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(extargs_decode_args_ex(p, body, strlen(body), EXTARGS_LAZY_POD, &a, &d), AS_OK,
+                 "%s: %s", pod, d.msg);
+    if (!a.pod_spec_raw) {
+        /* an escaped top-level key: no spec span, so no spec memo and no
+         * fields path (the extender decodes the whole Pod) */
+        cr_assert(!plain, "%s", pod);
+        model_pod *whole = NULL;
+        as_err we = extargs_parse_pod(&a, NULL, &d);
+        if (!we)
+            we = model_pod_from_json(reg, a.pod, &whole, &d);
+        model_pod_free(whole);
+        extargs_args_release(&a);
+        pool_free(p);
+        free(body);
+        return we == AS_OK;
+    }
+    json_t *spec_dom = NULL;
+    cr_assert_eq(extargs_parse_json_skip(a.pod_spec_raw, a.pod_spec_len, NULL, &spec_dom, &d),
+                 AS_OK);
+    model_pod_spec *spec = NULL;
+    cr_assert_eq(model_pod_spec_from_json(reg, spec_dom, &spec, &d), AS_OK, "%s", d.msg);
+    json_decref(spec_dom);
+
+    model_pod_fields f;
+    model_span keys[64], values[64];
+    model_pod *fast = NULL, *dom = NULL;
+    as_err fe = extargs_pod_fields(&a, &f, keys, values, 64)
+                    ? model_pod_from_fields(reg, &f, spec, &fast)
+                    : AS_EUNSUPPORTED;
+    as_err de = extargs_parse_pod(&a, k8s_stream_skip(K8S_KIND_POD), &d);
+    if (!de)
+        de = model_pod_from_json_spec(reg, a.pod, spec, &dom, &d);
+    cr_assert(fe == AS_OK || fe == AS_EUNSUPPORTED, "%s: fields path %d", pod, fe);
+    if (fe == AS_OK) {
+        cr_assert_eq(de, AS_OK, "%s: the DOM path refused what the fields path took: %s", pod,
+                     d.msg);
+        same_pods(fast, dom, pod);
+    }
+    if (plain)
+        cr_assert_eq(fe, AS_OK, "%s: the plain case should not need the DOM", pod);
+    model_pod_free(fast);
+    model_pod_free(dom);
+    model_pod_spec_unref(spec);
+    extargs_args_release(&a);
+    pool_free(p);
+    free(body);
+    return de == AS_OK;
+}
+
+Test(extargs, pod_fields_build_what_the_dom_builds)
+{
+    model_registry reg;
+    model_registry_init(&reg);
+    static const char *const spec =
+        "\"spec\":{\"schedulerName\":\"agent-scheduler\",\"priority\":5,\"containers\":[{"
+        "\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}}]}";
+    struct {
+        const char *rest; /* the Pod's members besides spec */
+        bool plain;       /* the fields path takes it */
+        bool ok;          /* the DOM path takes it */
+    } cases[] = {
+        {"\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"uid\":\"u\",\"resourceVersion\":"
+         "\"7\",\"labels\":{\"b\":\"2\",\"a\":\"1\"},\"creationTimestamp\":"
+         "\"2026-01-02T15:04:05Z\",\"ownerReferences\":[{\"kind\":\"ReplicaSet\"}]},"
+         "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"PodScheduled\"}]}",
+         true, true},
+        {"\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}", true, true},
+        {"\"kind\":null,\"metadata\":{\"name\":\"a\",\"namespace\":null,\"labels\":null},"
+         "\"status\":null",
+         true, true},
+        {" \"metadata\" : { \"name\" : \"a\" , \"labels\" : { } } , \"status\" : { } ", true, true},
+        {"\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":\"2026-01-02T15:04:05Z\"}", true,
+         true},
+        {"\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":null,\"creationTimestamp\":null}",
+         true, true},
+        {"\"metadata\":{\"name\":\"a\"},\"metadata\":{\"name\":\"b\"}", true, true},
+        {"\"metadata\":{\"name\":\"a\",\"labels\":{\"x\":\"1\"},\"labels\":{\"y\":\"2\"}}", true,
+         true},
+        {"\"status\":{\"phase\":\"Failed\"},\"metadata\":{\"name\":\"a\"},\"status\":{}", true,
+         true},
+        {"\"metadata\":{\"name\":\"a\",\"annotations\":{\"n\":1.5e300,\"m\":-12}}", true, true},
+        /* the DOM decides: what the fields path does not take */
+        {"\"metadata\":{\"name\":\"a\",\"labels\":{\"k\":\"1\",\"k\":\"2\"}}", false, true},
+        {"\"metadata\":{\"name\":\"a\\u0062\"}", false, true},
+        {"\"metadata\":{\"n\\u0061me\":\"a\"}", false, true},
+        {"\"metadat\\u0061\":{\"name\":\"a\"},\"metadata\":{\"name\":\"b\"}", false, true},
+        {"\"metadata\":{\"name\":\"a\",\"labels\":{\"k\\u0031\":\"1\"}}", false, true},
+        {"\"metadata\":{\"name\":\"a\",\"labels\":{\"k\":\"\\u00e9\"}}", false, true},
+        {"\"kind\":\"Pod\\u0020\",\"metadata\":{\"name\":\"a\"}", false, false},
+        /* refused: by the DOM, and not taken by the fields path */
+        {"\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"}", false, false},
+        {"\"kind\":7,\"metadata\":{\"name\":\"a\"}", false, false},
+        {"\"status\":{\"phase\":\"Running\"}", false, false},
+        {"\"metadata\":null", false, false},
+        {"\"metadata\":{\"name\":\"a\"},\"metadata\":null", false, false},
+        {"\"metadata\":[]", false, false},
+        {"\"metadata\":{\"name\":\"\"}", false, false},
+        {"\"metadata\":{\"name\":5}", false, false},
+        {"\"metadata\":{\"name\":\"a\\u0000b\"}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"namespace\":\"a-namespace-that-is-longer-than-sixty-"
+         "three-bytes-which-no-namespace-may-be\"}",
+         false, false},
+        {"\"metadata\":{\"name\":\"a\",\"uid\":true}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"labels\":{\"k\":1}}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"labels\":{\"k\":null}}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"labels\":[]}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":1}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"creationTimestamp\":\"yesterday\"}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"creationTimestamp\":5}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"annotations\":{\"n\":1e999}}", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"annotations\":{\"n\":99999999999999999999}}", false,
+         false},
+        {"\"metadata\":{\"name\":\"a\"},\"status\":{\"phase\":\"Sleeping\"}", false, false},
+        {"\"metadata\":{\"name\":\"a\"},\"status\":{\"phase\":1}", false, false},
+        {"\"metadata\":{\"name\":\"a\"},\"status\":\"Running\"", false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *pod = NULL;
+        cr_assert(asprintf(&pod, "{%s,%s}", cases[i].rest, spec) > 0);
+        bool ok = fields_vs_dom(&reg, pod, cases[i].plain);
+        cr_assert_eq(ok, cases[i].ok, "case %zu %s: the DOM path %s", i, pod,
+                     ok ? "took it" : "refused it");
+        free(pod);
+    }
+    /* long names and many labels: plain up to the limits, the DOM's beyond */
+    char name[300], *pod = NULL;
+    memset(name, 'n', 253);
+    name[253] = '\0';
+    cr_assert(asprintf(&pod, "{\"metadata\":{\"name\":\"%s\"},%s}", name, spec) > 0);
+    cr_assert(fields_vs_dom(&reg, pod, true));
+    free(pod);
+    strcat(name, "n");
+    cr_assert(asprintf(&pod, "{\"metadata\":{\"name\":\"%s\"},%s}", name, spec) > 0);
+    cr_assert(!fields_vs_dom(&reg, pod, false));
+    free(pod);
+    for (int n = 64; n <= 65; n++) {
+        char labels[4096] = "";
+        size_t o = 0;
+        for (int i = 0; i < n; i++)
+            o +=
+                (size_t)snprintf(labels + o, sizeof labels - o, "%s\"l%d\":\"v\"", i ? "," : "", i);
+        cr_assert(
+            asprintf(&pod, "{\"metadata\":{\"name\":\"a\",\"labels\":{%s}},%s}", labels, spec) > 0);
+        cr_assert(fields_vs_dom(&reg, pod, n == 64));
+        free(pod);
+    }
+    model_registry_destroy(&reg);
 }
