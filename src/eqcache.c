@@ -804,18 +804,35 @@ as_err eqcache_evaluate_names(eqcache *e, score_policy *policy, const sched_requ
     sched_request r = *req;
     r.oracle = &oracle;
     /* Class lock before the read lock sched_evaluate takes (eqcache.h).
-     * Shared first: between cluster changes every extender call of one
-     * shape only reads the class, and two HTTP threads would otherwise
-     * queue behind each other for the whole decision. */
-    o.shared = true;
-    pthread_rwlock_rdlock(&cl->rw);
-    as_err err = sched_evaluate(e->c, &r, out);
-    pthread_rwlock_unlock(&cl->rw);
-    if (err == AS_ECONFLICT && o.behind) {
-        o.shared = false;
-        pthread_rwlock_wrlock(&cl->rw);
+     * Shared: between cluster changes every extender call of one shape
+     * only reads the class, and two HTTP threads would otherwise queue
+     * behind each other for the whole decision. A class behind the log is
+     * caught up under the exclusive lock alone (a few slots when binds
+     * moved it), then read shared again; when changes keep outrunning
+     * that, the decision is made under the exclusive lock. */
+    as_err err = AS_OK;
+    for (int attempt = 0;; attempt++) {
+        o.shared = attempt < 3;
+        o.behind = false;
+        if (o.shared)
+            pthread_rwlock_rdlock(&cl->rw);
+        else
+            pthread_rwlock_wrlock(&cl->rw);
         err = sched_evaluate(e->c, &r, out);
+        if (!(err == AS_ECONFLICT && o.behind)) {
+            pthread_rwlock_unlock(&cl->rw);
+            break;
+        }
         pthread_rwlock_unlock(&cl->rw);
+        pthread_rwlock_wrlock(&cl->rw);
+        cache_read_lock(e->c);
+        bool rebuilt = false;
+        err = catch_up(&o.x, &rebuilt);
+        o.rebuilt = o.rebuilt || rebuilt;
+        cache_read_unlock(e->c);
+        pthread_rwlock_unlock(&cl->rw);
+        if (err)
+            break;
     }
     release_class(cl);
     if (err)
