@@ -19,6 +19,7 @@
  * the verbs, so the ratios are comparable.
  */
 #include <curl/curl.h>
+#include <sys/select.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,19 +212,39 @@ static run_result run(const phase *ph)
                 running++;
             }
         }
-        int wait_ms = 5;
-        if (period && idle > 0) {
-            uint64_t soon = UINT64_MAX;
-            for (int i = 0; i < nconn; i++)
-                if (c[i].idle && c[i].next < soon)
-                    soon = c[i].next;
-            t = bench_now_ns();
-            wait_ms = soon <= t ? 0 : (int)((soon - t) / 1000000u);
+        if (!period) {
+            if (running > 0)
+                curl_multi_poll(m, NULL, 0, 5, NULL);
+            continue;
         }
+        /* Paced: wait for socket activity or the next connection's slot,
+         * whichever comes first, to the microsecond. curl_multi_poll
+         * counts in milliseconds: with a slot due in under one it would
+         * return at once, and the client would spin through the whole
+         * phase, taking a core from the server it measures. */
+        uint64_t soon = UINT64_MAX;
+        for (int i = 0; i < nconn; i++)
+            if (c[i].idle && c[i].next < soon)
+                soon = c[i].next;
+        t = bench_now_ns();
+        uint64_t wait_us = soon <= t ? 0 : (soon - t) / 1000u;
+        long curl_ms = -1;
+        curl_multi_timeout(m, &curl_ms);
+        if (curl_ms >= 0 && (uint64_t)curl_ms * 1000u < wait_us)
+            wait_us = (uint64_t)curl_ms * 1000u;
+        if (wait_us > 5000)
+            wait_us = 5000;
+        if (!wait_us)
+            continue;
+        fd_set rd, wr, ex;
+        FD_ZERO(&rd);
+        FD_ZERO(&wr);
+        FD_ZERO(&ex);
+        int maxfd = -1;
         if (running > 0)
-            curl_multi_poll(m, NULL, 0, wait_ms, NULL);
-        else if (wait_ms > 0)
-            usleep((useconds_t)wait_ms * 1000u);
+            curl_multi_fdset(m, &rd, &wr, &ex, &maxfd);
+        struct timeval tv = {(time_t)(wait_us / 1000000u), (suseconds_t)(wait_us % 1000000u)};
+        select(maxfd + 1, &rd, &wr, &ex, &tv);
     }
     double el = (double)(bench_now_ns() - start) / 1e9;
     rr.rps = (double)rr.n / el;
