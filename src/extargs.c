@@ -1918,27 +1918,46 @@ static bool key_is(const char *k, size_t kl, const char *name)
     return kl == n && memcmp(k, name, n) == 0;
 }
 
+/* One member of an object being read (key and value). */
+typedef struct member {
+    const char *k;
+    size_t kl;
+    bool kesc;
+    extargs_value v;
+} member;
+
+/* obj_begin starts it on v, a member's value: 1 an object, 0 null (an
+ * absent object), -1 another type. */
+static int obj_begin(const extargs_value *v, extargs_iter *it)
+{
+    if (v->type == 'n')
+        return 0;
+    return v->type == '{' && extargs_iter_begin(it, v->s, v->len) ? 1 : -1;
+}
+
+/* next_member is extargs_iter_next into m. */
+static int next_member(extargs_iter *it, member *m)
+{
+    return extargs_iter_next(it, &m->k, &m->kl, &m->kesc, &m->v);
+}
+
 /* pod_labels reads metadata.labels into f (a repeated "labels" starts
  * over, as the DOM keeps the last one). */
 static bool pod_labels(const extargs_value *v, model_pod_fields *f, model_span *keys,
                        model_span *values, size_t cap)
 {
     f->nlabels = 0;
-    if (v->type == 'n')
-        return true;
     extargs_iter it;
-    if (v->type != '{' || !extargs_iter_begin(&it, v->s, v->len))
-        return false;
-    const char *k;
-    size_t kl;
-    bool kesc;
-    extargs_value lv;
+    int b = obj_begin(v, &it);
+    if (b <= 0)
+        return b == 0;
+    member m;
     int r;
-    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &lv)) == 1) {
-        if (kesc || f->nlabels == cap || lv.type != '"' || lv.esc)
+    while ((r = next_member(&it, &m)) == 1) {
+        if (m.kesc || f->nlabels == cap || m.v.type != '"' || m.v.esc)
             return false;
-        keys[f->nlabels] = (model_span){k, kl};
-        values[f->nlabels++] = (model_span){lv.s, lv.len};
+        keys[f->nlabels] = (model_span){m.k, m.kl};
+        values[f->nlabels++] = (model_span){m.v.s, m.v.len};
     }
     return r == 0;
 }
@@ -1951,36 +1970,32 @@ static bool pod_metadata_fields(const extargs_value *v, model_pod_fields *f, mod
     f->name = f->ns = f->uid = f->resource_version = f->creation_timestamp = (model_span){NULL, 0};
     f->deletion_timestamp = false;
     f->nlabels = 0;
-    if (v->type == 'n')
-        return true;
     extargs_iter it;
-    if (v->type != '{' || !extargs_iter_begin(&it, v->s, v->len))
-        return false;
-    const char *k;
-    size_t kl;
-    bool kesc;
-    extargs_value m;
+    int b = obj_begin(v, &it);
+    if (b <= 0)
+        return b == 0;
+    member m;
     int r;
-    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &m)) == 1) {
-        if (kesc)
+    while ((r = next_member(&it, &m)) == 1) {
+        if (m.kesc)
             return false; /* an escaped key may spell one of ours */
         bool ok = true;
-        if (key_is(k, kl, "name")) {
-            ok = pod_str(&m, &f->name);
-        } else if (key_is(k, kl, "namespace")) {
-            ok = pod_str(&m, &f->ns);
-        } else if (key_is(k, kl, "uid")) {
-            ok = pod_str(&m, &f->uid);
-        } else if (key_is(k, kl, "resourceVersion")) {
-            ok = pod_str(&m, &f->resource_version);
-        } else if (key_is(k, kl, "creationTimestamp")) {
-            ok = pod_str(&m, &f->creation_timestamp);
-        } else if (key_is(k, kl, "deletionTimestamp")) {
+        if (key_is(m.k, m.kl, "name")) {
+            ok = pod_str(&m.v, &f->name);
+        } else if (key_is(m.k, m.kl, "namespace")) {
+            ok = pod_str(&m.v, &f->ns);
+        } else if (key_is(m.k, m.kl, "uid")) {
+            ok = pod_str(&m.v, &f->uid);
+        } else if (key_is(m.k, m.kl, "resourceVersion")) {
+            ok = pod_str(&m.v, &f->resource_version);
+        } else if (key_is(m.k, m.kl, "creationTimestamp")) {
+            ok = pod_str(&m.v, &f->creation_timestamp);
+        } else if (key_is(m.k, m.kl, "deletionTimestamp")) {
             model_span ts = {NULL, 0};
-            ok = pod_str(&m, &ts);
+            ok = pod_str(&m.v, &ts);
             f->deletion_timestamp = ts.s != NULL;
-        } else if (key_is(k, kl, "labels")) {
-            ok = pod_labels(&m, f, keys, values, cap);
+        } else if (key_is(m.k, m.kl, "labels")) {
+            ok = pod_labels(&m.v, f, keys, values, cap);
         }
         if (!ok)
             return false;
@@ -1992,18 +2007,14 @@ static bool pod_metadata_fields(const extargs_value *v, model_pod_fields *f, mod
 static bool pod_status_fields(const extargs_value *v, model_pod_fields *f)
 {
     f->phase = (model_span){NULL, 0};
-    if (v->type == 'n')
-        return true;
     extargs_iter it;
-    if (v->type != '{' || !extargs_iter_begin(&it, v->s, v->len))
-        return false;
-    const char *k;
-    size_t kl;
-    bool kesc;
-    extargs_value m;
+    int b = obj_begin(v, &it);
+    if (b <= 0)
+        return b == 0;
+    member m;
     int r;
-    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &m)) == 1)
-        if (kesc || (key_is(k, kl, "phase") && !pod_str(&m, &f->phase)))
+    while ((r = next_member(&it, &m)) == 1)
+        if (m.kesc || (key_is(m.k, m.kl, "phase") && !pod_str(&m.v, &f->phase)))
             return false;
     return r == 0;
 }
@@ -2022,21 +2033,18 @@ bool extargs_pod_fields(const extargs_args *a, model_pod_fields *f, model_span *
         it.known = a->pod_spec_raw;
         it.known_end = a->pod_spec_raw + a->pod_spec_len;
     }
-    const char *k;
-    size_t kl;
-    bool kesc;
-    extargs_value v;
+    member m;
     int r;
-    while ((r = extargs_iter_next(&it, &k, &kl, &kesc, &v)) == 1) {
-        if (kesc)
+    while ((r = next_member(&it, &m)) == 1) {
+        if (m.kesc)
             return false;
         bool ok = true;
-        if (key_is(k, kl, "kind"))
-            ok = pod_str(&v, &f->kind);
-        else if (key_is(k, kl, "metadata"))
-            ok = pod_metadata_fields(&v, f, keys, values, cap);
-        else if (key_is(k, kl, "status"))
-            ok = pod_status_fields(&v, f);
+        if (key_is(m.k, m.kl, "kind"))
+            ok = pod_str(&m.v, &f->kind);
+        else if (key_is(m.k, m.kl, "metadata"))
+            ok = pod_metadata_fields(&m.v, f, keys, values, cap);
+        else if (key_is(m.k, m.kl, "status"))
+            ok = pod_status_fields(&m.v, f);
         if (!ok)
             return false;
     }
