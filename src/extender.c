@@ -715,7 +715,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             }
             fail[failed++] = (uint32_t)i;
             unresolvable += pred_unresolvable(res[i].code);
-            need_lock = need_lock || !ro || ro[i] == SCHED_NO_REASON;
+            need_lock = need_lock || !ro || ro[i] >= e->r.nreasons; /* SCHED_NO_REASON too */
         }
 
     wr w;
@@ -770,7 +770,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             size_t wl;
             const char *why;
             uint8_t b = ro ? ro[i] : SCHED_NO_REASON;
-            if (b != SCHED_NO_REASON && b < e->r.nreasons) {
+            if (b < e->r.nreasons) { /* SCHED_NO_REASON is never below it */
                 if (!bj[b]) {
                     const char *text = e->r.reasons[b].text;
                     size_t tl = strlen(text);
