@@ -1813,9 +1813,17 @@ static inline const char *iter_ws(const char *p, const char *end)
     return p;
 }
 
+/* iter_key_refused: the DOM builder refuses an object key with this raw
+ * text (longer than its key buffer, or holding an escaped NUL); erring
+ * towards refusing is fine (the caller builds the DOM, which decides). */
+static bool iter_key_refused(const char *raw, size_t len, bool esc)
+{
+    return len > EXTARGS_MAX_KEY_LEN || (esc && esc_has_nul(raw, len));
+}
+
 /* iter_skip returns the end of the validated value at p, or NULL when it
- * holds a number the DOM builder refuses (out of range, or no memory to
- * tell). */
+ * holds something the DOM builder refuses: a number out of range (or no
+ * memory to tell), an object key iter_key_refused refuses. */
 static const char *iter_skip(const char *p, const char *end)
 {
     int depth = 0;
@@ -1824,8 +1832,12 @@ static const char *iter_skip(const char *p, const char *end)
             return NULL; /* not a validated span */
         char ch = *p;
         if (ch == '"') {
-            bool esc;
-            p = vw_string_end(p + 1, end, &esc) + 1;
+            bool esc = false;
+            const char *q = vw_string_end(p + 1, end, &esc);
+            const char *after = iter_ws(q + 1, end);
+            if (after < end && *after == ':' && iter_key_refused(p + 1, (size_t)(q - p - 1), esc))
+                return NULL;
+            p = q + 1;
         } else if (ch == '{' || ch == '[') {
             depth++;
             p++;
@@ -1873,6 +1885,8 @@ int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *ke
     *key = p + 1;
     *klen = (size_t)(q - p - 1);
     *kesc = esc;
+    if (iter_key_refused(*key, *klen, esc))
+        return -1;
     p = iter_ws(q + 1, end);
     p = iter_ws(p + 1, end); /* past ':' */
     v->type = p < end ? *p : '}';

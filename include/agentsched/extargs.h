@@ -159,8 +159,10 @@ bool extargs_iter_begin(extargs_iter *it, const char *span, size_t len);
 
 /* extargs_iter_next reads the next member: its key (the bytes between the
  * quotes, *kesc when they hold escapes) and value. 1: a member; 0: the end
- * of the object; -1: the value holds a number the Pod's DOM builder
- * refuses (out of range): build the DOM instead, for its error. */
+ * of the object; -1: the key or the value holds what the Pod's DOM builder
+ * may refuse (a number out of range, an object key longer than
+ * EXTARGS_MAX_KEY_LEN or holding an escaped NUL): build the DOM instead,
+ * for its answer. */
 int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *kesc,
                       extargs_value *v);
 
@@ -170,8 +172,9 @@ int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *ke
  * model_pod_from_fields reads: true with *f filled, its labels in
  * keys/values (room for cap), when each is the plain case: strings without
  * escapes, no escaped key, members of the types the pod model takes. false
- * otherwise, or when the span holds a number the Pod's DOM builder refuses:
- * build the DOM then (extargs_parse_pod), which decides. f's spans point
+ * otherwise, or when the span holds what the Pod's DOM builder may refuse
+ * (extargs_iter_next): build the DOM then (extargs_parse_pod), which
+ * decides. f's spans point
  * into the request body.
  */
 bool extargs_pod_fields(const extargs_args *a, model_pod_fields *f, model_span *keys,

@@ -64,7 +64,11 @@ static void check_args(const char *body, size_t len, const extargs_args *a)
 
 /* has_surrogate_escape: a backslash-u escape of D800..DFFF occurs in
  * s[0..n) (or something that looks like one inside another escape: erring
- * towards skipping the comparison is fine). */
+ * towards skipping the comparison is fine). The walk decodes a lone one to
+ * U+FFFD, as Go's encoding/json does; yajl's builder, held to strict UTF-8,
+ * refuses the bytes it makes of it. The walk decides what is accepted
+ * (yajl words the errors of what the scanner refuses), so such documents
+ * are compared neither for acceptance nor for trees. */
 static bool has_surrogate_escape(const char *s, size_t n)
 {
     for (size_t i = 0; i + 3 < n; i++)
@@ -90,9 +94,10 @@ static void walk_matches_yajl(const char *body, size_t size)
         memset(&yd, 0, sizeof yd);
         as_err we = extargs_parse_json_skip(body, size, rules, &w, &wd);
         as_err ye = extargs_parse_json_ref(body, size, rules, &y, &yd);
-        if (we != ye || (we && strcmp(wd.msg, yd.msg) != 0))
+        bool sur = has_surrogate_escape(body, size);
+        if (!sur && (we != ye || (we && strcmp(wd.msg, yd.msg) != 0)))
             abort();
-        if (!we && !has_surrogate_escape(body, size) && !json_equal(w, y))
+        if (!we && !ye && !sur && !json_equal(w, y))
             abort();
         if (w)
             json_decref(w);
@@ -197,10 +202,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             as_diag yd;
             bool y_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, NULL, &y, &yd) == AS_OK;
             bool ys_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, rules, &ys, &yd) == AS_OK;
-            if (y_ok != lazy_ok || ys_ok != skip_ok)
+            bool sur = has_surrogate_escape(a.pod_raw, a.pod_raw_len);
+            if (!sur && (y_ok != lazy_ok || ys_ok != skip_ok))
                 abort();
-            if (!has_surrogate_escape(a.pod_raw, a.pod_raw_len) &&
-                ((y_ok && !json_equal(y, a.pod)) || (ys_ok && !json_equal(ys, b.pod))))
+            if (!sur && ((y_ok && !json_equal(y, a.pod)) || (ys_ok && !json_equal(ys, b.pod))))
                 abort();
             /* the spec span (the key of decoded specs) is the DOM's spec */
             if (a.pod_spec_raw) {
@@ -211,8 +216,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     abort();
                 bool sp_ok =
                     extargs_parse_json_ref(a.pod_spec_raw, a.pod_spec_len, NULL, &sp, &yd) == AS_OK;
-                if (lazy_ok && (!sp_ok || (!has_surrogate_escape(a.pod_raw, a.pod_raw_len) &&
-                                           !json_equal(sp, json_object_get(a.pod, "spec")))))
+                if (lazy_ok && !sur && (!sp_ok || !json_equal(sp, json_object_get(a.pod, "spec"))))
                     abort();
                 json_decref(sp);
             }

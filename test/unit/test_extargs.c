@@ -1311,6 +1311,12 @@ Test(extargs, pod_fields_build_what_the_dom_builds)
         {"\"metadata\":{\"name\":\"a\"},\"status\":{\"phase\":\"Sleeping\"}", false, false},
         {"\"metadata\":{\"name\":\"a\"},\"status\":{\"phase\":1}", false, false},
         {"\"metadata\":{\"name\":\"a\"},\"status\":\"Running\"", false, false},
+        /* keys the DOM builder refuses, where it builds (found by fuzz_extargs) */
+        {"\"metadata\":{\"name\":\"a\"},\"containers\":[{\"c\\u0000x\":1}]", false, false},
+        {"\"metadata\":{\"name\":\"a\",\"generateName\":{\"k\\u0000\":1}}", false, false},
+        /* and where it drops the member (annotations): taken by the DOM,
+         * left to it by the fields path all the same */
+        {"\"metadata\":{\"name\":\"a\",\"annotations\":{\"k\\u0000\":\"v\"}}", false, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *pod = NULL;
@@ -1331,6 +1337,20 @@ Test(extargs, pod_fields_build_what_the_dom_builds)
     cr_assert(asprintf(&pod, "{\"metadata\":{\"name\":\"%s\"},%s}", name, spec) > 0);
     cr_assert(!fields_vs_dom(&reg, pod, false));
     free(pod);
+    /* an object key past the builder's 4096 bytes, at the Pod's top level
+     * and inside a member the fields path skips */
+    char *longkey = malloc(4200);
+    memset(longkey, 'k', 4097);
+    longkey[4097] = '\0';
+    for (int where = 0; where < 2; where++) {
+        cr_assert(asprintf(&pod,
+                           where ? "{\"metadata\":{\"name\":\"a\"},\"extra\":{\"%s\":1},%s}"
+                                 : "{\"metadata\":{\"name\":\"a\"},\"%s\":1,%s}",
+                           longkey, spec) > 0);
+        cr_assert(!fields_vs_dom(&reg, pod, false), "where %d", where);
+        free(pod);
+    }
+    free(longkey);
     for (int n = 64; n <= 65; n++) {
         char labels[4096] = "";
         size_t o = 0;
