@@ -652,27 +652,32 @@ static eq_class *class_for(eqcache *e, const model_pod *pod, eqcache_how *how)
     return cl;
 }
 
+/* refresh reads what a decision takes from the cache into x (shard mode,
+ * its bonus, node count): under the cache read lock. */
+static void refresh(eval_ctx *x)
+{
+    x->mode = cache_get_shard_mode(x->c);
+    x->bonus = x->mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(x->pol) : 0;
+    x->nnodes = cache_node_count(x->c);
+}
+
 /* catch_up brings x's class up to the change log's head: call under the
  * cache read lock, which also makes mode, bonus and node count current.
  * The head is loaded under that lock: every structural change before it
  * is in the log below it (cache.h CHANGE LOG). */
 static as_err catch_up(eval_ctx *x, bool *rebuilt)
 {
-    x->mode = cache_get_shard_mode(x->c);
-    x->bonus = x->mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(x->pol) : 0;
-    x->nnodes = cache_node_count(x->c);
+    refresh(x);
     return consume(x, cache_log_head(x->c), rebuilt);
 }
 
 /* is_current: under the cache read lock, whether x's class already stands
  * at the change log's head, so that catch_up would change nothing (then its
- * leaves may be read under the class's shared lock). Sets what catch_up
- * sets in x. */
+ * leaves may be read under the class's shared lock). Refreshes x as
+ * catch_up does. */
 static bool is_current(eval_ctx *x)
 {
-    x->mode = cache_get_shard_mode(x->c);
-    x->bonus = x->mode == CACHE_SHARD_SOFT ? score_policy_soft_shard_bonus(x->pol) : 0;
-    x->nnodes = cache_node_count(x->c);
+    refresh(x);
     int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
     return !class_stale(x, score_policy_generation(x->pol), model_registry_count(x->reg),
                         gpu_res) &&
