@@ -205,11 +205,6 @@ typedef struct reason_memo {
     int n;
 } reason_memo;
 
-static bool str_eq(const char *a, const char *b)
-{
-    return strcmp(a ? a : "", b ? b : "") == 0;
-}
-
 /* reason_json returns the quoted JSON text of r for node (may be NULL
  * unless r is a taint); falls back to rendering into scratch (escaped
  * into escaped, 160 * 6 + 2 bytes) when the memo is full or the pool is.
@@ -218,16 +213,11 @@ static const char *reason_json(reason_memo *m, pool *p, const model_registry *re
                                const cache_node *node, const model_pod *pod, pred_result r,
                                size_t *len, char *escaped)
 {
-    const model_taint *t = NULL;
-    if (r.code == PRED_TAINT && node && r.arg >= 0 && (uint32_t)r.arg < node->spec->ntaints)
-        t = &node->spec->taints[r.arg];
+    const model_taint *t = pred_taint_of(node, r);
     for (int i = 0; i < m->n; i++) {
         if (m->r[i].code != r.code)
             continue;
-        if (r.code == PRED_TAINT
-                ? (m->taint[i] == t || (m->taint[i] && t && str_eq(m->taint[i]->key, t->key) &&
-                                        str_eq(m->taint[i]->value, t->value)))
-                : m->r[i].arg == r.arg) {
+        if (r.code == PRED_TAINT ? pred_taint_same(m->taint[i], t) : m->r[i].arg == r.arg) {
             *len = m->json_len[i];
             return m->json[i];
         }

@@ -164,6 +164,25 @@ bool pred_unresolvable(pred_code code)
 }
 
 /* See pred.h. */
+const model_taint *pred_taint_of(const cache_node *node, pred_result r)
+{
+    if (r.code != PRED_TAINT || !node || r.arg < 0 || (uint32_t)r.arg >= node->spec->ntaints)
+        return NULL;
+    return &node->spec->taints[r.arg];
+}
+
+static bool str_same(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* See pred.h. */
+bool pred_taint_same(const model_taint *a, const model_taint *b)
+{
+    return a == b || (a && b && str_same(a->key, b->key) && str_same(a->value, b->value));
+}
+
+/* See pred.h. */
 const char *pred_reason(const model_registry *reg, const cache_node *node, const model_pod *pod,
                         pred_result r, char *out, size_t len)
 {
@@ -185,15 +204,15 @@ const char *pred_reason(const model_registry *reg, const cache_node *node, const
     case PRED_SHARD:
         snprintf(out, len, "node(s) were not in this scheduler's shard");
         break;
-    case PRED_TAINT:
-        if (node && r.arg >= 0 && (uint32_t)r.arg < node->spec->ntaints) {
-            const model_taint *t = &node->spec->taints[r.arg];
+    case PRED_TAINT: {
+        const model_taint *t = pred_taint_of(node, r);
+        if (t)
             snprintf(out, len, "node(s) had untolerated taint {%s: %s}", t->key,
                      t->value ? t->value : "");
-        } else {
+        else
             snprintf(out, len, "node(s) had untolerated taint");
-        }
         break;
+    }
     case PRED_AFFINITY:
         snprintf(out, len, "node(s) didn't match Pod's node affinity/selector");
         break;

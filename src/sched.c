@@ -143,11 +143,10 @@ static inline void topk_offer(topk *t, const cache_node *node, const char *name,
 /* Reason buckets: (code, key) where key is the resource index, or a hash of
  * the taint's key and value so equal taints on different nodes share a
  * bucket. */
-static int32_t reason_key(const cache_node *node, pred_result r)
+static int32_t reason_key(const model_taint *t, pred_result r)
 {
-    if (r.code != PRED_TAINT || !node || (uint32_t)r.arg >= node->spec->ntaints)
+    if (!t)
         return r.arg;
-    const model_taint *t = &node->spec->taints[r.arg];
     uint32_t h = 2166136261u;
     for (const char *s = t->key; s && *s; s++)
         h = (h ^ (unsigned char)*s) * 16777619u;
@@ -178,19 +177,13 @@ typedef struct eval_ctx {
 static uint8_t add_reason(eval_ctx *x, const cache_node *node, pred_result r)
 {
     sched_result *out = x->out;
-    int32_t key = reason_key(node, r);
-    const model_taint *t = r.code == PRED_TAINT && node && (uint32_t)r.arg < node->spec->ntaints
-                               ? &node->spec->taints[r.arg]
-                               : NULL;
+    const model_taint *t = pred_taint_of(node, r);
+    int32_t key = reason_key(t, r);
     for (uint32_t i = 0; i < out->nreasons; i++) {
         sched_reason_count *rc = &out->reasons[i];
         if (rc->reason.code == r.code && rc->reason.arg == key) {
             rc->count++;
-            if (t && x->btaint[i] != t &&
-                (!x->btaint[i] ||
-                 strcmp(x->btaint[i]->key ? x->btaint[i]->key : "", t->key ? t->key : "") != 0 ||
-                 strcmp(x->btaint[i]->value ? x->btaint[i]->value : "", t->value ? t->value : "") !=
-                     0))
+            if (t && !pred_taint_same(x->btaint[i], t))
                 return SCHED_NO_REASON;
             return (uint8_t)i;
         }

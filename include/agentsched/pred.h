@@ -71,6 +71,15 @@ bool pred_gpu_choose(const model_pod *pod, const cache_node *node, uint32_t *dev
  * taint, affinity, unknown resource. */
 bool pred_unresolvable(pred_code code);
 
+/* pred_taint_of is the untolerated taint a PRED_TAINT result names on
+ * node (borrowed from its spec), NULL for another result, no node or an
+ * index past its taints. */
+const model_taint *pred_taint_of(const cache_node *node, pred_result r);
+
+/* pred_taint_same: a and b give the same reason text (pred_reason's: key
+ * and value, NULL strings as ""); two NULLs are the same, one is not. */
+bool pred_taint_same(const model_taint *a, const model_taint *b);
+
 /*
  * pred_reason writes the human reason for r into out (at most len bytes,
  * NUL-terminated) and returns out. node may be NULL for codes that do not
