@@ -1271,36 +1271,89 @@ static int vw_number(vw *w, ev *e)
     return 1;
 }
 
-/* vw_skip jumps over the validated value at w->p. Its numbers are still
- * read: one out of range fails the document, as yajl's pass does even
- * inside a member the rules leave out. */
-static int vw_skip(vw *w)
+/* skip_ws skips whitespace. */
+static inline const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && is_ws(*p))
+        p++;
+    return p;
+}
+
+/* key_refused: the DOM builder refuses an object key with this raw text
+ * (longer than its key buffer, or holding an escaped NUL); erring towards
+ * refusing is fine for skip_validated's callers. */
+static bool key_refused(const char *raw, size_t len, bool esc)
+{
+    return len > EXTARGS_MAX_KEY_LEN || (esc && esc_has_nul(raw, len));
+}
+
+/* skip_validated returns the end of the validated value at p. Its numbers
+ * are still read: one out of range fails (the DOM builder refuses it, as
+ * yajl's pass does even inside a member the rules leave out), and with
+ * keys so does an object key key_refused refuses. NULL then, with *bad at
+ * the offending byte and *why scan_number's code, or 4 for a key (0: the
+ * span ended first, which a validated one never does). */
+static const char *skip_validated(const char *p, const char *end, bool keys, const char **bad,
+                                  int *why)
 {
     int depth = 0;
     do {
-        char ch = *w->p;
+        *bad = p;
+        if (p >= end) {
+            *why = 0;
+            return NULL;
+        }
+        char ch = *p;
         if (ch == '"') {
-            bool esc;
-            w->p = vw_string_end(w->p + 1, w->end, &esc) + 1;
+            bool esc = false;
+            const char *q = vw_string_end(p + 1, end, &esc);
+            if (keys) {
+                const char *after = skip_ws(q + 1, end);
+                if (after < end && *after == ':' && key_refused(p + 1, (size_t)(q - p - 1), esc)) {
+                    *why = 4;
+                    return NULL;
+                }
+            }
+            p = q + 1;
         } else if (ch == '{' || ch == '[') {
             depth++;
-            w->p++;
+            p++;
         } else if (ch == '}' || ch == ']') {
             depth--;
-            w->p++;
+            p++;
         } else if (ch == '-' || is_digit(ch)) {
             ev e;
-            if (!vw_number(w, &e))
-                return 0;
+            if ((*why = scan_number(p, end, &p, &e)))
+                return NULL;
         } else if (ch == 't' || ch == 'n') {
-            w->p += 4;
+            p += 4;
         } else if (ch == 'f') {
-            w->p += 5;
+            p += 5;
         } else {
-            w->p++; /* whitespace, ',' and ':' */
+            p++; /* whitespace, ',' and ':' */
         }
     } while (depth > 0);
-    return 1;
+    return p;
+}
+
+/* vw_skip jumps over the validated value at w->p (skip_validated, keys
+ * not checked: the builder does not look at a left-out member's keys). */
+static int vw_skip(vw *w)
+{
+    const char *bad;
+    int why;
+    const char *q = skip_validated(w->p, w->end, false, &bad, &why);
+    if (q) {
+        w->p = q;
+        return 1;
+    }
+    if (why == 1)
+        return vw_overflow(w, bad, "integer overflow");
+    if (why == 2)
+        return vw_overflow(w, bad, "numeric (floating point) overflow");
+    if (why == 3)
+        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
+    return fail(w->c, AS_EINTERNAL, NULL, "decoder failed%s", NULL);
 }
 
 /* vw_value feeds the events of the value at w->p. */
@@ -1805,65 +1858,11 @@ as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *
 
 /* ---- iterating a validated object without a DOM -------------------- */
 
-/* iter_ws skips whitespace. */
-static inline const char *iter_ws(const char *p, const char *end)
-{
-    while (p < end && is_ws(*p))
-        p++;
-    return p;
-}
-
-/* iter_key_refused: the DOM builder refuses an object key with this raw
- * text (longer than its key buffer, or holding an escaped NUL); erring
- * towards refusing is fine (the caller builds the DOM, which decides). */
-static bool iter_key_refused(const char *raw, size_t len, bool esc)
-{
-    return len > EXTARGS_MAX_KEY_LEN || (esc && esc_has_nul(raw, len));
-}
-
-/* iter_skip returns the end of the validated value at p, or NULL when it
- * holds something the DOM builder refuses: a number out of range (or no
- * memory to tell), an object key iter_key_refused refuses. */
-static const char *iter_skip(const char *p, const char *end)
-{
-    int depth = 0;
-    do {
-        if (p >= end)
-            return NULL; /* not a validated span */
-        char ch = *p;
-        if (ch == '"') {
-            bool esc = false;
-            const char *q = vw_string_end(p + 1, end, &esc);
-            const char *after = iter_ws(q + 1, end);
-            if (after < end && *after == ':' && iter_key_refused(p + 1, (size_t)(q - p - 1), esc))
-                return NULL;
-            p = q + 1;
-        } else if (ch == '{' || ch == '[') {
-            depth++;
-            p++;
-        } else if (ch == '}' || ch == ']') {
-            depth--;
-            p++;
-        } else if (ch == '-' || is_digit(ch)) {
-            ev e;
-            if (scan_number(p, end, &p, &e))
-                return NULL;
-        } else if (ch == 't' || ch == 'n') {
-            p += 4;
-        } else if (ch == 'f') {
-            p += 5;
-        } else {
-            p++; /* whitespace, ',' and ':' */
-        }
-    } while (depth > 0);
-    return p;
-}
-
 /* See extargs.h. */
 bool extargs_iter_begin(extargs_iter *it, const char *span, size_t len)
 {
     const char *end = span + len;
-    const char *p = iter_ws(span, end);
+    const char *p = skip_ws(span, end);
     it->p = p + 1;
     it->end = end;
     it->known = NULL;
@@ -1875,9 +1874,9 @@ bool extargs_iter_begin(extargs_iter *it, const char *span, size_t len)
 int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *kesc,
                       extargs_value *v)
 {
-    const char *p = iter_ws(it->p, it->end), *end = it->end;
+    const char *p = skip_ws(it->p, it->end), *end = it->end;
     if (p < end && *p == ',')
-        p = iter_ws(p + 1, end);
+        p = skip_ws(p + 1, end);
     if (p >= end || *p != '"')
         return 0; /* '}' */
     bool esc = false;
@@ -1885,10 +1884,10 @@ int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *ke
     *key = p + 1;
     *klen = (size_t)(q - p - 1);
     *kesc = esc;
-    if (iter_key_refused(*key, *klen, esc))
+    if (key_refused(*key, *klen, esc))
         return -1;
-    p = iter_ws(q + 1, end);
-    p = iter_ws(p + 1, end); /* past ':' */
+    p = skip_ws(q + 1, end);
+    p = skip_ws(p + 1, end); /* past ':' */
     v->type = p < end ? *p : '}';
     v->esc = false;
     if (v->type == '"') {
@@ -1901,7 +1900,9 @@ int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *ke
     if (v->type == '-' || is_digit(v->type))
         v->type = '0';
     /* a value whose end the caller knows (the Pod's spec) is not walked */
-    q = p == it->known ? it->known_end : iter_skip(p, end);
+    const char *bad;
+    int why;
+    q = p == it->known ? it->known_end : skip_validated(p, end, true, &bad, &why);
     if (!q)
         return -1;
     v->s = p;
