@@ -248,8 +248,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     abort();
         }
         extargs_args_release(&a);
-        if (valid_json(body, size, true) == 0)
-            abort(); /* accepted something that is not JSON */
+        /* accepted something that is not JSON (jansson refuses a lone
+         * surrogate escape, which JSON's grammar allows: see above) */
+        if (valid_json(body, size, true) == 0 && !has_surrogate_escape(body, size))
+            abort();
     } else if (!d.msg[0]) {
         abort();
     } else if (strstr(d.msg, "malformed JSON") && valid_json(body, size, false) == 1 &&
