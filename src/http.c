@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agentsched/log.h"
+#include "agentsched/sync.h"
 
 #define HTTP_DEFAULT_MAX_BODY   ((size_t)16 << 20)
 #define HTTP_DEFAULT_CONN_LIMIT 1024
@@ -60,6 +61,7 @@ struct http_server {
     http_server_config cfg; /* copy; routes/ctx borrowed */
     size_t max_body;
     uint16_t port;
+    unsigned threads; /* pool threads */
     /* Offload threads for blocking routes: a FIFO of suspended requests. */
     pthread_mutex_t omu;
     pthread_cond_t ocv;
@@ -720,11 +722,19 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
     s->max_body = cfg->max_body ? cfg->max_body : HTTP_DEFAULT_MAX_BODY;
     unsigned threads = cfg->threads;
     if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (unsigned)n : 1;
+        /* the CPUs this process may use, not the machine's: a container
+         * limited to 2 CPUs on a 64-core node would otherwise run 64
+         * threads and be throttled every period */
+        sync_cpus cpus;
+        sync_usable_cpus(NULL, &cpus);
+        threads = cpus.usable < HTTP_MAX_THREADS ? cpus.usable : HTTP_MAX_THREADS;
     }
-    if (threads > 64)
-        threads = 64;
+    if (threads > HTTP_MAX_THREADS) {
+        free(s);
+        return as_diag_set(diag, AS_EINVAL, "threads", "at most %d HTTP threads, not %u",
+                           HTTP_MAX_THREADS, threads);
+    }
+    s->threads = threads;
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
@@ -860,4 +870,10 @@ void http_server_stop(http_server *s)
 uint16_t http_server_port(const http_server *s)
 {
     return s ? s->port : 0;
+}
+
+/* See http.h. */
+unsigned http_server_threads(const http_server *s)
+{
+    return s ? s->threads : 0;
 }

@@ -11,6 +11,7 @@
 #include "agentsched/cache.h"
 #include "agentsched/cli.h"
 #include "agentsched/fastpath.h"
+#include "agentsched/http.h"
 #include "agentsched/k8s.h"
 #include "agentsched/log.h"
 #include "agentsched/model.h"
@@ -19,6 +20,7 @@
 #include "agentsched/shard.h"
 #include "agentsched/shardctl.h"
 #include "agentsched/svc.h"
+#include "agentsched/sync.h"
 
 #ifndef AGENTSCHED_GIT_COMMIT
 #define AGENTSCHED_GIT_COMMIT "unknown"
@@ -150,9 +152,10 @@ static const cli_flag serve_flags[] = {
      "request body cap; a quantity like 16Mi or 1048576, 1Ki..1Gi\n"
      "                             (default 16Mi); larger bodies get 413"},
     {F_HTTP_THREADS, "--http-threads", "N",
-     "HTTP worker threads, 1..256 (default: online CPUs); in live mode\n"
-     "                             extender binds wait for the API server on 64\n"
-     "                             separate threads, never on these"},
+     "HTTP worker threads, 1..256 (default: the CPUs this process may\n"
+     "                             use: its affinity mask, lowered to its cgroup's\n"
+     "                             CPU quota); in live mode extender binds wait for\n"
+     "                             the API server on 64 separate threads, never on these"},
     {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
     {F_TLS_CERT, "--tls-cert", "FILE",
      "serve HTTPS with this PEM certificate (chain, leaf first);\n"
@@ -410,7 +413,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             break;
         }
         case F_HTTP_THREADS:
-            if (parse_uint(fl->name, value, 1, 256, &n))
+            if (parse_uint(fl->name, value, 1, HTTP_MAX_THREADS, &n))
                 return EXIT_USAGE;
             cfg->http_threads = (unsigned)n;
             break;
@@ -649,15 +652,21 @@ static int cmd_serve(int argc, char **argv)
     cache_stats cs;
     cache_get_stats(s->cache, &cs);
     score_policy *pol = svc_policy_get(s);
+    /* the CPU budget the thread pools were sized by, so that a container
+     * limit that was (or was not) seen shows in the first lines */
+    sync_cpus cpus;
+    sync_usable_cpus(NULL, &cpus);
     log_info("msg=\"agentsched serving\" version=%s listen=%s://%s:%u cluster=%s nodes=%zu "
-             "pods_bound=%zu load_ms=%.1f policy=%s shard_mode=%s scheduler_name=%s",
+             "pods_bound=%zu load_ms=%.1f policy=%s shard_mode=%s scheduler_name=%s "
+             "http_threads=%u cpus_affinity=%u cpu_quota=%.2f",
              AGENTSCHED_VERSION, cfg.tls_cert_path ? "https" : "http", host,
              (unsigned)http_server_port(s->http),
              cfg.cluster_path ? cfg.cluster_path
              : cfg.kubeconfig ? cfg.kubeconfig
                               : "-",
              cs.nodes, cs.pods_bound, load_ms, score_strategy_name(score_policy_strategy(pol)),
-             cache_shard_mode_name(cfg.shard_mode), s->cfg.scheduler_name);
+             cache_shard_mode_name(cfg.shard_mode), s->cfg.scheduler_name,
+             http_server_threads(s->http), cpus.affinity, cpus.quota);
     score_policy_unref(pol);
 
     for (;;) {

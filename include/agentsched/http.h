@@ -51,7 +51,7 @@ typedef struct http_route {
 
 typedef struct http_server_config {
     const char *listen;       /* "HOST:PORT"; port 0 picks a free one */
-    unsigned threads;         /* 0 = number of online CPUs */
+    unsigned threads;         /* 0 = sync_usable_cpus; at most HTTP_MAX_THREADS */
     size_t max_body;          /* bytes; 0 = 16 MiB */
     const http_route *routes; /* borrowed, must outlive the server */
     size_t nroutes;
@@ -77,10 +77,14 @@ typedef struct http_server_config {
 
 typedef struct http_server http_server;
 
+/* The most pool threads a server runs (a larger cfg.threads is refused). */
+#define HTTP_MAX_THREADS 256
+
 /* http_server_start binds and starts serving (HTTPS when cfg has a TLS
- * certificate and key). AS_EINVAL (bad listen address, a certificate
- * without a key or the reverse, or either refused by GnuTLS: diag's field
- * says which), AS_EIO (bind failed: port in use). */
+ * certificate and key). AS_EINVAL (bad listen address, more than
+ * HTTP_MAX_THREADS threads, a certificate without a key or the reverse,
+ * or either refused by GnuTLS: diag's field says which), AS_EIO (bind
+ * failed: port in use). */
 as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag);
 
 /* http_server_stop stops accepting, waits for in-flight requests, frees. */
@@ -88,6 +92,10 @@ void http_server_stop(http_server *s);
 
 /* http_server_port returns the bound TCP port. */
 uint16_t http_server_port(const http_server *s);
+
+/* http_server_threads returns how many pool threads s runs (what
+ * cfg.threads = 0 chose, for the start-up log); 0 for NULL. */
+unsigned http_server_threads(const http_server *s);
 
 /* http_request_query returns the value of a query argument or NULL. */
 const char *http_request_query(const http_request *req, const char *key);

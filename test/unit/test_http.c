@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agentsched/http.h"
+#include "agentsched/sync.h"
 
 /* ---- the route table under test ---------------------------------- */
 
@@ -603,6 +604,43 @@ Test(http, concurrent_clients)
         pthread_join(t[i], NULL);
         cr_assert_eq(ok[i], 50);
     }
+}
+
+/* ---- pool size --------------------------------------------------------- */
+
+/* threads = 0 runs one pool thread per CPU the process may use (its
+ * affinity mask and cgroup quota, sync_usable_cpus), not per online CPU;
+ * an explicit count is kept, and one past HTTP_MAX_THREADS is refused
+ * (it used to be cut to 64 without a word). */
+Test(http_pool, default_and_explicit_thread_counts)
+{
+    sync_cpus cpus;
+    sync_usable_cpus(NULL, &cpus);
+    static const unsigned ask[] = {0, 1, 3};
+    for (size_t i = 0; i < sizeof ask / sizeof ask[0]; i++) {
+        http_server_config cfg = {.listen = "127.0.0.1:0",
+                                  .threads = ask[i],
+                                  .routes = routes,
+                                  .nroutes = sizeof routes / sizeof routes[0],
+                                  .ctx = &tctx};
+        http_server *s = NULL;
+        as_diag d = {0};
+        cr_assert_eq(http_server_start(&cfg, &s, &d), AS_OK, "%s", d.msg);
+        cr_expect_eq(http_server_threads(s), ask[i] ? ask[i] : cpus.usable, "asked %u", ask[i]);
+        http_server_stop(s);
+    }
+    http_server_config cfg = {.listen = "127.0.0.1:0",
+                              .threads = HTTP_MAX_THREADS + 1,
+                              .routes = routes,
+                              .nroutes = sizeof routes / sizeof routes[0],
+                              .ctx = &tctx};
+    http_server *s = NULL;
+    as_diag d = {0};
+    cr_assert_eq(http_server_start(&cfg, &s, &d), AS_EINVAL);
+    cr_assert_null(s);
+    cr_expect_str_eq(d.field, "threads");
+    cr_expect(strstr(d.msg, "at most 256") != NULL, "%s", d.msg);
+    cr_expect_eq(http_server_threads(NULL), 0);
 }
 
 /* ---- blocking routes on offload threads ----------------------------- */
