@@ -45,7 +45,7 @@ typedef struct svc_config {
     const char *scheduler_name;  /* default "agent-scheduler" */
     const char *shard_name;      /* default = scheduler_name */
     cache_shard_mode shard_mode; /* default none */
-    unsigned http_threads;       /* 0 = cores */
+    unsigned http_threads;       /* 0 = the usable CPUs (sync_usable_cpus) */
     size_t max_body;             /* default 16 MiB */
     unsigned workers;            /* fast path workers, default 2 */
     unsigned candidates;         /* K, default 3 */
