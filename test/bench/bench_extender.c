@@ -444,6 +444,24 @@ static void start_http(svc *s, unsigned threads, char *hz, char *fu, char *pu, s
     snprintf(pu, cap, "http://127.0.0.1:%u/scheduler/prioritize", port);
 }
 
+/* run_verbs measures, in the closed loop, /healthz, then the filter and
+ * prioritize with 500 NodeNames (a new pod every request). */
+static void run_verbs(const char *hz, const char *fu, const char *pu, const char *tail, double secs,
+                      run_result *h, run_result *f, run_result *p)
+{
+    phase ph = {.w = W_GET, .url = hz, .nconn = CONNS, .seconds = secs};
+    *h = run(&ph);
+    ph = (phase){.w = W_FILTER,
+                 .filter_url = fu,
+                 .prio_url = pu,
+                 .tail = tail,
+                 .nconn = CONNS,
+                 .seconds = secs};
+    *f = run(&ph);
+    ph.w = W_PRIORITIZE;
+    *p = run(&ph);
+}
+
 /* compare_layouts alternates, rounds times, the server with threads HTTP
  * threads (the load generator's core left to it) and with one per core
  * (time-sliced with the load generator): /healthz, the filter and
@@ -459,17 +477,8 @@ static void compare_layouts(svc *s, int rounds, unsigned threads, unsigned cores
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < 2; k++) {
             start_http(s, layout[k], hz, fu, pu, sizeof hz);
-            phase ph = {.w = W_GET, .url = hz, .nconn = CONNS, .seconds = secs};
-            run_result h = run(&ph);
-            ph = (phase){.w = W_FILTER,
-                         .filter_url = fu,
-                         .prio_url = pu,
-                         .tail = tail,
-                         .nconn = CONNS,
-                         .seconds = secs};
-            run_result f = run(&ph);
-            ph.w = W_PRIORITIZE;
-            run_result p = run(&ph);
+            run_result h, f, p;
+            run_verbs(hz, fu, pu, tail, secs, &h, &f, &p);
             printf("round %2d, %u HTTP thread%s: /healthz %6.0f req/s (p99 %.2f ms); filter %.2fx "
                    "p99 %.2f ms; prioritize %.2fx p99 %.2f ms%s\n",
                    r + 1, layout[k], layout[k] == 1 ? " " : "s", h.rps, h.p99_ms, f.rps / h.rps,
@@ -561,25 +570,20 @@ int main(int argc, char **argv)
         curl_global_cleanup();
         return 0;
     }
-    phase ph = {.w = W_GET, .url = hz, .nconn = CONNS, .seconds = secs};
-    run_result h = run(&ph);
+    run_result h, f, p;
+    run_verbs(hz, fu, pu, tail, secs, &h, &f, &p);
     print_run("GET /healthz", h, 0);
-
     printf("-- closed loop, %d connections, a new pod every request (targets: >= 0.4x, p99 < 2 "
            "ms):\n",
            CONNS);
-    ph = (phase){.w = W_FILTER,
-                 .filter_url = fu,
-                 .prio_url = pu,
-                 .tail = tail,
-                 .nconn = CONNS,
-                 .seconds = secs};
-    run_result f = run(&ph);
     print_run("filter (500 NodeNames)", f, h.rps);
-    ph.w = W_PRIORITIZE;
-    run_result p = run(&ph);
     print_run("prioritize, no filter before", p, h.rps);
-    ph.w = W_CYCLE;
+    phase ph = {.w = W_CYCLE,
+                .filter_url = fu,
+                .prio_url = pu,
+                .tail = tail,
+                .nconn = CONNS,
+                .seconds = secs};
     run_result cy = run(&ph);
     print_run("cycle: filter, prioritize (calls)", cy, h.rps);
 
