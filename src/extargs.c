@@ -1856,6 +1856,123 @@ as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *
     return extargs_decode_args_ex(p, body, len, 0, out, diag);
 }
 
+/* ---- projecting a validated span through the skip rules ------------ */
+
+/* A projection in progress: the output and the rules. */
+typedef struct proj {
+    const skip_index *x;
+    const char *end;
+    char *o;
+    size_t n, cap;
+} proj;
+
+static bool proj_put(proj *j, const char *s, size_t len)
+{
+    if (len > j->cap - j->n)
+        return false;
+    memcpy(j->o + j->n, s, len);
+    j->n += len;
+    return true;
+}
+
+/* proj_value projects the validated value at *pp (whitespace before it
+ * skipped), a container sitting under rule r as the builder places it
+ * (bld_event: an object's keys are dropped by its rule; a member's
+ * container takes its key's rule; an array's elements, the array's).
+ * false when the output is full or the value holds what the builder
+ * refuses, or what the projection does not follow (an escaped key, whose
+ * rules compare its unescaped text). */
+static bool proj_value(proj *j, const char **pp, int r, int depth)
+{
+    const char *p = skip_ws(*pp, j->end), *end = j->end;
+    if (p >= end)
+        return false;
+    char ch = *p;
+    if (ch == '{' || ch == '[') {
+        if (depth >= EXTARGS_MAX_DEPTH)
+            return false;
+        bool obj = ch == '{';
+        char close = obj ? '}' : ']';
+        if (!proj_put(j, &ch, 1))
+            return false;
+        p = skip_ws(p + 1, end);
+        bool first = true;
+        while (p < end && *p != close) {
+            if (*p == ',')
+                p = skip_ws(p + 1, end);
+            int vr = r; /* an array's elements sit under its rule */
+            const char *kstart = p;
+            if (obj) {
+                bool esc = false;
+                const char *q = vw_string_end(p + 1, end, &esc);
+                size_t klen = (size_t)(q - p - 1);
+                if (esc || klen > EXTARGS_MAX_KEY_LEN)
+                    return false;
+                p = skip_ws(q + 1, end);
+                p = skip_ws(p + 1, end); /* past ':' */
+                if (j->x && r >= 0 && skip_key(j->x, r, kstart + 1, klen)) {
+                    const char *bad;
+                    int why;
+                    if (!(p = skip_validated(p, end, false, &bad, &why)))
+                        return false;
+                    p = skip_ws(p, end);
+                    continue;
+                }
+                vr = j->x ? skip_rule_for(j->x, kstart + 1, klen) : -1;
+                if ((!first && !proj_put(j, ",", 1)) || !proj_put(j, kstart, klen + 2) ||
+                    !proj_put(j, ":", 1))
+                    return false;
+            } else if (!first && !proj_put(j, ",", 1)) {
+                return false;
+            }
+            first = false;
+            if (!proj_value(j, &p, vr, depth + 1))
+                return false;
+            p = skip_ws(p, end);
+        }
+        if (p >= end || !proj_put(j, &close, 1))
+            return false;
+        *pp = p + 1;
+        return true;
+    }
+    const char *q;
+    if (ch == '"') {
+        bool esc = false;
+        q = vw_string_end(p + 1, end, &esc) + 1;
+    } else if (ch == '-' || is_digit(ch)) {
+        ev e;
+        if (scan_number(p, end, &q, &e))
+            return false;
+    } else {
+        q = p + (ch == 'f' ? 5 : 4); /* true, null, false */
+    }
+    if (q > end || !proj_put(j, p, (size_t)(q - p)))
+        return false;
+    *pp = q;
+    return true;
+}
+
+/* See extargs.h. */
+bool extargs_project(const char *span, size_t len, const extargs_skip *skip, const char *parent,
+                     char *out, size_t cap, size_t *outlen)
+{
+    skip_index sx;
+    proj j = {NULL, span + len, out, 0, cap};
+    int r = -1;
+    if (skip && skip[0].parent) {
+        skip_index_init(&sx, skip);
+        j.x = &sx;
+        r = parent && parent[0] ? skip_rule_for(&sx, parent, strlen(parent)) : sx.root_rule;
+    }
+    const char *p = skip_ws(span, span + len);
+    if ((!parent || !parent[0]) && p < span + len && *p == '[')
+        r = -1; /* the root's rule is an object's (bld_event) */
+    if (!proj_value(&j, &p, r, 0) || skip_ws(p, span + len) != span + len)
+        return false;
+    *outlen = j.n;
+    return true;
+}
+
 /* ---- iterating a validated object without a DOM -------------------- */
 
 /* See extargs.h. */

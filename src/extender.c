@@ -69,10 +69,13 @@ static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_dia
     return err;
 }
 
-static void spec_put(extender_memo *m, uint64_t h, const char *text, size_t len,
+/* The memo of decoded Pod specs keys them by their text, or by its
+ * projection (see decode_args_pod). */
+typedef enum spec_by { SPEC_BY_TEXT, SPEC_BY_PROJECTION, SPEC_BY__COUNT } spec_by;
+static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
                      model_pod_spec *spec);
-static model_pod_spec *spec_get(extender_memo *m, uint64_t h, const char *text, size_t len,
-                                int gen);
+static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
+                                size_t len, int gen);
 static const extargs_skip *spec_memo_skip(const extender_memo *m);
 
 /* Labels a Pod may have for its fields to be read without a DOM. */
@@ -83,20 +86,38 @@ static const extargs_skip *spec_memo_skip(const extender_memo *m);
  * pod. Agent pods of one template share their spec's text: a spec decoded
  * before under the same registry generation is reused, and only the rest
  * of the Pod is built and decoded (model_pod_from_json_spec gives what
- * model_pod_from_json would). A miss decodes the whole Pod, then
- * remembers its spec.
+ * model_pod_from_json would). Sandboxes that each carry their own session
+ * in what the pod model never reads (env, args, probes, volumes: the Pod
+ * skip rules) share the spec's projection through those rules
+ * (extargs_project), the second key tried. A miss decodes the whole Pod,
+ * then remembers its spec under both. p: the request pool (the
+ * projection).
  */
-static as_err decode_args_pod(svc *s, extargs_args *a, model_pod **out, as_diag *d)
+static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out, as_diag *d)
 {
     *out = NULL;
     extender_memo *m = s->ext_memo;
+    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
     if (!m || !a->pod_spec_raw) {
-        as_err err = extargs_parse_pod(a, k8s_stream_skip(K8S_KIND_POD), d);
+        as_err err = extargs_parse_pod(a, rules, d);
         return err ? err : decode_pod(s, a->pod, out, d);
     }
-    uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len);
+    uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len), hp = 0;
     int gen = model_registry_count(&s->reg);
-    model_pod_spec *spec = spec_get(m, h, a->pod_spec_raw, a->pod_spec_len, gen);
+    model_pod_spec *spec = spec_get(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
+    /* a spec the projection does not follow (an escaped key, a number the
+     * builder refuses) has no second key: the whole Pod is decoded, which
+     * reports what is wrong with it */
+    char *key = NULL;
+    size_t klen = 0;
+    if (!spec && (key = pool_alloc_raw(p, a->pod_spec_len)) &&
+        extargs_project(a->pod_spec_raw, a->pod_spec_len, rules, "spec", key, a->pod_spec_len,
+                        &klen)) {
+        hp = cache_name_hash(key, klen);
+        spec = spec_get(m, SPEC_BY_PROJECTION, hp, key, klen, gen);
+    } else {
+        key = NULL;
+    }
     as_err err;
     if (spec) {
         metrics_inc(s->m.spec_memo_hits);
@@ -119,13 +140,14 @@ static as_err decode_args_pod(svc *s, extargs_args *a, model_pod **out, as_diag 
         return err;
     }
     metrics_inc(s->m.spec_memo_misses);
-    if ((err = extargs_parse_pod(a, k8s_stream_skip(K8S_KIND_POD), d)) ||
-        (err = decode_pod(s, a->pod, out, d)))
+    if ((err = extargs_parse_pod(a, rules, d)) || (err = decode_pod(s, a->pod, out, d)))
         return err;
     as_diag scratch;
     if (model_pod_spec_from_json(&s->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
         AS_OK) {
-        spec_put(m, h, a->pod_spec_raw, a->pod_spec_len, spec);
+        spec_put(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
+        if (key)
+            spec_put(m, SPEC_BY_PROJECTION, hp, key, klen, spec);
         model_pod_spec_unref(spec);
     }
     return AS_OK;
@@ -262,15 +284,17 @@ typedef struct memo_ent {
 
 #define MEMO_SPARES 16
 
-/* Decoded Pod specs by their exact text (model_pod_spec): direct-mapped;
- * a spec over SPEC_MEMO_MAX_LEN bytes is not remembered. */
+/* Decoded Pod specs (model_pod_spec) by a text: the spec's own, or its
+ * projection through the Pod skip rules (extargs_project: less what the
+ * model never reads); direct-mapped tables; a text over SPEC_MEMO_MAX_LEN
+ * bytes is not remembered. */
 #define SPEC_MEMO_SLOTS   64
 #define SPEC_MEMO_MAX_LEN (64u << 10)
 
 typedef struct spec_ent {
     uint64_t h;
     size_t len;
-    char *text; /* the spec's JSON text, compared whole on a hash match */
+    char *text; /* the key text, compared whole on a hash match */
     model_pod_spec *spec;
 } spec_ent;
 
@@ -281,7 +305,10 @@ struct extender_memo {
      * allocating (and page-faulting) fresh tables every cycle. */
     memo_ent *spare[MEMO_SPARES];
     int nspare;
-    spec_ent specs[SPEC_MEMO_SLOTS]; /* under mu */
+    /* under mu: by the spec's exact text (pods of one template), and by
+     * its projection (pods that differ only in what the model never
+     * reads) */
+    spec_ent specs[SPEC_BY__COUNT][SPEC_MEMO_SLOTS];
     /* The Pod skip rules (k8s_stream_skip) plus the root's "spec": the DOM
      * a remembered spec completes. */
     extargs_skip no_spec[16];
@@ -415,19 +442,21 @@ void extender_memo_free(extender_memo *m)
         memo_ent_free(m->slot[i]);
     for (int i = 0; i < m->nspare; i++)
         memo_ent_free(m->spare[i]);
-    for (int i = 0; i < SPEC_MEMO_SLOTS; i++)
-        spec_ent_clear(&m->specs[i]);
+    for (int t = 0; t < SPEC_BY__COUNT; t++)
+        for (int i = 0; i < SPEC_MEMO_SLOTS; i++)
+            spec_ent_clear(&m->specs[t][i]);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
-/* spec_get returns a reference to the spec decoded from text[0..len)
- * (hash h) under registry generation gen, or NULL. */
-static model_pod_spec *spec_get(extender_memo *m, uint64_t h, const char *text, size_t len, int gen)
+/* spec_get returns a reference to the spec remembered in table by under
+ * the key text[0..len) (hash h) for registry generation gen, or NULL. */
+static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
+                                size_t len, int gen)
 {
     model_pod_spec *out = NULL;
     pthread_mutex_lock(&m->mu);
-    spec_ent *e = &m->specs[h % SPEC_MEMO_SLOTS];
+    spec_ent *e = &m->specs[by][h % SPEC_MEMO_SLOTS];
     if (e->spec && e->h == h && e->len == len && model_pod_spec_generation(e->spec) == gen &&
         memcmp(e->text, text, len) == 0)
         out = model_pod_spec_ref(e->spec);
@@ -435,9 +464,9 @@ static model_pod_spec *spec_get(extender_memo *m, uint64_t h, const char *text, 
     return out;
 }
 
-/* spec_put remembers spec (a reference is taken) as the decode of
- * text[0..len); best effort. */
-static void spec_put(extender_memo *m, uint64_t h, const char *text, size_t len,
+/* spec_put remembers spec (a reference is taken) in table by under the
+ * key text[0..len); best effort. */
+static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
                      model_pod_spec *spec)
 {
     char *copy = len <= SPEC_MEMO_MAX_LEN ? malloc(len) : NULL;
@@ -446,8 +475,8 @@ static void spec_put(extender_memo *m, uint64_t h, const char *text, size_t len,
     memcpy(copy, text, len);
     spec_ent old, e = {h, len, copy, model_pod_spec_ref(spec)};
     pthread_mutex_lock(&m->mu);
-    old = m->specs[h % SPEC_MEMO_SLOTS];
-    m->specs[h % SPEC_MEMO_SLOTS] = e;
+    old = m->specs[by][h % SPEC_MEMO_SLOTS];
+    m->specs[by][h % SPEC_MEMO_SLOTS] = e;
     pthread_mutex_unlock(&m->mu);
     spec_ent_clear(&old);
 }
@@ -947,7 +976,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     /* kube-scheduler sends the whole Pod (env, volumes, probes, status: ~5 KB
      * for a real agent pod); the model reads a small part of it, the rest
      * is validated but never allocated. */
-    if ((err = decode_args_pod(s, &e.a, &e.pod, &d))) {
+    if ((err = decode_args_pod(s, req->pool, &e.a, &e.pod, &d))) {
         reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
         goto done;
     }

@@ -292,6 +292,24 @@ as_err extargs_parse_json_ref(const char *body, size_t len, const extargs_skip *
                               as_diag *diag);
 
 /*
+ * extargs_project writes into out[0..cap) the JSON text of the validated
+ * value span[0..len) less the members the rule table skip (NULL: none)
+ * leaves out, the value sitting under the member named parent (its rule
+ * applies to the value's own keys; "" or NULL: the document's root), and
+ * *outlen its length. What the builder would build of the span, as text:
+ * kept keys and values are copied byte for byte (escapes included),
+ * without whitespace, so two spans with equal projections build equal
+ * DOMs (a memo key that ignores what the model never reads: a Pod's env
+ * or probes). The projection is never longer than the span. false, out
+ * unspecified, when cap is too small, or when the span holds what the DOM
+ * builder refuses or the projection does not follow (a number out of
+ * range anywhere, a kept key over EXTARGS_MAX_KEY_LEN, any escaped kept
+ * key, nesting deeper than EXTARGS_MAX_DEPTH): build the DOM then.
+ */
+bool extargs_project(const char *span, size_t len, const extargs_skip *skip, const char *parent,
+                     char *out, size_t cap, size_t *outlen);
+
+/*
  * extargs_utf8_prefix returns how many leading bytes of s[0..len) are
  * whole, valid UTF-8 characters (RFC 3629: no overlong forms, no
  * surrogates, nothing past U+10FFFF; NUL counts as valid): len when all of

@@ -44,7 +44,9 @@ static inline void bench_pod_json(char *out, size_t cap, uint64_t id)
  * it in a real cluster: its informer's copy (managedFields stripped) of a
  * Deployment's pending agent pod that failed one cycle (status condition),
  * with a sidecar, env, volumes, probes and the service-account volume the
- * API server adds. Same requests as BENCH_POD_FMT's agent plus the sidecar. */
+ * API server adds. Same requests as BENCH_POD_FMT's agent plus the sidecar.
+ * Each agent carries its own values in env (its session), so no two Pods'
+ * spec texts are equal; their projections through the Pod skip rules are. */
 static inline void bench_k8s_pod_json(buf *b, uint64_t id)
 {
     unsigned long long u = (unsigned long long)id;

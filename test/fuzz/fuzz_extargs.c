@@ -163,6 +163,41 @@ static void fields_match_dom(const extargs_args *lazy)
     model_pod_spec_unref(spec);
 }
 
+/* projection_matches_dom: the extender's spec memo is keyed by the spec's
+ * projection through the Pod rules (extargs_project); whenever there is
+ * one, it is no longer than the spec and parses to exactly what the
+ * builder makes of the spec under those rules, so equal keys mean equal
+ * decoded specs. */
+static void projection_matches_dom(const extargs_args *a)
+{
+    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    size_t n = a->pod_spec_len, klen = 0;
+    char *key = malloc(n ? n : 1);
+    if (!key)
+        abort();
+    if (extargs_project(a->pod_spec_raw, n, rules, "spec", key, n, &klen)) {
+        if (klen > n)
+            abort();
+        /* the spec as the builder places it: under the member "spec" */
+        char *wrapped = malloc(n + 16);
+        if (!wrapped)
+            abort();
+        int w = snprintf(wrapped, n + 16, "{\"spec\":%.*s}", (int)n, a->pod_spec_raw);
+        json_t *built = NULL, *proj = NULL;
+        as_diag d;
+        if (extargs_parse_json_skip(wrapped, (size_t)w, rules, &built, &d) != AS_OK)
+            abort(); /* projected what the builder refuses */
+        if (extargs_parse_json_skip(key, klen, NULL, &proj, &d) != AS_OK)
+            abort(); /* the projection is not JSON */
+        if (!json_equal(proj, json_object_get(built, "spec")))
+            abort();
+        json_decref(proj);
+        json_decref(built);
+        free(wrapped);
+    }
+    free(key);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *body = (const char *)data;
@@ -182,8 +217,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a.pod_raw && (a.pod_raw < body || a.pod_raw + a.pod_raw_len > body + size ||
                           a.pod_raw[0] != '{' || a.pod_raw[a.pod_raw_len - 1] != '}'))
             abort();
-        if (a.pod_spec_raw)
+        if (a.pod_spec_raw) {
             fields_match_dom(&a);
+            projection_matches_dom(&a);
+        }
         /* What the extender builds: the Pod without the members the pod
          * model never reads. Whatever the whole build accepts, it accepts. */
         const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);

@@ -1364,3 +1364,167 @@ Test(extargs, pod_fields_build_what_the_dom_builds)
     }
     model_registry_destroy(&reg);
 }
+
+/* project checks extargs_project of doc (valid JSON) under parent against
+ * the builder with the same rules: when it projects, the projection parses
+ * to the DOM the rules build, is no longer than doc, and want (when not
+ * NULL) is its exact text; it returns whether it projected. */
+static bool project(const char *doc, const extargs_skip *rules, const char *parent,
+                    const char *want)
+{
+    size_t len = strlen(doc), n = 0;
+    char *out = malloc(len + 1);
+    cr_assert_not_null(out);
+    bool ok = extargs_project(doc, len, rules, parent, out, len, &n);
+    if (ok) {
+        cr_assert_leq(n, len, "%s", doc);
+        out[n] = '\0';
+        json_t *built = NULL, *proj = json_loadb(out, n, JSON_DECODE_ANY, NULL);
+        as_diag d = {0};
+        cr_assert_not_null(proj, "%s: the projection is not JSON: %s", doc, out);
+        /* the builder places the document's root under parent */
+        char *wrapped = NULL;
+        cr_assert(asprintf(&wrapped, "{\"%s\":%s}", parent ? parent : "", doc) > 0);
+        cr_assert_eq(extargs_parse_json_skip(parent && parent[0] ? wrapped : doc,
+                                             strlen(parent && parent[0] ? wrapped : doc), rules,
+                                             &built, &d),
+                     AS_OK, "%s: projected what the builder refuses (%s)", doc, d.msg);
+        json_t *want_dom = parent && parent[0] ? json_object_get(built, parent) : built;
+        char *b = json_dumps(want_dom, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        cr_assert(json_equal(proj, want_dom), "%s:\n projection %s\n built      %s", doc, out, b);
+        free(b);
+        if (want)
+            cr_assert_str_eq(out, want, "%s", doc);
+        json_decref(proj);
+        json_decref(built);
+        free(wrapped);
+    } else {
+        cr_assert_null(want, "%s: not projected, expected %s", doc, want);
+    }
+    free(out);
+    return ok;
+}
+
+/* A projection is the text of what the skip rules build: a memo keyed by
+ * it (the extender's decoded Pod specs) ignores what the model never
+ * reads. */
+Test(extargs, projection_is_what_the_rules_build)
+{
+    static const char *const meta_keys[] = {"managedFields", "annotations", NULL};
+    static const char *const ctr_keys[] = {"env", NULL};
+    static const char *const spec_keys[] = {"volumes", NULL};
+    static const extargs_skip rules[] = {
+        {"metadata", meta_keys}, {"containers", ctr_keys}, {"spec", spec_keys}, {NULL, NULL}};
+    static const struct {
+        const char *doc, *parent, *want; /* want NULL: not projected */
+    } cases[] = {
+        {"{\"containers\":[{\"name\":\"c\",\"env\":[{\"name\":\"S\",\"value\":\"1\"}],"
+         "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],\"volumes\":[{\"name\":\"v\"}],"
+         "\"nodeSelector\":{\"a\":\"b\"}}",
+         "spec",
+         "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
+         "\"nodeSelector\":{\"a\":\"b\"}}"},
+        /* the same spec with other env values and volumes: the same text */
+        {" { \"containers\" : [ { \"name\" : \"c\" , \"env\" : [ ] , \"resources\" : { "
+         "\"requests\" : { \"cpu\" : \"1\" } } } ] , \"volumes\" : null , \"nodeSelector\" : { "
+         "\"a\" : \"b\" } } ",
+         "spec",
+         "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
+         "\"nodeSelector\":{\"a\":\"b\"}}"},
+        /* left-out members first, last, alone, and every one */
+        {"{\"volumes\":1,\"a\":2}", "spec", "{\"a\":2}"},
+        {"{\"a\":2,\"volumes\":1}", "spec", "{\"a\":2}"},
+        {"{\"volumes\":{\"x\":[1,{}]}}", "spec", "{}"},
+        {"{\"volumes\":1,\"volumes\":2}", "spec", "{}"},
+        /* the rule is the parent's: under no parent, nothing is left out */
+        {"{\"volumes\":1,\"env\":2}", NULL, "{\"volumes\":1,\"env\":2}"},
+        {"{\"volumes\":1}", "other", "{\"volumes\":1}"},
+        /* rules apply at any depth, by the member a container sits under */
+        {"{\"x\":{\"metadata\":{\"annotations\":{},\"name\":\"n\"}},\"containers\":[[{\"env\":1,"
+         "\"k\":true}],{\"env\":2}]}",
+         NULL, "{\"x\":{\"metadata\":{\"name\":\"n\"}},\"containers\":[[{\"k\":true}],{}]}"},
+        /* a root array's objects sit under no member */
+        {"[{\"env\":1},{\"metadata\":{\"annotations\":2}}]", NULL,
+         "[{\"env\":1},{\"metadata\":{}}]"},
+        {"[{\"env\":1}]", "containers", "[{}]"},
+        /* scalars, escapes in values and keys kept byte for byte */
+        {"{\"s\":\"a\\\"b\\u00e9\",\"n\":[-1.5e3,0,true,false,null],\"d\":{}}", "spec",
+         "{\"s\":\"a\\\"b\\u00e9\",\"n\":[-1.5e3,0,true,false,null],\"d\":{}}"},
+        {"\"plain\"", NULL, "\"plain\""},
+        {"12", "spec", "12"},
+        /* not projected: an escaped key (kept or not), an out-of-range
+         * number anywhere (the builder refuses it even in a left-out
+         * member) */
+        {"{\"volum\\u0065s\":1}", "spec", NULL},
+        {"{\"a\":{\"k\\\"\":1}}", "spec", NULL},
+        {"{\"volumes\":[1e400]}", "spec", NULL},
+        {"{\"a\":99999999999999999999}", "spec", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        project(cases[i].doc, rules, cases[i].parent, cases[i].want);
+
+    /* the output cap: one byte short fails, exact fits */
+    const char *doc = "{\"a\":[1,2],\"volumes\":{}}";
+    char out[64];
+    size_t n = 0;
+    cr_assert(extargs_project(doc, strlen(doc), rules, "spec", out, 11, &n));
+    cr_assert_eq(n, 11);
+    cr_assert_not(extargs_project(doc, strlen(doc), rules, "spec", out, 10, &n));
+    /* nesting past the cap */
+    char deep[300];
+    size_t k = 0;
+    for (int d = 0; d < 70; d++)
+        deep[k++] = '[';
+    for (int d = 0; d < 70; d++)
+        deep[k++] = ']';
+    char *big = malloc(4096);
+    cr_assert_not(extargs_project(deep, k, rules, NULL, big, 4096, &n));
+    free(big);
+}
+
+/* The Pod skip rules of the watch decoder (what the extender's spec memo
+ * uses) on the specs of the walk's test Pods and on a kube-scheduler-sized
+ * one: every projection builds what the rules build. */
+Test(extargs, projection_with_the_pod_rules)
+{
+    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    static const char *const specs[] = {
+        "{\"schedulerName\":\"agent-scheduler\",\"priority\":5,\"containers\":[{\"name\":\"c\","
+        "\"image\":\"i\",\"command\":[\"/bin/a\"],\"args\":[\"--x\"],\"env\":[{\"name\":\"S\","
+        "\"value\":\"s-123\"},{\"name\":\"P\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
+        "\"status.podIP\"}}}],\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"},"
+        "\"limits\":{\"memory\":\"2Gi\"}},\"volumeMounts\":[{\"name\":\"w\",\"mountPath\":\"/w\"}],"
+        "\"livenessProbe\":{\"httpGet\":{\"path\":\"/healthz\",\"port\":8080}},\"ports\":[{"
+        "\"containerPort\":8080}]}],\"initContainers\":[{\"name\":\"i\",\"env\":[],\"resources\":{"
+        "\"requests\":{\"cpu\":\"1\"}}}],\"volumes\":[{\"name\":\"w\",\"emptyDir\":{}}],"
+        "\"tolerations\":[{\"key\":\"k\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}],"
+        "\"nodeSelector\":{\"pool\":\"agents\"},\"securityContext\":{\"fsGroup\":2000},"
+        "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+        "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"z\",\"operator\":\"In\","
+        "\"values\":[\"a\"]}]}]}}}}",
+        "{}",
+        "{\"containers\":[]}",
+        "{\"overhead\":{\"cpu\":\"100m\"},\"runtimeClassName\":\"gvisor\",\"hostNetwork\":true}",
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        cr_assert(project(specs[i], rules, "spec", NULL), "spec %zu", i);
+    /* two agents of one template, each with its own session in env, args
+     * and volume names: one projection */
+    char a[1024], b[1024], pa[1024], pb[1024];
+    size_t na = 0, nb = 0;
+    static const char *const fmt =
+        "{\"containers\":[{\"name\":\"agent\",\"args\":[\"--session=%s\"],\"env\":[{\"name\":"
+        "\"SESSION\",\"value\":\"%s\"}],\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}],"
+        "\"volumes\":[{\"name\":\"work-%s\",\"emptyDir\":{}}]}";
+    snprintf(a, sizeof a, fmt, "s-1", "s-1", "s-1");
+    snprintf(b, sizeof b, fmt, "s-2222", "s-2222", "s-2222");
+    cr_assert(extargs_project(a, strlen(a), rules, "spec", pa, sizeof pa, &na));
+    cr_assert(extargs_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
+    cr_assert(na == nb && memcmp(pa, pb, na) == 0, "%.*s vs %.*s", (int)na, pa, (int)nb, pb);
+    /* and a different request: another projection */
+    snprintf(b, sizeof b,
+             "{\"containers\":[{\"name\":\"agent\",\"resources\":{\"requests\":{\"cpu\":"
+             "\"501m\"}}}]}");
+    cr_assert(extargs_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
+    cr_assert(na != nb || memcmp(pa, pb, na) != 0);
+}

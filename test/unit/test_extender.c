@@ -344,6 +344,48 @@ Test(extender, pods_with_one_spec_share_its_decode)
     svc_free(s);
 }
 
+/* Sandboxes of one template that differ only in what the pod model never
+ * reads (their own session in env, args and volume names) share the
+ * decoded spec; a difference the model reads is decoded again; what the
+ * builder refuses in a left-out member is still refused on a memo hit. */
+Test(extender, specs_differing_in_left_out_members_share_the_decode)
+{
+    svc *s = new_svc();
+    static const char *const fmt =
+        "{\"containers\":[{\"name\":\"agent\",\"args\":[\"--session=%s\"],\"env\":[{"
+        "\"name\":\"SESSION\",\"value\":%s}],\"resources\":{\"requests\":{\"cpu\":\"%s\"}}}],"
+        "\"volumes\":[{\"name\":\"work-%s\",\"emptyDir\":{}}]}";
+    char spec[4][512];
+    snprintf(spec[0], sizeof spec[0], fmt, "s-1", "\"s-1\"", "1", "s-1");
+    snprintf(spec[1], sizeof spec[1], fmt, "s-22", "\"s-22\"", "1", "s-22");
+    snprintf(spec[2], sizeof spec[2], fmt, "s-3", "\"s-3\"", "3", "s-3");
+    snprintf(spec[3], sizeof spec[3], fmt, "s-4", "1e400", "1", "s-4");
+    char *a1 = spec_args("a-1", "spec", spec[0]), *a2 = spec_args("a-2", "spec", spec[1]);
+    char *b = spec_args("b-1", "spec", spec[2]), *bad = spec_args("x-1", "spec", spec[3]);
+    reply r1 = filter_same(s, a1);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 1);
+    reply r2 = filter_same(s, a2);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1, "the second sandbox: a hit");
+    cr_assert_str_eq(r1.raw, r2.raw);
+    reply r3 = filter_same(s, b);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 2, "another request: a miss");
+    cr_assert_str_neq(r3.raw, r1.raw);
+    /* an out-of-range number in env: refused as by a fresh decode */
+    reply r4 = call(s, extender_handle_filter, bad);
+    cr_assert_eq(r4.status, 400, "%s", r4.raw);
+    cr_assert(strstr(r4.raw, "overflow"), "%s", r4.raw);
+    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1);
+    reply_free(&r1);
+    reply_free(&r2);
+    reply_free(&r3);
+    reply_free(&r4);
+    free(a1);
+    free(a2);
+    free(b);
+    free(bad);
+    svc_free(s);
+}
+
 typedef struct spec_race {
     svc *s;
     char *args[2];
