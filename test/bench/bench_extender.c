@@ -562,13 +562,7 @@ int main(int argc, char **argv)
     char *tail = bench_names_tail();
     if (rounds) {
         compare_layouts(s, rounds, threads, cores, tail, secs);
-        free(tail);
-        free(names);
-        free(nodes);
-        svc_http_stop(s);
-        svc_free(s);
-        curl_global_cleanup();
-        return 0;
+        goto done;
     }
     run_result h, f, p;
     run_verbs(hz, fu, pu, tail, secs, &h, &f, &p);
@@ -689,6 +683,7 @@ int main(int argc, char **argv)
            fc.p99_ms >= 1.5 ? " (a noisy run: its p99s say more about the machine than the server)"
                             : "");
 
+done:
     free(tail);
     free(names);
     free(nodes);
