@@ -1257,18 +1257,25 @@ static int scan_number(const char *p, const char *end, const char **next, ev *e)
     return 0;
 }
 
+/* vw_scan_failed reports scan_number's code why (nonzero) for the number
+ * at at; 0. */
+static int vw_scan_failed(vw *w, const char *at, int why)
+{
+    if (why == 1)
+        return vw_overflow(w, at, "integer overflow");
+    if (why == 2)
+        return vw_overflow(w, at, "numeric (floating point) overflow");
+    if (why == 3)
+        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
+    return fail(w->c, AS_EINTERNAL, NULL, "decoder failed%s", NULL);
+}
+
 /* vw_number reads the number at w->p into *e. */
 static int vw_number(vw *w, ev *e)
 {
     const char *start = w->p;
     int r = scan_number(w->p, w->end, &w->p, e);
-    if (r == 1)
-        return vw_overflow(w, start, "integer overflow");
-    if (r == 2)
-        return vw_overflow(w, start, "numeric (floating point) overflow");
-    if (r == 3)
-        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
-    return 1;
+    return r ? vw_scan_failed(w, start, r) : 1;
 }
 
 /* skip_ws skips whitespace. */
@@ -1343,17 +1350,10 @@ static int vw_skip(vw *w)
     const char *bad;
     int why;
     const char *q = skip_validated(w->p, w->end, false, &bad, &why);
-    if (q) {
-        w->p = q;
-        return 1;
-    }
-    if (why == 1)
-        return vw_overflow(w, bad, "integer overflow");
-    if (why == 2)
-        return vw_overflow(w, bad, "numeric (floating point) overflow");
-    if (why == 3)
-        return fail(w->c, AS_ENOMEM, NULL, "out of memory while decoding the request%s", NULL);
-    return fail(w->c, AS_EINTERNAL, NULL, "decoder failed%s", NULL);
+    if (!q)
+        return vw_scan_failed(w, bad, why);
+    w->p = q;
+    return 1;
 }
 
 /* vw_value feeds the events of the value at w->p. */

@@ -1383,13 +1383,13 @@ static bool project(const char *doc, const extargs_skip *rules, const char *pare
         as_diag d = {0};
         cr_assert_not_null(proj, "%s: the projection is not JSON: %s", doc, out);
         /* the builder places the document's root under parent */
+        bool under = parent && parent[0];
         char *wrapped = NULL;
-        cr_assert(asprintf(&wrapped, "{\"%s\":%s}", parent ? parent : "", doc) > 0);
-        cr_assert_eq(extargs_parse_json_skip(parent && parent[0] ? wrapped : doc,
-                                             strlen(parent && parent[0] ? wrapped : doc), rules,
-                                             &built, &d),
-                     AS_OK, "%s: projected what the builder refuses (%s)", doc, d.msg);
-        json_t *want_dom = parent && parent[0] ? json_object_get(built, parent) : built;
+        cr_assert(asprintf(&wrapped, "{\"%s\":%s}", under ? parent : "", doc) > 0);
+        const char *whole = under ? wrapped : doc;
+        cr_assert_eq(extargs_parse_json_skip(whole, strlen(whole), rules, &built, &d), AS_OK,
+                     "%s: projected what the builder refuses (%s)", doc, d.msg);
+        json_t *want_dom = under ? json_object_get(built, parent) : built;
         char *b = json_dumps(want_dom, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
         cr_assert(json_equal(proj, want_dom), "%s:\n projection %s\n built      %s", doc, out, b);
         free(b);
