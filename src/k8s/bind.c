@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/log.h"
+#include "agentsched/base/log.h"
 #include "internal.h"
 
 #define BIND_QUEUE_CAP         16384

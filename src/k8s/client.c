@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "agentsched/doc.h"
-#include "agentsched/log.h"
-#include "agentsched/metrics.h"
-#include "agentsched/svc.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/base/log.h"
+#include "agentsched/base/metrics.h"
+#include "agentsched/serve/svc.h"
 #include "internal.h"
 
 #define TOKEN_CAP            (64 * 1024)

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agentsched/log.h"
+#include "agentsched/base/log.h"
 #include "internal.h"
 
 #define ERATE_SLOTS   8192

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "agentsched/k8s.h"
+#include "agentsched/k8s/k8s.h"
 
 struct svc;
 

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentsched/doc.h"
-#include "agentsched/k8s.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/k8s/k8s.h"
 
 #define KUBECONFIG_CAP ((size_t)16 << 20)
 #define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentsched/log.h"
+#include "agentsched/base/log.h"
 #include "internal.h"
 
 struct k8s_lease {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/buf.h"
+#include "agentsched/base/buf.h"
 #include "internal.h"
 
 #define SHARD_API "/apis/shard.volcano.sh/v1alpha1/nodeshards"

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "agentsched/buf.h"
-#include "agentsched/log.h"
+#include "agentsched/base/buf.h"
+#include "agentsched/base/log.h"
 #include "internal.h"
 
 static size_t status_sink(char *data, size_t size, size_t nmemb, void *arg)

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/extargs.h"
-#include "agentsched/log.h"
+#include "agentsched/api/extargs.h"
+#include "agentsched/base/log.h"
 #include "internal.h"
 
 #define RV_MAX      128

@@ -7,9 +7,9 @@
  * Pod objects, and several such documents in one YAML stream. Items of
  * other kinds (Services, ...) are skipped.
  */
-#include "agentsched/doc.h"
-#include "agentsched/log.h"
-#include "agentsched/model.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/base/log.h"
+#include "agentsched/model/model.h"
 #include "model_priv.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* labels.c - label lookup, toleration and node-affinity matching. */
-#include "agentsched/model.h"
+#include "agentsched/model/model.h"
 #include "model_priv.h"
 
 #include <string.h>

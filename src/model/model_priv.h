@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agentsched/error.h"
-#include "agentsched/model.h"
-#include "agentsched/pool.h"
+#include "agentsched/base/error.h"
+#include "agentsched/model/model.h"
+#include "agentsched/base/pool.h"
 
 #define MODEL_PRIV_PATH_MAX 192
 

@@ -1,6 +1,6 @@
 /* node.c - v1 Node decoder. */
-#include "agentsched/log.h"
-#include "agentsched/model.h"
+#include "agentsched/base/log.h"
+#include "agentsched/model/model.h"
 #include "model_priv.h"
 
 #include <stdio.h>

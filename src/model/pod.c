@@ -24,7 +24,7 @@
  * vector entry, it only sets gpu_count=1, gpu_milli=value (1..1000). The
  * share and whole GPUs are aggregated with the same sum/max rules.
  */
-#include "agentsched/model.h"
+#include "agentsched/model/model.h"
 #include "model_priv.h"
 
 #include <assert.h>

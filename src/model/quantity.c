@@ -15,7 +15,7 @@
  * Deliberately stricter than upstream's scanner: "+", "-", "." and "" are
  * rejected (the grammar needs a digit; upstream reads "+" as 0).
  */
-#include "agentsched/model.h"
+#include "agentsched/model/model.h"
 
 #include <ctype.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* registry.c - resource name <-> vector index registry. */
-#include "agentsched/model.h"
+#include "agentsched/model/model.h"
 
 #include <stdio.h>
 #include <string.h>

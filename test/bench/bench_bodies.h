@@ -15,11 +15,11 @@
 
 #include <jansson.h>
 
-#include "agentsched/buf.h"
-#include "agentsched/cache.h"
-#include "agentsched/http.h"
-#include "agentsched/model.h"
-#include "agentsched/svc.h"
+#include "agentsched/base/buf.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/base/http.h"
+#include "agentsched/model/model.h"
+#include "agentsched/serve/svc.h"
 #include "bench_clock.h"
 
 #define BENCH_NODES 5000

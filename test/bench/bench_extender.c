@@ -42,17 +42,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentsched/buf.h"
-#include "agentsched/cache.h"
-#include "agentsched/extargs.h"
-#include "agentsched/extender.h"
-#include "agentsched/http.h"
-#include "agentsched/k8s.h"
-#include "agentsched/log.h"
-#include "agentsched/model.h"
-#include "agentsched/pool.h"
-#include "agentsched/svc.h"
-#include "agentsched/sync.h"
+#include "agentsched/base/buf.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/api/extargs.h"
+#include "agentsched/api/extender.h"
+#include "agentsched/base/http.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
+#include "agentsched/model/model.h"
+#include "agentsched/base/pool.h"
+#include "agentsched/serve/svc.h"
+#include "agentsched/base/sync.h"
 #include "bench_clock.h"
 #include "bench_bodies.h"
 

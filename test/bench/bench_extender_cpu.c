@@ -24,13 +24,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "agentsched/buf.h"
-#include "agentsched/cache.h"
-#include "agentsched/extender.h"
-#include "agentsched/log.h"
-#include "agentsched/model.h"
-#include "agentsched/pool.h"
-#include "agentsched/svc.h"
+#include "agentsched/base/buf.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/api/extender.h"
+#include "agentsched/base/log.h"
+#include "agentsched/model/model.h"
+#include "agentsched/base/pool.h"
+#include "agentsched/serve/svc.h"
 #include "bench_clock.h"
 #include "bench_bodies.h"
 

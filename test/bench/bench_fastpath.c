@@ -34,14 +34,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentsched/binder.h"
-#include "agentsched/cache.h"
-#include "agentsched/fastpath.h"
-#include "agentsched/log.h"
-#include "agentsched/pred.h"
-#include "agentsched/sched.h"
-#include "agentsched/score.h"
-#include "agentsched/svc.h"
+#include "agentsched/core/binder.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/fastpath/fastpath.h"
+#include "agentsched/base/log.h"
+#include "agentsched/core/pred.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/core/score.h"
+#include "agentsched/serve/svc.h"
 #include "bench_clock.h"
 
 #define GI ((int64_t)1 << 30)

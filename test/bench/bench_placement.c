@@ -17,12 +17,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "agentsched/buf.h"
-#include "agentsched/cache.h"
-#include "agentsched/log.h"
-#include "agentsched/placement.h"
-#include "agentsched/sched.h"
-#include "agentsched/svc.h"
+#include "agentsched/base/buf.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/base/log.h"
+#include "agentsched/api/placement.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/serve/svc.h"
 #include "bench_bodies.h"
 #include "bench_clock.h"
 

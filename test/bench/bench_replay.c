@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentsched/replay.h"
-#include "agentsched/score.h"
+#include "agentsched/cmd/replay.h"
+#include "agentsched/core/score.h"
 
 static const char *const traces[] = {"default", "cpu050", "gpushare40", "multigpu20"};
 static const char *const policies[] = {"least-allocated", "most-allocated", "best-fit", "fgd",

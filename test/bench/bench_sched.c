@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentsched/binder.h"
-#include "agentsched/cache.h"
-#include "agentsched/pred.h"
-#include "agentsched/sched.h"
-#include "agentsched/score.h"
+#include "agentsched/core/binder.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/core/pred.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/core/score.h"
 #include "bench_clock.h"
 
 #define GI    ((int64_t)1 << 30)

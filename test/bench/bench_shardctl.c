@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "agentsched/log.h"
-#include "agentsched/shardctl.h"
+#include "agentsched/base/log.h"
+#include "agentsched/shard/shardctl.h"
 #include "bench_clock.h"
 
 /* Times below are this thread's CPU time (the machine is shared). */

@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentsched/cache.h"
-#include "agentsched/k8s.h"
-#include "agentsched/log.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
 #include "bench_clock.h"
 
 /* Times are CPU time of this (single) thread (bench_clock_s with

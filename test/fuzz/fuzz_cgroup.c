@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentsched/sync.h"
+#include "agentsched/base/sync.h"
 
 static char root[64];
 

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "agentsched/doc.h"
+#include "agentsched/base/doc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

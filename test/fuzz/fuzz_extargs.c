@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/extargs.h"
-#include "agentsched/k8s.h"
-#include "agentsched/model.h"
-#include "../json_count.h"
+#include "agentsched/api/extargs.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/model/model.h"
+#include "json_count.h"
 
 /* valid_json: 1 when jansson agrees the text is JSON (an object when
  * obj), 0 when it does not, -1 when it cannot tell (a number too big for

@@ -29,9 +29,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "agentsched/extender.h"
-#include "agentsched/log.h"
-#include "agentsched/svc.h"
+#include "agentsched/api/extender.h"
+#include "agentsched/base/log.h"
+#include "agentsched/serve/svc.h"
 #include "fuzz_svc.h"
 
 static svc *fuzz_svc;

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "agentsched/doc.h"
-#include "agentsched/k8s.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/k8s/k8s.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

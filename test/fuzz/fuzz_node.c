@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/doc.h"
-#include "agentsched/log.h"
-#include "agentsched/model.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/base/log.h"
+#include "agentsched/model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

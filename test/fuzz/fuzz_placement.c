@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "agentsched/log.h"
-#include "agentsched/placement.h"
-#include "agentsched/svc.h"
+#include "agentsched/base/log.h"
+#include "agentsched/api/placement.h"
+#include "agentsched/serve/svc.h"
 #include "fuzz_svc.h"
 
 static svc *fuzz_svc;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/replay.h"
-#include "agentsched/score.h"
+#include "agentsched/cmd/replay.h"
+#include "agentsched/core/score.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/log.h"
-#include "agentsched/shardctl.h"
+#include "agentsched/base/log.h"
+#include "agentsched/shard/shardctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

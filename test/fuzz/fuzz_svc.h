@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "agentsched/log.h"
-#include "agentsched/svc.h"
+#include "agentsched/base/log.h"
+#include "agentsched/serve/svc.h"
 
 /* fuzz_svc_once returns *s, first creating it with the cluster file at
  * cluster (a path under the source tree); aborts naming `who` when that

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/log.h"
-#include "agentsched/svc.h"
+#include "agentsched/base/log.h"
+#include "agentsched/serve/svc.h"
 #include "fuzz_svc.h"
-#include "agentsched/volcano.h"
+#include "agentsched/api/volcano.h"
 
 static svc *fuzz_svc;
 

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "agentsched/cache.h"
-#include "agentsched/k8s.h"
-#include "agentsched/log.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

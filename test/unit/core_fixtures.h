@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agentsched/model.h"
-#include "agentsched/pool.h"
+#include "agentsched/model/model.h"
+#include "agentsched/base/pool.h"
 
 #define FX_UNUSED __attribute__((unused))
 

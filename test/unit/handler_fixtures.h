@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/cache.h"
-#include "agentsched/doc.h"
-#include "agentsched/http.h"
-#include "agentsched/log.h"
-#include "agentsched/svc.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/base/http.h"
+#include "agentsched/base/log.h"
+#include "agentsched/serve/svc.h"
 
 /* new_svc_from builds a service (quiet logs) over the cluster file. */
 static svc *new_svc_from(const char *cluster_path)

@@ -1,0 +1,136 @@
+/*
+ * extender.h - the kube-scheduler extender endpoints
+ * (k8s.io/kube-scheduler/extender/v1 over HTTP).
+ *
+ * With `urlPrefix: http://HOST:PORT/scheduler` kube-scheduler POSTs to
+ *   /scheduler/filter      ExtenderArgs           -> ExtenderFilterResult
+ *   /scheduler/prioritize  ExtenderArgs           -> HostPriorityList
+ *   /scheduler/bind        ExtenderBindingArgs    -> ExtenderBindingResult
+ *   /scheduler/preempt     ExtenderPreemptionArgs -> ExtenderPreemptionResult
+ * Every handler takes the svc as ctx and reads svc->cache, svc->binder and
+ * svc_policy_get(). Request bodies are decoded by extargs.h (keys are Go
+ * field names, matched case-insensitively); responses are written with
+ * buf.h directly, keys exactly as Go's encoding/json prints these tag-less
+ * types (field order as declared upstream).
+ *
+ * FILTER. The evaluated set is NodeNames (nodeCacheCapable: true) or the
+ * metadata.name of every Nodes item (nodeCacheCapable: false); both may be
+ * sent (upstream's own example does), then both are answered. Duplicates
+ * are evaluated once. Every node is evaluated by name against agentsched's
+ * node cache, which is the source of truth for both modes: nodes in the
+ * request that the cache lacks are failed with "node(s) were not found in
+ * agentsched's node cache" and nothing from a request is upserted into the
+ * cache (a Node object in a request carries no usage, and letting requests
+ * write the cache would let any client change scheduling state).
+ *   200 {"Nodes": null | {"metadata":{},"items":[<the passing items, echoed
+ *        byte for byte from the request, in input order>]},
+ *        "NodeNames": null | [<passing names, input order>],
+ *        "FailedNodes": {name: reason, ... every rejected node},
+ *        "FailedAndUnresolvableNodes": {name: reason, ... the rejected nodes
+ *        no preemption can fix: pred_unresolvable()},
+ *        "Error": ""}
+ * An unresolvable node is listed in BOTH maps: upstream gives
+ * FailedAndUnresolvableNodes precedence, and kube-scheduler releases that
+ * predate that map still learn every reason from FailedNodes. "Error" is
+ * always present and "" on success (upstream tests `Error != ""`; a Go
+ * extender prints "Error":"" too). The evaluation is noted in the binder
+ * (binder_note: the pod and the bind versions of the top candidates) so a
+ * later bind can commit against what was seen.
+ *
+ * PRIORITIZE. 200 [{"Host": name, "Score": 0..10}, ...] for every
+ * (de-duplicated) input node in input order: sched_evaluate with
+ * score_all, mapped through score_to_extender (soft-shard bonus included
+ * by sched; clamped to 0..10). Nodes that do not fit (or are unknown)
+ * score 0. kube-scheduler multiplies by the extender's weight and by
+ * MaxNodeScore/MaxExtenderPriority (10). Also noted in the binder
+ * (replacing the filter's note), except when answered from the filter's
+ * memo (below): then the filter's note for the same pod stands.
+ *
+ * BIND. binder_bind_noted(uid = PodUID, or "namespace/name" when empty,
+ * Node). 200 {"Error": ""} when bound, also when the pod is already bound
+ * to the same node (kube-scheduler retries binds whose reply was lost);
+ * 200 {"Error": "<why>"} when refused: bound elsewhere, the node changed
+ * and the pod no longer fits, the node is gone, or agentsched never
+ * filtered the pod (nor knows it from the cache). In embedded mode
+ * (svc->k8s == NULL) the bind is applied to the in-memory cluster: the
+ * pod stays ASSUMED in the cache, which counts its usage exactly as a
+ * bound pod; the cache offers no "mark bound" without the full pod, and
+ * nothing in embedded mode expires assumed pods. In live mode the bind
+ * posts the pods/binding subresource (extender_live_bind ->
+ * k8s_bind_pod; on failure the assumed pod is released and Error says
+ * why), and a pod agentsched never noted is fetched from the API server
+ * (extender_live_fetch_pod -> k8s_get_pod), noted, and bound with a full
+ * re-check.
+ *
+ * PREEMPT. 200 {"NodeNameToMetaVictims": {node: {"Pods":[{"UID":..}],
+ * "NumPDBViolations": n}}}: the victims kube-scheduler proposed, per node,
+ * minus the nodes agentsched knows cannot host the pod even after the
+ * eviction: unknown to the cache, an unresolvable predicate failure
+ * (taints, affinity, not ready, unschedulable, hard shard, unknown
+ * resource), or resources that stay insufficient with the victims removed.
+ * With full victim Pods (NodeNameToVictims) their requests are subtracted
+ * exactly; with MetaVictims (UIDs only) the cache pod index confirms each
+ * victim is on that node, but it keeps no per-pod request, so the check is
+ * conservative: the node is dropped only if the pod cannot fit even with
+ * every pod on it evicted (requested beyond allocatable), and GPU devices
+ * held by the victims count as wholly freed. NumPDBViolations is carried
+ * through. Pod is required.
+ *
+ * ERRORS. A malformed body or a missing / wrongly-typed field (including
+ * the Pod's own fields, decoded by model_pod_from_json; field "Pod.spec...")
+ * is 400 with
+ *   filter, bind:        {"error": msg, "field": path, "Error": msg}
+ *   prioritize, preempt: {"error": msg, "field": path}
+ * (the protocol's Error field exists only in the filter and bind results).
+ * kube-scheduler treats any non-200 as a failed call (and skips the
+ * extender if it is `ignorable`). Nesting/size caps (extargs.h) are also
+ * 400; a request that exhausts its memory budget is 413; internal errors
+ * are 500 with the same body shapes. In live mode, filter and prioritize
+ * answer 503 (same shapes) until the node cache's first sync with the API
+ * server, so kube-scheduler retries the pod instead of seeing every node
+ * as "not found".
+ */
+#ifndef AGENTSCHED_EXTENDER_H
+#define AGENTSCHED_EXTENDER_H
+
+#include <stddef.h>
+
+#include "agentsched/base/http.h"
+
+#define EXTENDER_PATH_FILTER     "/scheduler/filter"
+#define EXTENDER_PATH_PRIORITIZE "/scheduler/prioritize"
+#define EXTENDER_PATH_BIND       "/scheduler/bind"
+#define EXTENDER_PATH_PREEMPT    "/scheduler/preempt"
+
+/*
+ * The filter -> prioritize memo. kube-scheduler calls prioritize right
+ * after filter in the same scheduling cycle, with the same Pod (byte for
+ * byte) and the nodes that passed. Filter scores every node it passes
+ * anyway, so it leaves the extender scores of its nodes here, keyed by the
+ * Pod's JSON bytes and the policy; a prioritize whose Pod bytes, policy and
+ * every node match (within 10 s) answers from it without decoding the Pod
+ * or evaluating again, and consumes it. The scores are those of the
+ * filter's moment, as kube-scheduler's own scoring uses the cycle's
+ * snapshot; the bind re-checks against the live state either way.
+ * Direct-mapped, 64 entries of at most 8192 nodes. Owned by svc (created
+ * in svc_new); thread-safe.
+ */
+typedef struct extender_memo extender_memo;
+/* extender_memo_new allocates an empty memo (AS_ENOMEM); the caller owns
+ * it. extender_memo_free frees it and every entry; NULL ok; no handler may
+ * still be using it. */
+as_err extender_memo_new(extender_memo **out);
+void extender_memo_free(extender_memo *m);
+
+/* The handlers of the four verbs (ctx is the svc *, borrowed): each writes
+ * its whole answer, errors included, into resp with the statuses and bodies
+ * described above; nothing is returned. Thread-safe: the HTTP workers call
+ * them concurrently; call them with no cache lock held. */
+void extender_handle_filter(void *ctx, const http_request *req, http_response *resp);
+void extender_handle_prioritize(void *ctx, const http_request *req, http_response *resp);
+void extender_handle_bind(void *ctx, const http_request *req, http_response *resp);
+void extender_handle_preempt(void *ctx, const http_request *req, http_response *resp);
+
+/* The routes live in the one service route table (svc_routes, svc.c). */
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * volcano.h - the Volcano scheduler extender endpoints (Volcano's
+ * `extender` plugin, pkg/scheduler/plugins/extender).
+ *
+ * With `extender.urlPrefix: http://HOST:PORT/volcano` Volcano POSTs JSON to
+ * /volcano/<verb>; any status other than 200 is an error to Volcano (and,
+ * with `extender.ignorable: true`, silently ignored). Request keys are the
+ * json tags of Volcano's request types ("task", "node", "nodes", "evictor",
+ * "evictees", "job", "queue"); inside them TaskInfo / NodeInfo / Resource
+ * carry no json tags, so their keys are Go field names ("Name", "Resreq",
+ * "MilliCPU", ...). Keys are matched as Go decodes them: exactly first,
+ * else case-insensitively (extargs_get). Unknown keys are ignored.
+ *
+ * VERBS AND ANSWERS (all 200 unless the body is malformed)
+ *   onSessionOpen  {Jobs, Nodes, Queues, NamespaceInfo, RevocableNodes,
+ *                  NodeList} (large). Validated by a streaming pass (no
+ *                  DOM), which only counts the jobs and the session's nodes
+ *                  and looks each node name up in the cache, logging the
+ *                  ones agentsched does not know (a sign that the two
+ *                  schedulers see different clusters). Volcano ignores the
+ *                  answer; agentsched sends
+ *                    {"jobs": J, "nodes": N, "unknownNodes": U}.
+ *                  Its size is capped by the server's --max-body (413
+ *                  beyond, which makes a non-ignorable Volcano skip every
+ *                  verb for that session: raise the cap, or leave
+ *                  onSessionOpenVerb unset: agentsched needs nothing from
+ *                  it).
+ *   onSessionClose {} -> {}.
+ *   predicate      {"task": TaskInfo, "node": NodeInfo} ->
+ *                  {"status": "", "code": 0} when the task fits the node in
+ *                  agentsched's cache; otherwise {"status": reason, "code":
+ *                  2 (Unschedulable) or 3 (UnschedulableAndUnresolvable,
+ *                  pred_unresolvable())}. A node the cache lacks is code 3,
+ *                  "node(s) were not found in agentsched's node cache".
+ *                  Never a message with code 0 (Volcano turns that into
+ *                  code 1, Error).
+ *   prioritize     {"task", "nodes": [NodeInfo]} -> {"nodeScore": {name:
+ *                  score}, "errorMessage": ""}: sched_evaluate's score in
+ *                  [0, 100] (plus the soft-shard bonus) for nodes where the
+ *                  task fits, 0 for the rest and for unknown nodes. Each
+ *                  distinct name appears once.
+ *   allocateFunc   {"task"} -> {"errorMessage": ""}: Volcano allocated the
+ *                  task to task.NodeName (else task.Pod.spec.nodeName)
+ *                  inside its session. agentsched marks the pod ASSUMED on
+ *                  that node through the versioned binder (binder_commit,
+ *                  always re-checked), so its own decisions (kube-scheduler
+ *                  extender filter, fast path) see the capacity as taken.
+ *                  Idempotent: the pod already on that node is success. A
+ *                  pod ASSUMED on another node is moved (Volcano re-decided);
+ *                  one BOUND elsewhere is refused. When the task does not
+ *                  fit the node in agentsched's view, or the node is
+ *                  unknown, errorMessage says why, and Volcano rolls the
+ *                  allocation back (it collects AllocateFunc errors). A
+ *                  task with Status Pipelined (4) waits for resources being
+ *                  released and is not assumed (answer "").
+ *   deallocateFunc {"task"} -> {"errorMessage": ""}: forgets the ASSUMED
+ *                  pod (any node). Idempotent: an unknown pod is success;
+ *                  a BOUND pod (Volcano evicting a running task) is left to
+ *                  the API server's deletion.
+ *   preemptable, reclaimable {"evictor", "evictees"} -> {"status": 0,
+ *                  "victims": []}: Abstain. Eviction policy (priorities,
+ *                  queues, gangs) is Volcano's; agentsched has no opinion.
+ *   jobEnqueueable {"job"} -> {"status": 0} (Abstain).
+ *   jobEnqueued    {"job"} -> {}.
+ *   queueOverused  {"queue"} -> {"overused": false} (agentsched keeps no
+ *                  queue quotas; Volcano ORs the plugins' answers).
+ *   jobReady       {"job"} -> {"status": true} (Volcano ANDs the plugins'
+ *                  answers, so true is "no opinion"; gang decides).
+ *
+ * SHARDS. predicate, prioritize and allocateFunc judge Volcano's tasks
+ * without agentsched's own shard (--shard-mode): Volcano offers only nodes
+ * of its own shard (vc-scheduler's NodeShard) and enforces it itself, while
+ * agentsched's shard restricts where agentsched places pods (kube-scheduler
+ * extender, fast path, placement). An allocation therefore counts against
+ * the node in every entry point's view, whichever shard owns it.
+ *
+ * TaskInfo -> model_pod (volcano_task_pod): the embedded v1 Pod ("Pod") is
+ * decoded with model_pod_from_json when present (it is in every real
+ * session). Without it the request comes from "Resreq" in Volcano's units:
+ * MilliCPU millicores, Memory bytes, ScalarResources name -> milli-units
+ * (Volcano stores extended resources and ephemeral-storage as
+ * Quantity.MilliValue(): 1 GPU = 1000), except "pods", which is a count and
+ * is ignored (the pod itself counts one). Fractions round up. The pod's uid
+ * is metadata.uid, else the task's "UID", else "namespace/name".
+ * NodeInfo -> node name (volcano_node_name): "Name", else
+ * "Node".metadata.name.
+ *
+ * ERRORS. A body that is not a JSON object, a missing or wrongly-typed
+ * field, or a Pod that does not decode is 400 with {"error": msg, "field":
+ * path} plus the verb's own error field: predicate adds "status": msg and
+ * "code": 1, prioritize / allocateFunc / deallocateFunc add
+ * "errorMessage": msg. Nesting beyond EXTARGS_MAX_DEPTH is 400; a request
+ * that exhausts its memory budget 413; internal errors 500, same shapes.
+ */
+#ifndef AGENTSCHED_VOLCANO_H
+#define AGENTSCHED_VOLCANO_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "agentsched/core/cache.h"
+#include "agentsched/base/error.h"
+#include "agentsched/base/http.h"
+#include "agentsched/model/model.h"
+
+#define VOLCANO_PATH_ON_SESSION_OPEN  "/volcano/onSessionOpen"
+#define VOLCANO_PATH_ON_SESSION_CLOSE "/volcano/onSessionClose"
+#define VOLCANO_PATH_PREDICATE        "/volcano/predicate"
+#define VOLCANO_PATH_PRIORITIZE       "/volcano/prioritize"
+#define VOLCANO_PATH_PREEMPTABLE      "/volcano/preemptable"
+#define VOLCANO_PATH_RECLAIMABLE      "/volcano/reclaimable"
+#define VOLCANO_PATH_JOB_ENQUEUEABLE  "/volcano/jobEnqueueable"
+#define VOLCANO_PATH_JOB_ENQUEUED     "/volcano/jobEnqueued"
+#define VOLCANO_PATH_QUEUE_OVERUSED   "/volcano/queueOverused"
+#define VOLCANO_PATH_JOB_READY        "/volcano/jobReady"
+#define VOLCANO_PATH_ALLOCATE         "/volcano/allocateFunc"
+#define VOLCANO_PATH_DEALLOCATE       "/volcano/deallocateFunc"
+
+/* Volcano's predicate status codes (api.Success ...). */
+enum {
+    VOLCANO_CODE_SUCCESS = 0,
+    VOLCANO_CODE_ERROR = 1,
+    VOLCANO_CODE_UNSCHEDULABLE = 2,
+    VOLCANO_CODE_UNRESOLVABLE = 3,
+};
+
+/* Volcano's TaskStatus bit for a pipelined task (api.Pipelined). */
+#define VOLCANO_TASK_PIPELINED 4
+
+/* The handlers (ctx is the svc *). */
+void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_on_session_close(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_preemptable(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_reclaimable(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_job_enqueueable(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_job_enqueued(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_queue_overused(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_job_ready(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp);
+void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp);
+
+/* The routes live in the one service route table (svc_routes, svc.c). */
+
+/*
+ * volcano_task_pod decodes a TaskInfo object (borrowed) into a model pod as
+ * described above. `field` names the task in diag paths ("task",
+ * "evictees[2]"). Errors AS_EINVAL / AS_EPARSE / AS_ERANGE / AS_ENOMEM
+ * with diag->field such as "task.Pod.spec.containers[0]..." or
+ * "task.Resreq.MilliCPU". Caller owns *out (model_pod_free).
+ */
+as_err volcano_task_pod(const model_registry *reg, const json_t *task, const char *field,
+                        model_pod **out, as_diag *diag);
+
+/*
+ * volcano_node_name returns the name of a NodeInfo object (borrowed from
+ * it): "Name", else "Node".metadata.name. AS_EINVAL naming `field`.Name
+ * when neither is a non-empty string (or either has the wrong type).
+ */
+as_err volcano_node_name(const json_t *node, const char *field, const char **name, as_diag *diag);
+
+/* What volcano_session_scan found in an OnSessionOpenRequest. */
+typedef struct volcano_session_stats {
+    size_t jobs;             /* keys of "Jobs" */
+    size_t nodes;            /* keys of "Nodes" */
+    size_t unknown_nodes;    /* of those, names the cache does not hold */
+    char first_unknown[128]; /* the first such name, truncated, with bytes unsafe in
+                                a log line shown as '?'; "" if none */
+} volcano_session_stats;
+
+/*
+ * volcano_session_scan validates body[0..len) as one JSON object in a
+ * single streaming pass (no DOM; numbers are not converted, so Volcano's
+ * "infinite" resources of 1.7976931348623157e+308 pass) and fills *out.
+ * Node names are looked up in c (read lock per name). Errors: AS_EPARSE
+ * (syntax, with the byte offset), AS_EINVAL (not an object), AS_ETOOBIG
+ * (nesting beyond EXTARGS_MAX_DEPTH).
+ */
+as_err volcano_session_scan(cache *c, const char *body, size_t len, volcano_session_stats *out,
+                            as_diag *diag);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * http.h - the HTTP server (libmicrohttpd) and its route table.
+ *
+ * A static table of {method, path, handler} routes; the server owns one
+ * thread pool (sized to the cores, epoll), caps request bodies (413 beyond
+ * the cap), answers 404 for unknown paths and 405 (with Allow) for a known
+ * path with the wrong method. Each request gets a pool freed when the
+ * response is queued. Handlers run on the pool threads concurrently;
+ * handlers of routes marked blocking run on separate offload threads while
+ * their connection is suspended (MHD suspend/resume), so a slow API round
+ * trip never holds a pool thread and the connections it serves.
+ */
+#ifndef AGENTSCHED_HTTP_H
+#define AGENTSCHED_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/base/buf.h"
+#include "agentsched/base/error.h"
+#include "agentsched/base/pool.h"
+
+typedef struct http_request {
+    const char *method;
+    const char *path; /* without query string */
+    const char *body; /* NUL-terminated copy; "" when none */
+    size_t body_len;
+    pool *pool; /* per-request scratch, freed after the response */
+    void *conn; /* opaque (MHD connection) for http_request_query */
+} http_request;
+
+typedef struct http_response {
+    int status;               /* default 200 */
+    const char *content_type; /* default "application/json" (static string) */
+    buf body;
+} http_response;
+
+typedef void (*http_handler_fn)(void *ctx, const http_request *req, http_response *resp);
+
+typedef struct http_route {
+    const char *method; /* "GET", "POST" */
+    const char *path;   /* exact match */
+    http_handler_fn fn;
+    /* The handler may block on another service (an API-server round trip):
+     * when the server has offload threads it runs there, its connection
+     * suspended meanwhile, so the pool threads keep serving every other
+     * connection. Without offload threads it runs inline like the rest. */
+    bool blocking;
+} http_route;
+
+typedef struct http_server_config {
+    const char *listen;       /* "HOST:PORT"; port 0 picks a free one */
+    unsigned threads;         /* 0 = sync_usable_cpus; at most HTTP_MAX_THREADS */
+    size_t max_body;          /* bytes; 0 = 16 MiB */
+    const http_route *routes; /* borrowed, must outlive the server */
+    size_t nroutes;
+    void *ctx; /* passed to every handler */
+    /* Added by the service helper (zero = default keeps older callers valid). */
+    unsigned conn_limit; /* max concurrent connections; 0 = 1024 */
+    unsigned timeout_s;  /* idle connection timeout; 0 = 30 s */
+    /* observe, when set, is called once per answered request (any status,
+     * including 404/405/413) with the elapsed time, from a pool thread. */
+    void (*observe)(void *ctx, const char *method, const char *path, int status,
+                    uint64_t elapsed_ns);
+    /* Threads running the handlers of blocking routes (0 = run them inline
+     * on the pool threads) and the cap on requests waiting for one of them
+     * (0 = 4096); past the cap a blocking route answers 503 at once. */
+    unsigned offload_threads;
+    size_t offload_queue;
+    /* HTTPS: a PEM certificate (chain, leaf first) and its PEM private
+     * key, both or neither (NULL = plain HTTP). Borrowed: the server copies
+     * them. */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
+} http_server_config;
+
+typedef struct http_server http_server;
+
+/* The most pool threads a server runs (a larger cfg.threads is refused). */
+#define HTTP_MAX_THREADS 256
+
+/* http_server_start binds and starts serving (HTTPS when cfg has a TLS
+ * certificate and key). AS_EINVAL (bad listen address, more than
+ * HTTP_MAX_THREADS threads, a certificate without a key or the reverse,
+ * or either refused by GnuTLS: diag's field says which), AS_EIO (bind
+ * failed: port in use). */
+as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag);
+
+/* http_server_stop stops accepting, waits for in-flight requests, frees. */
+void http_server_stop(http_server *s);
+
+/* http_server_port returns the bound TCP port. */
+uint16_t http_server_port(const http_server *s);
+
+/* http_server_threads returns how many pool threads s runs (what
+ * cfg.threads = 0 chose, for the start-up log); 0 for NULL. */
+unsigned http_server_threads(const http_server *s);
+
+/* http_request_query returns the value of a query argument or NULL. */
+const char *http_request_query(const http_request *req, const char *key);
+
+/* http_error sets status and a JSON body {"error": msg, "field": field}
+ * (field omitted when NULL). */
+void http_error(http_response *resp, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* http_error_begin starts the error body of a protocol handler: sets
+ * status and the JSON content type and writes {"error": MSG, "field":
+ * FIELD without the closing brace, so the handler can add its protocol's
+ * own error member (the extender's "Error", Volcano's "status") before
+ * appending "}". MSG is d->msg, or as_strerror(err) when d has none; it is
+ * returned (borrowed from d, or static). */
+const char *http_error_begin(http_response *resp, int status, const as_diag *d, as_err err);
+
+/* http_status_for_err maps an as_err to an HTTP status (400 for input
+ * errors, 404, 409, 413, 500, 503...). */
+int http_status_for_err(as_err err);
+
+/* http_status_for_decode_err maps an error decoding a request body: input
+ * errors, a value too big for its field (AS_ETOOBIG) included, are 400;
+ * running out of the request's memory budget (AS_ENOMEM) is 413; anything
+ * else as http_status_for_err. */
+int http_status_for_decode_err(as_err err);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * score.h - node scoring strategies and the policy that selects them.
+ *
+ * A score_policy is immutable once built, except for its learned task-shape
+ * statistics (updated with atomics), so any number of threads may score
+ * with it at once. Reload = build a new policy and swap the pointer
+ * (score_policy_ref / score_policy_unref keep in-flight decisions safe).
+ *
+ * score_node returns a value in [0, 100], higher is better; the extender
+ * integer score (0..10) and the standalone ranking derive from it as the
+ * policy says.
+ */
+#ifndef AGENTSCHED_SCORE_H
+#define AGENTSCHED_SCORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/core/cache.h"
+#include "agentsched/base/error.h"
+#include "agentsched/model/model.h"
+
+typedef enum score_strategy {
+    SCORE_LEAST_ALLOCATED = 0,
+    SCORE_MOST_ALLOCATED,
+    SCORE_BALANCED_ALLOCATION,
+    SCORE_BEST_FIT,
+    SCORE_FGD,
+    SCORE_FRAGMENT,
+    SCORE__COUNT
+} score_strategy;
+
+/* score_strategy_parse maps "least-allocated", "most-allocated",
+ * "balanced-allocation", "best-fit", "fgd", "fragment". */
+as_err score_strategy_parse(const char *name, score_strategy *out);
+const char *score_strategy_name(score_strategy s);
+
+typedef struct score_policy score_policy;
+
+/* score_policy_new_default builds the built-in default policy: strategy
+ * `fragment`, the same as policy/default.yaml. reg is borrowed and must
+ * outlive the policy (every constructor below keeps it). */
+as_err score_policy_new_default(model_registry *reg, score_policy **out);
+
+/* score_policy_new_strategy builds a default policy with another strategy. */
+as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_policy **out);
+
+/*
+ * score_policy_load reads a policy YAML file. Every field is validated;
+ * unknown keys are errors. diag names the file and the field.
+ */
+as_err score_policy_load(model_registry *reg, const char *path, score_policy **out, as_diag *diag);
+
+/* score_policy_parse is score_policy_load on text[0..len) already in
+ * memory; `name` stands for the file in messages. */
+as_err score_policy_parse(model_registry *reg, const char *name, const char *text, size_t len,
+                          score_policy **out, as_diag *diag);
+
+/* score_policy_gpu_names returns the GPU resource names the policy
+ * configures (borrowed from the policy). */
+void score_policy_gpu_names(const score_policy *p, const char **gpu_name, const char **share_name,
+                            const char **model_label);
+
+/* score_policy_apply_gpu_names copies the policy's GPU names into reg. Call
+ * once at start-up, before any node is decoded: AS_ECONFLICT when reg
+ * already has a GPU resource and the names differ (loading never changes
+ * the registry; a reload that renames GPUs is rejected by the loader). */
+as_err score_policy_apply_gpu_names(const score_policy *p, model_registry *reg);
+
+/* score_policy_candidates: top-K the standalone path keeps (1..16);
+ * score_policy_min_score: standalone candidates scoring below are dropped. */
+uint32_t score_policy_candidates(const score_policy *p);
+double score_policy_min_score(const score_policy *p);
+
+/* Reference counting: _new/_load return one reference. */
+score_policy *score_policy_ref(score_policy *p);
+void score_policy_unref(score_policy *p);
+
+/* score_policy_strategy returns the policy's scoring strategy. p not NULL;
+ * immutable, so any thread. */
+score_strategy score_policy_strategy(const score_policy *p);
+
+/* score_policy_is_agent_pod: does the policy count this pod as an agent pod
+ * (scheduler name / labels)? */
+bool score_policy_is_agent_pod(const score_policy *p, const model_pod *pod);
+
+/* score_policy_soft_shard_bonus: points (0..100 scale) added to in-shard
+ * nodes in soft shard mode. */
+double score_policy_soft_shard_bonus(const score_policy *p);
+
+/* The largest extender.shortlist a policy may set. */
+#define SCORE_MAX_SHORTLIST 100
+
+/* score_policy_extender_shortlist: how many of the feasible nodes the
+ * extender's filter answers, the best-scoring first (0: every feasible
+ * node). policy/default.yaml's extender.shortlist says why one would. */
+uint32_t score_policy_extender_shortlist(const score_policy *p);
+
+/*
+ * score_node scores placing pod on node (which must fit: pred_check OK) in
+ * its current state. Reads usage with cache accessors; never allocates.
+ * Returns [0, 100].
+ */
+double score_node(const score_policy *p, const model_pod *pod, const cache_node *node);
+
+/* score_observe_pod feeds the learned task-shape popularity (fgd,
+ * fragment). Thread-safe. */
+void score_observe_pod(score_policy *p, const model_pod *pod);
+
+/*
+ * score_policy_generation changes (acquire load) whenever learning rebuilt
+ * the tables in a way that can change a score_node result: the typical
+ * shapes for fgd, the derived ratios and distributions for fragment; never
+ * for the other strategies. A caller that cached scores computed after
+ * reading generation g may keep them while it still reads g (eqcache.h).
+ * A score racing a rebuild may mix old and new values; the generation is
+ * bumped after the rebuild, so such a score is always re-done.
+ */
+uint64_t score_policy_generation(const score_policy *p);
+
+/* A task shape with its popularity (share of pods), for the FGD measure. */
+typedef struct score_task_shape {
+    int64_t cpu; /* millicores */
+    int64_t mem; /* bytes */
+    uint32_t gpu_count;
+    uint32_t gpu_milli; /* per device; 1000 for whole GPUs, 0 without GPU */
+    double pop;
+} score_task_shape;
+
+/*
+ * score_fgd_fragment returns the node's fragmentation in milli-GPU as FGD
+ * defines it (Weng et al., ATC '23), in its current state: for each shape,
+ * all idle GPU when the shape does not fit (CPU, memory, GPU) or asks for
+ * no GPU, else the idle GPU on devices with less free than its per-device
+ * demand; weighted by popularity. Never allocates.
+ */
+double score_fgd_fragment(const cache_node *node, const score_task_shape *shapes, size_t n);
+
+/* score_to_extender maps a [0,100] score to the extender's 0..10 integer. */
+int score_to_extender(const score_policy *p, double score);
+
+/* score_to_extender_n is score_to_extender over score[0..n) into out, with
+ * a negative score (infeasible, unknown) mapped to 0: one call per answer
+ * instead of one per node. */
+void score_to_extender_n(const score_policy *p, const double *score, size_t n, int8_t *out);
+
+#endif

@@ -1,0 +1,220 @@
+/*
+ * shardctl.h - the sharding controller (`agentsched shard-controller`):
+ * computes every scheduler's NodeShard.spec.nodesDesired from a sharding
+ * config in Volcano's format and writes the NodeShards, one active replica
+ * at a time (a coordination.k8s.io/v1 Lease).
+ *
+ * Layers, each testable on its own:
+ *   shardctl_config  parse + validate the config (YAML or JSON via doc.h)
+ *   shardctl_engine  the assignment: per scheduler, in config order,
+ *                    filter (every filter policy accepts) -> weighted score
+ *                    -> select (node-limit caps the WHOLE shard), a node
+ *                    going to the first scheduler that selects it. Node
+ *                    events update it incrementally.
+ *   shardctl_cli_main  the command: k8s client, config hot reload, loop
+ *
+ * INCREMENTAL ASSIGNMENT. The engine keeps, per scheduler, the nodes its
+ * filter accepts in an array sorted by (score desc, name asc), each node's
+ * owner, and, for a scheduler at its maxNodes cap, its boundary (last
+ * member). A node event re-scores that node (binary search + memmove per
+ * scheduler) and then cascades: without a cap only the node itself can
+ * change owner; at a cap the node may enter ahead of the boundary (the last
+ * member is evicted and becomes a candidate for the next scheduler) or
+ * leave (the next entry after the boundary is admitted). The work is the
+ * owner changes times the schedulers, plus entries skipped near a boundary
+ * (those already owned by earlier schedulers); no re-scoring, sorting or
+ * pass over all nodes. A full resync rebuilds everything from scratch and
+ * is the reference the tests compare the incremental result with.
+ */
+#ifndef AGENTSCHED_SHARDCTL_H
+#define AGENTSCHED_SHARDCTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/base/error.h"
+#include "agentsched/model/model.h"
+
+#define SHARDCTL_MAX_SCHEDULERS       32
+#define SHARDCTL_DEFAULT_WARMUP_LABEL "node.volcano.sh/warmup"
+#define SHARDCTL_CONFIG_MAX           (1 << 20) /* config file cap */
+
+/* ------------------------------------------------------------------ */
+/* Config                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum shardctl_policy_kind {
+    SHARDCTL_POL_ALLOCATION_RATE = 0, /* filter + score on CPU request ratio */
+    SHARDCTL_POL_WARMUP,              /* score: 1 with the label, else 0 */
+    SHARDCTL_POL_NODE_LIMIT,          /* select: minNodes / maxNodes */
+} shardctl_policy_kind;
+
+typedef struct shardctl_policy {
+    shardctl_policy_kind kind;
+    double weight;   /* >= 0, default 1 */
+    double min_util; /* allocation-rate: [0,1] */
+    double max_util;
+    char *label;       /* warmup: key (owned) */
+    char *label_value; /* warmup: value (owned) */
+    long min_nodes;    /* node-limit: informational floor (reported) */
+    long max_nodes;    /* node-limit: <= 0 = no cap */
+} shardctl_policy;
+
+typedef struct shardctl_sched {
+    char *name; /* the NodeShard's name */
+    char *type; /* "agent", "volcano", ... (informational) */
+    shardctl_policy *pol;
+    size_t npol;
+    long min_nodes, max_nodes; /* from node-limit (0 / 0 without it) */
+} shardctl_sched;
+
+typedef struct shardctl_config {
+    shardctl_sched *sched;
+    size_t n;
+    int64_t sync_period_ms;  /* shardSyncPeriod; default 60 s */
+    bool node_event_trigger; /* enableNodeEventTrigger; default true */
+} shardctl_config;
+
+/*
+ * shardctl_config_parse parses and validates a config document (YAML or
+ * JSON). origin names it in messages. Accepts Volcano's format
+ * (schedulerConfigs[] {name, type, policies[] {name, weight, arguments}},
+ * shardSyncPeriod, enableNodeEventTrigger) and its deprecated flat fields
+ * (cpuUtilizationMin/Max, preferWarmupNodes, minNodes, maxNodes), which
+ * become policies. Unknown fields and policies are errors (a typo must
+ * not silently change the shards). AS_EPARSE / AS_EINVAL / AS_ERANGE with
+ * diag naming the field. Caller owns *out (shardctl_config_free).
+ */
+as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
+                             shardctl_config **out, as_diag *diag);
+
+/* shardctl_config_load reads path (capped at SHARDCTL_CONFIG_MAX) and
+ * parses it. AS_EIO when unreadable. */
+as_err shardctl_config_load(const char *path, shardctl_config **out, as_diag *diag);
+
+/* shardctl_config_free frees the config and every scheduler, policy and
+ * string in it. NULL ok. Free the engines that borrow it first. */
+void shardctl_config_free(shardctl_config *cfg);
+
+/* Identity of a config file's current content (stat fields). */
+typedef struct shardctl_file_stamp {
+    int64_t mtime_ns;
+    int64_t size;
+    uint64_t ino;
+    bool valid;
+} shardctl_file_stamp;
+
+/*
+ * shardctl_config_reload checks path against *stamp; when the file changed
+ * it updates *stamp and re-reads it. Valid: *next gets the new config
+ * (caller swaps it in and frees the old one). Invalid: *next stays NULL and
+ * the error is returned with diag (the caller keeps its current config;
+ * the same bad content is not reported again). Unchanged: AS_OK, *next
+ * NULL. A file that vanished is AS_EIO (the current config is kept).
+ */
+as_err shardctl_config_reload(const char *path, shardctl_file_stamp *stamp, shardctl_config **next,
+                              as_diag *diag);
+
+/*
+ * shardctl_config_from_configmap parses the config held in a v1 ConfigMap
+ * object (borrowed JSON) under data[key] (NULL key = "sharding.yaml", as
+ * Volcano's controller uses). origin names it in messages. AS_ENOTFOUND
+ * when the key is absent; otherwise as shardctl_config_parse.
+ */
+struct json_t;
+as_err shardctl_config_from_configmap(const struct json_t *cm, const char *key, const char *origin,
+                                      shardctl_config **out, as_diag *diag);
+
+/* shardctl_duration_parse parses a Go duration ("60s", "1m30s", "500ms",
+ * "2h") or a plain number of seconds into ms. AS_EINVAL on bad input. */
+as_err shardctl_duration_parse(const char *s, int64_t *ms);
+
+/* ------------------------------------------------------------------ */
+/* Engine                                                              */
+/* ------------------------------------------------------------------ */
+
+/* What the engine needs of one node; borrowed for the call only. */
+typedef struct shardctl_node_info {
+    const char *name;
+    int64_t cpu_requested;      /* milli-CPU of the pods on it */
+    int64_t cpu_allocatable;    /* milli-CPU; <= 0: utilisation unknown */
+    const model_labels *labels; /* may be NULL */
+    uint64_t tag;               /* caller's change marker (e.g. cache generation) */
+} shardctl_node_info;
+
+typedef struct shardctl_engine shardctl_engine;
+
+/* shardctl_engine_new: cfg is borrowed and must outlive the engine (a
+ * config reload builds a new engine). Caller owns. */
+as_err shardctl_engine_new(const shardctl_config *cfg, shardctl_engine **out);
+void shardctl_engine_free(shardctl_engine *e);
+
+/* Nodes an engine holds at most (the node cache's CACHE_MAX_NODES): only a
+ * runaway source reaches it; new nodes past it are refused with AS_ELIMIT. */
+#define SHARDCTL_MAX_NODES ((size_t)1 << 20)
+
+/* shardctl_engine_set_node adds or updates one node incrementally (see the
+ * header comment for the cost) and marks it seen in `epoch`. AS_ELIMIT for
+ * a new node when SHARDCTL_MAX_NODES are held. */
+as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *n, uint64_t epoch);
+
+/* shardctl_engine_remove_node drops a node. AS_ENOTFOUND if unknown. */
+as_err shardctl_engine_remove_node(shardctl_engine *e, const char *name);
+
+/* shardctl_engine_seen: when name is known, marks it seen in epoch and
+ * returns true with its tag in *tag (may be NULL). */
+bool shardctl_engine_seen(shardctl_engine *e, const char *name, uint64_t epoch, uint64_t *tag);
+
+/* shardctl_engine_sweep removes every node not seen in epoch; *removed
+ * (may be NULL) gets how many. */
+as_err shardctl_engine_sweep(shardctl_engine *e, uint64_t epoch, size_t *removed);
+
+/* shardctl_engine_resync replaces every node with nodes[0..n) and
+ * recomputes from scratch (re-score, sort, select); AS_ELIMIT past
+ * SHARDCTL_MAX_NODES. */
+as_err shardctl_engine_resync(shardctl_engine *e, const shardctl_node_info *nodes, size_t n,
+                              uint64_t epoch);
+
+/*
+ * shardctl_engine_members returns the sorted names (borrowed from the
+ * engine; valid until its next mutation) assigned to scheduler i in a
+ * malloc'ed array the caller frees (not the strings). *version gets a
+ * counter bumped whenever that membership changes.
+ */
+as_err shardctl_engine_members(shardctl_engine *e, size_t i, const char ***names, size_t *n,
+                               uint64_t *version);
+
+/* shardctl_engine_version: scheduler i's membership counter (as
+ * shardctl_engine_members reports it), without building the list. */
+uint64_t shardctl_engine_version(const shardctl_engine *e, size_t i);
+
+/* shardctl_engine_owner: index of the scheduler owning name, -1 when
+ * unassigned or unknown. */
+int shardctl_engine_owner(shardctl_engine *e, const char *name);
+
+typedef struct shardctl_engine_stats {
+    size_t nodes;
+    size_t unfit;  /* nodes no scheduler's filter accepts */
+    size_t capped; /* fit some scheduler but every fitting one is full */
+    size_t members[SHARDCTL_MAX_SCHEDULERS];
+    bool below_min[SHARDCTL_MAX_SCHEDULERS]; /* fewer members than minNodes */
+    uint64_t fast_updates;                   /* node events reassigned in O(S) */
+    uint64_t passes;                         /* linear selection passes (saturated events) */
+    uint64_t resyncs;                        /* full recomputes */
+} shardctl_engine_stats;
+
+/* shardctl_engine_get_stats fills *out from the engine's current state
+ * (entries beyond the config's schedulers are 0). The engine has no lock:
+ * like every engine call, not concurrently with a mutation. */
+void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* CLI                                                                 */
+/* ------------------------------------------------------------------ */
+
+/* shardctl_cli_main is `agentsched shard-controller` (argv[0] is the
+ * command name). Returns the process exit status. */
+int shardctl_cli_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,1367 @@
+/*
+ * extender.c - the kube-scheduler extender verbs: filter, prioritize, bind,
+ * preempt. The wire contract (bodies, status codes, decisions) is written
+ * down in extender.h.
+ */
+#include "agentsched/api/extender.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentsched/core/binder.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/core/eqcache.h"
+#include "agentsched/api/extargs.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
+#include "agentsched/model/model.h"
+#include "agentsched/core/pred.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/core/score.h"
+#include "agentsched/shard/shard.h"
+#include "agentsched/serve/svc.h"
+
+/* ------------------------------------------------------------------ */
+/* Replies                                                             */
+/* ------------------------------------------------------------------ */
+
+/* reply_error writes the 4xx/5xx body of extender.h; with_error adds the
+ * protocol's own "Error" field (filter and bind results have one). */
+static void reply_error(http_response *resp, int status, bool with_error, const as_diag *d,
+                        as_err err)
+{
+    const char *msg = http_error_begin(resp, status, d, err);
+    buf *o = &resp->body;
+    if (with_error) {
+        buf_puts(o, ",\"Error\":");
+        buf_json_cstr(o, msg);
+    }
+    buf_puts(o, "}");
+}
+
+static void reply_ok(http_response *resp)
+{
+    resp->status = 200;
+    resp->content_type = "application/json";
+}
+
+static double seconds_since(uint64_t t0)
+{
+    return (double)(svc_mono_ns() - t0) / 1e9;
+}
+
+/* decode_pod turns the Pod DOM into a model pod; diag fields start "Pod". */
+static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_diag *d)
+{
+    *out = NULL;
+    if (!pod_json)
+        return as_diag_set(d, AS_EINVAL, "Pod", "Pod is required: send the v1.Pod being scheduled");
+    as_err err = model_pod_from_json(&s->reg, pod_json, out, d);
+    if (err) {
+        as_diag_prefix_field(d, "Pod");
+        if (!d->msg[0])
+            as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
+    }
+    return err;
+}
+
+/* The memo of decoded Pod specs keys them by their text, or by its
+ * projection (see decode_args_pod). */
+typedef enum spec_by { SPEC_BY_TEXT, SPEC_BY_PROJECTION, SPEC_BY__COUNT } spec_by;
+static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
+                     model_pod_spec *spec);
+static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
+                                size_t len, int gen);
+static const extargs_skip *spec_memo_skip(const extender_memo *m);
+
+/* Labels a Pod may have for its fields to be read without a DOM. */
+#define POD_FIELDS_MAX_LABELS 64
+
+/*
+ * decode_args_pod builds a's Pod (validated, not yet parsed) into a model
+ * pod. Agent pods of one template share their spec's text: a spec decoded
+ * before under the same registry generation is reused, and only the rest
+ * of the Pod is built and decoded (model_pod_from_json_spec gives what
+ * model_pod_from_json would). Sandboxes that each carry their own session
+ * in what the pod model never reads (env, args, probes, volumes: the Pod
+ * skip rules) share the spec's projection through those rules
+ * (extargs_project), the second key tried. A miss decodes the whole Pod,
+ * then remembers its spec under both. p: the request pool (the
+ * projection).
+ */
+static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out, as_diag *d)
+{
+    *out = NULL;
+    extender_memo *m = s->ext_memo;
+    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    if (!m || !a->pod_spec_raw) {
+        as_err err = extargs_parse_pod(a, rules, d);
+        return err ? err : decode_pod(s, a->pod, out, d);
+    }
+    uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len), hp = 0;
+    int gen = model_registry_count(&s->reg);
+    model_pod_spec *spec = spec_get(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
+    /* a spec the projection does not follow (an escaped key, a number the
+     * builder refuses) has no second key: the whole Pod is decoded, which
+     * reports what is wrong with it */
+    char *key = NULL;
+    size_t klen = 0;
+    if (!spec && (key = pool_alloc_raw(p, a->pod_spec_len)) &&
+        extargs_project(a->pod_spec_raw, a->pod_spec_len, rules, "spec", key, a->pod_spec_len,
+                        &klen)) {
+        hp = cache_name_hash(key, klen);
+        spec = spec_get(m, SPEC_BY_PROJECTION, hp, key, klen, gen);
+    } else {
+        key = NULL;
+    }
+    as_err err;
+    if (spec) {
+        metrics_inc(s->m.spec_memo_hits);
+        /* The spec is known: kind, metadata and status are read off the
+         * span, or, when they are not the plain case, from the DOM. */
+        model_pod_fields f;
+        model_span keys[POD_FIELDS_MAX_LABELS], values[POD_FIELDS_MAX_LABELS];
+        if (extargs_pod_fields(a, &f, keys, values, POD_FIELDS_MAX_LABELS) &&
+            model_pod_from_fields(&s->reg, &f, spec, out) == AS_OK) {
+            model_pod_spec_unref(spec);
+            return AS_OK;
+        }
+        err = extargs_parse_pod(a, spec_memo_skip(m), d);
+        if (!err && (err = model_pod_from_json_spec(&s->reg, a->pod, spec, out, d))) {
+            as_diag_prefix_field(d, "Pod");
+            if (!d->msg[0])
+                as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
+        }
+        model_pod_spec_unref(spec);
+        return err;
+    }
+    metrics_inc(s->m.spec_memo_misses);
+    if ((err = extargs_parse_pod(a, rules, d)) || (err = decode_pod(s, a->pod, out, d)))
+        return err;
+    as_diag scratch;
+    if (model_pod_spec_from_json(&s->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
+        AS_OK) {
+        spec_put(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
+        if (key)
+            spec_put(m, SPEC_BY_PROJECTION, hp, key, klen, spec);
+        model_pod_spec_unref(spec);
+    }
+    return AS_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reasons                                                             */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A response writer for the per-node parts of filter and prioritize: bytes
+ * go into a small chunk on the stack and reach the (capped) response buf
+ * one buf_append per chunk, instead of a buf call per token. JSON strings
+ * are escaped exactly as buf_json_str does; anything too big for a chunk
+ * goes to buf directly, so the output never depends on the chunk size.
+ */
+#define WR_CHUNK 4096
+typedef struct wr {
+    buf *o;
+    size_t n;
+    char c[WR_CHUNK];
+} wr;
+
+static void wr_init(wr *w, buf *o)
+{
+    w->o = o;
+    w->n = 0;
+}
+
+static void wr_flush(wr *w)
+{
+    if (w->n)
+        buf_append(w->o, w->c, w->n);
+    w->n = 0;
+}
+
+static inline void wr_raw(wr *w, const char *s, size_t n)
+{
+    if (n > WR_CHUNK - w->n) {
+        wr_flush(w);
+        if (n > WR_CHUNK) {
+            buf_append(w->o, s, n);
+            return;
+        }
+    }
+    memcpy(w->c + w->n, s, n);
+    w->n += n;
+}
+
+#define WR_LIT(w, lit) wr_raw((w), (lit), sizeof(lit) - 1)
+
+static inline void wr_str(wr *w, const char *s, size_t n)
+{
+    size_t worst = n * 6 + 2;
+    if (worst > WR_CHUNK - w->n) {
+        wr_flush(w);
+        if (worst > WR_CHUNK) {
+            buf_json_str(w->o, s, n);
+            return;
+        }
+    }
+    w->n = (size_t)(buf_json_quote(w->c + w->n, s, n) - w->c);
+}
+
+/*
+ * Reason texts depend only on (code, arg), and for taints on the taint's
+ * key and value, so each distinct reason is rendered and JSON-escaped once
+ * per request; the memo lives under the read lock (taint strings are
+ * borrowed from the first node's spec).
+ */
+#define REASON_MEMO 16
+typedef struct reason_memo {
+    pred_result r[REASON_MEMO];
+    const model_taint *taint[REASON_MEMO]; /* PRED_TAINT entries */
+    const char *json[REASON_MEMO];         /* quoted, escaped; request pool */
+    size_t json_len[REASON_MEMO];
+    int n;
+} reason_memo;
+
+/* reason_json returns the quoted JSON text of r for node (may be NULL
+ * unless r is a taint); falls back to rendering into scratch (escaped
+ * into escaped, 160 * 6 + 2 bytes) when the memo is full or the pool is.
+ * Call under the read lock. */
+static const char *reason_json(reason_memo *m, pool *p, const model_registry *reg,
+                               const cache_node *node, const model_pod *pod, pred_result r,
+                               size_t *len, char *escaped)
+{
+    const model_taint *t = pred_taint_of(node, r);
+    for (int i = 0; i < m->n; i++) {
+        if (m->r[i].code != r.code)
+            continue;
+        if (r.code == PRED_TAINT ? pred_taint_same(m->taint[i], t) : m->r[i].arg == r.arg) {
+            *len = m->json_len[i];
+            return m->json[i];
+        }
+    }
+    char text[160];
+    pred_reason(reg, node, pod, r, text, sizeof text);
+    size_t tl = strlen(text);
+    char *out = m->n < REASON_MEMO ? pool_alloc(p, tl * 6 + 2) : NULL;
+    char *o = out ? out : escaped;
+    *len = (size_t)(buf_json_quote(o, text, tl) - o);
+    if (out) {
+        m->r[m->n] = r;
+        m->taint[m->n] = t;
+        m->json[m->n] = out;
+        m->json_len[m->n++] = *len;
+    }
+    return o;
+}
+
+/* ------------------------------------------------------------------ */
+/* filter -> prioritize memo (extender.h)                              */
+/* ------------------------------------------------------------------ */
+
+#define MEMO_SLOTS     64
+#define MEMO_MAX_NAMES 8192
+#define MEMO_TTL_NS    (10ull * 1000000000ull)
+
+/* One filter's extender scores, in the filter's name order: keys[i] is
+ * its i-th name's hash | 1, score[i] that name's 0..10 score. Immutable
+ * once published. kube-scheduler's prioritize names the nodes that passed,
+ * in the order the filter answered them: a subsequence of keys, matched
+ * in one pass (memo_scores). */
+typedef struct memo_ent {
+    uint64_t h1, h2;      /* the Pod's JSON bytes, two seeds */
+    size_t len;           /* and their length */
+    score_policy *policy; /* a reference: its address cannot be reused */
+    uint64_t born_ns;
+    uint32_t n, cap;
+    uint64_t *keys;
+    int8_t *score;
+} memo_ent;
+
+#define MEMO_SPARES 16
+
+/* Decoded Pod specs (model_pod_spec) by a text: the spec's own, or its
+ * projection through the Pod skip rules (extargs_project: less what the
+ * model never reads); direct-mapped tables; a text over SPEC_MEMO_MAX_LEN
+ * bytes is not remembered. */
+#define SPEC_MEMO_SLOTS   64
+#define SPEC_MEMO_MAX_LEN (64u << 10)
+
+typedef struct spec_ent {
+    uint64_t h;
+    size_t len;
+    char *text; /* the key text, compared whole on a hash match */
+    model_pod_spec *spec;
+} spec_ent;
+
+struct extender_memo {
+    pthread_mutex_t mu;
+    memo_ent *slot[MEMO_SLOTS];
+    /* Entries done with, tables kept: a filter reuses one instead of
+     * allocating (and page-faulting) fresh tables every cycle. */
+    memo_ent *spare[MEMO_SPARES];
+    int nspare;
+    /* under mu: by the spec's exact text (pods of one template), and by
+     * its projection (pods that differ only in what the model never
+     * reads) */
+    spec_ent specs[SPEC_BY__COUNT][SPEC_MEMO_SLOTS];
+    /* The Pod skip rules (k8s_stream_skip) plus the root's "spec": the DOM
+     * a remembered spec completes. */
+    extargs_skip no_spec[16];
+};
+
+static const char *const spec_key[] = {"spec", NULL};
+
+static const extargs_skip *spec_memo_skip(const extender_memo *m)
+{
+    return m->no_spec;
+}
+
+/* memo_pod_hash computes two independent 64-bit multiplicative hashes of
+ * the Pod's bytes s[0..n) in one pass, 8 bytes a step (a kube-scheduler
+ * Pod is ~5 KB, hashed at every filter and prioritize). */
+static void memo_pod_hash(const char *s, size_t n, uint64_t *h1, uint64_t *h2)
+{
+    const uint64_t k = 0x9E3779B97F4A7C15ull, k2 = 0xC2B2AE3D27D4EB4Full;
+    uint64_t a = 1 ^ (n * k), b = 2 ^ (n * k2);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        a = (a ^ w) * k;
+        a ^= a >> 32;
+        b = (b ^ w) * k2;
+        b ^= b >> 29;
+    }
+    /* The tail: the string's last 8 bytes (overlapping the words above)
+     * when it has 8, else its bytes one by one; a variable-length memcpy
+     * into a word would stall on store forwarding. */
+    uint64_t w = 0;
+    if (n >= 8) {
+        memcpy(&w, s + n - 8, 8);
+    } else {
+        for (size_t j = 0; j < n; j++)
+            w |= (uint64_t)(unsigned char)s[j] << (8 * j);
+    }
+    a = (a ^ w) * k;
+    a ^= a >> 29;
+    a *= 0xBF58476D1CE4E5B9ull;
+    *h1 = a ^ (a >> 32);
+    b = (b ^ w) * k2;
+    b ^= b >> 31;
+    b *= 0x94D049BB133111EBull;
+    *h2 = b ^ (b >> 32);
+}
+
+static void memo_ent_free(memo_ent *e)
+{
+    if (!e)
+        return;
+    if (e->policy)
+        score_policy_unref(e->policy);
+    free(e->keys);
+    free(e->score);
+    free(e);
+}
+
+/* memo_recycle drops e's policy and keeps e's tables for reuse (or frees
+ * e when the spares are full). NULL ok. */
+static void memo_recycle(extender_memo *m, memo_ent *e)
+{
+    if (!e)
+        return;
+    if (e->policy) {
+        score_policy_unref(e->policy);
+        e->policy = NULL;
+    }
+    pthread_mutex_lock(&m->mu);
+    if (m->nspare < MEMO_SPARES) {
+        m->spare[m->nspare++] = e;
+        e = NULL;
+    }
+    pthread_mutex_unlock(&m->mu);
+    memo_ent_free(e);
+}
+
+/* memo_spare returns a recycled entry with room for size names, or NULL. */
+static memo_ent *memo_spare(extender_memo *m, uint32_t size)
+{
+    memo_ent *e = NULL;
+    pthread_mutex_lock(&m->mu);
+    for (int i = m->nspare - 1; i >= 0; i--)
+        if (m->spare[i]->cap >= size) {
+            e = m->spare[i];
+            m->spare[i] = m->spare[--m->nspare];
+            break;
+        }
+    pthread_mutex_unlock(&m->mu);
+    return e;
+}
+
+/* See extender.h. */
+as_err extender_memo_new(extender_memo **out)
+{
+    extender_memo *m = calloc(1, sizeof *m);
+    if (!m)
+        return AS_ENOMEM;
+    pthread_mutex_init(&m->mu, NULL);
+    const extargs_skip *pod = k8s_stream_skip(K8S_KIND_POD);
+    size_t n = 0;
+    const size_t room = sizeof m->no_spec / sizeof m->no_spec[0] - 2;
+    for (; pod && pod[n].parent; n++) {
+        if (n >= room) {
+            /* the k8s module's table outgrew no_spec: grow it with it */
+            fprintf(stderr, "extender: %zu Pod skip rules exceed no_spec\n", n);
+            abort();
+        }
+        m->no_spec[n] = pod[n];
+    }
+    m->no_spec[n++] = (extargs_skip){"", spec_key};
+    m->no_spec[n] = (extargs_skip){NULL, NULL};
+    *out = m;
+    return AS_OK;
+}
+
+static void spec_ent_clear(spec_ent *e)
+{
+    free(e->text);
+    model_pod_spec_unref(e->spec);
+    memset(e, 0, sizeof *e);
+}
+
+/* See extender.h. */
+void extender_memo_free(extender_memo *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < MEMO_SLOTS; i++)
+        memo_ent_free(m->slot[i]);
+    for (int i = 0; i < m->nspare; i++)
+        memo_ent_free(m->spare[i]);
+    for (int t = 0; t < SPEC_BY__COUNT; t++)
+        for (int i = 0; i < SPEC_MEMO_SLOTS; i++)
+            spec_ent_clear(&m->specs[t][i]);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+/* spec_get returns a reference to the spec remembered in table by under
+ * the key text[0..len) (hash h) for registry generation gen, or NULL. */
+static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
+                                size_t len, int gen)
+{
+    model_pod_spec *out = NULL;
+    pthread_mutex_lock(&m->mu);
+    spec_ent *e = &m->specs[by][h % SPEC_MEMO_SLOTS];
+    if (e->spec && e->h == h && e->len == len && model_pod_spec_generation(e->spec) == gen &&
+        memcmp(e->text, text, len) == 0)
+        out = model_pod_spec_ref(e->spec);
+    pthread_mutex_unlock(&m->mu);
+    return out;
+}
+
+/* spec_put remembers spec (a reference is taken) in table by under the
+ * key text[0..len); best effort. */
+static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
+                     model_pod_spec *spec)
+{
+    char *copy = len <= SPEC_MEMO_MAX_LEN ? malloc(len) : NULL;
+    if (!copy)
+        return;
+    memcpy(copy, text, len);
+    spec_ent old, e = {h, len, copy, model_pod_spec_ref(spec)};
+    pthread_mutex_lock(&m->mu);
+    old = m->specs[by][h % SPEC_MEMO_SLOTS];
+    m->specs[by][h % SPEC_MEMO_SLOTS] = e;
+    pthread_mutex_unlock(&m->mu);
+    spec_ent_clear(&old);
+}
+
+/* memo_put publishes the scores of a filter (names[i] -> score[i]); best
+ * effort: nothing is remembered when memory is short or n is too big. */
+static void memo_put(extender_memo *m, const extargs_args *a, score_policy *policy,
+                     const sched_name *names, const int8_t *score, size_t n)
+{
+    if (!m || !a->pod_raw || !n || n > MEMO_MAX_NAMES)
+        return;
+    uint32_t size = 16;
+    while (size < n)
+        size *= 2;
+    memo_ent *e = memo_spare(m, size);
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e || !(e->keys = malloc(size * sizeof *e->keys)) ||
+            !(e->score = malloc(size * sizeof *e->score))) {
+            memo_ent_free(e);
+            return;
+        }
+        e->cap = size;
+    }
+    for (size_t i = 0; i < n; i++)
+        e->keys[i] = sched_name_hash(&names[i]) | 1;
+    memcpy(e->score, score, n);
+    e->n = (uint32_t)n;
+    memo_pod_hash(a->pod_raw, a->pod_raw_len, &e->h1, &e->h2);
+    e->len = a->pod_raw_len;
+    e->policy = score_policy_ref(policy);
+    e->born_ns = svc_mono_ns();
+    pthread_mutex_lock(&m->mu);
+    memo_ent **slot = &m->slot[e->h1 % MEMO_SLOTS];
+    memo_ent *old = *slot;
+    *slot = e;
+    pthread_mutex_unlock(&m->mu);
+    memo_recycle(m, old);
+}
+
+/* memo_take removes and returns the entry for these Pod bytes and policy
+ * when one is fresh; the caller hands it back with memo_recycle. */
+static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_policy *policy)
+{
+    if (!m || !a->pod_raw)
+        return NULL;
+    uint64_t h1, h2;
+    memo_pod_hash(a->pod_raw, a->pod_raw_len, &h1, &h2);
+    memo_ent *e = NULL;
+    pthread_mutex_lock(&m->mu);
+    memo_ent **slot = &m->slot[h1 % MEMO_SLOTS];
+    if (*slot && (*slot)->h1 == h1 && (*slot)->h2 == h2 && (*slot)->len == a->pod_raw_len) {
+        e = *slot;
+        *slot = NULL;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (e && (e->policy != policy || svc_mono_ns() - e->born_ns > MEMO_TTL_NS)) {
+        memo_recycle(m, e);
+        e = NULL;
+    }
+    return e;
+}
+
+/* memo_scores fills out[i] with the remembered score of names[i]; false
+ * when some name is not in e (then out is partly written). Names in the
+ * filter's order (the usual prioritize) are matched in one pass; others go
+ * through a hash table of e's names built in p for this call. */
+static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, int8_t *out, pool *p)
+{
+    size_t j = 0, i = 0;
+    for (; i < n; i++) {
+        uint64_t key = sched_name_hash(&names[i]) | 1;
+        while (j < e->n && e->keys[j] != key)
+            j++;
+        if (j == e->n)
+            break;
+        out[i] = e->score[j++];
+    }
+    if (i == n)
+        return true;
+    uint32_t size = 16;
+    while (size < 2 * e->n)
+        size *= 2;
+    uint32_t *tab = pool_alloc(p, size * sizeof *tab); /* index + 1; 0 = empty */
+    if (!tab)
+        return false;
+    for (uint32_t k = 0; k < e->n; k++) {
+        uint32_t h = (uint32_t)(e->keys[k] >> 32) & (size - 1);
+        while (tab[h])
+            h = (h + 1) & (size - 1);
+        tab[h] = k + 1;
+    }
+    for (i = 0; i < n; i++) {
+        uint64_t key = sched_name_hash(&names[i]) | 1;
+        uint32_t h = (uint32_t)(key >> 32) & (size - 1);
+        while (tab[h] && e->keys[tab[h] - 1] != key)
+            h = (h + 1) & (size - 1);
+        if (!tab[h])
+            return false;
+        out[i] = e->score[tab[h] - 1];
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* filter / prioritize                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef enum verb { VERB_FILTER, VERB_PRIORITIZE } verb;
+
+typedef struct eval {
+    const char *body; /* the request's, which the names may point into */
+    size_t body_len;
+    extargs_args a;
+    sched_name *names; /* evaluated set */
+    size_t n;
+    size_t *item_index;
+    model_pod *pod;
+    score_policy *policy;
+    const uint8_t *cut; /* filter: cut[i] set for a feasible name left out
+                           by the policy's shortlist; NULL: none is */
+    sched_result r;     /* last: handle_eval zeroes what comes before */
+} eval;
+
+/* answered: names[i] goes into the filter's NodeNames / Nodes. */
+static inline bool answered(const eval *e, size_t i)
+{
+    return e->r.per_name[i].code == PRED_OK && !(e->cut && e->cut[i]);
+}
+
+/* ranks_before: name i outranks name j: a higher score, or the same score
+ * and the name sched.h's candidates would put first. */
+static bool ranks_before(const eval *e, size_t i, size_t j)
+{
+    double si = e->r.score[i], sj = e->r.score[j];
+    if (si != sj)
+        return si > sj;
+    const sched_name *a = &e->names[i], *b = &e->names[j];
+    return sched_name_cmp(a->s, a->len, b->s, b->len) < 0;
+}
+
+/*
+ * shortlist sets e->cut when the policy's extender.shortlist is below the
+ * number of feasible names: every feasible name but the `limit` best is
+ * cut. The kept ones stay in request order. Without room in the pool the
+ * answer lists every feasible node, which is the answer without a
+ * shortlist, so nothing is lost but the saving.
+ */
+static void shortlist(eval *e, pool *p, uint32_t limit)
+{
+    if (!limit || !e->r.score || !e->r.per_name || e->r.feasible <= limit)
+        return;
+    size_t *top = pool_alloc_raw(p, limit * sizeof *top);
+    uint8_t *cut = pool_alloc_raw(p, e->n);
+    if (!top || !cut)
+        return;
+    /* top[0..nt) best first; a name that does not beat the last kept one
+     * costs one compare, the common case once the list is full. */
+    size_t nt = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        if (e->r.per_name[i].code != PRED_OK)
+            continue;
+        if (nt == limit && !ranks_before(e, i, top[nt - 1]))
+            continue;
+        size_t at = nt < limit ? nt++ : nt - 1;
+        while (at > 0 && ranks_before(e, i, top[at - 1])) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at] = i;
+    }
+    for (size_t i = 0; i < e->n; i++)
+        cut[i] = e->r.per_name[i].code == PRED_OK;
+    for (size_t t = 0; t < nt; t++)
+        cut[top[t]] = 0;
+    e->cut = cut;
+}
+
+/* in_body: nm points into the request body; such a name is the text
+ * between its quotes and had no escapes (extargs.h), so the quoted span
+ * can be copied as it is. */
+static inline bool in_body(const eval *e, const sched_name *nm)
+{
+    uintptr_t p = (uintptr_t)nm->s, b = (uintptr_t)e->body;
+    return p > b && p + nm->len < b + e->body_len;
+}
+
+/* wr_name writes a node name as a JSON string. */
+static inline void wr_name(wr *w, const eval *e, const sched_name *nm)
+{
+    if (in_body(e, nm))
+        wr_raw(w, nm->s - 1, nm->len + 2);
+    else
+        wr_str(w, nm->s, nm->len);
+}
+
+/* write_name_list writes the answered names as a JSON array. Answered
+ * names that sit next to each other in the body's NodeNames ("a","b":
+ * quotes and one comma apart) are copied as one span: most of a filter's
+ * answer is runs of fitting nodes, a copy per run instead of per name. */
+static void write_name_list(wr *w, const eval *e)
+{
+    const sched_name *names = e->names;
+    size_t n = e->a.nnames;
+    const char *run = NULL, *run_end = NULL; /* [run, run_end): quoted names */
+    bool first = true;
+    WR_LIT(w, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (!answered(e, i))
+            continue;
+        const sched_name *nm = &names[i];
+        bool body = in_body(e, nm);
+        if (body && run && nm->s - 1 == run_end + 1 && *run_end == ',') {
+            run_end = nm->s + nm->len + 1;
+            continue;
+        }
+        if (run)
+            wr_raw(w, run, (size_t)(run_end - run));
+        run = NULL;
+        if (!first)
+            WR_LIT(w, ",");
+        first = false;
+        if (body) {
+            run = nm->s - 1;
+            run_end = nm->s + nm->len + 1;
+        } else {
+            wr_str(w, nm->s, nm->len);
+        }
+    }
+    if (run)
+        wr_raw(w, run, (size_t)(run_end - run));
+    WR_LIT(w, "]");
+}
+
+/* write_filter builds the ExtenderFilterResult; takes the read lock to
+ * render reasons when some node failed. */
+static void write_filter(svc *s, eval *e, buf *o, pool *p)
+{
+    /* One pass finds the failed names (usually a few of many); the
+     * FailedNodes loops below visit only them. */
+    const pred_result *res = e->r.per_name;
+    const uint8_t *ro = e->r.reason_of;
+    size_t failed = 0, unresolvable = 0;
+    bool need_lock = false;
+    uint32_t few[64], *fail = few;
+    for (size_t i = 0; i < e->n; i++)
+        if (res[i].code != PRED_OK) {
+            if (failed == 64 && fail == few) {
+                fail = pool_alloc_raw(p, e->n * sizeof *fail);
+                if (!fail) {
+                    o->err = o->err ? o->err : AS_ENOMEM;
+                    return;
+                }
+                memcpy(fail, few, sizeof few);
+            }
+            fail[failed++] = (uint32_t)i;
+            unresolvable += pred_unresolvable(res[i].code);
+            need_lock = need_lock || !ro || ro[i] >= e->r.nreasons; /* SCHED_NO_REASON too */
+        }
+
+    wr w;
+    wr_init(&w, o);
+    WR_LIT(&w, "{\"Nodes\":");
+    if (e->a.has_nodes) {
+        WR_LIT(&w, "{\"metadata\":{},\"items\":[");
+        bool first = true;
+        for (size_t j = 0; j < e->a.nnodes; j++) {
+            if (!answered(e, e->item_index[j]))
+                continue;
+            if (!first)
+                WR_LIT(&w, ",");
+            first = false;
+            wr_raw(&w, e->a.nodes[j].raw, e->a.nodes[j].raw_len);
+        }
+        WR_LIT(&w, "]}");
+    } else {
+        WR_LIT(&w, "null");
+    }
+    WR_LIT(&w, ",\"NodeNames\":");
+    if (e->a.has_node_names)
+        write_name_list(&w, e);
+    else
+        WR_LIT(&w, "null");
+
+    WR_LIT(&w, ",\"FailedNodes\":{");
+    if (failed) {
+        /* FailedAndUnresolvableNodes is built alongside, in its own buf. */
+        buf unres;
+        buf_init(&unres, o->cap);
+        wr *uw = unresolvable ? malloc(sizeof *uw) : NULL;
+        if (unresolvable && !uw)
+            o->err = o->err ? o->err : AS_ENOMEM;
+        if (uw)
+            wr_init(uw, &unres);
+        reason_memo memo;
+        memo.n = 0;
+        const model_registry *reg = &s->reg;
+        bool first = true, ufirst = true;
+        char escaped[160 * 6 + 2];
+        /* Most failures' texts are the evaluation's reason buckets, each
+         * escaped once here; the rest (a bucket of another taint that
+         * hashed alike, buckets full) are rendered from their node, which
+         * needs the read lock. */
+        const char *bj[SCHED_MAX_REASONS] = {0};
+        size_t bjl[SCHED_MAX_REASONS];
+        if (need_lock)
+            cache_read_lock(s->cache);
+        for (size_t f = 0; f < failed; f++) {
+            size_t i = fail[f];
+            size_t wl;
+            const char *why;
+            uint8_t b = ro ? ro[i] : SCHED_NO_REASON;
+            if (b < e->r.nreasons) { /* SCHED_NO_REASON is never below it */
+                if (!bj[b]) {
+                    const char *text = e->r.reasons[b].text;
+                    size_t tl = strlen(text);
+                    char *q = pool_alloc_raw(p, tl * 6 + 2);
+                    bj[b] = q ? q : escaped;
+                    bjl[b] = (size_t)(buf_json_quote(q ? q : escaped, text, tl) - bj[b]);
+                    if (!q) {
+                        why = escaped; /* no room to keep it: this once */
+                        wl = bjl[b];
+                        bj[b] = NULL;
+                        goto have;
+                    }
+                }
+                why = bj[b];
+                wl = bjl[b];
+            } else {
+                const cache_node *node =
+                    res[i].code == PRED_TAINT
+                        ? cache_node_find(s->cache, e->names[i].s, e->names[i].len)
+                        : NULL;
+                why = reason_json(&memo, p, reg, node, e->pod, res[i], &wl, escaped);
+            }
+        have:
+            if (!first)
+                WR_LIT(&w, ",");
+            first = false;
+            wr_name(&w, e, &e->names[i]);
+            WR_LIT(&w, ":");
+            wr_raw(&w, why, wl);
+            if (uw && pred_unresolvable(res[i].code)) {
+                if (!ufirst)
+                    WR_LIT(uw, ",");
+                ufirst = false;
+                wr_name(uw, e, &e->names[i]);
+                WR_LIT(uw, ":");
+                wr_raw(uw, why, wl);
+            }
+        }
+        if (need_lock)
+            cache_read_unlock(s->cache);
+        WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
+        if (uw) {
+            wr_flush(uw);
+            free(uw);
+            if (unres.err) {
+                o->err = o->err ? o->err : unres.err;
+            } else {
+                wr_flush(&w);
+                buf_append(o, unres.data, unres.len);
+            }
+        }
+        buf_free(&unres);
+    } else {
+        WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
+    }
+    WR_LIT(&w, "},\"Error\":\"\"}");
+    wr_flush(&w);
+}
+
+/* ext_scores maps the evaluation's [0,100] scores to the extender's 0..10
+ * (0 for nodes that do not fit or are unknown) into out[0..e->n). */
+static void ext_scores(const eval *e, const score_policy *policy, int8_t *out)
+{
+    if (!e->r.score) {
+        memset(out, 0, e->n);
+        return;
+    }
+    /* nodes that do not fit or are unknown score -1 (sched.h): 0 here */
+    score_to_extender_n(policy, e->r.score, e->n, out);
+    for (size_t i = 0; i < e->n; i++)
+        if (out[i] > 10) /* the protocol's range, whatever the policy says */
+            out[i] = 10;
+}
+
+static void write_prioritize(const eval *e, buf *o, const int8_t *scores)
+{
+    wr w;
+    wr_init(&w, o);
+    WR_LIT(&w, "[");
+    for (size_t i = 0; i < e->n; i++) {
+        int score = scores[i];
+        if (i)
+            WR_LIT(&w, ",");
+        WR_LIT(&w, "{\"Host\":");
+        wr_name(&w, e, &e->names[i]);
+        if (score == 10)
+            WR_LIT(&w, ",\"Score\":10}");
+        else {
+            char num[] = ",\"Score\":0}";
+            num[9] = (char)('0' + score);
+            wr_raw(&w, num, sizeof num - 1);
+        }
+    }
+    WR_LIT(&w, "]");
+    wr_flush(&w);
+}
+
+/* answer_reset empties o for e's answer and allocates it once instead of
+ * doubling up to it: a name and its punctuation (prioritize:
+ * {"Host":..,"Score":n}) per node, full Nodes items echoed whole (the body
+ * bounds them). A hint within the cap; an allocation failure sticks and is
+ * reported as the writer's would be. */
+static void answer_reset(buf *o, const eval *e)
+{
+    buf_reset(o);
+    size_t hint = e->n * 40 + 512 + (e->a.has_nodes ? e->body_len : 0);
+    if (hint < o->cap)
+        (void)buf_reserve(o, hint);
+}
+
+static void handle_eval(svc *s, const http_request *req, http_response *resp, verb v)
+{
+    uint64_t t0 = svc_mono_ns();
+    /* Hold the shard revision until the answer is out (shard.h gating). */
+    uint64_t shard_rev = shard_decision_begin(s->shard);
+    bool with_error = v == VERB_FILTER;
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    eval e;
+    memset(&e, 0, offsetof(eval, r));
+    sched_result_init(&e.r);
+    e.body = req->body;
+    e.body_len = req->body_len;
+
+    as_err err;
+    if (s->k8s && !k8s_wait_synced(s->k8s, 0)) {
+        /* Before the first sync every node would fail as "not found" and
+         * kube-scheduler would park the pod as unschedulable until some
+         * cluster event; a 503 is an extender error, which it retries
+         * with backoff instead. */
+        err = as_diag_set(&d, AS_ETIMEOUT, NULL,
+                          "agentsched's node cache has not finished its first sync with the "
+                          "API server; retry shortly (see /readyz)");
+        reply_error(resp, 503, with_error, &d, err);
+        goto done;
+    }
+    /* The Pod's DOM is built only when needed: a prioritize answered from
+     * the filter's memo never needs it. */
+    err = extargs_decode_args_ex(req->pool, req->body, req->body_len, EXTARGS_LAZY_POD, &e.a, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
+        goto done;
+    }
+    if (!e.a.has_node_names && !e.a.has_nodes) {
+        err = as_diag_set(&d, AS_EINVAL, "NodeNames",
+                          "send the candidate nodes in NodeNames (nodeCacheCapable: true) or "
+                          "Nodes (nodeCacheCapable: false)");
+        reply_error(resp, 400, with_error, &d, err);
+        goto done;
+    }
+    err = extargs_eval_names(req->pool, &e.a, &e.names, &e.n, &e.item_index);
+    if (err) {
+        as_diag_set(&d, err, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, with_error, &d, err);
+        goto done;
+    }
+    e.policy = svc_policy_get(s);
+    int8_t *scores = pool_alloc(req->pool, e.n ? e.n : 1);
+    if (!scores) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, with_error, &d, err);
+        goto done;
+    }
+    if (v == VERB_PRIORITIZE && e.n > 0) {
+        memo_ent *m = memo_take(s->ext_memo, &e.a, e.policy);
+        bool hit = m && memo_scores(m, e.names, e.n, scores, req->pool);
+        memo_recycle(s->ext_memo, m);
+        metrics_inc(hit ? s->m.memo_hits : s->m.memo_misses);
+        if (hit) {
+            /* The filter's binder note (same pod) stands. */
+            answer_reset(&resp->body, &e);
+            write_prioritize(&e, &resp->body, scores);
+            if (resp->body.err) {
+                err = resp->body.err;
+                as_diag_set(&d, err, NULL, "the response does not fit its buffer (%s)",
+                            as_strerror(err));
+                reply_error(resp, 500, with_error, &d, err);
+                goto done;
+            }
+            reply_ok(resp);
+            goto done;
+        }
+    }
+    /* kube-scheduler sends the whole Pod (env, volumes, probes, status: ~5 KB
+     * for a real agent pod); the model reads a small part of it, the rest
+     * is validated but never allocated. */
+    if ((err = decode_args_pod(s, req->pool, &e.a, &e.pod, &d))) {
+        reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
+        goto done;
+    }
+
+    if (e.n > 0) {
+        sched_request sr = {
+            .pod = e.pod,
+            .policy = e.policy,
+            .names = e.names,
+            .nnames = e.n,
+            .k = SCHED_MAX_K,
+            .names_unique = true, /* extargs_eval_names */
+            /* filter scores too: its scores answer the cycle's prioritize */
+            .score_all = true,
+            .skip_filter = false,
+        };
+        /* Through the equivalence cache: nodes that fitted at their shape's
+         * last evaluation, unchanged since, are not evaluated again. */
+        err = s->eq ? eqcache_evaluate_names(s->eq, e.policy, &sr, &e.r, NULL)
+                    : sched_evaluate(s->cache, &sr, &e.r);
+        if (err) {
+            as_diag_set(&d, err, NULL, "evaluation failed: %s", as_strerror(err));
+            reply_error(resp, 500, with_error, &d, err);
+            goto done;
+        }
+    }
+
+    buf *o = &resp->body;
+    answer_reset(o, &e);
+    ext_scores(&e, e.policy, scores);
+    if (v == VERB_FILTER) {
+        /* Names cut by the shortlist fit; they are left out of the answer,
+         * not failed: kube-scheduler preempts only when no node is
+         * feasible, and a shortlist always keeps at least one. */
+        shortlist(&e, req->pool, score_policy_extender_shortlist(e.policy));
+        write_filter(s, &e, o, req->pool);
+        if (!o->err)
+            memo_put(s->ext_memo, &e.a, e.policy, e.names, scores, e.n);
+    } else {
+        write_prioritize(&e, o, scores);
+    }
+    if (o->err) {
+        err = o->err;
+        as_diag_set(&d, err, NULL, "the response does not fit its buffer (%s)", as_strerror(err));
+        reply_error(resp, 500, with_error, &d, err);
+        goto done;
+    }
+    reply_ok(resp);
+
+    /* Remember what was seen for the bind verb (the later verb replaces);
+     * the binder keeps the candidates' incarnations, not their names. */
+    err = binder_note(s->binder, e.pod, e.r.cand, e.r.ncand);
+    e.pod = NULL; /* the binder owns it now, even on error */
+    if (err == AS_ETOOBIG)
+        log_warn("msg=\"pod too large to remember for the bind verb (over a quarter of the "
+                 "memo's %zu MiB); its bind will fetch it from the API server, or be refused "
+                 "without one\"",
+                 (size_t)(BINDER_MEMO_DEFAULT_BYTES >> 20));
+    else if (err)
+        log_warn("msg=\"cannot note the extender evaluation\" err=%s", as_strerror(err));
+    if (log_enabled(LOG_DEBUG))
+        log_debug("msg=\"extender %s\" nodes=%zu feasible=%zu shortlist=%u",
+                  v == VERB_FILTER ? "filter" : "prioritize", e.n, e.r.feasible,
+                  e.cut ? score_policy_extender_shortlist(e.policy) : 0);
+done:
+    sched_result_free(&e.r);
+    if (e.policy)
+        score_policy_unref(e.policy);
+    model_pod_free(e.pod);
+    extargs_args_release(&e.a);
+    shard_decision_end(s->shard, shard_rev);
+    metrics_observe(v == VERB_FILTER ? s->m.filter_seconds : s->m.prioritize_seconds,
+                    seconds_since(t0));
+}
+
+/* See extender.h. */
+void extender_handle_filter(void *ctx, const http_request *req, http_response *resp)
+{
+    handle_eval(ctx, req, resp, VERB_FILTER);
+}
+
+/* See extender.h. */
+void extender_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
+{
+    handle_eval(ctx, req, resp, VERB_PRIORITIZE);
+}
+
+/* ------------------------------------------------------------------ */
+/* bind                                                                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * extender_live_bind - HOOK for the apiserver module: in live mode
+ * (s->k8s != NULL) post the pods/binding subresource for the pod the
+ * binder just assumed (k8s_bind_pod). On failure the caller releases the
+ * assumed pod.
+ */
+static as_err extender_live_bind(svc *s, const extargs_binding *b, as_diag *d)
+{
+    return k8s_bind_pod(s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
+}
+
+/*
+ * extender_live_fetch_pod - HOOK for the apiserver module: in live mode a
+ * bind for a pod agentsched never filtered (memo evicted, agentsched
+ * restarted between filter and bind) GETs the pod, notes it and retries
+ * the bind (k8s_get_pod).
+ */
+static as_err extender_live_fetch_pod(svc *s, const extargs_binding *b, model_pod **out, as_diag *d)
+{
+    return k8s_get_pod(s->k8s, b->pod_namespace, b->pod_name, &s->reg, out, d);
+}
+
+static void reply_bind(http_response *resp, const char *error)
+{
+    buf *o = &resp->body;
+    buf_reset(o);
+    buf_puts(o, "{\"Error\":");
+    buf_json_cstr(o, error ? error : "");
+    buf_puts(o, "}");
+    reply_ok(resp);
+}
+
+/* See extender.h. */
+void extender_handle_bind(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    uint64_t t0 = svc_mono_ns();
+    /* Held through the commit and the API bind (shard.h gating): the
+     * binder's recheck refuses a node that left the shard, and no status
+     * releasing it goes out while this bind may still land on it. */
+    uint64_t shard_rev = shard_decision_begin(s->shard);
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    extargs_binding b;
+    char why[600];
+    as_err err = extargs_decode_binding(req->pool, req->body, req->body_len, &b, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), true, &d, err);
+        goto done;
+    }
+    char keyuid[600];
+    const char *uid = b.pod_uid;
+    if (!uid[0]) {
+        /* the cache and the binder key uid-less pods by namespace/name */
+        snprintf(keyuid, sizeof keyuid, "%s/%s", b.pod_namespace, b.pod_name);
+        uid = keyuid;
+    }
+    binder_outcome out;
+    err = binder_bind_noted(s->binder, uid, b.node, &out);
+    if (err == AS_ENOTFOUND && s->k8s) {
+        model_pod *pod = NULL;
+        as_diag fd;
+        memset(&fd, 0, sizeof fd);
+        if (extender_live_fetch_pod(s, &b, &pod, &fd) == AS_OK) {
+            binder_note(s->binder, pod, NULL, 0);
+            err = binder_bind_noted(s->binder, uid, b.node, &out);
+        }
+    }
+    switch (err) {
+    case AS_OK:
+        metrics_inc(out.how == BINDER_FAST        ? s->m.binds_fast
+                    : out.how == BINDER_RECHECKED ? s->m.binds_rechecked
+                                                  : s->m.binds_idempotent);
+        uint64_t api_ns = 0;
+        if (s->k8s && out.how != BINDER_IDEMPOTENT) {
+            uint64_t t_api = svc_mono_ns();
+            err = extender_live_bind(s, &b, &d);
+            api_ns = svc_mono_ns() - t_api;
+            if (err) {
+                binder_release(s->binder, uid);
+                snprintf(why, sizeof why, "agentsched could not bind pod %s/%s to node %s: %s",
+                         b.pod_namespace, b.pod_name, b.node, d.msg);
+                reply_bind(resp, why);
+                goto done;
+            }
+        }
+        /* api_us: the pods/binding round trip (as the fast path logs it), most
+         * of a live bind's time */
+        log_info("msg=\"bound\" pod=%s/%s node=%s how=%s api_us=%llu", b.pod_namespace, b.pod_name,
+                 b.node,
+                 out.how == BINDER_FAST        ? "fast"
+                 : out.how == BINDER_RECHECKED ? "rechecked"
+                                               : "idempotent",
+                 (unsigned long long)(api_ns / 1000));
+        reply_bind(resp, "");
+        break;
+    case AS_ENOTFOUND:
+        snprintf(why, sizeof why,
+                 "agentsched cannot bind pod %s/%s to node %s: it was not filtered by agentsched "
+                 "(or its filter note expired); configure agentsched's filterVerb in the same "
+                 "extender entry as its bindVerb",
+                 b.pod_namespace, b.pod_name, b.node);
+        reply_bind(resp, why);
+        break;
+    case AS_ECONFLICT:
+        metrics_inc(s->m.bind_conflicts);
+        snprintf(why, sizeof why, "agentsched refused to bind pod %s/%s to node %s: %s",
+                 b.pod_namespace, b.pod_name, b.node, out.reason);
+        log_info("msg=\"bind refused\" pod=%s/%s node=%s reason=\"%s\"", b.pod_namespace,
+                 b.pod_name, b.node, out.reason);
+        reply_bind(resp, why);
+        break;
+    default:
+        as_diag_set(&d, err, NULL, "bind failed: %s", as_strerror(err));
+        reply_error(resp, http_status_for_err(err) < 500 ? 500 : http_status_for_err(err), true, &d,
+                    err);
+        break;
+    }
+done:
+    shard_decision_end(s->shard, shard_rev);
+    metrics_observe(s->m.bind_seconds, seconds_since(t0));
+}
+
+/* ------------------------------------------------------------------ */
+/* preempt                                                             */
+/* ------------------------------------------------------------------ */
+
+/* What we learned about one victim before taking the read lock. */
+typedef struct victim {
+    bool on_node;         /* the cache has it on the entry's node */
+    uint32_t gpu_devices; /* devices it holds there */
+    model_pod *pod;       /* decoded full pod (NodeNameToVictims), else NULL */
+} victim;
+
+/* can_host_after: does pod fit `node` once the victims are gone?
+ * Called under the read lock. */
+static bool can_host_after(const model_registry *reg, cache_shard_mode mode, const model_pod *pod,
+                           const cache_node *node, const victim *v, size_t nv, bool meta)
+{
+    pred_result r = pred_check_static(mode, pod, node);
+    if (r.code != PRED_OK)
+        return false;
+    /* A private copy of the node to subtract the victims from: the fields
+     * before `requested` and after `in_shard` are stable under the read
+     * lock (and include any hot copies of the spec the cache keeps); the
+     * atomic usage fields in between are loaded with their accessors. */
+    cache_node tmp;
+    memset(&tmp, 0, sizeof tmp);
+    memcpy(&tmp, node, offsetof(cache_node, requested));
+    size_t tail = offsetof(cache_node, in_shard) + sizeof node->in_shard;
+    memcpy((char *)&tmp + tail, (const char *)node + tail, sizeof tmp - tail);
+    tmp.in_shard = cache_node_in_shard(node);
+    for (int i = 0; i < MODEL_MAX_RES; i++)
+        tmp.requested[i] = meta ? 0 : cache_node_requested(node, i);
+    for (int g = 0; g < MODEL_MAX_GPUS; g++)
+        tmp.gpu_used[g] = cache_node_gpu_used(node, g);
+    for (size_t k = 0; k < nv; k++) {
+        if (!v[k].on_node)
+            continue;
+        for (int g = 0; g < MODEL_MAX_GPUS; g++) {
+            if (!(v[k].gpu_devices & (1u << g)))
+                continue;
+            /* a share frees its milli; whole GPUs (and MetaVictims, whose
+             * share is unknown) count the device as wholly freed */
+            int32_t freed = MODEL_GPU_MILLI;
+            if (!meta && v[k].pod && v[k].pod->gpu_count == 1 &&
+                v[k].pod->gpu_milli < MODEL_GPU_MILLI)
+                freed = (int32_t)v[k].pod->gpu_milli;
+            tmp.gpu_used[g] = tmp.gpu_used[g] > freed ? tmp.gpu_used[g] - freed : 0;
+        }
+        if (meta || !v[k].pod)
+            continue;
+        for (int i = 0; i < MODEL_MAX_RES; i++) {
+            tmp.requested[i] -= v[k].pod->req.v[i];
+            if (tmp.requested[i] < 0)
+                tmp.requested[i] = 0;
+        }
+    }
+    r = pred_check_resources(reg, pod, &tmp);
+    return r.code == PRED_OK;
+}
+
+/* See extender.h. */
+void extender_handle_preempt(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    uint64_t t0 = svc_mono_ns();
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    extargs_preemption a;
+    model_pod *pod = NULL;
+    victim **vs = NULL;
+    bool *keep = NULL;
+    as_err err = extargs_decode_preemption(req->pool, req->body, req->body_len, &a, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), false, &d, err);
+        goto done;
+    }
+    err = decode_pod(s, a.pod, &pod, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), false, &d, err);
+        goto done;
+    }
+    vs = pool_alloc(req->pool, (a.nentries ? a.nentries : 1) * sizeof *vs);
+    keep = pool_alloc(req->pool, (a.nentries ? a.nentries : 1) * sizeof *keep);
+    if (!vs || !keep) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, false, &d, err);
+        goto done;
+    }
+    /* Phase 1, no lock held: decode victims and ask the pod index where
+     * they are (cache_pod_lookup takes the writer mutex, which must never
+     * be taken under the read lock). */
+    for (size_t i = 0; i < a.nentries; i++) {
+        extargs_victims *en = &a.entries[i];
+        vs[i] = pool_alloc(req->pool, (en->npods ? en->npods : 1) * sizeof *vs[i]);
+        if (!vs[i]) {
+            err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+            reply_error(resp, 413, false, &d, err);
+            goto done;
+        }
+        for (size_t k = 0; k < en->npods; k++) {
+            victim *v = &vs[i][k];
+            if (!a.meta) {
+                err = model_pod_from_json(&s->reg, en->pods[k], &v->pod, &d);
+                if (err) {
+                    char prefix[400];
+                    snprintf(prefix, sizeof prefix, "NodeNameToVictims.%s.Pods[%zu]", en->node, k);
+                    as_diag_prefix_field(&d, prefix);
+                    reply_error(resp, http_status_for_decode_err(err), false, &d, err);
+                    goto done;
+                }
+            }
+            const char *uid = en->uids[k];
+            char tmp[600];
+            if (!uid[0] && v->pod) {
+                snprintf(tmp, sizeof tmp, "%s/%s", v->pod->ns, v->pod->name);
+                uid = tmp;
+            }
+            if (!uid[0])
+                continue;
+            cache_pod_info info;
+            cache_pod_lookup(s->cache, uid, &info);
+            if (info.state != CACHE_POD_ABSENT && strcmp(info.node, en->node) == 0) {
+                v->on_node = true;
+                v->gpu_devices = info.gpu_devices;
+            }
+        }
+    }
+    /* Phase 2: judge every node under one read lock. */
+    cache_read_lock(s->cache);
+    cache_shard_mode mode = cache_get_shard_mode(s->cache);
+    for (size_t i = 0; i < a.nentries; i++) {
+        extargs_victims *en = &a.entries[i];
+        const cache_node *node = cache_node_find(s->cache, en->node, strlen(en->node));
+        keep[i] = node && can_host_after(&s->reg, mode, pod, node, vs[i], en->npods, a.meta);
+    }
+    cache_read_unlock(s->cache);
+
+    buf *o = &resp->body;
+    buf_reset(o);
+    buf_puts(o, "{\"NodeNameToMetaVictims\":{");
+    bool first = true;
+    for (size_t i = 0; i < a.nentries; i++) {
+        if (!keep[i])
+            continue;
+        extargs_victims *en = &a.entries[i];
+        if (!first)
+            buf_puts(o, ",");
+        first = false;
+        buf_json_cstr(o, en->node);
+        buf_puts(o, ":{\"Pods\":[");
+        for (size_t k = 0; k < en->npods; k++) {
+            buf_puts(o, k ? ",{\"UID\":" : "{\"UID\":");
+            buf_json_cstr(o, en->uids[k]);
+            buf_puts(o, "}");
+        }
+        buf_printf(o, "],\"NumPDBViolations\":%lld}", (long long)en->num_pdb_violations);
+    }
+    buf_puts(o, "}}");
+    if (o->err) {
+        err = o->err;
+        as_diag_set(&d, err, NULL, "the response does not fit its buffer");
+        reply_error(resp, 500, false, &d, err);
+        goto done;
+    }
+    reply_ok(resp);
+done:
+    if (vs)
+        for (size_t i = 0; i < a.nentries; i++)
+            if (vs[i])
+                for (size_t k = 0; k < a.entries[i].npods; k++)
+                    model_pod_free(vs[i][k].pod);
+    model_pod_free(pod);
+    extargs_preemption_release(&a);
+    metrics_observe(s->m.preempt_seconds, seconds_since(t0));
+}

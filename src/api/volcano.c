@@ -1,0 +1,1053 @@
+/*
+ * volcano.c - the Volcano extender verbs. The wire contract (bodies,
+ * answers, status codes) is written down in volcano.h.
+ */
+#include "agentsched/api/volcano.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <yajl/yajl_parse.h>
+
+#include "agentsched/core/binder.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/api/extargs.h"
+#include "agentsched/base/log.h"
+#include "agentsched/core/pred.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/core/score.h"
+#include "agentsched/serve/svc.h"
+
+/* ------------------------------------------------------------------ */
+/* Replies                                                             */
+/* ------------------------------------------------------------------ */
+
+/* The verb's own error field, added to the 4xx/5xx body. */
+typedef enum errf {
+    ERRF_NONE = 0,
+    ERRF_STATUS, /* predicate: "status" (+ "code": 1) */
+    ERRF_ERRMSG, /* prioritize, allocateFunc, deallocateFunc: "errorMessage" */
+} errf;
+
+static void reply_error(http_response *resp, int status, errf kind, const as_diag *d, as_err err)
+{
+    const char *msg = http_error_begin(resp, status, d, err);
+    buf *o = &resp->body;
+    if (kind == ERRF_STATUS) {
+        buf_puts(o, ",\"status\":");
+        buf_json_cstr(o, msg);
+        buf_printf(o, ",\"code\":%d", VOLCANO_CODE_ERROR);
+    } else if (kind == ERRF_ERRMSG) {
+        buf_puts(o, ",\"errorMessage\":");
+        buf_json_cstr(o, msg);
+    }
+    buf_puts(o, "}");
+}
+
+/* reply_json answers 200 with a fixed body (or 500 if even that fails). */
+static void reply_json(http_response *resp, errf kind, const char *body)
+{
+    buf_reset(&resp->body);
+    buf_puts(&resp->body, body);
+    if (resp->body.err) {
+        as_diag d;
+        as_diag_set(&d, resp->body.err, NULL, "the response does not fit its buffer");
+        reply_error(resp, 500, kind, &d, resp->body.err);
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = "application/json";
+}
+
+/* finish checks a response built in resp->body and turns buffer overflow
+ * into a 500. */
+static void finish(http_response *resp, errf kind)
+{
+    if (resp->body.err) {
+        as_err err = resp->body.err;
+        as_diag d;
+        as_diag_set(&d, err, NULL, "the response does not fit its buffer (%s)", as_strerror(err));
+        reply_error(resp, 500, kind, &d, err);
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = "application/json";
+}
+
+/* ------------------------------------------------------------------ */
+/* Decoding                                                            */
+/* ------------------------------------------------------------------ */
+
+/* parse_object builds the body into a DOM that must be a JSON object. */
+static as_err parse_object(const http_request *req, const char *what, json_t **out, as_diag *d)
+{
+    *out = NULL;
+    as_err err = extargs_parse_json(req->body, req->body_len, out, d);
+    if (err)
+        return err;
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return as_diag_set(d, AS_EINVAL, "", "the body must be a JSON object (Volcano's %s)", what);
+    }
+    return AS_OK;
+}
+
+/* get_object returns member key of root; required: absent or null is an
+ * error; a non-object is always one. *out NULL when absent and optional. */
+static as_err get_object(const json_t *root, const char *key, bool required, const char *what,
+                         const json_t **out, as_diag *d)
+{
+    const json_t *v = extargs_get(root, key);
+    *out = NULL;
+    if (!v || json_is_null(v)) {
+        if (required)
+            return as_diag_set(d, AS_EINVAL, key, "%s is required: send Volcano's %s", key, what);
+        return AS_OK;
+    }
+    if (!json_is_object(v))
+        return as_diag_set(d, AS_EINVAL, key, "%s must be an object (Volcano's %s)", key, what);
+    *out = v;
+    return AS_OK;
+}
+
+/* opt_string reads an optional string member: "" when absent or null. */
+static as_err opt_string(const json_t *obj, const char *key, const char *field, const char **out,
+                         as_diag *d)
+{
+    const json_t *v = extargs_get(obj, key);
+    *out = "";
+    if (!v || json_is_null(v))
+        return AS_OK;
+    if (!json_is_string(v))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a string", field);
+    /* a C string would silently cut "a\u0000b" to "a" (another name) */
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (memchr(s, '\0', len))
+        return as_diag_set(d, AS_EINVAL, field, "%s must not contain NUL characters", field);
+    /* the decoder guarantees it; the documents built from it need it */
+    if (extargs_utf8_prefix(s, len) != len)
+        return as_diag_set(d, AS_EINVAL, field, "%s must be valid UTF-8", field);
+    *out = s;
+    return AS_OK;
+}
+
+/* res_amount reads a Resource amount: a finite, non-negative number
+ * (null = 0), rounded up to an integer. The bound keeps "%.0f" exact and
+ * inside int64 after the quantity parser scales it. */
+static as_err res_amount(const json_t *v, const char *field, double *out, as_diag *d)
+{
+    *out = 0;
+    if (!v || json_is_null(v))
+        return AS_OK;
+    if (!json_is_number(v))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a number", field);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < 0)
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a finite, non-negative number", field);
+    if (x > 1e15)
+        return as_diag_set(d, AS_ERANGE, field, "%s is too large for a task request (at most 1e15)",
+                           field);
+    *out = ceil(x);
+    return AS_OK;
+}
+
+/* set_quantity stores amount (with an optional "m" suffix) as a quantity
+ * string under key in obj. key must be valid UTF-8 without NUL (the
+ * callers' checks), so a failure here can only be an allocation's. */
+static as_err set_quantity(json_t *obj, const char *key, double amount, bool milli)
+{
+    char q[48];
+    snprintf(q, sizeof q, "%.0f%s", amount, milli ? "m" : "");
+    return json_object_set_new(obj, key, json_string(q)) ? AS_ENOMEM : AS_OK;
+}
+
+/*
+ * pod_from_resreq builds a v1 Pod document from the task's identity and
+ * Resreq (units in volcano.h) and decodes it, so the request goes through
+ * the same validation and accounting as any pod.
+ */
+static as_err pod_from_resreq(const model_registry *reg, const json_t *task, const json_t *rr,
+                              const char *field, model_pod **out, as_diag *d)
+{
+    char f[160];
+    const char *name, *ns, *uid;
+    json_t *doc = NULL;
+    as_err err;
+    snprintf(f, sizeof f, "%s.Name", field);
+    if ((err = opt_string(task, "Name", f, &name, d)))
+        return err;
+    if (!name[0])
+        return as_diag_set(d, AS_EINVAL, f,
+                           "a TaskInfo without Pod needs its Name (and Namespace, Resreq)");
+    snprintf(f, sizeof f, "%s.Namespace", field);
+    if ((err = opt_string(task, "Namespace", f, &ns, d)))
+        return err;
+    snprintf(f, sizeof f, "%s.UID", field);
+    if ((err = opt_string(task, "UID", f, &uid, d)))
+        return err;
+
+    json_t *requests = json_object();
+    if (!requests)
+        return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+    /* "o" steals requests, on failure too */
+    json_error_t je;
+    doc = json_pack_ex(&je, 0, "{s:{s:s,s:s,s:s},s:{s:[{s:s,s:{s:o}}]}}", "metadata", "name", name,
+                       "namespace", ns[0] ? ns : "default", "uid", uid, "spec", "containers",
+                       "name", "task", "resources", "requests", requests);
+    if (!doc) {
+        /* the strings are checked above (opt_string): anything but an
+         * allocation failing here is a broken invariant, not a full heap */
+        if (json_error_code(&je) == json_error_out_of_memory)
+            return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+        return as_diag_set(d, AS_EINTERNAL, field, "%s: the task's pod could not be built: %s",
+                           field, je.text);
+    }
+    double amount;
+    snprintf(f, sizeof f, "%s.Resreq.MilliCPU", field);
+    if ((err = res_amount(extargs_get(rr, "MilliCPU"), f, &amount, d)))
+        goto done;
+    if (amount > 0 && (err = set_quantity(requests, "cpu", amount, true)))
+        goto done;
+    snprintf(f, sizeof f, "%s.Resreq.Memory", field);
+    if ((err = res_amount(extargs_get(rr, "Memory"), f, &amount, d)))
+        goto done;
+    if (amount > 0 && (err = set_quantity(requests, "memory", amount, false)))
+        goto done;
+    const json_t *sc = extargs_get(rr, "ScalarResources");
+    if (sc && !json_is_null(sc)) {
+        if (!json_is_object(sc)) {
+            snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
+            err = as_diag_set(d, AS_EINVAL, f,
+                              "%s must be an object of resource name -> milli-units", f);
+            goto done;
+        }
+        const char *k;
+        size_t klen;
+        json_t *v;
+        json_object_keylen_foreach((json_t *)sc, k, klen, v)
+        {
+            /* the decoder refuses keys with NUL or invalid UTF-8; checked
+             * again because a C-string key with either would count as
+             * another resource ("nvidia.com/gpu\u0000x" as a GPU) */
+            if (klen == 0 || memchr(k, '\0', klen) || extargs_utf8_prefix(k, klen) != klen) {
+                snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
+                err = as_diag_set(d, AS_EINVAL, f,
+                                  "%s: a resource name is %s; name each scalar resource (e.g. "
+                                  "nvidia.com/gpu)",
+                                  f,
+                                  klen == 0               ? "empty"
+                                  : memchr(k, '\0', klen) ? "holding \\u0000 (a NUL character)"
+                                                          : "not valid UTF-8");
+                goto done;
+            }
+            snprintf(f, sizeof f, "%s.Resreq.ScalarResources.%.*s", field,
+                     (int)as_utf8_excerpt(k, klen, 100), k);
+            if ((err = res_amount(v, f, &amount, d)))
+                goto done;
+            /* "pods" is a count there (not a request); cpu and memory never
+             * belong in the scalar map and must not override the fields */
+            if (amount == 0 || strcmp(k, "pods") == 0 || strcmp(k, "cpu") == 0 ||
+                strcmp(k, "memory") == 0)
+                continue;
+            if ((err = set_quantity(requests, k, amount, true)))
+                goto done;
+        }
+    }
+    err = model_pod_from_json(reg, doc, out, d);
+    if (err) {
+        snprintf(f, sizeof f, "%s.Resreq", field);
+        /* the synthetic document's paths mean nothing to the sender */
+        d->field[0] = '\0';
+        as_diag_prefix_field(d, f);
+    }
+done:
+    if (err && err == AS_ENOMEM && !d->msg[0])
+        as_diag_set(d, err, NULL, "out of memory");
+    json_decref(doc);
+    return err;
+}
+
+/* See volcano.h. */
+as_err volcano_task_pod(const model_registry *reg, const json_t *task, const char *field,
+                        model_pod **out, as_diag *d)
+{
+    *out = NULL;
+    char f[160];
+    if (!json_is_object(task))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a TaskInfo object", field);
+    as_err err;
+    const json_t *pod = extargs_get(task, "Pod");
+    if (pod && !json_is_null(pod)) {
+        snprintf(f, sizeof f, "%s.Pod", field);
+        if (!json_is_object(pod))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Pod object", f);
+        err = model_pod_from_json(reg, pod, out, d);
+        if (err) {
+            as_diag_prefix_field(d, f);
+            if (!d->msg[0])
+                as_diag_set(d, err, d->field, "%s could not be decoded: %s", f, as_strerror(err));
+            return err;
+        }
+    } else {
+        const json_t *rr = extargs_get(task, "Resreq");
+        snprintf(f, sizeof f, "%s.Resreq", field);
+        if (!rr || json_is_null(rr))
+            return as_diag_set(d, AS_EINVAL, f,
+                               "%s needs Pod (the v1.Pod) or Resreq {MilliCPU, Memory, "
+                               "ScalarResources}",
+                               field);
+        if (!json_is_object(rr))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be a Resource object", f);
+        if ((err = pod_from_resreq(reg, task, rr, field, out, d)))
+            return err;
+    }
+    /* Volcano's task UID is the pod's uid; use it when the Pod has none. */
+    if (!(*out)->uid[0]) {
+        const char *uid;
+        snprintf(f, sizeof f, "%s.UID", field);
+        if ((err = opt_string(task, "UID", f, &uid, d))) {
+            model_pod_free(*out);
+            *out = NULL;
+            return err;
+        }
+        if (uid[0]) {
+            const char *copy = pool_strdup((*out)->pool, uid);
+            if (copy)
+                (*out)->uid = copy;
+        }
+    }
+    return AS_OK;
+}
+
+/* See volcano.h. */
+as_err volcano_node_name(const json_t *node, const char *field, const char **name, as_diag *d)
+{
+    char f[160];
+    *name = NULL;
+    if (!json_is_object(node))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a NodeInfo object", field);
+    snprintf(f, sizeof f, "%s.Name", field);
+    const char *s;
+    as_err err = opt_string(node, "Name", f, &s, d);
+    if (err)
+        return err;
+    if (s[0]) {
+        *name = s;
+        return AS_OK;
+    }
+    const json_t *n = extargs_get(node, "Node");
+    if (n && !json_is_null(n)) {
+        snprintf(f, sizeof f, "%s.Node", field);
+        if (!json_is_object(n))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Node object", f);
+        const json_t *meta = extargs_get(n, "metadata");
+        snprintf(f, sizeof f, "%s.Node.metadata", field);
+        if (meta && !json_is_null(meta) && !json_is_object(meta))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be an object", f);
+        snprintf(f, sizeof f, "%s.Node.metadata.name", field);
+        if (meta && (err = opt_string(meta, "name", f, &s, d)))
+            return err;
+        if (meta && s[0]) {
+            *name = s;
+            return AS_OK;
+        }
+    }
+    snprintf(f, sizeof f, "%s.Name", field);
+    return as_diag_set(d, AS_EINVAL, f, "%s needs its Name (or Node.metadata.name)", field);
+}
+
+/* pod_key is the cache's key of pod: its uid, else "namespace/name". */
+static const char *pod_key(const model_pod *pod, char *tmp, size_t len)
+{
+    if (pod->uid && pod->uid[0])
+        return pod->uid;
+    snprintf(tmp, len, "%s/%s", pod->ns, pod->name);
+    return tmp;
+}
+
+/* ------------------------------------------------------------------ */
+/* onSessionOpen / onSessionClose                                      */
+/* ------------------------------------------------------------------ */
+
+enum { TOP_OTHER = 0, TOP_JOBS, TOP_NODES };
+
+typedef struct scan {
+    yajl_handle h;
+    const char *body;
+    size_t len;
+    cache *c;
+    volcano_session_stats *st;
+    as_diag *d;
+    as_err err;
+    int depth;
+    bool started;
+    int top; /* which top-level member the parser is in */
+} scan;
+
+static int scan_fail(scan *s, as_err err, const char *msg)
+{
+    if (s->err == AS_OK)
+        s->err = as_diag_set(s->d, err, "", "%s", msg);
+    return 0;
+}
+
+/* scan_value is called for every value start; scalars at the top level
+ * mean the body is not an object. */
+static int scan_scalar(scan *s)
+{
+    if (s->depth == 0)
+        return scan_fail(s, AS_EINVAL,
+                         "the body must be a JSON object (Volcano's OnSessionOpenRequest)");
+    return 1;
+}
+
+static int cb_null(void *ctx)
+{
+    return scan_scalar(ctx);
+}
+static int cb_bool(void *ctx, int b)
+{
+    (void)b;
+    return scan_scalar(ctx);
+}
+static int cb_number(void *ctx, const char *s, size_t n)
+{
+    (void)s;
+    (void)n;
+    return scan_scalar(ctx);
+}
+/* scan_utf8 holds a string or key to strict UTF-8 (yajl checks the byte
+ * structure only), as every other verb's decoder does. */
+static int scan_utf8(scan *s, const unsigned char *str, size_t n)
+{
+    as_err err = extargs_string_utf8(s->body, s->len, yajl_get_bytes_consumed(s->h),
+                                     (const char *)str, n, s->err == AS_OK ? s->d : NULL);
+    if (err == AS_OK)
+        return 1;
+    if (s->err == AS_OK)
+        s->err = err;
+    return 0;
+}
+
+static int cb_string(void *ctx, const unsigned char *str, size_t n)
+{
+    return scan_utf8(ctx, str, n) && scan_scalar(ctx);
+}
+
+static int open_container(scan *s, bool map)
+{
+    if (s->depth == 0 && (!map || s->started))
+        return scan_fail(s, AS_EINVAL,
+                         "the body must be one JSON object (Volcano's OnSessionOpenRequest)");
+    s->started = true;
+    if (++s->depth > EXTARGS_MAX_DEPTH)
+        return scan_fail(s, AS_ETOOBIG, "the body nests deeper than 64 levels");
+    return 1;
+}
+
+static int cb_start_map(void *ctx)
+{
+    return open_container(ctx, true);
+}
+static int cb_start_array(void *ctx)
+{
+    return open_container(ctx, false);
+}
+static int cb_end(void *ctx)
+{
+    scan *s = ctx;
+    s->depth--;
+    return 1;
+}
+
+static int cb_key(void *ctx, const unsigned char *key, size_t n)
+{
+    scan *s = ctx;
+    const char *k = (const char *)key;
+    if (!scan_utf8(s, key, n))
+        return 0;
+    if (memchr(k, '\0', n))
+        return scan_fail(s, AS_EINVAL,
+                         "an object key contains \\u0000 (a NUL character); keys may not "
+                         "contain NUL, remove it");
+    if (s->depth == 1) {
+        s->top = (n == 4 && strncasecmp(k, "Jobs", 4) == 0)    ? TOP_JOBS
+                 : (n == 5 && strncasecmp(k, "Nodes", 5) == 0) ? TOP_NODES
+                                                               : TOP_OTHER;
+        return 1;
+    }
+    if (s->depth != 2)
+        return 1;
+    if (s->top == TOP_JOBS) {
+        s->st->jobs++;
+    } else if (s->top == TOP_NODES) {
+        s->st->nodes++;
+        bool known = false;
+        if (s->c) {
+            /* one short read-lock bracket per name: a session can be large,
+             * and holding the lock through the parse would stall writers */
+            cache_read_lock(s->c);
+            known = cache_node_find(s->c, k, n) != NULL;
+            cache_read_unlock(s->c);
+        }
+        if (!known && s->st->unknown_nodes++ == 0) {
+            size_t m = n < sizeof s->st->first_unknown - 1 ? n : sizeof s->st->first_unknown - 1;
+            /* it goes into a log line: no spaces, quotes or control bytes */
+            for (size_t i = 0; i < m; i++) {
+                unsigned char ch = (unsigned char)k[i];
+                s->st->first_unknown[i] = ch > ' ' && ch < 0x7f && ch != '"' ? (char)ch : '?';
+            }
+            s->st->first_unknown[m] = '\0';
+        }
+    }
+    return 1;
+}
+
+static const yajl_callbacks scan_callbacks = {
+    .yajl_null = cb_null,
+    .yajl_boolean = cb_bool,
+    .yajl_number = cb_number,
+    .yajl_string = cb_string,
+    .yajl_start_map = cb_start_map,
+    .yajl_map_key = cb_key,
+    .yajl_end_map = cb_end,
+    .yajl_start_array = cb_start_array,
+    .yajl_end_array = cb_end,
+};
+
+/* See volcano.h. */
+as_err volcano_session_scan(cache *c, const char *body, size_t len, volcano_session_stats *out,
+                            as_diag *d)
+{
+    memset(out, 0, sizeof *out);
+    scan s = {.body = body, .len = len, .c = c, .st = out, .d = d};
+    yajl_handle h = yajl_alloc(&scan_callbacks, NULL, &s);
+    if (!h)
+        return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+    s.h = h;
+    as_err err = AS_OK;
+    yajl_status ys = yajl_parse(h, (const unsigned char *)body, len);
+    if (ys == yajl_status_ok)
+        ys = yajl_complete_parse(h);
+    if (ys == yajl_status_ok) {
+        if (!s.started)
+            err = as_diag_set(d, AS_EINVAL, "",
+                              "the body must be a JSON object (Volcano's OnSessionOpenRequest)");
+        goto done;
+    }
+    if (s.err) {
+        err = s.err;
+        goto done;
+    }
+    unsigned char *msg = yajl_get_error(h, 0, (const unsigned char *)body, len);
+    char text[160] = "invalid JSON";
+    if (msg) {
+        snprintf(text, sizeof text, "%s", (const char *)msg);
+        text[strcspn(text, "\n")] = '\0';
+        yajl_free_error(h, msg);
+    }
+    err = as_diag_set(d, AS_EPARSE, "",
+                      "malformed JSON near byte %zu: %s (send a complete, valid UTF-8 JSON "
+                      "document)",
+                      yajl_get_bytes_consumed(h), text);
+done:
+    yajl_free(h);
+    return err;
+}
+
+/* See volcano.h. */
+void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    volcano_session_stats st;
+    as_err err = volcano_session_scan(s->cache, req->body, req->body_len, &st, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), ERRF_NONE, &d, err);
+        return;
+    }
+    if (st.unknown_nodes)
+        log_warn("msg=\"volcano session has nodes agentsched does not know\" nodes=%zu "
+                 "unknown=%zu first=%s",
+                 st.nodes, st.unknown_nodes, st.first_unknown);
+    else
+        log_debug("msg=\"volcano session open\" jobs=%zu nodes=%zu", st.jobs, st.nodes);
+    buf_reset(&resp->body);
+    buf_printf(&resp->body, "{\"jobs\":%zu,\"nodes\":%zu,\"unknownNodes\":%zu}", st.jobs, st.nodes,
+               st.unknown_nodes);
+    finish(resp, ERRF_NONE);
+}
+
+/* check_body answers 400 unless the body is a JSON object whose `key` (if
+ * any) is an object; returns true when it answered. */
+static bool check_body(const http_request *req, http_response *resp, const char *what,
+                       const char *key)
+{
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *root = NULL;
+    const json_t *v;
+    as_err err = parse_object(req, what, &root, &d);
+    if (!err && key)
+        err = get_object(root, key, true, what, &v, &d);
+    json_decref(root);
+    if (err)
+        reply_error(resp, http_status_for_decode_err(err), ERRF_NONE, &d, err);
+    return err != AS_OK;
+}
+
+/* See volcano.h. */
+void volcano_handle_on_session_close(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)ctx;
+    if (!check_body(req, resp, "OnSessionCloseRequest", NULL))
+        reply_json(resp, ERRF_NONE, "{}");
+}
+
+/* ------------------------------------------------------------------ */
+/* predicate / prioritize                                              */
+/* ------------------------------------------------------------------ */
+
+/* See volcano.h. */
+void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *root = NULL;
+    model_pod *pod = NULL;
+    const json_t *task, *node;
+    const char *name;
+    as_err err = parse_object(req, "PredicateRequest", &root, &d);
+    if (!err)
+        err = get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
+    if (!err)
+        err = volcano_task_pod(&s->reg, task, "task", &pod, &d);
+    if (!err)
+        err = get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
+    if (!err)
+        err = volcano_node_name(node, "node", &name, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
+        goto done;
+    }
+
+    char why[256] = "";
+    int code = VOLCANO_CODE_SUCCESS;
+    cache_read_lock(s->cache);
+    const cache_node *cn = cache_node_find(s->cache, name, strlen(name));
+    pred_result r = {PRED_NOT_FOUND, 0};
+    if (cn)
+        r = pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn);
+    if (r.code != PRED_OK) {
+        pred_reason(&s->reg, cn, pod, r, why, sizeof why);
+        if (!why[0])
+            snprintf(why, sizeof why, "node(s) were not found in agentsched's node cache");
+        code = pred_unresolvable(r.code) ? VOLCANO_CODE_UNRESOLVABLE : VOLCANO_CODE_UNSCHEDULABLE;
+    }
+    cache_read_unlock(s->cache);
+
+    buf *o = &resp->body;
+    buf_reset(o);
+    buf_puts(o, "{\"status\":");
+    buf_json_cstr(o, why);
+    buf_printf(o, ",\"code\":%d}", code);
+    finish(resp, ERRF_STATUS);
+    log_debug("msg=\"volcano predicate\" pod=%s/%s node=%s code=%d", pod->ns, pod->name, name,
+              code);
+done:
+    model_pod_free(pod);
+    json_decref(root);
+}
+
+/* A small open-addressing set of names for de-duplication. */
+typedef struct nameset {
+    const char **slot;
+    size_t cap; /* power of two */
+} nameset;
+
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* nameset_add returns true when name was new. */
+static bool nameset_add(nameset *ns, const char *name)
+{
+    size_t i = (size_t)fnv(name) & (ns->cap - 1);
+    while (ns->slot[i]) {
+        if (strcmp(ns->slot[i], name) == 0)
+            return false;
+        i = (i + 1) & (ns->cap - 1);
+    }
+    ns->slot[i] = name;
+    return true;
+}
+
+/* See volcano.h. */
+void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *root = NULL;
+    model_pod *pod = NULL;
+    score_policy *policy = NULL;
+    const json_t *task;
+    const char *what = "PrioritizeRequest {\"task\", \"nodes\"}";
+    as_err err = parse_object(req, "PrioritizeRequest", &root, &d);
+    if (!err)
+        err = get_object(root, "task", true, what, &task, &d);
+    if (!err)
+        err = volcano_task_pod(&s->reg, task, "task", &pod, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    const json_t *nodes = extargs_get(root, "nodes");
+    size_t total = 0;
+    if (nodes && !json_is_null(nodes)) {
+        if (!json_is_array(nodes)) {
+            err = as_diag_set(&d, AS_EINVAL, "nodes", "nodes must be an array of NodeInfo");
+            reply_error(resp, 400, ERRF_ERRMSG, &d, err);
+            goto done;
+        }
+        total = json_array_size(nodes);
+    }
+    if (total > EXTARGS_MAX_NAMES) {
+        err =
+            as_diag_set(&d, AS_ETOOBIG, "nodes", "at most %d nodes per request", EXTARGS_MAX_NAMES);
+        reply_error(resp, 400, ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    sched_name *names = pool_alloc(req->pool, (total ? total : 1) * sizeof *names);
+    nameset set = {NULL, 4};
+    while (set.cap < 2 * total)
+        set.cap <<= 1;
+    set.slot = pool_alloc(req->pool, set.cap * sizeof(char *));
+    if (!names || !set.slot) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < total; i++) {
+        char f[48];
+        snprintf(f, sizeof f, "nodes[%zu]", i);
+        const char *name;
+        err = volcano_node_name(json_array_get(nodes, i), f, &name, &d);
+        if (err) {
+            reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
+            goto done;
+        }
+        if (nameset_add(&set, name)) {
+            size_t len = strlen(name);
+            names[n++] = (sched_name){name, len, cache_name_hash(name, len)};
+        }
+    }
+
+    /* Scored here rather than through sched_evaluate, which applies
+     * agentsched's own shard (hard filter, soft bonus): Volcano's tasks
+     * live in Volcano's shard, which Volcano enforces itself. */
+    double *score = pool_alloc(req->pool, (n ? n : 1) * sizeof *score);
+    if (!score) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    policy = svc_policy_get(s);
+    size_t feasible = 0;
+    cache_read_lock(s->cache);
+    for (size_t i = 0; i < n; i++) {
+        const cache_node *cn = cache_node_find(s->cache, names[i].s, names[i].len);
+        score[i] = 0;
+        if (cn && pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn).code == PRED_OK) {
+            double sc = score_node(policy, pod, cn);
+            score[i] = sc > 0 ? sc : 0;
+            feasible++;
+        }
+    }
+    cache_read_unlock(s->cache);
+    buf *o = &resp->body;
+    buf_reset(o);
+    buf_puts(o, "{\"nodeScore\":{");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            buf_puts(o, ",");
+        buf_json_str(o, names[i].s, names[i].len);
+        buf_printf(o, ":%.6g", score[i]);
+    }
+    buf_puts(o, "},\"errorMessage\":\"\"}");
+    finish(resp, ERRF_ERRMSG);
+    log_debug("msg=\"volcano prioritize\" pod=%s/%s nodes=%zu feasible=%zu", pod->ns, pod->name, n,
+              feasible);
+done:
+    if (policy)
+        score_policy_unref(policy);
+    model_pod_free(pod);
+    json_decref(root);
+}
+
+/* ------------------------------------------------------------------ */
+/* allocateFunc / deallocateFunc                                       */
+/* ------------------------------------------------------------------ */
+
+static void reply_errmsg(http_response *resp, const char *msg)
+{
+    buf *o = &resp->body;
+    buf_reset(o);
+    buf_puts(o, "{\"errorMessage\":");
+    buf_json_cstr(o, msg);
+    buf_puts(o, "}");
+    finish(resp, ERRF_ERRMSG);
+}
+
+/* decode_event decodes an EventHandlerRequest {"task"}; *task is borrowed
+ * from *root (caller decrefs root). */
+static as_err decode_event(svc *s, const http_request *req, json_t **root, const json_t **task,
+                           model_pod **pod, as_diag *d)
+{
+    const char *what = "EventHandlerRequest {\"task\"}";
+    as_err err = parse_object(req, "EventHandlerRequest", root, d);
+    if (!err)
+        err = get_object(*root, "task", true, what, task, d);
+    if (!err)
+        err = volcano_task_pod(&s->reg, *task, "task", pod, d);
+    return err;
+}
+
+/* commit_allocation assumes pod on node_name through the binder; msg gets
+ * the refusal ("" when accepted). */
+static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
+                                const char *node_name, char *msg, size_t len)
+{
+    msg[0] = '\0';
+    cache_pod_info info;
+    cache_pod_lookup(s->cache, key, &info);
+    if (info.state != CACHE_POD_ABSENT) {
+        if (strcmp(info.node, node_name) == 0)
+            return AS_OK; /* already there: Volcano repeats callbacks */
+        if (info.state == CACHE_POD_BOUND) {
+            snprintf(msg, len,
+                     "agentsched refused to allocate pod %s/%s to node %s: it is bound to "
+                     "node %s",
+                     pod->ns, pod->name, node_name, info.node);
+            return AS_OK;
+        }
+        /* assumed elsewhere: Volcano re-decided within its session (or a
+         * deallocate was lost); its latest decision wins */
+        cache_forget(s->cache, key);
+    }
+    sched_candidate cand;
+    memset(&cand, 0, sizeof cand);
+    bool found = false;
+    char why[256] = "";
+    cache_read_lock(s->cache);
+    const cache_node *cn = cache_node_find(s->cache, node_name, strlen(node_name));
+    if (cn) {
+        /* judge the fit here for a clear reason; the version loaded before
+         * the usage lets the binder commit at once if nothing changed */
+        found = true;
+        cand.slot = cn->slot;
+        cand.node_id = cn->id;
+        cand.bind_version = cache_node_bind_version(cn);
+        cand.name = node_name;
+        pred_result r = pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn);
+        if (r.code != PRED_OK)
+            pred_reason(&s->reg, cn, pod, r, why, sizeof why);
+    }
+    cache_read_unlock(s->cache);
+    if (!found) {
+        snprintf(msg, len,
+                 "agentsched cannot allocate pod %s/%s to node %s: node(s) were not found in "
+                 "agentsched's node cache",
+                 pod->ns, pod->name, node_name);
+        return AS_OK;
+    }
+    if (why[0]) {
+        snprintf(msg, len, "agentsched refused to allocate pod %s/%s to node %s: %s", pod->ns,
+                 pod->name, node_name, why);
+        return AS_OK;
+    }
+    binder_outcome out;
+    as_err err = binder_commit(s->binder, pod, &cand, 1, &out);
+    if (err == AS_ECONFLICT) {
+        snprintf(msg, len, "agentsched refused to allocate pod %s/%s to node %s: %s", pod->ns,
+                 pod->name, node_name, out.reason[0] ? out.reason : "it does not fit");
+        return AS_OK;
+    }
+    return err;
+}
+
+/* See volcano.h. */
+void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *root = NULL;
+    model_pod *pod = NULL;
+    const json_t *task = NULL;
+    as_err err = decode_event(s, req, &root, &task, &pod, &d);
+    const char *node_name = "";
+    if (!err)
+        err = opt_string(task, "NodeName", "task.NodeName", &node_name, &d);
+    if (!err && !node_name[0])
+        node_name = pod->node_name ? pod->node_name : "";
+    if (!err && !node_name[0])
+        err = as_diag_set(&d, AS_EINVAL, "task.NodeName",
+                          "allocateFunc needs the task's NodeName (or Pod.spec.nodeName): the "
+                          "node Volcano allocated it to");
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    const json_t *st = extargs_get(task, "Status");
+    if (json_is_integer(st) && json_integer_value(st) == VOLCANO_TASK_PIPELINED) {
+        /* pipelined: waits for resources still held by releasing pods,
+         * which the cache counts as used; assuming it would overcommit */
+        log_debug("msg=\"volcano pipelined task not assumed\" pod=%s/%s node=%s", pod->ns,
+                  pod->name, node_name);
+        reply_errmsg(resp, "");
+        goto done;
+    }
+    char tmp[600], msg[600];
+    const char *key = pod_key(pod, tmp, sizeof tmp);
+    err = commit_allocation(s, pod, key, node_name, msg, sizeof msg);
+    if (err) {
+        as_diag_set(&d, err, NULL, "allocation failed: %s", as_strerror(err));
+        reply_error(resp, 500, ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    if (msg[0])
+        log_info("msg=\"volcano allocation refused\" pod=%s/%s node=%s reason=\"%s\"", pod->ns,
+                 pod->name, node_name, msg);
+    else
+        log_debug("msg=\"volcano allocation assumed\" pod=%s/%s node=%s", pod->ns, pod->name,
+                  node_name);
+    reply_errmsg(resp, msg);
+done:
+    model_pod_free(pod);
+    json_decref(root);
+}
+
+/* See volcano.h. */
+void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp)
+{
+    svc *s = ctx;
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *root = NULL;
+    model_pod *pod = NULL;
+    const json_t *task = NULL;
+    as_err err = decode_event(s, req, &root, &task, &pod, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    char tmp[600];
+    const char *key = pod_key(pod, tmp, sizeof tmp);
+    /* Only an ASSUMED pod is ours to drop; unknown is already done and a
+     * BOUND pod (an eviction) is freed when the API server deletes it. */
+    err = cache_forget(s->cache, key);
+    if (err == AS_OK)
+        log_debug("msg=\"volcano allocation forgotten\" pod=%s/%s", pod->ns, pod->name);
+    else if (err != AS_ENOTFOUND && err != AS_ECONFLICT) {
+        as_diag_set(&d, err, NULL, "deallocation failed: %s", as_strerror(err));
+        reply_error(resp, 500, ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    reply_errmsg(resp, "");
+done:
+    model_pod_free(pod);
+    json_decref(root);
+}
+
+/* ------------------------------------------------------------------ */
+/* The verbs agentsched abstains from                                  */
+/* ------------------------------------------------------------------ */
+
+/* check_evict validates {"evictor": TaskInfo, "evictees": [TaskInfo]}. */
+static bool check_evict(const http_request *req, http_response *resp, const char *what)
+{
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *root = NULL;
+    const json_t *ev;
+    as_err err = parse_object(req, what, &root, &d);
+    if (!err)
+        err = get_object(root, "evictor", true, what, &ev, &d);
+    if (!err) {
+        const json_t *es = extargs_get(root, "evictees");
+        if (es && !json_is_null(es) && !json_is_array(es))
+            err = as_diag_set(&d, AS_EINVAL, "evictees", "evictees must be an array of TaskInfo");
+        for (size_t i = 0; !err && json_is_array(es) && i < json_array_size(es); i++)
+            if (!json_is_object(json_array_get(es, i))) {
+                char f[48];
+                snprintf(f, sizeof f, "evictees[%zu]", i);
+                err = as_diag_set(&d, AS_EINVAL, f, "%s must be a TaskInfo object", f);
+            }
+    }
+    json_decref(root);
+    if (err)
+        reply_error(resp, http_status_for_decode_err(err), ERRF_NONE, &d, err);
+    return err != AS_OK;
+}
+
+/* See volcano.h. */
+void volcano_handle_preemptable(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)ctx;
+    if (!check_evict(req, resp, "PreemptableRequest {\"evictor\", \"evictees\"}"))
+        reply_json(resp, ERRF_NONE, "{\"status\":0,\"victims\":[]}");
+}
+
+/* See volcano.h. */
+void volcano_handle_reclaimable(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)ctx;
+    if (!check_evict(req, resp, "ReclaimableRequest {\"evictor\", \"evictees\"}"))
+        reply_json(resp, ERRF_NONE, "{\"status\":0,\"victims\":[]}");
+}
+
+/* See volcano.h. */
+void volcano_handle_job_enqueueable(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)ctx;
+    if (!check_body(req, resp, "JobEnqueueableRequest {\"job\"}", "job"))
+        reply_json(resp, ERRF_NONE, "{\"status\":0}");
+}
+
+/* See volcano.h. */
+void volcano_handle_job_enqueued(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)ctx;
+    if (!check_body(req, resp, "JobEnqueuedRequest {\"job\"}", "job"))
+        reply_json(resp, ERRF_NONE, "{}");
+}
+
+/* See volcano.h. */
+void volcano_handle_queue_overused(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)ctx;
+    if (!check_body(req, resp, "QueueOverusedRequest {\"queue\"}", "queue"))
+        reply_json(resp, ERRF_NONE, "{\"overused\":false}");
+}
+
+/* See volcano.h. */
+void volcano_handle_job_ready(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)ctx;
+    if (!check_body(req, resp, "JobReadyRequest {\"job\"}", "job"))
+        reply_json(resp, ERRF_NONE, "{\"status\":true}");
+}

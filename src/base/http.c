@@ -1,0 +1,879 @@
+/* http.c - libmicrohttpd server with a static route table (see http.h). */
+#include "agentsched/base/http.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/base/log.h"
+#include "agentsched/base/sync.h"
+
+#define HTTP_DEFAULT_MAX_BODY   ((size_t)16 << 20)
+#define HTTP_DEFAULT_CONN_LIMIT 1024
+/* One client address may hold at most this many connections, so that a
+ * single host (a slowloris trickling headers) cannot take every slot;
+ * kube-scheduler holds a few (its parallel binds), bench clients 16. */
+#define HTTP_PER_IP_CONN_LIMIT 256
+#define HTTP_DEFAULT_TIMEOUT_S 30
+/* Scratch memory per request: decoded pods and responses are a small
+ * multiple of the body, so cap the pool relative to it. */
+#define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
+#define HTTP_RESPONSE_CAP ((size_t)64 << 20)
+/* Most of a body allocated at once from its Content-Length (http_access). */
+#define HTTP_BODY_PRESIZE          ((size_t)1 << 20)
+#define HTTP_DEFAULT_OFFLOAD_QUEUE 4096
+#define HTTP_MAX_OFFLOAD_THREADS   256
+
+/* Per-request state, created on the first access-handler call and freed by
+ * the completion notifier whatever happened (client gone, timeout, ...). */
+typedef struct http_req_state {
+    pool *pool;
+    buf body;
+    const http_route *route;
+    int early_status; /* 404/405/413 decided from the headers alone */
+    bool too_big;     /* body exceeded the cap while streaming */
+    bool answered;
+    uint64_t start_ns;
+    /* Offloaded (blocking route): the job fields below are written by the
+     * pool thread before it queues the job, the response by the offload
+     * thread before it sets done (release) and resumes the connection;
+     * the pool thread reads them after loading done (acquire). */
+    bool offloaded;
+    int done;
+    struct http_req_state *next; /* offload queue link */
+    struct MHD_Connection *conn;
+    const char *method, *url; /* MHD's, valid until the request completes */
+    http_response resp;
+} http_req_state;
+
+struct http_server {
+    struct MHD_Daemon *daemon;
+    http_server_config cfg; /* copy; routes/ctx borrowed */
+    size_t max_body;
+    uint16_t port;
+    unsigned threads; /* pool threads */
+    /* Offload threads for blocking routes: a FIFO of suspended requests. */
+    pthread_mutex_t omu;
+    pthread_cond_t ocv;
+    http_req_state *ohead, *otail;
+    size_t olen, ocap;
+    bool ostopping;
+    int oflight; /* (atomic) offloaded requests not yet completed by MHD */
+    pthread_t *othreads;
+    unsigned nothreads;
+    /* TLS (HTTPS): our copies of the PEM texts, kept until the daemon
+     * stops, and MHD's last message while it starts (why a certificate or
+     * key was refused): starting is set (atomically) only while
+     * MHD_start_daemon runs, when only MHD's start-up logs. */
+    char *tls_cert, *tls_key;
+    bool starting;
+    char start_msg[256];
+};
+
+static uint64_t http_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors and status codes                                            */
+/* ------------------------------------------------------------------ */
+
+/* See http.h. */
+void http_error(http_response *resp, int status, const char *field, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    resp->status = status;
+    resp->content_type = "application/json";
+    buf_reset(&resp->body);
+    buf_puts(&resp->body, "{\"error\": ");
+    buf_json_cstr(&resp->body, msg);
+    if (field) {
+        buf_puts(&resp->body, ", \"field\": ");
+        buf_json_cstr(&resp->body, field);
+    }
+    buf_puts(&resp->body, "}\n");
+}
+
+/* See http.h. */
+const char *http_error_begin(http_response *resp, int status, const as_diag *d, as_err err)
+{
+    const char *msg = d && d->msg[0] ? d->msg : as_strerror(err);
+    buf *o = &resp->body;
+    resp->status = status;
+    resp->content_type = "application/json";
+    buf_reset(o);
+    buf_puts(o, "{\"error\":");
+    buf_json_cstr(o, msg);
+    buf_puts(o, ",\"field\":");
+    buf_json_cstr(o, d ? d->field : "");
+    return msg;
+}
+
+/* See http.h. */
+int http_status_for_err(as_err err)
+{
+    switch (err) {
+    case AS_OK:
+        return 200;
+    case AS_EINVAL:
+    case AS_EPARSE:
+    case AS_ERANGE:
+        return 400;
+    case AS_EAUTH:
+        return 401;
+    case AS_ENOTFOUND:
+        return 404;
+    case AS_EEXIST:
+    case AS_ECONFLICT:
+        return 409;
+    case AS_EGONE:
+        return 410;
+    case AS_ETOOBIG:
+        return 413;
+    case AS_EUNSCHED:
+        return 422;
+    case AS_ELIMIT:
+        return 429;
+    case AS_EUNSUPPORTED:
+        return 501;
+    case AS_EHTTP:
+    case AS_EIO:
+        return 502;
+    case AS_ETIMEOUT:
+        return 504;
+    case AS_ENOMEM:
+        return 503;
+    case AS_EINTERNAL:
+    default:
+        return 500;
+    }
+}
+
+/* See http.h. */
+int http_status_for_decode_err(as_err err)
+{
+    switch (err) {
+    case AS_EINVAL:
+    case AS_EPARSE:
+    case AS_ERANGE:
+    case AS_ETOOBIG:
+        return 400;
+    case AS_ENOMEM:
+        return 413;
+    default:
+        return http_status_for_err(err);
+    }
+}
+
+/* See http.h. */
+const char *http_request_query(const http_request *req, const char *key)
+{
+    if (!req || !req->conn || !key)
+        return NULL;
+    return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_GET_ARGUMENT_KIND,
+                                       key);
+}
+
+/* ------------------------------------------------------------------ */
+/* Routing                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Finds the route for (method, path). HEAD uses the GET route (MHD drops
+ * the body). When the path exists with other methods, *path_known is set
+ * so the caller answers 405 rather than 404. */
+static const http_route *http_route_find(const http_server *s, const char *method, const char *path,
+                                         bool *path_known)
+{
+    *path_known = false;
+    bool head = strcmp(method, "HEAD") == 0;
+    for (size_t i = 0; i < s->cfg.nroutes; i++) {
+        const http_route *r = &s->cfg.routes[i];
+        if (strcmp(r->path, path) != 0)
+            continue;
+        *path_known = true;
+        if (strcmp(r->method, method) == 0 || (head && strcmp(r->method, "GET") == 0))
+            return r;
+    }
+    return NULL;
+}
+
+/* Allow header value: every method registered for path. */
+static void http_allow_header(const http_server *s, const char *path, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < s->cfg.nroutes; i++) {
+        const http_route *r = &s->cfg.routes[i];
+        if (strcmp(r->path, path) != 0)
+            continue;
+        int n = snprintf(out + used, len - used, "%s%s", used ? ", " : "", r->method);
+        if (n < 0 || (size_t)n >= len - used)
+            break;
+        used += (size_t)n;
+        if (strcmp(r->method, "GET") == 0) {
+            n = snprintf(out + used, len - used, ", HEAD");
+            if (n > 0 && (size_t)n < len - used)
+                used += (size_t)n;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* MHD callbacks                                                      */
+/* ------------------------------------------------------------------ */
+
+static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, http_req_state *st,
+                                 const char *method, const char *path, http_response *resp)
+{
+    char *data = NULL;
+    size_t len = 0;
+    if (resp->body.err) {
+        /* The handler overflowed its response cap or ran out of memory:
+         * the partial body is useless, say so instead. */
+        as_err e = resp->body.err;
+        buf_free(&resp->body);
+        buf_init(&resp->body, 0);
+        http_error(resp, 500, NULL, "response could not be built: %s", as_strerror(e));
+    }
+    if (resp->body.len > 0 && buf_take(&resp->body, &data, &len) != AS_OK) {
+        data = NULL;
+        len = 0;
+    }
+    struct MHD_Response *r;
+    if (data)
+        r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    else
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(data);
+        buf_free(&resp->body);
+        return MHD_NO;
+    }
+    buf_free(&resp->body);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            resp->content_type ? resp->content_type : "application/json");
+    if (resp->status == 405) {
+        char allow[128];
+        http_allow_header(s, path, allow, sizeof allow);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    }
+    int status = resp->status ? resp->status : 200;
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (ret == MHD_YES) {
+        st->answered = true;
+        if (s->cfg.observe)
+            s->cfg.observe(s->cfg.ctx, method, path, status, http_mono_ns() - st->start_ns);
+    }
+    return ret;
+}
+
+/* http_printable copies src into dst (truncated to n), each byte outside
+ * printable ASCII replaced by '?'. */
+static void http_printable(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}
+
+static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *conn,
+                                       http_req_state *st, const char *method, const char *path,
+                                       int status)
+{
+    http_response resp = {.status = status};
+    buf_init(&resp.body, 4096);
+    /* The path and method are the client's bytes, percent-decoded: show
+     * them as printable ASCII, so the JSON answer stays valid UTF-8. */
+    char p[256], m[32];
+    http_printable(p, sizeof p, path);
+    http_printable(m, sizeof m, method);
+    switch (status) {
+    case 404:
+        http_error(&resp, 404, NULL, "no such endpoint: %s", p);
+        break;
+    case 405:
+        http_error(&resp, 405, NULL, "method %s not allowed on %s", m, p);
+        break;
+    case 501:
+        http_error(&resp, 501, NULL,
+                   "Transfer-Encoding other than chunked is not supported; send the body with "
+                   "Content-Length or Transfer-Encoding: chunked");
+        break;
+    case 413:
+        http_error(&resp, 413, NULL,
+                   "request body larger than %zu bytes; raise --max-body if this is intended",
+                   s->max_body);
+        break;
+    default:
+        http_error(&resp, status, NULL, "request rejected");
+        break;
+    }
+    return http_send(s, conn, st, method, path, &resp);
+}
+
+/* Parses a Content-Length header value; false when absent or malformed
+ * (MHD itself rejects malformed values before we are called). */
+static bool http_content_length(struct MHD_Connection *conn, uint64_t *out)
+{
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!v || !*v)
+        return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || !end || *end)
+        return false;
+    *out = n;
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Offload threads (blocking routes)                                  */
+/* ------------------------------------------------------------------ */
+
+/* http_run_handler runs st's route handler on its request body (and the
+ * pool the caller created) into *resp: the same call on a pool thread or,
+ * for a blocking route, on an offload thread. */
+static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Connection *conn,
+                             const char *method, const char *url, http_response *resp)
+{
+    *resp = (http_response){.status = 200, .content_type = "application/json"};
+    buf_init(&resp->body, HTTP_RESPONSE_CAP);
+    http_request req = {
+        .method = method,
+        .path = url,
+        .body = st->body.data ? st->body.data : "",
+        .body_len = st->body.len,
+        .pool = st->pool,
+        .conn = conn,
+    };
+    st->route->fn(s->cfg.ctx, &req, resp);
+}
+
+static void *http_offload_main(void *arg)
+{
+    http_server *s = arg;
+    pthread_setname_np(pthread_self(), "as-http-offload");
+    for (;;) {
+        pthread_mutex_lock(&s->omu);
+        while (!s->ohead && !s->ostopping)
+            pthread_cond_wait(&s->ocv, &s->omu);
+        http_req_state *st = s->ohead;
+        if (st) {
+            s->ohead = st->next;
+            if (!s->ohead)
+                s->otail = NULL;
+            s->olen--;
+        }
+        bool stopping = s->ostopping;
+        pthread_mutex_unlock(&s->omu);
+        if (!st)
+            break; /* stopping and drained */
+        if (stopping) {
+            /* Shutting down: answer what is still queued without starting
+             * new round trips (the service behind them is going away). */
+            st->resp = (http_response){.status = 503};
+            buf_init(&st->resp.body, 4096);
+            http_error(&st->resp, 503, NULL, "agentsched is shutting down; retry");
+        } else {
+            http_run_handler(s, st, st->conn, st->method, st->url, &st->resp);
+        }
+        struct MHD_Connection *conn = st->conn;
+        __atomic_store_n(&st->done, 1, __ATOMIC_RELEASE);
+        /* st may be freed by MHD from here on (completion callback). */
+        MHD_resume_connection(conn);
+    }
+    return NULL;
+}
+
+/* http_offload suspends st's connection and queues st; false (nothing
+ * done) when the queue is at its cap or the server is stopping. Called
+ * from the access handler, as MHD_suspend_connection must be. */
+static bool http_offload(http_server *s, http_req_state *st)
+{
+    pthread_mutex_lock(&s->omu);
+    bool ok = !s->ostopping && s->olen < s->ocap;
+    if (ok) {
+        /* Suspend before an offload thread can see st: it resumes at once
+         * when done. */
+        MHD_suspend_connection(st->conn);
+        st->next = NULL;
+        if (s->otail)
+            s->otail->next = st;
+        else
+            s->ohead = st;
+        s->otail = st;
+        s->olen++;
+        __atomic_add_fetch(&s->oflight, 1, __ATOMIC_RELAXED);
+        pthread_cond_signal(&s->ocv);
+    }
+    pthread_mutex_unlock(&s->omu);
+    return ok;
+}
+
+/* http_offload_stop answers what is queued with 503, lets running handlers
+ * finish and joins the threads; every suspended connection is resumed. */
+static void http_offload_stop(http_server *s)
+{
+    if (!s->othreads)
+        return;
+    pthread_mutex_lock(&s->omu);
+    s->ostopping = true;
+    pthread_cond_broadcast(&s->ocv);
+    pthread_mutex_unlock(&s->omu);
+    for (unsigned i = 0; i < s->nothreads; i++)
+        pthread_join(s->othreads[i], NULL);
+    /* Resumed connections still have their answers to send: give MHD up
+     * to 2 s before stopping it closes them. */
+    for (int i = 0; i < 200 && __atomic_load_n(&s->oflight, __ATOMIC_ACQUIRE) > 0; i++)
+        usleep(10000);
+    free(s->othreads);
+    s->othreads = NULL;
+    s->nothreads = 0;
+}
+
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                   const char *method, const char *version, const char *upload_data,
+                                   size_t *upload_data_size, void **con_cls)
+{
+    http_server *s = cls;
+    http_req_state *st = *con_cls;
+
+    if (!st) {
+        st = calloc(1, sizeof *st);
+        if (!st)
+            return MHD_NO;
+        *con_cls = st;
+        st->start_ns = http_mono_ns();
+        bool path_known = false;
+        st->route = http_route_find(s, method, url, &path_known);
+        if (!st->route)
+            st->early_status = path_known ? 405 : 404;
+        /* libmicrohttpd decodes chunked bodies only; with another
+         * Transfer-Encoding ("gzip, chunked", "identity") it would wait for
+         * a body it cannot frame until the idle timeout. Say so at once. */
+        const char *te =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (!st->early_status && te && strcasecmp(te, "chunked") != 0)
+            st->early_status = 501;
+        uint64_t clen = 0;
+        bool has_clen = http_content_length(conn, &clen);
+        if (!st->early_status && has_clen && clen > s->max_body)
+            st->early_status = 413;
+        if (st->early_status) {
+            /* A request without a body (GET, HEAD, an empty POST) is
+             * answered on the next call, once MHD holds the whole request,
+             * so that its keep-alive connection stays open. One with a
+             * body is answered now, before reading it: MHD then refuses the
+             * rest of the upload and closes the connection after the
+             * response. */
+            bool bodyless = has_clen ? clen == 0 : !te;
+            if (bodyless)
+                return MHD_YES;
+            return http_send_error(s, conn, st, method, url, st->early_status);
+        }
+        buf_init(&st->body, s->max_body);
+        /* Sized once from Content-Length instead of doubling through every
+         * power of two up to it (a 900 KB full-Nodes filter: 12 reallocs);
+         * at most HTTP_BODY_PRESIZE, so a header alone cannot make us
+         * allocate the whole cap. A failure is sticky and answered as an
+         * append failure would be. */
+        if (clen > 0)
+            (void)buf_reserve(&st->body, clen < HTTP_BODY_PRESIZE ? clen : HTTP_BODY_PRESIZE);
+        return MHD_YES;
+    }
+
+    if (st->answered) {
+        /* Already answered (early error); drop whatever MHD still hands us. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    if (st->early_status) {
+        /* A bodyless request refused from its headers (see above): its
+         * whole request is here now. Anything MHD hands us is dropped. */
+        if (*upload_data_size > 0) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return http_send_error(s, conn, st, method, url, st->early_status);
+    }
+
+    if (st->offloaded) {
+        /* Called again after the offload thread resumed the connection. */
+        *upload_data_size = 0;
+        if (!__atomic_load_n(&st->done, __ATOMIC_ACQUIRE))
+            return MHD_YES; /* not ours to answer yet */
+        return http_send(s, conn, st, method, url, &st->resp);
+    }
+
+    if (*upload_data_size > 0) {
+        if (!st->too_big) {
+            if (buf_append(&st->body, upload_data, *upload_data_size) != AS_OK) {
+                st->too_big = st->body.err == AS_ETOOBIG;
+                buf_free(&st->body);
+                if (!st->too_big) {
+                    *upload_data_size = 0;
+                    return MHD_NO;
+                }
+            }
+        }
+        *upload_data_size = 0;
+        if (st->too_big) {
+            /* Chunked body past the cap: MHD cannot answer mid-upload, and
+             * reading on would let a client stream forever. Close. */
+            log_debug("msg=\"request body over cap, closing\" path=%s", url);
+            return MHD_NO;
+        }
+        return MHD_YES;
+    }
+
+    /* Whole request received: run the handler. */
+    st->pool = pool_new(s->max_body * 8 > HTTP_POOL_MIN_CAP ? s->max_body * 8 : HTTP_POOL_MIN_CAP);
+    if (!st->pool)
+        return MHD_NO;
+    if (st->route->blocking && s->othreads) {
+        st->offloaded = true;
+        st->conn = conn;
+        st->method = method;
+        st->url = url;
+        if (http_offload(s, st))
+            return MHD_YES; /* answered when MHD calls again after the resume */
+        st->offloaded = false;
+        http_response busy = {.status = 503};
+        buf_init(&busy.body, 4096);
+        http_error(&busy, 503, NULL,
+                   "%zu requests are already waiting for an API-server round trip; retry "
+                   "shortly",
+                   s->ocap);
+        return http_send(s, conn, st, method, url, &busy);
+    }
+    http_response resp;
+    http_run_handler(s, st, conn, method, url, &resp);
+    return http_send(s, conn, st, method, url, &resp);
+}
+
+static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    http_server *s = cls;
+    http_req_state *st = *con_cls;
+    if (!st)
+        return;
+    if (st->offloaded)
+        __atomic_sub_fetch(&s->oflight, 1, __ATOMIC_RELEASE);
+    buf_free(&st->body);
+    if (st->offloaded)
+        buf_free(&st->resp.body); /* http_send frees it; not when never sent */
+    pool_free(st->pool);
+    free(st);
+    *con_cls = NULL;
+}
+
+static void http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    http_server *s = cls;
+    if (s && __atomic_load_n(&s->starting, __ATOMIC_ACQUIRE))
+        snprintf(s->start_msg, sizeof s->start_msg, "%s", line);
+    log_debug("msg=\"libmicrohttpd: %s\"", line);
+}
+
+/* ------------------------------------------------------------------ */
+/* Start / stop                                                       */
+/* ------------------------------------------------------------------ */
+
+static int http_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* http_unescape decodes %XX in the path and the query arguments in place,
+ * as libmicrohttpd's own unescaper does, except %00: decoded, it would cut
+ * the string short ("/metrics%00.html" would route as "/metrics"), so it is
+ * left as it is and matches no route. */
+static size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = http_hexval(r[1])) >= 0 && (lo = http_hexval(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+/* http_free_secret wipes and frees a private key's copy. NULL ok. */
+static void http_free_secret(char *p)
+{
+    if (p)
+        explicit_bzero(p, strlen(p));
+    free(p);
+}
+
+/* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT" and resolves it. */
+static as_err http_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen,
+                           bool *v6, as_diag *diag)
+{
+    if (!listen || !*listen)
+        return as_diag_set(diag, AS_EINVAL, "listen", "listen address is empty; use HOST:PORT");
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon)
+        return as_diag_set(diag, AS_EINVAL, "listen",
+                           "listen address '%s' has no port; use HOST:PORT (e.g. 127.0.0.1:8888)",
+                           listen);
+    size_t hlen = (size_t)(colon - listen);
+    const char *h = listen;
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof host)
+        return as_diag_set(diag, AS_EINVAL, "listen", "listen host in '%s' is too long", listen);
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    const char *port = colon + 1;
+    char *end = NULL;
+    errno = 0;
+    long p = strtol(port, &end, 10);
+    if (!*port || errno || *end || p < 0 || p > 65535)
+        return as_diag_set(diag, AS_EINVAL, "listen",
+                           "listen port '%s' in '%s' is not a number in 0..65535", port, listen);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(hlen ? host : NULL, port, &hints, &res);
+    if (rc != 0 || !res)
+        return as_diag_set(diag, AS_EINVAL, "listen", "cannot resolve listen host '%s': %s", host,
+                           gai_strerror(rc));
+    /* Prefer IPv4 when a name resolves to both (localhost). */
+    struct addrinfo *pick = res;
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    *sslen = pick->ai_addrlen;
+    *v6 = pick->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return AS_OK;
+}
+
+/* See http.h. */
+as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag)
+{
+    *out = NULL;
+    if (!cfg || !cfg->routes)
+        return as_diag_set(diag, AS_EINVAL, NULL, "HTTP server needs a route table");
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    bool v6 = false;
+    as_err err = http_resolve(cfg->listen, &ss, &sslen, &v6, diag);
+    if (err)
+        return err;
+
+    http_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return AS_ENOMEM;
+    s->cfg = *cfg;
+    s->max_body = cfg->max_body ? cfg->max_body : HTTP_DEFAULT_MAX_BODY;
+    unsigned threads = cfg->threads;
+    if (threads == 0) {
+        /* the CPUs this process may use, not the machine's: a container
+         * limited to 2 CPUs on a 64-core node would otherwise run 64
+         * threads and be throttled every period */
+        sync_cpus cpus;
+        sync_usable_cpus(NULL, &cpus);
+        threads = cpus.usable < HTTP_MAX_THREADS ? cpus.usable : HTTP_MAX_THREADS;
+    }
+    if (threads > HTTP_MAX_THREADS) {
+        free(s);
+        return as_diag_set(diag, AS_EINVAL, "threads", "at most %d HTTP threads, not %u",
+                           HTTP_MAX_THREADS, threads);
+    }
+    s->threads = threads;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
+        flags |= MHD_USE_EPOLL;
+    else if (MHD_is_feature_supported(MHD_FEATURE_POLL) == MHD_YES)
+        flags |= MHD_USE_POLL;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    bool tls = cfg->tls_cert_pem || cfg->tls_key_pem;
+    if (tls) {
+        if (!cfg->tls_cert_pem || !cfg->tls_key_pem) {
+            free(s);
+            return as_diag_set(diag, AS_EINVAL, cfg->tls_cert_pem ? "tls-key" : "tls-cert",
+                               "HTTPS needs both a certificate and its private key");
+        }
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            free(s);
+            return as_diag_set(diag, AS_EINVAL, "tls-cert",
+                               "this libmicrohttpd was built without TLS; install Debian's "
+                               "libmicrohttpd12 (built with GnuTLS) or serve plain HTTP");
+        }
+        s->tls_cert = strdup(cfg->tls_cert_pem);
+        s->tls_key = strdup(cfg->tls_key_pem);
+        if (!s->tls_cert || !s->tls_key) {
+            free(s->tls_cert);
+            http_free_secret(s->tls_key);
+            free(s);
+            return AS_ENOMEM;
+        }
+        flags |= MHD_USE_TLS;
+    }
+
+    unsigned conn_limit = cfg->conn_limit ? cfg->conn_limit : HTTP_DEFAULT_CONN_LIMIT;
+    unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
+    /* The logger goes first so that warnings about later options use it;
+     * optional options are appended, MHD_OPTION_END closes the array. */
+    struct MHD_OptionItem opts[14];
+    size_t no = 0;
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)http_mhd_log, s};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_limit, NULL};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_completed, s};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL};
+    opts[no++] = (struct MHD_OptionItem){
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (intptr_t)(conn_limit < HTTP_PER_IP_CONN_LIMIT ? conn_limit : HTTP_PER_IP_CONN_LIMIT),
+        NULL};
+    opts[no++] =
+        (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)http_unescape, NULL};
+    if (tls) {
+        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+    }
+    /* a pool of one thread is the internal polling thread itself */
+    if (threads > 1)
+        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
+    opts[no++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    assert(no <= sizeof opts / sizeof opts[0]);
+    unsigned noff = cfg->offload_threads;
+    if (noff > HTTP_MAX_OFFLOAD_THREADS)
+        noff = HTTP_MAX_OFFLOAD_THREADS;
+    if (noff)
+        flags |= MHD_ALLOW_SUSPEND_RESUME;
+    pthread_mutex_init(&s->omu, NULL);
+    pthread_cond_init(&s->ocv, NULL);
+    s->ocap = cfg->offload_queue ? cfg->offload_queue : HTTP_DEFAULT_OFFLOAD_QUEUE;
+    __atomic_store_n(&s->starting, true, __ATOMIC_RELEASE);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_access, s, MHD_OPTION_ARRAY, opts,
+                                 MHD_OPTION_END);
+    __atomic_store_n(&s->starting, false, __ATOMIC_RELEASE);
+    if (!s->daemon) {
+        pthread_cond_destroy(&s->ocv);
+        pthread_mutex_destroy(&s->omu);
+        /* MHD says why in its log: a refused certificate or key, or the
+         * socket. */
+        bool tls_refused =
+            tls && (strstr(s->start_msg, "x509") || strstr(s->start_msg, "TLS") ||
+                    strstr(s->start_msg, "certificate") || strstr(s->start_msg, "key"));
+        as_err err = tls_refused
+                         ? as_diag_set(diag, AS_EINVAL, "tls-cert",
+                                       "the TLS certificate or key was refused (%s); give a PEM "
+                                       "certificate and the PEM private key that matches it",
+                                       s->start_msg)
+                         : as_diag_set(diag, AS_EIO, "listen",
+                                       "cannot listen on %s (address in use or not available%s%s)",
+                                       cfg->listen, s->start_msg[0] ? ": " : "", s->start_msg);
+        free(s->tls_cert);
+        http_free_secret(s->tls_key);
+        free(s);
+        return err;
+    }
+    if (noff) {
+        s->othreads = calloc(noff, sizeof *s->othreads);
+        for (unsigned i = 0; s->othreads && i < noff; i++) {
+            if (pthread_create(&s->othreads[i], NULL, http_offload_main, s) != 0)
+                break;
+            s->nothreads++;
+        }
+        if (s->nothreads < noff) {
+            http_server_stop(s);
+            return as_diag_set(
+                diag, AS_ENOMEM, NULL,
+                "cannot start %u HTTP offload threads; raise the process thread limit "
+                "(ulimit -u)",
+                noff);
+        }
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : 0;
+    *out = s;
+    return AS_OK;
+}
+
+/* See http.h. */
+void http_server_stop(http_server *s)
+{
+    if (!s)
+        return;
+    /* Offloaded requests first: MHD must not be stopped with connections
+     * still suspended. */
+    http_offload_stop(s);
+    if (s->daemon)
+        MHD_stop_daemon(s->daemon);
+    pthread_cond_destroy(&s->ocv);
+    pthread_mutex_destroy(&s->omu);
+    free(s->tls_cert);
+    http_free_secret(s->tls_key);
+    free(s);
+}
+
+/* See http.h. */
+uint16_t http_server_port(const http_server *s)
+{
+    return s ? s->port : 0;
+}
+
+/* See http.h. */
+unsigned http_server_threads(const http_server *s)
+{
+    return s ? s->threads : 0;
+}

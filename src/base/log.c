@@ -1,0 +1,64 @@
+/* log.c - stderr logging. */
+#include "agentsched/base/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* Written once at start-up, before any thread exists (see log.h). */
+static int log_level_current = LOG_INFO;
+
+static const char *const log_names[] = {"error", "warn", "info", "debug"};
+
+/* See log.h. */
+bool log_level_parse(const char *s, log_level *out)
+{
+    for (int k = LOG_ERROR; k <= LOG_DEBUG; k++)
+        if (strcmp(s, log_names[k]) == 0) {
+            *out = (log_level)k;
+            return true;
+        }
+    return false;
+}
+
+/* See log.h. */
+void log_set_level(log_level lvl)
+{
+    __atomic_store_n(&log_level_current, (int)lvl, __ATOMIC_RELAXED);
+}
+
+/* See log.h. */
+int log_enabled(log_level lvl)
+{
+    return (int)lvl <= __atomic_load_n(&log_level_current, __ATOMIC_RELAXED);
+}
+
+/* See log.h. */
+void log_msg(log_level lvl, const char *fmt, ...)
+{
+    if (!log_enabled(lvl))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char line[2048];
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000L, log_names[lvl]);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    /* Values come from requests and the API server (pod names, reasons):
+     * a control character in one must not start a forged line of its
+     * own, so every one of them is shown as '?'. */
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    /* One stdio call per line (stdio locks the stream for it), so lines
+     * from different threads never interleave. */
+    fprintf(stderr, "%s\n", line);
+}

@@ -1,0 +1,737 @@
+/* main.c - the agentsched command line: a table of subcommands. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentsched/core/cache.h"
+#include "agentsched/base/cli.h"
+#include "agentsched/fastpath/fastpath.h"
+#include "agentsched/base/http.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
+#include "agentsched/model/model.h"
+#include "agentsched/api/placement.h"
+#include "agentsched/cmd/replay.h"
+#include "agentsched/shard/shard.h"
+#include "agentsched/shard/shardctl.h"
+#include "agentsched/serve/svc.h"
+#include "agentsched/base/sync.h"
+
+#ifndef AGENTSCHED_GIT_COMMIT
+#define AGENTSCHED_GIT_COMMIT "unknown"
+#endif
+#ifndef AGENTSCHED_BUILD_TYPE
+#define AGENTSCHED_BUILD_TYPE "unknown"
+#endif
+
+/* Exit statuses shared by every command. */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*fn)(int argc, char **argv); /* argv[0] is the command name */
+} cli_command;
+
+static int cmd_serve(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+/* Every subcommand, in help order. Add a command with one line here; the
+ * help text is generated from this table. */
+static const cli_command cli_commands[] = {
+    {"serve", "run the scheduler service: HTTP endpoints over a cluster", cmd_serve},
+    {"place", "dry run: show where pods would go (offline or against a server)",
+     placement_cli_main},
+    {"replay", "compare placement policies on a GPU cluster trace (openb CSV)", replay_cli_main},
+    {"shard-controller", "compute and write NodeShards (node partitions between schedulers)",
+     shardctl_cli_main},
+    {"version", "print the version, commit and build type", cmd_version},
+};
+#define CLI_NCOMMANDS (sizeof cli_commands / sizeof cli_commands[0])
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                            */
+/* ------------------------------------------------------------------ */
+
+static void cli_usage(FILE *f)
+{
+    fprintf(f,
+            "agentsched %s - a Kubernetes scheduler for AI-agent pods\n\n"
+            "Usage: agentsched COMMAND [FLAGS]\n\nCommands:\n",
+            AGENTSCHED_VERSION);
+    for (size_t i = 0; i < CLI_NCOMMANDS; i++)
+        fprintf(f, "  %-18s %s\n", cli_commands[i].name, cli_commands[i].summary);
+    fprintf(f, "\nFlags:\n"
+               "  -h, --help         show this help\n"
+               "  --version          same as 'agentsched version'\n"
+               "\nRun 'agentsched COMMAND --help' for the flags of a command.\n");
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("Usage: agentsched version\n\nPrints the version, git commit and build type.\n");
+            return EXIT_OK;
+        }
+        fprintf(stderr, "agentsched version: unexpected argument '%s' (it takes none)\n", argv[i]);
+        return EXIT_USAGE;
+    }
+    printf("agentsched %s (commit %s, build %s)\n", AGENTSCHED_VERSION, AGENTSCHED_GIT_COMMIT,
+           AGENTSCHED_BUILD_TYPE);
+    return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* serve                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum serve_flag_id {
+    F_CLUSTER,
+    F_LISTEN,
+    F_POLICY,
+    F_SCHEDULER_NAME,
+    F_SHARD_MODE,
+    F_SHARD_NAME,
+    F_CANDIDATES,
+    F_WORKERS,
+    F_MAX_BODY,
+    F_HTTP_THREADS,
+    F_LOG_LEVEL,
+    F_TLS_CERT,
+    F_TLS_KEY,
+    F_KUBECONFIG,
+    F_IN_CLUSTER,
+    F_KUBE_API_QPS,
+    F_KUBE_API_BURST,
+    F_WATCH_TIMEOUT,
+    F_WATCH_DOWN_LIMIT,
+    F_EVENT_QPS,
+    F_LEADER_ELECT,
+    F_LEADER_ELECT_LEASE,
+    F_LEADER_ELECT_IDENTITY,
+    F_LEADER_ELECT_DURATION,
+    F_CHECK,
+    F_HELP,
+} serve_flag_id;
+
+typedef struct cli_flag {
+    serve_flag_id id;
+    const char *name; /* "--listen" */
+    const char *arg;  /* metavariable, NULL for booleans */
+    const char *help; /* NULL: accepted but not listed (not implemented yet) */
+} cli_flag;
+
+static const cli_flag serve_flags[] = {
+    {F_CLUSTER, "--cluster", "FILE",
+     "Kubernetes List (YAML or JSON) of Nodes and Pods to schedule against,\n"
+     "                             e.g. `kubectl get nodes,pods -A -o yaml` (embedded mode)"},
+    {F_LISTEN, "--listen", "HOST:PORT",
+     "address of the HTTP endpoints (default 127.0.0.1:8888; port 0 picks\n"
+     "                             a free port, logged at start-up)"},
+    {F_POLICY, "--policy", "FILE", "scoring policy YAML (default: built-in); SIGHUP reloads it"},
+    {F_SCHEDULER_NAME, "--scheduler-name", "NAME",
+     "schedulerName this instance serves (default agent-scheduler)"},
+    {F_SHARD_MODE, "--shard-mode", "MODE",
+     "none | soft (prefer in-shard nodes) | hard (only in-shard nodes);\n"
+     "                             default none"},
+    {F_SHARD_NAME, "--shard-name", "NAME", "shard to use (default: the scheduler name)"},
+    {F_CANDIDATES, "--candidates", "K",
+     "candidates per decision, 1..16 (default 3; placement reports them)"},
+    {F_WORKERS, "--workers", "N",
+     "live mode: fast-path worker threads scheduling pods of --scheduler-name,\n"
+     "                             0..256 (default 2; 0 = no fast path: extender and\n"
+     "                             dry runs only; the fast path runs only with\n"
+     "                             --kubeconfig / --in-cluster, not with --cluster)"},
+    {F_MAX_BODY, "--max-body", "BYTES",
+     "request body cap; a quantity like 16Mi or 1048576, 1Ki..1Gi\n"
+     "                             (default 16Mi); larger bodies get 413"},
+    {F_HTTP_THREADS, "--http-threads", "N",
+     "HTTP worker threads, 1..256 (default: the CPUs this process may\n"
+     "                             use: its affinity mask, lowered to its cgroup's\n"
+     "                             CPU quota); in live mode extender binds wait for\n"
+     "                             the API server on 64 separate threads, never on these"},
+    {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
+    {F_TLS_CERT, "--tls-cert", "FILE",
+     "serve HTTPS with this PEM certificate (chain, leaf first);\n"
+     "                             needs --tls-key; read at start-up"},
+    {F_TLS_KEY, "--tls-key", "FILE", "the PEM private key of --tls-cert (unencrypted)"},
+    {F_KUBECONFIG, "--kubeconfig", "FILE",
+     "live mode: follow the cluster of this kubeconfig (current-context)\n"
+     "                             and bind through its API server (instead of --cluster)"},
+    {F_IN_CLUSTER, "--in-cluster", NULL,
+     "live mode from the pod's service account (KUBERNETES_SERVICE_HOST)"},
+    {F_KUBE_API_QPS, "--kube-api-qps", "N", "API requests per second, 1..100000 (default 1000)"},
+    {F_KUBE_API_BURST, "--kube-api-burst", "N", "API request burst, 1..100000 (default 2000)"},
+    {F_WATCH_TIMEOUT, "--watch-timeout", "SECONDS",
+     "reconnect a watch silent this long, bookmarks included,\n"
+     "                             1..86400 (default 120)"},
+    {F_WATCH_DOWN_LIMIT, "--watch-down-limit", "SECONDS",
+     "/readyz fails once the watches are down this long, 1..86400\n"
+     "                             (default 60)"},
+    {F_EVENT_QPS, "--event-qps", "N",
+     "live mode: at most N Events a second (Scheduled,\n"
+     "                             FailedScheduling), 0..100000; the rest are dropped\n"
+     "                             and counted (default 0: no limit)"},
+    {F_LEADER_ELECT, "--leader-elect", NULL,
+     "live mode: run the fast path only while holding a Lease\n"
+     "                             (coordination.k8s.io/v1), so that replicas never\n"
+     "                             schedule at once; a standby keeps its cache and queue\n"
+     "                             current and serves HTTP (extender, dry runs) meanwhile"},
+    {F_LEADER_ELECT_LEASE, "--leader-elect-lease", "NS/NAME",
+     "the Lease (default kube-system/agentsched-SCHEDULER_NAME)"},
+    {F_LEADER_ELECT_IDENTITY, "--leader-elect-identity", "ID",
+     "holder identity (default $POD_NAME, else HOSTNAME-PID)"},
+    {F_LEADER_ELECT_DURATION, "--leader-elect-lease-duration", "SECONDS",
+     "2..3600 (default 15); the leader stops scheduling when it\n"
+     "                             could not renew for 2/3 of it, a standby takes over\n"
+     "                             once the Lease went unrenewed for all of it"},
+    {F_CHECK, "--check", NULL,
+     "check the command line (flags, values, how they combine) and exit 0\n"
+     "                             if it is valid, without reading any file or serving:\n"
+     "                             for manifests in CI"},
+    {F_HELP, "--help", NULL, "show this help"},
+};
+#define SERVE_NFLAGS (sizeof serve_flags / sizeof serve_flags[0])
+
+static void serve_usage(FILE *f)
+{
+    fprintf(f, "Usage: agentsched serve (--cluster FILE | --kubeconfig FILE | --in-cluster)\n"
+               "       [FLAGS]\n\n"
+               "Loads the cluster into the node cache and serves the HTTP endpoints\n"
+               "(GET /healthz /readyz /version /metrics, POST /v1/placements, ...).\n"
+               "SIGINT/SIGTERM stop it cleanly; SIGHUP reloads the --policy file.\n\n"
+               "Flags:\n");
+    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
+        const cli_flag *fl = &serve_flags[i];
+        if (!fl->help)
+            continue;
+        char left[48];
+        snprintf(left, sizeof left, "%s%s%s%s", fl->id == F_HELP ? "-h, " : "", fl->name,
+                 fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        if (strlen(left) > 26) /* too long for the column: help on the next line */
+            fprintf(f, "  %s\n  %-26s %s\n", left, "", fl->help);
+        else
+            fprintf(f, "  %-26s %s\n", left, fl->help);
+    }
+}
+
+static int flag_error(const char *flag, const char *fmt, const char *value)
+{
+    fprintf(stderr, "agentsched serve: %s: ", flag);
+    fprintf(stderr, fmt, value);
+    fprintf(stderr, "\n");
+    return EXIT_USAGE;
+}
+
+static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigned long hi,
+                      unsigned long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (!*v || *v == '-' || errno || *end || n < lo || n > hi) {
+        fprintf(stderr, "agentsched serve: %s: '%s' is not a whole number in %lu..%lu\n", flag, v,
+                lo, hi);
+        return EXIT_USAGE;
+    }
+    *out = n;
+    return EXIT_OK;
+}
+
+/* A Kubernetes object name: a lower-case DNS subdomain (RFC 1123), or with
+ * label a DNS label (namespaces), as the API server will insist. */
+static int check_dns(const char *flag, const char *v, bool label)
+{
+    size_t n = strlen(v), max = label ? 63 : 253;
+    bool ok = n > 0 && n <= max;
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = v[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        ok = alnum || c == '-' || (!label && c == '.');
+        if ((i == 0 || i == n - 1) && !alnum)
+            ok = false;
+    }
+    if (!ok)
+        return flag_error(flag,
+                          label ? "namespace '%s' must be a DNS label: 1..63 of a-z, 0-9, '-', "
+                                  "starting and ending with a letter or digit"
+                                : "name '%s' must be a DNS subdomain: 1..253 of a-z, 0-9, '-', "
+                                  "'.', starting and ending with a letter or digit",
+                          v);
+    return EXIT_OK;
+}
+
+static int check_listen(const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon)
+        return flag_error("--listen", "'%s' needs a port: use HOST:PORT, e.g. 127.0.0.1:8888", v);
+    unsigned long port;
+    if (parse_uint("--listen", colon + 1, 0, 65535, &port))
+        return EXIT_USAGE;
+    return EXIT_OK;
+}
+
+/* Finds the flag named by arg ("--x" or "--x=v"); *inline_value gets v. */
+static const cli_flag *find_flag(const char *arg, const char **inline_value)
+{
+    *inline_value = NULL;
+    if (strcmp(arg, "-h") == 0)
+        arg = "--help";
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
+        if (strlen(serve_flags[i].name) == len && strncmp(serve_flags[i].name, arg, len) == 0) {
+            if (eq)
+                *inline_value = eq + 1;
+            return &serve_flags[i];
+        }
+    }
+    return NULL;
+}
+
+static int unknown_flag(const char *arg)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", arg);
+    char *eq = strchr(name, '=');
+    if (eq)
+        *eq = '\0';
+    const char *best = NULL;
+    size_t bestd = 4;
+    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
+        if (!serve_flags[i].help)
+            continue;
+        size_t d = cli_distance(name, serve_flags[i].name);
+        if (d < bestd) {
+            bestd = d;
+            best = serve_flags[i].name;
+        }
+    }
+    if (arg[0] == '-')
+        fprintf(stderr, "agentsched serve: unknown flag '%s'", name);
+    else
+        fprintf(stderr, "agentsched serve: unexpected argument '%s' (serve takes only flags)",
+                name);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\nRun 'agentsched serve --help' for the list of flags.\n");
+    return EXIT_USAGE;
+}
+
+/* Parses serve's argv into cfg. Returns -1 to go on, else an exit status. */
+static int serve_parse(int argc, char **argv, svc_config *cfg)
+{
+    bool check = false;
+    for (int i = 1; i < argc; i++) {
+        const char *value = NULL;
+        const cli_flag *fl = find_flag(argv[i], &value);
+        if (!fl)
+            return unknown_flag(argv[i]);
+        if (fl->id == F_HELP) {
+            serve_usage(stdout);
+            return EXIT_OK;
+        }
+        if (!fl->arg) { /* a boolean (the table gives it no metavariable) */
+            if (value)
+                return flag_error(fl->name, "takes no value (got '%s')", value);
+            if (fl->id == F_IN_CLUSTER)
+                cfg->in_cluster = true;
+            else if (fl->id == F_LEADER_ELECT)
+                cfg->leader_elect = true;
+            else if (fl->id == F_CHECK)
+                check = true;
+            continue;
+        }
+        if (!value) {
+            if (i + 1 >= argc)
+                return flag_error(fl->name, "missing value (expected %s)", fl->arg);
+            value = argv[++i];
+        }
+        unsigned long n = 0;
+        switch (fl->id) {
+        case F_CLUSTER:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            cfg->cluster_path = value;
+            break;
+        case F_LISTEN:
+            if (check_listen(value))
+                return EXIT_USAGE;
+            cfg->listen = value;
+            break;
+        case F_POLICY:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            cfg->policy_path = value;
+            break;
+        case F_SCHEDULER_NAME:
+            /* spec.schedulerName is a DNS subdomain, and the default Lease
+             * is named "agentsched-" + it, so 11 characters are kept. */
+            if (check_dns(fl->name, value, false))
+                return EXIT_USAGE;
+            if (strlen(value) > 242)
+                return flag_error(fl->name,
+                                  "'%s' is longer than 242 characters (the default Lease "
+                                  "adds 'agentsched-' to it, and object names stop at 253)",
+                                  value);
+            cfg->scheduler_name = value;
+            break;
+        case F_SHARD_NAME: /* a NodeShard's name */
+            if (check_dns(fl->name, value, false))
+                return EXIT_USAGE;
+            cfg->shard_name = value;
+            break;
+        case F_SHARD_MODE:
+            if (cache_shard_mode_parse(value, &cfg->shard_mode) != AS_OK)
+                return flag_error(fl->name, "'%s' is not one of none, soft, hard", value);
+            break;
+        case F_CANDIDATES:
+            if (parse_uint(fl->name, value, 1, PLACEMENT_MAX_K, &n))
+                return EXIT_USAGE;
+            cfg->candidates = (unsigned)n;
+            break;
+        case F_WORKERS:
+            if (parse_uint(fl->name, value, 0, 256, &n))
+                return EXIT_USAGE;
+            cfg->workers = (unsigned)n;
+            break;
+        case F_MAX_BODY: {
+            int64_t bytes = 0;
+            as_diag d = {0};
+            if (model_quantity_parse(value, strlen(value), false, &bytes, &d) != AS_OK ||
+                bytes < 1024 || bytes > ((int64_t)1 << 30))
+                return flag_error(
+                    fl->name, "'%s' is not a size between 1Ki and 1Gi (e.g. 16Mi, 1048576)", value);
+            cfg->max_body = (size_t)bytes;
+            break;
+        }
+        case F_HTTP_THREADS:
+            if (parse_uint(fl->name, value, 1, HTTP_MAX_THREADS, &n))
+                return EXIT_USAGE;
+            cfg->http_threads = (unsigned)n;
+            break;
+        case F_LOG_LEVEL: {
+            log_level lvl;
+            if (!log_level_parse(value, &lvl))
+                return flag_error(fl->name, "'%s' is not one of error, warn, info, debug", value);
+            cfg->log_level = (int)lvl;
+            break;
+        }
+        case F_TLS_CERT:
+        case F_TLS_KEY:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            if (fl->id == F_TLS_CERT)
+                cfg->tls_cert_path = value;
+            else
+                cfg->tls_key_path = value;
+            break;
+        case F_KUBECONFIG:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            cfg->kubeconfig = value;
+            break;
+        case F_IN_CLUSTER:
+        case F_LEADER_ELECT:
+        case F_CHECK:
+            break; /* booleans: handled above */
+        case F_LEADER_ELECT_LEASE: {
+            const char *slash = strchr(value, '/');
+            if (!slash || slash == value || !slash[1] || strchr(slash + 1, '/') ||
+                (size_t)(slash - value) >= sizeof cfg->lease_namespace ||
+                strlen(slash + 1) >= sizeof cfg->lease_name)
+                return flag_error(
+                    fl->name, "'%s' is not NAMESPACE/NAME (e.g. kube-system/agentsched)", value);
+            snprintf(cfg->lease_namespace, sizeof cfg->lease_namespace, "%.*s",
+                     (int)(slash - value), value);
+            snprintf(cfg->lease_name, sizeof cfg->lease_name, "%s", slash + 1);
+            if (check_dns(fl->name, cfg->lease_namespace, true) ||
+                check_dns(fl->name, cfg->lease_name, false))
+                return EXIT_USAGE;
+            break;
+        }
+        case F_LEADER_ELECT_IDENTITY:
+            if (!*value || strlen(value) > 255)
+                return flag_error(fl->name, "'%s' must be 1..255 characters", value);
+            cfg->lease_identity = value;
+            break;
+        case F_LEADER_ELECT_DURATION:
+            if (parse_uint(fl->name, value, 2, 3600, &n))
+                return EXIT_USAGE;
+            cfg->lease_duration_ms = (int64_t)n * 1000;
+            break;
+        case F_KUBE_API_QPS:
+            if (parse_uint(fl->name, value, 1, 100000, &n))
+                return EXIT_USAGE;
+            cfg->kube_api_qps = (double)n;
+            break;
+        case F_KUBE_API_BURST:
+            if (parse_uint(fl->name, value, 1, 100000, &n))
+                return EXIT_USAGE;
+            cfg->kube_api_burst = (unsigned)n;
+            break;
+        case F_WATCH_TIMEOUT:
+            if (parse_uint(fl->name, value, 1, 86400, &n))
+                return EXIT_USAGE;
+            cfg->watch_timeout_ms = (int64_t)n * 1000;
+            break;
+        case F_WATCH_DOWN_LIMIT:
+            if (parse_uint(fl->name, value, 1, 86400, &n))
+                return EXIT_USAGE;
+            cfg->watch_down_ms = (int64_t)n * 1000;
+            break;
+        case F_EVENT_QPS:
+            if (parse_uint(fl->name, value, 0, 100000, &n))
+                return EXIT_USAGE;
+            cfg->event_qps = (double)n;
+            break;
+        case F_HELP:
+            break;
+        }
+    }
+    int sources = !!cfg->cluster_path + !!cfg->kubeconfig + !!cfg->in_cluster;
+    if (sources > 1) {
+        fprintf(stderr, "agentsched serve: give only one of --cluster, --kubeconfig, "
+                        "--in-cluster\n");
+        return EXIT_USAGE;
+    }
+    if (!cfg->tls_cert_path != !cfg->tls_key_path) {
+        fprintf(stderr,
+                "agentsched serve: %s needs %s: HTTPS takes the certificate and its "
+                "private key\n",
+                cfg->tls_cert_path ? "--tls-cert" : "--tls-key",
+                cfg->tls_cert_path ? "--tls-key" : "--tls-cert");
+        return EXIT_USAGE;
+    }
+    bool lease_flags = cfg->lease_name[0] || cfg->lease_identity || cfg->lease_duration_ms;
+    if (lease_flags && !cfg->leader_elect) {
+        fprintf(stderr, "agentsched serve: --leader-elect-lease, --leader-elect-identity and "
+                        "--leader-elect-lease-duration need --leader-elect\n");
+        return EXIT_USAGE;
+    }
+    if (cfg->leader_elect && cfg->cluster_path) {
+        fprintf(stderr, "agentsched serve: --leader-elect needs a live cluster (--kubeconfig or "
+                        "--in-cluster); with --cluster there is no fast path to elect\n");
+        return EXIT_USAGE;
+    }
+    if (!sources) {
+        fprintf(stderr, "agentsched serve: --cluster FILE is required (a Kubernetes List of "
+                        "Nodes and Pods, e.g. deploy/examples/cluster.yaml), or --kubeconfig "
+                        "FILE / --in-cluster for a live cluster\n"
+                        "Run 'agentsched serve --help' for the list of flags.\n");
+        return EXIT_USAGE;
+    }
+    if (check) {
+        printf("agentsched serve: command line ok\n");
+        return EXIT_OK;
+    }
+    return -1;
+}
+
+static void print_diag(const char *what, as_err err, const as_diag *d)
+{
+    fprintf(stderr, "agentsched serve: %s: %s", what, d->msg[0] ? d->msg : as_strerror(err));
+    if (d->field[0])
+        fprintf(stderr, " (field %s)", d->field);
+    fprintf(stderr, "\n");
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    int rc = serve_parse(argc, argv, &cfg);
+    if (rc >= 0)
+        return rc;
+    log_set_level((log_level)cfg.log_level);
+
+    /* Signals are taken synchronously by this thread (sigtimedwait): block
+     * them before any other thread exists so every thread inherits the mask
+     * and no handler or global flag is needed. */
+    sigset_t sigs;
+    /* A parent may have left them ignored (background jobs of scripts,
+     * nohup), and an ignored signal is discarded rather than queued. */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    svc *s = NULL;
+    as_diag d = {0};
+    as_err err = svc_new(&cfg, &s, &d);
+    if (err) {
+        print_diag("cannot start", err, &d);
+        return EXIT_FAIL;
+    }
+    if ((err = shard_svc_start(s, &d))) {
+        print_diag("cannot start shard coordination", err, &d);
+        svc_free(s);
+        return EXIT_FAIL;
+    }
+    uint64_t t0 = svc_mono_ns();
+    fastpath *fp = NULL; /* live mode only: embedded clusters have no pending pods */
+    if (cfg.cluster_path) {
+        err = svc_load_cluster(s, cfg.cluster_path, &d);
+    } else if (!cfg.workers || (err = fastpath_new(s, NULL, NULL, &fp, &d)) == AS_OK) {
+        /* Live mode: the reflectors fill the cache; /readyz says when.
+         * --workers 0: no fast path (kube-scheduler's extender only). */
+        k8s_config kc;
+        k8s_config_defaults(&kc);
+        kc.kubeconfig = cfg.kubeconfig;
+        kc.in_cluster = cfg.in_cluster;
+        kc.scheduler_name = cfg.scheduler_name;
+        kc.qps = cfg.kube_api_qps;
+        kc.burst = cfg.kube_api_burst;
+        kc.watch_down_ms = cfg.watch_down_ms;
+        kc.watch_timeout_ms = cfg.watch_timeout_ms;
+        kc.event_qps = cfg.event_qps;
+        if (fp) {
+            kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
+            kc.pod_hook_arg = fp;
+        }
+        char lease_name[300];
+        if (cfg.leader_elect && fp) {
+            if (cfg.lease_name[0])
+                snprintf(lease_name, sizeof lease_name, "%s", cfg.lease_name);
+            else
+                snprintf(lease_name, sizeof lease_name, "agentsched-%s", cfg.scheduler_name);
+            kc.lease_namespace = cfg.lease_namespace[0] ? cfg.lease_namespace : NULL;
+            kc.lease_name = lease_name;
+            kc.lease_identity = cfg.lease_identity;
+            kc.lease_duration_ms = cfg.lease_duration_ms;
+            kc.leader_hook = fastpath_set_leading; /* called false before any decision */
+            kc.leader_hook_arg = fp;
+        } else if (cfg.leader_elect) {
+            log_warn("msg=\"--leader-elect ignored: --workers 0 runs no fast path\"");
+        }
+        shard_svc_hook(s, &kc);
+        err = k8s_start(s, &kc, &d);
+        if (!err && fp && (err = fastpath_start(fp)))
+            as_diag_set(&d, err, NULL, "cannot start the fast-path threads");
+    }
+    if (err) {
+        print_diag(cfg.cluster_path ? "cannot load the cluster" : "cannot connect", err, &d);
+        fastpath_stop(fp);
+        k8s_stop(s); /* its pod hook points at fp */
+        fastpath_free(fp);
+        k8s_stop(s);
+        shard_svc_stop(s);
+        svc_free(s);
+        return EXIT_FAIL;
+    }
+    double load_ms = (double)(svc_mono_ns() - t0) / 1e6;
+    err = svc_http_start(s, &d);
+    if (err) {
+        print_diag("cannot serve HTTP", err, &d);
+        fastpath_stop(fp);
+        k8s_stop(s);
+        fastpath_free(fp);
+        k8s_stop(s);
+        shard_svc_stop(s);
+        svc_free(s);
+        return EXIT_FAIL;
+    }
+
+    char host[256];
+    snprintf(host, sizeof host, "%s", cfg.listen);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0';
+    cache_stats cs;
+    cache_get_stats(s->cache, &cs);
+    score_policy *pol = svc_policy_get(s);
+    /* the CPU budget the thread pools were sized by, so that a container
+     * limit that was (or was not) seen shows in the first lines */
+    sync_cpus cpus;
+    sync_usable_cpus(NULL, &cpus);
+    log_info("msg=\"agentsched serving\" version=%s listen=%s://%s:%u cluster=%s nodes=%zu "
+             "pods_bound=%zu load_ms=%.1f policy=%s shard_mode=%s scheduler_name=%s "
+             "http_threads=%u cpus_affinity=%u cpu_quota=%.2f",
+             AGENTSCHED_VERSION, cfg.tls_cert_path ? "https" : "http", host,
+             (unsigned)http_server_port(s->http),
+             cfg.cluster_path ? cfg.cluster_path
+             : cfg.kubeconfig ? cfg.kubeconfig
+                              : "-",
+             cs.nodes, cs.pods_bound, load_ms, score_strategy_name(score_policy_strategy(pol)),
+             cache_shard_mode_name(cfg.shard_mode), s->cfg.scheduler_name,
+             http_server_threads(s->http), cpus.affinity, cpus.quota);
+    score_policy_unref(pol);
+
+    for (;;) {
+        struct timespec tick = {.tv_sec = 1};
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            log_info("msg=\"shutting down\" signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            break;
+        }
+        if (sig == SIGHUP) {
+            as_diag hd = {0};
+            as_err herr = svc_reload_policy(s, &hd);
+            if (herr == AS_OK)
+                log_info("msg=\"policy reloaded\" file=%s", s->cfg.policy_path);
+            else
+                log_error("msg=\"policy reload failed; keeping the current policy\" error=\"%s\" "
+                          "field=%s",
+                          hd.msg[0] ? hd.msg : as_strerror(herr), hd.field[0] ? hd.field : "-");
+        }
+        if (s->stop)
+            break;
+    }
+    svc_http_stop(s);
+    /* Workers and binds first, then the reflectors (their pod hook feeds
+     * the fast path's queue), then the memory. */
+    fastpath_stop(fp);
+    k8s_stop(s);
+    fastpath_free(fp);
+    k8s_stop(s); /* its shard hook calls the coordinator */
+    shard_svc_stop(s);
+    svc_free(s);
+    log_info("msg=\"stopped\"");
+    return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        cli_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        cli_usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0)
+        return cmd_version(1, argv + 1);
+    for (size_t i = 0; i < CLI_NCOMMANDS; i++)
+        if (strcmp(cmd, cli_commands[i].name) == 0)
+            return cli_commands[i].fn(argc - 1, argv + 1);
+    const char *best = NULL;
+    size_t bestd = 3;
+    for (size_t i = 0; i < CLI_NCOMMANDS; i++) {
+        size_t d = cli_distance(cmd, cli_commands[i].name);
+        if (d < bestd) {
+            bestd = d;
+            best = cli_commands[i].name;
+        }
+    }
+    fprintf(stderr, "agentsched: unknown command '%s'", cmd);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\nRun 'agentsched --help' for the list of commands.\n");
+    return EXIT_USAGE;
+}

@@ -1,0 +1,1099 @@
+/*
+ * replay.c - trace replay engine and the `agentsched replay` command.
+ *
+ * The CSV reader is strict (header names the columns; every value an
+ * integer in range; capped lines and files) and its errors name the file,
+ * line and column. Each run builds its own registry, cache, binder and
+ * policy, decodes nodes and pods with the model decoders (so the GPU
+ * accounting is the service's), and schedules every pod through
+ * sched_evaluate + binder_commit.
+ */
+#include "agentsched/cmd/replay.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/core/binder.h"
+#include "agentsched/base/buf.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/base/cli.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/model/model.h"
+#include "agentsched/base/pool.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/core/score.h"
+
+#define MIB               (1024LL * 1024)
+#define MAX_SUBMISSIONS   20000000ULL
+#define REPLAY_MAX_POLICY 16
+#define CURVE_STEP        0.005 /* record the curve every 0.5% of arrived demand */
+
+typedef struct rnode {
+    const char *name;
+    int64_t cpu; /* millicores */
+    int64_t mem_mib;
+    int64_t gpus;
+    const char *model; /* NULL for CPU-only nodes */
+} rnode;
+
+typedef struct rpod {
+    const char *name;
+    int64_t cpu;
+    int64_t mem_mib;
+    int64_t num_gpu;
+    int64_t gpu_milli;    /* per device; 1000 for whole GPUs, 0 without GPU */
+    const char *gpu_spec; /* "A|B" or NULL */
+    int64_t created;
+    size_t line;
+} rpod;
+
+struct replay_trace {
+    pool *pool;
+    rnode *nodes;
+    size_t nnodes;
+    rpod *pods; /* in submission order */
+    size_t npods;
+    int64_t gpu_cap;    /* milli */
+    int64_t cpu_cap;    /* millicores */
+    int64_t mem_cap;    /* MiB */
+    int64_t gpu_demand; /* milli, over the list */
+};
+
+/* ------------------------------------------------------------------ */
+/* CSV                                                                 */
+/* ------------------------------------------------------------------ */
+
+#define CSV_MAX_COLS 32
+
+typedef struct csv {
+    const char *name; /* file name for messages */
+    const char *p, *end;
+    size_t line;
+    char buf[REPLAY_MAX_LINE + 1];
+    char *col[CSV_MAX_COLS];
+    size_t ncol;
+} csv;
+
+/* Reads the next non-empty line into c->col. Returns 1 on a row, 0 at end,
+ * or an as_err (negated) on error. */
+static int csv_next(csv *c, as_diag *diag, as_err *err)
+{
+    for (;;) {
+        if (c->p >= c->end)
+            return 0;
+        const char *nl = memchr(c->p, '\n', (size_t)(c->end - c->p));
+        const char *le = nl ? nl : c->end;
+        size_t len = (size_t)(le - c->p);
+        c->line++;
+        if (len && c->p[len - 1] == '\r')
+            len--;
+        if (len > REPLAY_MAX_LINE) {
+            *err = as_diag_set(diag, AS_ETOOBIG, NULL,
+                               "%s:%zu: line longer than %d bytes; is this an openb CSV file?",
+                               c->name, c->line, REPLAY_MAX_LINE);
+            return -1;
+        }
+        memcpy(c->buf, c->p, len);
+        c->buf[len] = '\0';
+        c->p = nl ? nl + 1 : c->end;
+        if (len == 0)
+            continue;
+        if (memchr(c->buf, '\0', len) || strchr(c->buf, '"')) {
+            *err = as_diag_set(diag, AS_EPARSE, NULL,
+                               "%s:%zu: quotes and NUL bytes are not supported in trace CSV "
+                               "files",
+                               c->name, c->line);
+            return -1;
+        }
+        c->ncol = 0;
+        char *s = c->buf;
+        for (;;) {
+            if (c->ncol == CSV_MAX_COLS) {
+                *err = as_diag_set(diag, AS_EPARSE, NULL, "%s:%zu: more than %d columns", c->name,
+                                   c->line, CSV_MAX_COLS);
+                return -1;
+            }
+            c->col[c->ncol++] = s;
+            char *comma = strchr(s, ',');
+            if (!comma)
+                break;
+            *comma = '\0';
+            s = comma + 1;
+        }
+        return 1;
+    }
+}
+
+static int csv_find(const char *const *hdr, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(hdr[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static as_err csv_int(const csv *c, const char *colname, const char *s, int64_t lo, int64_t hi,
+                      int64_t *out, as_diag *diag)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno)
+        return as_diag_set(diag, AS_EPARSE, colname, "%s:%zu: column %s: \"%s\" is not an integer",
+                           c->name, c->line, colname, s);
+    if (v < lo || v > hi)
+        return as_diag_set(diag, AS_ERANGE, colname,
+                           "%s:%zu: column %s: %lld is out of range (%lld..%lld)", c->name, c->line,
+                           colname, v, (long long)lo, (long long)hi);
+    *out = v;
+    return AS_OK;
+}
+
+/* Header handling shared by both files: copies the header names and maps
+ * the wanted columns (required ones must exist). */
+typedef struct csv_hdr {
+    char names[CSV_MAX_COLS][64];
+    const char *ptr[CSV_MAX_COLS];
+    size_t n;
+} csv_hdr;
+
+static as_err csv_header(csv *c, csv_hdr *h, as_diag *diag)
+{
+    as_err err = AS_OK;
+    int r = csv_next(c, diag, &err);
+    if (r < 0)
+        return err;
+    if (r == 0)
+        return as_diag_set(diag, AS_EPARSE, NULL, "%s: empty file; expected a header line",
+                           c->name);
+    h->n = c->ncol;
+    for (size_t i = 0; i < c->ncol; i++) {
+        snprintf(h->names[i], sizeof h->names[i], "%s", c->col[i]);
+        h->ptr[i] = h->names[i];
+    }
+    return AS_OK;
+}
+
+static as_err need_col(const csv *c, const csv_hdr *h, const char *name, int *idx, as_diag *diag)
+{
+    *idx = csv_find(h->ptr, h->n, name);
+    if (*idx < 0)
+        return as_diag_set(
+            diag, AS_EINVAL, name, "%s:1: missing column %s (the openb header is needed, e.g. %s)",
+            c->name, name,
+            strcmp(name, "sn") == 0 || strcmp(name, "gpu") == 0 || strcmp(name, "model") == 0
+                ? "sn,cpu_milli,memory_mib,gpu,model"
+                : "name,cpu_milli,memory_mib,num_gpu,gpu_milli");
+    return AS_OK;
+}
+
+static as_err row_width(const csv *c, const csv_hdr *h, as_diag *diag)
+{
+    if (c->ncol != h->n)
+        return as_diag_set(diag, AS_EPARSE, NULL, "%s:%zu: %zu columns, the header has %zu",
+                           c->name, c->line, c->ncol, h->n);
+    return AS_OK;
+}
+
+static as_err grow(pool *pl, void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return AS_OK;
+    size_t nc = *cap ? *cap * 2 : 1024;
+    void *na = pool_alloc(pl, nc * elem);
+    if (!na)
+        return AS_ENOMEM;
+    if (*arr)
+        memcpy(na, *arr, *cap * elem);
+    *arr = na;
+    *cap = nc;
+    return AS_OK;
+}
+
+static as_err parse_nodes(replay_trace *t, const char *name, const char *text, size_t len,
+                          as_diag *diag)
+{
+    csv c = {.name = name, .p = text, .end = text + len};
+    csv_hdr h;
+    as_err err = csv_header(&c, &h, diag);
+    int isn, icpu, imem, igpu, imodel;
+    if (err || (err = need_col(&c, &h, "sn", &isn, diag)) ||
+        (err = need_col(&c, &h, "cpu_milli", &icpu, diag)) ||
+        (err = need_col(&c, &h, "memory_mib", &imem, diag)) ||
+        (err = need_col(&c, &h, "gpu", &igpu, diag)))
+        return err;
+    imodel = csv_find(h.ptr, h.n, "model");
+    size_t cap = 0;
+    for (;;) {
+        int r = csv_next(&c, diag, &err);
+        if (r < 0)
+            return err;
+        if (r == 0)
+            break;
+        if ((err = row_width(&c, &h, diag)))
+            return err;
+        if (t->nnodes >= REPLAY_MAX_ROWS)
+            return as_diag_set(diag, AS_ETOOBIG, NULL, "%s:%zu: more than %d nodes", name, c.line,
+                               REPLAY_MAX_ROWS);
+        if (grow(t->pool, (void **)&t->nodes, &cap, t->nnodes, sizeof *t->nodes))
+            return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
+        rnode *n = &t->nodes[t->nnodes];
+        const char *sn = c.col[isn];
+        if (!*sn || strlen(sn) > 253)
+            return as_diag_set(diag, AS_EINVAL, "sn",
+                               "%s:%zu: column sn: a node name of 1 to "
+                               "253 characters is needed",
+                               name, c.line);
+        if ((err = csv_int(&c, "cpu_milli", c.col[icpu], 1, INT64_C(1) << 40, &n->cpu, diag)) ||
+            (err =
+                 csv_int(&c, "memory_mib", c.col[imem], 1, INT64_C(1) << 30, &n->mem_mib, diag)) ||
+            (err = csv_int(&c, "gpu", c.col[igpu], 0, MODEL_MAX_GPUS, &n->gpus, diag)))
+            return err;
+        n->name = pool_strdup(t->pool, sn);
+        const char *model = imodel >= 0 ? c.col[imodel] : "";
+        n->model = *model ? pool_strdup(t->pool, model) : NULL;
+        if (!n->name || (*model && !n->model))
+            return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
+        if (strlen(model) > 63)
+            return as_diag_set(diag, AS_EINVAL, "model",
+                               "%s:%zu: column model: a label value is at most 63 characters", name,
+                               c.line);
+        t->gpu_cap += n->gpus * MODEL_GPU_MILLI;
+        t->cpu_cap += n->cpu;
+        t->mem_cap += n->mem_mib;
+        t->nnodes++;
+    }
+    if (t->nnodes == 0)
+        return as_diag_set(diag, AS_EINVAL, NULL, "%s: no nodes", name);
+    return AS_OK;
+}
+
+static int pod_cmp(const void *a, const void *b)
+{
+    const rpod *x = a, *y = b;
+    if (x->created != y->created)
+        return x->created < y->created ? -1 : 1;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static as_err parse_pods(replay_trace *t, const char *name, const char *text, size_t len,
+                         as_diag *diag)
+{
+    csv c = {.name = name, .p = text, .end = text + len};
+    csv_hdr h;
+    as_err err = csv_header(&c, &h, diag);
+    int iname, icpu, imem, ingpu, imilli;
+    if (err || (err = need_col(&c, &h, "name", &iname, diag)) ||
+        (err = need_col(&c, &h, "cpu_milli", &icpu, diag)) ||
+        (err = need_col(&c, &h, "memory_mib", &imem, diag)) ||
+        (err = need_col(&c, &h, "num_gpu", &ingpu, diag)) ||
+        (err = need_col(&c, &h, "gpu_milli", &imilli, diag)))
+        return err;
+    int ispec = csv_find(h.ptr, h.n, "gpu_spec");
+    int ict = csv_find(h.ptr, h.n, "creation_time");
+    size_t cap = 0;
+    for (;;) {
+        int r = csv_next(&c, diag, &err);
+        if (r < 0)
+            return err;
+        if (r == 0)
+            break;
+        if ((err = row_width(&c, &h, diag)))
+            return err;
+        if (t->npods >= REPLAY_MAX_ROWS)
+            return as_diag_set(diag, AS_ETOOBIG, NULL, "%s:%zu: more than %d pods", name, c.line,
+                               REPLAY_MAX_ROWS);
+        if (grow(t->pool, (void **)&t->pods, &cap, t->npods, sizeof *t->pods))
+            return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
+        rpod *p = &t->pods[t->npods];
+        const char *pn = c.col[iname];
+        if (!*pn || strlen(pn) > 200)
+            return as_diag_set(diag, AS_EINVAL, "name",
+                               "%s:%zu: column name: a pod name of 1 to 200 characters is "
+                               "needed",
+                               name, c.line);
+        if ((err = csv_int(&c, "cpu_milli", c.col[icpu], 0, INT64_C(1) << 40, &p->cpu, diag)) ||
+            (err =
+                 csv_int(&c, "memory_mib", c.col[imem], 0, INT64_C(1) << 30, &p->mem_mib, diag)) ||
+            (err = csv_int(&c, "num_gpu", c.col[ingpu], 0, MODEL_MAX_GPUS, &p->num_gpu, diag)) ||
+            (err =
+                 csv_int(&c, "gpu_milli", c.col[imilli], 0, MODEL_GPU_MILLI, &p->gpu_milli, diag)))
+            return err;
+        if (p->num_gpu == 0) {
+            p->gpu_milli = 0;
+        } else if (p->gpu_milli == 0) {
+            p->gpu_milli = MODEL_GPU_MILLI; /* whole GPUs */
+        } else if (p->num_gpu > 1 && p->gpu_milli != MODEL_GPU_MILLI) {
+            return as_diag_set(diag, AS_EINVAL, "gpu_milli",
+                               "%s:%zu: column gpu_milli: a GPU share (%lld) is part of one "
+                               "GPU, but num_gpu is %lld",
+                               name, c.line, (long long)p->gpu_milli, (long long)p->num_gpu);
+        }
+        p->created = 0;
+        if (ict >= 0 && (err = csv_int(&c, "creation_time", c.col[ict], INT64_MIN + 1, INT64_MAX,
+                                       &p->created, diag)))
+            return err;
+        p->gpu_spec = NULL;
+        if (ispec >= 0 && *c.col[ispec]) {
+            if (strlen(c.col[ispec]) > 1000)
+                return as_diag_set(diag, AS_EINVAL, "gpu_spec", "%s:%zu: column gpu_spec: too long",
+                                   name, c.line);
+            if (!(p->gpu_spec = pool_strdup(t->pool, c.col[ispec])))
+                return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
+        }
+        if (!(p->name = pool_strdup(t->pool, pn)))
+            return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
+        p->line = c.line;
+        t->gpu_demand += p->num_gpu * p->gpu_milli;
+        t->npods++;
+    }
+    if (t->npods == 0)
+        return as_diag_set(diag, AS_EINVAL, NULL, "%s: no pods", name);
+    /* Trace order: creation time, then name; file order without times. */
+    if (ict >= 0)
+        qsort(t->pods, t->npods, sizeof *t->pods, pod_cmp);
+    return AS_OK;
+}
+
+/* See replay.h. */
+as_err replay_trace_parse(const char *nodes_name, const char *nodes_text, size_t nodes_len,
+                          const char *pods_name, const char *pods_text, size_t pods_len,
+                          replay_trace **out, as_diag *diag)
+{
+    *out = NULL;
+    replay_trace *t = calloc(1, sizeof *t);
+    if (!t)
+        return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+    as_err err = AS_OK;
+    if (!(t->pool = pool_new((size_t)512 << 20))) {
+        err = as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+        goto done;
+    }
+    if ((err = parse_nodes(t, nodes_name, nodes_text, nodes_len, diag)) ||
+        (err = parse_pods(t, pods_name, pods_text, pods_len, diag)))
+        goto done;
+    *out = t;
+done:
+    if (err)
+        replay_trace_free(t);
+    return err;
+}
+
+/* See replay.h. */
+as_err replay_trace_load(const char *nodes_csv, const char *pods_csv, replay_trace **out,
+                         as_diag *diag)
+{
+    char *nt = NULL, *pt = NULL;
+    size_t nl = 0, pl = 0;
+    as_err err;
+    *out = NULL;
+    if ((err = doc_read_file(nodes_csv, REPLAY_FILE_CAP, &nt, &nl, diag)) ||
+        (err = doc_read_file(pods_csv, REPLAY_FILE_CAP, &pt, &pl, diag)))
+        goto done;
+    err = replay_trace_parse(nodes_csv, nt, nl, pods_csv, pt, pl, out, diag);
+done:
+    free(nt);
+    free(pt);
+    return err;
+}
+
+/* See replay.h. */
+void replay_trace_free(replay_trace *t)
+{
+    if (!t)
+        return;
+    pool_free(t->pool);
+    free(t);
+}
+
+/* See replay.h. */
+size_t replay_trace_nnodes(const replay_trace *t)
+{
+    return t->nnodes;
+}
+
+/* See replay.h. */
+size_t replay_trace_npods(const replay_trace *t)
+{
+    return t->npods;
+}
+
+/* See replay.h. */
+int64_t replay_trace_gpu_capacity(const replay_trace *t)
+{
+    return t->gpu_cap;
+}
+
+/* ------------------------------------------------------------------ */
+/* Building the cluster                                                */
+/* ------------------------------------------------------------------ */
+
+static json_t *qty(const char *fmt, long long v)
+{
+    char s[64];
+    snprintf(s, sizeof s, fmt, v);
+    return json_string(s);
+}
+
+static as_err build_node(model_registry *reg, const rnode *n, model_node **out, as_diag *diag)
+{
+    json_t *alloc = json_object();
+    json_t *labels = json_object();
+    json_t *obj = NULL;
+    as_err err = AS_ENOMEM;
+    if (!alloc || !labels)
+        goto done;
+    json_object_set_new(alloc, "cpu", qty("%lldm", (long long)n->cpu));
+    json_object_set_new(alloc, "memory", qty("%lldMi", (long long)n->mem_mib));
+    json_object_set_new(alloc, "pods", qty("%lld", 1000000));
+    if (n->gpus)
+        json_object_set_new(alloc, reg->gpu_name, qty("%lld", (long long)n->gpus));
+    if (n->model)
+        json_object_set_new(labels, reg->gpu_model_label, json_string(n->model));
+    obj = json_pack("{s:s, s:s, s:{s:s, s:O}, s:{s:O}}", "apiVersion", "v1", "kind", "Node",
+                    "metadata", "name", n->name, "labels", labels, "status", "allocatable", alloc);
+    if (!obj)
+        goto done;
+    err = model_node_from_json(reg, obj, out, diag);
+done:
+    json_decref(obj);
+    json_decref(alloc);
+    json_decref(labels);
+    return err;
+}
+
+static as_err build_pod(const model_registry *reg, const rpod *p, model_pod **out, as_diag *diag)
+{
+    json_t *req = json_object();
+    json_t *spec = NULL, *obj = NULL;
+    as_err err = AS_ENOMEM;
+    if (!req)
+        goto done;
+    json_object_set_new(req, "cpu", qty("%lldm", (long long)p->cpu));
+    json_object_set_new(req, "memory", qty("%lldMi", (long long)p->mem_mib));
+    if (p->num_gpu && p->gpu_milli >= MODEL_GPU_MILLI)
+        json_object_set_new(req, reg->gpu_name, qty("%lld", (long long)p->num_gpu));
+    else if (p->num_gpu)
+        json_object_set_new(req, reg->gpu_share_name, qty("%lld", (long long)p->gpu_milli));
+    spec = json_pack("{s:s, s:[{s:s, s:{s:O}}]}", "schedulerName", "agent-scheduler", "containers",
+                     "name", "main", "resources", "requests", req);
+    if (!spec)
+        goto done;
+    if (p->gpu_spec) {
+        /* Allowed models become required node affinity on the model label. */
+        json_t *vals = json_array();
+        if (!vals)
+            goto done;
+        const char *s = p->gpu_spec;
+        while (*s) {
+            const char *bar = strchr(s, '|');
+            size_t len = bar ? (size_t)(bar - s) : strlen(s);
+            if (len)
+                json_array_append_new(vals, json_stringn(s, len));
+            s += len + (bar ? 1 : 0);
+        }
+        json_t *aff = json_pack("{s:{s:{s:[{s:[{s:s, s:s, s:o}]}]}}}", "nodeAffinity",
+                                "requiredDuringSchedulingIgnoredDuringExecution",
+                                "nodeSelectorTerms", "matchExpressions", "key",
+                                reg->gpu_model_label, "operator", "In", "values", vals);
+        if (!aff)
+            goto done;
+        json_object_set_new(spec, "affinity", aff);
+    }
+    obj =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:O}", "apiVersion", "v1", "kind", "Pod",
+                  "metadata", "name", p->name, "namespace", "trace", "uid", p->name, "spec", spec);
+    if (!obj)
+        goto done;
+    err = model_pod_from_json(reg, obj, out, diag);
+done:
+    json_decref(obj);
+    json_decref(spec);
+    json_decref(req);
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Running                                                             */
+/* ------------------------------------------------------------------ */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool policy_is_file(const char *s)
+{
+    size_t n = strlen(s);
+    return strchr(s, '/') || (n > 5 && strcmp(s + n - 5, ".yaml") == 0) ||
+           (n > 4 && strcmp(s + n - 4, ".yml") == 0);
+}
+
+static as_err make_policy(model_registry *reg, const char *spec, score_policy **out, as_diag *diag)
+{
+    if (policy_is_file(spec))
+        return score_policy_load(reg, spec, out, diag);
+    score_strategy s;
+    if (score_strategy_parse(spec, &s))
+        return as_diag_set(diag, AS_EINVAL, "policy",
+                           "unknown policy \"%s\": use least-allocated, most-allocated, "
+                           "balanced-allocation, best-fit, fgd, fragment or a policy YAML file",
+                           spec);
+    as_err err = score_policy_new_strategy(reg, s, out);
+    if (err)
+        return as_diag_set(diag, err, NULL, "cannot build policy %s", spec);
+    return AS_OK;
+}
+
+/* Task shapes of the whole list with their share of pods: the FGD
+ * fragmentation measure's workload. Caller frees *out. */
+static as_err trace_shapes(const replay_trace *t, score_task_shape **out, size_t *n)
+{
+    score_task_shape *s = calloc(t->npods, sizeof *s);
+    if (!s)
+        return AS_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < t->npods; i++) {
+        const rpod *p = &t->pods[i];
+        score_task_shape x = {p->cpu, p->mem_mib * MIB, (uint32_t)p->num_gpu,
+                              (uint32_t)p->gpu_milli, 1};
+        size_t j;
+        /* Shapes are few (about 150 in openb); a linear scan is fine. */
+        for (j = 0; j < k; j++)
+            if (s[j].cpu == x.cpu && s[j].mem == x.mem && s[j].gpu_count == x.gpu_count &&
+                s[j].gpu_milli == x.gpu_milli)
+                break;
+        if (j == k)
+            s[k++] = x;
+        else
+            s[j].pop += 1;
+    }
+    for (size_t j = 0; j < k; j++)
+        s[j].pop /= (double)t->npods;
+    *out = s;
+    *n = k;
+    return AS_OK;
+}
+
+/* See replay.h. */
+void replay_result_free(replay_result *r)
+{
+    if (!r)
+        return;
+    free(r->curve);
+    r->curve = NULL;
+    r->ncurve = 0;
+}
+
+/* See replay.h. */
+as_err replay_run(const replay_trace *t, const char *policy, const replay_options *o,
+                  replay_result *out, as_diag *diag)
+{
+    replay_options def = {1.3, 42, false};
+    if (!o)
+        o = &def;
+    memset(out, 0, sizeof *out);
+    snprintf(out->policy, sizeof out->policy, "%s", policy);
+    if (!(o->inflate > 0) || o->inflate > 100)
+        return as_diag_set(diag, AS_EINVAL, "inflate", "inflate must be in (0, 100]");
+
+    model_registry reg;
+    model_registry_init(&reg);
+    score_policy *pol = NULL;
+    cache *c = NULL;
+    binder *b = NULL;
+    model_pod **pods = NULL;
+    score_task_shape *shapes = NULL;
+    size_t nshapes = 0, curve_cap = 0;
+    as_err err;
+    sched_result res;
+    sched_result_init(&res);
+
+    if ((err = make_policy(&reg, policy, &pol, diag)))
+        goto done;
+    if ((err = score_policy_apply_gpu_names(pol, &reg))) {
+        as_diag_set(diag, err, NULL, "%s: cannot apply its GPU resource names", policy);
+        goto done;
+    }
+    if ((err = cache_new(&reg, &c)) || (err = binder_new(c, NULL, &b))) {
+        as_diag_set(diag, err, NULL, "cannot create the cache: %s", as_strerror(err));
+        goto done;
+    }
+    for (size_t i = 0; i < t->nnodes; i++) {
+        model_node *n = NULL;
+        if ((err = build_node(&reg, &t->nodes[i], &n, diag)))
+            goto done;
+        if ((err = cache_node_upsert(c, n))) {
+            as_diag_set(diag, err, NULL, "node %s: %s", t->nodes[i].name, as_strerror(err));
+            goto done;
+        }
+    }
+    if (!(pods = calloc(t->npods, sizeof *pods))) {
+        err = as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < t->npods; i++)
+        if ((err = build_pod(&reg, &t->pods[i], &pods[i], diag)))
+            goto done;
+    if ((err = trace_shapes(t, &shapes, &nshapes))) {
+        as_diag_set(diag, err, NULL, "out of memory");
+        goto done;
+    }
+
+    /* Without GPU capacity or GPU demand the inflation target is
+     * meaningless: submit the list once. */
+    bool sample = t->gpu_cap > 0 && t->gpu_demand > 0;
+    double target = sample ? o->inflate * (double)t->gpu_cap : 0;
+    uint64_t rng = o->seed;
+    int64_t arrived = 0, galloc = 0, calloc_ = 0, malloc_ = 0;
+    bool at100 = false;
+    double next_curve = 0, busy = 0;
+    char uid[300];
+    for (uint64_t seq = 0;; seq++) {
+        if (sample ? (double)arrived >= target || seq >= MAX_SUBMISSIONS : seq >= t->npods)
+            break;
+        size_t idx = seq < t->npods ? (size_t)seq : (size_t)(splitmix(&rng) % t->npods);
+        model_pod *pod = pods[idx];
+        const rpod *rp = &t->pods[idx];
+        snprintf(uid, sizeof uid, "%s#%llu", rp->name, (unsigned long long)seq);
+        const char *saved_uid = pod->uid;
+        pod->uid = uid; /* every submission is a distinct pod */
+        int64_t demand = rp->num_gpu * rp->gpu_milli;
+        arrived += demand;
+        out->submitted++;
+
+        double t0 = now_s();
+        score_observe_pod(pol, pod);
+        sched_request rq = {.pod = pod, .policy = pol, .k = 1};
+        sched_result_free(&res);
+        sched_result_init(&res);
+        err = sched_evaluate(c, &rq, &res);
+        bool ok = false;
+        if (!err && res.ncand) {
+            binder_outcome bo;
+            as_err berr = binder_commit(b, pod, res.cand, res.ncand, &bo);
+            ok = berr == AS_OK && bo.chosen >= 0;
+            if (berr && berr != AS_ECONFLICT)
+                err = berr;
+        }
+        busy += now_s() - t0;
+        pod->uid = saved_uid;
+        if (err) {
+            as_diag_set(diag, err, NULL, "scheduling pod %s failed: %s", rp->name,
+                        as_strerror(err));
+            goto done;
+        }
+        if (ok) {
+            out->placed++;
+            galloc += demand;
+            calloc_ += rp->cpu;
+            malloc_ += rp->mem_mib;
+            if (!rp->num_gpu)
+                out->cpu_pods_placed++;
+        } else {
+            out->failed++;
+            if (!rp->num_gpu)
+                out->cpu_pods_failed++;
+        }
+        if (!at100 && sample && arrived >= t->gpu_cap) {
+            at100 = true;
+            out->gpu_alloc_ratio_at_100 = (double)galloc / (double)t->gpu_cap;
+            out->cpu_alloc_ratio_at_100 = (double)calloc_ / (double)t->cpu_cap;
+            out->mem_alloc_ratio_at_100 = (double)malloc_ / (double)t->mem_cap;
+        }
+        if (o->curve && sample && demand && (double)arrived / (double)t->gpu_cap >= next_curve) {
+            if (out->ncurve == curve_cap) {
+                size_t nc = curve_cap ? curve_cap * 2 : 512;
+                replay_point *np = realloc(out->curve, nc * sizeof *np);
+                if (!np) {
+                    err = as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+                    goto done;
+                }
+                out->curve = np;
+                curve_cap = nc;
+            }
+            double x = (double)arrived / (double)t->gpu_cap;
+            out->curve[out->ncurve++] = (replay_point){x, (double)galloc / (double)t->gpu_cap};
+            next_curve = x + CURVE_STEP;
+        }
+    }
+    double gcap = t->gpu_cap > 0 ? (double)t->gpu_cap : 1;
+    out->gpu_alloc_ratio_end = t->gpu_cap > 0 ? (double)galloc / gcap : 0;
+    out->cpu_alloc_ratio_end = (double)calloc_ / (double)t->cpu_cap;
+    out->mem_alloc_ratio_end = (double)malloc_ / (double)t->mem_cap;
+    if (!at100) {
+        out->gpu_alloc_ratio_at_100 = out->gpu_alloc_ratio_end;
+        out->cpu_alloc_ratio_at_100 = out->cpu_alloc_ratio_end;
+        out->mem_alloc_ratio_at_100 = out->mem_alloc_ratio_end;
+    }
+    out->unallocated_gpus_end = (double)(t->gpu_cap - galloc) / MODEL_GPU_MILLI;
+    double frag = 0;
+    cache_read_lock(c);
+    for (size_t i = 0; i < cache_node_count(c); i++)
+        frag += score_fgd_fragment(cache_node_at(c, i), shapes, nshapes);
+    cache_read_unlock(c);
+    out->fragmentation_end = frag / MODEL_GPU_MILLI;
+    out->seconds = busy;
+    out->decisions_per_sec = busy > 0 ? (double)out->submitted / busy : 0;
+    err = AS_OK;
+done:
+    sched_result_free(&res);
+    if (pods)
+        for (size_t i = 0; i < t->npods; i++)
+            model_pod_free(pods[i]);
+    free(pods);
+    free(shapes);
+    binder_free(b);
+    cache_free(c);
+    if (pol)
+        score_policy_unref(pol);
+    model_registry_destroy(&reg);
+    if (err)
+        replay_result_free(out);
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* CLI                                                                 */
+/* ------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv [--policy a,b,c]\n"
+               "                         [--inflate 1.3] [--seed S] [--format table|json|csv]\n"
+               "                         [--plot FILE.png]\n\n"
+               "Replays an openb GPU trace (Alibaba cluster-trace-gpu-v2023) through the\n"
+               "scheduling core with each policy and compares placement quality. Pods arrive\n"
+               "in trace order and are never deleted; then pods are sampled from the list\n"
+               "(with the seed) until the arrived GPU demand reaches inflate x capacity.\n\n"
+               "  --nodes FILE     node list: sn,cpu_milli,memory_mib,gpu,model\n"
+               "  --pods FILE      pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,...]\n"
+               "  --policy LIST    comma-separated strategies (least-allocated, most-allocated,\n"
+               "                   balanced-allocation, best-fit, fgd, fragment) or policy files\n"
+               "                   (default fragment)\n"
+               "  --inflate X      arrived GPU demand to reach, x capacity, 1..100 (default 1.3)\n"
+               "  --seed S         sampling seed (default 42)\n"
+               "  --format F       table (default), json or csv\n"
+               "  --plot FILE.png  draw GPU allocation against arrived demand (needs gnuplot)\n"
+               "  -h, --help       show this help\n");
+}
+
+static void print_table(FILE *f, const replay_trace *t, const replay_options *o,
+                        const replay_result *r, size_t n)
+{
+    fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; inflate %.2f, seed %llu\n", t->nnodes,
+            t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, o->inflate,
+            (unsigned long long)o->seed);
+    fprintf(f, "%-20s %7s %7s %8s %8s %8s %8s %8s %9s %9s %11s\n", "policy", "placed", "failed",
+            "cpu-pods", "gpu@100", "gpu_end", "cpu_end", "mem_end", "unalloc", "frag",
+            "decisions/s");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%-20s %7llu %7llu %8llu %8.4f %8.4f %8.4f %8.4f %9.1f %9.1f %11.0f\n",
+                r[i].policy, (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
+                (unsigned long long)r[i].cpu_pods_placed, r[i].gpu_alloc_ratio_at_100,
+                r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end, r[i].mem_alloc_ratio_end,
+                r[i].unallocated_gpus_end, r[i].fragmentation_end, r[i].decisions_per_sec);
+}
+
+static as_err render_json(buf *b, const replay_result *r, size_t n)
+{
+    buf_puts(b, "{\"policies\": [");
+    for (size_t i = 0; i < n; i++) {
+        buf_puts(b, i ? ", {\"policy\": " : "{\"policy\": ");
+        buf_json_cstr(b, r[i].policy);
+        buf_printf(b,
+                   ", \"placed\": %llu, \"failed\": %llu, \"gpu_alloc_ratio_at_100\": %.6f, "
+                   "\"gpu_alloc_ratio_end\": %.6f, \"cpu_alloc_ratio_end\": %.6f, "
+                   "\"mem_alloc_ratio_end\": %.6f, \"unallocated_gpus_end\": %.3f, "
+                   "\"fragmentation_end\": %.3f, \"decisions_per_sec\": %.1f}",
+                   (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
+                   r[i].gpu_alloc_ratio_at_100, r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end,
+                   r[i].mem_alloc_ratio_end, r[i].unallocated_gpus_end, r[i].fragmentation_end,
+                   r[i].decisions_per_sec);
+    }
+    buf_puts(b, "]}\n");
+    return b->err;
+}
+
+static void print_csv(FILE *f, const replay_result *r, size_t n)
+{
+    fprintf(f, "policy,placed,failed,gpu_alloc_ratio_at_100,gpu_alloc_ratio_end,"
+               "cpu_alloc_ratio_end,mem_alloc_ratio_end,unallocated_gpus_end,"
+               "fragmentation_end,decisions_per_sec\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s,%llu,%llu,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.1f\n", r[i].policy,
+                (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
+                r[i].gpu_alloc_ratio_at_100, r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end,
+                r[i].mem_alloc_ratio_end, r[i].unallocated_gpus_end, r[i].fragmentation_end,
+                r[i].decisions_per_sec);
+}
+
+static bool in_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return false;
+    char dir[4096];
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        if (n && n < sizeof dir - 64) {
+            snprintf(dir, sizeof dir, "%.*s/%s", (int)n, path, prog);
+            if (access(dir, X_OK) == 0)
+                return true;
+        }
+        path += n + (path[n] == ':');
+    }
+    return false;
+}
+
+static bool plain_path(const char *s)
+{
+    for (; *s; s++)
+        if (*s == '\'' || *s == '\n' || *s == '\r' || *s == '"' || *s == '\\')
+            return false;
+    return true;
+}
+
+/* Draws every policy's curve into png with gnuplot (data in a temp file). */
+static int plot(const char *png, const replay_result *r, size_t n)
+{
+    if (!plain_path(png)) {
+        fprintf(stderr,
+                "agentsched replay: --plot %s: quotes, backslashes and newlines are "
+                "not allowed in the file name\n",
+                png);
+        return 2;
+    }
+    if (!in_path("gnuplot")) {
+        fprintf(stderr, "agentsched replay: --plot needs gnuplot, which is not in PATH; "
+                        "install it (Debian: apt-get install gnuplot-nox) or drop --plot\n");
+        return 1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char data[4096];
+    snprintf(data, sizeof data, "%s/agentsched-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(data);
+    if (fd < 0 || !plain_path(data)) {
+        fprintf(stderr, "agentsched replay: cannot create a temporary file: %s\n", strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(data);
+        }
+        return 1;
+    }
+    FILE *df = fdopen(fd, "w");
+    if (!df) {
+        close(fd);
+        unlink(data);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        fprintf(df, "# %s\n", r[i].policy);
+        for (size_t j = 0; j < r[i].ncurve; j++)
+            fprintf(df, "%.5f %.5f\n", r[i].curve[j].arrived, r[i].curve[j].gpu_alloc);
+        fprintf(df, "\n\n");
+    }
+    int rc = 0;
+    if (fclose(df) != 0)
+        rc = 1;
+    FILE *gp = rc ? NULL : popen("gnuplot", "w");
+    if (!gp) {
+        fprintf(stderr, "agentsched replay: cannot run gnuplot\n");
+        unlink(data);
+        return 1;
+    }
+    fprintf(gp,
+            "set terminal pngcairo size 960,600 font ',11'\n"
+            "set output '%s'\n"
+            "set title 'GPU allocation ratio against arrived GPU demand'\n"
+            "set xlabel 'arrived GPU demand / GPU capacity'\n"
+            "set ylabel 'GPU allocation ratio'\n"
+            "set key bottom right\nset grid\nset xrange [0:*]\nset yrange [0:1]\n"
+            "plot ",
+            png);
+    for (size_t i = 0; i < n; i++) {
+        char title[128];
+        size_t k = 0;
+        for (const char *s = r[i].policy; *s && k < sizeof title - 1; s++)
+            if (*s != '\'' && *s != '\n' && *s != '\\')
+                title[k++] = *s;
+        title[k] = '\0';
+        fprintf(gp, "%s'%s' index %zu with lines lw 2 title '%s'", i ? ", " : "", data, i, title);
+    }
+    fprintf(gp, "\n");
+    int st = pclose(gp);
+    unlink(data);
+    if (st != 0) {
+        fprintf(stderr, "agentsched replay: gnuplot failed (status %d) writing %s\n", st, png);
+        return 1;
+    }
+    return rc;
+}
+
+/* See replay.h. */
+int replay_cli_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"nodes", required_argument, NULL, 'n'},
+        {"pods", required_argument, NULL, 'p'},
+        {"policy", required_argument, NULL, 'P'},
+        {"inflate", required_argument, NULL, 'i'},
+        {"seed", required_argument, NULL, 's'},
+        {"format", required_argument, NULL, 'f'},
+        {"plot", required_argument, NULL, 'g'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *nodes = NULL, *pods = NULL, *policies = "fragment", *format = "table", *png = NULL;
+    replay_options o = {1.3, 42, false};
+    int ch;
+    optind = 1;
+    opterr = 0;
+    static const char shortopts[] = ":h";
+    char optname[128];
+    while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        char *end;
+        switch (ch) {
+        case 'n':
+            nodes = optarg;
+            break;
+        case 'p':
+            pods = optarg;
+            break;
+        case 'P':
+            policies = optarg;
+            break;
+        case 'i':
+            errno = 0;
+            o.inflate = strtod(optarg, &end);
+            if (*end || errno || !(o.inflate >= 1.0) || o.inflate > 100) {
+                fprintf(stderr,
+                        "agentsched replay: --inflate %s: use a number from 1 to 100 "
+                        "(1.3 = until 130%% of the GPU capacity has arrived)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 's':
+            errno = 0;
+            o.seed = strtoull(optarg, &end, 10);
+            if (*end || errno || *optarg == '-' || !*optarg) {
+                fprintf(stderr, "agentsched replay: --seed %s: use a non-negative integer\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'f':
+            format = optarg;
+            if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv")) {
+                fprintf(stderr, "agentsched replay: --format %s: use table, json or csv\n", optarg);
+                return 2;
+            }
+            break;
+        case 'g':
+            png = optarg;
+            o.curve = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default: /* '?' or ':' */
+            fprintf(
+                stderr, "agentsched replay: %s (see agentsched replay --help)\n",
+                cli_refused_option(ch, longopts, shortopts, "flag", argv, optname, sizeof optname));
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "agentsched replay: unexpected argument %s\n", argv[optind]);
+        return 2;
+    }
+    if (!nodes || !pods) {
+        fprintf(stderr, "agentsched replay: --nodes and --pods are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    /* Split the policy list. */
+    char list[4096];
+    if (strlen(policies) >= sizeof list) {
+        fprintf(stderr, "agentsched replay: --policy list too long\n");
+        return 2;
+    }
+    snprintf(list, sizeof list, "%s", policies);
+    const char *names[REPLAY_MAX_POLICY];
+    size_t n = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == REPLAY_MAX_POLICY) {
+            fprintf(stderr, "agentsched replay: at most %d policies\n", REPLAY_MAX_POLICY);
+            return 2;
+        }
+        names[n++] = tok;
+    }
+    if (!n) {
+        fprintf(stderr, "agentsched replay: --policy needs at least one policy\n");
+        return 2;
+    }
+
+    as_diag diag = {{0}, {0}};
+    replay_trace *t = NULL;
+    replay_result res[REPLAY_MAX_POLICY];
+    memset(res, 0, sizeof res);
+    size_t done_n = 0;
+    int rc = 0;
+    if (replay_trace_load(nodes, pods, &t, &diag)) {
+        fprintf(stderr, "agentsched replay: %s\n", diag.msg);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (replay_run(t, names[i], &o, &res[i], &diag)) {
+            fprintf(stderr, "agentsched replay: policy %s: %s\n", names[i], diag.msg);
+            rc = 1;
+            goto out;
+        }
+        done_n++;
+    }
+    if (strcmp(format, "json") == 0) {
+        buf b;
+        buf_init(&b, 0);
+        if (render_json(&b, res, n) == AS_OK)
+            fputs(b.data, stdout);
+        else
+            rc = 1;
+        buf_free(&b);
+    } else if (strcmp(format, "csv") == 0) {
+        print_csv(stdout, res, n);
+    } else {
+        print_table(stdout, t, &o, res, n);
+    }
+    if (png && !rc) {
+        rc = plot(png, res, n);
+        if (!rc && strcmp(format, "table") == 0)
+            printf("plot: %s\n", png);
+    }
+out:
+    for (size_t i = 0; i < done_n; i++)
+        replay_result_free(&res[i]);
+    replay_trace_free(t);
+    return rc;
+}

@@ -1,0 +1,809 @@
+/*
+ * shard_controller.c - `agentsched shard-controller`: follows Nodes, Pods and
+ * NodeShards through the k8s client, keeps the assignment engine current
+ * (incrementally on node/pod changes, from scratch every shardSyncPeriod),
+ * hot-reloads the config file, and, while it holds the Lease, writes each
+ * scheduler's NodeShard.spec.nodesDesired. `--cluster FILE --once` computes
+ * the shards of a cluster file offline and prints them.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/base/buf.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/base/cli.h"
+#include "agentsched/base/http.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
+#include "agentsched/base/metrics.h"
+#include "agentsched/model/model.h"
+#include "agentsched/shard/shardctl.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+typedef struct ctl_metrics {
+    metrics_counter *nodes, *unfit, *capped, *leader, *recompute_incr, *recompute_full, *reload_ok,
+        *reload_failed, *writes_ok, *writes_failed;
+} ctl_metrics;
+
+typedef struct ctl {
+    /* flags */
+    const char *config_path, *kubeconfig, *context, *cluster_path, *listen;
+    const char *lease_ns, *lease_name;
+    char cm_ns[254], cm_name[254]; /* --configmap NS/NAME ("" = file) */
+    const char *cm_key;
+    char cm_rv[64];
+    bool cm_absent_logged;
+    int64_t next_cm_ms;
+    char identity[256];
+    bool in_cluster, once, dry_run;
+    int64_t lease_ms, renew_deadline_ms, retry_ms;
+    /* state */
+    shardctl_config *cfg;
+    shardctl_file_stamp stamp;
+    shardctl_engine *eng;
+    model_registry reg;
+    cache *cache;
+    k8s_client *k;
+    metrics *m;
+    ctl_metrics cm;
+    http_server *http;
+    k8s_lease *lease;
+    bool leader;
+    int64_t next_lease_ms, last_full_ms, next_reload_ms, next_write_ms;
+    uint64_t epoch, seen_node_ev, seen_pod_ev;
+    uint64_t written[SHARDCTL_MAX_SCHEDULERS];
+    bool written_ok[SHARDCTL_MAX_SCHEDULERS];
+    int leader_gauge; /* (atomic) for /healthz */
+} ctl;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- engine feeding --------------------------------------------------- */
+
+static shardctl_node_info node_info(const cache_node *n)
+{
+    return (shardctl_node_info){
+        .name = n->spec->name,
+        .cpu_requested = cache_node_requested(n, MODEL_RES_CPU),
+        .cpu_allocatable = n->alloc.v[MODEL_RES_CPU],
+        .labels = &n->spec->labels,
+        /* generation changes with every usage or spec change; the id with
+         * every incarnation. */
+        .tag = cache_node_generation(n) * 0x9E3779B97F4A7C15ULL ^ n->id,
+    };
+}
+
+/* Full recompute from the cache. */
+static as_err full_resync(ctl *x)
+{
+    as_err err = AS_OK;
+    cache_read_lock(x->cache);
+    size_t n = cache_node_count(x->cache);
+    shardctl_node_info *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) {
+        cache_read_unlock(x->cache);
+        return AS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = node_info(cache_node_at(x->cache, i));
+    err = shardctl_engine_resync(x->eng, v, n, ++x->epoch);
+    cache_read_unlock(x->cache);
+    free(v);
+    metrics_inc(x->cm.recompute_full);
+    return err;
+}
+
+/* Incremental: only nodes whose tag moved are re-evaluated; vanished
+ * nodes are swept. The tag check is a load per node. */
+static as_err incremental(ctl *x, size_t *changed)
+{
+    as_err err = AS_OK;
+    size_t k = 0;
+    uint64_t epoch = ++x->epoch;
+    cache_read_lock(x->cache);
+    size_t n = cache_node_count(x->cache);
+    for (size_t i = 0; i < n && !err; i++) {
+        const cache_node *cn = cache_node_at(x->cache, i);
+        shardctl_node_info info = node_info(cn);
+        uint64_t tag = 0;
+        if (shardctl_engine_seen(x->eng, info.name, epoch, &tag) && tag == info.tag)
+            continue;
+        err = shardctl_engine_set_node(x->eng, &info, epoch);
+        k++;
+    }
+    cache_read_unlock(x->cache);
+    size_t removed = 0;
+    if (!err)
+        err = shardctl_engine_sweep(x->eng, epoch, &removed);
+    *changed = k + removed;
+    if (*changed)
+        metrics_inc(x->cm.recompute_incr);
+    return err;
+}
+
+static void update_gauges(ctl *x)
+{
+    shardctl_engine_stats st;
+    shardctl_engine_get_stats(x->eng, &st);
+    metrics_set(x->cm.nodes, (int64_t)st.nodes);
+    metrics_set(x->cm.unfit, (int64_t)st.unfit);
+    metrics_set(x->cm.capped, (int64_t)st.capped);
+}
+
+/* ---- writing NodeShards ----------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Does the object's nodesDesired (any order) equal names (sorted)? */
+static bool same_names(const k8s_shard *cur, const char **names, size_t n)
+{
+    if (!cur || cur->n_desired != n)
+        return false;
+    char **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return false;
+    if (n)
+        memcpy(v, cur->nodes_desired, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_str);
+    bool eq = true;
+    for (size_t i = 0; i < n && eq; i++)
+        eq = strcmp(v[i], names[i]) == 0;
+    free(v);
+    return eq;
+}
+
+/* Writes every scheduler's nodesDesired that differs from the object. */
+static void write_shards(ctl *x, bool force)
+{
+    /* Only look at the objects when some membership moved. */
+    bool any = force;
+    for (size_t s = 0; s < x->cfg->n && !any; s++)
+        any = !x->written_ok[s] || x->written[s] != shardctl_engine_version(x->eng, s);
+    if (!any)
+        return;
+    k8s_shard *cur = NULL;
+    size_t ncur = 0;
+    if (x->k && k8s_shards_copy(x->k, &cur, &ncur) != AS_OK)
+        return;
+    bool failed = false;
+    for (size_t s = 0; s < x->cfg->n; s++) {
+        const char **names = NULL;
+        size_t n = 0;
+        uint64_t version = 0;
+        if (shardctl_engine_members(x->eng, s, &names, &n, &version))
+            continue;
+        if (!force && x->written_ok[s] && x->written[s] == version) {
+            free(names);
+            continue;
+        }
+        const char *sname = x->cfg->sched[s].name;
+        const k8s_shard *obj = NULL;
+        for (size_t i = 0; i < ncur; i++)
+            if (strcmp(cur[i].name, sname) == 0)
+                obj = &cur[i];
+        as_err err = AS_OK;
+        as_diag d = {0};
+        if (!same_names(obj, names, n)) {
+            err = k8s_shard_put_desired(x->k, sname, names, n, &d);
+            if (err) {
+                failed = true;
+                metrics_inc(x->cm.writes_failed);
+                log_warn("msg=\"NodeShard write failed; will retry\" shard=%s error=\"%s\"", sname,
+                         d.msg[0] ? d.msg : as_strerror(err));
+            } else {
+                metrics_inc(x->cm.writes_ok);
+                log_info("msg=\"NodeShard written\" shard=%s nodes_desired=%zu", sname, n);
+            }
+        }
+        x->written_ok[s] = err == AS_OK;
+        x->written[s] = version;
+        free(names);
+    }
+    k8s_shards_free(cur, ncur);
+    /* Back off after a failure rather than retrying every tick. */
+    x->next_write_ms = failed ? mono_ms() + x->retry_ms : 0;
+}
+
+/* --dry-run: log what would be written when a membership moves. */
+static void report_dry_run(ctl *x)
+{
+    for (size_t s = 0; s < x->cfg->n; s++) {
+        if (x->written_ok[s] && x->written[s] == shardctl_engine_version(x->eng, s))
+            continue;
+        const char **names = NULL;
+        size_t n = 0;
+        uint64_t version = 0;
+        if (shardctl_engine_members(x->eng, s, &names, &n, &version))
+            continue;
+        {
+            log_info("msg=\"dry run: would write NodeShard\" shard=%s nodes_desired=%zu first=%s",
+                     x->cfg->sched[s].name, n, n ? names[0] : "-");
+            x->written_ok[s] = true;
+            x->written[s] = version;
+        }
+        free(names);
+    }
+}
+
+/* ---- leader election ---------------------------------------------------- */
+
+static void set_leader(ctl *x, bool on)
+{
+    if (x->leader == on)
+        return;
+    x->leader = on;
+    __atomic_store_n(&x->leader_gauge, on ? 1 : 0, __ATOMIC_RELAXED);
+    metrics_set(x->cm.leader, on);
+    if (on)
+        memset(x->written_ok, 0, sizeof x->written_ok); /* re-check every shard */
+}
+
+static void lease_step(ctl *x)
+{
+    set_leader(x, k8s_lease_step(x->lease, mono_ms()));
+}
+
+static void lease_release(ctl *x)
+{
+    if (!x->lease)
+        return;
+    k8s_lease_release(x->lease, mono_ms());
+    set_leader(x, false);
+}
+
+/* ---- HTTP: /metrics, /healthz ------------------------------------------ */
+
+static void h_metrics(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)req;
+    ctl *x = ctx;
+    resp->content_type = "text/plain; version=0.0.4";
+    if (metrics_render(x->m, &resp->body))
+        resp->status = 500;
+}
+
+static void h_healthz(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)req;
+    ctl *x = ctx;
+    resp->content_type = "text/plain";
+    buf_printf(&resp->body, "ok leader=%d\n", __atomic_load_n(&x->leader_gauge, __ATOMIC_RELAXED));
+}
+
+static const http_route ctl_routes[] = {
+    {"GET", "/metrics", h_metrics, false},
+    {"GET", "/healthz", h_healthz, false},
+};
+
+/* ---- flags -------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: agentsched shard-controller (--config FILE | --configmap NS/NAME)\n"
+            "                                   (--kubeconfig FILE | --in-cluster)\n"
+            "       agentsched shard-controller --config FILE --cluster FILE --once\n"
+            "\n"
+            "Computes each scheduler's NodeShard (shard.volcano.sh/v1alpha1) nodesDesired from a\n"
+            "sharding config in Volcano's format (see policy/sharding.yaml) and writes them while\n"
+            "holding a coordination.k8s.io/v1 Lease. The config file is re-read when it changes;\n"
+            "a bad edit is logged and the previous config kept.\n"
+            "\n"
+            "  --config FILE           sharding config (YAML or JSON), re-read when it changes\n"
+            "  --configmap NS/NAME     or: read it from a ConfigMap (polled every 5 s)\n"
+            "  --configmap-key KEY     the ConfigMap's data key (default sharding.yaml)\n"
+            "  --kubeconfig FILE       follow a cluster through this kubeconfig\n"
+            "  --context NAME          kubeconfig context (default: current-context)\n"
+            "  --in-cluster            use the pod's service account\n"
+            "  --cluster FILE          offline: a Kubernetes List of Nodes and Pods\n"
+            "  --once                  with --cluster: print the shards as JSON and exit\n"
+            "  --dry-run               live, but never write NodeShards nor take the lease\n"
+            "  --identity ID           lease holder (default: $POD_NAME, else host-pid)\n"
+            "  --lease-namespace NS    default kube-system\n"
+            "  --lease-name NAME       default agentsched-shard-controller\n"
+            "  --lease-duration SEC    2..3600 (default 15; renew deadline 2/3 of it)\n"
+            "  --listen HOST:PORT      /metrics and /healthz (default 127.0.0.1:8889; none: off)\n"
+            "  --log-level LEVEL       error | warn | info | debug, or 0..3 (default info)\n"
+            "  -h, --help              show this help\n");
+}
+
+/* The flags parse_flags knows, for lookup and for "did you mean". */
+static const struct ctl_flag {
+    const char *name;
+    const char *metavar; /* NULL: a boolean, takes no value */
+} ctl_flags[] = {
+    {"--help", NULL},           {"--config", "FILE"},        {"--configmap", "NS/NAME"},
+    {"--configmap-key", "KEY"}, {"--kubeconfig", "FILE"},    {"--context", "NAME"},
+    {"--in-cluster", NULL},     {"--cluster", "FILE"},       {"--once", NULL},
+    {"--dry-run", NULL},        {"--identity", "ID"},        {"--lease-namespace", "NS"},
+    {"--lease-name", "NAME"},   {"--lease-duration", "SEC"}, {"--listen", "HOST:PORT"},
+    {"--log-level", "LEVEL"},
+};
+#define CTL_NFLAGS (sizeof ctl_flags / sizeof ctl_flags[0])
+
+/* Reports arg (a flag not in ctl_flags, or a positional argument) with the
+ * closest known flag when one is near. Returns EXIT_USAGE. */
+static int unknown_flag(const char *arg)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", arg);
+    char *eq = strchr(name, '=');
+    if (eq && arg[0] == '-')
+        *eq = '\0';
+    const char *best = NULL;
+    size_t bestd = 4;
+    for (size_t i = 0; i < CTL_NFLAGS; i++) {
+        size_t d = cli_distance(name, ctl_flags[i].name);
+        if (d < bestd) {
+            bestd = d;
+            best = ctl_flags[i].name;
+        }
+    }
+    if (arg[0] == '-')
+        fprintf(stderr, "agentsched shard-controller: unknown flag '%s'", name);
+    else
+        fprintf(stderr,
+                "agentsched shard-controller: unexpected argument '%s' (shard-controller takes "
+                "only flags)",
+                name);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\nRun 'agentsched shard-controller --help' for the list of flags.\n");
+    return EXIT_USAGE;
+}
+
+/* --log-level: error|warn|info|debug, or 0..3 as earlier releases took. */
+static int parse_log_level(const char *val)
+{
+    log_level lvl;
+    if (log_level_parse(val, &lvl))
+        return (int)lvl;
+    if (val[0] >= '0' + LOG_ERROR && val[0] <= '0' + LOG_DEBUG && !val[1])
+        return val[0] - '0';
+    return -1;
+}
+
+static int parse_flags(ctl *x, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return EXIT_OK;
+        }
+        const char *eq = strchr(a, '=');
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        const struct ctl_flag *fl = NULL;
+        for (size_t k = 0; k < CTL_NFLAGS && a[0] == '-'; k++)
+            if (strlen(ctl_flags[k].name) == nl && strncmp(ctl_flags[k].name, a, nl) == 0)
+                fl = &ctl_flags[k];
+        if (!fl)
+            return unknown_flag(a);
+        const char *name = fl->name;
+        if (!fl->metavar) {
+            if (eq) {
+                fprintf(stderr, "agentsched shard-controller: %s takes no value; drop the '=%s'\n",
+                        name, eq + 1);
+                return EXIT_USAGE;
+            }
+            if (strcmp(name, "--help") == 0) {
+                usage(stdout);
+                return EXIT_OK;
+            }
+            if (strcmp(name, "--in-cluster") == 0)
+                x->in_cluster = true;
+            else if (strcmp(name, "--once") == 0)
+                x->once = true;
+            else
+                x->dry_run = true;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!val) {
+            fprintf(stderr, "agentsched shard-controller: %s needs a value: %s %s\n", name, name,
+                    fl->metavar);
+            return EXIT_USAGE;
+        }
+        if (strcmp(name, "--config") == 0)
+            x->config_path = val;
+        else if (strcmp(name, "--kubeconfig") == 0)
+            x->kubeconfig = val;
+        else if (strcmp(name, "--configmap") == 0) {
+            const char *slash = strchr(val, '/');
+            if (!slash || slash == val || !slash[1] || (size_t)(slash - val) >= sizeof x->cm_ns ||
+                strlen(slash + 1) >= sizeof x->cm_name) {
+                fprintf(stderr, "agentsched shard-controller: --configmap wants NAMESPACE/NAME\n");
+                return EXIT_USAGE;
+            }
+            snprintf(x->cm_ns, sizeof x->cm_ns, "%.*s", (int)(slash - val), val);
+            snprintf(x->cm_name, sizeof x->cm_name, "%s", slash + 1);
+        } else if (strcmp(name, "--configmap-key") == 0)
+            x->cm_key = val;
+        else if (strcmp(name, "--context") == 0)
+            x->context = val;
+        else if (strcmp(name, "--cluster") == 0)
+            x->cluster_path = val;
+        else if (strcmp(name, "--identity") == 0)
+            snprintf(x->identity, sizeof x->identity, "%s", val);
+        else if (strcmp(name, "--lease-namespace") == 0)
+            x->lease_ns = val;
+        else if (strcmp(name, "--lease-name") == 0)
+            x->lease_name = val;
+        else if (strcmp(name, "--listen") == 0)
+            x->listen = strcmp(val, "none") == 0 ? NULL : val;
+        else if (strcmp(name, "--log-level") == 0) {
+            int lvl = parse_log_level(val);
+            if (lvl < 0) {
+                fprintf(stderr,
+                        "agentsched shard-controller: --log-level: '%s' is not one of error, "
+                        "warn, info, debug (or 0..3)\n",
+                        val);
+                return EXIT_USAGE;
+            }
+            log_set_level((log_level)lvl);
+        } else { /* --lease-duration */
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            if (!*val || errno || *end || v < 2 || v > 3600) {
+                fprintf(stderr,
+                        "agentsched shard-controller: --lease-duration: '%s' is not a whole "
+                        "number of seconds in 2..3600\n",
+                        val);
+                return EXIT_USAGE;
+            }
+            x->lease_ms = v * 1000;
+        }
+    }
+    if (!x->config_path == !x->cm_name[0]) {
+        fprintf(stderr, "agentsched shard-controller: give one of --config FILE (e.g. "
+                        "policy/sharding.yaml) or --configmap NAMESPACE/NAME\n");
+        return EXIT_USAGE;
+    }
+    if (x->cm_name[0] && x->cluster_path) {
+        fprintf(stderr, "agentsched shard-controller: --configmap needs a live cluster; use "
+                        "--config with --cluster\n");
+        return EXIT_USAGE;
+    }
+    int sources = !!x->kubeconfig + !!x->in_cluster + !!x->cluster_path;
+    if (sources != 1) {
+        fprintf(stderr, "agentsched shard-controller: give exactly one of --kubeconfig, "
+                        "--in-cluster, --cluster\n");
+        return EXIT_USAGE;
+    }
+    if (x->once != !!x->cluster_path) {
+        fprintf(stderr, "agentsched shard-controller: --once goes with --cluster (offline)\n");
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* ---- offline ------------------------------------------------------------ */
+
+static int run_once(ctl *x)
+{
+    model_cluster *mc = NULL;
+    as_diag d = {0};
+    as_err err = model_cluster_load(&x->reg, x->cluster_path, &mc, &d);
+    if (err) {
+        fprintf(stderr, "agentsched shard-controller: %s\n", d.msg[0] ? d.msg : as_strerror(err));
+        return EXIT_FAIL;
+    }
+    for (size_t i = 0; i < mc->nnodes && !err; i++) {
+        err = cache_node_upsert(x->cache, mc->nodes[i]);
+        mc->nodes[i] = NULL; /* the cache owns it now, even on error */
+    }
+    for (size_t i = 0; i < mc->npods && !err; i++)
+        err = cache_pod_upsert(x->cache, mc->pods[i]);
+    model_cluster_free(mc);
+    if (!err)
+        err = full_resync(x);
+    if (err) {
+        fprintf(stderr, "agentsched shard-controller: %s\n", as_strerror(err));
+        return EXIT_FAIL;
+    }
+    json_t *out = json_object(), *arr = json_array(), *unfit = json_array();
+    cache_read_lock(x->cache);
+    for (size_t i = 0; i < cache_node_count(x->cache); i++) {
+        const char *nm = cache_node_at(x->cache, i)->spec->name;
+        if (shardctl_engine_owner(x->eng, nm) < 0)
+            json_array_append_new(unfit, json_string(nm));
+    }
+    cache_read_unlock(x->cache);
+    for (size_t s = 0; s < x->cfg->n; s++) {
+        const char **names = NULL;
+        size_t n = 0;
+        if (shardctl_engine_members(x->eng, s, &names, &n, NULL))
+            continue;
+        json_t *nd = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(nd, json_string(names[i]));
+        free(names);
+        json_array_append_new(
+            arr, json_pack("{s:s,s:o}", "name", x->cfg->sched[s].name, "nodesDesired", nd));
+    }
+    shardctl_engine_stats st;
+    shardctl_engine_get_stats(x->eng, &st);
+    json_object_set_new(out, "shards", arr);
+    json_object_set_new(out, "unassigned", unfit);
+    json_object_set_new(out, "unfit", json_integer((json_int_t)st.unfit));
+    json_object_set_new(out, "capped", json_integer((json_int_t)st.capped));
+    char *s = json_dumps(out, JSON_INDENT(2));
+    if (s)
+        printf("%s\n", s);
+    free(s);
+    json_decref(out);
+    return EXIT_OK;
+}
+
+/* ---- live --------------------------------------------------------------- */
+
+static void config_rejected(ctl *x, as_err err, const as_diag *d)
+{
+    metrics_inc(x->cm.reload_failed);
+    log_error("msg=\"sharding config rejected; keeping the current one\" error=\"%s\" "
+              "field=%s",
+              d->msg[0] ? d->msg : as_strerror(err), d->field[0] ? d->field : "-");
+}
+
+/* Swaps in a new config (takes it) with a fresh engine. */
+static void config_apply(ctl *x, shardctl_config *next, const char *source)
+{
+    shardctl_engine *eng = NULL;
+    if (shardctl_engine_new(next, &eng)) {
+        shardctl_config_free(next);
+        return;
+    }
+    shardctl_engine_free(x->eng);
+    shardctl_config_free(x->cfg);
+    x->eng = eng;
+    x->cfg = next;
+    memset(x->written_ok, 0, sizeof x->written_ok);
+    metrics_inc(x->cm.reload_ok);
+    log_info("msg=\"sharding config loaded\" source=%s schedulers=%zu sync_period_ms=%lld", source,
+             x->cfg->n, (long long)x->cfg->sync_period_ms);
+    x->last_full_ms = 0; /* recompute from scratch now */
+}
+
+static void maybe_reload(ctl *x)
+{
+    shardctl_config *next = NULL;
+    as_diag d = {0};
+    as_err err = shardctl_config_reload(x->config_path, &x->stamp, &next, &d);
+    if (err)
+        config_rejected(x, err, &d);
+    else if (next)
+        config_apply(x, next, x->config_path);
+}
+
+/* --configmap: poll the object; re-parse when its resourceVersion moves. */
+static void configmap_poll(ctl *x)
+{
+    char path[700], origin[600];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", x->cm_ns, x->cm_name);
+    snprintf(origin, sizeof origin, "ConfigMap %s/%s", x->cm_ns, x->cm_name);
+    buf resp;
+    buf_init(&resp, SHARDCTL_CONFIG_MAX * 2);
+    long code = 0;
+    as_diag d = {0};
+    as_err err = k8s_request(x->k, "GET", path, NULL, 0, &resp, &code, &d);
+    json_t *cm = NULL;
+    if (err || code != 200) {
+        if (!x->cm_absent_logged)
+            log_warn("msg=\"cannot read the sharding ConfigMap; keeping the current config\" "
+                     "configmap=%s/%s status=%ld error=\"%s\"",
+                     x->cm_ns, x->cm_name, code, err ? (d.msg[0] ? d.msg : as_strerror(err)) : "-");
+        x->cm_absent_logged = true;
+        goto done;
+    }
+    x->cm_absent_logged = false;
+    if (!(cm = json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL)))
+        goto done;
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(cm, "metadata"), "resourceVersion"));
+    if (rv && strcmp(rv, x->cm_rv) == 0)
+        goto done;
+    snprintf(x->cm_rv, sizeof x->cm_rv, "%s", rv ? rv : "");
+    shardctl_config *next = NULL;
+    if ((err = shardctl_config_from_configmap(cm, x->cm_key, origin, &next, &d)))
+        config_rejected(x, err, &d);
+    else
+        config_apply(x, next, origin);
+done:
+    json_decref(cm);
+    buf_free(&resp);
+}
+
+static int run_live(ctl *x, sigset_t *sigs)
+{
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.kubeconfig = x->kubeconfig;
+    kc.context = x->context;
+    kc.in_cluster = x->in_cluster;
+    kc.scheduler_name = "agentsched-shard-controller";
+    kc.watch_shards = true;
+    as_diag d = {0};
+    as_err err = k8s_client_new(&kc, x->cache, &x->k, &d);
+    if (!err)
+        err = k8s_client_start(x->k);
+    if (!err && !x->dry_run) {
+        k8s_lease_config lc = {.ns = x->lease_ns,
+                               .name = x->lease_name,
+                               .identity = x->identity,
+                               .duration_ms = x->lease_ms,
+                               .renew_deadline_ms = x->renew_deadline_ms};
+        err = k8s_lease_new(x->k, &lc, &x->lease, &d);
+    }
+    if (err) {
+        fprintf(stderr, "agentsched shard-controller: cannot connect: %s\n",
+                d.msg[0] ? d.msg : as_strerror(err));
+        return EXIT_FAIL;
+    }
+    if (x->listen) {
+        http_server_config hc = {.listen = x->listen,
+                                 .threads = 1,
+                                 .routes = ctl_routes,
+                                 .nroutes = sizeof ctl_routes / sizeof ctl_routes[0],
+                                 .ctx = x};
+        if ((err = http_server_start(&hc, &x->http, &d))) {
+            fprintf(stderr, "agentsched shard-controller: cannot listen on %s: %s\n", x->listen,
+                    d.msg[0] ? d.msg : as_strerror(err));
+            return EXIT_FAIL;
+        }
+    }
+    log_info("msg=\"shard controller started\" identity=%s lease=%s/%s dry_run=%d", x->identity,
+             x->lease_ns, x->lease_name, x->dry_run);
+    bool synced = false;
+    int rc = EXIT_OK;
+    for (;;) {
+        struct timespec tick = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
+        int sig = sigtimedwait(sigs, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            log_info("msg=\"shutting down\"");
+            break;
+        }
+        int64_t now = mono_ms();
+        if (x->config_path && (sig == SIGHUP || now >= x->next_reload_ms)) {
+            maybe_reload(x);
+            x->next_reload_ms = now + 1000;
+        }
+        if (x->cm_name[0] && (sig == SIGHUP || now >= x->next_cm_ms)) {
+            configmap_poll(x);
+            x->next_cm_ms = now + 5000;
+        }
+        if (!x->cfg)
+            continue; /* no valid config yet */
+        if (!synced) {
+            if (!k8s_wait_synced(x->k, 0))
+                continue;
+            synced = true;
+        }
+        cache_stats cs;
+        cache_get_stats(x->cache, &cs);
+        bool full = !x->last_full_ms || now - x->last_full_ms >= x->cfg->sync_period_ms;
+        if (full) {
+            if ((err = full_resync(x)))
+                log_error("msg=\"recompute failed\" error=%s", as_strerror(err));
+            x->last_full_ms = now;
+        } else if (x->cfg->node_event_trigger &&
+                   (cs.node_events != x->seen_node_ev || cs.pod_events != x->seen_pod_ev)) {
+            size_t changed = 0;
+            if ((err = incremental(x, &changed)))
+                log_error("msg=\"incremental recompute failed\" error=%s", as_strerror(err));
+            if (changed)
+                log_debug("msg=\"incremental recompute\" nodes_changed=%zu", changed);
+        }
+        x->seen_node_ev = cs.node_events;
+        x->seen_pod_ev = cs.pod_events;
+        update_gauges(x);
+        /* Also at the renew deadline, to stop writing in time when the
+         * rounds in between could not renew. */
+        if (!x->dry_run && (now >= x->next_lease_ms || now > k8s_lease_deadline(x->lease))) {
+            lease_step(x);
+            x->next_lease_ms = now + x->retry_ms;
+        }
+        if (x->leader && !x->dry_run && now >= x->next_write_ms)
+            write_shards(x, full);
+        else if (x->dry_run)
+            report_dry_run(x);
+    }
+    lease_release(x);
+    return rc;
+}
+
+/* See shardctl.h. */
+int shardctl_cli_main(int argc, char **argv)
+{
+    ctl x;
+    memset(&x, 0, sizeof x);
+    x.listen = "127.0.0.1:8889";
+    x.lease_ns = "kube-system";
+    x.lease_name = "agentsched-shard-controller";
+    x.lease_ms = 15000;
+    int rc = parse_flags(&x, argc, argv);
+    if (rc >= 0)
+        return rc;
+    x.renew_deadline_ms = x.lease_ms * 2 / 3;
+    x.retry_ms = x.lease_ms / 7 > 500 ? x.lease_ms / 7 : 500;
+    if (!x.identity[0])
+        k8s_lease_default_identity(x.identity, sizeof x.identity);
+
+    sigset_t sigs;
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    as_diag d = {0};
+    if (x.config_path) {
+        as_err err = shardctl_config_reload(x.config_path, &x.stamp, &x.cfg, &d);
+        if (err || !x.cfg) {
+            fprintf(stderr, "agentsched shard-controller: %s\n",
+                    d.msg[0] ? d.msg : as_strerror(err));
+            return EXIT_FAIL;
+        }
+    }
+    model_registry_init(&x.reg);
+    rc = EXIT_FAIL;
+    if ((x.cfg && shardctl_engine_new(x.cfg, &x.eng)) || cache_new(&x.reg, &x.cache) ||
+        metrics_new(&x.m))
+        goto done;
+    x.cm.nodes = metrics_new_gauge(x.m, "agentsched_shardctl_nodes", "Nodes the controller sees.");
+    /* One HELP line per family (metrics_render takes the first series'), so
+     * both series carry the family text, which says what each reason means. */
+    static const char unassigned_help[] =
+        "Nodes in no shard, by reason: no_fit = no scheduler's filter accepts them; "
+        "capped = a filter accepts them but every such scheduler is at maxNodes.";
+    x.cm.unfit = metrics_new_gauge(x.m, "agentsched_shardctl_nodes_unassigned{reason=\"no_fit\"}",
+                                   unassigned_help);
+    x.cm.capped = metrics_new_gauge(x.m, "agentsched_shardctl_nodes_unassigned{reason=\"capped\"}",
+                                    unassigned_help);
+    x.cm.leader = metrics_new_gauge(x.m, "agentsched_shardctl_leader",
+                                    "1 while this replica holds the lease.");
+    x.cm.recompute_incr = metrics_new_counter(
+        x.m, "agentsched_shardctl_recomputes_total{kind=\"incremental\"}", "Shard recomputes.");
+    x.cm.recompute_full = metrics_new_counter(
+        x.m, "agentsched_shardctl_recomputes_total{kind=\"full\"}", "Shard recomputes.");
+    x.cm.reload_ok = metrics_new_counter(
+        x.m, "agentsched_shardctl_config_reloads_total{result=\"ok\"}", "Config reloads.");
+    x.cm.reload_failed = metrics_new_counter(
+        x.m, "agentsched_shardctl_config_reloads_total{result=\"rejected\"}", "Config reloads.");
+    x.cm.writes_ok = metrics_new_counter(
+        x.m, "agentsched_shardctl_nodeshard_writes_total{result=\"ok\"}", "NodeShard writes.");
+    x.cm.writes_failed = metrics_new_counter(
+        x.m, "agentsched_shardctl_nodeshard_writes_total{result=\"failed\"}", "NodeShard writes.");
+    rc = x.once ? run_once(&x) : run_live(&x, &sigs);
+done:
+    if (x.http)
+        http_server_stop(x.http);
+    k8s_lease_free(x.lease);
+    k8s_client_free(x.k);
+    shardctl_engine_free(x.eng);
+    shardctl_config_free(x.cfg);
+    cache_free(x.cache);
+    metrics_free(x.m);
+    model_registry_destroy(&x.reg);
+    return rc;
+}

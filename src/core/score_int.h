@@ -1,0 +1,141 @@
+/*
+ * score_int.h - private layout of score_policy, shared by score.c (the
+ * strategies) and policy.c (the YAML loader). Not a public header.
+ */
+#ifndef AGENTSCHED_SCORE_INT_H
+#define AGENTSCHED_SCORE_INT_H
+
+#include <stdint.h>
+
+#include "agentsched/model/model.h"
+#include "agentsched/base/pool.h"
+#include "agentsched/core/score.h"
+
+#define SCORE_MAX_WEIGHTS  MODEL_MAX_RES
+#define SCORE_MAX_SHAPES   256 /* learned task-shape slots (open addressing) */
+#define SCORE_MAX_TYPICAL  32  /* shapes fgd evaluates per node */
+#define SCORE_HIST_BUCKETS 21  /* per-GPU demand histogram, 50-milli buckets */
+
+/* A resource weight by name. idx caches the registry index once the name is
+ * interned (-1 until then; registry names never move, so caching is safe). */
+typedef struct score_weight {
+    char name[MODEL_RES_NAME_MAX];
+    double weight;
+    double unit; /* best-fit: leftover is measured in these base units */
+    int idx;     /* atomic */
+    bool gpu;    /* the whole-GPU resource: measured per device in milli */
+} score_weight;
+
+/* A task shape. cpu in millicores, mem in bytes, gpu_milli per device. */
+typedef struct score_shape {
+    int64_t cpu;
+    int64_t mem;
+    uint32_t gpu_count;
+    uint32_t gpu_milli;
+} score_shape;
+
+/* Learned shape slot: state 0 empty, 1 being written, 2 ready (atomic). */
+typedef struct score_shape_slot {
+    int state;
+    score_shape shape;
+    uint64_t count; /* atomic */
+} score_shape_slot;
+
+/* A typical shape as fgd evaluates it; fields written with atomics so a
+ * rebuild racing a reader yields a stale mix, never undefined behaviour. */
+typedef struct score_typical {
+    int64_t cpu;
+    int64_t mem;
+    uint32_t gpu_count;
+    uint32_t gpu_milli;
+    double pop; /* popularity, sums to 1 over the table */
+    int cls;    /* index into the policy's GPU demand classes */
+} score_typical;
+
+struct score_policy {
+    int refs; /* atomic */
+    score_strategy strategy;
+    const model_registry *reg; /* borrowed; outlives the policy */
+    pool *pool;                /* owns agent names/labels */
+
+    score_weight w[SCORE_MAX_WEIGHTS];
+    int nw;
+
+    /* GPU resource names the policy expects (see score_policy_gpu_names). */
+    char gpu_name[MODEL_RES_NAME_MAX];
+    char gpu_share_name[MODEL_RES_NAME_MAX];
+    char gpu_model_label[MODEL_RES_NAME_MAX];
+
+    /* Agent pods: schedulerName in names, or every label in labels. */
+    const char **agent_sched;
+    size_t nagent_sched;
+    model_kv *agent_labels;
+    size_t nagent_labels;
+
+    double soft_bonus;
+    double ext_lo, ext_hi; /* score range mapped linearly onto 0..ext_max */
+    int ext_max;
+    bool ext_floor;
+    uint32_t ext_shortlist; /* filter answers this many best nodes; 0: all */
+    uint32_t candidates;    /* standalone top-K */
+    double min_score;       /* standalone: candidates below are dropped */
+
+    /* fgd / fragment: task-shape popularity. */
+    bool learn;
+    double pop_threshold; /* typical shapes cover this share of pods */
+    score_shape_slot slots[SCORE_MAX_SHAPES];
+    uint64_t observed; /* atomic */
+    int rebuilding;    /* atomic try-lock for the typical table */
+    score_typical typ[SCORE_MAX_TYPICAL];
+    int ntyp;                              /* atomic */
+    uint32_t cls_cnt[SCORE_MAX_TYPICAL];   /* GPU demand classes of the typical */
+    uint32_t cls_milli[SCORE_MAX_TYPICAL]; /* shapes: devices x milli (atomics) */
+    int cls_first[SCORE_MAX_TYPICAL];      /* typ[first, end) belong to the class */
+    int cls_end[SCORE_MAX_TYPICAL];
+    double cls_pop[SCORE_MAX_TYPICAL];      /* summed popularity of the class */
+    int64_t cls_max_cpu[SCORE_MAX_TYPICAL]; /* largest cpu / memory of its shapes */
+    int64_t cls_max_mem[SCORE_MAX_TYPICAL];
+    int ncls; /* atomic */
+
+    /* fragment: learned aggregates (atomics). */
+    uint64_t gpu_pods, gpu_milli_sum, gpu_cpu_sum, gpu_mem_mib_sum;
+    uint64_t cpu_pods;
+    uint64_t hist[SCORE_HIST_BUCKETS];  /* per-device demand, 50-milli buckets */
+    uint64_t khist[MODEL_MAX_GPUS + 1]; /* GPU pods by device count */
+
+    /* fragment parameters. */
+    double f_strand;  /* weight of GPU stranded by exhausted CPU/memory */
+    double f_frag;    /* weight of partial-GPU fragments */
+    double f_pack;    /* weight of packing (prefer nodes with less free) */
+    double f_cpu_gpu; /* prior cpu millicores per GPU (until learned) */
+    double f_mem_gpu; /* prior memory MiB per GPU (until learned) */
+    double f_spread;  /* weight of spreading CPU/memory (free fraction) */
+    double f_multi;   /* weight of whole devices a multi-GPU demand cannot use */
+
+    /* fragment: derived table, rebuilt with the typical shapes (atomics). */
+    double t_cpu_per_milli;               /* cpu millicores per milli-GPU */
+    double t_mem_per_milli;               /* memory bytes per milli-GPU */
+    double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
+    double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n devices) */
+    double t_gpu_share;                   /* share of pods asking for GPUs */
+
+    /* Bumped (release) after a table rebuild that changed a value the
+     * policy's strategy scores with (score_policy_generation). */
+    uint64_t gen; /* atomic */
+};
+
+/* score_policy_alloc returns a policy with every default set (strategy s);
+ * NULL when out of memory. */
+score_policy *score_policy_alloc(score_strategy s);
+
+/* score_policy_set_weight adds or replaces a resource weight. */
+as_err score_policy_set_weight(score_policy *p, const char *name, double weight, double unit);
+
+/* score_policy_add_shape adds a given (not learned) shape with popularity
+ * `pop` (relative; normalised when the table is built). */
+as_err score_policy_add_shape(score_policy *p, const score_shape *s, double pop);
+
+/* score_policy_finish builds derived tables after loading. */
+void score_policy_finish(score_policy *p);
+
+#endif

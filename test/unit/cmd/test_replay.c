@@ -1,0 +1,356 @@
+/*
+ * test_replay.c - the trace replay: exact results on the shipped openb
+ * sample, the method's details (order, sampling, GPU model constraints),
+ * CSV errors naming file, line and column, and the CLI's JSON output.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "agentsched/cmd/replay.h"
+
+#define DATA TEST_DATA_DIR "/replay"
+
+static replay_trace *parse(const char *nodes, const char *pods)
+{
+    replay_trace *t = NULL;
+    as_diag d = {{0}, {0}};
+    as_err err = replay_trace_parse("nodes.csv", nodes, strlen(nodes), "pods.csv", pods,
+                                    strlen(pods), &t, &d);
+    cr_assert_eq(err, AS_OK, "%s", d.msg);
+    return t;
+}
+
+static void parse_bad(const char *nodes, const char *pods, as_err want, const char *text)
+{
+    replay_trace *t = (replay_trace *)0x1;
+    as_diag d = {{0}, {0}};
+    as_err err = replay_trace_parse("nodes.csv", nodes, strlen(nodes), "pods.csv", pods,
+                                    strlen(pods), &t, &d);
+    cr_assert_eq(err, want, "got %d: %s", err, d.msg);
+    cr_assert_null(t);
+    cr_assert(strstr(d.msg, text), "message \"%s\" lacks \"%s\"", d.msg, text);
+}
+
+static replay_result run(const replay_trace *t, const char *policy, double inflate)
+{
+    replay_options o = {inflate, 42, false};
+    replay_result r;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(replay_run(t, policy, &o, &r, &d), AS_OK, "%s: %s", policy, d.msg);
+    return r;
+}
+
+static const char nodes_hdr[] = "sn,cpu_milli,memory_mib,gpu,model\n";
+static const char pods_hdr[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+                               "pod_phase,creation_time,deletion_time,scheduled_time\n";
+
+/* The shipped sample replays to exactly the recorded results. */
+Test(replay, shipped_sample_exact)
+{
+    replay_trace *t = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(replay_trace_load(DATA "/nodes.csv", DATA "/pods.csv", &t, &d), AS_OK, "%s",
+                 d.msg);
+    cr_assert_eq(replay_trace_nnodes(t), 41);
+    cr_assert_eq(replay_trace_npods(t), 227);
+    json_error_t je;
+    json_t *exp = json_load_file(DATA "/expected.json", 0, &je);
+    cr_assert(exp, "%s", je.text);
+    double inflate = json_real_value(json_object_get(exp, "inflate"));
+    json_t *pols = json_object_get(exp, "policies");
+    cr_assert_eq(json_array_size(pols), 6);
+    for (size_t i = 0; i < json_array_size(pols); i++) {
+        json_t *e = json_array_get(pols, i);
+        const char *name = json_string_value(json_object_get(e, "policy"));
+        replay_options o = {inflate, (uint64_t)json_integer_value(json_object_get(exp, "seed")),
+                            false};
+        replay_result r;
+        cr_assert_eq(replay_run(t, name, &o, &r, &d), AS_OK, "%s: %s", name, d.msg);
+        cr_assert_eq(r.placed, (uint64_t)json_integer_value(json_object_get(e, "placed")), "%s",
+                     name);
+        cr_assert_eq(r.failed, (uint64_t)json_integer_value(json_object_get(e, "failed")), "%s",
+                     name);
+        struct {
+            const char *key;
+            double got, tol;
+        } f[] = {
+            {"gpu_alloc_ratio_at_100", r.gpu_alloc_ratio_at_100, 5e-7},
+            {"gpu_alloc_ratio_end", r.gpu_alloc_ratio_end, 5e-7},
+            {"cpu_alloc_ratio_end", r.cpu_alloc_ratio_end, 5e-7},
+            {"mem_alloc_ratio_end", r.mem_alloc_ratio_end, 5e-7},
+            {"unallocated_gpus_end", r.unallocated_gpus_end, 5e-4},
+            {"fragmentation_end", r.fragmentation_end, 5e-4},
+        };
+        for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+            double want = json_number_value(json_object_get(e, f[k].key));
+            cr_assert(fabs(f[k].got - want) <= f[k].tol, "%s %s: got %.6f want %.6f", name,
+                      f[k].key, f[k].got, want);
+        }
+        cr_assert_eq(r.submitted, r.placed + r.failed);
+        replay_result_free(&r);
+    }
+    json_decref(exp);
+    replay_trace_free(t);
+}
+
+/* fragment beats fgd and the kube-scheduler baselines on the sample too. */
+Test(replay, sample_fragment_leads)
+{
+    replay_trace *t = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(replay_trace_load(DATA "/nodes.csv", DATA "/pods.csv", &t, &d), AS_OK);
+    replay_result fr = run(t, "fragment", 1.3), fg = run(t, "fgd", 1.3),
+                  la = run(t, "least-allocated", 1.3);
+    cr_assert_geq(fr.gpu_alloc_ratio_end, fg.gpu_alloc_ratio_end);
+    cr_assert_lt(fr.unallocated_gpus_end, la.unallocated_gpus_end);
+    replay_trace_free(t);
+}
+
+/* Trace order is creation_time then name, not file order: the share
+ * (time 5) arrives before the whole GPU (time 10) and takes the only GPU
+ * half; the whole-GPU pod then fails. Arrived demand 1500 >= 1.3 x 1000
+ * ends the run without sampling. */
+Test(replay, creation_time_order)
+{
+    char nodes[256], pods[1024];
+    snprintf(nodes, sizeof nodes, "%sn1,8000,32768,1,T4\n", nodes_hdr);
+    snprintf(pods, sizeof pods,
+             "%sbig,1000,1024,1,1000,,LS,Running,10,0,0\n"
+             "small,1000,1024,1,500,,LS,Running,5,0,0\n",
+             pods_hdr);
+    replay_trace *t = parse(nodes, pods);
+    replay_result r = run(t, "fragment", 1.3);
+    cr_assert_eq(r.submitted, 2);
+    cr_assert_eq(r.placed, 1);
+    cr_assert_float_eq(r.gpu_alloc_ratio_end, 0.5, 1e-12);
+    cr_assert_float_eq(r.unallocated_gpus_end, 0.5, 1e-12);
+    /* at 100%: reached by the second pod */
+    cr_assert_float_eq(r.gpu_alloc_ratio_at_100, 0.5, 1e-12);
+    replay_trace_free(t);
+
+    /* Without a creation_time column: file order (big first). */
+    snprintf(pods, sizeof pods,
+             "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+             "big,1000,1024,1,1000\nsmall,1000,1024,1,500\n");
+    t = parse(nodes, pods);
+    r = run(t, "fragment", 1.3);
+    cr_assert_float_eq(r.gpu_alloc_ratio_end, 1.0, 1e-12);
+    replay_trace_free(t);
+}
+
+/* Sampling continues until inflate x capacity has arrived, deterministic
+ * for a seed. */
+Test(replay, sampling_until_inflated)
+{
+    char nodes[256], pods[512];
+    snprintf(nodes, sizeof nodes, "%sn1,64000,262144,8,G2\nn2,32000,131072,0,\n", nodes_hdr);
+    snprintf(pods, sizeof pods,
+             "%sa,1000,1024,1,250,,LS,Running,1,0,0\n"
+             "b,100,128,0,0,,LS,Running,2,0,0\n",
+             pods_hdr);
+    replay_trace *t = parse(nodes, pods);
+    cr_assert_eq(replay_trace_gpu_capacity(t), 8000);
+    replay_result r1 = run(t, "least-allocated", 2.0);
+    replay_result r2 = run(t, "least-allocated", 2.0);
+    cr_assert_eq(r1.submitted, r2.submitted);
+    /* 16000 milli must arrive in 250-milli pods: 64 GPU pods plus CPU pods. */
+    cr_assert_gt(r1.submitted, 64);
+    /* The GPU fills exactly: 32 shares of 250. */
+    cr_assert_float_eq(r1.gpu_alloc_ratio_end, 1.0, 1e-12);
+    cr_assert_float_eq(r1.gpu_alloc_ratio_at_100, 1.0, 1e-12);
+    replay_trace_free(t);
+}
+
+/* gpu_spec restricts pods to the listed models (node affinity). */
+Test(replay, gpu_spec_is_affinity)
+{
+    char nodes[256], pods[512];
+    snprintf(nodes, sizeof nodes, "%sn1,64000,262144,2,G2\n", nodes_hdr);
+    snprintf(pods, sizeof pods,
+             "%sa,1000,1024,1,1000,T4,LS,Running,1,0,0\n"
+             "b,1000,1024,1,1000,T4|G2,LS,Running,2,0,0\n",
+             pods_hdr);
+    replay_trace *t = parse(nodes, pods);
+    replay_result r = run(t, "fgd", 1.0);
+    cr_assert_eq(r.submitted, 2);
+    cr_assert_eq(r.placed, 1);
+    cr_assert_eq(r.failed, 1);
+    replay_trace_free(t);
+}
+
+/* A cluster without GPUs replays the list once. */
+Test(replay, cpu_only_cluster)
+{
+    char nodes[256], pods[512];
+    snprintf(nodes, sizeof nodes, "%sc1,4000,8192,0,\n", nodes_hdr);
+    snprintf(pods, sizeof pods,
+             "%sa,3000,1024,0,0,,LS,Running,1,0,0\n"
+             "b,3000,1024,0,0,,LS,Running,2,0,0\n",
+             pods_hdr);
+    replay_trace *t = parse(nodes, pods);
+    replay_result r = run(t, "fragment", 1.3);
+    cr_assert_eq(r.submitted, 2);
+    cr_assert_eq(r.placed, 1);
+    cr_assert_eq(r.cpu_pods_placed, 1);
+    cr_assert_eq(r.cpu_pods_failed, 1);
+    cr_assert_float_eq(r.cpu_alloc_ratio_end, 0.75, 1e-12);
+    replay_trace_free(t);
+}
+
+Test(replay, policy_file_and_unknown_policy)
+{
+    char nodes[256], pods[512];
+    snprintf(nodes, sizeof nodes, "%sn1,8000,32768,1,T4\n", nodes_hdr);
+    snprintf(pods, sizeof pods, "%sa,1000,1024,1,500,,LS,Running,1,0,0\n", pods_hdr);
+    replay_trace *t = parse(nodes, pods);
+    replay_result r = run(t, AGENTSCHED_SOURCE_DIR "/policy/default.yaml", 1.3);
+    cr_assert_eq(r.placed, 2);
+    replay_options o = {1.3, 1, false};
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(replay_run(t, "spread", &o, &r, &d), AS_EINVAL);
+    cr_assert(strstr(d.msg, "unknown policy"), "%s", d.msg);
+    cr_assert_eq(replay_run(t, "/nonexistent.yaml", &o, &r, &d), AS_EIO);
+    replay_trace_free(t);
+}
+
+Test(replay, csv_errors)
+{
+    char pods[512];
+    snprintf(pods, sizeof pods, "%sa,1000,1024,1,500,,LS,Running,1,0,0\n", pods_hdr);
+    parse_bad("sn,cpu_milli,memory_mib,model\nn1,1,1,T4\n", pods, AS_EINVAL,
+              "nodes.csv:1: missing column gpu");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2,T4\nn2,x,1,2,T4\n", pods, AS_EPARSE,
+              "nodes.csv:3: column cpu_milli: \"x\" is not an integer");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,17,T4\n", pods, AS_ERANGE,
+              "nodes.csv:2: column gpu: 17 is out of range");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2\n", pods, AS_EPARSE,
+              "nodes.csv:2: 4 columns, the header has 5");
+    parse_bad("", pods, AS_EPARSE, "nodes.csv: empty file");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\n", pods, AS_EINVAL, "nodes.csv: no nodes");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\n\"n1\",1,1,1,T4\n", pods, AS_EPARSE,
+              "nodes.csv:2: quotes");
+    const char *n = "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,1024,2,T4\n";
+    parse_bad(n, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,2,500\n", AS_EINVAL,
+              "pods.csv:2: column gpu_milli");
+    parse_bad(n, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1001\n", AS_ERANGE,
+              "pods.csv:2: column gpu_milli: 1001 is out of range");
+    parse_bad(n, "name,cpu_milli,memory_mib,num_gpu\np,1,1,1\n", AS_EINVAL,
+              "pods.csv:1: missing column gpu_milli");
+    parse_bad(n, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,-1,1,0,0\n", AS_ERANGE,
+              "pods.csv:2: column cpu_milli");
+    parse_bad(n, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", AS_EINVAL, "pods.csv: no pods");
+    /* A line over the cap. */
+    size_t big = REPLAY_MAX_LINE + 100;
+    char *longp = malloc(big + 64);
+    cr_assert(longp);
+    strcpy(longp, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n");
+    size_t off = strlen(longp);
+    memset(longp + off, 'a', big);
+    strcpy(longp + off + big, ",1,1,0,0\n");
+    parse_bad(n, longp, AS_ETOOBIG, "pods.csv:2: line longer than");
+    free(longp);
+}
+
+Test(replay, missing_files)
+{
+    replay_trace *t = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(replay_trace_load("/nonexistent/nodes.csv", DATA "/pods.csv", &t, &d), AS_EIO);
+    cr_assert(strstr(d.msg, "/nonexistent/nodes.csv"), "%s", d.msg);
+    cr_assert_null(t);
+}
+
+/* Windows line endings and blank lines are accepted. */
+Test(replay, crlf_and_blank_lines)
+{
+    replay_trace *t =
+        parse("sn,cpu_milli,memory_mib,gpu,model\r\n\r\nn1,8000,1024,1,T4\r\n",
+              "name,cpu_milli,memory_mib,num_gpu,gpu_milli\r\np,1000,512,1,1000\r\n\r\n");
+    cr_assert_eq(replay_trace_nnodes(t), 1);
+    cr_assert_eq(replay_trace_npods(t), 1);
+    replay_trace_free(t);
+}
+
+static char *run_cli(const char *args, int *status)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s replay %s 2>&1", AGENTSCHED_BINARY, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    cr_assert(out);
+    size_t n;
+    while ((n = fread(out + len, 1, cap - len - 1, f)) > 0)
+        len += n;
+    out[len] = '\0';
+    *status = pclose(f);
+    return out;
+}
+
+/* The CLI's JSON has exactly the documented keys. */
+Test(replay, cli_json_schema)
+{
+    int st;
+    char *out = run_cli("--nodes " DATA "/nodes.csv --pods " DATA "/pods.csv --policy "
+                        "fgd,fragment --format json",
+                        &st);
+    cr_assert_eq(st, 0, "%s", out);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    cr_assert(doc, "%s: %s", je.text, out);
+    cr_assert_eq(json_object_size(doc), 1);
+    json_t *pols = json_object_get(doc, "policies");
+    cr_assert_eq(json_array_size(pols), 2);
+    static const char *const keys[] = {"policy",
+                                       "placed",
+                                       "failed",
+                                       "gpu_alloc_ratio_at_100",
+                                       "gpu_alloc_ratio_end",
+                                       "cpu_alloc_ratio_end",
+                                       "mem_alloc_ratio_end",
+                                       "unallocated_gpus_end",
+                                       "fragmentation_end",
+                                       "decisions_per_sec"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *p = json_array_get(pols, i);
+        cr_assert_eq(json_object_size(p), sizeof keys / sizeof keys[0]);
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            cr_assert(json_object_get(p, keys[k]), "missing %s", keys[k]);
+    }
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(pols, 1), "policy")),
+                     "fragment");
+    json_decref(doc);
+    free(out);
+}
+
+Test(replay, cli_usage_errors)
+{
+    int st;
+    char *out = run_cli("--pods x.csv", &st);
+    cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
+    cr_assert(strstr(out, "--nodes"), "%s", out);
+    free(out);
+    out = run_cli("--nodes a --pods b --format xml", &st);
+    cr_assert_eq(WEXITSTATUS(st), 2);
+    cr_assert(strstr(out, "table, json or csv"), "%s", out);
+    free(out);
+    out = run_cli("--nodes a --pods b --inflate 0.5", &st);
+    cr_assert_eq(WEXITSTATUS(st), 2);
+    free(out);
+    out = run_cli("--nodes " DATA "/nodes.csv --pods " DATA "/pods.csv --policy nope", &st);
+    cr_assert_eq(WEXITSTATUS(st), 1);
+    cr_assert(strstr(out, "unknown policy"), "%s", out);
+    free(out);
+    out = run_cli("--nodes " DATA "/nodes.csv --pods " DATA "/pods.csv --policy fgd --format "
+                  "csv",
+                  &st);
+    cr_assert_eq(st, 0);
+    cr_assert(strncmp(out, "policy,placed,failed,", 21) == 0, "%s", out);
+    free(out);
+}

@@ -1,0 +1,495 @@
+/*
+ * test_score.c - every strategy's formula on hand-computed nodes, the FGD
+ * fragment on hand examples, learned popularity, the extender mapping, and
+ * per-device GPU accounting through the real cache and predicates.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "agentsched/core/binder.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/core/pred.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/core/score.h"
+#include "core_fixtures.h"
+
+#define MI ((int64_t)1 << 20)
+
+static model_registry reg;
+
+static void setup(void)
+{
+    model_registry_init(&reg);
+    fx_res(&reg, reg.gpu_name);
+}
+
+static void teardown(void)
+{
+    model_registry_destroy(&reg);
+}
+
+TestSuite(score, .init = setup, .fini = teardown);
+
+/* A node view without a cache: spec plus usage set by hand. */
+typedef struct hnode {
+    cache_node cn;
+    model_node *spec;
+} hnode;
+
+static void hnode_init(hnode *h, int64_t cpu, int64_t mem, uint32_t gpus)
+{
+    memset(h, 0, sizeof *h);
+    h->spec = fx_node("n", cpu, mem, 110);
+    if (gpus)
+        fx_node_gpus(&reg, h->spec, gpus);
+    h->cn.spec = h->spec;
+}
+
+static void hnode_use(hnode *h, int64_t cpu, int64_t mem)
+{
+    h->cn.requested[MODEL_RES_CPU] = cpu;
+    h->cn.requested[MODEL_RES_MEMORY] = mem;
+}
+
+static double score(score_strategy s, const model_pod *pod, const hnode *h)
+{
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_strategy(&reg, s, &p), AS_OK);
+    double v = score_node(p, pod, &h->cn);
+    score_policy_unref(p);
+    return v;
+}
+
+Test(score, strategy_names_round_trip)
+{
+    for (int i = 0; i < SCORE__COUNT; i++) {
+        score_strategy s;
+        cr_assert_eq(score_strategy_parse(score_strategy_name((score_strategy)i), &s), AS_OK);
+        cr_assert_eq(s, (score_strategy)i);
+    }
+    score_strategy s;
+    cr_assert_eq(score_strategy_parse("LeastAllocated", &s), AS_EINVAL);
+    cr_assert_eq(score_strategy_parse(NULL, &s), AS_EINVAL);
+}
+
+Test(score, default_policy_is_fragment)
+{
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    cr_assert_eq(score_policy_strategy(p), SCORE_FRAGMENT);
+    cr_assert_eq(score_policy_candidates(p), 3);
+    score_policy_unref(p);
+}
+
+/* Node 3000m / 8Gi with 1000m / 2Gi used; pod 1000m / 2Gi.
+ * cpu: (3000-2000)*100/3000 = 33 (integer), memory: (8-4)*100/8 = 50;
+ * weighted mean (33 + 50) / 2 = 41 (integer). */
+Test(score, least_allocated_kube_formula)
+{
+    hnode h;
+    hnode_init(&h, 3000, 8 * FX_GI, 0);
+    hnode_use(&h, 1000, 2 * FX_GI);
+    model_pod *pod = fx_pod("p", "p", 1000, 2 * FX_GI);
+    cr_assert_float_eq(score(SCORE_LEAST_ALLOCATED, pod, &h), 41.0, 1e-9);
+    /* most-allocated: cpu 2000*100/3000 = 66, memory 50 -> 58. */
+    cr_assert_float_eq(score(SCORE_MOST_ALLOCATED, pod, &h), 58.0, 1e-9);
+    /* Requests above allocatable: least 0, most capped at 100. */
+    hnode_use(&h, 3000, 8 * FX_GI);
+    cr_assert_float_eq(score(SCORE_LEAST_ALLOCATED, pod, &h), 0.0, 1e-9);
+    cr_assert_float_eq(score(SCORE_MOST_ALLOCATED, pod, &h), 100.0, 1e-9);
+    model_pod_free(pod);
+    model_node_free(h.spec);
+}
+
+/* A pod without cpu/memory requests counts kube-scheduler's non-zero
+ * defaults (100m, 200Mi) in least/most-allocated. */
+Test(score, nonzero_defaults)
+{
+    hnode h;
+    hnode_init(&h, 1000, 1000 * MI, 0);
+    model_pod *pod = fx_pod("p", "p", 0, 0);
+    /* cpu (1000-100)*100/1000 = 90, memory (1000-200)*100/1000 = 80 -> 85 */
+    cr_assert_float_eq(score(SCORE_LEAST_ALLOCATED, pod, &h), 85.0, 1e-9);
+    model_pod_free(pod);
+    model_node_free(h.spec);
+}
+
+/* The GPU weight counts only for pods that ask for GPUs (an extended
+ * resource), measured per device in milli-GPU. */
+Test(score, gpu_weight_per_device)
+{
+    hnode h;
+    hnode_init(&h, 4000, 4 * FX_GI, 2);
+    hnode_use(&h, 0, 0);
+    h.cn.gpu_used[0] = 500;
+    model_pod *cpu_pod = fx_pod("c", "c", 2000, 2 * FX_GI);
+    /* cpu 50, memory 50; GPU skipped */
+    cr_assert_float_eq(score(SCORE_MOST_ALLOCATED, cpu_pod, &h), 50.0, 1e-9);
+    model_pod *share = fx_pod("s", "s", 2000, 2 * FX_GI);
+    fx_pod_gpu(&reg, share, 1, 300);
+    /* GPU (500+300)*100/2000 = 40 -> (50 + 50 + 40) / 3 = 46 */
+    cr_assert_float_eq(score(SCORE_MOST_ALLOCATED, share, &h), 46.0, 1e-9);
+    /* balanced over cpu .5, memory .5, GPU .4: mean .4667, sd = 0.04714 ->
+     * int((1 - 0.04714) * 100) = 95 */
+    cr_assert_float_eq(score(SCORE_BALANCED_ALLOCATION, share, &h), 95.0, 1e-9);
+    model_pod_free(cpu_pod);
+    model_pod_free(share);
+    model_node_free(h.spec);
+}
+
+/* balanced-allocation with two resources: sd = |f1 - f2| / 2. */
+Test(score, balanced_two_resources)
+{
+    hnode h;
+    hnode_init(&h, 4000, 8 * FX_GI, 0);
+    hnode_use(&h, 1000, 0);
+    model_pod *pod = fx_pod("p", "p", 1000, 2 * FX_GI);
+    /* cpu .5, memory .25 -> sd .125 -> 87 */
+    cr_assert_float_eq(score(SCORE_BALANCED_ALLOCATION, pod, &h), 87.0, 1e-9);
+    model_pod_free(pod);
+    model_node_free(h.spec);
+}
+
+/* best-fit: leftover in units (1 core, 4Gi, 1 GPU), weighted mean L,
+ * score 100 / (1 + L/16). Node 8 cores / 16Gi, pod 2 cores / 4Gi:
+ * cpu 6 units, memory 3 units -> L = 4.5 -> 100/1.28125. */
+Test(score, best_fit_leftover)
+{
+    hnode small, big;
+    hnode_init(&small, 8000, 16 * FX_GI, 0);
+    hnode_init(&big, 16000, 64 * FX_GI, 0);
+    model_pod *pod = fx_pod("p", "p", 2000, 4 * FX_GI);
+    cr_assert_float_eq(score(SCORE_BEST_FIT, pod, &small), 100.0 / 1.28125, 1e-9);
+    cr_assert_gt(score(SCORE_BEST_FIT, pod, &small), score(SCORE_BEST_FIT, pod, &big));
+    model_pod_free(pod);
+    model_node_free(small.spec);
+    model_node_free(big.spec);
+}
+
+/* FGD fragment: node with 2 GPUs free 1000 and 300, plenty of CPU.
+ * Shapes: share of 500 (pop .5): fits, fragment = free below 500 = 300;
+ * whole GPU (pop .25): one full device, fragment = 1300 - 1000 = 300;
+ * CPU-only (pop .25): all idle GPU, 1300. F = 150 + 75 + 325 = 550. */
+Test(score, fgd_fragment_hand_example)
+{
+    hnode h;
+    hnode_init(&h, 32000, 64 * FX_GI, 2);
+    h.cn.gpu_used[1] = 700;
+    score_task_shape shapes[] = {
+        {1000, FX_GI, 1, 500, 0.5},
+        {1000, FX_GI, 1, 1000, 0.25},
+        {1000, FX_GI, 0, 0, 0.25},
+    };
+    cr_assert_float_eq(score_fgd_fragment(&h.cn, shapes, 3), 550.0, 1e-9);
+    /* A shape that does not fit CPU sees all idle GPU: */
+    score_task_shape big = {64000, FX_GI, 1, 100, 1};
+    cr_assert_float_eq(score_fgd_fragment(&h.cn, &big, 1), 1300.0, 1e-9);
+    /* Two whole GPUs do not fit (one device is partly used): all 1300. */
+    score_task_shape two = {1000, FX_GI, 2, 1000, 1};
+    cr_assert_float_eq(score_fgd_fragment(&h.cn, &two, 1), 1300.0, 1e-9);
+    /* A share larger than any device's free: all idle GPU. */
+    hnode_use(&h, 0, 0);
+    h.cn.gpu_used[0] = 700;
+    score_task_shape s800 = {1000, FX_GI, 1, 800, 1};
+    cr_assert_float_eq(score_fgd_fragment(&h.cn, &s800, 1), 600.0, 1e-9);
+    model_node_free(h.spec);
+}
+
+/* fgd score: 50 - 50 * dF / 16000. With given shapes (learn off):
+ * share 500 (pop .5) and whole GPU (pop .5) on the node above
+ * (free 1000, 300): F = .5*300 + .5*300 = 300. A 200-milli pod goes to
+ * device 1 (best fit): free 1000, 100 -> F = .5*100 + .5*100 = 100,
+ * dF = -200 -> 50.625. */
+Test(score, fgd_score_gradient)
+{
+    const char *yaml = "strategy: fgd\n"
+                       "shapes:\n"
+                       "  learn: false\n"
+                       "  coverage: 1\n"
+                       "  given:\n"
+                       "    - {cpu: \"1\", memory: 1Gi, gpu: 1, gpuMilli: 500, popularity: 1}\n"
+                       "    - {cpu: \"1\", memory: 1Gi, gpu: 1, popularity: 1}\n";
+    score_policy *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
+                 d.msg);
+    hnode h;
+    hnode_init(&h, 32000, 64 * FX_GI, 2);
+    h.cn.gpu_used[1] = 700;
+    model_pod *pod = fx_pod("p", "p", 1000, FX_GI);
+    fx_pod_gpu(&reg, pod, 1, 200);
+    cr_assert_float_eq(score_node(p, pod, &h.cn), 50.625, 1e-9);
+    /* Learning is off: observing does not change the score. */
+    score_observe_pod(p, pod);
+    cr_assert_float_eq(score_node(p, pod, &h.cn), 50.625, 1e-9);
+    /* A whole GPU on the full device: F after = .5*300 + .5*300 (no full
+     * device left for the whole shape -> all 300) = 300: dF = 0 -> 50. */
+    model_pod *whole = fx_pod("w", "w", 1000, FX_GI);
+    fx_pod_gpu(&reg, whole, 1, 0);
+    cr_assert_float_eq(score_node(p, whole, &h.cn), 50.0, 1e-9);
+    model_pod_free(pod);
+    model_pod_free(whole);
+    model_node_free(h.spec);
+    score_policy_unref(p);
+}
+
+/* fragment, exact value with the priors (8 cores and 32Gi per GPU,
+ * nothing learned): node 8 cores / 64Gi / 1 GPU, CPU-only pod 4 cores /
+ * 8Gi. Before: CPU feeds 1000 milli, memory 2000 -> nothing stranded.
+ * After: CPU feeds 500 -> 500 milli stranded. Score = 50 - 50*500/16000
+ * + 0.05 * 50 * (4/8 + 56/64) = 48.4375 + 3.4375 = 51.875. */
+Test(score, fragment_strand_exact)
+{
+    hnode h;
+    hnode_init(&h, 8000, 64 * FX_GI, 1);
+    model_pod *pod = fx_pod("p", "p", 4000, 8 * FX_GI);
+    cr_assert_float_eq(score(SCORE_FRAGMENT, pod, &h), 51.875, 1e-9);
+    model_pod_free(pod);
+    model_node_free(h.spec);
+}
+
+/* fragment prefers: a CPU-only node for CPU-only pods over a GPU node it
+ * would strand; the partly used GPU for a share that fits it. */
+Test(score, fragment_preferences)
+{
+    hnode cpu_node, gpu_node;
+    hnode_init(&cpu_node, 32000, 128 * FX_GI, 0);
+    hnode_init(&gpu_node, 32000, 128 * FX_GI, 4);
+    model_pod *cpu_pod = fx_pod("c", "c", 16000, 32 * FX_GI);
+    cr_assert_gt(score(SCORE_FRAGMENT, cpu_pod, &cpu_node),
+                 score(SCORE_FRAGMENT, cpu_pod, &gpu_node));
+
+    hnode fresh, partial;
+    hnode_init(&fresh, 32000, 128 * FX_GI, 4);
+    hnode_init(&partial, 32000, 128 * FX_GI, 4);
+    partial.cn.gpu_used[2] = 600;
+    partial.cn.requested[MODEL_RES_CPU] = 4000;
+    partial.cn.requested[MODEL_RES_MEMORY] = 8 * FX_GI;
+    model_pod *share = fx_pod("s", "s", 2000, 4 * FX_GI);
+    fx_pod_gpu(&reg, share, 1, 400);
+    double sf = score(SCORE_FRAGMENT, share, &fresh);
+    double sp = score(SCORE_FRAGMENT, share, &partial);
+    cr_assert_gt(sp, sf, "partial %f fresh %f", sp, sf);
+    cr_assert(sp >= 0 && sp <= 100);
+    model_pod_free(cpu_pod);
+    model_pod_free(share);
+    model_node_free(cpu_node.spec);
+    model_node_free(gpu_node.spec);
+    model_node_free(fresh.spec);
+    model_node_free(partial.spec);
+}
+
+Test(score, scores_stay_in_range)
+{
+    hnode h;
+    hnode_init(&h, 1000, FX_GI, 8);
+    hnode_use(&h, 5000, 5 * FX_GI); /* overcommitted by someone else */
+    for (int i = 0; i < 8; i++)
+        h.cn.gpu_used[i] = 1000;
+    model_pod *pod = fx_pod("p", "p", 1000, FX_GI);
+    fx_pod_gpu(&reg, pod, 8, 0);
+    for (int s = 0; s < SCORE__COUNT; s++) {
+        double v = score((score_strategy)s, pod, &h);
+        cr_assert(v >= 0 && v <= 100 && isfinite(v), "%s: %f",
+                  score_strategy_name((score_strategy)s), v);
+    }
+    model_pod_free(pod);
+    model_node_free(h.spec);
+    /* Huge quantities (the model allows up to int64) do not overflow. */
+    hnode_init(&h, INT64_MAX, INT64_MAX, 2);
+    hnode_use(&h, INT64_MAX / 2, INT64_MAX / 3);
+    pod = fx_pod("q", "q", INT64_MAX, INT64_MAX);
+    fx_pod_gpu(&reg, pod, 1, 500);
+    for (int s = 0; s < SCORE__COUNT; s++) {
+        double v = score((score_strategy)s, pod, &h);
+        cr_assert(v >= 0 && v <= 100 && isfinite(v), "%s: %f",
+                  score_strategy_name((score_strategy)s), v);
+    }
+    model_pod_free(pod);
+    model_node_free(h.spec);
+}
+
+Test(score, extender_mapping)
+{
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    cr_assert_eq(score_to_extender(p, 0), 0);
+    cr_assert_eq(score_to_extender(p, 100), 10);
+    cr_assert_eq(score_to_extender(p, 54.9), 5);
+    cr_assert_eq(score_to_extender(p, 55), 6);
+    cr_assert_eq(score_to_extender(p, -3), 0);
+    cr_assert_eq(score_to_extender(p, 140), 10);
+    score_policy_unref(p);
+    const char *yaml = "extender: {maxScore: 100, scoreMin: 40, scoreMax: 60, rounding: floor}\n";
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "x", yaml, strlen(yaml), &p, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(score_to_extender(p, 50), 50);
+    cr_assert_eq(score_to_extender(p, 45.99), 29);
+    cr_assert_eq(score_to_extender(p, 39), 0);
+    cr_assert_eq(score_to_extender(p, 61), 100);
+    /* the batch: each as alone, negatives (infeasible) and NaN to 0 */
+    const double in[] = {-1, 0, 39, 40, 45.99, 50, 59.5, 60, 61, 1e9, NAN};
+    enum { N = sizeof in / sizeof in[0] };
+    int8_t out[N];
+    score_to_extender_n(p, in, N, out);
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(out[i], in[i] >= 0 ? score_to_extender(p, in[i]) : 0, "score %g", in[i]);
+    score_policy_unref(p);
+}
+
+Test(score, agent_pods)
+{
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    model_pod *a = fx_pod("a", "a", 1, 1);
+    cr_assert(score_policy_is_agent_pod(p, a));
+    a->scheduler_name = "default-scheduler";
+    cr_assert_not(score_policy_is_agent_pod(p, a));
+    score_policy_unref(p);
+    const char *yaml = "agentPods:\n  schedulerNames: [fast]\n  labels: {kind: agent}\n";
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "x", yaml, strlen(yaml), &p, &d), AS_OK, "%s", d.msg);
+    cr_assert_not(score_policy_is_agent_pod(p, a));
+    fx_labels_set(a->pool, &a->labels, "kind", "agent");
+    cr_assert(score_policy_is_agent_pod(p, a));
+    a->scheduler_name = "fast";
+    a->labels.n = 0;
+    cr_assert(score_policy_is_agent_pod(p, a));
+    cr_assert_float_eq(score_policy_soft_shard_bonus(p), 50.0, 1e-9);
+    score_policy_unref(p);
+    model_pod_free(a);
+}
+
+/* Learned popularity: after observing many 500-milli shares, fgd scores a
+ * 500-milli share onto a free-500 device above one that would leave 500
+ * free on a fresh device. */
+Test(score, fgd_learns_shapes)
+{
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_FGD, &p), AS_OK);
+    model_pod *share = fx_pod("s", "s", 1000, FX_GI);
+    fx_pod_gpu(&reg, share, 1, 500);
+    for (int i = 0; i < 200; i++)
+        score_observe_pod(p, share);
+    hnode half, fresh;
+    hnode_init(&half, 32000, 64 * FX_GI, 1);
+    half.cn.gpu_used[0] = 500;
+    hnode_init(&fresh, 32000, 64 * FX_GI, 1);
+    /* half: F 0 -> 0 (no idle GPU left): 50. fresh: F 0 -> 0 (500 free
+     * still fits the 500 share): 50. Equal; add a 600 shape to separate. */
+    model_pod *s600 = fx_pod("t", "t", 1000, FX_GI);
+    fx_pod_gpu(&reg, s600, 1, 600);
+    for (int i = 0; i < 200; i++)
+        score_observe_pod(p, s600);
+    /* Now fresh: after placing, 500 free < 600 -> F grows by .5*500. */
+    cr_assert_gt(score_node(p, share, &half.cn), score_node(p, share, &fresh.cn));
+    model_pod_free(share);
+    model_pod_free(s600);
+    model_node_free(half.spec);
+    model_node_free(fresh.spec);
+    score_policy_unref(p);
+}
+
+typedef struct race_arg {
+    score_policy *p;
+    model_pod *pod;
+    const cache_node *node;
+    int bad; /* scores out of range (asserted on the main thread) */
+} race_arg;
+
+static void *observer(void *arg)
+{
+    race_arg *a = arg;
+    for (int i = 0; i < 3000; i++) {
+        a->pod->req.v[MODEL_RES_CPU] = 1000 + (i % 50) * 100;
+        score_observe_pod(a->p, a->pod);
+    }
+    return NULL;
+}
+
+static void *scorer(void *arg)
+{
+    race_arg *a = arg;
+    for (int i = 0; i < 3000; i++) {
+        double v = score_node(a->p, a->pod, a->node);
+        if (!(v >= 0 && v <= 100))
+            a->bad++;
+    }
+    return NULL;
+}
+
+/* Observing (learning) while other threads score is safe (run under TSan). */
+Test(score, observe_while_scoring)
+{
+    for (int s = SCORE_FGD; s <= SCORE_FRAGMENT; s++) {
+        score_policy *p = NULL;
+        cr_assert_eq(score_policy_new_strategy(&reg, (score_strategy)s, &p), AS_OK);
+        hnode h;
+        hnode_init(&h, 32000, 64 * FX_GI, 2);
+        model_pod *wp = fx_pod("w", "w", 1000, FX_GI);
+        fx_pod_gpu(&reg, wp, 1, 300);
+        model_pod *rp = fx_pod("r", "r", 1000, FX_GI);
+        fx_pod_gpu(&reg, rp, 1, 300);
+        race_arg w = {p, wp, &h.cn, 0}, r = {p, rp, &h.cn, 0};
+        pthread_t t1, t2;
+        pthread_create(&t1, NULL, observer, &w);
+        pthread_create(&t2, NULL, scorer, &r);
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        cr_assert_eq(r.bad, 0);
+        model_pod_free(wp);
+        model_pod_free(rp);
+        model_node_free(h.spec);
+        score_policy_unref(p);
+    }
+}
+
+/* Per-device accounting (issue 9): a 600-milli share cannot span two GPUs
+ * that have 400 free each, through the real cache, predicates and sched. */
+Test(score, share_cannot_span_devices)
+{
+    cache *c = NULL;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    model_node *n = fx_node("g", 32000, 64 * FX_GI, 110);
+    fx_node_gpus(&reg, n, 2);
+    cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    for (int i = 0; i < 2; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "u%d", i);
+        model_pod *u = fx_pod(name, name, 1000, FX_GI);
+        fx_pod_gpu(&reg, u, 1, 600);
+        fx_pod_bind(u, "g");
+        cr_assert_eq(cache_pod_upsert(c, u), AS_OK);
+        model_pod_free(u);
+    }
+    model_pod *pod = fx_pod("p", "p", 1000, FX_GI);
+    fx_pod_gpu(&reg, pod, 1, 600);
+    cache_read_lock(c);
+    const cache_node *cn = cache_node_find(c, "g", 1);
+    cr_assert_eq(cache_node_gpu_used(cn, 0), 600);
+    cr_assert_eq(cache_node_gpu_used(cn, 1), 600);
+    uint32_t dev = 0;
+    cr_assert_not(pred_gpu_choose(pod, cn, &dev));
+    cr_assert_eq(pred_check(&reg, CACHE_SHARD_NONE, pod, cn).code, PRED_INSUFFICIENT_GPU);
+    /* 400 still fits, on one device. */
+    model_pod *small = fx_pod("s", "s", 1000, FX_GI);
+    fx_pod_gpu(&reg, small, 1, 400);
+    cr_assert(pred_gpu_choose(small, cn, &dev));
+    cr_assert(dev == 1u || dev == 2u);
+    cache_read_unlock(c);
+
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    sched_request rq = {.pod = pod, .policy = p, .k = 1};
+    sched_result r;
+    sched_result_init(&r);
+    cr_assert_eq(sched_evaluate(c, &rq, &r), AS_OK);
+    cr_assert_eq(r.ncand, 0);
+    sched_result_free(&r);
+    score_policy_unref(p);
+    model_pod_free(pod);
+    model_pod_free(small);
+    cache_free(c);
+}

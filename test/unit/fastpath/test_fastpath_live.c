@@ -1,0 +1,365 @@
+/*
+ * test_fastpath_live.c - the fast path wired to the k8s client as `serve`
+ * wires it, against the in-process fake API server: pending pods of our
+ * scheduler name arrive through the pod hook, are bound through
+ * pods/binding without overcommit, a pod that fits nowhere gets a
+ * FailedScheduling event and is bound once a node that fits it appears;
+ * two replicas under leader election never schedule at once.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentsched/base/doc.h"
+#include "agentsched/fastpath/fastpath.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
+#include "agentsched/serve/svc.h"
+#include "k8s_stub.c"
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Pods of the stub bound to node (name), or to any node (NULL). */
+static int bound_on(k8s_stub *stub, const char *node, const char *only_pod)
+{
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    int n = 0;
+    json_array_foreach(pods, i, v)
+    {
+        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+        const char *name =
+            json_string_value(json_object_get(json_object_get(v, "metadata"), "name"));
+        if (only_pod && strcmp(name, only_pod) != 0)
+            continue;
+        if (nn && (!node || strcmp(nn, node) == 0))
+            n++;
+    }
+    json_decref(pods);
+    return n;
+}
+
+/* live_start wires svc, fast path and k8s client as `serve` does, against
+ * the stub (workers 0: the svc default), and starts them; *out gets the
+ * svc. live_stop stops and frees the fast path and the client, not the
+ * svc. */
+static fastpath *live_start_ex(k8s_stub *stub, int workers, bool watch_shards,
+                               const char *lease_identity, svc **out);
+
+static fastpath *live_start(k8s_stub *stub, int workers, bool watch_shards, svc **out)
+{
+    return live_start_ex(stub, workers, watch_shards, NULL, out);
+}
+
+/* live_start_ex: with lease_identity, the fast path runs under leader
+ * election (Lease kube-system/agentsched-test, 3 s, rounds every 50 ms),
+ * as `serve --leader-elect` wires it. */
+static fastpath *live_start_ex(k8s_stub *stub, int workers, bool watch_shards,
+                               const char *lease_identity, svc **out)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    if (workers > 0)
+        cfg.workers = workers;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, out, &d), AS_OK, "%s", d.msg);
+    fastpath_config fc;
+    fastpath_config_defaults(&fc);
+    fc.workers = 0; /* from the svc */
+    fc.poll_ms = 5;
+    fastpath *fp = NULL;
+    cr_assert_eq(fastpath_new(*out, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(stub);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.conn = &conn;
+    kc.watch_shards = watch_shards;
+    kc.pod_hook = fastpath_pod_event;
+    kc.pod_hook_arg = fp;
+    if (lease_identity) {
+        kc.lease_name = "agentsched-test";
+        kc.lease_identity = lease_identity;
+        kc.lease_duration_ms = 3000;
+        kc.lease_retry_ms = 50;
+        kc.leader_hook = fastpath_set_leading;
+        kc.leader_hook_arg = fp;
+    }
+    cr_assert_eq(k8s_start(*out, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(fastpath_start(fp), AS_OK);
+    return fp;
+}
+
+static void live_stop(svc *s, fastpath *fp)
+{
+    fastpath_stop(fp);
+    k8s_stop(s);
+    fastpath_free(fp);
+}
+
+/* Nodes n0..n{count-1}, each of cpu and mem, 110 pods. */
+static void put_nodes(k8s_stub *stub, int count, const char *cpu, const char *mem)
+{
+    for (int i = 0; i < count; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        json_t *n = stub_make_node(name, cpu, mem, 110);
+        stub_put(stub, STUB_NODE, n);
+        json_decref(n);
+    }
+}
+
+/* Pending pods PREFIX{from..to-1} (uid "uid-" + name), 1 cpu, 1Gi each. */
+static void put_pods(k8s_stub *stub, const char *prefix, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char name[32], uid[40];
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        snprintf(uid, sizeof uid, "uid-%s", name);
+        json_t *p = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
+        stub_put(stub, STUB_POD, p);
+        json_decref(p);
+    }
+}
+
+Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    put_nodes(stub, 2, "4", "16Gi");
+    /* 12 pods of 1 cpu for 8 cpus: 8 bound, 4 wait; one pod too big. */
+    put_pods(stub, "a", 0, 12);
+    json_t *big = stub_make_pod("default", "big", "uid-big", NULL, "16", "1Gi");
+    stub_put(stub, STUB_POD, big);
+    json_decref(big);
+    json_t *other = stub_make_pod("default", "other", "uid-other", NULL, "1", "1Gi");
+    json_object_set_new(json_object_get(other, "spec"), "schedulerName",
+                        json_string("default-scheduler"));
+    stub_put(stub, STUB_POD, other);
+    json_decref(other);
+
+    svc *s = NULL;
+    fastpath *fp = live_start(stub, 3, false, &s);
+    as_diag d = {{0}, {0}};
+
+    int64_t end = mono_ms() + 10000;
+    while (bound_on(stub, NULL, NULL) < 8 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 8);
+    usleep(100000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 8, "a node got more than its 4 cpus");
+    cr_assert_eq(bound_on(stub, "n0", NULL), 4);
+    cr_assert_eq(bound_on(stub, "n1", NULL), 4);
+    cr_assert_eq(bound_on(stub, NULL, "other"), 0);
+    /* Scheduled events for the bound, FailedScheduling for the rest. */
+    end = mono_ms() + 5000;
+    while (stub_events_posted(stub) < 9 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_geq(stub_events_posted(stub), 9);
+
+    /* A big node arrives: the waiting pods, the big one included, go on it. */
+    json_t *n2 = stub_make_node("n2", "32", "64Gi", 110);
+    stub_put(stub, STUB_NODE, n2);
+    json_decref(n2);
+    end = mono_ms() + 3000;
+    while (bound_on(stub, NULL, "big") == 0 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, "n2", "big"), 1, "big not bound after the node was added");
+    while (bound_on(stub, NULL, NULL) < 13 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 13);
+
+    live_stop(s, fp);
+    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+    stub_free(stub);
+}
+
+static k8s_status live_status(svc *s)
+{
+    k8s_status st;
+    k8s_get_status(s->k8s, &st);
+    return st;
+}
+
+Test(fastpath_live, replicas_under_leader_election_schedule_one_at_a_time)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    put_nodes(stub, 2, "8", "64Gi");
+    svc *sa = NULL, *sb = NULL;
+    fastpath *fa = live_start_ex(stub, 2, false, "replica-a", &sa);
+    int64_t end = mono_ms() + 5000;
+    while (!live_status(sa).leader && mono_ms() < end)
+        usleep(5000);
+    cr_assert(live_status(sa).leader, "replica-a never led");
+    fastpath *fb = live_start_ex(stub, 2, false, "replica-b", &sb);
+    cr_assert(k8s_wait_synced(sb->k8s, 5000));
+
+    /* Both replicas see every pending pod; only the leader binds. */
+    put_pods(stub, "p", 0, 10);
+    end = mono_ms() + 10000;
+    while (bound_on(stub, NULL, NULL) < 10 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 10);
+    usleep(200000); /* time for a standby's stray decision to show */
+    while (live_status(sa).binds_ok < 10 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(live_status(sa).binds_ok, 10);
+    cr_assert_eq(live_status(sb).binds_ok, 0, "the standby bound pods");
+    cr_assert_not(live_status(sb).leader);
+    fastpath_stats fs;
+    fastpath_get_stats(fb, &fs);
+    cr_assert_eq(fs.attempts, 0, "the standby made %llu decisions",
+                 (unsigned long long)fs.attempts);
+
+    /* The leader stops (rolling update): it releases the Lease and the
+     * standby schedules what arrives next, without waiting out 3 s. */
+    live_stop(sa, fa);
+    json_t *lease = stub_lease(stub, "kube-system", "agentsched-test");
+    const char *holder =
+        json_string_value(json_object_get(json_object_get(lease, "spec"), "holderIdentity"));
+    cr_assert(holder && (!strcmp(holder, "") || !strcmp(holder, "replica-b")),
+              "the stopped leader did not release the Lease (holder %s)", holder);
+    json_decref(lease);
+    put_pods(stub, "q", 0, 6);
+    end = mono_ms() + 10000;
+    while (bound_on(stub, NULL, NULL) < 16 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 16);
+    /* The stub counts a binding when it answers it, the client when it has
+     * read the answer, a moment later (longer under ASan). */
+    while (live_status(sb).binds_ok < 6 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(live_status(sb).binds_ok, 6);
+    cr_assert(live_status(sb).leader);
+    cr_assert_eq(bound_on(stub, "n0", NULL) + bound_on(stub, "n1", NULL), 16);
+    cr_assert_leq(bound_on(stub, "n0", NULL), 8, "n0 overcommitted");
+    cr_assert_leq(bound_on(stub, "n1", NULL), 8, "n1 overcommitted");
+
+    live_stop(sb, fb);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(sb->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(sa);
+    svc_free(sb);
+    stub_free(stub);
+}
+
+/* Adds to names every agentsched_* series name found in s. */
+static void series_names(const char *s, json_t *names)
+{
+    static const char pre[] = "agentsched_";
+    for (const char *p = strstr(s, pre); p; p = strstr(p, pre)) {
+        size_t n = sizeof pre - 1;
+        while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= '0' && p[n] <= '9') || p[n] == '_')
+            n++;
+        json_object_setn_new(names, p, n, json_true());
+        p += n;
+    }
+}
+
+/* Every "expr" string below v (dashboard targets, alert rules). */
+static void exprs(json_t *v, json_t *names, int *count)
+{
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x)
+        {
+            if (!strcmp(k, "expr") && json_is_string(x)) {
+                series_names(json_string_value(x), names);
+                (*count)++;
+            } else {
+                exprs(x, names, count);
+            }
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) exprs(x, names, count);
+    }
+}
+
+/* The shipped Grafana dashboard and alert rules query only series that
+ * `serve` in live mode with the fast path actually exports. */
+Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    put_nodes(stub, 1, "4", "16Gi");
+    svc *s = NULL;
+    fastpath *fp = live_start(stub, 0, true, &s);
+    as_diag d = {{0}, {0}};
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    /* What GET /metrics answers (the handler refreshes the client's and
+     * the cache's series before rendering). */
+    size_t nroutes = 0;
+    const http_route *routes = svc_routes(&nroutes);
+    const http_route *mr = NULL;
+    for (size_t i = 0; i < nroutes; i++)
+        if (!strcmp(routes[i].path, "/metrics"))
+            mr = &routes[i];
+    cr_assert_not_null(mr);
+    http_request req = {0};
+    req.method = "GET";
+    req.path = "/metrics";
+    req.pool = pool_new(0);
+    http_response resp = {0};
+    resp.status = 200;
+    buf_init(&resp.body, 1 << 20);
+    mr->fn(s, &req, &resp);
+    cr_assert_eq(resp.status, 200);
+    pool_free(req.pool);
+    buf out = resp.body;
+    live_stop(s, fp);
+    svc_free(s);
+    stub_free(stub);
+
+    /* Families from "# TYPE name kind" lines; histograms add their series. */
+    json_t *served = json_object();
+    for (const char *p = strstr(out.data, "# TYPE "); p; p = strstr(p + 1, "# TYPE ")) {
+        const char *name = p + 7, *sp = strchr(name, ' ');
+        cr_assert_not_null(sp);
+        json_object_setn_new(served, name, (size_t)(sp - name), json_true());
+        if (!strncmp(sp, " histogram", 10))
+            for (int i = 0; i < 3; i++) {
+                static const char *const sfx[] = {"_bucket", "_sum", "_count"};
+                char full[256];
+                snprintf(full, sizeof full, "%.*s%s", (int)(sp - name), name, sfx[i]);
+                json_object_set_new(served, full, json_true());
+            }
+    }
+    buf_free(&out);
+    cr_assert_gt(json_object_size(served), 30);
+
+    static const char *const files[] = {AGENTSCHED_SOURCE_DIR "/deploy/dashboards/agentsched.json",
+                                        AGENTSCHED_SOURCE_DIR
+                                        "/deploy/dashboards/agentsched-alerts.yaml"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        json_t *doc = NULL;
+        cr_assert_eq(doc_load_file(files[f], 1 << 20, false, &doc, &d), AS_OK, "%s: %s", files[f],
+                     d.msg);
+        json_t *names = json_object();
+        int count = 0;
+        exprs(doc, names, &count);
+        cr_assert_gt(count, 5, "%s: no expr found", files[f]);
+        const char *k;
+        json_t *v;
+        json_object_foreach(names, k, v)
+        {
+            cr_assert_not_null(json_object_get(served, k), "%s queries %s, which /metrics lacks",
+                               files[f], k);
+        }
+        json_decref(names);
+        json_decref(doc);
+    }
+    json_decref(served);
+}

@@ -1,0 +1,785 @@
+/*
+ * test_k8s_bind.c - pods/binding through the stub: success, 409 same/other
+ * node, 404, bounded retries on 429/5xx/transport, binds whose outcome is
+ * unknown (answer lost) retried to the same node, bounded concurrency on
+ * keep-alive connections, assumed-pod confirmation and expiry, and Events.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "agentsched/core/cache.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/base/log.h"
+#include "k8s_stub.c"
+
+typedef struct bfx {
+    k8s_stub *stub;
+    model_registry reg;
+    cache *c;
+    k8s_client *k;
+} bfx;
+
+typedef void (*btweak)(k8s_config *cfg);
+
+static void msleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void put_pod(bfx *f, const char *name, const char *node)
+{
+    char uid[128];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    json_t *p = stub_make_pod("default", name, uid, node, "1", "1Gi");
+    stub_put(f->stub, STUB_POD, p);
+    json_decref(p);
+}
+
+/* bind_faults queues n faults (kind, arg) on pod name's binding; the stub
+ * keeps at most STUB_MAX_FAULTS. */
+static void bind_faults(bfx *f, const char *name, stub_fault_kind kind, int arg, int n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/api/v1/namespaces/default/pods/%s/binding", name);
+    for (int i = 0; i < n; i++)
+        stub_fault(f->stub, path, STUB_POST, kind, arg);
+}
+
+static void bfx_init(bfx *f, btweak tweak, bool start)
+{
+    memset(f, 0, sizeof *f);
+    log_set_level(LOG_ERROR);
+    f->stub = stub_new();
+    model_registry_init(&f->reg);
+    cr_assert_eq(cache_new(&f->reg, &f->c), AS_OK);
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%d", i);
+        json_t *n = stub_make_node(name, "4", "16Gi", 110);
+        stub_put(f->stub, STUB_NODE, n);
+        json_decref(n);
+    }
+    k8s_conn conn = {0};
+    conn.server = (char *)stub_url(f->stub);
+    k8s_config cfg;
+    k8s_config_defaults(&cfg);
+    cfg.conn = &conn;
+    cfg.bind_backoff_ms = 5;
+    cfg.backoff_initial_ms = 10;
+    cfg.backoff_max_ms = 50;
+    cfg.assumed_ttl_ms = 300;
+    cfg.expire_period_ms = 50;
+    cfg.watch_shards = false;
+    cfg.event_pod_interval_ms = 60000;
+    if (tweak)
+        tweak(&cfg);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_client_new(&cfg, f->c, &f->k, &d), AS_OK, "%s", d.msg);
+    if (start) {
+        cr_assert_eq(k8s_client_start(f->k), AS_OK);
+        cr_assert(k8s_wait_synced(f->k, 5000));
+    }
+}
+
+static void bfx_fini(bfx *f)
+{
+    k8s_client_free(f->k);
+    stub_free(f->stub);
+    cache_free(f->c);
+    model_registry_destroy(&f->reg);
+}
+
+static const char *stub_pod_node(bfx *f, const char *uid)
+{
+    static char out[128];
+    out[0] = 0;
+    json_t *pods = stub_objects(f->stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pods, i, v)
+    {
+        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")),
+                    uid)) {
+            const char *n =
+                json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+            snprintf(out, sizeof out, "%s", n ? n : "");
+        }
+    }
+    json_decref(pods);
+    return out;
+}
+
+/* bind_ok binds pod name (uid "uid-" + name) to node and checks that the
+ * bind succeeded and the API server holds that binding. */
+static void bind_ok(bfx *f, const char *name, const char *node)
+{
+    char uid[128];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f->k, "default", name, uid, node, &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(f, uid), node);
+}
+
+Test(k8s_bind, success_and_idempotent_409)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "a", NULL);
+    as_diag d = {{0}, {0}};
+    bind_ok(&f, "a", "n1");
+    /* A retry after a lost response: 409 naming the same node is success. */
+    cr_assert_eq(k8s_bind(f.k, "default", "a", "uid-a", "n1", &d), AS_OK, "%s", d.msg);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.binds_ok, 2);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, conflict_other_node_and_not_found)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "b", "n2");
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "b", "uid-b", "n0", &d), AS_ECONFLICT);
+    cr_assert(strstr(d.msg, "n2") != NULL, "%s", d.msg);
+    cr_assert_eq(k8s_bind(f.k, "default", "ghost", NULL, "n0", &d), AS_ENOTFOUND);
+    cr_assert(strstr(d.msg, "ghost") != NULL, "%s", d.msg);
+    cr_assert_eq(k8s_bind(f.k, "default", "", NULL, "n0", &d), AS_EINVAL);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.binds_failed, 2);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, retries_429_5xx_and_transport)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "c", NULL);
+    bind_faults(&f, "c", STUB_F_STATUS, 429, 1);
+    bind_faults(&f, "c", STUB_F_STATUS, 500, 1);
+    bind_faults(&f, "c", STUB_F_CLOSE, 0, 1);
+    bind_faults(&f, "c", STUB_F_STATUS, 503, 1);
+    bind_ok(&f, "c", "n0");
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    /* curl itself retries once when a reused connection dies silently. */
+    cr_assert(st.bind_retries == 3 || st.bind_retries == 4, "retries %llu",
+              (unsigned long long)st.bind_retries);
+    bfx_fini(&f);
+}
+
+static void two_retries(k8s_config *cfg)
+{
+    cfg->bind_retries = 2;
+}
+
+Test(k8s_bind, retries_are_bounded)
+{
+    bfx f;
+    bfx_init(&f, two_retries, false);
+    put_pod(&f, "d", NULL);
+    bind_faults(&f, "d", STUB_F_STATUS, 500, 5);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "d", "uid-d", "n0", &d), AS_EHTTP);
+    cr_assert(strstr(d.msg, "3 attempts") != NULL, "%s", d.msg);
+    cr_assert_eq(stub_faults_pending(f.stub), 2);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-d"), "");
+    bfx_fini(&f);
+}
+
+static void long_ttl(k8s_config *cfg)
+{
+    cfg->bind_retries = 2;
+    cfg->assumed_ttl_ms = 4000; /* an unknown outcome is retried for 2 s */
+}
+
+/* The API server applies the binding but the answer is lost, then the
+ * connection keeps breaking for longer than the retry budget: the bind is
+ * retried to the same node until 409 names that node, and succeeds. A 504
+ * (the API server timed out; etcd may still commit) and a 409 naming no
+ * node (etcd failed mid-write) are unknown too; refusals that follow a lost
+ * answer do not settle it. */
+Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    put_pod(&f, "e", NULL);
+    bind_faults(&f, "e", STUB_F_APPLY_CLOSE, 0, 1);
+    bind_faults(&f, "e", STUB_F_CLOSE, 0, 6);
+    as_diag d = {{0}, {0}};
+    bind_ok(&f, "e", "n1");
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 1);
+    cr_assert_eq(st.binds_ok, 1);
+    cr_assert_eq(st.binds_failed, 0);
+
+    put_pod(&f, "g", NULL);
+    bind_faults(&f, "g", STUB_F_STATUS, 504, 5);
+    bind_ok(&f, "g", "n2");
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 2);
+
+    /* After a lost answer, a refusal (403: a restarted API server before
+     * its RBAC caches are filled; 400) does not settle whether the lost
+     * attempt was applied: retried until 409 names the node. */
+    put_pod(&f, "m", NULL);
+    bind_faults(&f, "m", STUB_F_APPLY_CLOSE, 0, 1);
+    /* libcurl itself re-sends a request whose reused connection died
+     * unanswered, once, on a fresh connection: that one breaks too. */
+    bind_faults(&f, "m", STUB_F_CLOSE, 0, 1);
+    bind_faults(&f, "m", STUB_F_STATUS, 403, 3);
+    bind_faults(&f, "m", STUB_F_STATUS, 400, 1);
+    bind_ok(&f, "m", "n2");
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 3);
+    cr_assert_eq(st.binds_failed, 0);
+    /* Without a lost answer, a 403 is final at once (RBAC). */
+    put_pod(&f, "r", NULL);
+    bind_faults(&f, "r", STUB_F_STATUS, 403, 1);
+    cr_assert_eq(k8s_bind(f.k, "default", "r", "uid-r", "n2", &d), AS_EAUTH);
+    cr_assert(strstr(d.msg, "pods/binding") != NULL, "%s", d.msg);
+
+    /* A 409 naming no node (what the API server answers when etcd fails
+     * mid-write) is not "bound elsewhere": retried like a 504. */
+    put_pod(&f, "k", NULL);
+    bind_faults(&f, "k", STUB_F_STATUS, 409, 5);
+    bind_ok(&f, "k", "n0");
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 4);
+    bfx_fini(&f);
+}
+
+/* An outcome that stays unknown is given up at half the assumed TTL (150 ms
+ * here), with an error that says so. */
+/* libcurl itself sends a request again, once, on a fresh connection when
+ * the reused one died before any answer. Here the first copy was applied and
+ * the second answered 500: the bind is unknown (not "failed after the
+ * budget", which would release a pod etcd holds) and is retried until 409
+ * names the node. Fails with a plain 500 budget. */
+Test(k8s_bind, resent_by_libcurl_is_unknown)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    put_pod(&f, "w", NULL);
+    put_pod(&f, "x", NULL);
+    as_diag d = {{0}, {0}};
+    /* A first bind leaves a keep-alive connection for the next to reuse. */
+    cr_assert_eq(k8s_bind(f.k, "default", "w", "uid-w", "n1", &d), AS_OK, "%s", d.msg);
+    bind_faults(&f, "x", STUB_F_APPLY_CLOSE, 0, 1);
+    bind_faults(&f, "x", STUB_F_STATUS, 500, 8);
+    bind_ok(&f, "x", "n2");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 1);
+    cr_assert_eq(st.binds_failed, 0);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, unknown_outcome_gives_up_after_half_the_ttl)
+{
+    bfx f;
+    bfx_init(&f, two_retries, false);
+    put_pod(&f, "h", NULL);
+    bind_faults(&f, "h", STUB_F_CLOSE, 0, STUB_MAX_FAULTS);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "h", "uid-h", "n0", &d), AS_EIO);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    cr_assert(strstr(d.msg, "outcome unknown") != NULL, "%s", d.msg);
+    cr_assert(ms >= 150, "gave up after %.0f ms, before the window closed", ms);
+    cr_assert(stub_faults_pending(f.stub) > 0);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-h"), "");
+    bfx_fini(&f);
+}
+
+/* No connection, no request: the usual budget applies and nothing is
+ * unknown. */
+Test(k8s_bind, refused_connection_is_not_unknown)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    /* The client keeps the first stub's address; its port is now closed. */
+    stub_free(f.stub);
+    f.stub = stub_new();
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "x", "uid-x", "n0", &d), AS_EIO);
+    cr_assert(strstr(d.msg, "outcome unknown") == NULL, "%s", d.msg);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 0);
+    cr_assert_eq(st.bind_retries, 2);
+    bfx_fini(&f);
+}
+
+static void four_conns(k8s_config *cfg)
+{
+    cfg->bind_concurrency = 4;
+}
+
+typedef struct done_count {
+    pthread_mutex_t mu;
+    int ok, failed;
+} done_count;
+
+static void on_done(void *arg, as_err err, const as_diag *diag)
+{
+    done_count *dc = arg;
+    pthread_mutex_lock(&dc->mu);
+    if (err == AS_OK)
+        dc->ok++;
+    else
+        dc->failed++;
+    pthread_mutex_unlock(&dc->mu);
+}
+
+Test(k8s_bind, bounded_concurrency_keepalive)
+{
+    bfx f;
+    bfx_init(&f, four_conns, false);
+    char name[32];
+    for (int i = 0; i < 24; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        put_pod(&f, name, NULL);
+    }
+    stub_set_bind_delay(f.stub, 30);
+    done_count dc = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+    for (int i = 0; i < 24; i++) {
+        snprintf(name, sizeof name, "p%d", i);
+        cr_assert_eq(k8s_bind_async(f.k, "default", name, NULL, i % 2 ? "n1" : "n2", on_done, &dc),
+                     AS_OK);
+    }
+    for (int t = 0; t < 5000; t += 10) {
+        pthread_mutex_lock(&dc.mu);
+        int n = dc.ok + dc.failed;
+        pthread_mutex_unlock(&dc.mu);
+        if (n == 24)
+            break;
+        msleep(10);
+    }
+    cr_assert_eq(dc.ok, 24);
+    cr_assert_leq(stub_max_inflight_binds(f.stub), 4);
+    cr_assert_geq(stub_max_inflight_binds(f.stub), 2, "binds ran concurrently");
+    cr_assert_leq(stub_connections(f.stub), 4, "keep-alive connections reused");
+    bfx_fini(&f);
+}
+
+static bool fit_any(void *arg, const model_pod *pod, const cache_node *node, uint32_t *gpu)
+{
+    *gpu = 0;
+    return true;
+}
+
+static model_pod *decode_pod(bfx *f, const char *name)
+{
+    char uid[128];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    json_t *j = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
+    model_pod *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&f->reg, j, &p, &d), AS_OK, "%s", d.msg);
+    json_decref(j);
+    return p;
+}
+
+static void assume(bfx *f, const model_pod *p, const char *node)
+{
+    cache_read_lock(f->c);
+    cache_node *n = cache_node_find(f->c, node, strlen(node));
+    cr_assert_not_null(n);
+    uint32_t slot = n->slot;
+    uint64_t id = n->id, bv = cache_node_bind_version(n);
+    cache_read_unlock(f->c);
+    cache_assume_result res;
+    uint32_t gpu = 0;
+    cr_assert_eq(cache_assume_if(f->c, p, slot, id, bv, fit_any, NULL, &res, &gpu), AS_OK);
+    cr_assert(res == CACHE_ASSUME_FAST || res == CACHE_ASSUME_RECHECKED);
+}
+
+Test(k8s_bind, assumed_pod_confirmed_by_watch)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    put_pod(&f, "e", NULL);
+    model_pod *p = decode_pod(&f, "e");
+    assume(&f, p, "n1");
+    cache_pod_info pi;
+    cache_pod_lookup(f.c, "uid-e", &pi);
+    cr_assert_eq(pi.state, CACHE_POD_ASSUMED);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "e", "uid-e", "n1", &d), AS_OK, "%s", d.msg);
+    for (int t = 0; t < 3000; t += 10) {
+        cache_pod_lookup(f.c, "uid-e", &pi);
+        if (pi.state == CACHE_POD_BOUND)
+            break;
+        msleep(10);
+    }
+    cr_assert_eq(pi.state, CACHE_POD_BOUND, "the watch confirms our bind");
+    cr_assert_str_eq(pi.node, "n1");
+    cr_assert_eq(cache_check_invariants(f.c, &d), AS_OK, "%s", d.msg);
+    model_pod_free(p);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, failed_bind_released_and_unconfirmed_expires)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    /* Failure: the pod was deleted; the caller forgets the assumed pod. */
+    model_pod *gone = decode_pod(&f, "gone");
+    assume(&f, gone, "n0");
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind(f.k, "default", "gone", "uid-gone", "n0", &d), AS_ENOTFOUND);
+    cr_assert_eq(cache_forget(f.c, "uid-gone"), AS_OK);
+    cache_pod_info pi;
+    cache_pod_lookup(f.c, "uid-gone", &pi);
+    cr_assert_eq(pi.state, CACHE_POD_ABSENT);
+    /* Never confirmed: housekeeping forgets it after the TTL. */
+    put_pod(&f, "lost", NULL);
+    model_pod *lost = decode_pod(&f, "lost");
+    assume(&f, lost, "n2");
+    for (int t = 0; t < 3000; t += 20) {
+        cache_pod_lookup(f.c, "uid-lost", &pi);
+        if (pi.state == CACHE_POD_ABSENT)
+            break;
+        msleep(20);
+    }
+    cr_assert_eq(pi.state, CACHE_POD_ABSENT, "expired after the assumed TTL");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_geq(st.assumed_expired, 1);
+    cr_assert_eq(cache_check_invariants(f.c, &d), AS_OK, "%s", d.msg);
+    model_pod_free(gone);
+    model_pod_free(lost);
+    bfx_fini(&f);
+}
+
+/* While the pods watch is down, and for a TTL after it is back, an
+ * assumed pod is kept: its binding may be applied and not yet delivered. */
+Test(k8s_bind, assumed_pod_kept_while_the_pods_watch_is_down)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    put_pod(&f, "held", NULL);
+    model_pod *held = decode_pod(&f, "held");
+    assume(&f, held, "n1");
+    for (int i = 0; i < 40; i++)
+        stub_fault(f.stub, "/api/v1/pods", STUB_ANY, STUB_F_STATUS, 500);
+    stub_drop_watches(f.stub);
+    k8s_status st;
+    for (int t = 0; t < 3000; t += 10) {
+        k8s_get_status(f.k, &st);
+        if (st.down_since_ms[K8S_KIND_POD])
+            break;
+        msleep(10);
+    }
+    cr_assert_neq(st.down_since_ms[K8S_KIND_POD], 0, "the pods watch never went down");
+    msleep(600); /* twice the TTL */
+    cr_assert_gt(stub_faults_pending(f.stub), 0, "the outage ended too soon for this test");
+    cache_pod_info pi;
+    cache_pod_lookup(f.c, "uid-held", &pi);
+    cr_assert_eq(pi.state, CACHE_POD_ASSUMED, "forgotten while the pods watch was down");
+    /* Back up, and never bound: forgotten a TTL later. */
+    for (int t = 0; t < 10000; t += 20) {
+        cache_pod_lookup(f.c, "uid-held", &pi);
+        if (pi.state == CACHE_POD_ABSENT)
+            break;
+        msleep(20);
+    }
+    cr_assert_eq(pi.state, CACHE_POD_ABSENT);
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.down_since_ms[K8S_KIND_POD], 0);
+    cr_assert_geq(st.assumed_expired, 1);
+    model_pod_free(held);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, events_posted_and_rate_limited)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    k8s_event_post(f.k, "default", "a", "uid-a", "Normal", "Scheduled",
+                   "Successfully assigned default/a to n1");
+    k8s_event_post(f.k, "default", "a", "uid-a", "Normal", "Scheduled",
+                   "Successfully assigned default/a to n1");
+    k8s_event_post(f.k, "default", "b", "uid-b", "Warning", "FailedScheduling",
+                   "0/3 nodes are available: 3 Insufficient cpu.");
+    for (int t = 0; t < 3000 && stub_events_posted(f.stub) < 2; t += 10)
+        msleep(10);
+    msleep(50);
+    cr_assert_eq(stub_events_posted(f.stub), 2, "the duplicate was rate-limited");
+    json_t *e = stub_last_event(f.stub);
+    cr_assert_not_null(e);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "FailedScheduling");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "type")), "Warning");
+    json_t *io = json_object_get(e, "involvedObject");
+    cr_assert_str_eq(json_string_value(json_object_get(io, "kind")), "Pod");
+    cr_assert_str_eq(json_string_value(json_object_get(io, "name")), "b");
+    cr_assert_str_eq(json_string_value(json_object_get(io, "uid")), "uid-b");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(e, "source"), "component")),
+                     "agent-scheduler");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(e, "metadata"), "namespace")), "default");
+    json_decref(e);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.events_posted, 2);
+    cr_assert_eq(st.events_dropped, 1);
+    bfx_fini(&f);
+}
+
+static void tweak_event_qps(k8s_config *cfg)
+{
+    cfg->event_qps = 20;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Posts n Scheduled events of distinct pods named PREFIXi. */
+static void post_events(k8s_client *k, const char *prefix, int n)
+{
+    char name[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        k8s_event_post(k, "default", name, name, "Normal", "Scheduled", "assigned");
+    }
+}
+
+/* --event-qps: a burst of distinct pods' events is cut at the bucket's
+ * size (the rate, 20), the rest dropped and counted; the bucket refills at
+ * the rate. */
+Test(k8s_bind, events_over_event_qps_are_dropped)
+{
+    bfx f;
+    bfx_init(&f, tweak_event_qps, false);
+    int64_t t0 = now_ms();
+    post_events(f.k, "p", 50);
+    int64_t t1 = now_ms();
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    uint64_t first = 50 - st.events_dropped;
+    /* 20 in the bucket, and what refilled while posting (1 per 50 ms) */
+    cr_assert(first >= 20 && first <= 21 + (uint64_t)(t1 - t0) / 50, "%llu of 50 accepted",
+              (unsigned long long)first);
+    msleep(300);
+    int64_t t2 = now_ms();
+    post_events(f.k, "q", 50);
+    int64_t t3 = now_ms();
+    k8s_get_status(f.k, &st);
+    uint64_t second = 100 - st.events_dropped - first;
+    cr_assert(second >= 5 && second <= 2 + (uint64_t)(t3 - t1) / 50, "%llu accepted %lld ms later",
+              (unsigned long long)second, (long long)(t2 - t1));
+    for (int t = 0; t < 5000 && (uint64_t)stub_events_posted(f.stub) < first + second; t += 10)
+        msleep(10);
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.events_posted, first + second);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, conflict_message_parsing)
+{
+    char out[64];
+    const char *b1 = "{\"kind\":\"Status\",\"message\":\"Operation cannot be fulfilled on "
+                     "pods/binding \\\"p\\\": pod p is already assigned to node \\\"node-7\\\"\"}";
+    cr_assert(k8s_conflict_node(b1, strlen(b1), out, sizeof out));
+    cr_assert_str_eq(out, "node-7");
+    const char *b2 = "pod p is already assigned to node \"n1\"";
+    cr_assert(k8s_conflict_node(b2, strlen(b2), out, sizeof out));
+    cr_assert_str_eq(out, "n1");
+    const char *b3 = "pod p is being deleted, cannot be assigned to a host";
+    cr_assert_not(k8s_conflict_node(b3, strlen(b3), out, sizeof out));
+    const char *b4 = "already assigned to node ";
+    cr_assert_not(k8s_conflict_node(b4, strlen(b4), out, sizeof out));
+    cr_assert_not(k8s_conflict_node("", 0, out, sizeof out));
+}
+
+Test(k8s_bind, after_stop)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    k8s_client_stop(f.k);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_bind_async(f.k, "default", "x", NULL, "n0", NULL, NULL), AS_EINVAL);
+    cr_assert_eq(k8s_bind(f.k, "default", "x", NULL, "n0", &d), AS_EIO);
+    k8s_event_post(f.k, "default", "x", NULL, "Normal", "Scheduled", "m");
+    bfx_fini(&f);
+}
+
+/* ---- service wiring ------------------------------------------------ */
+
+#include "agentsched/api/extender.h"
+#include "agentsched/serve/svc.h"
+
+/* write_stub_kubeconfig creates dir (a mkdtemp template) and in it a
+ * kubeconfig for the stub with the token "secret"; path receives its path. */
+static void write_stub_kubeconfig(k8s_stub *stub, char *dir, char *path, size_t pathlen)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, pathlen, "%s/kubeconfig", dir);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
+            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
+            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
+            stub_url(stub));
+    fclose(fp);
+}
+
+Test(k8s_svc, start_ready_bind_stop)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    json_t *p = stub_make_pod("default", "w", "uid-w", NULL, "1", "1Gi");
+    stub_put(stub, STUB_POD, p);
+    json_decref(p);
+    char dir[] = "/tmp/agentsched-kcXXXXXX";
+    char path[600];
+    write_stub_kubeconfig(stub, dir, path, sizeof path);
+
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.kubeconfig = path;
+    cfg.watch_down_ms = 500;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    char why[256];
+    cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_EUNSUPPORTED);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.kubeconfig = path;
+    kc.watch_shards = false;
+    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_not_null(s->k8s);
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    cr_assert_eq(__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE), 1);
+    cr_assert(k8s_svc_ready(s, why, sizeof why), "%s", why);
+    cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
+    stub_last_auth(stub, why, sizeof why);
+    cr_assert_str_eq(why, "Bearer secret");
+    /* Extender bind verb for a pod agentsched never filtered: the live
+     * hooks GET the pod, note it, assume it and post the binding. */
+    json_t *px = stub_make_pod("default", "x", "uid-x", NULL, "1", "1Gi");
+    stub_put(stub, STUB_POD, px);
+    json_decref(px);
+    const char *body =
+        "{\"PodName\":\"x\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-x\",\"Node\":\"n0\"}";
+    http_request req = {0};
+    req.method = "POST";
+    req.path = "/scheduler/bind";
+    req.body = body;
+    req.body_len = strlen(body);
+    req.pool = pool_new(0);
+    http_response resp = {0};
+    resp.status = 200;
+    buf_init(&resp.body, 1 << 16);
+    extender_handle_bind(s, &req, &resp);
+    cr_assert_str_eq(resp.body.data, "{\"Error\":\"\"}", "%s", resp.body.data);
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    bool bound = false;
+    json_array_foreach(pods, i, v)
+    {
+        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")),
+                    "uid-x"))
+            bound = nn && !strcmp(nn, "n0");
+    }
+    json_decref(pods);
+    cr_assert(bound, "the extender bind reached the API server");
+    k8s_metrics_update(s);
+    buf m;
+    buf_init(&m, 1 << 20);
+    cr_assert_eq(metrics_render(s->metrics, &m), AS_OK);
+    cr_assert_not_null(strstr(m.data, "agentsched_k8s_binds_total{result=\"ok\"} 2\n"), "%s",
+                       m.data);
+    cr_assert_not_null(strstr(m.data, "agentsched_k8s_synced 1\n"), "%s", m.data);
+    buf_free(&m);
+    svc_free(s); /* stops the client before the cache goes */
+    stub_free(stub);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Until the first sync, the extender's filter answers 503 (an extender
+ * error kube-scheduler retries) rather than failing every node as "not
+ * found" (which would park the pod as unschedulable). */
+Test(k8s_svc, filter_waits_for_first_sync)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    stub_fault(stub, "/api/v1/pods", STUB_LIST, STUB_F_SLOW, 1500);
+    char dir[] = "/tmp/agentsched-kcXXXXXX";
+    char path[600];
+    write_stub_kubeconfig(stub, dir, path, sizeof path);
+
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.kubeconfig = path;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.kubeconfig = path;
+    kc.watch_shards = false;
+    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+
+    const char *body = "{\"Pod\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"default\","
+                       "\"uid\":\"uid-a\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}},"
+                       "\"Nodes\":null,\"NodeNames\":[\"n0\"]}";
+    for (int round = 0; round < 2; round++) {
+        http_request req = {0};
+        req.method = "POST";
+        req.path = "/scheduler/filter";
+        req.body = body;
+        req.body_len = strlen(body);
+        req.pool = pool_new(0);
+        http_response resp = {0};
+        resp.status = 200;
+        buf_init(&resp.body, 1 << 16);
+        extender_handle_filter(s, &req, &resp);
+        if (round == 0) {
+            cr_assert_eq(resp.status, 503, "%s", resp.body.data);
+            cr_assert_not_null(strstr(resp.body.data, "\"Error\":\"agentsched's node cache has "
+                                                      "not finished its first sync"),
+                               "%s", resp.body.data);
+            cr_assert(k8s_wait_synced(s->k8s, 10000));
+        } else {
+            cr_assert_eq(resp.status, 200, "%s", resp.body.data);
+            cr_assert_not_null(strstr(resp.body.data, "\"NodeNames\":[\"n0\"]"), "%s",
+                               resp.body.data);
+        }
+        buf_free(&resp.body);
+        pool_free(req.pool);
+    }
+    svc_free(s);
+    stub_free(stub);
+    unlink(path);
+    rmdir(dir);
+}

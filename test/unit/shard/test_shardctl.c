@@ -1,0 +1,482 @@
+/* test_shardctl.c - the sharding controller: config parsing and
+ * validation, hot reload keeping the old config, the policies, whole-shard
+ * maxNodes, config order, unfit nodes, incremental == from-scratch (the
+ * lease it leads by: test_k8s_lease.c). */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentsched/shard/shardctl.h"
+#include "core_fixtures.h"
+
+static shardctl_config *parse_ok(const char *yaml)
+{
+    shardctl_config *c = NULL;
+    as_diag d = {0};
+    as_err err = shardctl_config_parse(yaml, strlen(yaml), "test.yaml", &c, &d);
+    cr_assert_eq(err, AS_OK, "%s (field %s)", d.msg, d.field);
+    return c;
+}
+
+static void parse_bad(const char *yaml, const char *field, const char *text)
+{
+    shardctl_config *c = NULL;
+    as_diag d = {0};
+    as_err err = shardctl_config_parse(yaml, strlen(yaml), "test.yaml", &c, &d);
+    cr_assert_neq(err, AS_OK, "accepted: %s", yaml);
+    cr_assert_null(c);
+    if (field)
+        cr_assert_str_eq(d.field, field, "%s: field %s (%s)", yaml, d.field, d.msg);
+    cr_assert(strstr(d.msg, "test.yaml"), "%s", d.msg);
+    if (text)
+        cr_assert(strstr(d.msg, text), "%s", d.msg);
+}
+
+/* ---- config ----------------------------------------------------------- */
+
+Test(shardctl_config, shipped_sample_loads)
+{
+    shardctl_config *c = NULL;
+    as_diag d = {0};
+    cr_assert_eq(shardctl_config_load(AGENTSCHED_SOURCE_DIR "/policy/sharding.yaml", &c, &d), AS_OK,
+                 "%s", d.msg);
+    cr_assert_eq(c->n, 2);
+    cr_assert_str_eq(c->sched[0].name, "agent-scheduler");
+    cr_assert_str_eq(c->sched[0].type, "agent");
+    cr_assert_eq(c->sched[0].npol, 3);
+    cr_assert_eq(c->sched[0].pol[0].kind, SHARDCTL_POL_ALLOCATION_RATE);
+    cr_assert_float_eq(c->sched[0].pol[0].min_util, 0.7, 1e-9);
+    cr_assert_eq(c->sched[0].pol[1].kind, SHARDCTL_POL_WARMUP);
+    cr_assert_float_eq(c->sched[0].pol[1].weight, 5, 1e-9);
+    cr_assert_eq(c->sched[0].max_nodes, 100);
+    cr_assert_eq(c->sched[0].min_nodes, 1);
+    cr_assert_eq(c->sync_period_ms, 60000);
+    cr_assert(c->node_event_trigger);
+    shardctl_config_free(c);
+}
+
+Test(shardctl_config, defaults_and_warmup_label)
+{
+    shardctl_config *c = parse_ok("schedulerConfigs:\n"
+                                  "- name: a\n"
+                                  "  policies:\n"
+                                  "  - name: warmup\n"
+                                  "  - name: allocation-rate\n"
+                                  "shardSyncPeriod: 1m30s\n"
+                                  "enableNodeEventTrigger: false\n");
+    cr_assert_str_eq(c->sched[0].pol[0].label, "node.volcano.sh/warmup");
+    cr_assert_str_eq(c->sched[0].pol[0].label_value, "true");
+    cr_assert_float_eq(c->sched[0].pol[0].weight, 1, 1e-9);
+    cr_assert_float_eq(c->sched[0].pol[1].max_util, 1, 1e-9);
+    cr_assert_eq(c->sched[0].max_nodes, 0); /* no node-limit: no cap */
+    cr_assert_eq(c->sync_period_ms, 90000);
+    cr_assert_not(c->node_event_trigger);
+    shardctl_config_free(c);
+}
+
+Test(shardctl_config, deprecated_flat_fields_become_policies)
+{
+    shardctl_config *c = parse_ok("{\"schedulerConfigs\":[{\"name\":\"agent-scheduler\","
+                                  "\"type\":\"agent\",\"cpuUtilizationMin\":0.7,"
+                                  "\"cpuUtilizationMax\":1.0,\"preferWarmupNodes\":true,"
+                                  "\"minNodes\":1,\"maxNodes\":100}],"
+                                  "\"shardSyncPeriod\":\"60s\"}");
+    cr_assert_eq(c->sched[0].npol, 3);
+    cr_assert_float_eq(c->sched[0].pol[0].min_util, 0.7, 1e-9);
+    cr_assert_eq(c->sched[0].pol[1].kind, SHARDCTL_POL_WARMUP);
+    cr_assert_eq(c->sched[0].max_nodes, 100);
+    shardctl_config_free(c);
+}
+
+Test(shardctl_config, validation_errors_name_the_field)
+{
+    parse_bad("schedulerConfigs: []\n", "schedulerConfigs", "at least one");
+    parse_bad("foo: 1\nschedulerConfigs: [{name: a}]\n", "foo", "unknown field");
+    parse_bad("schedulerConfigs: [{name: A_b}]\n", "schedulerConfigs[0].name", "DNS");
+    parse_bad("schedulerConfigs: [{name: a}, {name: a}]\n", "schedulerConfigs[1]", "twice");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: binpack}]}]\n",
+              "schedulerConfigs[0].policies[0].name", "unknown policy");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: allocation-rate, arguments: "
+              "{minCPUUtil: 0.8, maxCPUUtil: 0.2}}]}]\n",
+              "schedulerConfigs[0].policies[0].arguments", "above maxCPUUtil");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: allocation-rate, arguments: "
+              "{maxCPUUtil: 1.5}}]}]\n",
+              "schedulerConfigs[0].policies[0].arguments.maxCPUUtil", "outside");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: node-limit, arguments: "
+              "{minNodes: 5, maxNodes: 2}}]}]\n",
+              "schedulerConfigs[0].policies[0].arguments", "below minNodes");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: node-limit, arguments: "
+              "{maxNode: 2}}]}]\n",
+              "schedulerConfigs[0].policies[0].arguments.maxNode", "unknown field");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup, weight: -1}]}]\n",
+              "schedulerConfigs[0].policies[0].weight", "outside");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup}, {name: warmup}]}]\n",
+              "schedulerConfigs[0].policies[1]", "twice");
+    parse_bad("schedulerConfigs: [{name: a}]\nshardSyncPeriod: soon\n", "shardSyncPeriod",
+              "duration");
+    parse_bad("schedulerConfigs: [{name: a}]\nshardSyncPeriod: 10ms\n", "shardSyncPeriod", NULL);
+    parse_bad("schedulerConfigs: [{name: a, maxNodes: 3, policies: [{name: warmup}]}]\n",
+              "schedulerConfigs[0]", "mixes");
+    parse_bad("- just\n- a list\n", "", "mapping");
+    parse_bad("schedulerConfigs: [{name: a}\n", NULL, NULL); /* syntax */
+}
+
+Test(shardctl_config, duration_parse)
+{
+    int64_t ms = 0;
+    cr_assert_eq(shardctl_duration_parse("60s", &ms), AS_OK);
+    cr_assert_eq(ms, 60000);
+    cr_assert_eq(shardctl_duration_parse("1h2m3s", &ms), AS_OK);
+    cr_assert_eq(ms, 3723000);
+    cr_assert_eq(shardctl_duration_parse("250ms", &ms), AS_OK);
+    cr_assert_eq(ms, 250);
+    cr_assert_eq(shardctl_duration_parse("45", &ms), AS_OK);
+    cr_assert_eq(ms, 45000);
+    cr_assert_eq(shardctl_duration_parse("", &ms), AS_EINVAL);
+    cr_assert_eq(shardctl_duration_parse("5x", &ms), AS_EINVAL);
+    cr_assert_eq(shardctl_duration_parse("-5s", &ms), AS_EINVAL);
+    cr_assert_eq(shardctl_duration_parse("s", &ms), AS_EINVAL);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(shardctl_config, bad_update_is_rejected_and_the_old_config_kept)
+{
+    char path[] = "/tmp/shardctl-test-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    write_file(path, "schedulerConfigs: [{name: a}]\n");
+    shardctl_file_stamp stamp = {0};
+    shardctl_config *cur = NULL, *next = NULL;
+    as_diag d = {0};
+    cr_assert_eq(shardctl_config_reload(path, &stamp, &cur, &d), AS_OK);
+    cr_assert_not_null(cur);
+    /* unchanged file: nothing */
+    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_OK);
+    cr_assert_null(next);
+    /* a bad edit: error, no new config; the caller keeps `cur` */
+    write_file(path, "schedulerConfigs: [{name: a, policies: [{name: nope}]}]\n# longer\n");
+    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_EINVAL);
+    cr_assert_null(next);
+    cr_assert(strstr(d.msg, "unknown policy"), "%s", d.msg);
+    cr_assert_str_eq(cur->sched[0].name, "a");
+    /* the same bad content is not reported again */
+    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_OK);
+    cr_assert_null(next);
+    /* a good edit replaces it */
+    write_file(path, "schedulerConfigs: [{name: b}, {name: c}]\n");
+    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_OK);
+    cr_assert_not_null(next);
+    cr_assert_eq(next->n, 2);
+    shardctl_config_free(cur);
+    shardctl_config_free(next);
+    unlink(path);
+    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_EIO);
+}
+
+/* ---- engine ----------------------------------------------------------- */
+
+static model_labels warm_labels;
+static model_kv warm_kv = {"node.volcano.sh/warmup", "true"};
+
+static shardctl_node_info ni(const char *name, int64_t req, int64_t alloc, bool warm)
+{
+    warm_labels.items = &warm_kv;
+    warm_labels.n = 1;
+    return (shardctl_node_info){name, req, alloc, warm ? &warm_labels : NULL, 0};
+}
+
+static const char *band_cfg = "schedulerConfigs:\n"
+                              "- name: agent\n"
+                              "  policies:\n"
+                              "  - {name: allocation-rate, arguments: {minCPUUtil: 0.7, "
+                              "maxCPUUtil: 1.0}}\n"
+                              "  - {name: warmup, weight: 5}\n"
+                              "- name: batch\n"
+                              "  policies:\n"
+                              "  - {name: allocation-rate, arguments: {minCPUUtil: 0.0, "
+                              "maxCPUUtil: 0.5}}\n";
+
+Test(shardctl_engine, allocation_rate_band_and_unfit_nodes)
+{
+    shardctl_config *c = parse_ok(band_cfg);
+    shardctl_engine *e = NULL;
+    cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
+    shardctl_node_info v[] = {
+        ni("busy", 800, 1000, false), ni("idle", 100, 1000, false),
+        ni("mid", 600, 1000, false), /* in neither band */
+        ni("noalloc", 0, 0, false),  /* no metrics: fits no allocation-rate filter */
+    };
+    cr_assert_eq(shardctl_engine_resync(e, v, 4, 1), AS_OK);
+    cr_assert_eq(shardctl_engine_owner(e, "busy"), 0);
+    cr_assert_eq(shardctl_engine_owner(e, "idle"), 1);
+    cr_assert_eq(shardctl_engine_owner(e, "mid"), -1);
+    cr_assert_eq(shardctl_engine_owner(e, "noalloc"), -1);
+    shardctl_engine_stats st;
+    shardctl_engine_get_stats(e, &st);
+    cr_assert_eq(st.unfit, 2);
+    cr_assert_eq(st.capped, 0);
+    /* utilisation crosses the band: the node moves on a single event */
+    shardctl_node_info up = ni("idle", 900, 1000, false);
+    cr_assert_eq(shardctl_engine_set_node(e, &up, 2), AS_OK);
+    cr_assert_eq(shardctl_engine_owner(e, "idle"), 0);
+    shardctl_node_info fit = ni("mid", 400, 1000, false);
+    cr_assert_eq(shardctl_engine_set_node(e, &fit, 2), AS_OK);
+    shardctl_engine_get_stats(e, &st);
+    cr_assert_eq(st.unfit, 1);
+    cr_assert_geq(st.fast_updates, 2, "unsaturated events reassign one node");
+    cr_assert_eq(st.passes, 1, "only the resync ran a selection pass");
+    shardctl_engine_free(e);
+    shardctl_config_free(c);
+}
+
+static const char *limit_cfg = "schedulerConfigs:\n"
+                               "- name: agent\n"
+                               "  policies:\n"
+                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.5}}\n"
+                               "  - {name: warmup, weight: 5}\n"
+                               "  - {name: node-limit, arguments: {minNodes: 1, maxNodes: 60}}\n"
+                               "- name: batch\n"
+                               "  policies:\n"
+                               "  - {name: node-limit, arguments: {minNodes: 200}}\n";
+
+Test(shardctl_engine, max_nodes_caps_the_whole_shard_and_order_matters)
+{
+    shardctl_config *c = parse_ok(limit_cfg);
+    shardctl_engine *e = NULL;
+    cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
+    /* 150 busy nodes: agent (first) may take at most 60 of them in total
+     * (upstream caps per batch of 50); warm ones and busier ones first. */
+    shardctl_node_info v[150];
+    char names[150][16];
+    for (int i = 0; i < 150; i++) {
+        snprintf(names[i], sizeof names[i], "n%03d", i);
+        v[i] = ni(names[i], 500 + i, 1000, i % 10 == 0);
+    }
+    cr_assert_eq(shardctl_engine_resync(e, v, 150, 1), AS_OK);
+    const char **m = NULL;
+    size_t n = 0;
+    uint64_t ver = 0;
+    cr_assert_eq(shardctl_engine_members(e, 0, &m, &n, &ver), AS_OK);
+    cr_assert_eq(n, 60);
+    free(m);
+    for (int i = 0; i < 150; i += 10)
+        cr_assert_eq(shardctl_engine_owner(e, names[i]), 0, "warm %s first", names[i]);
+    cr_assert_eq(shardctl_engine_owner(e, "n149"), 0); /* busiest non-warm */
+    cr_assert_eq(shardctl_engine_owner(e, "n001"), 1); /* the rest go on */
+    shardctl_engine_stats st;
+    shardctl_engine_get_stats(e, &st);
+    cr_assert_eq(st.members[0], 60);
+    cr_assert_eq(st.members[1], 90);
+    cr_assert(st.below_min[1], "batch wants 200: reported");
+    cr_assert_not(st.below_min[0]);
+    cr_assert_eq(st.unfit + st.capped, 0);
+    shardctl_engine_free(e);
+    shardctl_config_free(c);
+}
+
+/* Deterministic PRNG. */
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void expect_same(shardctl_engine *a, shardctl_engine *b, size_t ns)
+{
+    for (size_t s = 0; s < ns; s++) {
+        const char **ma, **mb;
+        size_t na, nb;
+        cr_assert_eq(shardctl_engine_members(a, s, &ma, &na, NULL), AS_OK);
+        cr_assert_eq(shardctl_engine_members(b, s, &mb, &nb, NULL), AS_OK);
+        cr_assert_eq(na, nb, "scheduler %zu: %zu vs %zu members", s, na, nb);
+        for (size_t i = 0; i < na; i++)
+            cr_assert_str_eq(ma[i], mb[i]);
+        free(ma);
+        free(mb);
+    }
+    shardctl_engine_stats sa, sb;
+    shardctl_engine_get_stats(a, &sa);
+    shardctl_engine_get_stats(b, &sb);
+    cr_assert_eq(sa.unfit, sb.unfit);
+    cr_assert_eq(sa.capped, sb.capped);
+    cr_assert_eq(sa.nodes, sb.nodes);
+}
+
+static void incremental_equals_scratch(const char *cfg_text)
+{
+    shardctl_config *c = parse_ok(cfg_text);
+    shardctl_engine *inc = NULL;
+    cr_assert_eq(shardctl_engine_new(c, &inc), AS_OK);
+    enum { N = 120 };
+    char names[N][16];
+    int64_t req[N];
+    bool warm[N], present[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "node-%03d", i);
+        req[i] = (int64_t)(next_rand() % 1001);
+        warm[i] = next_rand() % 4 == 0;
+        present[i] = true;
+    }
+    shardctl_node_info all[N];
+    for (int i = 0; i < N; i++)
+        all[i] = ni(names[i], req[i], 1000, warm[i]);
+    cr_assert_eq(shardctl_engine_resync(inc, all, N, 1), AS_OK);
+    for (int step = 0; step < 1500; step++) {
+        int i = (int)(next_rand() % N);
+        uint64_t r = next_rand() % 10;
+        if (r == 0 && present[i]) {
+            cr_assert_eq(shardctl_engine_remove_node(inc, names[i]), AS_OK);
+            present[i] = false;
+        } else {
+            req[i] = (int64_t)(next_rand() % 1001);
+            if (r == 1)
+                warm[i] = !warm[i];
+            present[i] = true;
+            shardctl_node_info one = ni(names[i], req[i], 1000, warm[i]);
+            cr_assert_eq(shardctl_engine_set_node(inc, &one, 1), AS_OK);
+        }
+        shardctl_node_info cur[N];
+        size_t k = 0;
+        for (int j = 0; j < N; j++)
+            if (present[j])
+                cur[k++] = ni(names[j], req[j], 1000, warm[j]);
+        shardctl_engine *ref = NULL;
+        cr_assert_eq(shardctl_engine_new(c, &ref), AS_OK);
+        cr_assert_eq(shardctl_engine_resync(ref, cur, k, 1), AS_OK);
+        expect_same(inc, ref, c->n);
+        shardctl_engine_free(ref);
+    }
+    shardctl_engine_free(inc);
+    shardctl_config_free(c);
+}
+
+Test(shardctl_engine, incremental_matches_from_scratch_unsaturated)
+{
+    incremental_equals_scratch(band_cfg);
+}
+
+Test(shardctl_engine, incremental_matches_from_scratch_with_binding_caps)
+{
+    incremental_equals_scratch("schedulerConfigs:\n"
+                               "- name: a\n"
+                               "  policies:\n"
+                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.3}}\n"
+                               "  - {name: warmup, weight: 2}\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 25}}\n"
+                               "- name: b\n"
+                               "  policies:\n"
+                               "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.8}}\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 40}}\n"
+                               "- name: c\n"
+                               "  policies:\n"
+                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.1, "
+                               "maxCPUUtil: 0.9}}\n");
+}
+
+Test(shardctl_engine, incremental_matches_from_scratch_all_capped)
+{
+    incremental_equals_scratch("schedulerConfigs:\n"
+                               "- name: a\n"
+                               "  policies:\n"
+                               "  - {name: warmup, weight: 1}\n"
+                               "  - {name: allocation-rate, weight: 0.5, arguments: "
+                               "{minCPUUtil: 0.2}}\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 10}}\n"
+                               "- name: b\n"
+                               "  policies:\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 30}}\n"
+                               "- name: c\n"
+                               "  policies:\n"
+                               "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.6}}\n"
+                               "  - {name: node-limit, arguments: {maxNodes: 1}}\n");
+}
+
+Test(shardctl_engine, seen_and_sweep_drop_vanished_nodes)
+{
+    shardctl_config *c = parse_ok(band_cfg);
+    shardctl_engine *e = NULL;
+    cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
+    shardctl_node_info a = ni("a", 900, 1000, false), b = ni("b", 100, 1000, false);
+    a.tag = 7;
+    cr_assert_eq(shardctl_engine_set_node(e, &a, 1), AS_OK);
+    cr_assert_eq(shardctl_engine_set_node(e, &b, 1), AS_OK);
+    uint64_t tag = 0;
+    cr_assert(shardctl_engine_seen(e, "a", 2, &tag));
+    cr_assert_eq(tag, 7);
+    cr_assert_not(shardctl_engine_seen(e, "zzz", 2, NULL));
+    size_t removed = 0;
+    cr_assert_eq(shardctl_engine_sweep(e, 2, &removed), AS_OK);
+    cr_assert_eq(removed, 1);
+    cr_assert_eq(shardctl_engine_owner(e, "b"), -1);
+    cr_assert_eq(shardctl_engine_remove_node(e, "b"), AS_ENOTFOUND);
+    /* the slot is reused */
+    cr_assert_eq(shardctl_engine_set_node(e, &b, 3), AS_OK);
+    cr_assert_eq(shardctl_engine_owner(e, "b"), 1);
+    shardctl_engine_free(e);
+    shardctl_config_free(c);
+}
+
+/* ---- CLI, offline ------------------------------------------------------- */
+
+Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s shard-controller --config %s/policy/sharding.yaml --cluster "
+             "%s/deploy/examples/cluster.yaml --once --log-level 0",
+             AGENTSCHED_BINARY, AGENTSCHED_SOURCE_DIR, AGENTSCHED_SOURCE_DIR);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[1 << 16];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    cr_assert_not_null(doc, "%s", out);
+    json_t *shards = json_object_get(doc, "shards");
+    cr_assert_eq(json_array_size(shards), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(shards, 0), "name")),
+                     "agent-scheduler");
+    json_decref(doc);
+
+    snprintf(cmd, sizeof cmd, "%s shard-controller --cluster x --once 2>/dev/null",
+             AGENTSCHED_BINARY);
+    cr_assert_eq(WEXITSTATUS(system(cmd)), 2, "--config is required");
+}
+
+Test(shardctl_config, from_configmap)
+{
+    json_t *cm = json_pack("{s:{s:s},s:{s:s}}", "metadata", "resourceVersion", "7", "data",
+                           "sharding.yaml", "schedulerConfigs: [{name: agent}]\n");
+    shardctl_config *c = NULL;
+    as_diag d = {0};
+    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_OK, "%s",
+                 d.msg);
+    cr_assert_str_eq(c->sched[0].name, "agent");
+    shardctl_config_free(c);
+    cr_assert_eq(shardctl_config_from_configmap(cm, "other.yaml", "ConfigMap ns/cm", &c, &d),
+                 AS_ENOTFOUND);
+    cr_assert_str_eq(d.field, "data.other.yaml");
+    json_object_set_new(json_object_get(cm, "data"), "sharding.yaml",
+                        json_string("schedulerConfigs: [{name: agent, oops: 1}]\n"));
+    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_EINVAL);
+    cr_assert(strstr(d.msg, "ConfigMap ns/cm"), "%s", d.msg);
+    cr_assert_null(c);
+    json_decref(cm);
+}
