@@ -216,7 +216,7 @@ if [ "$QUICK" -eq 0 ] && [ "$E2E" -eq 1 ]; then
         stage "$P" e2e -- -DCMAKE_BUILD_TYPE=Release -DAGENTSCHED_E2E=ON
     else
         echo "=== e2e: SKIPPED: go is not installed (needed to build the control plane;"
-        echo "    see README, End-to-end tests)"
+        echo "    see docs/testing.md)"
         record "$P ctest -L e2e (no go)" skip 0
     fi
 fi
