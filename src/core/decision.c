@@ -1,0 +1,110 @@
+/*
+ * decision.c - see decision.h.
+ */
+#include "agentsched/core/decision.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The binder keys a pod by its UID, or by namespace/name when it has none
+ * (embedded clusters written by hand). */
+static void uid_key(const model_pod *pod, char *out, size_t len)
+{
+    if (pod->uid && pod->uid[0])
+        snprintf(out, len, "%s", pod->uid);
+    else
+        snprintf(out, len, "%s/%s", pod->ns, pod->name);
+}
+
+/* See decision.h. */
+void decision_begin(decision *d, binder *b, const decision_ports *ports)
+{
+    memset(d, 0, sizeof *d);
+    d->binder = b;
+    d->ports = ports;
+    d->out.chosen = -1;
+    if (ports && ports->gate_begin)
+        d->ticket = ports->gate_begin(ports->arg);
+}
+
+/* See decision.h. */
+as_err decision_reserve(decision *d, const model_pod *pod, const sched_candidate *cands, size_t n)
+{
+    assert(d->state == DECISION_OPEN);
+    d->pod = pod;
+    uid_key(pod, d->uid, sizeof d->uid);
+    d->err = binder_commit(d->binder, pod, cands, n, &d->out);
+    d->state = d->err == AS_OK ? DECISION_RESERVED : DECISION_REFUSED;
+    return d->err;
+}
+
+/* See decision.h. */
+as_err decision_reserve_noted(decision *d, const char *uid, const char *node_name)
+{
+    assert(d->state == DECISION_OPEN);
+    snprintf(d->uid, sizeof d->uid, "%s", uid);
+    d->err = binder_bind_noted(d->binder, uid, node_name, &d->out);
+    d->state = d->err == AS_OK ? DECISION_RESERVED : DECISION_REFUSED;
+    return d->err;
+}
+
+/* See decision.h. */
+as_err decision_bind(decision *d, as_diag *diag)
+{
+    assert(d->state == DECISION_RESERVED);
+    if (d->out.how == BINDER_IDEMPOTENT || !d->ports || !d->ports->bind) {
+        d->state = DECISION_BOUND;
+        return AS_OK;
+    }
+    d->err = d->ports->bind(d->ports->arg, d, diag);
+    if (d->err == AS_OK) {
+        d->state = DECISION_BOUND;
+        return AS_OK;
+    }
+    binder_release(d->binder, d->uid);
+    d->state = DECISION_RELEASED;
+    return d->err;
+}
+
+/* See decision.h. */
+void decision_unreserve(decision *d)
+{
+    assert(d->state != DECISION_ENDED);
+    if (d->state != DECISION_RESERVED)
+        return;
+    binder_release(d->binder, d->uid);
+    d->state = DECISION_RELEASED;
+}
+
+/* See decision.h. */
+void decision_end(decision *d)
+{
+    assert(d->state != DECISION_ENDED);
+    d->final = d->state;
+    if (d->ports && d->ports->report)
+        d->ports->report(d->ports->arg, d);
+    if (d->ports && d->ports->gate_end)
+        d->ports->gate_end(d->ports->arg, d->ticket);
+    d->state = DECISION_ENDED;
+}
+
+/* See decision.h. */
+const char *decision_state_name(decision_state s)
+{
+    switch (s) {
+    case DECISION_OPEN:
+        return "open";
+    case DECISION_REFUSED:
+        return "refused";
+    case DECISION_RESERVED:
+        return "reserved";
+    case DECISION_BOUND:
+        return "bound";
+    case DECISION_RELEASED:
+        return "released";
+    case DECISION_ENDED:
+        return "ended";
+    }
+    return "unknown";
+}
