@@ -16,6 +16,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/core/eqcache.h"
 #include "agentsched/api/extargs.h"
+#include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
@@ -1071,12 +1072,12 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 /*
  * extender_live_bind - HOOK for the apiserver module: in live mode
  * (s->k8s != NULL) post the pods/binding subresource for the pod the
- * binder just assumed (k8s_bind_pod). On failure the caller releases the
+ * binder just assumed (k8s_bind). On failure the caller releases the
  * assumed pod.
  */
 static as_err extender_live_bind(svc *s, const extargs_binding *b, as_diag *d)
 {
-    return k8s_bind_pod(s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
+    return k8s_bind(s->k8s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
 }
 
 /*

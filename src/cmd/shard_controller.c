@@ -21,6 +21,8 @@
 #include "agentsched/base/cli.h"
 #include "agentsched/base/http.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/lease.h"
+#include "agentsched/k8s/shard_status.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/metrics.h"
 #include "agentsched/model/model.h"

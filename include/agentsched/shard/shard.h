@@ -173,8 +173,8 @@ struct svc;
  *                     for cfg.shard_name, publishing through s->k8s, starts
  *                     its publisher and stores it in s->shard (no-op in
  *                     none mode).
- *   shard_svc_hook    points kc's shard hook at s->shard (before k8s_start).
- *   shard_svc_stop    frees s->shard; call after k8s_stop(s) (the reflector
+ *   shard_svc_hook    points kc's shard hook at s->shard (before svc_k8s_start).
+ *   shard_svc_stop    frees s->shard; call after svc_k8s_stop(s) (the reflector
  *                     calls into it) and before svc_free. NULL-safe.
  */
 as_err shard_svc_start(struct svc *s, as_diag *diag);

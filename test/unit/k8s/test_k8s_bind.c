@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include "agentsched/core/cache.h"
+#include "agentsched/k8s/bind.h"
+#include "agentsched/k8s/events.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/base/log.h"
 #include "k8s_stub.c"
@@ -663,17 +665,17 @@ Test(k8s_svc, start_ready_bind_stop)
     as_diag d = {{0}, {0}};
     cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
     char why[256];
-    cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_EUNSUPPORTED);
+    cr_assert_eq(k8s_bind(s->k8s, "default", "w", "uid-w", "n0", &d), AS_EUNSUPPORTED);
     k8s_config kc;
     k8s_config_defaults(&kc);
     kc.kubeconfig = path;
     kc.watch_shards = false;
-    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(svc_k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
     cr_assert_not_null(s->k8s);
     cr_assert(k8s_wait_synced(s->k8s, 5000));
     cr_assert_eq(__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE), 1);
-    cr_assert(k8s_svc_ready(s, why, sizeof why), "%s", why);
-    cr_assert_eq(k8s_bind_pod(s, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
+    cr_assert(k8s_ready(s->k8s, svc_now_ms(), why, sizeof why), "%s", why);
+    cr_assert_eq(k8s_bind(s->k8s, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
     stub_last_auth(stub, why, sizeof why);
     cr_assert_str_eq(why, "Bearer secret");
     /* Extender bind verb for a pod agentsched never filtered: the live
@@ -709,7 +711,7 @@ Test(k8s_svc, start_ready_bind_stop)
     }
     json_decref(pods);
     cr_assert(bound, "the extender bind reached the API server");
-    k8s_metrics_update(s);
+    k8s_metrics_update(s->k8s, s->metrics);
     buf m;
     buf_init(&m, 1 << 20);
     cr_assert_eq(metrics_render(s->metrics, &m), AS_OK);
@@ -748,7 +750,7 @@ Test(k8s_svc, filter_waits_for_first_sync)
     k8s_config_defaults(&kc);
     kc.kubeconfig = path;
     kc.watch_shards = false;
-    cr_assert_eq(k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(svc_k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
 
     const char *body = "{\"Pod\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"default\","
                        "\"uid\":\"uid-a\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}},"
