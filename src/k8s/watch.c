@@ -8,63 +8,24 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/watch.h"
+#include "agentsched/model/skip.h"
 #include "internal.h"
 
 #define RV_MAX      128
 #define ERRBODY_CAP (64 * 1024)
 #define SHARDS_MAX  4096
 
-/*
- * What the decoder leaves out of watch events and list pages, per kind:
- * members the model's decoders (model_pod_from_json, model_node_from_json)
- * and this file never read. On a real API server they are most of an
- * object's bytes (managedFields on every object; kubelet's container
- * statuses; a node's image list), and every member built is a malloc and a
- * free. test_k8s_watch decodes a full pod and node with and without the
- * rules and compares the models; a decoder that starts reading one of
- * these members must take it out of its list here. The extender's filter
- * and prioritize build their Pod with the pod table too (extender.c).
- */
-static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
-static const char *const skip_pod_spec[] = {
-    "volumes",   "ephemeralContainers", "readinessGates",   "securityContext",
-    "dnsConfig", "hostAliases",         "imagePullSecrets", "topologySpreadConstraints",
-    NULL};
-static const char *const skip_container[] = {"command",
-                                             "args",
-                                             "env",
-                                             "envFrom",
-                                             "volumeMounts",
-                                             "volumeDevices",
-                                             "livenessProbe",
-                                             "readinessProbe",
-                                             "startupProbe",
-                                             "lifecycle",
-                                             "securityContext",
-                                             "ports",
-                                             NULL};
-static const char *const skip_pod_status[] = {
-    "conditions", "containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses",
-    "podIPs",     "hostIPs",           "resourceClaimStatuses", NULL};
-static const char *const skip_node_status[] = {
-    "images",          "nodeInfo", "addresses", "daemonEndpoints", "volumesInUse",
-    "volumesAttached", "config",   "features",  "runtimeHandlers", NULL};
-static const extargs_skip pod_skip[] = {
-    {"metadata", skip_meta},        {"spec", skip_pod_spec},
-    {"containers", skip_container}, {"initContainers", skip_container},
-    {"status", skip_pod_status},    {NULL, NULL},
-};
-static const extargs_skip node_skip[] = {
-    {"metadata", skip_meta},
-    {"status", skip_node_status},
-    {NULL, NULL},
-};
-static const extargs_skip *const kind_skip[K8S_KIND__COUNT] = {node_skip, pod_skip, NULL};
-
 /* See watch.h. */
 const struct extargs_skip *k8s_stream_skip(k8s_kind kind)
 {
-    return (int)kind >= 0 && kind < K8S_KIND__COUNT ? kind_skip[kind] : NULL;
+    switch (kind) {
+    case K8S_KIND_NODE:
+        return model_skip_node();
+    case K8S_KIND_POD:
+        return model_skip_pod();
+    default:
+        return NULL; /* NodeShards: small, and read whole */
+    }
 }
 
 static const char *const kind_obj[K8S_KIND__COUNT] = {"Node", "Pod", "NodeShard"};
@@ -504,7 +465,7 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
      * list pages: bench_watch's pod events decode about twice as fast. */
     json_t *ev = NULL;
     as_diag jd = {{0}, {0}};
-    if (extargs_parse_json_skip(line + i, len - i, kind_skip[s->kind], &ev, &jd) != AS_OK) {
+    if (extargs_parse_json_skip(line + i, len - i, k8s_stream_skip(s->kind), &ev, &jd) != AS_OK) {
         log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu",
                  k8s_kind_name(s->kind), jd.msg, len);
         return AS_EPARSE;
@@ -726,7 +687,8 @@ static as_err do_list(k8s_reflector *r)
         }
         json_t *doc = NULL;
         as_diag jd = {{0}, {0}};
-        if (extargs_parse_json_skip(body.data, body.len, kind_skip[r->kind], &doc, &jd) != AS_OK) {
+        if (extargs_parse_json_skip(body.data, body.len, k8s_stream_skip(r->kind), &doc, &jd) !=
+            AS_OK) {
             log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", k8s_kind_name(r->kind),
                      jd.msg);
             err = AS_EPARSE;

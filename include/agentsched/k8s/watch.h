@@ -103,11 +103,10 @@ as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len);
 void k8s_stream_reset(k8s_stream *s, const char *rv);
 
 /*
- * k8s_stream_skip returns the rule table (extargs_skip, extargs.h) the
- * stream and the list decode objects of kind with: the members the model
- * never reads, left out of the tree. NULL: everything is built. Static.
- * The extender builds the Pod of filter and prioritize with the
- * K8S_KIND_POD table too (extargs_parse_pod).
+ * k8s_stream_skip returns the rule table the stream and the list decode
+ * objects of kind with: model_skip_node() or model_skip_pod() (skip.h),
+ * the members the model never reads, left out of the tree; NULL (all
+ * built) for NodeShards or an unknown kind. Static.
  */
 const struct extargs_skip *k8s_stream_skip(k8s_kind kind);
 
