@@ -7,7 +7,7 @@
  * wall clock.
  *
  * Used by `agentsched serve --leader-elect` (the elector thread in
- * client.c gates the fast path) and by the shard controller.
+ * k8s.c gates the fast path) and by the shard controller.
  */
 #include <jansson.h>
 #include <stdint.h>

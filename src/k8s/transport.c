@@ -413,7 +413,7 @@ as_err k8s_request(k8s_client *k, const char *method, const char *path, const ch
     return err;
 }
 
-/* ---- readiness ------------------------------------------------------- */
+/* ---- status counters ----------------------------------------------- */
 
 /* See transport.h. */
 const char *k8s_kind_name(k8s_kind kind)
