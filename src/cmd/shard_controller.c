@@ -23,6 +23,7 @@
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/k8s/lease.h"
 #include "agentsched/k8s/shard_status.h"
+#include "agentsched/k8s/watch.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/metrics.h"
 #include "agentsched/model/model.h"

@@ -13,6 +13,13 @@
 #define BIND_ASYNC_WORKERS_MAX 16
 #define BIND_RESP_CAP          (256 * 1024)
 
+/* One queued k8s_bind_async call (strings owned). */
+struct k8s_bind_job {
+    char *ns, *name, *uid, *node;
+    k8s_bind_done_fn done;
+    void *arg;
+};
+
 /* See bind.h. */
 as_err k8s_bind_init(k8s_client *k)
 {

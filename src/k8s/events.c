@@ -12,6 +12,12 @@
 #define ERATE_SLOTS   8192
 #define EVENT_MSG_MAX 1024
 
+/* One queued Event (strings owned); at_ms stamps it when posted. */
+struct k8s_event_job {
+    char *ns, *name, *uid, *type, *reason, *message;
+    int64_t at_ms;
+};
+
 /* See events.h. */
 as_err k8s_events_init(k8s_client *k)
 {

@@ -12,24 +12,18 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "agentsched/k8s/bind.h"
-#include "agentsched/k8s/k8s.h"
-#include "agentsched/k8s/lease.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/k8s/kubeconfig.h"
 #include "agentsched/k8s/transport.h"
-#include "agentsched/k8s/watch.h"
 
-typedef struct k8s_reflector k8s_reflector;
-
-typedef struct k8s_bind_job {
-    char *ns, *name, *uid, *node;
-    k8s_bind_done_fn done;
-    void *arg;
-} k8s_bind_job;
-
-typedef struct k8s_event_job {
-    char *ns, *name, *uid, *type, *reason, *message;
-    int64_t at_ms;
-} k8s_event_job;
+/* The modules above the transport keep their own types to themselves: the
+ * client holds them by pointer only, so this layout (and the transport,
+ * which reads it) depends on nothing above transport.h. */
+typedef struct k8s_reflector k8s_reflector; /* watch.c */
+typedef struct k8s_shard k8s_shard;         /* watch.h */
+typedef struct k8s_lease k8s_lease;         /* lease.h */
+typedef struct k8s_bind_job k8s_bind_job;   /* bind.c */
+typedef struct k8s_event_job k8s_event_job; /* events.c */
 
 struct k8s_client {
     k8s_config cfg; /* strings below replace the borrowed ones */

@@ -22,25 +22,6 @@
 #include "agentsched/k8s/transport.h"
 #include "agentsched/model/model.h"
 
-typedef enum k8s_event_type {
-    K8S_EV_ADDED = 0,
-    K8S_EV_MODIFIED,
-    K8S_EV_DELETED,
-    K8S_EV_BOOKMARK,
-    K8S_EV_ERROR,
-    K8S_EV_SYNC_BEGIN, /* a relist starts (hooks only; pod NULL) */
-    K8S_EV_SYNC_END,   /* a relist finished (hooks only; pod NULL) */
-} k8s_event_type;
-
-/*
- * Pod hook: called from the pod reflector thread after the cache applied
- * each pod event (ADDED/MODIFIED/DELETED, and SYNC_BEGIN/SYNC_END around a
- * relist with pod NULL). Return true to take ownership of pod (then free it
- * with model_pod_free), false to leave it to the client. For the fast-path
- * queue (pending pods of our scheduler). Must not block for long.
- */
-typedef bool (*k8s_pod_fn)(void *arg, k8s_event_type ev, model_pod *pod);
-
 /* One NodeShard (shard.volcano.sh/v1alpha1). Strings owned by the table
  * or by the copy returned from k8s_shards_copy. */
 typedef struct k8s_shard {
@@ -56,12 +37,6 @@ typedef struct k8s_shard {
     size_t n_to_add;
     char *last_update_time; /* NULL when absent */
 } k8s_shard;
-
-/*
- * Shard hook: called from the shard reflector thread after the shard table
- * changed (any event or relist). Read the table with k8s_shards_copy.
- */
-typedef void (*k8s_shard_fn)(void *arg, k8s_client *k);
 
 /* k8s_shards_copy copies the current NodeShard table (sorted by name).
  * Caller frees with k8s_shards_free. *n = 0 when the CRD is absent. */

@@ -49,6 +49,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/watch.h"
 
 /* A sorted, de-duplicated set of node names (all strings owned). */
 typedef struct shard_names {

@@ -13,6 +13,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/api/extargs.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/watch.h"
 #include "agentsched/base/log.h"
 #include "json_count.h"
 #include "k8s_stub.c"
