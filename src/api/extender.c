@@ -16,7 +16,9 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/core/eqcache.h"
 #include "agentsched/api/extargs.h"
+#include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/model/skip.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
 #include "agentsched/core/pred.h"
@@ -97,7 +99,7 @@ static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out,
 {
     *out = NULL;
     extender_memo *m = s->ext_memo;
-    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    const extargs_skip *rules = model_skip_pod();
     if (!m || !a->pod_spec_raw) {
         as_err err = extargs_parse_pod(a, rules, d);
         return err ? err : decode_pod(s, a->pod, out, d);
@@ -309,7 +311,7 @@ struct extender_memo {
      * its projection (pods that differ only in what the model never
      * reads) */
     spec_ent specs[SPEC_BY__COUNT][SPEC_MEMO_SLOTS];
-    /* The Pod skip rules (k8s_stream_skip) plus the root's "spec": the DOM
+    /* The Pod skip rules (model_skip_pod) plus the root's "spec": the DOM
      * a remembered spec completes. */
     extargs_skip no_spec[16];
 };
@@ -409,7 +411,7 @@ as_err extender_memo_new(extender_memo **out)
     if (!m)
         return AS_ENOMEM;
     pthread_mutex_init(&m->mu, NULL);
-    const extargs_skip *pod = k8s_stream_skip(K8S_KIND_POD);
+    const extargs_skip *pod = model_skip_pod();
     size_t n = 0;
     const size_t room = sizeof m->no_spec / sizeof m->no_spec[0] - 2;
     for (; pod && pod[n].parent; n++) {
@@ -1071,12 +1073,12 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 /*
  * extender_live_bind - HOOK for the apiserver module: in live mode
  * (s->k8s != NULL) post the pods/binding subresource for the pod the
- * binder just assumed (k8s_bind_pod). On failure the caller releases the
+ * binder just assumed (k8s_bind). On failure the caller releases the
  * assumed pod.
  */
 static as_err extender_live_bind(svc *s, const extargs_binding *b, as_diag *d)
 {
-    return k8s_bind_pod(s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
+    return k8s_bind(s->k8s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
 }
 
 /*

@@ -617,16 +617,16 @@ static int cmd_serve(int argc, char **argv)
             log_warn("msg=\"--leader-elect ignored: --workers 0 runs no fast path\"");
         }
         shard_svc_hook(s, &kc);
-        err = k8s_start(s, &kc, &d);
+        err = svc_k8s_start(s, &kc, &d);
         if (!err && fp && (err = fastpath_start(fp)))
             as_diag_set(&d, err, NULL, "cannot start the fast-path threads");
     }
     if (err) {
         print_diag(cfg.cluster_path ? "cannot load the cluster" : "cannot connect", err, &d);
         fastpath_stop(fp);
-        k8s_stop(s); /* its pod hook points at fp */
+        svc_k8s_stop(s); /* its pod hook points at fp */
         fastpath_free(fp);
-        k8s_stop(s);
+        svc_k8s_stop(s);
         shard_svc_stop(s);
         svc_free(s);
         return EXIT_FAIL;
@@ -636,9 +636,9 @@ static int cmd_serve(int argc, char **argv)
     if (err) {
         print_diag("cannot serve HTTP", err, &d);
         fastpath_stop(fp);
-        k8s_stop(s);
+        svc_k8s_stop(s);
         fastpath_free(fp);
-        k8s_stop(s);
+        svc_k8s_stop(s);
         shard_svc_stop(s);
         svc_free(s);
         return EXIT_FAIL;
@@ -693,9 +693,9 @@ static int cmd_serve(int argc, char **argv)
     /* Workers and binds first, then the reflectors (their pod hook feeds
      * the fast path's queue), then the memory. */
     fastpath_stop(fp);
-    k8s_stop(s);
+    svc_k8s_stop(s);
     fastpath_free(fp);
-    k8s_stop(s); /* its shard hook calls the coordinator */
+    svc_k8s_stop(s); /* its shard hook calls the coordinator */
     shard_svc_stop(s);
     svc_free(s);
     log_info("msg=\"stopped\"");

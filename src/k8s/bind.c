@@ -4,13 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
+#include "agentsched/k8s/bind.h"
 #include "internal.h"
 
 #define BIND_QUEUE_CAP         16384
 #define BIND_ASYNC_WORKERS_MAX 16
 #define BIND_RESP_CAP          (256 * 1024)
 
+/* One queued k8s_bind_async call (strings owned). */
+struct k8s_bind_job {
+    char *ns, *name, *uid, *node;
+    k8s_bind_done_fn done;
+    void *arg;
+};
+
+/* See bind.h. */
 as_err k8s_bind_init(k8s_client *k)
 {
     size_t n = k->cfg.bind_concurrency;
@@ -51,6 +61,7 @@ static void job_free(k8s_bind_job *j)
     memset(j, 0, sizeof *j);
 }
 
+/* See bind.h. */
 void k8s_bind_shutdown(k8s_client *k)
 {
     pthread_mutex_lock(&k->bmu);
@@ -111,7 +122,7 @@ static void handle_put(k8s_client *k, CURL *h)
     pthread_mutex_unlock(&k->bmu);
 }
 
-/* See k8s.h. */
+/* See bind.h. */
 bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen)
 {
     static const char pat[] = "already assigned to node ";
@@ -178,13 +189,15 @@ static void note_unknown(k8s_client *k, bool *unknown, const char *ns, const cha
  * its retry window too. */
 static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_t unknown_until)
 {
-    return attempt >= k->cfg.bind_retries && !(unknown && k8s_mono_ns() < unknown_until);
+    return attempt >= k->cfg.bind_retries && !(unknown && clock_mono_ns() < unknown_until);
 }
 
-/* See k8s.h. */
+/* See bind.h. */
 as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
                 as_diag *diag)
 {
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
     if (!ns || !*ns || !name || !*name || !node || !*node)
         return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
     buf body, resp;
@@ -220,7 +233,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         err = AS_ENOMEM;
         goto done;
     }
-    uint64_t rng = k8s_mono_ns() ^ (uint64_t)(uintptr_t)h;
+    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)h;
     /* Once an attempt may have been applied without our hearing the answer
      * (the connection broke after the request went out, or the API server
      * timed out: 504), releasing the pod could free capacity the pod holds
@@ -230,7 +243,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
      * lost attempt went through) or half the assumed-pod TTL has passed
      * (the cache forgets the assumption at the full TTL anyway). */
     bool unknown = false;
-    uint64_t unknown_until = k8s_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull;
+    uint64_t unknown_until = clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull;
     char msg[256];
     for (unsigned attempt = 0;; attempt++) {
         long status = 0;
@@ -376,7 +389,7 @@ static void *bind_worker(void *arg)
     return NULL;
 }
 
-/* See k8s.h. */
+/* See bind.h. */
 as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const char *uid,
                       const char *node, k8s_bind_done_fn done, void *arg)
 {
@@ -424,7 +437,7 @@ as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const cha
     return err;
 }
 
-/* See k8s.h. */
+/* See bind.h. */
 as_err k8s_get_pod(k8s_client *k, const char *ns, const char *name, const model_registry *reg,
                    model_pod **out, as_diag *diag)
 {

@@ -4,12 +4,21 @@
 #include <string.h>
 #include <time.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
+#include "agentsched/k8s/events.h"
 #include "internal.h"
 
 #define ERATE_SLOTS   8192
 #define EVENT_MSG_MAX 1024
 
+/* One queued Event (strings owned); at_ms stamps it when posted. */
+struct k8s_event_job {
+    char *ns, *name, *uid, *type, *reason, *message;
+    int64_t at_ms;
+};
+
+/* See events.h. */
 as_err k8s_events_init(k8s_client *k)
 {
     k->eq_cap = k->cfg.event_queue;
@@ -33,6 +42,7 @@ static void ejob_free(k8s_event_job *j)
     memset(j, 0, sizeof *j);
 }
 
+/* See events.h. */
 void k8s_events_shutdown(k8s_client *k)
 {
     pthread_mutex_lock(&k->emu);
@@ -70,7 +80,7 @@ static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
     char evname[400];
     /* Like client-go's recorder: "<object>.<unix nanos in hex>", unique enough. */
     snprintf(evname, sizeof evname, "%.250s.%llx", j->name,
-             (unsigned long long)j->at_ms * 1000000ull + (k8s_mono_ns() % 1000000ull));
+             (unsigned long long)j->at_ms * 1000000ull + (clock_mono_ns() % 1000000ull));
     buf_puts(b, "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":");
     buf_json_cstr(b, evname);
     buf_puts(b, ",\"namespace\":");
@@ -151,13 +161,13 @@ static uint64_t fnv(uint64_t h, const char *s)
     return h;
 }
 
-/* See k8s.h. */
+/* See events.h. */
 void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char *uid,
                     const char *type, const char *reason, const char *message)
 {
     if (!k || !ns || !name || !reason)
         return;
-    int64_t now = k8s_now_ms();
+    int64_t now = clock_now_ms();
     uint64_t key = fnv(0xcbf29ce484222325ull, uid && *uid ? uid : name);
     key = fnv(fnv(key, "/"), ns);
     key = fnv(fnv(key, "|"), reason);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +11,12 @@
 #include <unistd.h>
 
 #include "agentsched/base/doc.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/kubeconfig.h"
 
 #define KUBECONFIG_CAP ((size_t)16 << 20)
 #define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"
 
-/* See k8s.h. */
+/* See kubeconfig.h. */
 void k8s_conn_free(k8s_conn *c)
 {
     if (!c)
@@ -51,7 +52,7 @@ static int b64_val(unsigned char ch)
     return -1;
 }
 
-/* See k8s.h. */
+/* See kubeconfig.h. */
 as_err k8s_base64_decode(const char *s, size_t len, k8s_blob *out)
 {
     out->data = NULL;
@@ -182,7 +183,7 @@ static as_err get_b64(json_t *obj, const char *key, k8s_blob *out, const char *f
     return AS_OK;
 }
 
-/* See k8s.h. */
+/* See kubeconfig.h. */
 as_err k8s_conn_from_kubeconfig(const char *path, const char *context, k8s_conn **out,
                                 as_diag *diag)
 {
@@ -202,7 +203,7 @@ as_err k8s_conn_from_kubeconfig(const char *path, const char *context, k8s_conn 
     return err;
 }
 
-/* See k8s.h. */
+/* See kubeconfig.h. */
 as_err k8s_conn_from_kubeconfig_json(json_t *root, const char *path, const char *context,
                                      k8s_conn **out, as_diag *diag)
 {
@@ -376,7 +377,7 @@ done:
     return err;
 }
 
-/* See k8s.h. */
+/* See kubeconfig.h. */
 as_err k8s_conn_route(const k8s_conn *c, char **url_base, char **connect_to, as_diag *diag)
 {
     *url_base = NULL;
@@ -439,7 +440,7 @@ as_err k8s_conn_route(const k8s_conn *c, char **url_base, char **connect_to, as_
     return AS_OK;
 }
 
-/* See k8s.h. */
+/* See kubeconfig.h. */
 as_err k8s_conn_in_cluster(const char *sa_dir, k8s_conn **out, as_diag *diag)
 {
     *out = NULL;

@@ -7,7 +7,7 @@
  * wall clock.
  *
  * Used by `agentsched serve --leader-elect` (the elector thread in
- * client.c gates the fast path) and by the shard controller.
+ * k8s.c gates the fast path) and by the shard controller.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -17,7 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
+#include "agentsched/k8s/lease.h"
 #include "internal.h"
 
 struct k8s_lease {
@@ -43,7 +45,7 @@ static void micro_time(char *out, size_t len)
     snprintf(out, len, "%s.%06ldZ", base, ts.tv_nsec / 1000);
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 void k8s_lease_observe(k8s_lease_obs *obs, const json_t *lease, int64_t now_ms)
 {
     if (!lease) {
@@ -75,7 +77,7 @@ void k8s_lease_observe(k8s_lease_obs *obs, const json_t *lease, int64_t now_ms)
     *obs = next;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 k8s_lease_action k8s_lease_decide(const k8s_lease_obs *obs, const char *me, int64_t now_ms)
 {
     if (!obs->exists)
@@ -89,7 +91,7 @@ k8s_lease_action k8s_lease_decide(const k8s_lease_obs *obs, const char *me, int6
     return K8S_LEASE_FOLLOW;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 void k8s_lease_default_identity(char *out, size_t len)
 {
     const char *pod = getenv("POD_NAME");
@@ -103,7 +105,7 @@ void k8s_lease_default_identity(char *out, size_t len)
     snprintf(out, len, "%s-%ld", host, (long)getpid());
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 as_err k8s_lease_new(k8s_client *k, const k8s_lease_config *cfg, k8s_lease **out, as_diag *diag)
 {
     *out = NULL;
@@ -140,7 +142,7 @@ as_err k8s_lease_new(k8s_client *k, const k8s_lease_config *cfg, k8s_lease **out
     return AS_OK;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 void k8s_lease_free(k8s_lease *l)
 {
     if (!l)
@@ -224,7 +226,7 @@ static void step_down(k8s_lease *l)
     set_held(l, false);
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 bool k8s_lease_step(k8s_lease *l, int64_t now_ms)
 {
     if (past_deadline(l, now_ms)) {
@@ -233,7 +235,7 @@ bool k8s_lease_step(k8s_lease *l, int64_t now_ms)
         step_down(l);
         return false;
     }
-    int64_t t0 = k8s_mono_ms();
+    int64_t t0 = clock_mono_ms();
     char path[600];
     snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", l->ns,
              l->name);
@@ -282,36 +284,36 @@ check_deadline:
      * from the start of its last successful round: before any other
      * candidate may see the lease expire (duration > renew deadline). Judged
      * at the end of this round, its requests' time included. */
-    if (past_deadline(l, now_ms + (k8s_mono_ms() - t0)))
+    if (past_deadline(l, now_ms + (clock_mono_ms() - t0)))
         step_down(l);
     return l->held;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 int64_t k8s_lease_deadline(const k8s_lease *l)
 {
     return l->held ? l->last_renew_ok_ms + l->renew_deadline_ms : INT64_MAX;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 bool k8s_lease_held(const k8s_lease *l)
 {
     return l->held;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 const char *k8s_lease_identity(const k8s_lease *l)
 {
     return l->identity;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 const k8s_lease_obs *k8s_lease_observed(const k8s_lease *l)
 {
     return &l->obs;
 }
 
-/* See k8s.h. */
+/* See lease.h. */
 void k8s_lease_release(k8s_lease *l, int64_t now_ms)
 {
     if (!l->held)

@@ -9,66 +9,10 @@
 #include <string.h>
 
 #include "agentsched/base/buf.h"
+#include "agentsched/k8s/shard_status.h"
 #include "internal.h"
 
 #define SHARD_API "/apis/shard.volcano.sh/v1alpha1/nodeshards"
-
-static size_t patch_sink(char *data, size_t size, size_t nmemb, void *arg)
-{
-    buf *b = arg;
-    size_t n = size * nmemb;
-    buf_append(b, data, n); /* overflow only truncates what we keep */
-    return n;
-}
-
-/* See k8s.h. */
-as_err k8s_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
-                 size_t body_len, buf *resp, long *status, as_diag *diag)
-{
-    *status = 0;
-    if (!k8s_rl_wait(k))
-        return as_diag_set(diag, AS_EIO, NULL, "client stopping");
-    as_err err = AS_OK;
-    struct curl_slist *hdrs = NULL;
-    char *url = NULL;
-    char ct[128];
-    CURL *h = curl_easy_init();
-    if (!h || !(url = k8s_url(k, path))) {
-        err = AS_ENOMEM;
-        goto done;
-    }
-    if ((err = k8s_easy_prepare(k, h, url, false, &hdrs)))
-        goto done;
-    snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
-    struct curl_slist *t = curl_slist_append(hdrs, ct);
-    if (!t) {
-        err = AS_ENOMEM;
-        goto done;
-    }
-    hdrs = t;
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, patch_sink);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
-    CURLcode cc = curl_easy_perform(h);
-    if (cc != CURLE_OK) {
-        err = as_diag_set(diag, cc == CURLE_OPERATION_TIMEDOUT ? AS_ETIMEOUT : AS_EIO, NULL,
-                          "PATCH %s: %s", path, curl_easy_strerror(cc));
-        goto done;
-    }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-done:
-    if (h) {
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-        curl_easy_cleanup(h);
-    }
-    curl_slist_free_all(hdrs);
-    free(url);
-    return err;
-}
 
 static as_err status_err(const char *what, const char *name, long code, const buf *resp,
                          as_diag *diag)
@@ -102,7 +46,7 @@ static bool name_ok(const char *name)
     return true;
 }
 
-/* See k8s.h. */
+/* See shard_status.h. */
 as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status, as_diag *diag)
 {
     if (!k || !name_ok(name) || !json_is_object(status))
@@ -134,7 +78,7 @@ done:
     return err;
 }
 
-/* See k8s.h. */
+/* See shard_status.h. */
 as_err k8s_shard_put_desired(k8s_client *k, const char *name, const char *const *nodes, size_t n,
                              as_diag *diag)
 {

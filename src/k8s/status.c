@@ -10,6 +10,7 @@
 
 #include "agentsched/base/buf.h"
 #include "agentsched/base/log.h"
+#include "agentsched/k8s/status.h"
 #include "internal.h"
 
 static size_t status_sink(char *data, size_t size, size_t nmemb, void *arg)
@@ -20,7 +21,7 @@ static size_t status_sink(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* See k8s.h. */
+/* See status.h. */
 as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, const char *type,
                              const char *status, const char *reason, const char *message,
                              as_diag *diag)

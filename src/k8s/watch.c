@@ -5,64 +5,27 @@
 #include <string.h>
 
 #include "agentsched/api/extargs.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
+#include "agentsched/k8s/watch.h"
+#include "agentsched/model/skip.h"
 #include "internal.h"
 
 #define RV_MAX      128
 #define ERRBODY_CAP (64 * 1024)
 #define SHARDS_MAX  4096
 
-/*
- * What the decoder leaves out of watch events and list pages, per kind:
- * members the model's decoders (model_pod_from_json, model_node_from_json)
- * and this file never read. On a real API server they are most of an
- * object's bytes (managedFields on every object; kubelet's container
- * statuses; a node's image list), and every member built is a malloc and a
- * free. test_k8s_watch decodes a full pod and node with and without the
- * rules and compares the models; a decoder that starts reading one of
- * these members must take it out of its list here. The extender's filter
- * and prioritize build their Pod with the pod table too (extender.c).
- */
-static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
-static const char *const skip_pod_spec[] = {
-    "volumes",   "ephemeralContainers", "readinessGates",   "securityContext",
-    "dnsConfig", "hostAliases",         "imagePullSecrets", "topologySpreadConstraints",
-    NULL};
-static const char *const skip_container[] = {"command",
-                                             "args",
-                                             "env",
-                                             "envFrom",
-                                             "volumeMounts",
-                                             "volumeDevices",
-                                             "livenessProbe",
-                                             "readinessProbe",
-                                             "startupProbe",
-                                             "lifecycle",
-                                             "securityContext",
-                                             "ports",
-                                             NULL};
-static const char *const skip_pod_status[] = {
-    "conditions", "containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses",
-    "podIPs",     "hostIPs",           "resourceClaimStatuses", NULL};
-static const char *const skip_node_status[] = {
-    "images",          "nodeInfo", "addresses", "daemonEndpoints", "volumesInUse",
-    "volumesAttached", "config",   "features",  "runtimeHandlers", NULL};
-static const extargs_skip pod_skip[] = {
-    {"metadata", skip_meta},        {"spec", skip_pod_spec},
-    {"containers", skip_container}, {"initContainers", skip_container},
-    {"status", skip_pod_status},    {NULL, NULL},
-};
-static const extargs_skip node_skip[] = {
-    {"metadata", skip_meta},
-    {"status", skip_node_status},
-    {NULL, NULL},
-};
-static const extargs_skip *const kind_skip[K8S_KIND__COUNT] = {node_skip, pod_skip, NULL};
-
-/* See k8s.h. */
+/* See watch.h. */
 const struct extargs_skip *k8s_stream_skip(k8s_kind kind)
 {
-    return (int)kind >= 0 && kind < K8S_KIND__COUNT ? kind_skip[kind] : NULL;
+    switch (kind) {
+    case K8S_KIND_NODE:
+        return model_skip_node();
+    case K8S_KIND_POD:
+        return model_skip_pod();
+    default:
+        return NULL; /* NodeShards: small, and read whole */
+    }
 }
 
 static const char *const kind_obj[K8S_KIND__COUNT] = {"Node", "Pod", "NodeShard"};
@@ -78,7 +41,9 @@ static void free_strv(char **v, size_t n)
     free(v);
 }
 
-void k8s_shard_free_fields(k8s_shard *s)
+/* shard_free_fields frees every field of *s and zeroes it; s itself is not
+ * freed. */
+static void shard_free_fields(k8s_shard *s)
 {
     free(s->name);
     free(s->resource_version);
@@ -90,11 +55,11 @@ void k8s_shard_free_fields(k8s_shard *s)
     memset(s, 0, sizeof *s);
 }
 
-/* See k8s.h. */
+/* See watch.h. */
 void k8s_shards_free(k8s_shard *shards, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        k8s_shard_free_fields(&shards[i]);
+        shard_free_fields(&shards[i]);
     free(shards);
 }
 
@@ -165,7 +130,7 @@ static as_err shard_from_json(const json_t *obj, k8s_shard *s)
         goto fail;
     return AS_OK;
 fail:
-    k8s_shard_free_fields(s);
+    shard_free_fields(s);
     return err;
 }
 
@@ -191,11 +156,11 @@ static as_err shard_copy(const k8s_shard *src, k8s_shard *dst)
     dst->n_to_add = src->n_to_add;
     return AS_OK;
 fail:
-    k8s_shard_free_fields(dst);
+    shard_free_fields(dst);
     return err;
 }
 
-/* See k8s.h. */
+/* See watch.h. */
 as_err k8s_shards_copy(k8s_client *k, k8s_shard **out, size_t *n)
 {
     *out = NULL;
@@ -250,21 +215,21 @@ static as_err shard_table_apply(k8s_client *k, k8s_shard *s, bool del)
     size_t i = shard_find(k->shards, k->nshards, s->name, &found);
     if (del) {
         if (found) {
-            k8s_shard_free_fields(&k->shards[i]);
+            shard_free_fields(&k->shards[i]);
             memmove(&k->shards[i], &k->shards[i + 1], (k->nshards - i - 1) * sizeof *k->shards);
             k->nshards--;
         }
-        k8s_shard_free_fields(s);
+        shard_free_fields(s);
     } else if (found) {
-        k8s_shard_free_fields(&k->shards[i]);
+        shard_free_fields(&k->shards[i]);
         k->shards[i] = *s;
     } else if (k->nshards >= SHARDS_MAX) {
-        k8s_shard_free_fields(s);
+        shard_free_fields(s);
         err = AS_ELIMIT;
     } else {
         k8s_shard *nv = realloc(k->shards, (k->nshards + 1) * sizeof *nv);
         if (!nv) {
-            k8s_shard_free_fields(s);
+            shard_free_fields(s);
             err = AS_ENOMEM;
         } else {
             k->shards = nv;
@@ -313,7 +278,7 @@ struct k8s_stream {
     bool discard; /* tests/fuzz: nothing */
 };
 
-/* See k8s.h. */
+/* See watch.h. */
 as_err k8s_stream_new(k8s_kind kind, cache *c, k8s_client *client, size_t max_line,
                       k8s_stream **out)
 {
@@ -333,7 +298,7 @@ as_err k8s_stream_new(k8s_kind kind, cache *c, k8s_client *client, size_t max_li
     return AS_OK;
 }
 
-/* See k8s.h. */
+/* See watch.h. */
 void k8s_stream_free(k8s_stream *s)
 {
     if (!s)
@@ -342,7 +307,7 @@ void k8s_stream_free(k8s_stream *s)
     free(s);
 }
 
-/* See k8s.h. */
+/* See watch.h. */
 void k8s_stream_reset(k8s_stream *s, const char *rv)
 {
     buf_reset(&s->line);
@@ -350,13 +315,13 @@ void k8s_stream_reset(k8s_stream *s, const char *rv)
         snprintf(s->rv, sizeof s->rv, "%s", rv);
 }
 
-/* See k8s.h. */
+/* See watch.h. */
 const char *k8s_stream_rv(const k8s_stream *s)
 {
     return s->rv;
 }
 
-/* See k8s.h. */
+/* See watch.h. */
 uint64_t k8s_stream_events(const k8s_stream *s)
 {
     return s->events;
@@ -500,7 +465,7 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
      * list pages: bench_watch's pod events decode about twice as fast. */
     json_t *ev = NULL;
     as_diag jd = {{0}, {0}};
-    if (extargs_parse_json_skip(line + i, len - i, kind_skip[s->kind], &ev, &jd) != AS_OK) {
+    if (extargs_parse_json_skip(line + i, len - i, k8s_stream_skip(s->kind), &ev, &jd) != AS_OK) {
         log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu",
                  k8s_kind_name(s->kind), jd.msg, len);
         return AS_EPARSE;
@@ -549,7 +514,7 @@ done:
     return err;
 }
 
-/* See k8s.h. */
+/* See watch.h. */
 as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len)
 {
     while (len > 0) {
@@ -722,7 +687,8 @@ static as_err do_list(k8s_reflector *r)
         }
         json_t *doc = NULL;
         as_diag jd = {{0}, {0}};
-        if (extargs_parse_json_skip(body.data, body.len, kind_skip[r->kind], &doc, &jd) != AS_OK) {
+        if (extargs_parse_json_skip(body.data, body.len, k8s_stream_skip(r->kind), &doc, &jd) !=
+            AS_OK) {
             log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", k8s_kind_name(r->kind),
                      jd.msg);
             err = AS_EPARSE;
@@ -826,7 +792,7 @@ static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     watch_ctx *w = ud;
     size_t n = size * nmemb;
-    w->last_byte_ns = k8s_mono_ns();
+    w->last_byte_ns = clock_mono_ns();
     if (!w->status)
         curl_easy_getinfo(w->r->h, CURLINFO_RESPONSE_CODE, &w->status);
     if (w->status != 200) {
@@ -864,7 +830,7 @@ static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut,
             k8s_mark_up(k, w->r->kind);
         }
     }
-    uint64_t idle = k8s_mono_ns() - w->last_byte_ns;
+    uint64_t idle = clock_mono_ns() - w->last_byte_ns;
     if (idle > (uint64_t)k->cfg.watch_timeout_ms * 1000000ull) {
         w->timed_out = true;
         return 1;
@@ -917,7 +883,7 @@ static as_err do_watch(k8s_reflector *r, bool *progressed)
     curl_easy_setopt(r->h, CURLOPT_XFERINFOFUNCTION, watch_progress);
     curl_easy_setopt(r->h, CURLOPT_XFERINFODATA, &w);
     k8s_stream_reset(r->stream, NULL);
-    w.last_byte_ns = k8s_mono_ns();
+    w.last_byte_ns = clock_mono_ns();
     uint64_t events_before = k8s_stream_events(r->stream);
     CURLcode cc = curl_easy_perform(r->h);
     *progressed = k8s_stream_events(r->stream) > events_before;
@@ -1018,9 +984,9 @@ static void *reflector_main(void *arg)
             k8s_mark_listed(k, r->kind);
         }
         bool progressed = false;
-        uint64_t t0 = k8s_mono_ns();
+        uint64_t t0 = clock_mono_ns();
         as_err err = do_watch(r, &progressed);
-        bool lasted = k8s_mono_ns() - t0 >= 1000000000ull;
+        bool lasted = clock_mono_ns() - t0 >= 1000000000ull;
         if (k8s_stopping(k))
             break;
         if (progressed) {
@@ -1068,6 +1034,7 @@ static void *reflector_main(void *arg)
     return NULL;
 }
 
+/* See watch.h. */
 as_err k8s_reflectors_start(k8s_client *k)
 {
     for (int i = 0; i < K8S_KIND__COUNT; i++) {
@@ -1078,7 +1045,7 @@ as_err k8s_reflectors_start(k8s_client *k)
             return AS_ENOMEM;
         r->k = k;
         r->kind = (k8s_kind)i;
-        r->rng = k8s_mono_ns() ^ ((uint64_t)(uintptr_t)r << 7) ^ (uint64_t)i;
+        r->rng = clock_mono_ns() ^ ((uint64_t)(uintptr_t)r << 7) ^ (uint64_t)i;
         r->h = curl_easy_init();
         if (!r->h || k8s_stream_new(r->kind, k->cache, k, k->cfg.max_line, &r->stream)) {
             if (r->h)
@@ -1094,6 +1061,7 @@ as_err k8s_reflectors_start(k8s_client *k)
     return AS_OK;
 }
 
+/* See watch.h. */
 void k8s_reflectors_join(k8s_client *k)
 {
     for (int i = 0; i < K8S_KIND__COUNT; i++) {

@@ -188,7 +188,7 @@ void svc_free(svc *s)
     if (!s)
         return;
     svc_http_stop(s);
-    k8s_stop(s); /* its reflectors write the cache: stop them first */
+    svc_k8s_stop(s); /* its reflectors write the cache: stop them first */
     if (s->binder)
         binder_free(s->binder);
     extender_memo_free(s->ext_memo);
@@ -287,7 +287,7 @@ static void svc_readyz(void *ctx, const http_request *req, http_response *resp)
     if (s->k8s) {
         /* Live mode: synced once, and the watches not down past the bound. */
         char why[256];
-        if (k8s_svc_ready(s, why, sizeof why)) {
+        if (k8s_ready(s->k8s, svc_now_ms(), why, sizeof why)) {
             resp->content_type = "text/plain; charset=utf-8";
             buf_puts(&resp->body, "ok\n");
         } else {
@@ -365,7 +365,7 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
               __atomic_load_n(&s->ready, __ATOMIC_ACQUIRE));
     svc_gauge(s, "agentsched_start_time_seconds", "Start time since the Unix epoch.",
               s->started_ms / 1000);
-    k8s_metrics_update(s); /* live mode: agentsched_k8s_* */
+    k8s_metrics_update(s->k8s, s->metrics); /* live mode: agentsched_k8s_* */
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     as_err err = metrics_render(s->metrics, &resp->body);
     if (err)
@@ -507,4 +507,48 @@ void svc_http_stop(svc *s)
         return;
     http_server_stop(s->http);
     s->http = NULL;
+}
+
+/* svc_k8s_synced is the client's synced hook: the service turns ready. */
+static void svc_k8s_synced(void *arg)
+{
+    svc *s = arg;
+    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
+}
+
+/* See svc.h. */
+as_err svc_k8s_start(svc *s, const k8s_config *cfg, as_diag *diag)
+{
+    k8s_config c = *cfg;
+    if (!c.scheduler_name)
+        c.scheduler_name = s->cfg.scheduler_name;
+    if (!c.qps && s->cfg.kube_api_qps > 0)
+        c.qps = s->cfg.kube_api_qps;
+    if (!c.burst && s->cfg.kube_api_burst)
+        c.burst = s->cfg.kube_api_burst;
+    if (!c.watch_down_ms && s->cfg.watch_down_ms > 0)
+        c.watch_down_ms = s->cfg.watch_down_ms;
+    if (!c.watch_timeout_ms && s->cfg.watch_timeout_ms > 0)
+        c.watch_timeout_ms = s->cfg.watch_timeout_ms;
+    c.synced_hook = svc_k8s_synced;
+    c.synced_hook_arg = s;
+    k8s_client *k;
+    as_err err = k8s_client_new(&c, s->cache, &k, diag);
+    if (err)
+        return err;
+    if ((err = k8s_client_start(k))) {
+        k8s_client_free(k);
+        return as_diag_set(diag, err, NULL, "cannot start the API client threads");
+    }
+    s->k8s = k;
+    return AS_OK;
+}
+
+/* See svc.h. */
+void svc_k8s_stop(svc *s)
+{
+    if (!s || !s->k8s)
+        return;
+    k8s_client_free(s->k8s);
+    s->k8s = NULL;
 }

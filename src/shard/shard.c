@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "agentsched/base/log.h"
+#include "agentsched/k8s/shard_status.h"
 #include "agentsched/serve/svc.h"
 
 /* ------------------------------------------------------------------ */

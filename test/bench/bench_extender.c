@@ -47,7 +47,7 @@
 #include "agentsched/api/extargs.h"
 #include "agentsched/api/extender.h"
 #include "agentsched/base/http.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/model/skip.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
 #include "agentsched/base/pool.h"
@@ -330,7 +330,7 @@ static void bench_decode(const char *body)
 /* The filter's Pod decode (the request scanner's validation, the DOM, the
  * model) for the Pod kube-scheduler sends in a real cluster
  * (bench_k8s_pod_json), three ways: the DOM built by yajl whole, by yajl
- * without what the pod model never reads (k8s_stream_skip), and by
+ * without what the pod model never reads (model_skip_pod), and by
  * extargs_parse_pod (the validated span walked, with the same rules). */
 static void bench_pod_decode(svc *s)
 {
@@ -344,7 +344,7 @@ static void bench_pod_decode(svc *s)
                                       "extargs_parse_pod (walk, skip rules)"};
     double ms[3];
     for (int k = 0; k < 3; k++) {
-        const extargs_skip *skip = k ? k8s_stream_skip(K8S_KIND_POD) : NULL;
+        const extargs_skip *skip = k ? model_skip_pod() : NULL;
         int iters = 4000;
         double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         for (int i = 0; i < iters; i++) {

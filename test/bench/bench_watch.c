@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "agentsched/core/cache.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/watch.h"
 #include "agentsched/base/log.h"
 #include "bench_clock.h"
 

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "agentsched/api/extargs.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/model/skip.h"
 #include "agentsched/model/model.h"
 #include "json_count.h"
 
@@ -87,7 +87,7 @@ static void walk_matches_yajl(const char *body, size_t size)
     static const char *const few[] = {"a", "spec", NULL};
     static const extargs_skip root_rules[] = {{"", few}, {"b", few}, {NULL, NULL}};
     for (int r = 0; r < 3; r++) {
-        const extargs_skip *rules = r == 1 ? k8s_stream_skip(K8S_KIND_POD) : r ? root_rules : NULL;
+        const extargs_skip *rules = r == 1 ? model_skip_pod() : r ? root_rules : NULL;
         json_t *w = NULL, *y = NULL;
         as_diag wd, yd;
         memset(&wd, 0, sizeof wd);
@@ -139,7 +139,7 @@ static void fields_match_dom(const extargs_args *lazy)
                     : AS_EUNSUPPORTED;
     if (fe != AS_OK && fe != AS_EUNSUPPORTED)
         abort();
-    as_err de = extargs_parse_pod(&a, k8s_stream_skip(K8S_KIND_POD), &d);
+    as_err de = extargs_parse_pod(&a, model_skip_pod(), &d);
     if (!de)
         de = model_pod_from_json_spec(&reg, a.pod, spec, &dom, &d);
     if (fe == AS_OK) {
@@ -170,7 +170,7 @@ static void fields_match_dom(const extargs_args *lazy)
  * decoded specs. */
 static void projection_matches_dom(const extargs_args *a)
 {
-    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    const extargs_skip *rules = model_skip_pod();
     size_t n = a->pod_spec_len, klen = 0;
     char *key = malloc(n ? n : 1);
     if (!key)
@@ -223,7 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* What the extender builds: the Pod without the members the pod
          * model never reads. Whatever the whole build accepts, it accepts. */
-        const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+        const extargs_skip *rules = model_skip_pod();
         extargs_args b = a;
         b.pod = NULL;
         bool skip_ok = extargs_parse_pod(&b, rules, &d) == AS_OK;
@@ -327,7 +327,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * builds with rules too, into a tree that has no more values. */
     static const char *const few[] = {"a", "b", "items", NULL};
     static const extargs_skip short_rules[] = {{"a", few}, {"", few}, {NULL, NULL}};
-    const extargs_skip *tables[] = {k8s_stream_skip(K8S_KIND_POD), short_rules};
+    const extargs_skip *tables[] = {model_skip_pod(), short_rules};
     json_t *dom = NULL;
     bool whole = extargs_parse_json(body, size, &dom, &d) == AS_OK;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {

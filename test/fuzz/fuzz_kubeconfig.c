@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "agentsched/base/doc.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/kubeconfig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

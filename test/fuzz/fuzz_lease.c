@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/lease.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

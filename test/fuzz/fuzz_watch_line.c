@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "agentsched/core/cache.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/watch.h"
 #include "agentsched/base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

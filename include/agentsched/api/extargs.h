@@ -122,7 +122,7 @@ as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned fl
  * skip (borrowed; NULL: the whole Pod) leaves members out of the DOM as
  * extargs_parse_json_skip does: kube-scheduler sends the whole Pod (env,
  * volumes, probes, status) in every filter and prioritize, and the pod
- * model reads a small part of it (k8s_stream_skip(K8S_KIND_POD)). A DOM
+ * model reads a small part of it (model_skip_pod()). A DOM
  * built earlier (without EXTARGS_LAZY_POD) is kept as it is. The span was
  * validated by the decode, so it is only walked (extargs_parse_json),
  * not validated again. */

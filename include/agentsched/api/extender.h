@@ -57,7 +57,7 @@
  * bound pod; the cache offers no "mark bound" without the full pod, and
  * nothing in embedded mode expires assumed pods. In live mode the bind
  * posts the pods/binding subresource (extender_live_bind ->
- * k8s_bind_pod; on failure the assumed pod is released and Error says
+ * k8s_bind; on failure the assumed pod is released and Error says
  * why), and a pod agentsched never noted is fetched from the API server
  * (extender_live_fetch_pod -> k8s_get_pod), noted, and bound with a full
  * re-check.

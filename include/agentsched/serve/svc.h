@@ -140,6 +140,19 @@ void svc_http_stop(svc *s);
  * no policy file is configured. (Added by the service helper.) */
 as_err svc_reload_policy(svc *s, as_diag *diag);
 
+/*
+ * svc_k8s_start builds a live-mode API client (k8s.h) for the service's
+ * cache from cfg (the service's scheduler name, qps/burst and watch
+ * bounds fill unset fields; its synced hook is the service's, which sets
+ * s->ready after the first sync), starts it and stores it in s->k8s.
+ * Errors as k8s_client_new, or those of k8s_client_start with diag saying
+ * the threads did not start. svc_k8s_stop stops and frees it; NULL-safe
+ * and a no-op on embedded services.
+ */
+struct k8s_config;
+as_err svc_k8s_start(svc *s, const struct k8s_config *cfg, as_diag *diag);
+void svc_k8s_stop(svc *s);
+
 /* svc_now_ms: wall clock in ms (CLOCK_REALTIME); svc_mono_ns: monotonic. */
 int64_t svc_now_ms(void);
 uint64_t svc_mono_ns(void);

@@ -49,6 +49,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/watch.h"
 
 /* A sorted, de-duplicated set of node names (all strings owned). */
 typedef struct shard_names {
@@ -173,8 +174,8 @@ struct svc;
  *                     for cfg.shard_name, publishing through s->k8s, starts
  *                     its publisher and stores it in s->shard (no-op in
  *                     none mode).
- *   shard_svc_hook    points kc's shard hook at s->shard (before k8s_start).
- *   shard_svc_stop    frees s->shard; call after k8s_stop(s) (the reflector
+ *   shard_svc_hook    points kc's shard hook at s->shard (before svc_k8s_start).
+ *   shard_svc_stop    frees s->shard; call after svc_k8s_stop(s) (the reflector
  *                     calls into it) and before svc_free. NULL-safe.
  */
 as_err shard_svc_start(struct svc *s, as_diag *diag);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "agentsched/api/extargs.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/model/skip.h"
 
 /* The ExtenderArgs example of upstream's types_test.go, and its
  * lower-cased round trip (Go decodes keys case-insensitively). */
@@ -1225,7 +1225,7 @@ static bool fields_vs_dom(model_registry *reg, const char *pod, bool plain)
     as_err fe = extargs_pod_fields(&a, &f, keys, values, 64)
                     ? model_pod_from_fields(reg, &f, spec, &fast)
                     : AS_EUNSUPPORTED;
-    as_err de = extargs_parse_pod(&a, k8s_stream_skip(K8S_KIND_POD), &d);
+    as_err de = extargs_parse_pod(&a, model_skip_pod(), &d);
     if (!de)
         de = model_pod_from_json_spec(reg, a.pod, spec, &dom, &d);
     cr_assert(fe == AS_OK || fe == AS_EUNSUPPORTED, "%s: fields path %d", pod, fe);
@@ -1487,7 +1487,7 @@ Test(extargs, projection_is_what_the_rules_build)
  * one: every projection builds what the rules build. */
 Test(extargs, projection_with_the_pod_rules)
 {
-    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    const extargs_skip *rules = model_skip_pod();
     static const char *const specs[] = {
         "{\"schedulerName\":\"agent-scheduler\",\"priority\":5,\"containers\":[{\"name\":\"c\","
         "\"image\":\"i\",\"command\":[\"/bin/a\"],\"args\":[\"--x\"],\"env\":[{\"name\":\"S\","

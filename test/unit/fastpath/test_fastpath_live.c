@@ -93,7 +93,7 @@ static fastpath *live_start_ex(k8s_stub *stub, int workers, bool watch_shards,
         kc.leader_hook = fastpath_set_leading;
         kc.leader_hook_arg = fp;
     }
-    cr_assert_eq(k8s_start(*out, &kc, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(svc_k8s_start(*out, &kc, &d), AS_OK, "%s", d.msg);
     cr_assert_eq(fastpath_start(fp), AS_OK);
     return fp;
 }
@@ -101,7 +101,7 @@ static fastpath *live_start_ex(k8s_stub *stub, int workers, bool watch_shards,
 static void live_stop(svc *s, fastpath *fp)
 {
     fastpath_stop(fp);
-    k8s_stop(s);
+    svc_k8s_stop(s);
     fastpath_free(fp);
 }
 

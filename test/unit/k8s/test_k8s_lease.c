@@ -13,6 +13,7 @@
 
 #include "agentsched/core/cache.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/lease.h"
 #include "agentsched/base/log.h"
 #include "k8s_stub.c"
 

@@ -11,10 +11,10 @@
 #include <time.h>
 
 #include "agentsched/core/cache.h"
-#include "agentsched/api/extargs.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/watch.h"
+#include "agentsched/model/skip.h"
 #include "agentsched/base/log.h"
-#include "json_count.h"
 #include "k8s_stub.c"
 
 typedef struct fx {
@@ -677,209 +677,13 @@ Test(k8s_stream, pod_events_fixture)
     free(nodes);
 }
 
-/* ---- the decoder's skip rules leave the model unchanged -------------- */
+/* ---- the decoder's skip rules are the model's (test_skip.c) -------- */
 
-static void same_str(const char *a, const char *b, const char *what)
+Test(k8s_stream, skip_rules_by_kind)
 {
-    if (!a || !b)
-        cr_assert_eq(a, b, "%s: one is NULL", what);
-    else
-        cr_assert_str_eq(a, b, "%s", what);
-}
-
-static void same_labels(const model_labels *a, const model_labels *b, const char *what)
-{
-    cr_assert_eq(a->n, b->n, "%s count", what);
-    for (uint32_t i = 0; i < a->n; i++) {
-        same_str(a->items[i].key, b->items[i].key, what);
-        same_str(a->items[i].value, b->items[i].value, what);
-    }
-}
-
-static void same_selector_reqs(const model_selector_req *a, const model_selector_req *b, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        same_str(a[i].key, b[i].key, "selector key");
-        cr_assert_eq(a[i].op, b[i].op);
-        cr_assert_eq(a[i].nvalues, b[i].nvalues);
-        cr_assert_eq(a[i].num, b[i].num);
-        for (uint32_t v = 0; v < a[i].nvalues; v++)
-            same_str(a[i].values[v], b[i].values[v], "selector value");
-    }
-}
-
-static void same_pod(const model_pod *a, const model_pod *b)
-{
-    same_str(a->ns, b->ns, "ns");
-    same_str(a->name, b->name, "name");
-    same_str(a->uid, b->uid, "uid");
-    same_str(a->resource_version, b->resource_version, "resourceVersion");
-    same_str(a->node_name, b->node_name, "nodeName");
-    same_str(a->scheduler_name, b->scheduler_name, "schedulerName");
-    cr_assert_arr_eq(a->req.v, b->req.v, sizeof a->req.v, "requests");
-    cr_assert_eq(a->req_mask, b->req_mask);
-    same_str(a->unknown_res, b->unknown_res, "unknown resource");
-    cr_assert_eq(a->gpu_count, b->gpu_count);
-    cr_assert_eq(a->gpu_milli, b->gpu_milli);
-    same_labels(&a->labels, &b->labels, "labels");
-    same_labels(&a->node_selector, &b->node_selector, "nodeSelector");
-    cr_assert_eq(a->affinity.present, b->affinity.present);
-    cr_assert_eq(a->affinity.nterms, b->affinity.nterms);
-    for (uint32_t t = 0; t < a->affinity.nterms; t++) {
-        const model_selector_term *x = &a->affinity.terms[t], *y = &b->affinity.terms[t];
-        cr_assert_eq(x->nexprs, y->nexprs);
-        cr_assert_eq(x->nfields, y->nfields);
-        same_selector_reqs(x->exprs, y->exprs, x->nexprs);
-        same_selector_reqs(x->fields, y->fields, x->nfields);
-    }
-    cr_assert_eq(a->ntolerations, b->ntolerations);
-    for (uint32_t i = 0; i < a->ntolerations; i++) {
-        same_str(a->tolerations[i].key, b->tolerations[i].key, "toleration key");
-        same_str(a->tolerations[i].value, b->tolerations[i].value, "toleration value");
-        cr_assert_eq(a->tolerations[i].op, b->tolerations[i].op);
-        cr_assert_eq(a->tolerations[i].effect, b->tolerations[i].effect);
-    }
-    cr_assert_eq(a->priority, b->priority);
-    cr_assert_eq(a->phase, b->phase);
-    cr_assert_eq(a->terminating, b->terminating);
-    cr_assert_eq(a->created_ms, b->created_ms);
-}
-
-static void same_node(const model_node *a, const model_node *b)
-{
-    same_str(a->name, b->name, "name");
-    same_str(a->uid, b->uid, "uid");
-    same_str(a->resource_version, b->resource_version, "resourceVersion");
-    same_labels(&a->labels, &b->labels, "labels");
-    cr_assert_eq(a->ntaints, b->ntaints);
-    for (uint32_t i = 0; i < a->ntaints; i++) {
-        same_str(a->taints[i].key, b->taints[i].key, "taint key");
-        same_str(a->taints[i].value, b->taints[i].value, "taint value");
-        cr_assert_eq(a->taints[i].effect, b->taints[i].effect);
-    }
-    cr_assert_arr_eq(a->alloc.v, b->alloc.v, sizeof a->alloc.v, "allocatable");
-    cr_assert_arr_eq(a->capacity.v, b->capacity.v, sizeof a->capacity.v, "capacity");
-    cr_assert_eq(a->unschedulable, b->unschedulable);
-    cr_assert_eq(a->ready, b->ready);
-    cr_assert_eq(a->ngpus, b->ngpus);
-    same_str(a->gpu_model, b->gpu_model, "gpu model");
-}
-
-/* parse_both decodes a fixture whole and with the kind's skip rules. */
-static void parse_both(const char *fixture, k8s_kind kind, json_t **whole, json_t **skipped)
-{
-    size_t len;
-    char *body = read_fixture(fixture, &len);
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(extargs_parse_json(body, len, whole, &d), AS_OK, "%s", d.msg);
-    cr_assert_not_null(k8s_stream_skip(kind));
-    cr_assert_eq(extargs_parse_json_skip(body, len, k8s_stream_skip(kind), skipped, &d), AS_OK,
-                 "%s", d.msg);
-    free(body);
-    /* the rules must leave a real API server object much smaller */
-    size_t a = json_count_values(*whole), b = json_count_values(*skipped);
-    cr_assert_lt(b * 2, a, "%s: %zu of %zu values kept", fixture, b, a);
-}
-
-/* A spec decoded once (model_pod_spec) and the rest of the Pod built
- * without it give the pod model_pod_from_json gives on the whole Pod: the
- * extender's memo of decoded specs (extender.c) relies on it. */
-Test(k8s_stream, a_shared_spec_gives_the_same_pod)
-{
-    static const char *const spec_keys[] = {"spec", NULL};
-    extargs_skip no_spec[24];
-    const extargs_skip *pod_rules = k8s_stream_skip(K8S_KIND_POD);
-    size_t n = 0;
-    for (; pod_rules[n].parent; n++)
-        no_spec[n] = pod_rules[n];
-    no_spec[n++] = (extargs_skip){"", spec_keys};
-    no_spec[n] = (extargs_skip){NULL, NULL};
-
-    static const char *const fixtures[] = {"full_pod.json", "gpu_share_pod.json"};
-    for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
-        model_registry reg;
-        model_registry_init(&reg);
-        size_t len;
-        char *body = read_fixture(fixtures[f], &len);
-        json_t *whole = NULL, *rest = NULL;
-        as_diag d = {{0}, {0}};
-        cr_assert_eq(extargs_parse_json(body, len, &whole, &d), AS_OK, "%s", d.msg);
-        cr_assert_eq(extargs_parse_json_skip(body, len, no_spec, &rest, &d), AS_OK, "%s", d.msg);
-        cr_assert_null(json_object_get(rest, "spec"));
-        model_pod *a = NULL, *b = NULL;
-        model_pod_spec *spec = NULL;
-        cr_assert_eq(model_pod_from_json(&reg, whole, &a, &d), AS_OK, "%s", d.msg);
-        cr_assert_eq(model_pod_spec_from_json(&reg, json_object_get(whole, "spec"), &spec, &d),
-                     AS_OK, "%s", d.msg);
-        cr_assert_eq(model_pod_spec_generation(spec), model_registry_count(&reg));
-        cr_assert_eq(model_pod_from_json_spec(&reg, rest, spec, &b, &d), AS_OK, "%s", d.msg);
-        model_pod_spec_unref(spec); /* b keeps its own reference */
-        same_pod(a, b);
-        model_pod_free(a);
-        model_pod_free(b);
-        /* errors outside the spec are model_pod_from_json's */
-        json_object_set_new(json_object_get(rest, "status"), "phase", json_string("Lost"));
-        cr_assert_eq(model_pod_spec_from_json(&reg, json_object_get(whole, "spec"), &spec, &d),
-                     AS_OK);
-        cr_assert_eq(model_pod_from_json_spec(&reg, rest, spec, &b, &d), AS_EINVAL);
-        cr_assert_str_eq(d.field, "status.phase");
-        cr_assert_null(b);
-        /* a resource interned later is a new generation */
-        int idx, gen = model_pod_spec_generation(spec);
-        model_pod_spec_unref(spec);
-        cr_assert_eq(model_registry_intern(&reg, "example.com/later", 17, &idx), AS_OK);
-        cr_assert_gt(model_registry_count(&reg), gen);
-        json_decref(whole);
-        json_decref(rest);
-        free(body);
-        model_registry_destroy(&reg);
-    }
-}
-
-Test(k8s_stream, skip_rules_keep_the_pod_model)
-{
-    model_registry reg;
-    model_registry_init(&reg);
-    json_t *whole, *skipped;
-    parse_both("full_pod.json", K8S_KIND_POD, &whole, &skipped);
-    model_pod *a = NULL, *b = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(model_pod_from_json(&reg, whole, &a, &d), AS_OK, "%s: %s", d.field, d.msg);
-    cr_assert_eq(model_pod_from_json(&reg, skipped, &b, &d), AS_OK, "%s: %s", d.field, d.msg);
-    same_pod(a, b);
-    /* the fixture exercises what the model reads */
-    cr_assert_eq(a->phase, MODEL_PHASE_RUNNING);
-    cr_assert_eq(a->ntolerations, 2);
-    cr_assert(a->affinity.present);
-    cr_assert_eq(a->labels.n, 4);
-    cr_assert_gt(a->req.v[MODEL_RES_CPU], 400, "init sidecar and overhead counted: %lld",
-                 (long long)a->req.v[MODEL_RES_CPU]);
-    model_pod_free(a);
-    model_pod_free(b);
-    json_decref(whole);
-    json_decref(skipped);
-    model_registry_destroy(&reg);
-}
-
-Test(k8s_stream, skip_rules_keep_the_node_model)
-{
-    model_registry reg;
-    model_registry_init(&reg);
-    json_t *whole, *skipped;
-    parse_both("full_node.json", K8S_KIND_NODE, &whole, &skipped);
-    model_node *a = NULL, *b = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(model_node_from_json(&reg, whole, &a, &d), AS_OK, "%s: %s", d.field, d.msg);
-    cr_assert_eq(model_node_from_json(&reg, skipped, &b, &d), AS_OK, "%s: %s", d.field, d.msg);
-    same_node(a, b);
-    cr_assert(a->ready);
-    cr_assert_eq(a->ntaints, 1);
-    cr_assert_eq(a->ngpus, 8);
-    model_node_free(a);
-    model_node_free(b);
-    json_decref(whole);
-    json_decref(skipped);
-    model_registry_destroy(&reg);
+    cr_assert_eq(k8s_stream_skip(K8S_KIND_POD), model_skip_pod());
+    cr_assert_eq(k8s_stream_skip(K8S_KIND_NODE), model_skip_node());
+    cr_assert_null(k8s_stream_skip(K8S_KIND_NODESHARD));
 }
 
 /* ---- pod hook (the fast path's feed of pending pods) ---------------- */

@@ -8,6 +8,7 @@
 
 #include "agentsched/base/http.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/shard_status.h"
 #include "agentsched/shard/shard.h"
 
 #define API "/apis/shard.volcano.sh/v1alpha1/nodeshards"

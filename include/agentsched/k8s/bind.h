@@ -1,0 +1,70 @@
+/*
+ * bind.h - Bindings: synchronous on a bounded pool of keep-alive handles,
+ * or queued for the bind workers, with retries that tell a refused bind
+ * from one whose outcome is unknown; and a single-Pod GET.
+ */
+#ifndef AGENTSCHED_K8S_BIND_H
+#define AGENTSCHED_K8S_BIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "agentsched/base/error.h"
+#include "agentsched/k8s/transport.h"
+#include "agentsched/model/model.h"
+
+/*
+ * k8s_bind posts a Binding of pod ns/name (uid may be NULL or "") to node,
+ * on one of cfg.bind_concurrency keep-alive connections (blocking while
+ * all are busy). 201/200, or 409 "already assigned to node X" with X ==
+ * node: AS_OK. 409 with another node: AS_ECONFLICT. 404: AS_ENOTFOUND.
+ * 429/5xx/transport errors, and a 409 naming no node (etcd failed
+ * mid-write), are retried (cfg.bind_retries times, with backoff) and then
+ * AS_EHTTP / AS_EIO. When an attempt may have been applied unheard (the
+ * connection broke after the request was sent, 504, or that 409), the
+ * same binding is retried beyond that budget until an answer
+ * settles it or cfg.assumed_ttl_ms / 2 has passed since the call began
+ * (counted in bind_unknown). 401/403: AS_EAUTH. Other: AS_EHTTP. The
+ * caller releases the assumed pod on failure. diag says what happened.
+ * k NULL (a service without an API server binds in its cache only):
+ * AS_EUNSUPPORTED.
+ */
+as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
+                as_diag *diag);
+
+/* Completion of an asynchronous bind (called on a bind worker thread). */
+typedef void (*k8s_bind_done_fn)(void *arg, as_err err, const as_diag *diag);
+
+/*
+ * k8s_bind_async queues a bind (strings copied) for the bind workers;
+ * done (may be NULL) gets the k8s_bind result. AS_ELIMIT when the queue is
+ * full (the caller releases the pod), AS_EINVAL after stop.
+ */
+as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const char *uid,
+                      const char *node, k8s_bind_done_fn done, void *arg);
+
+/*
+ * k8s_get_pod fetches pod ns/name and decodes it with reg (borrowed).
+ * AS_ENOTFOUND on 404, AS_EAUTH on 401/403, AS_EHTTP otherwise, transport
+ * errors as k8s_request. Caller owns *out (model_pod_free). For the
+ * extender bind of a pod whose filter note is gone.
+ */
+as_err k8s_get_pod(k8s_client *k, const char *ns, const char *name, const model_registry *reg,
+                   model_pod **out, as_diag *diag);
+
+/* k8s_conflict_node extracts X from a 409 body/message "... is already
+ * assigned to node \"X\"" into out; false when absent. */
+bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen);
+
+/* k8s_bind_init allocates the bind queue and cfg.bind_concurrency curl
+ * handles (workers start on the first async bind); k8s_client_new calls it.
+ * AS_ENOMEM. */
+as_err k8s_bind_init(k8s_client *k);
+
+/* k8s_bind_shutdown (stop flag up) wakes and joins the workers, fails
+ * queued jobs with AS_EIO through their callbacks, waits for synchronous
+ * binds to return their handles and frees everything; k8s_client_stop
+ * calls it. */
+void k8s_bind_shutdown(k8s_client *k);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * skip.h - which members of a Node or Pod object the model's decoders
+ * never read, as rule tables for the JSON builder (struct extargs_skip):
+ * the watch decodes its events and list pages with them, and the
+ * extender builds the Pod of filter and prioritize with the pod table.
+ *
+ * On a real API server the skipped members are most of an object's bytes
+ * (managedFields on every object; kubelet's container statuses; a node's
+ * image list), and every member built is a malloc and a free. The tables
+ * live next to the decoders (model_pod_from_json, model_node_from_json)
+ * because they are the decoders' promise: a decoder that starts reading
+ * one of these members must take it out of its table here.
+ */
+#ifndef AGENTSCHED_MODEL_SKIP_H
+#define AGENTSCHED_MODEL_SKIP_H
+
+struct extargs_skip;
+
+/* model_skip_pod returns the rule table for a v1 Pod: static, ends with a
+ * rule whose parent is NULL, never NULL. Thread-safe. */
+const struct extargs_skip *model_skip_pod(void);
+
+/* model_skip_node returns the rule table for a v1 Node, as model_skip_pod. */
+const struct extargs_skip *model_skip_node(void);
+
+#endif

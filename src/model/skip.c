@@ -1,0 +1,56 @@
+/*
+ * skip.c - see skip.h. test_k8s_watch decodes a full pod and node with and
+ * without these rules and compares the models.
+ */
+#include "agentsched/model/skip.h"
+
+#include <stddef.h>
+
+/* The rule layout is the JSON builder's (extargs.h). */
+#include "agentsched/api/extargs.h"
+
+static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
+static const char *const skip_pod_spec[] = {
+    "volumes",   "ephemeralContainers", "readinessGates",   "securityContext",
+    "dnsConfig", "hostAliases",         "imagePullSecrets", "topologySpreadConstraints",
+    NULL};
+static const char *const skip_container[] = {"command",
+                                             "args",
+                                             "env",
+                                             "envFrom",
+                                             "volumeMounts",
+                                             "volumeDevices",
+                                             "livenessProbe",
+                                             "readinessProbe",
+                                             "startupProbe",
+                                             "lifecycle",
+                                             "securityContext",
+                                             "ports",
+                                             NULL};
+static const char *const skip_pod_status[] = {
+    "conditions", "containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses",
+    "podIPs",     "hostIPs",           "resourceClaimStatuses", NULL};
+static const char *const skip_node_status[] = {
+    "images",          "nodeInfo", "addresses", "daemonEndpoints", "volumesInUse",
+    "volumesAttached", "config",   "features",  "runtimeHandlers", NULL};
+static const extargs_skip pod_skip[] = {
+    {"metadata", skip_meta},        {"spec", skip_pod_spec},
+    {"containers", skip_container}, {"initContainers", skip_container},
+    {"status", skip_pod_status},    {NULL, NULL},
+};
+static const extargs_skip node_skip[] = {
+    {"metadata", skip_meta},
+    {"status", skip_node_status},
+    {NULL, NULL},
+};
+/* See skip.h. */
+const struct extargs_skip *model_skip_pod(void)
+{
+    return pod_skip;
+}
+
+/* See skip.h. */
+const struct extargs_skip *model_skip_node(void)
+{
+    return node_skip;
+}
