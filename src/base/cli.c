@@ -1,8 +1,6 @@
 /* cli.c - the command-line parser every command shares (see cli.h). */
 #include "agentsched/base/cli.h"
 
-#include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 /* Words longer than this are cut in messages: as_diag's msg is bounded, and
@@ -281,33 +279,4 @@ void cli_usage(FILE *f, const cli_spec *spec)
     cli_print_flags(f, spec->flags, spec->nflags);
     if (spec->epilogue)
         fprintf(f, "\n%s", spec->epilogue);
-}
-
-/* See cli.h. */
-const char *cli_refused_option(int c, const struct option *lo, const char *shortopts,
-                               const char *noun, char **argv, char *buf, size_t n)
-{
-    const char *cur = argv[optind - 1];
-    bool is_long = optopt == 0 || optopt >= 256 ||
-                   (c == ':' ? strncmp(cur, "--", 2) == 0
-                             : optopt != ':' && strchr(shortopts, optopt) != NULL);
-    if (!is_long) {
-        if (c == ':')
-            snprintf(buf, n, "-%c needs a value", optopt);
-        else
-            snprintf(buf, n, "unknown %s -%c", noun, optopt);
-        return buf;
-    }
-    for (const struct option *o = lo; optopt && o->name; o++)
-        if (o->val == optopt) {
-            snprintf(buf, n, c == ':' ? "--%s needs a value" : "--%s takes no value", o->name);
-            return buf;
-        }
-    /* Unknown, or a prefix of several long options. */
-    int len = (int)strcspn(cur, "="), matches = 0;
-    for (const struct option *o = lo; len > 2 && o->name; o++)
-        matches += strncmp(o->name, cur + 2, (size_t)len - 2) == 0;
-    snprintf(buf, n, matches > 1 ? "ambiguous %s %.*s: spell it out" : "unknown %s %.*s", noun, len,
-             cur);
-    return buf;
 }

@@ -66,18 +66,18 @@ expect_exit 0 "shard-controller -h" shard-controller -h
 
 # ---- replay: short options are named from the option itself -------------
 expect_exit 2 "replay --nodes a -zq" replay --nodes a -zq
-err_has "unknown flag -z" "unknown short flag is named"
-err_lacks "unknown flag a" "the previous argument is not blamed"
+err_has "unknown flag '-z'" "unknown short flag is named"
+err_lacks "unknown flag 'a'" "the previous argument is not blamed"
 expect_exit 2 "replay -zq" replay -zq
-err_has "unknown flag -z" "unknown short flag in a cluster is named"
+err_has "unknown flag '-z'" "unknown short flag in a cluster is named"
 expect_exit 2 "replay --bogus=1" replay --bogus=1
-err_has "unknown flag --bogus" "unknown long flag named without its value"
+err_has "unknown flag '--bogus'" "unknown long flag named without its value"
 expect_exit 2 "replay --nodes (no value)" replay --pods p.csv --nodes
 err_has "--nodes needs a value" "missing value names the long flag"
 expect_exit 2 "replay --help=x" replay --help=x
 err_has "--help takes no value" "--help=x explained"
 expect_exit 2 "replay --p (ambiguous)" replay --p x
-err_has "ambiguous flag --p" "ambiguous prefix explained"
+err_has "ambiguous flag '--p'" "ambiguous prefix explained"
 expect_exit 2 "replay --inflate 0.5" replay --nodes a --pods b --inflate 0.5
 err_has "1 to 100" "bad --inflate gives the range"
 
