@@ -4,7 +4,9 @@
 # a hint when close), --log-level takes names and the old numbers, empty and
 # out-of-range values are refused with the valid choices, unknown or
 # value-missing short options are named from the option itself, and --help
-# states defaults and ranges. Usage errors exit 2.
+# states defaults and ranges; every command's --help has the Flags: list its
+# table generates, and every command refuses a stray argument alike. Usage
+# errors exit 2.
 set -uo pipefail
 
 BIN=${1:?usage: test_cli_flags.sh path/to/agentsched}
@@ -86,5 +88,15 @@ expect_exit 0 "replay --help" replay --help
 out_has "[--policy a,b,c]" "replay usage shows --policy as optional"
 out_has "(default fragment)" "replay --help gives the --policy default"
 out_has "1..100" "replay --help gives the --inflate range"
+
+# ---- every command's --help is generated from its flag table ---------------
+for cmd in serve place replay shard-controller version; do
+    expect_exit 0 "$cmd --help" "$cmd" --help
+    out_has "Flags:" "$cmd --help has the generated Flags: section"
+    out_has "  -h, --help" "$cmd --help lists -h, --help"
+    expect_exit 2 "$cmd stray argument" "$cmd" stray
+    err_has "agentsched $cmd: unexpected argument 'stray' ($cmd takes only flags)" \
+        "$cmd refuses a stray argument in the shared wording"
+done
 
 cli_summary
