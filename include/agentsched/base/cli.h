@@ -65,12 +65,14 @@ void cli_parser_init(cli_parser *p, const cli_spec *spec, int argc, char **argv)
  * cli_next hands out the next flag of the command line: *flag is its table
  * entry and *value its value (NULL for a boolean); *flag is NULL once argv
  * is done. Accepted forms: --name VALUE, --name=VALUE, -x VALUE, -xVALUE,
- * clusters of short booleans (-ab), and "--" to end the flags. Values are
- * taken as they come, even when they begin with '-' or are empty. Returns
- * AS_EINVAL, with d->msg the sentence to show (without the command's name),
- * for an unknown flag (with the closest listed name when one is near), an
- * ambiguous prefix, a missing value, a value given to a boolean or an
- * argument that is not a flag; p must not be used after that.
+ * -x=VALUE (as kubectl takes it), clusters of short booleans (-ab), the
+ * unambiguous prefix of a long name where spec->abbrev allows it, and "--"
+ * to end the flags. Values are taken as they come, even when they begin
+ * with '-' or are empty. Returns AS_EINVAL, with d->msg the sentence to
+ * show (without the command's name), for an unknown flag (with the closest
+ * listed name when one is near), an ambiguous prefix, a missing value, a
+ * value given to a boolean or an argument that is not a flag; p must not
+ * be used after that.
  */
 as_err cli_next(cli_parser *p, const cli_flag **flag, const char **value, as_diag *d);
 
