@@ -58,7 +58,7 @@ static const cli_command cli_commands[] = {
 /* Helpers                                                            */
 /* ------------------------------------------------------------------ */
 
-static void cli_usage(FILE *f)
+static void main_usage(FILE *f)
 {
     fprintf(f,
             "agentsched %s - a Kubernetes scheduler for AI-agent pods\n\n"
@@ -72,15 +72,37 @@ static void cli_usage(FILE *f)
                "\nRun 'agentsched COMMAND --help' for the flags of a command.\n");
 }
 
+enum { VERSION_HELP };
+
+static const cli_flag version_flags[] = {
+    {VERSION_HELP, "--help", 'h', NULL, "show this help"},
+};
+
+static const cli_spec version_cli = {
+    .command = "version",
+    .synopsis = "Usage: agentsched version\n\nPrints the version, git commit and build type.\n\n",
+    .flags = version_flags,
+    .nflags = sizeof version_flags / sizeof version_flags[0],
+};
+
 static int cmd_version(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("Usage: agentsched version\n\nPrints the version, git commit and build type.\n");
+    cli_parser p;
+    cli_parser_init(&p, &version_cli, argc, argv);
+    for (;;) {
+        const cli_flag *fl = NULL;
+        const char *value = NULL;
+        as_diag d = {0};
+        if (cli_next(&p, &fl, &value, &d) != AS_OK) {
+            cli_refuse(&version_cli, d.msg);
+            return EXIT_USAGE;
+        }
+        if (!fl)
+            break;
+        if (fl->id == VERSION_HELP) {
+            cli_usage(stdout, &version_cli);
             return EXIT_OK;
         }
-        fprintf(stderr, "agentsched version: unexpected argument '%s' (it takes none)\n", argv[i]);
-        return EXIT_USAGE;
     }
     printf("agentsched %s (commit %s, build %s)\n", AGENTSCHED_VERSION, AGENTSCHED_GIT_COMMIT,
            AGENTSCHED_BUILD_TYPE);
@@ -120,106 +142,88 @@ typedef enum serve_flag_id {
     F_HELP,
 } serve_flag_id;
 
-typedef struct cli_flag {
-    serve_flag_id id;
-    const char *name; /* "--listen" */
-    const char *arg;  /* metavariable, NULL for booleans */
-    const char *help; /* NULL: accepted but not listed (not implemented yet) */
-} cli_flag;
-
 static const cli_flag serve_flags[] = {
-    {F_CLUSTER, "--cluster", "FILE",
+    {F_CLUSTER, "--cluster", 0, "FILE",
      "Kubernetes List (YAML or JSON) of Nodes and Pods to schedule against,\n"
-     "                             e.g. `kubectl get nodes,pods -A -o yaml` (embedded mode)"},
-    {F_LISTEN, "--listen", "HOST:PORT",
+     "e.g. `kubectl get nodes,pods -A -o yaml` (embedded mode)"},
+    {F_LISTEN, "--listen", 0, "HOST:PORT",
      "address of the HTTP endpoints (default 127.0.0.1:8888; port 0 picks\n"
-     "                             a free port, logged at start-up)"},
-    {F_POLICY, "--policy", "FILE", "scoring policy YAML (default: built-in); SIGHUP reloads it"},
-    {F_SCHEDULER_NAME, "--scheduler-name", "NAME",
+     "a free port, logged at start-up)"},
+    {F_POLICY, "--policy", 0, "FILE", "scoring policy YAML (default: built-in); SIGHUP reloads it"},
+    {F_SCHEDULER_NAME, "--scheduler-name", 0, "NAME",
      "schedulerName this instance serves (default agent-scheduler)"},
-    {F_SHARD_MODE, "--shard-mode", "MODE",
+    {F_SHARD_MODE, "--shard-mode", 0, "MODE",
      "none | soft (prefer in-shard nodes) | hard (only in-shard nodes);\n"
-     "                             default none"},
-    {F_SHARD_NAME, "--shard-name", "NAME", "shard to use (default: the scheduler name)"},
-    {F_CANDIDATES, "--candidates", "K",
+     "default none"},
+    {F_SHARD_NAME, "--shard-name", 0, "NAME", "shard to use (default: the scheduler name)"},
+    {F_CANDIDATES, "--candidates", 0, "K",
      "candidates per decision, 1..16 (default 3; placement reports them)"},
-    {F_WORKERS, "--workers", "N",
+    {F_WORKERS, "--workers", 0, "N",
      "live mode: fast-path worker threads scheduling pods of --scheduler-name,\n"
-     "                             0..256 (default 2; 0 = no fast path: extender and\n"
-     "                             dry runs only; the fast path runs only with\n"
-     "                             --kubeconfig / --in-cluster, not with --cluster)"},
-    {F_MAX_BODY, "--max-body", "BYTES",
+     "0..256 (default 2; 0 = no fast path: extender and\n"
+     "dry runs only; the fast path runs only with\n"
+     "--kubeconfig / --in-cluster, not with --cluster)"},
+    {F_MAX_BODY, "--max-body", 0, "BYTES",
      "request body cap; a quantity like 16Mi or 1048576, 1Ki..1Gi\n"
-     "                             (default 16Mi); larger bodies get 413"},
-    {F_HTTP_THREADS, "--http-threads", "N",
+     "(default 16Mi); larger bodies get 413"},
+    {F_HTTP_THREADS, "--http-threads", 0, "N",
      "HTTP worker threads, 1..256 (default: the CPUs this process may\n"
-     "                             use: its affinity mask, lowered to its cgroup's\n"
-     "                             CPU quota); in live mode extender binds wait for\n"
-     "                             the API server on 64 separate threads, never on these"},
-    {F_LOG_LEVEL, "--log-level", "LEVEL", "error | warn | info | debug (default info)"},
-    {F_TLS_CERT, "--tls-cert", "FILE",
+     "use: its affinity mask, lowered to its cgroup's\n"
+     "CPU quota); in live mode extender binds wait for\n"
+     "the API server on 64 separate threads, never on these"},
+    {F_LOG_LEVEL, "--log-level", 0, "LEVEL", "error | warn | info | debug (default info)"},
+    {F_TLS_CERT, "--tls-cert", 0, "FILE",
      "serve HTTPS with this PEM certificate (chain, leaf first);\n"
-     "                             needs --tls-key; read at start-up"},
-    {F_TLS_KEY, "--tls-key", "FILE", "the PEM private key of --tls-cert (unencrypted)"},
-    {F_KUBECONFIG, "--kubeconfig", "FILE",
+     "needs --tls-key; read at start-up"},
+    {F_TLS_KEY, "--tls-key", 0, "FILE", "the PEM private key of --tls-cert (unencrypted)"},
+    {F_KUBECONFIG, "--kubeconfig", 0, "FILE",
      "live mode: follow the cluster of this kubeconfig (current-context)\n"
-     "                             and bind through its API server (instead of --cluster)"},
-    {F_IN_CLUSTER, "--in-cluster", NULL,
+     "and bind through its API server (instead of --cluster)"},
+    {F_IN_CLUSTER, "--in-cluster", 0, NULL,
      "live mode from the pod's service account (KUBERNETES_SERVICE_HOST)"},
-    {F_KUBE_API_QPS, "--kube-api-qps", "N", "API requests per second, 1..100000 (default 1000)"},
-    {F_KUBE_API_BURST, "--kube-api-burst", "N", "API request burst, 1..100000 (default 2000)"},
-    {F_WATCH_TIMEOUT, "--watch-timeout", "SECONDS",
+    {F_KUBE_API_QPS, "--kube-api-qps", 0, "N", "API requests per second, 1..100000 (default 1000)"},
+    {F_KUBE_API_BURST, "--kube-api-burst", 0, "N", "API request burst, 1..100000 (default 2000)"},
+    {F_WATCH_TIMEOUT, "--watch-timeout", 0, "SECONDS",
      "reconnect a watch silent this long, bookmarks included,\n"
-     "                             1..86400 (default 120)"},
-    {F_WATCH_DOWN_LIMIT, "--watch-down-limit", "SECONDS",
+     "1..86400 (default 120)"},
+    {F_WATCH_DOWN_LIMIT, "--watch-down-limit", 0, "SECONDS",
      "/readyz fails once the watches are down this long, 1..86400\n"
-     "                             (default 60)"},
-    {F_EVENT_QPS, "--event-qps", "N",
+     "(default 60)"},
+    {F_EVENT_QPS, "--event-qps", 0, "N",
      "live mode: at most N Events a second (Scheduled,\n"
-     "                             FailedScheduling), 0..100000; the rest are dropped\n"
-     "                             and counted (default 0: no limit)"},
-    {F_LEADER_ELECT, "--leader-elect", NULL,
+     "FailedScheduling), 0..100000; the rest are dropped\n"
+     "and counted (default 0: no limit)"},
+    {F_LEADER_ELECT, "--leader-elect", 0, NULL,
      "live mode: run the fast path only while holding a Lease\n"
-     "                             (coordination.k8s.io/v1), so that replicas never\n"
-     "                             schedule at once; a standby keeps its cache and queue\n"
-     "                             current and serves HTTP (extender, dry runs) meanwhile"},
-    {F_LEADER_ELECT_LEASE, "--leader-elect-lease", "NS/NAME",
+     "(coordination.k8s.io/v1), so that replicas never\n"
+     "schedule at once; a standby keeps its cache and queue\n"
+     "current and serves HTTP (extender, dry runs) meanwhile"},
+    {F_LEADER_ELECT_LEASE, "--leader-elect-lease", 0, "NS/NAME",
      "the Lease (default kube-system/agentsched-SCHEDULER_NAME)"},
-    {F_LEADER_ELECT_IDENTITY, "--leader-elect-identity", "ID",
+    {F_LEADER_ELECT_IDENTITY, "--leader-elect-identity", 0, "ID",
      "holder identity (default $POD_NAME, else HOSTNAME-PID)"},
-    {F_LEADER_ELECT_DURATION, "--leader-elect-lease-duration", "SECONDS",
+    {F_LEADER_ELECT_DURATION, "--leader-elect-lease-duration", 0, "SECONDS",
      "2..3600 (default 15); the leader stops scheduling when it\n"
-     "                             could not renew for 2/3 of it, a standby takes over\n"
-     "                             once the Lease went unrenewed for all of it"},
-    {F_CHECK, "--check", NULL,
+     "could not renew for 2/3 of it, a standby takes over\n"
+     "once the Lease went unrenewed for all of it"},
+    {F_CHECK, "--check", 0, NULL,
      "check the command line (flags, values, how they combine) and exit 0\n"
-     "                             if it is valid, without reading any file or serving:\n"
-     "                             for manifests in CI"},
-    {F_HELP, "--help", NULL, "show this help"},
+     "if it is valid, without reading any file or serving:\n"
+     "for manifests in CI"},
+    {F_HELP, "--help", 'h', NULL, "show this help"},
 };
 #define SERVE_NFLAGS (sizeof serve_flags / sizeof serve_flags[0])
 
-static void serve_usage(FILE *f)
-{
-    fprintf(f, "Usage: agentsched serve (--cluster FILE | --kubeconfig FILE | --in-cluster)\n"
-               "       [FLAGS]\n\n"
-               "Loads the cluster into the node cache and serves the HTTP endpoints\n"
-               "(GET /healthz /readyz /version /metrics, POST /v1/placements, ...).\n"
-               "SIGINT/SIGTERM stop it cleanly; SIGHUP reloads the --policy file.\n\n"
-               "Flags:\n");
-    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
-        const cli_flag *fl = &serve_flags[i];
-        if (!fl->help)
-            continue;
-        char left[48];
-        snprintf(left, sizeof left, "%s%s%s%s", fl->id == F_HELP ? "-h, " : "", fl->name,
-                 fl->arg ? " " : "", fl->arg ? fl->arg : "");
-        if (strlen(left) > 26) /* too long for the column: help on the next line */
-            fprintf(f, "  %s\n  %-26s %s\n", left, "", fl->help);
-        else
-            fprintf(f, "  %-26s %s\n", left, fl->help);
-    }
-}
+static const cli_spec serve_cli = {
+    .command = "serve",
+    .synopsis = "Usage: agentsched serve (--cluster FILE | --kubeconfig FILE | --in-cluster)\n"
+                "       [FLAGS]\n\n"
+                "Loads the cluster into the node cache and serves the HTTP endpoints\n"
+                "(GET /healthz /readyz /version /metrics, POST /v1/placements, ...).\n"
+                "SIGINT/SIGTERM stop it cleanly; SIGHUP reloads the --policy file.\n\n",
+    .flags = serve_flags,
+    .nflags = SERVE_NFLAGS,
+};
 
 static int flag_error(const char *flag, const char *fmt, const char *value)
 {
@@ -278,82 +282,22 @@ static int check_listen(const char *v)
     return EXIT_OK;
 }
 
-/* Finds the flag named by arg ("--x" or "--x=v"); *inline_value gets v. */
-static const cli_flag *find_flag(const char *arg, const char **inline_value)
-{
-    *inline_value = NULL;
-    if (strcmp(arg, "-h") == 0)
-        arg = "--help";
-    const char *eq = strchr(arg, '=');
-    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
-        if (strlen(serve_flags[i].name) == len && strncmp(serve_flags[i].name, arg, len) == 0) {
-            if (eq)
-                *inline_value = eq + 1;
-            return &serve_flags[i];
-        }
-    }
-    return NULL;
-}
-
-static int unknown_flag(const char *arg)
-{
-    char name[64];
-    snprintf(name, sizeof name, "%s", arg);
-    char *eq = strchr(name, '=');
-    if (eq)
-        *eq = '\0';
-    const char *best = NULL;
-    size_t bestd = 4;
-    for (size_t i = 0; i < SERVE_NFLAGS; i++) {
-        if (!serve_flags[i].help)
-            continue;
-        size_t d = cli_distance(name, serve_flags[i].name);
-        if (d < bestd) {
-            bestd = d;
-            best = serve_flags[i].name;
-        }
-    }
-    if (arg[0] == '-')
-        fprintf(stderr, "agentsched serve: unknown flag '%s'", name);
-    else
-        fprintf(stderr, "agentsched serve: unexpected argument '%s' (serve takes only flags)",
-                name);
-    if (best)
-        fprintf(stderr, "; did you mean '%s'?", best);
-    fprintf(stderr, "\nRun 'agentsched serve --help' for the list of flags.\n");
-    return EXIT_USAGE;
-}
-
 /* Parses serve's argv into cfg. Returns -1 to go on, else an exit status. */
 static int serve_parse(int argc, char **argv, svc_config *cfg)
 {
     bool check = false;
-    for (int i = 1; i < argc; i++) {
+    cli_parser p;
+    cli_parser_init(&p, &serve_cli, argc, argv);
+    for (;;) {
+        const cli_flag *fl = NULL;
         const char *value = NULL;
-        const cli_flag *fl = find_flag(argv[i], &value);
+        as_diag d = {0};
+        if (cli_next(&p, &fl, &value, &d) != AS_OK) {
+            cli_refuse(&serve_cli, d.msg);
+            return EXIT_USAGE;
+        }
         if (!fl)
-            return unknown_flag(argv[i]);
-        if (fl->id == F_HELP) {
-            serve_usage(stdout);
-            return EXIT_OK;
-        }
-        if (!fl->arg) { /* a boolean (the table gives it no metavariable) */
-            if (value)
-                return flag_error(fl->name, "takes no value (got '%s')", value);
-            if (fl->id == F_IN_CLUSTER)
-                cfg->in_cluster = true;
-            else if (fl->id == F_LEADER_ELECT)
-                cfg->leader_elect = true;
-            else if (fl->id == F_CHECK)
-                check = true;
-            continue;
-        }
-        if (!value) {
-            if (i + 1 >= argc)
-                return flag_error(fl->name, "missing value (expected %s)", fl->arg);
-            value = argv[++i];
-        }
+            break;
         unsigned long n = 0;
         switch (fl->id) {
         case F_CLUSTER:
@@ -439,9 +383,14 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->kubeconfig = value;
             break;
         case F_IN_CLUSTER:
+            cfg->in_cluster = true;
+            break;
         case F_LEADER_ELECT:
+            cfg->leader_elect = true;
+            break;
         case F_CHECK:
-            break; /* booleans: handled above */
+            check = true;
+            break;
         case F_LEADER_ELECT_LEASE: {
             const char *slash = strchr(value, '/');
             if (!slash || slash == value || !slash[1] || strchr(slash + 1, '/') ||
@@ -493,7 +442,8 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->event_qps = (double)n;
             break;
         case F_HELP:
-            break;
+            cli_usage(stdout, &serve_cli);
+            return EXIT_OK;
         }
     }
     int sources = !!cfg->cluster_path + !!cfg->kubeconfig + !!cfg->in_cluster;
@@ -707,12 +657,12 @@ static int cmd_serve(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        cli_usage(stderr);
+        main_usage(stderr);
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
-        cli_usage(stdout);
+        main_usage(stdout);
         return EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0)

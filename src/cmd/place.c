@@ -5,7 +5,6 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,31 +19,59 @@
 #define PLACE_MAX_PODS_FILE ((size_t)64 << 20)
 #define PLACE_MAX_RESPONSE  ((size_t)64 << 20)
 
-static const char place_usage[] =
-    "Usage:\n"
-    "  agentsched place --cluster FILE -f PODS [--candidates K] [--policy FILE] [-o table|json]\n"
-    "  agentsched place --server URL  -f PODS [--candidates K] [-o table|json] [--timeout S]\n"
-    "\n"
-    "Dry-run placement: for each pod of PODS, in order, print the node it would get, its\n"
-    "best candidates with their scores and how many nodes rejected it for which reason.\n"
-    "Each pod sees the pods before it as placed. Nothing is bound and nothing changes,\n"
-    "neither in the file nor on the server.\n"
-    "\n"
-    "Options:\n"
-    "  --cluster FILE      evaluate offline against a Kubernetes List of Nodes and Pods\n"
-    "                      (YAML or JSON, as `kubectl get nodes,pods -A -o yaml` prints it)\n"
-    "  --server URL        ask a running `agentsched serve` instead (POST URL/v1/placements)\n"
-    "  -f, --filename F    the pods: one Pod, a multi-document YAML of Pods, or a List of\n"
-    "                      Pods, in YAML or JSON\n"
-    "  --candidates K      candidates to report per pod, 1..16 (default 3; with --server,\n"
-    "                      the server's default)\n"
-    "  --policy FILE       scoring policy file (offline only; a server uses its own policy)\n"
-    "  -o, --output FMT    table (default) or json (the HTTP API's answer, indented)\n"
-    "  --timeout S         with --server: give up after S seconds, 1..3600 (default 30)\n"
-    "  -h, --help          print this help\n"
-    "\n"
-    "Exit status: 0 when every pod was evaluated (unplaceable pods are reported with\n"
-    "NODE <none> and their reasons), 1 on an error, 2 on a usage error.\n";
+enum {
+    PLACE_CLUSTER,
+    PLACE_SERVER,
+    PLACE_FILENAME,
+    PLACE_CANDIDATES,
+    PLACE_POLICY,
+    PLACE_OUTPUT,
+    PLACE_TIMEOUT,
+    PLACE_HELP,
+};
+
+static const cli_flag place_flags[] = {
+    {PLACE_CLUSTER, "--cluster", 0, "FILE",
+     "evaluate offline against a Kubernetes List of Nodes and Pods\n"
+     "(YAML or JSON, as `kubectl get nodes,pods -A -o yaml` prints it)"},
+    {PLACE_SERVER, "--server", 0, "URL",
+     "ask a running `agentsched serve` instead (POST URL/v1/placements)"},
+    {PLACE_FILENAME, "--filename", 'f', "PODS",
+     "the pods: one Pod, a multi-document YAML of Pods, or a List of\n"
+     "Pods, in YAML or JSON"},
+    {PLACE_CANDIDATES, "--candidates", 0, "K",
+     "candidates to report per pod, 1..16 (default 3; with --server,\n"
+     "the server's default)"},
+    {PLACE_POLICY, "--policy", 0, "FILE",
+     "scoring policy file (offline only; a server uses its own policy)"},
+    {PLACE_OUTPUT, "--output", 'o', "FMT",
+     "table (default) or json (the HTTP API's answer, indented)"},
+    {PLACE_TIMEOUT, "--timeout", 0, "S",
+     "with --server: give up after S seconds, 1..3600 (default 30)"},
+    {PLACE_HELP, "--help", 'h', NULL, "print this help"},
+};
+
+static const cli_spec place_cli = {
+    .command = "place",
+    .synopsis =
+        "Usage:\n"
+        "  agentsched place --cluster FILE -f PODS [--candidates K] [--policy FILE]"
+        " [-o table|json]\n"
+        "  agentsched place --server URL  -f PODS [--candidates K] [-o table|json] [--timeout S]\n"
+        "\n"
+        "Dry-run placement: for each pod of PODS, in order, print the node it would get, its\n"
+        "best candidates with their scores and how many nodes rejected it for which reason.\n"
+        "Each pod sees the pods before it as placed. Nothing is bound and nothing changes,\n"
+        "neither in the file nor on the server.\n"
+        "\n",
+    .epilogue = "Exit status: 0 when every pod was evaluated (unplaceable pods are reported with\n"
+                "NODE <none> and their reasons), 1 on an error, 2 on a usage error.\n",
+    .flags = place_flags,
+    .nflags = sizeof place_flags / sizeof place_flags[0],
+    /* Scripts may abbreviate long names (--cand): getopt_long, which parsed
+     * this command line before, allowed it. */
+    .abbrev = true,
+};
 
 typedef struct place_opts {
     const char *cluster;
@@ -74,9 +101,9 @@ static void pod_src_free(pod_src *ps)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "agentsched place: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nRun `agentsched place --help` for usage.\n");
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, arg);
+    cli_refuse(&place_cli, msg);
     return 2;
 }
 
@@ -461,64 +488,51 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 /* See placement.h. */
 int placement_cli_main(int argc, char **argv)
 {
-    enum { OPT_CLUSTER = 256, OPT_SERVER, OPT_CANDIDATES, OPT_POLICY, OPT_TIMEOUT };
-    static const struct option longopts[] = {
-        {"cluster", required_argument, NULL, OPT_CLUSTER},
-        {"server", required_argument, NULL, OPT_SERVER},
-        {"filename", required_argument, NULL, 'f'},
-        {"candidates", required_argument, NULL, OPT_CANDIDATES},
-        {"policy", required_argument, NULL, OPT_POLICY},
-        {"output", required_argument, NULL, 'o'},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     place_opts o = {.timeout_s = 30};
-    optind = 1;
-    opterr = 0;
-    int c;
-    static const char shortopts[] = ":f:o:h";
-    char optname[128];
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_CLUSTER:
-            o.cluster = optarg;
+    cli_parser p;
+    cli_parser_init(&p, &place_cli, argc, argv);
+    for (;;) {
+        const cli_flag *fl = NULL;
+        const char *v = NULL;
+        as_diag d = {0};
+        if (cli_next(&p, &fl, &v, &d) != AS_OK)
+            return usage_error("%s", d.msg);
+        if (!fl)
             break;
-        case OPT_SERVER:
-            o.server = optarg;
+        switch (fl->id) {
+        case PLACE_CLUSTER:
+            o.cluster = v;
             break;
-        case 'f':
-            o.pods_path = optarg;
+        case PLACE_SERVER:
+            o.server = v;
             break;
-        case OPT_CANDIDATES:
-            if (parse_long(optarg, 1, PLACEMENT_MAX_K, &o.candidates))
-                return usage_error("--candidates %s: give an integer from 1 to 16", optarg);
+        case PLACE_FILENAME:
+            o.pods_path = v;
             break;
-        case OPT_POLICY:
-            o.policy = optarg;
+        case PLACE_CANDIDATES:
+            if (parse_long(v, 1, PLACEMENT_MAX_K, &o.candidates))
+                return usage_error("--candidates %s: give an integer from 1 to 16", v);
             break;
-        case 'o':
-            if (strcmp(optarg, "json") == 0)
+        case PLACE_POLICY:
+            o.policy = v;
+            break;
+        case PLACE_OUTPUT:
+            if (strcmp(v, "json") == 0)
                 o.json = true;
-            else if (strcmp(optarg, "table") == 0)
+            else if (strcmp(v, "table") == 0)
                 o.json = false;
             else
-                return usage_error("-o %s: the output format is table or json", optarg);
+                return usage_error("-o %s: the output format is table or json", v);
             break;
-        case OPT_TIMEOUT:
-            if (parse_long(optarg, 1, 3600, &o.timeout_s))
-                return usage_error("--timeout %s: give whole seconds from 1 to 3600", optarg);
+        case PLACE_TIMEOUT:
+            if (parse_long(v, 1, 3600, &o.timeout_s))
+                return usage_error("--timeout %s: give whole seconds from 1 to 3600", v);
             break;
-        case 'h':
-            fputs(place_usage, stdout);
+        case PLACE_HELP:
+            cli_usage(stdout, &place_cli);
             return 0;
-        default: /* '?' or ':' */
-            return usage_error("%s", cli_refused_option(c, longopts, shortopts, "option", argv,
-                                                        optname, sizeof optname));
         }
     }
-    if (optind < argc)
-        return usage_error("unexpected argument %s", argv[optind]);
     if (!o.cluster == !o.server)
         return usage_error("%sgive exactly one of --cluster FILE or --server URL", "");
     if (!o.pods_path)

@@ -11,7 +11,6 @@
 #include "agentsched/cmd/replay.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -777,26 +776,49 @@ done:
 /* CLI                                                                 */
 /* ------------------------------------------------------------------ */
 
-static void usage(FILE *f)
-{
-    fprintf(f, "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv [--policy a,b,c]\n"
-               "                         [--inflate 1.3] [--seed S] [--format table|json|csv]\n"
-               "                         [--plot FILE.png]\n\n"
-               "Replays an openb GPU trace (Alibaba cluster-trace-gpu-v2023) through the\n"
-               "scheduling core with each policy and compares placement quality. Pods arrive\n"
-               "in trace order and are never deleted; then pods are sampled from the list\n"
-               "(with the seed) until the arrived GPU demand reaches inflate x capacity.\n\n"
-               "  --nodes FILE     node list: sn,cpu_milli,memory_mib,gpu,model\n"
-               "  --pods FILE      pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,...]\n"
-               "  --policy LIST    comma-separated strategies (least-allocated, most-allocated,\n"
-               "                   balanced-allocation, best-fit, fgd, fragment) or policy files\n"
-               "                   (default fragment)\n"
-               "  --inflate X      arrived GPU demand to reach, x capacity, 1..100 (default 1.3)\n"
-               "  --seed S         sampling seed (default 42)\n"
-               "  --format F       table (default), json or csv\n"
-               "  --plot FILE.png  draw GPU allocation against arrived demand (needs gnuplot)\n"
-               "  -h, --help       show this help\n");
-}
+enum {
+    REPLAY_NODES,
+    REPLAY_PODS,
+    REPLAY_POLICY,
+    REPLAY_INFLATE,
+    REPLAY_SEED,
+    REPLAY_FORMAT,
+    REPLAY_PLOT,
+    REPLAY_HELP,
+};
+
+static const cli_flag replay_flags[] = {
+    {REPLAY_NODES, "--nodes", 0, "FILE", "node list: sn,cpu_milli,memory_mib,gpu,model"},
+    {REPLAY_PODS, "--pods", 0, "FILE",
+     "pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,...]"},
+    {REPLAY_POLICY, "--policy", 0, "LIST",
+     "comma-separated strategies (least-allocated, most-allocated,\n"
+     "balanced-allocation, best-fit, fgd, fragment) or policy files\n"
+     "(default fragment)"},
+    {REPLAY_INFLATE, "--inflate", 0, "X",
+     "arrived GPU demand to reach, x capacity, 1..100 (default 1.3)"},
+    {REPLAY_SEED, "--seed", 0, "S", "sampling seed (default 42)"},
+    {REPLAY_FORMAT, "--format", 0, "F", "table (default), json or csv"},
+    {REPLAY_PLOT, "--plot", 0, "FILE.png",
+     "draw GPU allocation against arrived demand (needs gnuplot)"},
+    {REPLAY_HELP, "--help", 'h', NULL, "show this help"},
+};
+
+static const cli_spec replay_cli = {
+    .command = "replay",
+    .synopsis = "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv [--policy a,b,c]\n"
+                "                         [--inflate 1.3] [--seed S] [--format table|json|csv]\n"
+                "                         [--plot FILE.png]\n\n"
+                "Replays an openb GPU trace (Alibaba cluster-trace-gpu-v2023) through the\n"
+                "scheduling core with each policy and compares placement quality. Pods arrive\n"
+                "in trace order and are never deleted; then pods are sampled from the list\n"
+                "(with the seed) until the arrived GPU demand reaches inflate x capacity.\n\n",
+    .flags = replay_flags,
+    .nflags = sizeof replay_flags / sizeof replay_flags[0],
+    /* Scripts may abbreviate long names (--inf): getopt_long, which parsed
+     * this command line before, allowed it. */
+    .abbrev = true,
+};
 
 static void print_table(FILE *f, const replay_trace *t, const replay_options *o,
                         const replay_result *r, size_t n)
@@ -953,84 +975,69 @@ static int plot(const char *png, const replay_result *r, size_t n)
 /* See replay.h. */
 int replay_cli_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"nodes", required_argument, NULL, 'n'},
-        {"pods", required_argument, NULL, 'p'},
-        {"policy", required_argument, NULL, 'P'},
-        {"inflate", required_argument, NULL, 'i'},
-        {"seed", required_argument, NULL, 's'},
-        {"format", required_argument, NULL, 'f'},
-        {"plot", required_argument, NULL, 'g'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *nodes = NULL, *pods = NULL, *policies = "fragment", *format = "table", *png = NULL;
     replay_options o = {1.3, 42, false};
-    int ch;
-    optind = 1;
-    opterr = 0;
-    static const char shortopts[] = ":h";
-    char optname[128];
-    while ((ch = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+    cli_parser p;
+    cli_parser_init(&p, &replay_cli, argc, argv);
+    for (;;) {
+        const cli_flag *fl = NULL;
+        const char *v = NULL;
+        as_diag d = {0};
+        if (cli_next(&p, &fl, &v, &d) != AS_OK) {
+            cli_refuse(&replay_cli, d.msg);
+            return 2;
+        }
+        if (!fl)
+            break;
         char *end;
-        switch (ch) {
-        case 'n':
-            nodes = optarg;
+        switch (fl->id) {
+        case REPLAY_NODES:
+            nodes = v;
             break;
-        case 'p':
-            pods = optarg;
+        case REPLAY_PODS:
+            pods = v;
             break;
-        case 'P':
-            policies = optarg;
+        case REPLAY_POLICY:
+            policies = v;
             break;
-        case 'i':
+        case REPLAY_INFLATE:
             errno = 0;
-            o.inflate = strtod(optarg, &end);
+            o.inflate = strtod(v, &end);
             if (*end || errno || !(o.inflate >= 1.0) || o.inflate > 100) {
                 fprintf(stderr,
                         "agentsched replay: --inflate %s: use a number from 1 to 100 "
                         "(1.3 = until 130%% of the GPU capacity has arrived)\n",
-                        optarg);
+                        v);
                 return 2;
             }
             break;
-        case 's':
+        case REPLAY_SEED:
             errno = 0;
-            o.seed = strtoull(optarg, &end, 10);
-            if (*end || errno || *optarg == '-' || !*optarg) {
-                fprintf(stderr, "agentsched replay: --seed %s: use a non-negative integer\n",
-                        optarg);
+            o.seed = strtoull(v, &end, 10);
+            if (*end || errno || *v == '-' || !*v) {
+                fprintf(stderr, "agentsched replay: --seed %s: use a non-negative integer\n", v);
                 return 2;
             }
             break;
-        case 'f':
-            format = optarg;
+        case REPLAY_FORMAT:
+            format = v;
             if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv")) {
-                fprintf(stderr, "agentsched replay: --format %s: use table, json or csv\n", optarg);
+                fprintf(stderr, "agentsched replay: --format %s: use table, json or csv\n", v);
                 return 2;
             }
             break;
-        case 'g':
-            png = optarg;
+        case REPLAY_PLOT:
+            png = v;
             o.curve = true;
             break;
-        case 'h':
-            usage(stdout);
+        case REPLAY_HELP:
+            cli_usage(stdout, &replay_cli);
             return 0;
-        default: /* '?' or ':' */
-            fprintf(
-                stderr, "agentsched replay: %s (see agentsched replay --help)\n",
-                cli_refused_option(ch, longopts, shortopts, "flag", argv, optname, sizeof optname));
-            return 2;
         }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "agentsched replay: unexpected argument %s\n", argv[optind]);
-        return 2;
     }
     if (!nodes || !pods) {
         fprintf(stderr, "agentsched replay: --nodes and --pods are required\n\n");
-        usage(stderr);
+        cli_usage(stderr, &replay_cli);
         return 2;
     }
     /* Split the policy list. */

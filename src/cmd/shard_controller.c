@@ -296,80 +296,63 @@ static const http_route ctl_routes[] = {
 
 /* ---- flags -------------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "Usage: agentsched shard-controller (--config FILE | --configmap NS/NAME)\n"
-            "                                   (--kubeconfig FILE | --in-cluster)\n"
-            "       agentsched shard-controller --config FILE --cluster FILE --once\n"
-            "\n"
-            "Computes each scheduler's NodeShard (shard.volcano.sh/v1alpha1) nodesDesired from a\n"
-            "sharding config in Volcano's format (see policy/sharding.yaml) and writes them while\n"
-            "holding a coordination.k8s.io/v1 Lease. The config file is re-read when it changes;\n"
-            "a bad edit is logged and the previous config kept.\n"
-            "\n"
-            "  --config FILE           sharding config (YAML or JSON), re-read when it changes\n"
-            "  --configmap NS/NAME     or: read it from a ConfigMap (polled every 5 s)\n"
-            "  --configmap-key KEY     the ConfigMap's data key (default sharding.yaml)\n"
-            "  --kubeconfig FILE       follow a cluster through this kubeconfig\n"
-            "  --context NAME          kubeconfig context (default: current-context)\n"
-            "  --in-cluster            use the pod's service account\n"
-            "  --cluster FILE          offline: a Kubernetes List of Nodes and Pods\n"
-            "  --once                  with --cluster: print the shards as JSON and exit\n"
-            "  --dry-run               live, but never write NodeShards nor take the lease\n"
-            "  --identity ID           lease holder (default: $POD_NAME, else host-pid)\n"
-            "  --lease-namespace NS    default kube-system\n"
-            "  --lease-name NAME       default agentsched-shard-controller\n"
-            "  --lease-duration SEC    2..3600 (default 15; renew deadline 2/3 of it)\n"
-            "  --listen HOST:PORT      /metrics and /healthz (default 127.0.0.1:8889; none: off)\n"
-            "  --log-level LEVEL       error | warn | info | debug, or 0..3 (default info)\n"
-            "  -h, --help              show this help\n");
-}
-
-/* The flags parse_flags knows, for lookup and for "did you mean". */
-static const struct ctl_flag {
-    const char *name;
-    const char *metavar; /* NULL: a boolean, takes no value */
-} ctl_flags[] = {
-    {"--help", NULL},           {"--config", "FILE"},        {"--configmap", "NS/NAME"},
-    {"--configmap-key", "KEY"}, {"--kubeconfig", "FILE"},    {"--context", "NAME"},
-    {"--in-cluster", NULL},     {"--cluster", "FILE"},       {"--once", NULL},
-    {"--dry-run", NULL},        {"--identity", "ID"},        {"--lease-namespace", "NS"},
-    {"--lease-name", "NAME"},   {"--lease-duration", "SEC"}, {"--listen", "HOST:PORT"},
-    {"--log-level", "LEVEL"},
+enum {
+    CTL_CONFIG,
+    CTL_CONFIGMAP,
+    CTL_CONFIGMAP_KEY,
+    CTL_KUBECONFIG,
+    CTL_CONTEXT,
+    CTL_IN_CLUSTER,
+    CTL_CLUSTER,
+    CTL_ONCE,
+    CTL_DRY_RUN,
+    CTL_IDENTITY,
+    CTL_LEASE_NAMESPACE,
+    CTL_LEASE_NAME,
+    CTL_LEASE_DURATION,
+    CTL_LISTEN,
+    CTL_LOG_LEVEL,
+    CTL_HELP,
 };
-#define CTL_NFLAGS (sizeof ctl_flags / sizeof ctl_flags[0])
 
-/* Reports arg (a flag not in ctl_flags, or a positional argument) with the
- * closest known flag when one is near. Returns EXIT_USAGE. */
-static int unknown_flag(const char *arg)
-{
-    char name[64];
-    snprintf(name, sizeof name, "%s", arg);
-    char *eq = strchr(name, '=');
-    if (eq && arg[0] == '-')
-        *eq = '\0';
-    const char *best = NULL;
-    size_t bestd = 4;
-    for (size_t i = 0; i < CTL_NFLAGS; i++) {
-        size_t d = cli_distance(name, ctl_flags[i].name);
-        if (d < bestd) {
-            bestd = d;
-            best = ctl_flags[i].name;
-        }
-    }
-    if (arg[0] == '-')
-        fprintf(stderr, "agentsched shard-controller: unknown flag '%s'", name);
-    else
-        fprintf(stderr,
-                "agentsched shard-controller: unexpected argument '%s' (shard-controller takes "
-                "only flags)",
-                name);
-    if (best)
-        fprintf(stderr, "; did you mean '%s'?", best);
-    fprintf(stderr, "\nRun 'agentsched shard-controller --help' for the list of flags.\n");
-    return EXIT_USAGE;
-}
+static const cli_flag ctl_flags[] = {
+    {CTL_CONFIG, "--config", 0, "FILE", "sharding config (YAML or JSON), re-read when it changes"},
+    {CTL_CONFIGMAP, "--configmap", 0, "NS/NAME", "or: read it from a ConfigMap (polled every 5 s)"},
+    {CTL_CONFIGMAP_KEY, "--configmap-key", 0, "KEY",
+     "the ConfigMap's data key (default sharding.yaml)"},
+    {CTL_KUBECONFIG, "--kubeconfig", 0, "FILE", "follow a cluster through this kubeconfig"},
+    {CTL_CONTEXT, "--context", 0, "NAME", "kubeconfig context (default: current-context)"},
+    {CTL_IN_CLUSTER, "--in-cluster", 0, NULL, "use the pod's service account"},
+    {CTL_CLUSTER, "--cluster", 0, "FILE", "offline: a Kubernetes List of Nodes and Pods"},
+    {CTL_ONCE, "--once", 0, NULL, "with --cluster: print the shards as JSON and exit"},
+    {CTL_DRY_RUN, "--dry-run", 0, NULL, "live, but never write NodeShards nor take the lease"},
+    {CTL_IDENTITY, "--identity", 0, "ID", "lease holder (default: $POD_NAME, else host-pid)"},
+    {CTL_LEASE_NAMESPACE, "--lease-namespace", 0, "NS", "default kube-system"},
+    {CTL_LEASE_NAME, "--lease-name", 0, "NAME", "default agentsched-shard-controller"},
+    {CTL_LEASE_DURATION, "--lease-duration", 0, "SEC",
+     "2..3600 (default 15; renew deadline 2/3 of it)"},
+    {CTL_LISTEN, "--listen", 0, "HOST:PORT",
+     "/metrics and /healthz (default 127.0.0.1:8889; none: off)"},
+    {CTL_LOG_LEVEL, "--log-level", 0, "LEVEL",
+     "error | warn | info | debug, or 0..3 (default info)"},
+    {CTL_HELP, "--help", 'h', NULL, "show this help"},
+};
+
+static const cli_spec ctl_cli = {
+    .command = "shard-controller",
+    .synopsis =
+        "Usage: agentsched shard-controller (--config FILE | --configmap NS/NAME)\n"
+        "                                   (--kubeconfig FILE | --in-cluster)\n"
+        "       agentsched shard-controller --config FILE --cluster FILE --once\n"
+        "\n"
+        "Computes each scheduler's NodeShard (shard.volcano.sh/v1alpha1) nodesDesired from a\n"
+        "sharding config in Volcano's format (see policy/sharding.yaml) and writes them while\n"
+        "holding a coordination.k8s.io/v1 Lease. The config file is re-read when it changes;\n"
+        "a bad edit is logged and the previous config kept.\n"
+        "\n",
+    .flags = ctl_flags,
+    .nflags = sizeof ctl_flags / sizeof ctl_flags[0],
+};
 
 /* --log-level: error|warn|info|debug, or 0..3 as earlier releases took. */
 static int parse_log_level(const char *val)
@@ -384,50 +367,38 @@ static int parse_log_level(const char *val)
 
 static int parse_flags(ctl *x, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        const struct ctl_flag *fl = NULL;
-        for (size_t k = 0; k < CTL_NFLAGS && a[0] == '-'; k++)
-            if (strlen(ctl_flags[k].name) == nl && strncmp(ctl_flags[k].name, a, nl) == 0)
-                fl = &ctl_flags[k];
-        if (!fl)
-            return unknown_flag(a);
-        const char *name = fl->name;
-        if (!fl->metavar) {
-            if (eq) {
-                fprintf(stderr, "agentsched shard-controller: %s takes no value; drop the '=%s'\n",
-                        name, eq + 1);
-                return EXIT_USAGE;
-            }
-            if (strcmp(name, "--help") == 0) {
-                usage(stdout);
-                return EXIT_OK;
-            }
-            if (strcmp(name, "--in-cluster") == 0)
-                x->in_cluster = true;
-            else if (strcmp(name, "--once") == 0)
-                x->once = true;
-            else
-                x->dry_run = true;
-            continue;
-        }
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!val) {
-            fprintf(stderr, "agentsched shard-controller: %s needs a value: %s %s\n", name, name,
-                    fl->metavar);
+    cli_parser p;
+    cli_parser_init(&p, &ctl_cli, argc, argv);
+    for (;;) {
+        const cli_flag *fl = NULL;
+        const char *val = NULL;
+        as_diag d = {0};
+        if (cli_next(&p, &fl, &val, &d) != AS_OK) {
+            cli_refuse(&ctl_cli, d.msg);
             return EXIT_USAGE;
         }
-        if (strcmp(name, "--config") == 0)
+        if (!fl)
+            break;
+        switch (fl->id) {
+        case CTL_HELP:
+            cli_usage(stdout, &ctl_cli);
+            return EXIT_OK;
+        case CTL_IN_CLUSTER:
+            x->in_cluster = true;
+            break;
+        case CTL_ONCE:
+            x->once = true;
+            break;
+        case CTL_DRY_RUN:
+            x->dry_run = true;
+            break;
+        case CTL_CONFIG:
             x->config_path = val;
-        else if (strcmp(name, "--kubeconfig") == 0)
+            break;
+        case CTL_KUBECONFIG:
             x->kubeconfig = val;
-        else if (strcmp(name, "--configmap") == 0) {
+            break;
+        case CTL_CONFIGMAP: {
             const char *slash = strchr(val, '/');
             if (!slash || slash == val || !slash[1] || (size_t)(slash - val) >= sizeof x->cm_ns ||
                 strlen(slash + 1) >= sizeof x->cm_name) {
@@ -436,21 +407,30 @@ static int parse_flags(ctl *x, int argc, char **argv)
             }
             snprintf(x->cm_ns, sizeof x->cm_ns, "%.*s", (int)(slash - val), val);
             snprintf(x->cm_name, sizeof x->cm_name, "%s", slash + 1);
-        } else if (strcmp(name, "--configmap-key") == 0)
+            break;
+        }
+        case CTL_CONFIGMAP_KEY:
             x->cm_key = val;
-        else if (strcmp(name, "--context") == 0)
+            break;
+        case CTL_CONTEXT:
             x->context = val;
-        else if (strcmp(name, "--cluster") == 0)
+            break;
+        case CTL_CLUSTER:
             x->cluster_path = val;
-        else if (strcmp(name, "--identity") == 0)
+            break;
+        case CTL_IDENTITY:
             snprintf(x->identity, sizeof x->identity, "%s", val);
-        else if (strcmp(name, "--lease-namespace") == 0)
+            break;
+        case CTL_LEASE_NAMESPACE:
             x->lease_ns = val;
-        else if (strcmp(name, "--lease-name") == 0)
+            break;
+        case CTL_LEASE_NAME:
             x->lease_name = val;
-        else if (strcmp(name, "--listen") == 0)
+            break;
+        case CTL_LISTEN:
             x->listen = strcmp(val, "none") == 0 ? NULL : val;
-        else if (strcmp(name, "--log-level") == 0) {
+            break;
+        case CTL_LOG_LEVEL: {
             int lvl = parse_log_level(val);
             if (lvl < 0) {
                 fprintf(stderr,
@@ -460,7 +440,9 @@ static int parse_flags(ctl *x, int argc, char **argv)
                 return EXIT_USAGE;
             }
             log_set_level((log_level)lvl);
-        } else { /* --lease-duration */
+            break;
+        }
+        case CTL_LEASE_DURATION: {
             char *end = NULL;
             errno = 0;
             long v = strtol(val, &end, 10);
@@ -472,6 +454,8 @@ static int parse_flags(ctl *x, int argc, char **argv)
                 return EXIT_USAGE;
             }
             x->lease_ms = v * 1000;
+            break;
+        }
         }
     }
     if (!x->config_path == !x->cm_name[0]) {

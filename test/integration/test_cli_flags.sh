@@ -4,7 +4,9 @@
 # a hint when close), --log-level takes names and the old numbers, empty and
 # out-of-range values are refused with the valid choices, unknown or
 # value-missing short options are named from the option itself, and --help
-# states defaults and ranges. Usage errors exit 2.
+# states defaults and ranges; every command's --help has the Flags: list its
+# table generates, and every command refuses a stray argument alike. Usage
+# errors exit 2.
 set -uo pipefail
 
 BIN=${1:?usage: test_cli_flags.sh path/to/agentsched}
@@ -66,18 +68,18 @@ expect_exit 0 "shard-controller -h" shard-controller -h
 
 # ---- replay: short options are named from the option itself -------------
 expect_exit 2 "replay --nodes a -zq" replay --nodes a -zq
-err_has "unknown flag -z" "unknown short flag is named"
-err_lacks "unknown flag a" "the previous argument is not blamed"
+err_has "unknown flag '-z'" "unknown short flag is named"
+err_lacks "unknown flag 'a'" "the previous argument is not blamed"
 expect_exit 2 "replay -zq" replay -zq
-err_has "unknown flag -z" "unknown short flag in a cluster is named"
+err_has "unknown flag '-z'" "unknown short flag in a cluster is named"
 expect_exit 2 "replay --bogus=1" replay --bogus=1
-err_has "unknown flag --bogus" "unknown long flag named without its value"
+err_has "unknown flag '--bogus'" "unknown long flag named without its value"
 expect_exit 2 "replay --nodes (no value)" replay --pods p.csv --nodes
 err_has "--nodes needs a value" "missing value names the long flag"
 expect_exit 2 "replay --help=x" replay --help=x
 err_has "--help takes no value" "--help=x explained"
 expect_exit 2 "replay --p (ambiguous)" replay --p x
-err_has "ambiguous flag --p" "ambiguous prefix explained"
+err_has "ambiguous flag '--p'" "ambiguous prefix explained"
 expect_exit 2 "replay --inflate 0.5" replay --nodes a --pods b --inflate 0.5
 err_has "1 to 100" "bad --inflate gives the range"
 
@@ -86,5 +88,15 @@ expect_exit 0 "replay --help" replay --help
 out_has "[--policy a,b,c]" "replay usage shows --policy as optional"
 out_has "(default fragment)" "replay --help gives the --policy default"
 out_has "1..100" "replay --help gives the --inflate range"
+
+# ---- every command's --help is generated from its flag table ---------------
+for cmd in serve place replay shard-controller version; do
+    expect_exit 0 "$cmd --help" "$cmd" --help
+    out_has "Flags:" "$cmd --help has the generated Flags: section"
+    out_has "  -h, --help" "$cmd --help lists -h, --help"
+    expect_exit 2 "$cmd stray argument" "$cmd" stray
+    err_has "agentsched $cmd: unexpected argument 'stray' ($cmd takes only flags)" \
+        "$cmd refuses a stray argument in the shared wording"
+done
 
 cli_summary

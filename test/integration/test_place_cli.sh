@@ -147,16 +147,16 @@ run "$BIN" place --server http://127.0.0.1:1 -f "$DATA/pods.yaml" --policy x.yam
 expect_rc 2 "--policy with --server"
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods.yaml" --bogus
 expect_rc 2 "unknown flag"
-expect_err "unknown option --bogus" "unknown flag is named"
+expect_err "unknown flag '--bogus'" "unknown flag is named"
 run "$BIN" place --cluster "$CLUSTER" -f "$DATA/pods.yaml" --bogus=1
 expect_rc 2 "unknown flag with a value"
-expect_err "unknown option --bogus" "unknown flag named without its value"
+expect_err "unknown flag '--bogus'" "unknown flag named without its value"
 run "$BIN" place -zq
 expect_rc 2 "unknown short option in a cluster"
-expect_err "unknown option -z" "unknown short option is named, not argv[0]"
+expect_err "unknown flag '-z'" "unknown short option is named, not argv[0]"
 run "$BIN" place --cluster="$CLUSTER" -zq
 expect_rc 2 "unknown short option after --flag=value"
-expect_err "unknown option -z" "unknown short option is named, not the flag before it"
+expect_err "unknown flag '-z'" "unknown short option is named, not the flag before it"
 run "$BIN" place --cluster "$CLUSTER" -f
 expect_rc 2 "-f without a value"
 expect_err "-f needs a value" "missing short value is named"
@@ -171,7 +171,7 @@ expect_rc 2 "--help=1"
 expect_err "--help takes no value" "--help=1 explained"
 run "$BIN" place --c
 expect_rc 2 "ambiguous --c"
-expect_err "ambiguous option --c" "ambiguous prefix explained"
+expect_err "ambiguous flag '--c'" "ambiguous prefix explained"
 run "$BIN" place --server http://127.0.0.1:1 -f "$DATA/pods.yaml" --timeout 0
 expect_rc 2 "--timeout 0"
 expect_err "1 to 3600" "--timeout range explained"
