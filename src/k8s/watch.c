@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/api/extargs.h"
+#include "agentsched/base/json.h"
 #include "agentsched/base/log.h"
 #include "internal.h"
 
@@ -47,20 +47,20 @@ static const char *const skip_pod_status[] = {
 static const char *const skip_node_status[] = {
     "images",          "nodeInfo", "addresses", "daemonEndpoints", "volumesInUse",
     "volumesAttached", "config",   "features",  "runtimeHandlers", NULL};
-static const extargs_skip pod_skip[] = {
+static const json_skip pod_skip[] = {
     {"metadata", skip_meta},        {"spec", skip_pod_spec},
     {"containers", skip_container}, {"initContainers", skip_container},
     {"status", skip_pod_status},    {NULL, NULL},
 };
-static const extargs_skip node_skip[] = {
+static const json_skip node_skip[] = {
     {"metadata", skip_meta},
     {"status", skip_node_status},
     {NULL, NULL},
 };
-static const extargs_skip *const kind_skip[K8S_KIND__COUNT] = {node_skip, pod_skip, NULL};
+static const json_skip *const kind_skip[K8S_KIND__COUNT] = {node_skip, pod_skip, NULL};
 
 /* See k8s.h. */
-const struct extargs_skip *k8s_stream_skip(k8s_kind kind)
+const struct json_skip *k8s_stream_skip(k8s_kind kind)
 {
     return (int)kind >= 0 && kind < K8S_KIND__COUNT ? kind_skip[kind] : NULL;
 }
@@ -496,11 +496,11 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
     if (i == len)
         return AS_OK; /* blank keep-alive line */
     /* The streaming builder (yajl events straight into the DOM, nesting
-     * capped at EXTARGS_MAX_DEPTH) instead of json_loadb, here and for
+     * capped at JSON_MAX_DEPTH) instead of json_loadb, here and for
      * list pages: bench_watch's pod events decode about twice as fast. */
     json_t *ev = NULL;
     as_diag jd = {{0}, {0}};
-    if (extargs_parse_json_skip(line + i, len - i, kind_skip[s->kind], &ev, &jd) != AS_OK) {
+    if (json_parse_skip(line + i, len - i, kind_skip[s->kind], &ev, &jd) != AS_OK) {
         log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu",
                  k8s_kind_name(s->kind), jd.msg, len);
         return AS_EPARSE;
@@ -722,7 +722,7 @@ static as_err do_list(k8s_reflector *r)
         }
         json_t *doc = NULL;
         as_diag jd = {{0}, {0}};
-        if (extargs_parse_json_skip(body.data, body.len, kind_skip[r->kind], &doc, &jd) != AS_OK) {
+        if (json_parse_skip(body.data, body.len, kind_skip[r->kind], &doc, &jd) != AS_OK) {
             log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", k8s_kind_name(r->kind),
                      jd.msg);
             err = AS_EPARSE;

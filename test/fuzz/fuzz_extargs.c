@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "agentsched/api/extargs.h"
+#include "agentsched/base/utf8.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/model/model.h"
 #include "json_count.h"
@@ -78,22 +79,22 @@ static bool has_surrogate_escape(const char *s, size_t n)
     return false;
 }
 
-/* walk_matches_yajl: extargs_parse_json_skip (the scanner's validation
- * and the walk) and extargs_parse_json_ref (yajl) agree on body, with and
+/* walk_matches_yajl: json_parse_skip (the scanner's validation
+ * and the walk) and json_parse_ref (yajl) agree on body, with and
  * without rules: the same error and message, or equal trees. */
 static void walk_matches_yajl(const char *body, size_t size)
 {
     /* a root rule ("") and a member rule for short keys */
     static const char *const few[] = {"a", "spec", NULL};
-    static const extargs_skip root_rules[] = {{"", few}, {"b", few}, {NULL, NULL}};
+    static const json_skip root_rules[] = {{"", few}, {"b", few}, {NULL, NULL}};
     for (int r = 0; r < 3; r++) {
-        const extargs_skip *rules = r == 1 ? k8s_stream_skip(K8S_KIND_POD) : r ? root_rules : NULL;
+        const json_skip *rules = r == 1 ? k8s_stream_skip(K8S_KIND_POD) : r ? root_rules : NULL;
         json_t *w = NULL, *y = NULL;
         as_diag wd, yd;
         memset(&wd, 0, sizeof wd);
         memset(&yd, 0, sizeof yd);
-        as_err we = extargs_parse_json_skip(body, size, rules, &w, &wd);
-        as_err ye = extargs_parse_json_ref(body, size, rules, &y, &yd);
+        as_err we = json_parse_skip(body, size, rules, &w, &wd);
+        as_err ye = json_parse_ref(body, size, rules, &y, &yd);
         bool sur = has_surrogate_escape(body, size);
         if (!sur && (we != ye || (we && strcmp(wd.msg, yd.msg) != 0)))
             abort();
@@ -122,7 +123,7 @@ static void fields_match_dom(const extargs_args *lazy)
     as_diag d;
     json_t *sdom = NULL;
     model_pod_spec *spec = NULL;
-    if (extargs_parse_json_skip(lazy->pod_spec_raw, lazy->pod_spec_len, NULL, &sdom, &d) ||
+    if (json_parse_skip(lazy->pod_spec_raw, lazy->pod_spec_len, NULL, &sdom, &d) ||
         model_pod_spec_from_json(&reg, sdom, &spec, &d)) {
         if (sdom)
             json_decref(sdom);
@@ -164,18 +165,18 @@ static void fields_match_dom(const extargs_args *lazy)
 }
 
 /* projection_matches_dom: the extender's spec memo is keyed by the spec's
- * projection through the Pod rules (extargs_project); whenever there is
+ * projection through the Pod rules (json_project); whenever there is
  * one, it is no longer than the spec and parses to exactly what the
  * builder makes of the spec under those rules, so equal keys mean equal
  * decoded specs. */
 static void projection_matches_dom(const extargs_args *a)
 {
-    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    const json_skip *rules = k8s_stream_skip(K8S_KIND_POD);
     size_t n = a->pod_spec_len, klen = 0;
     char *key = malloc(n ? n : 1);
     if (!key)
         abort();
-    if (extargs_project(a->pod_spec_raw, n, rules, "spec", key, n, &klen)) {
+    if (json_project(a->pod_spec_raw, n, rules, "spec", key, n, &klen)) {
         if (klen > n)
             abort();
         /* the spec as the builder places it: under the member "spec" */
@@ -185,9 +186,9 @@ static void projection_matches_dom(const extargs_args *a)
         int w = snprintf(wrapped, n + 16, "{\"spec\":%.*s}", (int)n, a->pod_spec_raw);
         json_t *built = NULL, *proj = NULL;
         as_diag d;
-        if (extargs_parse_json_skip(wrapped, (size_t)w, rules, &built, &d) != AS_OK)
+        if (json_parse_skip(wrapped, (size_t)w, rules, &built, &d) != AS_OK)
             abort(); /* projected what the builder refuses */
-        if (extargs_parse_json_skip(key, klen, NULL, &proj, &d) != AS_OK)
+        if (json_parse_skip(key, klen, NULL, &proj, &d) != AS_OK)
             abort(); /* the projection is not JSON */
         if (!json_equal(proj, json_object_get(built, "spec")))
             abort();
@@ -223,7 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* What the extender builds: the Pod without the members the pod
          * model never reads. Whatever the whole build accepts, it accepts. */
-        const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+        const json_skip *rules = k8s_stream_skip(K8S_KIND_POD);
         extargs_args b = a;
         b.pod = NULL;
         bool skip_ok = extargs_parse_pod(&b, rules, &d) == AS_OK;
@@ -237,8 +238,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a.pod_raw) {
             json_t *y = NULL, *ys = NULL;
             as_diag yd;
-            bool y_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, NULL, &y, &yd) == AS_OK;
-            bool ys_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, rules, &ys, &yd) == AS_OK;
+            bool y_ok = json_parse_ref(a.pod_raw, a.pod_raw_len, NULL, &y, &yd) == AS_OK;
+            bool ys_ok = json_parse_ref(a.pod_raw, a.pod_raw_len, rules, &ys, &yd) == AS_OK;
             bool sur = has_surrogate_escape(a.pod_raw, a.pod_raw_len);
             if (!sur && (y_ok != lazy_ok || ys_ok != skip_ok))
                 abort();
@@ -252,7 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     a.pod_spec_raw[0] != '{' || a.pod_spec_raw[a.pod_spec_len - 1] != '}')
                     abort();
                 bool sp_ok =
-                    extargs_parse_json_ref(a.pod_spec_raw, a.pod_spec_len, NULL, &sp, &yd) == AS_OK;
+                    json_parse_ref(a.pod_spec_raw, a.pod_spec_len, NULL, &sp, &yd) == AS_OK;
                 if (lazy_ok && !sur && (!sp_ok || !json_equal(sp, json_object_get(a.pod, "spec"))))
                     abort();
                 json_decref(sp);
@@ -326,14 +327,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * table whose parents are common short keys): a document built whole
      * builds with rules too, into a tree that has no more values. */
     static const char *const few[] = {"a", "b", "items", NULL};
-    static const extargs_skip short_rules[] = {{"a", few}, {"", few}, {NULL, NULL}};
-    const extargs_skip *tables[] = {k8s_stream_skip(K8S_KIND_POD), short_rules};
+    static const json_skip short_rules[] = {{"a", few}, {"", few}, {NULL, NULL}};
+    const json_skip *tables[] = {k8s_stream_skip(K8S_KIND_POD), short_rules};
     json_t *dom = NULL;
-    bool whole = extargs_parse_json(body, size, &dom, &d) == AS_OK;
+    bool whole = json_parse(body, size, &dom, &d) == AS_OK;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         json_t *sk = NULL;
         as_diag d2 = {{0}, {0}};
-        as_err e = extargs_parse_json_skip(body, size, tables[t], &sk, &d2);
+        as_err e = json_parse_skip(body, size, tables[t], &sk, &d2);
         if (whole && (e != AS_OK || json_count_values(sk) > json_count_values(dom)))
             abort();
         if (e != AS_OK && (sk || !d2.msg[0]))

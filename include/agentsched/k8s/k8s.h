@@ -506,13 +506,13 @@ as_err k8s_stream_feed(k8s_stream *s, const char *data, size_t len);
 void k8s_stream_reset(k8s_stream *s, const char *rv);
 
 /*
- * k8s_stream_skip returns the rule table (extargs_skip, extargs.h) the
+ * k8s_stream_skip returns the rule table (json_skip, base/json.h) the
  * stream and the list decode objects of kind with: the members the model
  * never reads, left out of the tree. NULL: everything is built. Static.
  * The extender builds the Pod of filter and prioritize with the
  * K8S_KIND_POD table too (extargs_parse_pod).
  */
-const struct extargs_skip *k8s_stream_skip(k8s_kind kind);
+const struct json_skip *k8s_stream_skip(k8s_kind kind);
 
 /* k8s_stream_rv returns the last applied resourceVersion ("" if none). */
 const char *k8s_stream_rv(const k8s_stream *s);

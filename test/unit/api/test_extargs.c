@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agentsched/api/extargs.h"
+#include "agentsched/base/utf8.h"
 #include "agentsched/k8s/k8s.h"
 
 /* The ExtenderArgs example of upstream's types_test.go, and its
@@ -259,7 +260,7 @@ Test(extargs, depth_is_capped)
     extargs_args a;
     as_diag d;
     pool *p;
-    char *ok = repeat_nest(EXTARGS_MAX_DEPTH - 2, "{\"Pod\":{\"x\":");
+    char *ok = repeat_nest(JSON_MAX_DEPTH - 2, "{\"Pod\":{\"x\":");
     strcat(ok, "}");
     cr_assert_eq(decode(ok, &a, &d, &p), AS_OK, "%s", d.msg);
     extargs_args_release(&a);
@@ -562,8 +563,8 @@ Test(extargs, parse_json_matches_jansson)
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
         json_t *mine = NULL;
         as_diag d = {0};
-        cr_assert_eq(extargs_parse_json(docs[i], strlen(docs[i]), &mine, &d), AS_OK, "%s: %s",
-                     docs[i], d.msg);
+        cr_assert_eq(json_parse(docs[i], strlen(docs[i]), &mine, &d), AS_OK, "%s: %s", docs[i],
+                     d.msg);
         json_t *ref = json_loads(docs[i], JSON_DECODE_ANY, NULL);
         cr_assert(json_equal(mine, ref), "doc %zu differs", i);
         json_decref(mine);
@@ -578,7 +579,7 @@ Test(extargs, parse_json_skip_rules)
 {
     static const char *const meta_keys[] = {"managedFields", "annotations", NULL};
     static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {
+    static const json_skip rules[] = {
         {"metadata", meta_keys}, {"containers", ctr_keys}, {NULL, NULL}};
     static const struct {
         const char *in, *want;
@@ -610,8 +611,8 @@ Test(extargs, parse_json_skip_rules)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *got = NULL;
         as_diag d = {0};
-        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), rules, &got, &d),
-                     AS_OK, "case %zu: %s", i, d.msg);
+        cr_assert_eq(json_parse_skip(cases[i].in, strlen(cases[i].in), rules, &got, &d), AS_OK,
+                     "case %zu: %s", i, d.msg);
         json_t *want = json_loads(cases[i].want, JSON_DECODE_ANY, NULL);
         cr_assert_not_null(want, "case %zu: bad expectation", i);
         char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
@@ -619,9 +620,8 @@ Test(extargs, parse_json_skip_rules)
         free(g);
         json_decref(got);
         json_decref(want);
-        /* no rules: the whole document, as extargs_parse_json builds it */
-        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), NULL, &got, &d),
-                     AS_OK);
+        /* no rules: the whole document, as json_parse builds it */
+        cr_assert_eq(json_parse_skip(cases[i].in, strlen(cases[i].in), NULL, &got, &d), AS_OK);
         json_t *all = json_loads(cases[i].in, JSON_DECODE_ANY, NULL);
         cr_assert(json_equal(got, all), "case %zu without rules", i);
         json_decref(got);
@@ -637,8 +637,8 @@ Test(extargs, parse_json_skip_rules)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         json_t *got = NULL;
         as_diag d = {0};
-        cr_expect_eq(extargs_parse_json_skip(bad[i], strlen(bad[i]), rules, &got, &d), AS_EPARSE,
-                     "bad %zu", i);
+        cr_expect_eq(json_parse_skip(bad[i], strlen(bad[i]), rules, &got, &d), AS_EPARSE, "bad %zu",
+                     i);
         cr_expect_null(got);
     }
     char deep[512] = "{\"metadata\":{\"managedFields\":";
@@ -650,8 +650,7 @@ Test(extargs, parse_json_skip_rules)
     memcpy(deep + n, "}}", 3);
     json_t *got = NULL;
     as_diag d = {0};
-    cr_expect_eq(extargs_parse_json_skip(deep, strlen(deep), rules, &got, &d), AS_ETOOBIG, "%s",
-                 d.msg);
+    cr_expect_eq(json_parse_skip(deep, strlen(deep), rules, &got, &d), AS_ETOOBIG, "%s", d.msg);
     cr_expect_null(got);
 }
 
@@ -661,7 +660,7 @@ Test(extargs, skip_rule_for_the_root)
 {
     static const char *const spec_keys[] = {"spec", NULL};
     static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {"", spec_keys}, {NULL, NULL}};
+    static const json_skip rules[] = {{"containers", ctr_keys}, {"", spec_keys}, {NULL, NULL}};
     static const struct {
         const char *in, *want;
     } cases[] = {
@@ -676,10 +675,10 @@ Test(extargs, skip_rule_for_the_root)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *walked = NULL, *ref = NULL;
         as_diag d = {0};
-        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), rules, &walked, &d),
-                     AS_OK, "case %zu: %s", i, d.msg);
-        cr_assert_eq(extargs_parse_json_ref(cases[i].in, strlen(cases[i].in), rules, &ref, &d),
-                     AS_OK, "case %zu: %s", i, d.msg);
+        cr_assert_eq(json_parse_skip(cases[i].in, strlen(cases[i].in), rules, &walked, &d), AS_OK,
+                     "case %zu: %s", i, d.msg);
+        cr_assert_eq(json_parse_ref(cases[i].in, strlen(cases[i].in), rules, &ref, &d), AS_OK,
+                     "case %zu: %s", i, d.msg);
         json_t *want = json_loads(cases[i].want, JSON_DECODE_ANY, NULL);
         cr_assert_not_null(want, "case %zu: bad expectation", i);
         char *g = json_dumps(walked, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
@@ -738,7 +737,7 @@ Test(extargs, pod_spec_span)
 Test(extargs, parse_pod_lazy_with_rules)
 {
     static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const json_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
     static const char *body =
         "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":"
         "\"c\",\"env\":[{\"name\":\"E\",\"value\":\"v\"}]}]}},\"NodeNames\":[\"n\"]}";
@@ -776,7 +775,7 @@ Test(extargs, parse_pod_lazy_with_rules)
 Test(extargs, parse_pod_walk_matches_yajl)
 {
     static const char *const ctr_keys[] = {"env", "args", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const json_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
     static const char *const pods[] = {
         "{}",
         "{ \"a\" : [ ] , \"b\" : { } , \"c\" : [ [ ] , { } , [ [ 1 ] ] ] }",
@@ -803,7 +802,7 @@ Test(extargs, parse_pod_walk_matches_yajl)
         char body[1024];
         snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[]}", pods[i]);
         for (int r = 0; r < 2; r++) {
-            const extargs_skip *sk = r ? rules : NULL;
+            const json_skip *sk = r ? rules : NULL;
             pool *p = pool_new(0);
             extargs_args a;
             as_diag d = {0}, yd = {0};
@@ -811,7 +810,7 @@ Test(extargs, parse_pod_walk_matches_yajl)
                          AS_OK, "pod %zu: %s", i, d.msg);
             json_t *y = NULL;
             as_err werr = extargs_parse_pod(&a, sk, &d);
-            as_err yerr = extargs_parse_json_ref(pods[i], strlen(pods[i]), sk, &y, &yd);
+            as_err yerr = json_parse_ref(pods[i], strlen(pods[i]), sk, &y, &yd);
             cr_assert_eq(werr, yerr, "pod %zu rules %d: walk %s (%s), yajl %s (%s)", i, r,
                          as_strerror(werr), d.msg, as_strerror(yerr), yd.msg);
             if (!werr) {
@@ -833,7 +832,7 @@ Test(extargs, parse_pod_walk_matches_yajl)
     }
 }
 
-/* extargs_parse_json (the scanner's validation, then the walk) against
+/* json_parse (the scanner's validation, then the walk) against
  * yajl alone: equal trees; errors, malformed or not, in yajl's words. */
 Test(extargs, parse_json_walk_matches_yajl)
 {
@@ -877,8 +876,8 @@ Test(extargs, parse_json_walk_matches_yajl)
         json_t *w = NULL, *y = NULL;
         as_diag wd = {0}, yd = {0};
         size_t n = strlen(docs[i]);
-        as_err we = extargs_parse_json(docs[i], n, &w, &wd);
-        as_err ye = extargs_parse_json_ref(docs[i], n, NULL, &y, &yd);
+        as_err we = json_parse(docs[i], n, &w, &wd);
+        as_err ye = json_parse_ref(docs[i], n, NULL, &y, &yd);
         cr_assert_eq(we, ye, "doc %zu: walk %s, yajl %s", i, wd.msg, yd.msg);
         if (we) {
             cr_assert_str_eq(wd.msg, yd.msg, "doc %zu", i);
@@ -900,7 +899,7 @@ Test(extargs, parse_json_walk_matches_yajl)
         doc[len + 1] = '"';
         json_t *w = NULL;
         as_diag wd = {0};
-        cr_assert_eq(extargs_parse_json(doc, len + 2, &w, &wd), AS_OK, "%s", wd.msg);
+        cr_assert_eq(json_parse(doc, len + 2, &w, &wd), AS_OK, "%s", wd.msg);
         cr_assert_eq(json_string_length(w), len);
         json_decref(w);
     }
@@ -909,11 +908,11 @@ Test(extargs, parse_json_walk_matches_yajl)
 Test(extargs, get_is_case_insensitive)
 {
     json_t *o = json_loads("{\"Pod\":1,\"nodenames\":2}", 0, NULL);
-    cr_assert_eq(json_integer_value(extargs_get(o, "Pod")), 1);
-    cr_assert_eq(json_integer_value(extargs_get(o, "POD")), 1);
-    cr_assert_eq(json_integer_value(extargs_get(o, "NodeNames")), 2);
-    cr_assert_null(extargs_get(o, "Nodes"));
-    cr_assert_null(extargs_get(NULL, "Nodes"));
+    cr_assert_eq(json_integer_value(json_get(o, "Pod")), 1);
+    cr_assert_eq(json_integer_value(json_get(o, "POD")), 1);
+    cr_assert_eq(json_integer_value(json_get(o, "NodeNames")), 2);
+    cr_assert_null(json_get(o, "Nodes"));
+    cr_assert_null(json_get(NULL, "Nodes"));
     json_decref(o);
 }
 
@@ -923,7 +922,7 @@ Test(extargs, get_is_case_insensitive)
  * byte) at every offset of strings of every length up to 48, the string
  * ending the document or followed by more, through the request scanner
  * (a NodeNames name, compared with jansson) and through the walk
- * (extargs_parse_json, compared with yajl's builder). */
+ * (json_parse, compared with yajl's builder). */
 Test(extargs, string_scans_at_every_offset_and_length)
 {
     static const struct {
@@ -985,8 +984,8 @@ Test(extargs, string_scans_at_every_offset_and_length)
                     bl = snprintf(body, sizeof body, tail ? "[\"%s\",1]" : "\"%s\"", str);
                     json_t *w = NULL, *y = NULL;
                     as_diag wd = {0}, yd = {0};
-                    as_err we = extargs_parse_json(body, (size_t)bl, &w, &wd);
-                    as_err ye = extargs_parse_json_ref(body, (size_t)bl, NULL, &y, &yd);
+                    as_err we = json_parse(body, (size_t)bl, &w, &wd);
+                    as_err ye = json_parse_ref(body, (size_t)bl, NULL, &y, &yd);
                     cr_assert_eq(we, ye, "special %zu len %zu at %zu: walk %s, yajl %s", si, len,
                                  at, wd.msg, yd.msg);
                     cr_assert_eq(we == AS_OK, special[si].valid);
@@ -1028,7 +1027,7 @@ Test(extargs, utf8_prefix)
         {"\xc3\x28", 2, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        cr_expect_eq(extargs_utf8_prefix(cases[i].s, cases[i].len), cases[i].want, "case %zu", i);
+        cr_expect_eq(utf8_prefix(cases[i].s, cases[i].len), cases[i].want, "case %zu", i);
 }
 
 /* Every decoder holds strings and keys to strict UTF-8, whether its text
@@ -1044,9 +1043,8 @@ Test(extargs, strict_utf8_in_every_decoder)
             snprintf(body, sizeof body, key ? "{\"a\":{\"%s\":1}}" : "{\"a\":[\"x%s\"]}", bad[i]);
             json_t *w = NULL, *y = NULL;
             as_diag wd = {0}, yd = {0};
-            cr_expect_eq(extargs_parse_json(body, strlen(body), &w, &wd), AS_EPARSE, "%zu/%d", i,
-                         key);
-            cr_expect_eq(extargs_parse_json_ref(body, strlen(body), NULL, &y, &yd), AS_EPARSE);
+            cr_expect_eq(json_parse(body, strlen(body), &w, &wd), AS_EPARSE, "%zu/%d", i, key);
+            cr_expect_eq(json_parse_ref(body, strlen(body), NULL, &y, &yd), AS_EPARSE);
             cr_expect_str_eq(wd.msg, yd.msg);
             cr_expect(strstr(wd.msg, "invalid UTF-8"), "%s", wd.msg);
             cr_expect(strstr(wd.msg, key ? "byte 7:" : "byte 8:"), "%s", wd.msg);
@@ -1089,7 +1087,7 @@ Test(extargs, strict_utf8_in_every_decoder)
 Test(extargs, nul_in_keys_is_refused)
 {
     static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const json_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
     static const struct {
         const char *pod, *field;
     } cases[] = {
@@ -1133,8 +1131,8 @@ Test(extargs, nul_in_keys_is_refused)
         /* as a document: walk and yajl agree, field and words */
         json_t *w = NULL, *y = NULL;
         as_diag wd = {0}, yd = {0};
-        cr_expect_eq(extargs_parse_json(pod, strlen(pod), &w, &wd), AS_EINVAL, "case %zu", i);
-        cr_expect_eq(extargs_parse_json_ref(pod, strlen(pod), NULL, &y, &yd), AS_EINVAL);
+        cr_expect_eq(json_parse(pod, strlen(pod), &w, &wd), AS_EINVAL, "case %zu", i);
+        cr_expect_eq(json_parse_ref(pod, strlen(pod), NULL, &y, &yd), AS_EINVAL);
         cr_expect_str_eq(wd.field, cases[i].field, "case %zu: %s", i, wd.msg);
         cr_expect_str_eq(yd.field, cases[i].field, "case %zu: %s", i, yd.msg);
         cr_expect_str_eq(wd.msg, yd.msg, "case %zu", i);
@@ -1154,7 +1152,7 @@ Test(extargs, nul_in_keys_is_refused)
     const char *ok = "{\"spec\":{\"containers\":[{\"env\":{\"a\\u0000\":1}}]},\"v\":\"a\\u0000\"}";
     json_t *w = NULL;
     as_diag d = {0};
-    cr_expect_eq(extargs_parse_json_skip(ok, strlen(ok), rules, &w, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(json_parse_skip(ok, strlen(ok), rules, &w, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(json_string_length(json_object_get(w, "v")), 2);
     json_decref(w);
 }
@@ -1213,8 +1211,7 @@ static bool fields_vs_dom(model_registry *reg, const char *pod, bool plain)
         return we == AS_OK;
     }
     json_t *spec_dom = NULL;
-    cr_assert_eq(extargs_parse_json_skip(a.pod_spec_raw, a.pod_spec_len, NULL, &spec_dom, &d),
-                 AS_OK);
+    cr_assert_eq(json_parse_skip(a.pod_spec_raw, a.pod_spec_len, NULL, &spec_dom, &d), AS_OK);
     model_pod_spec *spec = NULL;
     cr_assert_eq(model_pod_spec_from_json(reg, spec_dom, &spec, &d), AS_OK, "%s", d.msg);
     json_decref(spec_dom);
@@ -1365,17 +1362,16 @@ Test(extargs, pod_fields_build_what_the_dom_builds)
     model_registry_destroy(&reg);
 }
 
-/* project checks extargs_project of doc (valid JSON) under parent against
+/* project checks json_project of doc (valid JSON) under parent against
  * the builder with the same rules: when it projects, the projection parses
  * to the DOM the rules build, is no longer than doc, and want (when not
  * NULL) is its exact text; it returns whether it projected. */
-static bool project(const char *doc, const extargs_skip *rules, const char *parent,
-                    const char *want)
+static bool project(const char *doc, const json_skip *rules, const char *parent, const char *want)
 {
     size_t len = strlen(doc), n = 0;
     char *out = malloc(len + 1);
     cr_assert_not_null(out);
-    bool ok = extargs_project(doc, len, rules, parent, out, len, &n);
+    bool ok = json_project(doc, len, rules, parent, out, len, &n);
     if (ok) {
         cr_assert_leq(n, len, "%s", doc);
         out[n] = '\0';
@@ -1387,7 +1383,7 @@ static bool project(const char *doc, const extargs_skip *rules, const char *pare
         char *wrapped = NULL;
         cr_assert(asprintf(&wrapped, "{\"%s\":%s}", under ? parent : "", doc) > 0);
         const char *whole = under ? wrapped : doc;
-        cr_assert_eq(extargs_parse_json_skip(whole, strlen(whole), rules, &built, &d), AS_OK,
+        cr_assert_eq(json_parse_skip(whole, strlen(whole), rules, &built, &d), AS_OK,
                      "%s: projected what the builder refuses (%s)", doc, d.msg);
         json_t *want_dom = under ? json_object_get(built, parent) : built;
         char *b = json_dumps(want_dom, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
@@ -1413,7 +1409,7 @@ Test(extargs, projection_is_what_the_rules_build)
     static const char *const meta_keys[] = {"managedFields", "annotations", NULL};
     static const char *const ctr_keys[] = {"env", NULL};
     static const char *const spec_keys[] = {"volumes", NULL};
-    static const extargs_skip rules[] = {
+    static const json_skip rules[] = {
         {"metadata", meta_keys}, {"containers", ctr_keys}, {"spec", spec_keys}, {NULL, NULL}};
     static const struct {
         const char *doc, *parent, *want; /* want NULL: not projected */
@@ -1467,9 +1463,9 @@ Test(extargs, projection_is_what_the_rules_build)
     const char *doc = "{\"a\":[1,2],\"volumes\":{}}";
     char out[64];
     size_t n = 0;
-    cr_assert(extargs_project(doc, strlen(doc), rules, "spec", out, 11, &n));
+    cr_assert(json_project(doc, strlen(doc), rules, "spec", out, 11, &n));
     cr_assert_eq(n, 11);
-    cr_assert_not(extargs_project(doc, strlen(doc), rules, "spec", out, 10, &n));
+    cr_assert_not(json_project(doc, strlen(doc), rules, "spec", out, 10, &n));
     /* nesting past the cap */
     char deep[300];
     size_t k = 0;
@@ -1478,7 +1474,7 @@ Test(extargs, projection_is_what_the_rules_build)
     for (int d = 0; d < 70; d++)
         deep[k++] = ']';
     char *big = malloc(4096);
-    cr_assert_not(extargs_project(deep, k, rules, NULL, big, 4096, &n));
+    cr_assert_not(json_project(deep, k, rules, NULL, big, 4096, &n));
     free(big);
 }
 
@@ -1487,7 +1483,7 @@ Test(extargs, projection_is_what_the_rules_build)
  * one: every projection builds what the rules build. */
 Test(extargs, projection_with_the_pod_rules)
 {
-    const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
+    const json_skip *rules = k8s_stream_skip(K8S_KIND_POD);
     static const char *const specs[] = {
         "{\"schedulerName\":\"agent-scheduler\",\"priority\":5,\"containers\":[{\"name\":\"c\","
         "\"image\":\"i\",\"command\":[\"/bin/a\"],\"args\":[\"--x\"],\"env\":[{\"name\":\"S\","
@@ -1518,13 +1514,13 @@ Test(extargs, projection_with_the_pod_rules)
         "\"volumes\":[{\"name\":\"work-%s\",\"emptyDir\":{}}]}";
     snprintf(a, sizeof a, fmt, "s-1", "s-1", "s-1");
     snprintf(b, sizeof b, fmt, "s-2222", "s-2222", "s-2222");
-    cr_assert(extargs_project(a, strlen(a), rules, "spec", pa, sizeof pa, &na));
-    cr_assert(extargs_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
+    cr_assert(json_project(a, strlen(a), rules, "spec", pa, sizeof pa, &na));
+    cr_assert(json_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
     cr_assert(na == nb && memcmp(pa, pb, na) == 0, "%.*s vs %.*s", (int)na, pa, (int)nb, pb);
     /* and a different request: another projection */
     snprintf(b, sizeof b,
              "{\"containers\":[{\"name\":\"agent\",\"resources\":{\"requests\":{\"cpu\":"
              "\"501m\"}}}]}");
-    cr_assert(extargs_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
+    cr_assert(json_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
     cr_assert(na != nb || memcmp(pa, pb, na) != 0);
 }

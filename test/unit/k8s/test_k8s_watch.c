@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "agentsched/core/cache.h"
-#include "agentsched/api/extargs.h"
+#include "agentsched/base/json.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/base/log.h"
 #include "json_count.h"
@@ -771,10 +771,10 @@ static void parse_both(const char *fixture, k8s_kind kind, json_t **whole, json_
     size_t len;
     char *body = read_fixture(fixture, &len);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(extargs_parse_json(body, len, whole, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(json_parse(body, len, whole, &d), AS_OK, "%s", d.msg);
     cr_assert_not_null(k8s_stream_skip(kind));
-    cr_assert_eq(extargs_parse_json_skip(body, len, k8s_stream_skip(kind), skipped, &d), AS_OK,
-                 "%s", d.msg);
+    cr_assert_eq(json_parse_skip(body, len, k8s_stream_skip(kind), skipped, &d), AS_OK, "%s",
+                 d.msg);
     free(body);
     /* the rules must leave a real API server object much smaller */
     size_t a = json_count_values(*whole), b = json_count_values(*skipped);
@@ -787,13 +787,13 @@ static void parse_both(const char *fixture, k8s_kind kind, json_t **whole, json_
 Test(k8s_stream, a_shared_spec_gives_the_same_pod)
 {
     static const char *const spec_keys[] = {"spec", NULL};
-    extargs_skip no_spec[24];
-    const extargs_skip *pod_rules = k8s_stream_skip(K8S_KIND_POD);
+    json_skip no_spec[24];
+    const json_skip *pod_rules = k8s_stream_skip(K8S_KIND_POD);
     size_t n = 0;
     for (; pod_rules[n].parent; n++)
         no_spec[n] = pod_rules[n];
-    no_spec[n++] = (extargs_skip){"", spec_keys};
-    no_spec[n] = (extargs_skip){NULL, NULL};
+    no_spec[n++] = (json_skip){"", spec_keys};
+    no_spec[n] = (json_skip){NULL, NULL};
 
     static const char *const fixtures[] = {"full_pod.json", "gpu_share_pod.json"};
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
@@ -803,8 +803,8 @@ Test(k8s_stream, a_shared_spec_gives_the_same_pod)
         char *body = read_fixture(fixtures[f], &len);
         json_t *whole = NULL, *rest = NULL;
         as_diag d = {{0}, {0}};
-        cr_assert_eq(extargs_parse_json(body, len, &whole, &d), AS_OK, "%s", d.msg);
-        cr_assert_eq(extargs_parse_json_skip(body, len, no_spec, &rest, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(json_parse(body, len, &whole, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(json_parse_skip(body, len, no_spec, &rest, &d), AS_OK, "%s", d.msg);
         cr_assert_null(json_object_get(rest, "spec"));
         model_pod *a = NULL, *b = NULL;
         model_pod_spec *spec = NULL;
