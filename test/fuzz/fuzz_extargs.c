@@ -1,13 +1,12 @@
 /*
  * fuzz_extargs.c - libFuzzer target for the extender request decoders.
  *
- * Feeds every input to the ExtenderArgs, binding and preemption decoders
- * and to the DOM builder. Checks that successful decodes are consistent:
- * names within the caps, node spans inside the input and themselves valid
- * JSON objects, no duplicate names; failures always explain themselves.
- * The DOM builder runs whole and with skip rules, which must accept every
- * document the whole build accepts and never keep more of it. A Pod read
- * off its span (the extender's spec memo path) is the Pod its DOM gives.
+ * Feeds every input to the ExtenderArgs, binding and preemption decoders.
+ * Checks that successful decodes are consistent: names within the caps,
+ * node spans inside the input and themselves valid JSON objects, no
+ * duplicate names; failures always explain themselves. A Pod read off its
+ * span (the extender's spec memo path) is the Pod its DOM gives. The JSON
+ * layer underneath has its own target, fuzz_json.
  * Build: cmake -DAGENTSCHED_FUZZ=ON -DCMAKE_C_COMPILER=clang; run
  * ./fuzz_extargs -max_len=65536 test/unit/data/extender/(filter|...)/ * /.
  */
@@ -17,10 +16,9 @@
 #include <string.h>
 
 #include "agentsched/api/extargs.h"
-#include "agentsched/base/utf8.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/model/model.h"
-#include "json_count.h"
+#include "fuzz_json.h"
 
 /* valid_json: 1 when jansson agrees the text is JSON (an object when
  * obj), 0 when it does not, -1 when it cannot tell (a number too big for
@@ -61,50 +59,6 @@ static void check_args(const char *body, size_t len, const extargs_args *a)
     }
     if (a->pod && !json_is_object(a->pod))
         abort();
-}
-
-/* has_surrogate_escape: a backslash-u escape of D800..DFFF occurs in
- * s[0..n) (or something that looks like one inside another escape: erring
- * towards skipping the comparison is fine). The walk decodes a lone one to
- * U+FFFD, as Go's encoding/json does; yajl's builder, held to strict UTF-8,
- * refuses the bytes it makes of it. The walk decides what is accepted
- * (yajl words the errors of what the scanner refuses), so such documents
- * are compared neither for acceptance nor for trees. */
-static bool has_surrogate_escape(const char *s, size_t n)
-{
-    for (size_t i = 0; i + 3 < n; i++)
-        if (s[i] == '\\' && s[i + 1] == 'u' && (s[i + 2] == 'd' || s[i + 2] == 'D') &&
-            strchr("89abcdefABCDEF", s[i + 3]) && s[i + 3])
-            return true;
-    return false;
-}
-
-/* walk_matches_yajl: json_parse_skip (the scanner's validation
- * and the walk) and json_parse_ref (yajl) agree on body, with and
- * without rules: the same error and message, or equal trees. */
-static void walk_matches_yajl(const char *body, size_t size)
-{
-    /* a root rule ("") and a member rule for short keys */
-    static const char *const few[] = {"a", "spec", NULL};
-    static const json_skip root_rules[] = {{"", few}, {"b", few}, {NULL, NULL}};
-    for (int r = 0; r < 3; r++) {
-        const json_skip *rules = r == 1 ? k8s_stream_skip(K8S_KIND_POD) : r ? root_rules : NULL;
-        json_t *w = NULL, *y = NULL;
-        as_diag wd, yd;
-        memset(&wd, 0, sizeof wd);
-        memset(&yd, 0, sizeof yd);
-        as_err we = json_parse_skip(body, size, rules, &w, &wd);
-        as_err ye = json_parse_ref(body, size, rules, &y, &yd);
-        bool sur = has_surrogate_escape(body, size);
-        if (!sur && (we != ye || (we && strcmp(wd.msg, yd.msg) != 0)))
-            abort();
-        if (!we && !ye && !sur && !json_equal(w, y))
-            abort();
-        if (w)
-            json_decref(w);
-        if (y)
-            json_decref(y);
-    }
 }
 
 /* fields_match_dom: on a spec memo hit the extender reads the Pod's kind,
@@ -203,8 +157,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *body = (const char *)data;
     as_diag d;
-
-    walk_matches_yajl(body, size);
 
     pool *p = pool_new((size_t)16 << 20);
     extargs_args a;
@@ -322,25 +274,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     pool_free(p);
-
-    /* The builder whole and with skip rules (the watch's pod rules, and a
-     * table whose parents are common short keys): a document built whole
-     * builds with rules too, into a tree that has no more values. */
-    static const char *const few[] = {"a", "b", "items", NULL};
-    static const json_skip short_rules[] = {{"a", few}, {"", few}, {NULL, NULL}};
-    const json_skip *tables[] = {k8s_stream_skip(K8S_KIND_POD), short_rules};
-    json_t *dom = NULL;
-    bool whole = json_parse(body, size, &dom, &d) == AS_OK;
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-        json_t *sk = NULL;
-        as_diag d2 = {{0}, {0}};
-        as_err e = json_parse_skip(body, size, tables[t], &sk, &d2);
-        if (whole && (e != AS_OK || json_count_values(sk) > json_count_values(dom)))
-            abort();
-        if (e != AS_OK && (sk || !d2.msg[0]))
-            abort();
-        json_decref(sk);
-    }
-    json_decref(dom);
     return 0;
 }
