@@ -15,6 +15,7 @@
 
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
+#include "agentsched/base/jscan.h"
 #include "agentsched/base/json.h"
 #include "agentsched/base/utf8.h"
 #include "agentsched/base/log.h"
@@ -471,24 +472,20 @@ static int cb_end(void *ctx)
     return 1;
 }
 
-static int cb_key(void *ctx, const unsigned char *key, size_t n)
+/* scan_count counts the key k[0..n) (decoded, valid UTF-8, no NUL) met at
+ * s->depth: a top-level member picks what its keys count; a key of the
+ * object under "Jobs" is a job, under "Nodes" a node, looked up in the
+ * cache. */
+static void scan_count(scan *s, const char *k, size_t n)
 {
-    scan *s = ctx;
-    const char *k = (const char *)key;
-    if (!scan_utf8(s, key, n))
-        return 0;
-    if (memchr(k, '\0', n))
-        return scan_fail(s, AS_EINVAL,
-                         "an object key contains \\u0000 (a NUL character); keys may not "
-                         "contain NUL, remove it");
     if (s->depth == 1) {
         s->top = (n == 4 && strncasecmp(k, "Jobs", 4) == 0)    ? TOP_JOBS
                  : (n == 5 && strncasecmp(k, "Nodes", 5) == 0) ? TOP_NODES
                                                                : TOP_OTHER;
-        return 1;
+        return;
     }
     if (s->depth != 2)
-        return 1;
+        return;
     if (s->top == TOP_JOBS) {
         s->st->jobs++;
     } else if (s->top == TOP_NODES) {
@@ -511,6 +508,19 @@ static int cb_key(void *ctx, const unsigned char *key, size_t n)
             s->st->first_unknown[m] = '\0';
         }
     }
+}
+
+static int cb_key(void *ctx, const unsigned char *key, size_t n)
+{
+    scan *s = ctx;
+    const char *k = (const char *)key;
+    if (!scan_utf8(s, key, n))
+        return 0;
+    if (memchr(k, '\0', n))
+        return scan_fail(s, AS_EINVAL,
+                         "an object key contains \\u0000 (a NUL character); keys may not "
+                         "contain NUL, remove it");
+    scan_count(s, k, n);
     return 1;
 }
 
@@ -526,12 +536,109 @@ static const yajl_callbacks scan_callbacks = {
     .yajl_end_array = cb_end,
 };
 
+/* surrogate_escape: the validated string text raw[0..n) holds a \u
+ * escape of a surrogate half, which yajl decodes its own way (a lone one
+ * into bytes its UTF-8 check then refuses). */
+static bool surrogate_escape(const char *raw, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (raw[i] != '\\')
+            continue;
+        if (raw[i + 1] == 'u' && (raw[i + 2] == 'd' || raw[i + 2] == 'D') &&
+            strchr("89abcdefABCDEF", raw[i + 3]))
+            return true;
+        i++; /* past the escaped character */
+    }
+    return false;
+}
+
+/* walk_value reads the value at j->p as yajl's pass would, counting the
+ * keys (scan_count): 1, or 0 when the scanner fails, a key has escapes or
+ * a string a surrogate escape (yajl's pass then decides and words the
+ * answer). */
+static int walk_value(scan *s, jscan *j)
+{
+    jscan_ws(j);
+    if (j->p >= j->end)
+        return jscan_syntax(j, "unexpected end of input");
+    bool first = true;
+    int r;
+    if (*j->p == '{') {
+        if (!jscan_enter(j))
+            return 0;
+        const char *k;
+        size_t kl;
+        bool ke;
+        while ((r = jscan_next_key(j, &first, &k, &kl, &ke)) == 1) {
+            if (ke)
+                return 0; /* decoded by yajl: lone surrogates as it makes them */
+            s->depth = j->depth;
+            scan_count(s, k, kl);
+            if (!walk_value(s, j))
+                return 0;
+        }
+        return r == 0;
+    }
+    if (*j->p == '[') {
+        if (!jscan_enter(j))
+            return 0;
+        while ((r = jscan_next_elem(j, &first)) == 1)
+            if (!walk_value(s, j))
+                return 0;
+        return r == 0;
+    }
+    if (*j->p == '"') {
+        const char *raw;
+        size_t len;
+        bool esc;
+        return jscan_string(j, &raw, &len, &esc) && !(esc && surrogate_escape(raw, len));
+    }
+    return jscan_value(j);
+}
+
+/*
+ * session_walk is yajl's pass over a body the scanner takes, at the
+ * scanner's speed (a session names every job and node of the cluster):
+ * true with s->st filled, or s->err set for a body that is not one
+ * object, as the callbacks set it; false when yajl's pass must run: the
+ * scanner refused something (yajl's words and offsets are the answer), a
+ * key has escapes or a string a surrogate escape. Keys without escapes are the text yajl would
+ * decode, and a valid document meets the callbacks' checks in the same order.
+ */
+static bool session_walk(scan *s, const char *body, size_t len)
+{
+    as_diag quiet;
+    jscan j = {.base = body, .p = body, .end = body + len, .diag = &quiet, .keys_nul_ok = true};
+    jscan_ws(&j);
+    if (j.p >= j.end)
+        return false;
+    if (*j.p == '[') {
+        scan_fail(s, AS_EINVAL,
+                  "the body must be one JSON object (Volcano's OnSessionOpenRequest)");
+        return true;
+    }
+    if (*j.p != '{') {
+        if (!walk_value(s, &j))
+            return false;
+        scan_fail(s, AS_EINVAL, "the body must be a JSON object (Volcano's OnSessionOpenRequest)");
+        return true;
+    }
+    if (!walk_value(s, &j))
+        return false;
+    jscan_ws(&j);
+    return j.p == j.end;
+}
+
 /* See volcano.h. */
 as_err volcano_session_scan(cache *c, const char *body, size_t len, volcano_session_stats *out,
                             as_diag *d)
 {
     memset(out, 0, sizeof *out);
     scan s = {.body = body, .len = len, .c = c, .st = out, .d = d};
+    if (session_walk(&s, body, len))
+        return s.err;
+    memset(out, 0, sizeof *out);
+    s = (scan){.body = body, .len = len, .c = c, .st = out, .d = d};
     yajl_handle h = yajl_alloc(&scan_callbacks, NULL, &s);
     if (!h)
         return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
