@@ -91,6 +91,9 @@ bool jscan_esc_has_nul(const char *raw, size_t len);
  * value (surrounding whitespace allowed). */
 bool jscan_document(const char *body, size_t len);
 
+/* The functions from here on are inline: the request decoders call them
+ * once per name or token (500 NodeNames a request). */
+
 /* JSON whitespace; every other byte the scanners stop at is above ' ', so
  * one compare settles the common case (runs before every token). */
 static inline bool jscan_is_ws(char c)
@@ -98,12 +101,14 @@ static inline bool jscan_is_ws(char c)
     return (unsigned char)c <= ' ' && (c == ' ' || c == '\n' || c == '\r' || c == '\t');
 }
 
+/* jscan_ws steps s->p past whitespace. */
 static inline void jscan_ws(jscan *s)
 {
     while (s->p < s->end && jscan_is_ws(*s->p))
         s->p++;
 }
 
+/* jscan_is_digit: c is an ASCII digit. */
 static inline bool jscan_is_digit(char c)
 {
     return c >= '0' && c <= '9';
@@ -155,8 +160,9 @@ static inline const unsigned char *jscan_plain_run(const unsigned char *p, const
     return p;
 }
 
-/* jscan_string scans the string at s->p (a quote): *raw and *len get the bytes
- * between the quotes, *esc whether any escape occurs. Most strings (keys,
+/* jscan_string scans the string at s->p (a quote): 1 with *raw and *len
+ * the bytes between the quotes, *esc whether any escape occurs, and s->p
+ * past the closing quote; 0 with s failed. Most strings (keys,
  * names) are printable ASCII: they are finished here by jscan_plain_run, and
  * everything else goes to jscan_string_any from the start. */
 static inline int jscan_string(jscan *s, const char **raw, size_t *len, bool *esc)

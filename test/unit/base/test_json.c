@@ -311,3 +311,91 @@ Test(json, projection_is_what_the_rules_build)
     cr_assert_not(json_project(deep, k, rules, NULL, big, 4096, &n));
     free(big);
 }
+
+/* A span the scanner validated builds as json_parse builds it. */
+Test(json, parse_validated_is_parse)
+{
+    static const char *const docs[] = {
+        "{\"a\":{\"b\":[1,2.5,{\"c\":null}]},\"d\":\"\\u00e9\",\"a\":3}",
+        " [true,false] ",
+        "\"\\ud800\"",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        size_t n = strlen(docs[i]);
+        cr_assert(jscan_document(docs[i], n));
+        json_t *w = NULL, *v = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(json_parse(docs[i], n, &w, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(json_parse_validated(docs[i], n, NULL, &v, &d), AS_OK, "%s", d.msg);
+        cr_expect(json_equal(w, v), "doc %zu", i);
+        json_decref(w);
+        json_decref(v);
+    }
+}
+
+/* The iterator reads a validated object's members in document order,
+ * typed, jumps over a value whose end it is told, and answers -1 for
+ * what the DOM builder may refuse. */
+Test(json, iter_reads_members)
+{
+    const char *doc = " {\"s\":\"a\\\"b\", \"o\":{\"x\":[1]},\"a\":[],\"n\":-1.5,\"t\":true,"
+                      "\"f\":false,\"z\":null,\"k\\u0065\":1}";
+    static const struct {
+        const char *key, *val;
+        char type;
+        bool kesc, esc;
+    } want[] = {
+        {"s", "a\\\"b", '"', false, true}, {"o", "{\"x\":[1]}", '{', false, false},
+        {"a", "[]", '[', false, false},    {"n", "-1.5", '0', false, false},
+        {"t", "true", 't', false, false},  {"f", "false", 'f', false, false},
+        {"z", "null", 'n', false, false},  {"k\\u0065", "1", '0', true, false},
+    };
+    json_iter it;
+    cr_assert(json_iter_begin(&it, doc, strlen(doc)));
+    const char *k;
+    size_t kl;
+    bool kesc;
+    json_value v;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        cr_assert_eq(json_iter_next(&it, &k, &kl, &kesc, &v), 1, "member %zu", i);
+        cr_expect(kl == strlen(want[i].key) && memcmp(k, want[i].key, kl) == 0, "member %zu", i);
+        cr_expect(v.len == strlen(want[i].val) && memcmp(v.s, want[i].val, v.len) == 0,
+                  "member %zu: %.*s", i, (int)v.len, v.s);
+        cr_expect_eq(v.type, want[i].type, "member %zu", i);
+        cr_expect_eq(kesc, want[i].kesc, "member %zu", i);
+        cr_expect_eq(v.esc, want[i].esc, "member %zu", i);
+    }
+    cr_expect_eq(json_iter_next(&it, &k, &kl, &kesc, &v), 0);
+    cr_expect_not(json_iter_begin(&it, "[1]", 3));
+
+    /* a value whose end is known is not walked */
+    const char *spec = "{\"spec\":{\"a\":1},\"b\":2}";
+    cr_assert(json_iter_begin(&it, spec, strlen(spec)));
+    it.known = spec + 8;
+    it.known_end = spec + 12; /* "{\"a\"": a shorter end than the value's */
+    cr_assert_eq(json_iter_next(&it, &k, &kl, &kesc, &v), 1);
+    cr_expect_eq(v.len, 4);
+
+    /* what the builder refuses: a number out of range, a key holding NUL */
+    static const char *const refused[] = {"{\"a\":[1e400]}", "{\"a\":99999999999999999999}",
+                                          "{\"a\\u0000\":1}", "{\"a\":{\"b\\u0000\":1}}"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        cr_assert(json_iter_begin(&it, refused[i], strlen(refused[i])));
+        cr_expect_eq(json_iter_next(&it, &k, &kl, &kesc, &v), -1, "refused %zu", i);
+    }
+}
+
+/* A string yajl hands over is held to strict UTF-8, located in the body
+ * when it points there, else at what yajl consumed. */
+Test(json, check_utf8_locates_the_byte)
+{
+    const char *body = "[\"ab\xc0\xaf\"]";
+    as_diag d = {{0}, {0}};
+    cr_expect_eq(json_check_utf8(body, strlen(body), 99, body + 2, 2, &d), AS_OK);
+    cr_assert_eq(json_check_utf8(body, strlen(body), 99, body + 2, 4, &d), AS_EPARSE);
+    cr_expect(strstr(d.msg, "near byte 4: invalid UTF-8 in string"), "%s", d.msg);
+    const char decoded[] = "\xed\xa0\x80";
+    cr_assert_eq(json_check_utf8(body, strlen(body), 7, decoded, 3, &d), AS_EPARSE);
+    cr_expect(strstr(d.msg, "near byte 7:"), "%s", d.msg);
+    cr_expect_eq(json_check_utf8(body, strlen(body), 7, decoded, 3, NULL), AS_EPARSE);
+}
