@@ -78,7 +78,7 @@ static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text,
                      model_pod_spec *spec);
 static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
                                 size_t len, int gen);
-static const extargs_skip *spec_memo_skip(const extender_memo *m);
+static const json_skip *spec_memo_skip(const extender_memo *m);
 
 /* Labels a Pod may have for its fields to be read without a DOM. */
 #define POD_FIELDS_MAX_LABELS 64
@@ -91,7 +91,7 @@ static const extargs_skip *spec_memo_skip(const extender_memo *m);
  * model_pod_from_json would). Sandboxes that each carry their own session
  * in what the pod model never reads (env, args, probes, volumes: the Pod
  * skip rules) share the spec's projection through those rules
- * (extargs_project), the second key tried. A miss decodes the whole Pod,
+ * (json_project), the second key tried. A miss decodes the whole Pod,
  * then remembers its spec under both. p: the request pool (the
  * projection).
  */
@@ -99,7 +99,7 @@ static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out,
 {
     *out = NULL;
     extender_memo *m = s->ext_memo;
-    const extargs_skip *rules = model_skip_pod();
+    const json_skip *rules = model_skip_pod();
     if (!m || !a->pod_spec_raw) {
         as_err err = extargs_parse_pod(a, rules, d);
         return err ? err : decode_pod(s, a->pod, out, d);
@@ -113,8 +113,8 @@ static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out,
     char *key = NULL;
     size_t klen = 0;
     if (!spec && (key = pool_alloc_raw(p, a->pod_spec_len)) &&
-        extargs_project(a->pod_spec_raw, a->pod_spec_len, rules, "spec", key, a->pod_spec_len,
-                        &klen)) {
+        json_project(a->pod_spec_raw, a->pod_spec_len, rules, "spec", key, a->pod_spec_len,
+                     &klen)) {
         hp = cache_name_hash(key, klen);
         spec = spec_get(m, SPEC_BY_PROJECTION, hp, key, klen, gen);
     } else {
@@ -287,7 +287,7 @@ typedef struct memo_ent {
 #define MEMO_SPARES 16
 
 /* Decoded Pod specs (model_pod_spec) by a text: the spec's own, or its
- * projection through the Pod skip rules (extargs_project: less what the
+ * projection through the Pod skip rules (json_project: less what the
  * model never reads); direct-mapped tables; a text over SPEC_MEMO_MAX_LEN
  * bytes is not remembered. */
 #define SPEC_MEMO_SLOTS   64
@@ -313,12 +313,12 @@ struct extender_memo {
     spec_ent specs[SPEC_BY__COUNT][SPEC_MEMO_SLOTS];
     /* The Pod skip rules (model_skip_pod) plus the root's "spec": the DOM
      * a remembered spec completes. */
-    extargs_skip no_spec[16];
+    json_skip no_spec[16];
 };
 
 static const char *const spec_key[] = {"spec", NULL};
 
-static const extargs_skip *spec_memo_skip(const extender_memo *m)
+static const json_skip *spec_memo_skip(const extender_memo *m)
 {
     return m->no_spec;
 }
@@ -411,7 +411,7 @@ as_err extender_memo_new(extender_memo **out)
     if (!m)
         return AS_ENOMEM;
     pthread_mutex_init(&m->mu, NULL);
-    const extargs_skip *pod = model_skip_pod();
+    const json_skip *pod = model_skip_pod();
     size_t n = 0;
     const size_t room = sizeof m->no_spec / sizeof m->no_spec[0] - 2;
     for (; pod && pod[n].parent; n++) {
@@ -422,8 +422,8 @@ as_err extender_memo_new(extender_memo **out)
         }
         m->no_spec[n] = pod[n];
     }
-    m->no_spec[n++] = (extargs_skip){"", spec_key};
-    m->no_spec[n] = (extargs_skip){NULL, NULL};
+    m->no_spec[n++] = (json_skip){"", spec_key};
+    m->no_spec[n] = (json_skip){NULL, NULL};
     *out = m;
     return AS_OK;
 }

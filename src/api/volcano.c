@@ -15,12 +15,18 @@
 
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
-#include "agentsched/api/extargs.h"
+#include "agentsched/base/jscan.h"
+#include "agentsched/base/json.h"
+#include "agentsched/base/utf8.h"
 #include "agentsched/base/log.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
 #include "agentsched/serve/svc.h"
+
+/* nodes one predicate or prioritize may name: the extender's cap
+ * (MAX_NODES), for the same scheduling work per request */
+#define MAX_NODES 65536
 
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
@@ -86,7 +92,7 @@ static void finish(http_response *resp, errf kind)
 static as_err parse_object(const http_request *req, const char *what, json_t **out, as_diag *d)
 {
     *out = NULL;
-    as_err err = extargs_parse_json(req->body, req->body_len, out, d);
+    as_err err = json_parse(req->body, req->body_len, out, d);
     if (err)
         return err;
     if (!json_is_object(*out)) {
@@ -102,7 +108,7 @@ static as_err parse_object(const http_request *req, const char *what, json_t **o
 static as_err get_object(const json_t *root, const char *key, bool required, const char *what,
                          const json_t **out, as_diag *d)
 {
-    const json_t *v = extargs_get(root, key);
+    const json_t *v = json_get(root, key);
     *out = NULL;
     if (!v || json_is_null(v)) {
         if (required)
@@ -119,7 +125,7 @@ static as_err get_object(const json_t *root, const char *key, bool required, con
 static as_err opt_string(const json_t *obj, const char *key, const char *field, const char **out,
                          as_diag *d)
 {
-    const json_t *v = extargs_get(obj, key);
+    const json_t *v = json_get(obj, key);
     *out = "";
     if (!v || json_is_null(v))
         return AS_OK;
@@ -131,7 +137,7 @@ static as_err opt_string(const json_t *obj, const char *key, const char *field, 
     if (memchr(s, '\0', len))
         return as_diag_set(d, AS_EINVAL, field, "%s must not contain NUL characters", field);
     /* the decoder guarantees it; the documents built from it need it */
-    if (extargs_utf8_prefix(s, len) != len)
+    if (utf8_prefix(s, len) != len)
         return as_diag_set(d, AS_EINVAL, field, "%s must be valid UTF-8", field);
     *out = s;
     return AS_OK;
@@ -210,16 +216,16 @@ static as_err pod_from_resreq(const model_registry *reg, const json_t *task, con
     }
     double amount;
     snprintf(f, sizeof f, "%s.Resreq.MilliCPU", field);
-    if ((err = res_amount(extargs_get(rr, "MilliCPU"), f, &amount, d)))
+    if ((err = res_amount(json_get(rr, "MilliCPU"), f, &amount, d)))
         goto done;
     if (amount > 0 && (err = set_quantity(requests, "cpu", amount, true)))
         goto done;
     snprintf(f, sizeof f, "%s.Resreq.Memory", field);
-    if ((err = res_amount(extargs_get(rr, "Memory"), f, &amount, d)))
+    if ((err = res_amount(json_get(rr, "Memory"), f, &amount, d)))
         goto done;
     if (amount > 0 && (err = set_quantity(requests, "memory", amount, false)))
         goto done;
-    const json_t *sc = extargs_get(rr, "ScalarResources");
+    const json_t *sc = json_get(rr, "ScalarResources");
     if (sc && !json_is_null(sc)) {
         if (!json_is_object(sc)) {
             snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
@@ -235,7 +241,7 @@ static as_err pod_from_resreq(const model_registry *reg, const json_t *task, con
             /* the decoder refuses keys with NUL or invalid UTF-8; checked
              * again because a C-string key with either would count as
              * another resource ("nvidia.com/gpu\u0000x" as a GPU) */
-            if (klen == 0 || memchr(k, '\0', klen) || extargs_utf8_prefix(k, klen) != klen) {
+            if (klen == 0 || memchr(k, '\0', klen) || utf8_prefix(k, klen) != klen) {
                 snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
                 err = as_diag_set(d, AS_EINVAL, f,
                                   "%s: a resource name is %s; name each scalar resource (e.g. "
@@ -282,7 +288,7 @@ as_err volcano_task_pod(const model_registry *reg, const json_t *task, const cha
     if (!json_is_object(task))
         return as_diag_set(d, AS_EINVAL, field, "%s must be a TaskInfo object", field);
     as_err err;
-    const json_t *pod = extargs_get(task, "Pod");
+    const json_t *pod = json_get(task, "Pod");
     if (pod && !json_is_null(pod)) {
         snprintf(f, sizeof f, "%s.Pod", field);
         if (!json_is_object(pod))
@@ -295,7 +301,7 @@ as_err volcano_task_pod(const model_registry *reg, const json_t *task, const cha
             return err;
         }
     } else {
-        const json_t *rr = extargs_get(task, "Resreq");
+        const json_t *rr = json_get(task, "Resreq");
         snprintf(f, sizeof f, "%s.Resreq", field);
         if (!rr || json_is_null(rr))
             return as_diag_set(d, AS_EINVAL, f,
@@ -341,12 +347,12 @@ as_err volcano_node_name(const json_t *node, const char *field, const char **nam
         *name = s;
         return AS_OK;
     }
-    const json_t *n = extargs_get(node, "Node");
+    const json_t *n = json_get(node, "Node");
     if (n && !json_is_null(n)) {
         snprintf(f, sizeof f, "%s.Node", field);
         if (!json_is_object(n))
             return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Node object", f);
-        const json_t *meta = extargs_get(n, "metadata");
+        const json_t *meta = json_get(n, "metadata");
         snprintf(f, sizeof f, "%s.Node.metadata", field);
         if (meta && !json_is_null(meta) && !json_is_object(meta))
             return as_diag_set(d, AS_EINVAL, f, "%s must be an object", f);
@@ -426,8 +432,8 @@ static int cb_number(void *ctx, const char *s, size_t n)
  * structure only), as every other verb's decoder does. */
 static int scan_utf8(scan *s, const unsigned char *str, size_t n)
 {
-    as_err err = extargs_string_utf8(s->body, s->len, yajl_get_bytes_consumed(s->h),
-                                     (const char *)str, n, s->err == AS_OK ? s->d : NULL);
+    as_err err = json_check_utf8(s->body, s->len, yajl_get_bytes_consumed(s->h), (const char *)str,
+                                 n, s->err == AS_OK ? s->d : NULL);
     if (err == AS_OK)
         return 1;
     if (s->err == AS_OK)
@@ -446,7 +452,7 @@ static int open_container(scan *s, bool map)
         return scan_fail(s, AS_EINVAL,
                          "the body must be one JSON object (Volcano's OnSessionOpenRequest)");
     s->started = true;
-    if (++s->depth > EXTARGS_MAX_DEPTH)
+    if (++s->depth > JSON_MAX_DEPTH)
         return scan_fail(s, AS_ETOOBIG, "the body nests deeper than 64 levels");
     return 1;
 }
@@ -466,24 +472,20 @@ static int cb_end(void *ctx)
     return 1;
 }
 
-static int cb_key(void *ctx, const unsigned char *key, size_t n)
+/* scan_count counts the key k[0..n) (decoded, valid UTF-8, no NUL) met at
+ * s->depth: a top-level member picks what its keys count; a key of the
+ * object under "Jobs" is a job, under "Nodes" a node, looked up in the
+ * cache. */
+static void scan_count(scan *s, const char *k, size_t n)
 {
-    scan *s = ctx;
-    const char *k = (const char *)key;
-    if (!scan_utf8(s, key, n))
-        return 0;
-    if (memchr(k, '\0', n))
-        return scan_fail(s, AS_EINVAL,
-                         "an object key contains \\u0000 (a NUL character); keys may not "
-                         "contain NUL, remove it");
     if (s->depth == 1) {
         s->top = (n == 4 && strncasecmp(k, "Jobs", 4) == 0)    ? TOP_JOBS
                  : (n == 5 && strncasecmp(k, "Nodes", 5) == 0) ? TOP_NODES
                                                                : TOP_OTHER;
-        return 1;
+        return;
     }
     if (s->depth != 2)
-        return 1;
+        return;
     if (s->top == TOP_JOBS) {
         s->st->jobs++;
     } else if (s->top == TOP_NODES) {
@@ -506,6 +508,19 @@ static int cb_key(void *ctx, const unsigned char *key, size_t n)
             s->st->first_unknown[m] = '\0';
         }
     }
+}
+
+static int cb_key(void *ctx, const unsigned char *key, size_t n)
+{
+    scan *s = ctx;
+    const char *k = (const char *)key;
+    if (!scan_utf8(s, key, n))
+        return 0;
+    if (memchr(k, '\0', n))
+        return scan_fail(s, AS_EINVAL,
+                         "an object key contains \\u0000 (a NUL character); keys may not "
+                         "contain NUL, remove it");
+    scan_count(s, k, n);
     return 1;
 }
 
@@ -521,12 +536,109 @@ static const yajl_callbacks scan_callbacks = {
     .yajl_end_array = cb_end,
 };
 
+/* surrogate_escape: the validated string text raw[0..n) holds a \u
+ * escape of a surrogate half, which yajl decodes its own way (a lone one
+ * into bytes its UTF-8 check then refuses). */
+static bool surrogate_escape(const char *raw, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (raw[i] != '\\')
+            continue;
+        if (raw[i + 1] == 'u' && (raw[i + 2] == 'd' || raw[i + 2] == 'D') &&
+            strchr("89abcdefABCDEF", raw[i + 3]))
+            return true;
+        i++; /* past the escaped character */
+    }
+    return false;
+}
+
+/* walk_value reads the value at j->p as yajl's pass would, counting the
+ * keys (scan_count): 1, or 0 when the scanner fails, a key has escapes or
+ * a string a surrogate escape (yajl's pass then decides and words the
+ * answer). */
+static int walk_value(scan *s, jscan *j)
+{
+    jscan_ws(j);
+    if (j->p >= j->end)
+        return jscan_syntax(j, "unexpected end of input");
+    bool first = true;
+    int r;
+    if (*j->p == '{') {
+        if (!jscan_enter(j))
+            return 0;
+        const char *k;
+        size_t kl;
+        bool ke;
+        while ((r = jscan_next_key(j, &first, &k, &kl, &ke)) == 1) {
+            if (ke)
+                return 0; /* decoded by yajl: lone surrogates as it makes them */
+            s->depth = j->depth;
+            scan_count(s, k, kl);
+            if (!walk_value(s, j))
+                return 0;
+        }
+        return r == 0;
+    }
+    if (*j->p == '[') {
+        if (!jscan_enter(j))
+            return 0;
+        while ((r = jscan_next_elem(j, &first)) == 1)
+            if (!walk_value(s, j))
+                return 0;
+        return r == 0;
+    }
+    if (*j->p == '"') {
+        const char *raw;
+        size_t len;
+        bool esc;
+        return jscan_string(j, &raw, &len, &esc) && !(esc && surrogate_escape(raw, len));
+    }
+    return jscan_value(j);
+}
+
+/*
+ * session_walk is yajl's pass over a body the scanner takes, at the
+ * scanner's speed (a session names every job and node of the cluster):
+ * true with s->st filled, or s->err set for a body that is not one
+ * object, as the callbacks set it; false when yajl's pass must run: the
+ * scanner refused something (yajl's words and offsets are the answer), a
+ * key has escapes or a string a surrogate escape. Keys without escapes are the text yajl would
+ * decode, and a valid document meets the callbacks' checks in the same order.
+ */
+static bool session_walk(scan *s, const char *body, size_t len)
+{
+    as_diag quiet;
+    jscan j = {.base = body, .p = body, .end = body + len, .diag = &quiet, .keys_nul_ok = true};
+    jscan_ws(&j);
+    if (j.p >= j.end)
+        return false;
+    if (*j.p == '[') {
+        scan_fail(s, AS_EINVAL,
+                  "the body must be one JSON object (Volcano's OnSessionOpenRequest)");
+        return true;
+    }
+    if (*j.p != '{') {
+        if (!walk_value(s, &j))
+            return false;
+        scan_fail(s, AS_EINVAL, "the body must be a JSON object (Volcano's OnSessionOpenRequest)");
+        return true;
+    }
+    if (!walk_value(s, &j))
+        return false;
+    jscan_ws(&j);
+    return j.p == j.end;
+}
+
 /* See volcano.h. */
 as_err volcano_session_scan(cache *c, const char *body, size_t len, volcano_session_stats *out,
                             as_diag *d)
 {
     memset(out, 0, sizeof *out);
     scan s = {.body = body, .len = len, .c = c, .st = out, .d = d};
+    if (session_walk(&s, body, len))
+        return s.err;
+    memset(out, 0, sizeof *out);
+    s = (scan){.body = body, .len = len, .c = c, .st = out, .d = d};
     yajl_handle h = yajl_alloc(&scan_callbacks, NULL, &s);
     if (!h)
         return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
@@ -714,7 +826,7 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
         reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         goto done;
     }
-    const json_t *nodes = extargs_get(root, "nodes");
+    const json_t *nodes = json_get(root, "nodes");
     size_t total = 0;
     if (nodes && !json_is_null(nodes)) {
         if (!json_is_array(nodes)) {
@@ -724,9 +836,8 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
         }
         total = json_array_size(nodes);
     }
-    if (total > EXTARGS_MAX_NAMES) {
-        err =
-            as_diag_set(&d, AS_ETOOBIG, "nodes", "at most %d nodes per request", EXTARGS_MAX_NAMES);
+    if (total > MAX_NODES) {
+        err = as_diag_set(&d, AS_ETOOBIG, "nodes", "at most %d nodes per request", MAX_NODES);
         reply_error(resp, 400, ERRF_ERRMSG, &d, err);
         goto done;
     }
@@ -912,7 +1023,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
         reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         goto done;
     }
-    const json_t *st = extargs_get(task, "Status");
+    const json_t *st = json_get(task, "Status");
     if (json_is_integer(st) && json_integer_value(st) == VOLCANO_TASK_PIPELINED) {
         /* pipelined: waits for resources still held by releasing pods,
          * which the cache counts as used; assuming it would overcommit */
@@ -988,7 +1099,7 @@ static bool check_evict(const http_request *req, http_response *resp, const char
     if (!err)
         err = get_object(root, "evictor", true, what, &ev, &d);
     if (!err) {
-        const json_t *es = extargs_get(root, "evictees");
+        const json_t *es = json_get(root, "evictees");
         if (es && !json_is_null(es) && !json_is_array(es))
             err = as_diag_set(&d, AS_EINVAL, "evictees", "evictees must be an array of TaskInfo");
         for (size_t i = 0; !err && json_is_array(es) && i < json_array_size(es); i++)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/api/extargs.h"
+#include "agentsched/base/json.h"
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/watch.h"
@@ -16,7 +16,7 @@
 #define SHARDS_MAX  4096
 
 /* See watch.h. */
-const struct extargs_skip *k8s_stream_skip(k8s_kind kind)
+const struct json_skip *k8s_stream_skip(k8s_kind kind)
 {
     switch (kind) {
     case K8S_KIND_NODE:
@@ -461,11 +461,11 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
     if (i == len)
         return AS_OK; /* blank keep-alive line */
     /* The streaming builder (yajl events straight into the DOM, nesting
-     * capped at EXTARGS_MAX_DEPTH) instead of json_loadb, here and for
+     * capped at JSON_MAX_DEPTH) instead of json_loadb, here and for
      * list pages: bench_watch's pod events decode about twice as fast. */
     json_t *ev = NULL;
     as_diag jd = {{0}, {0}};
-    if (extargs_parse_json_skip(line + i, len - i, k8s_stream_skip(s->kind), &ev, &jd) != AS_OK) {
+    if (json_parse_skip(line + i, len - i, k8s_stream_skip(s->kind), &ev, &jd) != AS_OK) {
         log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu",
                  k8s_kind_name(s->kind), jd.msg, len);
         return AS_EPARSE;
@@ -687,8 +687,7 @@ static as_err do_list(k8s_reflector *r)
         }
         json_t *doc = NULL;
         as_diag jd = {{0}, {0}};
-        if (extargs_parse_json_skip(body.data, body.len, k8s_stream_skip(r->kind), &doc, &jd) !=
-            AS_OK) {
+        if (json_parse_skip(body.data, body.len, k8s_stream_skip(r->kind), &doc, &jd) != AS_OK) {
             log_warn("msg=\"list response is not JSON\" kind=%s err=\"%s\"", k8s_kind_name(r->kind),
                      jd.msg);
             err = AS_EPARSE;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /* The rule layout is the JSON builder's (extargs.h). */
-#include "agentsched/api/extargs.h"
+#include "agentsched/base/json.h"
 
 static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
 static const char *const skip_pod_spec[] = {
@@ -33,24 +33,24 @@ static const char *const skip_pod_status[] = {
 static const char *const skip_node_status[] = {
     "images",          "nodeInfo", "addresses", "daemonEndpoints", "volumesInUse",
     "volumesAttached", "config",   "features",  "runtimeHandlers", NULL};
-static const extargs_skip pod_skip[] = {
+static const json_skip pod_skip[] = {
     {"metadata", skip_meta},        {"spec", skip_pod_spec},
     {"containers", skip_container}, {"initContainers", skip_container},
     {"status", skip_pod_status},    {NULL, NULL},
 };
-static const extargs_skip node_skip[] = {
+static const json_skip node_skip[] = {
     {"metadata", skip_meta},
     {"status", skip_node_status},
     {NULL, NULL},
 };
 /* See skip.h. */
-const struct extargs_skip *model_skip_pod(void)
+const struct json_skip *model_skip_pod(void)
 {
     return pod_skip;
 }
 
 /* See skip.h. */
-const struct extargs_skip *model_skip_node(void)
+const struct json_skip *model_skip_node(void)
 {
     return node_skip;
 }

@@ -344,7 +344,7 @@ static void bench_pod_decode(svc *s)
                                       "extargs_parse_pod (walk, skip rules)"};
     double ms[3];
     for (int k = 0; k < 3; k++) {
-        const extargs_skip *skip = k ? model_skip_pod() : NULL;
+        const json_skip *skip = k ? model_skip_pod() : NULL;
         int iters = 4000;
         double t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         for (int i = 0; i < iters; i++) {
@@ -354,7 +354,7 @@ static void bench_pod_decode(svc *s)
             as_diag d = {{0}, {0}};
             as_err err = extargs_decode_args_ex(p, b.data, b.len, EXTARGS_LAZY_POD, &a, &d);
             if (!err)
-                err = k < 2 ? extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, skip, &a.pod, &d)
+                err = k < 2 ? json_parse_ref(a.pod_raw, a.pod_raw_len, skip, &a.pod, &d)
                             : extargs_parse_pod(&a, skip, &d);
             if (!err)
                 err = model_pod_from_json(&s->reg, a.pod, &pod, &d);

@@ -1,13 +1,12 @@
 /*
  * fuzz_extargs.c - libFuzzer target for the extender request decoders.
  *
- * Feeds every input to the ExtenderArgs, binding and preemption decoders
- * and to the DOM builder. Checks that successful decodes are consistent:
- * names within the caps, node spans inside the input and themselves valid
- * JSON objects, no duplicate names; failures always explain themselves.
- * The DOM builder runs whole and with skip rules, which must accept every
- * document the whole build accepts and never keep more of it. A Pod read
- * off its span (the extender's spec memo path) is the Pod its DOM gives.
+ * Feeds every input to the ExtenderArgs, binding and preemption decoders.
+ * Checks that successful decodes are consistent: names within the caps,
+ * node spans inside the input and themselves valid JSON objects, no
+ * duplicate names; failures always explain themselves. A Pod read off its
+ * span (the extender's spec memo path) is the Pod its DOM gives. The JSON
+ * layer underneath has its own target, fuzz_json.
  * Build: cmake -DAGENTSCHED_FUZZ=ON -DCMAKE_C_COMPILER=clang; run
  * ./fuzz_extargs -max_len=65536 test/unit/data/extender/(filter|...)/ * /.
  */
@@ -19,7 +18,7 @@
 #include "agentsched/api/extargs.h"
 #include "agentsched/model/skip.h"
 #include "agentsched/model/model.h"
-#include "json_count.h"
+#include "fuzz_json.h"
 
 /* valid_json: 1 when jansson agrees the text is JSON (an object when
  * obj), 0 when it does not, -1 when it cannot tell (a number too big for
@@ -62,50 +61,6 @@ static void check_args(const char *body, size_t len, const extargs_args *a)
         abort();
 }
 
-/* has_surrogate_escape: a backslash-u escape of D800..DFFF occurs in
- * s[0..n) (or something that looks like one inside another escape: erring
- * towards skipping the comparison is fine). The walk decodes a lone one to
- * U+FFFD, as Go's encoding/json does; yajl's builder, held to strict UTF-8,
- * refuses the bytes it makes of it. The walk decides what is accepted
- * (yajl words the errors of what the scanner refuses), so such documents
- * are compared neither for acceptance nor for trees. */
-static bool has_surrogate_escape(const char *s, size_t n)
-{
-    for (size_t i = 0; i + 3 < n; i++)
-        if (s[i] == '\\' && s[i + 1] == 'u' && (s[i + 2] == 'd' || s[i + 2] == 'D') &&
-            strchr("89abcdefABCDEF", s[i + 3]) && s[i + 3])
-            return true;
-    return false;
-}
-
-/* walk_matches_yajl: extargs_parse_json_skip (the scanner's validation
- * and the walk) and extargs_parse_json_ref (yajl) agree on body, with and
- * without rules: the same error and message, or equal trees. */
-static void walk_matches_yajl(const char *body, size_t size)
-{
-    /* a root rule ("") and a member rule for short keys */
-    static const char *const few[] = {"a", "spec", NULL};
-    static const extargs_skip root_rules[] = {{"", few}, {"b", few}, {NULL, NULL}};
-    for (int r = 0; r < 3; r++) {
-        const extargs_skip *rules = r == 1 ? model_skip_pod() : r ? root_rules : NULL;
-        json_t *w = NULL, *y = NULL;
-        as_diag wd, yd;
-        memset(&wd, 0, sizeof wd);
-        memset(&yd, 0, sizeof yd);
-        as_err we = extargs_parse_json_skip(body, size, rules, &w, &wd);
-        as_err ye = extargs_parse_json_ref(body, size, rules, &y, &yd);
-        bool sur = has_surrogate_escape(body, size);
-        if (!sur && (we != ye || (we && strcmp(wd.msg, yd.msg) != 0)))
-            abort();
-        if (!we && !ye && !sur && !json_equal(w, y))
-            abort();
-        if (w)
-            json_decref(w);
-        if (y)
-            json_decref(y);
-    }
-}
-
 /* fields_match_dom: on a spec memo hit the extender reads the Pod's kind,
  * metadata and status off its span (extargs_pod_fields,
  * model_pod_from_fields); whatever that builds, the DOM path
@@ -122,7 +77,7 @@ static void fields_match_dom(const extargs_args *lazy)
     as_diag d;
     json_t *sdom = NULL;
     model_pod_spec *spec = NULL;
-    if (extargs_parse_json_skip(lazy->pod_spec_raw, lazy->pod_spec_len, NULL, &sdom, &d) ||
+    if (json_parse_skip(lazy->pod_spec_raw, lazy->pod_spec_len, NULL, &sdom, &d) ||
         model_pod_spec_from_json(&reg, sdom, &spec, &d)) {
         if (sdom)
             json_decref(sdom);
@@ -164,18 +119,18 @@ static void fields_match_dom(const extargs_args *lazy)
 }
 
 /* projection_matches_dom: the extender's spec memo is keyed by the spec's
- * projection through the Pod rules (extargs_project); whenever there is
+ * projection through the Pod rules (json_project); whenever there is
  * one, it is no longer than the spec and parses to exactly what the
  * builder makes of the spec under those rules, so equal keys mean equal
  * decoded specs. */
 static void projection_matches_dom(const extargs_args *a)
 {
-    const extargs_skip *rules = model_skip_pod();
+    const json_skip *rules = model_skip_pod();
     size_t n = a->pod_spec_len, klen = 0;
     char *key = malloc(n ? n : 1);
     if (!key)
         abort();
-    if (extargs_project(a->pod_spec_raw, n, rules, "spec", key, n, &klen)) {
+    if (json_project(a->pod_spec_raw, n, rules, "spec", key, n, &klen)) {
         if (klen > n)
             abort();
         /* the spec as the builder places it: under the member "spec" */
@@ -185,9 +140,9 @@ static void projection_matches_dom(const extargs_args *a)
         int w = snprintf(wrapped, n + 16, "{\"spec\":%.*s}", (int)n, a->pod_spec_raw);
         json_t *built = NULL, *proj = NULL;
         as_diag d;
-        if (extargs_parse_json_skip(wrapped, (size_t)w, rules, &built, &d) != AS_OK)
+        if (json_parse_skip(wrapped, (size_t)w, rules, &built, &d) != AS_OK)
             abort(); /* projected what the builder refuses */
-        if (extargs_parse_json_skip(key, klen, NULL, &proj, &d) != AS_OK)
+        if (json_parse_skip(key, klen, NULL, &proj, &d) != AS_OK)
             abort(); /* the projection is not JSON */
         if (!json_equal(proj, json_object_get(built, "spec")))
             abort();
@@ -202,8 +157,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *body = (const char *)data;
     as_diag d;
-
-    walk_matches_yajl(body, size);
 
     pool *p = pool_new((size_t)16 << 20);
     extargs_args a;
@@ -223,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* What the extender builds: the Pod without the members the pod
          * model never reads. Whatever the whole build accepts, it accepts. */
-        const extargs_skip *rules = model_skip_pod();
+        const json_skip *rules = model_skip_pod();
         extargs_args b = a;
         b.pod = NULL;
         bool skip_ok = extargs_parse_pod(&b, rules, &d) == AS_OK;
@@ -237,8 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a.pod_raw) {
             json_t *y = NULL, *ys = NULL;
             as_diag yd;
-            bool y_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, NULL, &y, &yd) == AS_OK;
-            bool ys_ok = extargs_parse_json_ref(a.pod_raw, a.pod_raw_len, rules, &ys, &yd) == AS_OK;
+            bool y_ok = json_parse_ref(a.pod_raw, a.pod_raw_len, NULL, &y, &yd) == AS_OK;
+            bool ys_ok = json_parse_ref(a.pod_raw, a.pod_raw_len, rules, &ys, &yd) == AS_OK;
             bool sur = has_surrogate_escape(a.pod_raw, a.pod_raw_len);
             if (!sur && (y_ok != lazy_ok || ys_ok != skip_ok))
                 abort();
@@ -252,7 +205,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     a.pod_spec_raw[0] != '{' || a.pod_spec_raw[a.pod_spec_len - 1] != '}')
                     abort();
                 bool sp_ok =
-                    extargs_parse_json_ref(a.pod_spec_raw, a.pod_spec_len, NULL, &sp, &yd) == AS_OK;
+                    json_parse_ref(a.pod_spec_raw, a.pod_spec_len, NULL, &sp, &yd) == AS_OK;
                 if (lazy_ok && !sur && (!sp_ok || !json_equal(sp, json_object_get(a.pod, "spec"))))
                     abort();
                 json_decref(sp);
@@ -321,25 +274,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     pool_free(p);
-
-    /* The builder whole and with skip rules (the watch's pod rules, and a
-     * table whose parents are common short keys): a document built whole
-     * builds with rules too, into a tree that has no more values. */
-    static const char *const few[] = {"a", "b", "items", NULL};
-    static const extargs_skip short_rules[] = {{"a", few}, {"", few}, {NULL, NULL}};
-    const extargs_skip *tables[] = {model_skip_pod(), short_rules};
-    json_t *dom = NULL;
-    bool whole = extargs_parse_json(body, size, &dom, &d) == AS_OK;
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-        json_t *sk = NULL;
-        as_diag d2 = {{0}, {0}};
-        as_err e = extargs_parse_json_skip(body, size, tables[t], &sk, &d2);
-        if (whole && (e != AS_OK || json_count_values(sk) > json_count_values(dom)))
-            abort();
-        if (e != AS_OK && (sk || !d2.msg[0]))
-            abort();
-        json_decref(sk);
-    }
-    json_decref(dom);
     return 0;
 }

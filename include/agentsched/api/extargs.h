@@ -8,10 +8,10 @@
  * metadata.name (their other content is validated as JSON and skipped,
  * which is what makes full-Nodes requests cheap: ~2x faster than yajl
  * merely tokenizing them), and only the Pod subtree is built into a
- * jansson DOM, by a small yajl -> jansson builder, for
+ * jansson DOM, by the JSON layer's builder (json.h), for
  * model_pod_from_json. The binding and preemption arguments are small or
  * rare; they are built into a DOM with the same builder and read with
- * extargs_get.
+ * json_get.
  *
  * Wire rules, as Go's encoding/json applies them to these tag-less types:
  *   - keys are the Go field names, matched case-insensitively ("Pod",
@@ -33,14 +33,14 @@
  * echoed. A node name may not contain NUL (an escaped zero code point):
  * AS_EINVAL. Neither may any object key, so no consumer ever reads a key
  * that a C string would cut short: AS_EINVAL, in a DOM built here (the
- * Pod, binding and preemption args, extargs_parse_json*) naming the object
+ * Pod, binding and preemption args) naming the object
  * that holds it ("spec.nodeSelector"), elsewhere in ExtenderArgs with its
  * byte offset. String values may hold NUL; the
  * readers that need C strings reject it (model decoders, binding and
  * preemption fields).
  *
- * Caps: nesting depth EXTARGS_MAX_DEPTH, EXTARGS_MAX_NAMES names/items,
- * EXTARGS_MAX_NAME_LEN bytes per node name, EXTARGS_MAX_KEY_LEN per object
+ * Caps: nesting depth JSON_MAX_DEPTH, EXTARGS_MAX_NAMES names/items,
+ * EXTARGS_MAX_NAME_LEN bytes per node name, JSON_MAX_KEY_LEN per object
  * key; beyond them AS_ETOOBIG (AS_EINVAL for the name length) with the
  * field. Everything allocated lives in the caller's pool except the jansson
  * DOMs, which the decoded structs own (free with the _release functions).
@@ -54,13 +54,12 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
+#include "agentsched/base/json.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/core/sched.h"
 
-#define EXTARGS_MAX_DEPTH    64
 #define EXTARGS_MAX_NAMES    65536
 #define EXTARGS_MAX_NAME_LEN 253 /* a DNS subdomain, as node names are */
-#define EXTARGS_MAX_KEY_LEN  4096
 
 /* One item of ExtenderArgs.Nodes.items. */
 typedef struct extargs_node {
@@ -120,51 +119,13 @@ as_err extargs_decode_args_ex(pool *p, const char *body, size_t len, unsigned fl
  * (AS_OK with pod NULL when there is no Pod); errors as extargs_decode_args,
  * their fields inside the Pod prefixed "Pod" ("Pod.spec.nodeSelector").
  * skip (borrowed; NULL: the whole Pod) leaves members out of the DOM as
- * extargs_parse_json_skip does: kube-scheduler sends the whole Pod (env,
+ * json_parse_skip does: kube-scheduler sends the whole Pod (env,
  * volumes, probes, status) in every filter and prioritize, and the pod
  * model reads a small part of it (model_skip_pod()). A DOM
  * built earlier (without EXTARGS_LAZY_POD) is kept as it is. The span was
- * validated by the decode, so it is only walked (extargs_parse_json),
+ * validated by the decode, so it is only walked (json_parse_validated),
  * not validated again. */
-struct extargs_skip;
-as_err extargs_parse_pod(extargs_args *a, const struct extargs_skip *skip, as_diag *diag);
-
-/*
- * Reading the members of a JSON object that the decoder validated (a span
- * of the request, such as the Pod's) without building a DOM: for callers
- * that want a few members of a big object (the extender's Pod metadata).
- * Member order and repeats are the document's (a DOM keeps the last).
- */
-typedef struct extargs_iter {
-    const char *p, *end;
-    /* A value starting at known is not walked: it ends at known_end (the
-     * caller found it already, e.g. pod_spec_raw). NULL: none. */
-    const char *known, *known_end;
-} extargs_iter;
-
-/* A member's value: type '"' (s/len: the bytes between the quotes, esc
- * when they hold escapes), '{' or '[' (s/len: the whole value, an object
- * or array span of its own), '0' (a number), 't', 'f' or 'n' (true, false,
- * null; s/len the literal). */
-typedef struct extargs_value {
-    const char *s;
-    size_t len;
-    char type;
-    bool esc;
-} extargs_value;
-
-/* extargs_iter_begin starts on the object span[0..len) (validated JSON;
- * leading whitespace allowed); false when it is not an object. */
-bool extargs_iter_begin(extargs_iter *it, const char *span, size_t len);
-
-/* extargs_iter_next reads the next member: its key (the bytes between the
- * quotes, *kesc when they hold escapes) and value. 1: a member; 0: the end
- * of the object; -1: the key or the value holds what the Pod's DOM builder
- * may refuse (a number out of range, an object key longer than
- * EXTARGS_MAX_KEY_LEN or holding an escaped NUL): build the DOM instead,
- * for its answer. */
-int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *kesc,
-                      extargs_value *v);
+as_err extargs_parse_pod(extargs_args *a, const json_skip *skip, as_diag *diag);
 
 /*
  * extargs_pod_fields takes out of a's Pod span (validated by the decode;
@@ -173,7 +134,7 @@ int extargs_iter_next(extargs_iter *it, const char **key, size_t *klen, bool *ke
  * keys/values (room for cap), when each is the plain case: strings without
  * escapes, no escaped key, members of the types the pod model takes. false
  * otherwise, or when the span holds what the Pod's DOM builder may refuse
- * (extargs_iter_next): build the DOM then (extargs_parse_pod), which
+ * (json_iter_next): build the DOM then (extargs_parse_pod), which
  * decides. f's spans point
  * into the request body.
  */
@@ -248,92 +209,5 @@ as_err extargs_decode_preemption(pool *p, const char *body, size_t len, extargs_
 /* extargs_preemption_release drops a->doc (and so every pod borrowed from
  * it) and zeroes a; pool memory stays. Safe on a zeroed a; a not NULL. */
 void extargs_preemption_release(extargs_preemption *a);
-
-/*
- * extargs_parse_json builds body[0..len) into a jansson DOM with the
- * streaming builder (depth and key caps as above; integers that fit int64
- * become integers, other numbers reals). Caller owns *out (json_decref).
- * The document is validated by the request scanner and then walked into
- * the builder, about half the CPU of a yajl pass on a 5 KB pod
- * (bench_extender's Pod decode line); a document
- * either rejects is parsed by yajl (extargs_parse_json_ref) for the error,
- * so acceptance, trees and messages are yajl's, except that a lone
- * surrogate escape decodes to U+FFFD, as in Go (yajl: '?'), and that the
- * builder is stricter than yajl alone: invalid UTF-8 (checked strictly, see
- * extargs_utf8_prefix) is AS_EPARSE and a key holding NUL AS_EINVAL, by
- * either path.
- */
-as_err extargs_parse_json(const char *body, size_t len, json_t **out, as_diag *diag);
-
-/*
- * extargs_skip is one rule of what extargs_parse_json_skip leaves out of
- * the tree: the members named in `keys` (NULL-terminated) of every object
- * that sits under a member named `parent`, directly ({"parent": {...}}) or
- * as an item of an array there ({"parent": [{...}]}). Names match exactly.
- * A rule whose parent is "" names members of the root object itself
- * (e.g. {"", {"spec", NULL}}: the document without its top-level spec).
- * A rule table ends with a rule whose parent is NULL. Left-out values are
- * still parsed and validated, never allocated: the watch decodes only what
- * the model reads (managedFields, container statuses, node images, ...).
- */
-typedef struct extargs_skip {
-    const char *parent;
-    const char *const *keys;
-} extargs_skip;
-
-/* extargs_parse_json_skip is extargs_parse_json leaving out what the rule
- * table skip (borrowed; NULL or empty: nothing) names. */
-as_err extargs_parse_json_skip(const char *body, size_t len, const extargs_skip *skip, json_t **out,
-                               as_diag *diag);
-
-/* extargs_parse_json_ref is extargs_parse_json_skip through yajl's
- * tokenizer alone: the reference the tests and fuzzers hold the walk to. */
-as_err extargs_parse_json_ref(const char *body, size_t len, const extargs_skip *skip, json_t **out,
-                              as_diag *diag);
-
-/*
- * extargs_project writes into out[0..cap) the JSON text of the validated
- * value span[0..len) less the members the rule table skip (NULL: none)
- * leaves out, the value sitting under the member named parent (its rule
- * applies to the value's own keys; "" or NULL: the document's root), and
- * *outlen its length. What the builder would build of the span, as text:
- * kept keys and values are copied byte for byte (escapes included),
- * without whitespace, so two spans with equal projections build equal
- * DOMs (a memo key that ignores what the model never reads: a Pod's env
- * or probes). The projection is never longer than the span. false, out
- * unspecified, when cap is too small, or when the span holds what the DOM
- * builder refuses or the projection does not follow (a number out of
- * range anywhere, a kept key over EXTARGS_MAX_KEY_LEN, any escaped kept
- * key, nesting deeper than EXTARGS_MAX_DEPTH): build the DOM then.
- */
-bool extargs_project(const char *span, size_t len, const extargs_skip *skip, const char *parent,
-                     char *out, size_t cap, size_t *outlen);
-
-/*
- * extargs_utf8_prefix returns how many leading bytes of s[0..len) are
- * whole, valid UTF-8 characters (RFC 3629: no overlong forms, no
- * surrogates, nothing past U+10FFFF; NUL counts as valid): len when all of
- * s is valid, else the offset of the first invalid sequence. The strict
- * check the request scanner applies, for decoders that get their strings
- * from elsewhere (yajl checks the byte structure only).
- */
-size_t extargs_utf8_prefix(const char *s, size_t len);
-
-/*
- * extargs_string_utf8 holds a string or key yajl handed over (s[0..n)) to
- * extargs_utf8_prefix: AS_OK when valid, else AS_EPARSE with diag (may be
- * NULL) saying where, in the scanner's words. body[0..body_len) is the
- * document: a string without escapes points into it, which locates the
- * bad byte; consumed (yajl_get_bytes_consumed) locates the others.
- */
-as_err extargs_string_utf8(const char *body, size_t body_len, size_t consumed, const char *s,
-                           size_t n, as_diag *diag);
-
-/*
- * extargs_get returns obj's member `key`, matched exactly first, else
- * case-insensitively (ASCII); NULL when absent or obj is not an object.
- * Borrowed.
- */
-json_t *extargs_get(const json_t *obj, const char *key);
 
 #endif

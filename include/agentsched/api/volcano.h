@@ -9,7 +9,7 @@
  * "evictees", "job", "queue"); inside them TaskInfo / NodeInfo / Resource
  * carry no json tags, so their keys are Go field names ("Name", "Resreq",
  * "MilliCPU", ...). Keys are matched as Go decodes them: exactly first,
- * else case-insensitively (extargs_get). Unknown keys are ignored.
+ * else case-insensitively (json_get). Unknown keys are ignored.
  *
  * VERBS AND ANSWERS (all 200 unless the body is malformed)
  *   onSessionOpen  {Jobs, Nodes, Queues, NamespaceInfo, RevocableNodes,
@@ -89,7 +89,7 @@
  * field, or a Pod that does not decode is 400 with {"error": msg, "field":
  * path} plus the verb's own error field: predicate adds "status": msg and
  * "code": 1, prioritize / allocateFunc / deallocateFunc add
- * "errorMessage": msg. Nesting beyond EXTARGS_MAX_DEPTH is 400; a request
+ * "errorMessage": msg. Nesting beyond JSON_MAX_DEPTH is 400; a request
  * that exhausts its memory budget 413; internal errors 500, same shapes.
  */
 #ifndef AGENTSCHED_VOLCANO_H
@@ -175,7 +175,7 @@ typedef struct volcano_session_stats {
  * "infinite" resources of 1.7976931348623157e+308 pass) and fills *out.
  * Node names are looked up in c (read lock per name). Errors: AS_EPARSE
  * (syntax, with the byte offset), AS_EINVAL (not an object), AS_ETOOBIG
- * (nesting beyond EXTARGS_MAX_DEPTH).
+ * (nesting beyond JSON_MAX_DEPTH).
  */
 as_err volcano_session_scan(cache *c, const char *body, size_t len, volcano_session_stats *out,
                             as_diag *diag);

@@ -83,7 +83,7 @@ void k8s_stream_reset(k8s_stream *s, const char *rv);
  * the members the model never reads, left out of the tree; NULL (all
  * built) for NodeShards or an unknown kind. Static.
  */
-const struct extargs_skip *k8s_stream_skip(k8s_kind kind);
+const struct json_skip *k8s_stream_skip(k8s_kind kind);
 
 /* k8s_stream_rv returns the last applied resourceVersion ("" if none). */
 const char *k8s_stream_rv(const k8s_stream *s);

@@ -1,6 +1,6 @@
 /*
  * skip.h - which members of a Node or Pod object the model's decoders
- * never read, as rule tables for the JSON builder (struct extargs_skip):
+ * never read, as rule tables for the JSON builder (struct json_skip):
  * the watch decodes its events and list pages with them, and the
  * extender builds the Pod of filter and prioritize with the pod table.
  *
@@ -14,13 +14,13 @@
 #ifndef AGENTSCHED_MODEL_SKIP_H
 #define AGENTSCHED_MODEL_SKIP_H
 
-struct extargs_skip;
+struct json_skip;
 
 /* model_skip_pod returns the rule table for a v1 Pod: static, ends with a
  * rule whose parent is NULL, never NULL. Thread-safe. */
-const struct extargs_skip *model_skip_pod(void);
+const struct json_skip *model_skip_pod(void);
 
 /* model_skip_node returns the rule table for a v1 Node, as model_skip_pod. */
-const struct extargs_skip *model_skip_node(void);
+const struct json_skip *model_skip_node(void);
 
 #endif

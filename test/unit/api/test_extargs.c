@@ -6,6 +6,7 @@
 
 #include "agentsched/api/extargs.h"
 #include "agentsched/model/skip.h"
+#include "json_fixtures.h"
 
 /* The ExtenderArgs example of upstream's types_test.go, and its
  * lower-cased round trip (Go decodes keys case-insensitively). */
@@ -259,7 +260,7 @@ Test(extargs, depth_is_capped)
     extargs_args a;
     as_diag d;
     pool *p;
-    char *ok = repeat_nest(EXTARGS_MAX_DEPTH - 2, "{\"Pod\":{\"x\":");
+    char *ok = repeat_nest(JSON_MAX_DEPTH - 2, "{\"Pod\":{\"x\":");
     strcat(ok, "}");
     cr_assert_eq(decode(ok, &a, &d, &p), AS_OK, "%s", d.msg);
     extargs_args_release(&a);
@@ -547,151 +548,6 @@ Test(extargs, preemption_full_victims)
     }
 }
 
-Test(extargs, parse_json_matches_jansson)
-{
-    static const char *docs[] = {
-        "{}",
-        "[]",
-        "null",
-        "1",
-        "-1.5e3",
-        "\"s\\n\\u2603\"",
-        "{\"a\":{\"b\":[1,2,{\"c\":null}]},\"d\":true,\"e\":false,\"a\":3}",
-        "[[[[[]]]],{},\"\",0]",
-    };
-    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
-        json_t *mine = NULL;
-        as_diag d = {0};
-        cr_assert_eq(extargs_parse_json(docs[i], strlen(docs[i]), &mine, &d), AS_OK, "%s: %s",
-                     docs[i], d.msg);
-        json_t *ref = json_loads(docs[i], JSON_DECODE_ANY, NULL);
-        cr_assert(json_equal(mine, ref), "doc %zu differs", i);
-        json_decref(mine);
-        json_decref(ref);
-    }
-}
-
-/* The skip rules: members of objects under a parent (directly or as array
- * items) are left out, whatever their value; the same names elsewhere,
- * and the parents themselves, stay; left-out values are still validated. */
-Test(extargs, parse_json_skip_rules)
-{
-    static const char *const meta_keys[] = {"managedFields", "annotations", NULL};
-    static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {
-        {"metadata", meta_keys}, {"containers", ctr_keys}, {NULL, NULL}};
-    static const struct {
-        const char *in, *want;
-    } cases[] = {
-        {"{\"metadata\":{\"name\":\"a\",\"managedFields\":[{\"f\":{\"g\":[1,{}]}}],"
-         "\"annotations\":{\"x\":\"y\"},\"labels\":{\"managedFields\":\"kept\"}}}",
-         "{\"metadata\":{\"name\":\"a\",\"labels\":{\"managedFields\":\"kept\"}}}"},
-        /* scalars, null and empty containers are left out alike */
-        {"{\"metadata\":{\"annotations\":null,\"managedFields\":3,\"x\":1}}",
-         "{\"metadata\":{\"x\":1}}"},
-        {"{\"metadata\":{\"managedFields\":[],\"annotations\":{}}}", "{\"metadata\":{}}"},
-        /* objects inside an array under the parent; nested arrays too */
-        {"{\"spec\":{\"containers\":[{\"name\":\"c\",\"env\":[{\"name\":\"E\"}]},"
-         "{\"env\":1,\"image\":\"i\"}]}}",
-         "{\"spec\":{\"containers\":[{\"name\":\"c\"},{\"image\":\"i\"}]}}"},
-        /* only direct members: deeper objects are not under the parent */
-        {"{\"metadata\":{\"labels\":{\"annotations\":\"kept\"},\"x\":{\"env\":1}}}",
-         "{\"metadata\":{\"labels\":{\"annotations\":\"kept\"},\"x\":{\"env\":1}}}"},
-        /* an object nested under a skipped value's sibling keeps its rule */
-        {"{\"items\":[{\"metadata\":{\"managedFields\":{},\"name\":\"n\"}},{\"metadata\":"
-         "{\"name\":\"m\",\"annotations\":[[],[{}]]}}]}",
-         "{\"items\":[{\"metadata\":{\"name\":\"n\"}},{\"metadata\":{\"name\":\"m\"}}]}"},
-        /* names match exactly */
-        {"{\"Metadata\":{\"managedFields\":1},\"metadata\":{\"ManagedFields\":2}}",
-         "{\"Metadata\":{\"managedFields\":1},\"metadata\":{\"ManagedFields\":2}}"},
-        {"[{\"metadata\":{\"annotations\":1}}]", "[{\"metadata\":{}}]"},
-        {"\"metadata\"", "\"metadata\""},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *got = NULL;
-        as_diag d = {0};
-        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), rules, &got, &d),
-                     AS_OK, "case %zu: %s", i, d.msg);
-        json_t *want = json_loads(cases[i].want, JSON_DECODE_ANY, NULL);
-        cr_assert_not_null(want, "case %zu: bad expectation", i);
-        char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        cr_assert(json_equal(got, want), "case %zu: got %s", i, g);
-        free(g);
-        json_decref(got);
-        json_decref(want);
-        /* no rules: the whole document, as extargs_parse_json builds it */
-        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), NULL, &got, &d),
-                     AS_OK);
-        json_t *all = json_loads(cases[i].in, JSON_DECODE_ANY, NULL);
-        cr_assert(json_equal(got, all), "case %zu without rules", i);
-        json_decref(got);
-        json_decref(all);
-    }
-    /* a left-out value is still parsed: malformed JSON or nesting past the
-     * cap inside it fails the document */
-    static const char *const bad[] = {
-        "{\"metadata\":{\"managedFields\":[1,}]}}",
-        "{\"metadata\":{\"annotations\":{\"a\" 1}}}",
-        "{\"metadata\":{\"managedFields\":tru}}",
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        json_t *got = NULL;
-        as_diag d = {0};
-        cr_expect_eq(extargs_parse_json_skip(bad[i], strlen(bad[i]), rules, &got, &d), AS_EPARSE,
-                     "bad %zu", i);
-        cr_expect_null(got);
-    }
-    char deep[512] = "{\"metadata\":{\"managedFields\":";
-    size_t n = strlen(deep);
-    for (int k = 0; k < 80; k++)
-        deep[n++] = '[';
-    for (int k = 0; k < 80; k++)
-        deep[n++] = ']';
-    memcpy(deep + n, "}}", 3);
-    json_t *got = NULL;
-    as_diag d = {0};
-    cr_expect_eq(extargs_parse_json_skip(deep, strlen(deep), rules, &got, &d), AS_ETOOBIG, "%s",
-                 d.msg);
-    cr_expect_null(got);
-}
-
-/* A rule with parent "" names members of the root object only; the walk
- * and yajl's builder (the reference) leave out the same. */
-Test(extargs, skip_rule_for_the_root)
-{
-    static const char *const spec_keys[] = {"spec", NULL};
-    static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {"", spec_keys}, {NULL, NULL}};
-    static const struct {
-        const char *in, *want;
-    } cases[] = {
-        {"{\"metadata\":{\"spec\":1},\"spec\":{\"containers\":[{\"env\":[]}]},\"status\":{}}",
-         "{\"metadata\":{\"spec\":1},\"status\":{}}"},
-        /* a member named "" is no root */
-        {"{\"\":{\"spec\":2},\"spec\":null}", "{\"\":{\"spec\":2}}"},
-        /* a root array's objects are under no member */
-        {"[{\"spec\":1}]", "[{\"spec\":1}]"},
-        {"{\"spec\":1,\"spec\":2}", "{}"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *walked = NULL, *ref = NULL;
-        as_diag d = {0};
-        cr_assert_eq(extargs_parse_json_skip(cases[i].in, strlen(cases[i].in), rules, &walked, &d),
-                     AS_OK, "case %zu: %s", i, d.msg);
-        cr_assert_eq(extargs_parse_json_ref(cases[i].in, strlen(cases[i].in), rules, &ref, &d),
-                     AS_OK, "case %zu: %s", i, d.msg);
-        json_t *want = json_loads(cases[i].want, JSON_DECODE_ANY, NULL);
-        cr_assert_not_null(want, "case %zu: bad expectation", i);
-        char *g = json_dumps(walked, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        cr_assert(json_equal(walked, want), "case %zu: got %s", i, g);
-        cr_assert(json_equal(ref, want), "case %zu: the reference differs", i);
-        free(g);
-        json_decref(walked);
-        json_decref(ref);
-        json_decref(want);
-    }
-}
-
 /* The scanner notes the text of the Pod's top-level spec (the memo key of
  * decoded specs): only an object, the last one, and none when a top-level
  * key had an escape (it may spell "spec"). */
@@ -738,7 +594,7 @@ Test(extargs, pod_spec_span)
 Test(extargs, parse_pod_lazy_with_rules)
 {
     static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const json_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
     static const char *body =
         "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":"
         "\"c\",\"env\":[{\"name\":\"E\",\"value\":\"v\"}]}]}},\"NodeNames\":[\"n\"]}";
@@ -776,7 +632,7 @@ Test(extargs, parse_pod_lazy_with_rules)
 Test(extargs, parse_pod_walk_matches_yajl)
 {
     static const char *const ctr_keys[] = {"env", "args", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const json_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
     static const char *const pods[] = {
         "{}",
         "{ \"a\" : [ ] , \"b\" : { } , \"c\" : [ [ ] , { } , [ [ 1 ] ] ] }",
@@ -803,7 +659,7 @@ Test(extargs, parse_pod_walk_matches_yajl)
         char body[1024];
         snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[]}", pods[i]);
         for (int r = 0; r < 2; r++) {
-            const extargs_skip *sk = r ? rules : NULL;
+            const json_skip *sk = r ? rules : NULL;
             pool *p = pool_new(0);
             extargs_args a;
             as_diag d = {0}, yd = {0};
@@ -811,7 +667,7 @@ Test(extargs, parse_pod_walk_matches_yajl)
                          AS_OK, "pod %zu: %s", i, d.msg);
             json_t *y = NULL;
             as_err werr = extargs_parse_pod(&a, sk, &d);
-            as_err yerr = extargs_parse_json_ref(pods[i], strlen(pods[i]), sk, &y, &yd);
+            as_err yerr = json_parse_ref(pods[i], strlen(pods[i]), sk, &y, &yd);
             cr_assert_eq(werr, yerr, "pod %zu rules %d: walk %s (%s), yajl %s (%s)", i, r,
                          as_strerror(werr), d.msg, as_strerror(yerr), yd.msg);
             if (!werr) {
@@ -833,97 +689,13 @@ Test(extargs, parse_pod_walk_matches_yajl)
     }
 }
 
-/* extargs_parse_json (the scanner's validation, then the walk) against
- * yajl alone: equal trees; errors, malformed or not, in yajl's words. */
-Test(extargs, parse_json_walk_matches_yajl)
-{
-    static const char *const docs[] = {
-        "{}",
-        "[]",
-        "null",
-        "true",
-        " false ",
-        "1",
-        "-0",
-        "-1.5e3",
-        "\"s\\n\\u2603\"",
-        "\"end\"",
-        "[\"a\",\"b\\\"\"]",
-        "{\"a\":{\"b\":[1,2,{\"c\":null}]},\"a\":3}",
-        "  {\"k\" : [ 1 , 2 ] }  \n",
-        /* errors */
-        "",
-        " ",
-        "{",
-        "{\"a\":}",
-        "[1,]",
-        "{} {}",
-        "tru",
-        "\"\\x\"",
-        "[1e400]",
-        "[9223372036854775808]",
-        "\"\x01\"",
-        "\"\xff\"",
-        "01",
-        "{\"a\" 1}",
-        /* strict UTF-8 in strings and keys, NUL in keys */
-        "[\"\xc0\xaf\"]",
-        "{\"\xed\xa0\x80\":1}",
-        "{\"a\":\"\xf4\x90\x80\x80\"}",
-        "{\"a\\u0000b\":1}",
-        "[{\"a\":{\"b\\u0000\":1}}]",
-    };
-    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
-        json_t *w = NULL, *y = NULL;
-        as_diag wd = {0}, yd = {0};
-        size_t n = strlen(docs[i]);
-        as_err we = extargs_parse_json(docs[i], n, &w, &wd);
-        as_err ye = extargs_parse_json_ref(docs[i], n, NULL, &y, &yd);
-        cr_assert_eq(we, ye, "doc %zu: walk %s, yajl %s", i, wd.msg, yd.msg);
-        if (we) {
-            cr_assert_str_eq(wd.msg, yd.msg, "doc %zu", i);
-            cr_assert_null(w);
-        } else {
-            cr_assert(json_equal(w, y), "doc %zu", i);
-        }
-        if (w)
-            json_decref(w);
-        if (y)
-            json_decref(y);
-    }
-    /* strings of every short length at the end of the document (the walk
-     * reads ahead 8 bytes at a time) */
-    char doc[64];
-    for (size_t len = 0; len < 40; len++) {
-        memset(doc, 'x', sizeof doc);
-        doc[0] = '"';
-        doc[len + 1] = '"';
-        json_t *w = NULL;
-        as_diag wd = {0};
-        cr_assert_eq(extargs_parse_json(doc, len + 2, &w, &wd), AS_OK, "%s", wd.msg);
-        cr_assert_eq(json_string_length(w), len);
-        json_decref(w);
-    }
-}
-
-Test(extargs, get_is_case_insensitive)
-{
-    json_t *o = json_loads("{\"Pod\":1,\"nodenames\":2}", 0, NULL);
-    cr_assert_eq(json_integer_value(extargs_get(o, "Pod")), 1);
-    cr_assert_eq(json_integer_value(extargs_get(o, "POD")), 1);
-    cr_assert_eq(json_integer_value(extargs_get(o, "NodeNames")), 2);
-    cr_assert_null(extargs_get(o, "Nodes"));
-    cr_assert_null(extargs_get(NULL, "Nodes"));
-    json_decref(o);
-}
-
 /* The string scans read 16 bytes a step (8 without SSE2) and finish the
  * last bytes of a document word by word: a special byte (closing quote,
  * escape, two- and three-byte UTF-8, DEL, an invalid control character or
  * byte) at every offset of strings of every length up to 48, the string
  * ending the document or followed by more, through the request scanner
  * (a NodeNames name, compared with jansson) and through the walk
- * (extargs_parse_json, compared with yajl's builder). */
+ * (json_parse, compared with yajl's builder). */
 Test(extargs, string_scans_at_every_offset_and_length)
 {
     static const struct {
@@ -985,8 +757,8 @@ Test(extargs, string_scans_at_every_offset_and_length)
                     bl = snprintf(body, sizeof body, tail ? "[\"%s\",1]" : "\"%s\"", str);
                     json_t *w = NULL, *y = NULL;
                     as_diag wd = {0}, yd = {0};
-                    as_err we = extargs_parse_json(body, (size_t)bl, &w, &wd);
-                    as_err ye = extargs_parse_json_ref(body, (size_t)bl, NULL, &y, &yd);
+                    as_err we = json_parse(body, (size_t)bl, &w, &wd);
+                    as_err ye = json_parse_ref(body, (size_t)bl, NULL, &y, &yd);
                     cr_assert_eq(we, ye, "special %zu len %zu at %zu: walk %s, yajl %s", si, len,
                                  at, wd.msg, yd.msg);
                     cr_assert_eq(we == AS_OK, special[si].valid);
@@ -1004,33 +776,6 @@ Test(extargs, string_scans_at_every_offset_and_length)
     }
 }
 
-Test(extargs, utf8_prefix)
-{
-    static const struct {
-        const char *s;
-        size_t len, want;
-    } cases[] = {
-        {"", 0, 0},
-        {"plain ascii, longer than eight bytes", 36, 36},
-        {"a\0b", 3, 3}, /* NUL is a character */
-        {"caf\xc3\xa9", 5, 5},
-        {"\xe2\x82\xac\xf0\x9f\x98\x80", 7, 7},
-        {"\xf4\x8f\xbf\xbf", 4, 4},  /* U+10FFFF */
-        {"\xed\x9f\xbf", 3, 3},      /* U+D7FF */
-        {"abcdefgh\xc0\xaf", 10, 8}, /* overlong '/' */
-        {"x\xe0\x80\xaf", 4, 1},     /* overlong, three bytes */
-        {"ab\xed\xa0\x80", 5, 2},    /* surrogate U+D800 */
-        {"\xed\xbf\xbf", 3, 0},      /* surrogate U+DFFF */
-        {"\xf4\x90\x80\x80", 4, 0},  /* U+110000 */
-        {"\xf5\x80\x80\x80", 4, 0},
-        {"abc\xc3", 4, 3}, /* cut short */
-        {"\x80", 1, 0},
-        {"\xc3\x28", 2, 0},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        cr_expect_eq(extargs_utf8_prefix(cases[i].s, cases[i].len), cases[i].want, "case %zu", i);
-}
-
 /* Every decoder holds strings and keys to strict UTF-8, whether its text
  * reaches yajl or not: the scanner's verbs, the walk and yajl's builder
  * alike, in the same words. */
@@ -1044,9 +789,8 @@ Test(extargs, strict_utf8_in_every_decoder)
             snprintf(body, sizeof body, key ? "{\"a\":{\"%s\":1}}" : "{\"a\":[\"x%s\"]}", bad[i]);
             json_t *w = NULL, *y = NULL;
             as_diag wd = {0}, yd = {0};
-            cr_expect_eq(extargs_parse_json(body, strlen(body), &w, &wd), AS_EPARSE, "%zu/%d", i,
-                         key);
-            cr_expect_eq(extargs_parse_json_ref(body, strlen(body), NULL, &y, &yd), AS_EPARSE);
+            cr_expect_eq(json_parse(body, strlen(body), &w, &wd), AS_EPARSE, "%zu/%d", i, key);
+            cr_expect_eq(json_parse_ref(body, strlen(body), NULL, &y, &yd), AS_EPARSE);
             cr_expect_str_eq(wd.msg, yd.msg);
             cr_expect(strstr(wd.msg, "invalid UTF-8"), "%s", wd.msg);
             cr_expect(strstr(wd.msg, key ? "byte 7:" : "byte 8:"), "%s", wd.msg);
@@ -1089,7 +833,7 @@ Test(extargs, strict_utf8_in_every_decoder)
 Test(extargs, nul_in_keys_is_refused)
 {
     static const char *const ctr_keys[] = {"env", NULL};
-    static const extargs_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
+    static const json_skip rules[] = {{"containers", ctr_keys}, {NULL, NULL}};
     static const struct {
         const char *pod, *field;
     } cases[] = {
@@ -1133,8 +877,8 @@ Test(extargs, nul_in_keys_is_refused)
         /* as a document: walk and yajl agree, field and words */
         json_t *w = NULL, *y = NULL;
         as_diag wd = {0}, yd = {0};
-        cr_expect_eq(extargs_parse_json(pod, strlen(pod), &w, &wd), AS_EINVAL, "case %zu", i);
-        cr_expect_eq(extargs_parse_json_ref(pod, strlen(pod), NULL, &y, &yd), AS_EINVAL);
+        cr_expect_eq(json_parse(pod, strlen(pod), &w, &wd), AS_EINVAL, "case %zu", i);
+        cr_expect_eq(json_parse_ref(pod, strlen(pod), NULL, &y, &yd), AS_EINVAL);
         cr_expect_str_eq(wd.field, cases[i].field, "case %zu: %s", i, wd.msg);
         cr_expect_str_eq(yd.field, cases[i].field, "case %zu: %s", i, yd.msg);
         cr_expect_str_eq(wd.msg, yd.msg, "case %zu", i);
@@ -1154,7 +898,7 @@ Test(extargs, nul_in_keys_is_refused)
     const char *ok = "{\"spec\":{\"containers\":[{\"env\":{\"a\\u0000\":1}}]},\"v\":\"a\\u0000\"}";
     json_t *w = NULL;
     as_diag d = {0};
-    cr_expect_eq(extargs_parse_json_skip(ok, strlen(ok), rules, &w, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(json_parse_skip(ok, strlen(ok), rules, &w, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(json_string_length(json_object_get(w, "v")), 2);
     json_decref(w);
 }
@@ -1213,8 +957,7 @@ static bool fields_vs_dom(model_registry *reg, const char *pod, bool plain)
         return we == AS_OK;
     }
     json_t *spec_dom = NULL;
-    cr_assert_eq(extargs_parse_json_skip(a.pod_spec_raw, a.pod_spec_len, NULL, &spec_dom, &d),
-                 AS_OK);
+    cr_assert_eq(json_parse_skip(a.pod_spec_raw, a.pod_spec_len, NULL, &spec_dom, &d), AS_OK);
     model_pod_spec *spec = NULL;
     cr_assert_eq(model_pod_spec_from_json(reg, spec_dom, &spec, &d), AS_OK, "%s", d.msg);
     json_decref(spec_dom);
@@ -1365,129 +1108,12 @@ Test(extargs, pod_fields_build_what_the_dom_builds)
     model_registry_destroy(&reg);
 }
 
-/* project checks extargs_project of doc (valid JSON) under parent against
- * the builder with the same rules: when it projects, the projection parses
- * to the DOM the rules build, is no longer than doc, and want (when not
- * NULL) is its exact text; it returns whether it projected. */
-static bool project(const char *doc, const extargs_skip *rules, const char *parent,
-                    const char *want)
-{
-    size_t len = strlen(doc), n = 0;
-    char *out = malloc(len + 1);
-    cr_assert_not_null(out);
-    bool ok = extargs_project(doc, len, rules, parent, out, len, &n);
-    if (ok) {
-        cr_assert_leq(n, len, "%s", doc);
-        out[n] = '\0';
-        json_t *built = NULL, *proj = json_loadb(out, n, JSON_DECODE_ANY, NULL);
-        as_diag d = {0};
-        cr_assert_not_null(proj, "%s: the projection is not JSON: %s", doc, out);
-        /* the builder places the document's root under parent */
-        bool under = parent && parent[0];
-        char *wrapped = NULL;
-        cr_assert(asprintf(&wrapped, "{\"%s\":%s}", under ? parent : "", doc) > 0);
-        const char *whole = under ? wrapped : doc;
-        cr_assert_eq(extargs_parse_json_skip(whole, strlen(whole), rules, &built, &d), AS_OK,
-                     "%s: projected what the builder refuses (%s)", doc, d.msg);
-        json_t *want_dom = under ? json_object_get(built, parent) : built;
-        char *b = json_dumps(want_dom, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        cr_assert(json_equal(proj, want_dom), "%s:\n projection %s\n built      %s", doc, out, b);
-        free(b);
-        if (want)
-            cr_assert_str_eq(out, want, "%s", doc);
-        json_decref(proj);
-        json_decref(built);
-        free(wrapped);
-    } else {
-        cr_assert_null(want, "%s: not projected, expected %s", doc, want);
-    }
-    free(out);
-    return ok;
-}
-
-/* A projection is the text of what the skip rules build: a memo keyed by
- * it (the extender's decoded Pod specs) ignores what the model never
- * reads. */
-Test(extargs, projection_is_what_the_rules_build)
-{
-    static const char *const meta_keys[] = {"managedFields", "annotations", NULL};
-    static const char *const ctr_keys[] = {"env", NULL};
-    static const char *const spec_keys[] = {"volumes", NULL};
-    static const extargs_skip rules[] = {
-        {"metadata", meta_keys}, {"containers", ctr_keys}, {"spec", spec_keys}, {NULL, NULL}};
-    static const struct {
-        const char *doc, *parent, *want; /* want NULL: not projected */
-    } cases[] = {
-        {"{\"containers\":[{\"name\":\"c\",\"env\":[{\"name\":\"S\",\"value\":\"1\"}],"
-         "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],\"volumes\":[{\"name\":\"v\"}],"
-         "\"nodeSelector\":{\"a\":\"b\"}}",
-         "spec",
-         "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
-         "\"nodeSelector\":{\"a\":\"b\"}}"},
-        /* the same spec with other env values and volumes: the same text */
-        {" { \"containers\" : [ { \"name\" : \"c\" , \"env\" : [ ] , \"resources\" : { "
-         "\"requests\" : { \"cpu\" : \"1\" } } } ] , \"volumes\" : null , \"nodeSelector\" : { "
-         "\"a\" : \"b\" } } ",
-         "spec",
-         "{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],"
-         "\"nodeSelector\":{\"a\":\"b\"}}"},
-        /* left-out members first, last, alone, and every one */
-        {"{\"volumes\":1,\"a\":2}", "spec", "{\"a\":2}"},
-        {"{\"a\":2,\"volumes\":1}", "spec", "{\"a\":2}"},
-        {"{\"volumes\":{\"x\":[1,{}]}}", "spec", "{}"},
-        {"{\"volumes\":1,\"volumes\":2}", "spec", "{}"},
-        /* the rule is the parent's: under no parent, nothing is left out */
-        {"{\"volumes\":1,\"env\":2}", NULL, "{\"volumes\":1,\"env\":2}"},
-        {"{\"volumes\":1}", "other", "{\"volumes\":1}"},
-        /* rules apply at any depth, by the member a container sits under */
-        {"{\"x\":{\"metadata\":{\"annotations\":{},\"name\":\"n\"}},\"containers\":[[{\"env\":1,"
-         "\"k\":true}],{\"env\":2}]}",
-         NULL, "{\"x\":{\"metadata\":{\"name\":\"n\"}},\"containers\":[[{\"k\":true}],{}]}"},
-        /* a root array's objects sit under no member */
-        {"[{\"env\":1},{\"metadata\":{\"annotations\":2}}]", NULL,
-         "[{\"env\":1},{\"metadata\":{}}]"},
-        {"[{\"env\":1}]", "containers", "[{}]"},
-        /* scalars, escapes in values and keys kept byte for byte */
-        {"{\"s\":\"a\\\"b\\u00e9\",\"n\":[-1.5e3,0,true,false,null],\"d\":{}}", "spec",
-         "{\"s\":\"a\\\"b\\u00e9\",\"n\":[-1.5e3,0,true,false,null],\"d\":{}}"},
-        {"\"plain\"", NULL, "\"plain\""},
-        {"12", "spec", "12"},
-        /* not projected: an escaped key (kept or not), an out-of-range
-         * number anywhere (the builder refuses it even in a left-out
-         * member) */
-        {"{\"volum\\u0065s\":1}", "spec", NULL},
-        {"{\"a\":{\"k\\\"\":1}}", "spec", NULL},
-        {"{\"volumes\":[1e400]}", "spec", NULL},
-        {"{\"a\":99999999999999999999}", "spec", NULL},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        project(cases[i].doc, rules, cases[i].parent, cases[i].want);
-
-    /* the output cap: one byte short fails, exact fits */
-    const char *doc = "{\"a\":[1,2],\"volumes\":{}}";
-    char out[64];
-    size_t n = 0;
-    cr_assert(extargs_project(doc, strlen(doc), rules, "spec", out, 11, &n));
-    cr_assert_eq(n, 11);
-    cr_assert_not(extargs_project(doc, strlen(doc), rules, "spec", out, 10, &n));
-    /* nesting past the cap */
-    char deep[300];
-    size_t k = 0;
-    for (int d = 0; d < 70; d++)
-        deep[k++] = '[';
-    for (int d = 0; d < 70; d++)
-        deep[k++] = ']';
-    char *big = malloc(4096);
-    cr_assert_not(extargs_project(deep, k, rules, NULL, big, 4096, &n));
-    free(big);
-}
-
 /* The Pod skip rules of the watch decoder (what the extender's spec memo
  * uses) on the specs of the walk's test Pods and on a kube-scheduler-sized
  * one: every projection builds what the rules build. */
 Test(extargs, projection_with_the_pod_rules)
 {
-    const extargs_skip *rules = model_skip_pod();
+    const json_skip *rules = model_skip_pod();
     static const char *const specs[] = {
         "{\"schedulerName\":\"agent-scheduler\",\"priority\":5,\"containers\":[{\"name\":\"c\","
         "\"image\":\"i\",\"command\":[\"/bin/a\"],\"args\":[\"--x\"],\"env\":[{\"name\":\"S\","
@@ -1518,13 +1144,13 @@ Test(extargs, projection_with_the_pod_rules)
         "\"volumes\":[{\"name\":\"work-%s\",\"emptyDir\":{}}]}";
     snprintf(a, sizeof a, fmt, "s-1", "s-1", "s-1");
     snprintf(b, sizeof b, fmt, "s-2222", "s-2222", "s-2222");
-    cr_assert(extargs_project(a, strlen(a), rules, "spec", pa, sizeof pa, &na));
-    cr_assert(extargs_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
+    cr_assert(json_project(a, strlen(a), rules, "spec", pa, sizeof pa, &na));
+    cr_assert(json_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
     cr_assert(na == nb && memcmp(pa, pb, na) == 0, "%.*s vs %.*s", (int)na, pa, (int)nb, pb);
     /* and a different request: another projection */
     snprintf(b, sizeof b,
              "{\"containers\":[{\"name\":\"agent\",\"resources\":{\"requests\":{\"cpu\":"
              "\"501m\"}}}]}");
-    cr_assert(extargs_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
+    cr_assert(json_project(b, strlen(b), rules, "spec", pb, sizeof pb, &nb));
     cr_assert(na != nb || memcmp(pa, pb, na) != 0);
 }

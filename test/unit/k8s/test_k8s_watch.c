@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "agentsched/core/cache.h"
+#include "agentsched/base/json.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/k8s/watch.h"
 #include "agentsched/model/skip.h"

@@ -113,15 +113,15 @@ static void same_node(const model_node *a, const model_node *b)
 }
 
 /* parse_both decodes a fixture whole and with the skip rules. */
-static void parse_both(const char *fixture, const extargs_skip *rules, json_t **whole,
+static void parse_both(const char *fixture, const json_skip *rules, json_t **whole,
                        json_t **skipped)
 {
     size_t len;
     char *body = read_fixture(fixture, &len);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(extargs_parse_json(body, len, whole, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(json_parse(body, len, whole, &d), AS_OK, "%s", d.msg);
     cr_assert_not_null(rules);
-    cr_assert_eq(extargs_parse_json_skip(body, len, rules, skipped, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(json_parse_skip(body, len, rules, skipped, &d), AS_OK, "%s", d.msg);
     free(body);
     /* the rules must leave a real API server object much smaller */
     size_t a = json_count_values(*whole), b = json_count_values(*skipped);
@@ -134,13 +134,13 @@ static void parse_both(const char *fixture, const extargs_skip *rules, json_t **
 Test(model_skip, a_shared_spec_gives_the_same_pod)
 {
     static const char *const spec_keys[] = {"spec", NULL};
-    extargs_skip no_spec[24];
-    const extargs_skip *pod_rules = model_skip_pod();
+    json_skip no_spec[24];
+    const json_skip *pod_rules = model_skip_pod();
     size_t n = 0;
     for (; pod_rules[n].parent; n++)
         no_spec[n] = pod_rules[n];
-    no_spec[n++] = (extargs_skip){"", spec_keys};
-    no_spec[n] = (extargs_skip){NULL, NULL};
+    no_spec[n++] = (json_skip){"", spec_keys};
+    no_spec[n] = (json_skip){NULL, NULL};
 
     static const char *const fixtures[] = {"full_pod.json", "gpu_share_pod.json"};
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
@@ -150,8 +150,8 @@ Test(model_skip, a_shared_spec_gives_the_same_pod)
         char *body = read_fixture(fixtures[f], &len);
         json_t *whole = NULL, *rest = NULL;
         as_diag d = {{0}, {0}};
-        cr_assert_eq(extargs_parse_json(body, len, &whole, &d), AS_OK, "%s", d.msg);
-        cr_assert_eq(extargs_parse_json_skip(body, len, no_spec, &rest, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(json_parse(body, len, &whole, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(json_parse_skip(body, len, no_spec, &rest, &d), AS_OK, "%s", d.msg);
         cr_assert_null(json_object_get(rest, "spec"));
         model_pod *a = NULL, *b = NULL;
         model_pod_spec *spec = NULL;
