@@ -47,6 +47,9 @@ typedef struct http_route {
      * suspended meanwhile, so the pool threads keep serving every other
      * connection. Without offload threads it runs inline like the rest. */
     bool blocking;
+    /* The handler's context; NULL = the server's (http_server_config.ctx).
+     * Lets every entry point's routes run with its own state. */
+    void *ctx;
 } http_route;
 
 typedef struct http_server_config {
