@@ -16,14 +16,25 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/core/eqcache.h"
 #include "agentsched/api/extargs.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/core/context.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
-#include "agentsched/shard/shard.h"
-#include "agentsched/serve/svc.h"
+
+/* The filter -> prioritize memo (extender.h), defined with its code below. */
+typedef struct extender_memo extender_memo;
+
+struct extender {
+    core *core;          /* borrowed */
+    extender_memo *memo; /* filter -> prioritize, and the Pod spec memo */
+};
+
+static as_err extender_memo_new(extender_memo **out);
+static void extender_memo_free(extender_memo *m);
 
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
@@ -51,16 +62,16 @@ static void reply_ok(http_response *resp)
 
 static double seconds_since(uint64_t t0)
 {
-    return (double)(svc_mono_ns() - t0) / 1e9;
+    return (double)(clock_mono_ns() - t0) / 1e9;
 }
 
 /* decode_pod turns the Pod DOM into a model pod; diag fields start "Pod". */
-static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_diag *d)
+static as_err decode_pod(core *co, const json_t *pod_json, model_pod **out, as_diag *d)
 {
     *out = NULL;
     if (!pod_json)
         return as_diag_set(d, AS_EINVAL, "Pod", "Pod is required: send the v1.Pod being scheduled");
-    as_err err = model_pod_from_json(&s->reg, pod_json, out, d);
+    as_err err = model_pod_from_json(&co->reg, pod_json, out, d);
     if (err) {
         as_diag_prefix_field(d, "Pod");
         if (!d->msg[0])
@@ -93,17 +104,18 @@ static const extargs_skip *spec_memo_skip(const extender_memo *m);
  * then remembers its spec under both. p: the request pool (the
  * projection).
  */
-static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out, as_diag *d)
+static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod **out, as_diag *d)
 {
+    core *co = x->core;
     *out = NULL;
-    extender_memo *m = s->ext_memo;
+    extender_memo *m = x->memo;
     const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
     if (!m || !a->pod_spec_raw) {
         as_err err = extargs_parse_pod(a, rules, d);
-        return err ? err : decode_pod(s, a->pod, out, d);
+        return err ? err : decode_pod(co, a->pod, out, d);
     }
     uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len), hp = 0;
-    int gen = model_registry_count(&s->reg);
+    int gen = model_registry_count(&co->reg);
     model_pod_spec *spec = spec_get(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
     /* a spec the projection does not follow (an escaped key, a number the
      * builder refuses) has no second key: the whole Pod is decoded, which
@@ -120,18 +132,18 @@ static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out,
     }
     as_err err;
     if (spec) {
-        metrics_inc(s->m.spec_memo_hits);
+        metrics_inc(co->m.spec_memo_hits);
         /* The spec is known: kind, metadata and status are read off the
          * span, or, when they are not the plain case, from the DOM. */
         model_pod_fields f;
         model_span keys[POD_FIELDS_MAX_LABELS], values[POD_FIELDS_MAX_LABELS];
         if (extargs_pod_fields(a, &f, keys, values, POD_FIELDS_MAX_LABELS) &&
-            model_pod_from_fields(&s->reg, &f, spec, out) == AS_OK) {
+            model_pod_from_fields(&co->reg, &f, spec, out) == AS_OK) {
             model_pod_spec_unref(spec);
             return AS_OK;
         }
         err = extargs_parse_pod(a, spec_memo_skip(m), d);
-        if (!err && (err = model_pod_from_json_spec(&s->reg, a->pod, spec, out, d))) {
+        if (!err && (err = model_pod_from_json_spec(&co->reg, a->pod, spec, out, d))) {
             as_diag_prefix_field(d, "Pod");
             if (!d->msg[0])
                 as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
@@ -139,11 +151,11 @@ static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out,
         model_pod_spec_unref(spec);
         return err;
     }
-    metrics_inc(s->m.spec_memo_misses);
-    if ((err = extargs_parse_pod(a, rules, d)) || (err = decode_pod(s, a->pod, out, d)))
+    metrics_inc(co->m.spec_memo_misses);
+    if ((err = extargs_parse_pod(a, rules, d)) || (err = decode_pod(co, a->pod, out, d)))
         return err;
     as_diag scratch;
-    if (model_pod_spec_from_json(&s->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
+    if (model_pod_spec_from_json(&co->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
         AS_OK) {
         spec_put(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
         if (key)
@@ -402,8 +414,8 @@ static memo_ent *memo_spare(extender_memo *m, uint32_t size)
     return e;
 }
 
-/* See extender.h. */
-as_err extender_memo_new(extender_memo **out)
+/* extender_memo_new allocates an empty memo (AS_ENOMEM). */
+static as_err extender_memo_new(extender_memo **out)
 {
     extender_memo *m = calloc(1, sizeof *m);
     if (!m)
@@ -433,8 +445,9 @@ static void spec_ent_clear(spec_ent *e)
     memset(e, 0, sizeof *e);
 }
 
-/* See extender.h. */
-void extender_memo_free(extender_memo *m)
+/* extender_memo_free frees m and every entry; NULL ok; no handler may
+ * still be using it. */
+static void extender_memo_free(extender_memo *m)
 {
     if (!m)
         return;
@@ -508,7 +521,7 @@ static void memo_put(extender_memo *m, const extargs_args *a, score_policy *poli
     memo_pod_hash(a->pod_raw, a->pod_raw_len, &e->h1, &e->h2);
     e->len = a->pod_raw_len;
     e->policy = score_policy_ref(policy);
-    e->born_ns = svc_mono_ns();
+    e->born_ns = clock_mono_ns();
     pthread_mutex_lock(&m->mu);
     memo_ent **slot = &m->slot[e->h1 % MEMO_SLOTS];
     memo_ent *old = *slot;
@@ -533,7 +546,7 @@ static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_
         *slot = NULL;
     }
     pthread_mutex_unlock(&m->mu);
-    if (e && (e->policy != policy || svc_mono_ns() - e->born_ns > MEMO_TTL_NS)) {
+    if (e && (e->policy != policy || clock_mono_ns() - e->born_ns > MEMO_TTL_NS)) {
         memo_recycle(m, e);
         e = NULL;
     }
@@ -713,7 +726,7 @@ static void write_name_list(wr *w, const eval *e)
 
 /* write_filter builds the ExtenderFilterResult; takes the read lock to
  * render reasons when some node failed. */
-static void write_filter(svc *s, eval *e, buf *o, pool *p)
+static void write_filter(core *co, eval *e, buf *o, pool *p)
 {
     /* One pass finds the failed names (usually a few of many); the
      * FailedNodes loops below visit only them. */
@@ -773,7 +786,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             wr_init(uw, &unres);
         reason_memo memo;
         memo.n = 0;
-        const model_registry *reg = &s->reg;
+        const model_registry *reg = &co->reg;
         bool first = true, ufirst = true;
         char escaped[160 * 6 + 2];
         /* Most failures' texts are the evaluation's reason buckets, each
@@ -783,7 +796,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
         const char *bj[SCHED_MAX_REASONS] = {0};
         size_t bjl[SCHED_MAX_REASONS];
         if (need_lock)
-            cache_read_lock(s->cache);
+            cache_read_lock(co->cache);
         for (size_t f = 0; f < failed; f++) {
             size_t i = fail[f];
             size_t wl;
@@ -808,7 +821,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             } else {
                 const cache_node *node =
                     res[i].code == PRED_TAINT
-                        ? cache_node_find(s->cache, e->names[i].s, e->names[i].len)
+                        ? cache_node_find(co->cache, e->names[i].s, e->names[i].len)
                         : NULL;
                 why = reason_json(&memo, p, reg, node, e->pod, res[i], &wl, escaped);
             }
@@ -829,7 +842,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             }
         }
         if (need_lock)
-            cache_read_unlock(s->cache);
+            cache_read_unlock(co->cache);
         WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
         if (uw) {
             wr_flush(uw);
@@ -900,11 +913,12 @@ static void answer_reset(buf *o, const eval *e)
         (void)buf_reserve(o, hint);
 }
 
-static void handle_eval(svc *s, const http_request *req, http_response *resp, verb v)
+static void handle_eval(extender *x, const http_request *req, http_response *resp, verb v)
 {
-    uint64_t t0 = svc_mono_ns();
+    core *co = x->core;
+    uint64_t t0 = clock_mono_ns();
     /* Hold the shard revision until the answer is out (shard.h gating). */
-    uint64_t shard_rev = shard_decision_begin(s->shard);
+    uint64_t shard_rev = core_decision_begin(co);
     bool with_error = v == VERB_FILTER;
     as_diag d;
     memset(&d, 0, sizeof d);
@@ -915,7 +929,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     e.body_len = req->body_len;
 
     as_err err;
-    if (s->k8s && !k8s_wait_synced(s->k8s, 0)) {
+    if (!core_synced(co)) {
         /* Before the first sync every node would fail as "not found" and
          * kube-scheduler would park the pod as unschedulable until some
          * cluster event; a 503 is an extender error, which it retries
@@ -946,7 +960,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         reply_error(resp, 413, with_error, &d, err);
         goto done;
     }
-    e.policy = svc_policy_get(s);
+    e.policy = core_policy_get(co);
     int8_t *scores = pool_alloc(req->pool, e.n ? e.n : 1);
     if (!scores) {
         err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
@@ -954,10 +968,10 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         goto done;
     }
     if (v == VERB_PRIORITIZE && e.n > 0) {
-        memo_ent *m = memo_take(s->ext_memo, &e.a, e.policy);
+        memo_ent *m = memo_take(x->memo, &e.a, e.policy);
         bool hit = m && memo_scores(m, e.names, e.n, scores, req->pool);
-        memo_recycle(s->ext_memo, m);
-        metrics_inc(hit ? s->m.memo_hits : s->m.memo_misses);
+        memo_recycle(x->memo, m);
+        metrics_inc(hit ? co->m.memo_hits : co->m.memo_misses);
         if (hit) {
             /* The filter's binder note (same pod) stands. */
             answer_reset(&resp->body, &e);
@@ -976,7 +990,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     /* kube-scheduler sends the whole Pod (env, volumes, probes, status: ~5 KB
      * for a real agent pod); the model reads a small part of it, the rest
      * is validated but never allocated. */
-    if ((err = decode_args_pod(s, req->pool, &e.a, &e.pod, &d))) {
+    if ((err = decode_args_pod(x, req->pool, &e.a, &e.pod, &d))) {
         reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
         goto done;
     }
@@ -995,8 +1009,8 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         };
         /* Through the equivalence cache: nodes that fitted at their shape's
          * last evaluation, unchanged since, are not evaluated again. */
-        err = s->eq ? eqcache_evaluate_names(s->eq, e.policy, &sr, &e.r, NULL)
-                    : sched_evaluate(s->cache, &sr, &e.r);
+        err = co->eq ? eqcache_evaluate_names(co->eq, e.policy, &sr, &e.r, NULL)
+                     : sched_evaluate(co->cache, &sr, &e.r);
         if (err) {
             as_diag_set(&d, err, NULL, "evaluation failed: %s", as_strerror(err));
             reply_error(resp, 500, with_error, &d, err);
@@ -1012,9 +1026,9 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
          * not failed: kube-scheduler preempts only when no node is
          * feasible, and a shortlist always keeps at least one. */
         shortlist(&e, req->pool, score_policy_extender_shortlist(e.policy));
-        write_filter(s, &e, o, req->pool);
+        write_filter(co, &e, o, req->pool);
         if (!o->err)
-            memo_put(s->ext_memo, &e.a, e.policy, e.names, scores, e.n);
+            memo_put(x->memo, &e.a, e.policy, e.names, scores, e.n);
     } else {
         write_prioritize(&e, o, scores);
     }
@@ -1028,7 +1042,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
 
     /* Remember what was seen for the bind verb (the later verb replaces);
      * the binder keeps the candidates' incarnations, not their names. */
-    err = binder_note(s->binder, e.pod, e.r.cand, e.r.ncand);
+    err = binder_note(co->binder, e.pod, e.r.cand, e.r.ncand);
     e.pod = NULL; /* the binder owns it now, even on error */
     if (err == AS_ETOOBIG)
         log_warn("msg=\"pod too large to remember for the bind verb (over a quarter of the "
@@ -1047,8 +1061,8 @@ done:
         score_policy_unref(e.policy);
     model_pod_free(e.pod);
     extargs_args_release(&e.a);
-    shard_decision_end(s->shard, shard_rev);
-    metrics_observe(v == VERB_FILTER ? s->m.filter_seconds : s->m.prioritize_seconds,
+    core_decision_end(co, shard_rev);
+    metrics_observe(v == VERB_FILTER ? co->m.filter_seconds : co->m.prioritize_seconds,
                     seconds_since(t0));
 }
 
@@ -1068,26 +1082,21 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 /* bind                                                                */
 /* ------------------------------------------------------------------ */
 
-/*
- * extender_live_bind - HOOK for the apiserver module: in live mode
- * (s->k8s != NULL) post the pods/binding subresource for the pod the
- * binder just assumed (k8s_bind_pod). On failure the caller releases the
- * assumed pod.
- */
-static as_err extender_live_bind(svc *s, const extargs_binding *b, as_diag *d)
+/* extender_live_bind posts the pods/binding subresource for the pod the
+ * binder just assumed, through the core's API port (live mode only). On
+ * failure the caller releases the assumed pod. */
+static as_err extender_live_bind(core *co, const extargs_binding *b, as_diag *d)
 {
-    return k8s_bind_pod(s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
+    return co->ports.bind(co->ports.arg, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
 }
 
-/*
- * extender_live_fetch_pod - HOOK for the apiserver module: in live mode a
- * bind for a pod agentsched never filtered (memo evicted, agentsched
- * restarted between filter and bind) GETs the pod, notes it and retries
- * the bind (k8s_get_pod).
- */
-static as_err extender_live_fetch_pod(svc *s, const extargs_binding *b, model_pod **out, as_diag *d)
+/* extender_live_fetch_pod: a bind for a pod agentsched never filtered (memo
+ * evicted, agentsched restarted between filter and bind) GETs the pod, notes
+ * it and retries the bind (live mode only). */
+static as_err extender_live_fetch_pod(core *co, const extargs_binding *b, model_pod **out,
+                                      as_diag *d)
 {
-    return k8s_get_pod(s->k8s, b->pod_namespace, b->pod_name, &s->reg, out, d);
+    return co->ports.fetch_pod(co->ports.arg, b->pod_namespace, b->pod_name, &co->reg, out, d);
 }
 
 static void reply_bind(http_response *resp, const char *error)
@@ -1103,12 +1112,13 @@ static void reply_bind(http_response *resp, const char *error)
 /* See extender.h. */
 void extender_handle_bind(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
-    uint64_t t0 = svc_mono_ns();
+    extender *x = ctx;
+    core *co = x->core;
+    uint64_t t0 = clock_mono_ns();
     /* Held through the commit and the API bind (shard.h gating): the
      * binder's recheck refuses a node that left the shard, and no status
      * releasing it goes out while this bind may still land on it. */
-    uint64_t shard_rev = shard_decision_begin(s->shard);
+    uint64_t shard_rev = core_decision_begin(co);
     as_diag d;
     memset(&d, 0, sizeof d);
     extargs_binding b;
@@ -1126,28 +1136,28 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         uid = keyuid;
     }
     binder_outcome out;
-    err = binder_bind_noted(s->binder, uid, b.node, &out);
-    if (err == AS_ENOTFOUND && s->k8s) {
+    err = binder_bind_noted(co->binder, uid, b.node, &out);
+    if (err == AS_ENOTFOUND && core_live(co)) {
         model_pod *pod = NULL;
         as_diag fd;
         memset(&fd, 0, sizeof fd);
-        if (extender_live_fetch_pod(s, &b, &pod, &fd) == AS_OK) {
-            binder_note(s->binder, pod, NULL, 0);
-            err = binder_bind_noted(s->binder, uid, b.node, &out);
+        if (extender_live_fetch_pod(co, &b, &pod, &fd) == AS_OK) {
+            binder_note(co->binder, pod, NULL, 0);
+            err = binder_bind_noted(co->binder, uid, b.node, &out);
         }
     }
     switch (err) {
     case AS_OK:
-        metrics_inc(out.how == BINDER_FAST        ? s->m.binds_fast
-                    : out.how == BINDER_RECHECKED ? s->m.binds_rechecked
-                                                  : s->m.binds_idempotent);
+        metrics_inc(out.how == BINDER_FAST        ? co->m.binds_fast
+                    : out.how == BINDER_RECHECKED ? co->m.binds_rechecked
+                                                  : co->m.binds_idempotent);
         uint64_t api_ns = 0;
-        if (s->k8s && out.how != BINDER_IDEMPOTENT) {
-            uint64_t t_api = svc_mono_ns();
-            err = extender_live_bind(s, &b, &d);
-            api_ns = svc_mono_ns() - t_api;
+        if (core_live(co) && out.how != BINDER_IDEMPOTENT) {
+            uint64_t t_api = clock_mono_ns();
+            err = extender_live_bind(co, &b, &d);
+            api_ns = clock_mono_ns() - t_api;
             if (err) {
-                binder_release(s->binder, uid);
+                binder_release(co->binder, uid);
                 snprintf(why, sizeof why, "agentsched could not bind pod %s/%s to node %s: %s",
                          b.pod_namespace, b.pod_name, b.node, d.msg);
                 reply_bind(resp, why);
@@ -1173,7 +1183,7 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         reply_bind(resp, why);
         break;
     case AS_ECONFLICT:
-        metrics_inc(s->m.bind_conflicts);
+        metrics_inc(co->m.bind_conflicts);
         snprintf(why, sizeof why, "agentsched refused to bind pod %s/%s to node %s: %s",
                  b.pod_namespace, b.pod_name, b.node, out.reason);
         log_info("msg=\"bind refused\" pod=%s/%s node=%s reason=\"%s\"", b.pod_namespace,
@@ -1187,8 +1197,8 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         break;
     }
 done:
-    shard_decision_end(s->shard, shard_rev);
-    metrics_observe(s->m.bind_seconds, seconds_since(t0));
+    core_decision_end(co, shard_rev);
+    metrics_observe(co->m.bind_seconds, seconds_since(t0));
 }
 
 /* ------------------------------------------------------------------ */
@@ -1253,8 +1263,9 @@ static bool can_host_after(const model_registry *reg, cache_shard_mode mode, con
 /* See extender.h. */
 void extender_handle_preempt(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
-    uint64_t t0 = svc_mono_ns();
+    extender *x = ctx;
+    core *co = x->core;
+    uint64_t t0 = clock_mono_ns();
     as_diag d;
     memset(&d, 0, sizeof d);
     extargs_preemption a;
@@ -1266,7 +1277,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
         reply_error(resp, http_status_for_decode_err(err), false, &d, err);
         goto done;
     }
-    err = decode_pod(s, a.pod, &pod, &d);
+    err = decode_pod(co, a.pod, &pod, &d);
     if (err) {
         reply_error(resp, http_status_for_decode_err(err), false, &d, err);
         goto done;
@@ -1292,7 +1303,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
         for (size_t k = 0; k < en->npods; k++) {
             victim *v = &vs[i][k];
             if (!a.meta) {
-                err = model_pod_from_json(&s->reg, en->pods[k], &v->pod, &d);
+                err = model_pod_from_json(&co->reg, en->pods[k], &v->pod, &d);
                 if (err) {
                     char prefix[400];
                     snprintf(prefix, sizeof prefix, "NodeNameToVictims.%s.Pods[%zu]", en->node, k);
@@ -1310,7 +1321,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
             if (!uid[0])
                 continue;
             cache_pod_info info;
-            cache_pod_lookup(s->cache, uid, &info);
+            cache_pod_lookup(co->cache, uid, &info);
             if (info.state != CACHE_POD_ABSENT && strcmp(info.node, en->node) == 0) {
                 v->on_node = true;
                 v->gpu_devices = info.gpu_devices;
@@ -1318,14 +1329,14 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
         }
     }
     /* Phase 2: judge every node under one read lock. */
-    cache_read_lock(s->cache);
-    cache_shard_mode mode = cache_get_shard_mode(s->cache);
+    cache_read_lock(co->cache);
+    cache_shard_mode mode = cache_get_shard_mode(co->cache);
     for (size_t i = 0; i < a.nentries; i++) {
         extargs_victims *en = &a.entries[i];
-        const cache_node *node = cache_node_find(s->cache, en->node, strlen(en->node));
-        keep[i] = node && can_host_after(&s->reg, mode, pod, node, vs[i], en->npods, a.meta);
+        const cache_node *node = cache_node_find(co->cache, en->node, strlen(en->node));
+        keep[i] = node && can_host_after(&co->reg, mode, pod, node, vs[i], en->npods, a.meta);
     }
-    cache_read_unlock(s->cache);
+    cache_read_unlock(co->cache);
 
     buf *o = &resp->body;
     buf_reset(o);
@@ -1363,5 +1374,50 @@ done:
                     model_pod_free(vs[i][k].pod);
     model_pod_free(pod);
     extargs_preemption_release(&a);
-    metrics_observe(s->m.preempt_seconds, seconds_since(t0));
+    metrics_observe(co->m.preempt_seconds, seconds_since(t0));
+}
+
+/* ------------------------------------------------------------------ */
+/* state and routes                                                    */
+/* ------------------------------------------------------------------ */
+
+/* See extender.h. */
+as_err extender_new(core *c, extender **out)
+{
+    *out = NULL;
+    extender *x = calloc(1, sizeof *x);
+    if (!x)
+        return AS_ENOMEM;
+    x->core = c;
+    as_err err = extender_memo_new(&x->memo);
+    if (err) {
+        free(x);
+        return err;
+    }
+    *out = x;
+    return AS_OK;
+}
+
+/* See extender.h. */
+void extender_free(extender *x)
+{
+    if (!x)
+        return;
+    extender_memo_free(x->memo);
+    free(x);
+}
+
+static const http_route extender_route_table[] = {
+    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false, NULL},
+    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false, NULL},
+    /* live mode waits for the API server's answer to the Binding */
+    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true, NULL},
+    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false, NULL},
+};
+
+/* See extender.h. */
+const http_route *extender_routes(size_t *n)
+{
+    *n = sizeof extender_route_table / sizeof extender_route_table[0];
+    return extender_route_table;
 }

@@ -13,7 +13,6 @@
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/metrics.h"
-#include "agentsched/serve/svc.h"
 #include "internal.h"
 
 #define TOKEN_CAP            (64 * 1024)
@@ -514,8 +513,8 @@ void k8s_mark_listed(k8s_client *k, k8s_kind kind)
     }
     pthread_mutex_unlock(&k->st_mu);
     if (now_synced) {
-        if (k->svc)
-            __atomic_store_n(&k->svc->ready, 1, __ATOMIC_RELEASE);
+        if (k->synced_flag)
+            __atomic_store_n(k->synced_flag, 1, __ATOMIC_RELEASE);
         log_info("msg=\"cache synced with the API server\" server=%s", k->conn->server);
         pthread_mutex_lock(&k->mu);
         pthread_cond_broadcast(&k->cond);
@@ -922,60 +921,20 @@ void k8s_client_free(k8s_client *k)
 /* ---- service wiring -------------------------------------------------- */
 
 /* See k8s.h. */
-as_err k8s_start(svc *s, const k8s_config *cfg, as_diag *diag)
+as_err k8s_start(const k8s_config *cfg, cache *c, int *synced, k8s_client **out, as_diag *diag)
 {
-    k8s_config c = *cfg;
-    if (!c.scheduler_name)
-        c.scheduler_name = s->cfg.scheduler_name;
-    if (!c.qps && s->cfg.kube_api_qps > 0)
-        c.qps = s->cfg.kube_api_qps;
-    if (!c.burst && s->cfg.kube_api_burst)
-        c.burst = s->cfg.kube_api_burst;
-    if (!c.watch_down_ms && s->cfg.watch_down_ms > 0)
-        c.watch_down_ms = s->cfg.watch_down_ms;
-    if (!c.watch_timeout_ms && s->cfg.watch_timeout_ms > 0)
-        c.watch_timeout_ms = s->cfg.watch_timeout_ms;
+    *out = NULL;
     k8s_client *k;
-    as_err err = k8s_client_new(&c, s->cache, &k, diag);
+    as_err err = k8s_client_new(cfg, c, &k, diag);
     if (err)
         return err;
-    k->svc = s;
+    k->synced_flag = synced;
     if ((err = k8s_client_start(k))) {
         k8s_client_free(k);
         return as_diag_set(diag, err, NULL, "cannot start the API client threads");
     }
-    s->k8s = k;
+    *out = k;
     return AS_OK;
-}
-
-/* See k8s.h. */
-void k8s_stop(svc *s)
-{
-    if (!s || !s->k8s)
-        return;
-    k8s_client_free(s->k8s);
-    s->k8s = NULL;
-}
-
-/* See k8s.h. */
-as_err k8s_bind_pod(svc *s, const char *ns, const char *name, const char *uid, const char *node,
-                    as_diag *diag)
-{
-    if (!s || !s->k8s)
-        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
-    return k8s_bind(s->k8s, ns, name, uid, node, diag);
-}
-
-/* See k8s.h. */
-bool k8s_svc_ready(svc *s, char *why, size_t whylen)
-{
-    if (!s->k8s) {
-        bool r = __atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) != 0;
-        if (!r && why)
-            snprintf(why, whylen, "cluster not loaded");
-        return r;
-    }
-    return k8s_ready(s->k8s, k8s_now_ms(), why, whylen);
 }
 
 static void set_metric(metrics *m, bool gauge, const char *name, const char *help, int64_t v)
@@ -986,11 +945,10 @@ static void set_metric(metrics *m, bool gauge, const char *name, const char *hel
 }
 
 /* See k8s.h. */
-void k8s_metrics_update(svc *s)
+void k8s_metrics_update(k8s_client *k, metrics *m)
 {
-    if (!s || !s->k8s || !s->metrics)
+    if (!k || !m)
         return;
-    k8s_client *k = s->k8s;
     k8s_status st;
     k8s_get_status(k, &st);
     int64_t now = k8s_now_ms();
@@ -998,50 +956,48 @@ void k8s_metrics_update(svc *s)
     for (int i = 0; i < K8S_KIND__COUNT; i++) {
         snprintf(name, sizeof name, "agentsched_k8s_watch_events_total{kind=\"%s\"}",
                  k8s_kind_name((k8s_kind)i));
-        set_metric(s->metrics, false, name, "Watch events applied, by resource.",
-                   (int64_t)st.events[i]);
+        set_metric(m, false, name, "Watch events applied, by resource.", (int64_t)st.events[i]);
         snprintf(name, sizeof name, "agentsched_k8s_relists_total{kind=\"%s\"}",
                  k8s_kind_name((k8s_kind)i));
-        set_metric(s->metrics, false, name,
+        set_metric(m, false, name,
                    "Relists after the first list (410 Gone, expired or oversized events).",
                    (int64_t)st.relists[i]);
         snprintf(name, sizeof name, "agentsched_k8s_reconnects_total{kind=\"%s\"}",
                  k8s_kind_name((k8s_kind)i));
-        set_metric(s->metrics, false, name, "Failed lists and broken watch connections.",
+        set_metric(m, false, name, "Failed lists and broken watch connections.",
                    (int64_t)st.reconnects[i]);
         snprintf(name, sizeof name, "agentsched_k8s_watch_down_seconds{kind=\"%s\"}",
                  k8s_kind_name((k8s_kind)i));
-        set_metric(s->metrics, true, name, "Seconds the stream has been down (0 while up).",
+        set_metric(m, true, name, "Seconds the stream has been down (0 while up).",
                    st.down_since_ms[i] ? (now - st.down_since_ms[i]) / 1000 : 0);
     }
     const char *bh = "Bindings posted to the API server, by result.";
-    set_metric(s->metrics, false, "agentsched_k8s_binds_total{result=\"ok\"}", bh,
-               (int64_t)st.binds_ok);
-    set_metric(s->metrics, false, "agentsched_k8s_binds_total{result=\"failed\"}", bh,
+    set_metric(m, false, "agentsched_k8s_binds_total{result=\"ok\"}", bh, (int64_t)st.binds_ok);
+    set_metric(m, false, "agentsched_k8s_binds_total{result=\"failed\"}", bh,
                (int64_t)st.binds_failed);
-    set_metric(s->metrics, false, "agentsched_k8s_bind_retries_total",
+    set_metric(m, false, "agentsched_k8s_bind_retries_total",
                "Binding attempts retried after 429, 5xx or a transport error.",
                (int64_t)st.bind_retries);
-    set_metric(s->metrics, false, "agentsched_k8s_bind_unknown_total",
+    set_metric(m, false, "agentsched_k8s_bind_unknown_total",
                "Binds whose outcome was unknown (connection lost after sending, or 504), "
                "retried to the same node until answered.",
                (int64_t)st.bind_unknown);
     const char *eh = "v1 Events, by outcome (dropped: rate-limited, queue full or refused).";
-    set_metric(s->metrics, false, "agentsched_k8s_events_total{result=\"posted\"}", eh,
+    set_metric(m, false, "agentsched_k8s_events_total{result=\"posted\"}", eh,
                (int64_t)st.events_posted);
-    set_metric(s->metrics, false, "agentsched_k8s_events_total{result=\"dropped\"}", eh,
+    set_metric(m, false, "agentsched_k8s_events_total{result=\"dropped\"}", eh,
                (int64_t)st.events_dropped);
-    set_metric(s->metrics, false, "agentsched_k8s_assumed_expired_total",
+    set_metric(m, false, "agentsched_k8s_assumed_expired_total",
                "Assumed pods forgotten because the API server never confirmed them.",
                (int64_t)st.assumed_expired);
-    set_metric(s->metrics, true, "agentsched_k8s_synced",
-               "1 after the first full list of nodes and pods.", st.synced);
-    set_metric(s->metrics, true, "agentsched_k8s_shards_present",
-               "1 when the NodeShard CRD answers.", st.shards_present);
-    set_metric(s->metrics, true, "agentsched_leader",
+    set_metric(m, true, "agentsched_k8s_synced", "1 after the first full list of nodes and pods.",
+               st.synced);
+    set_metric(m, true, "agentsched_k8s_shards_present", "1 when the NodeShard CRD answers.",
+               st.shards_present);
+    set_metric(m, true, "agentsched_leader",
                "1 while this instance leads (holds the --leader-elect Lease; always 1 without "
                "leader election): only the leader runs the fast path.",
                st.leader);
-    set_metric(s->metrics, false, "agentsched_leader_transitions_total",
+    set_metric(m, false, "agentsched_leader_transitions_total",
                "Times this instance started or stopped leading.", (int64_t)st.leader_transitions);
 }

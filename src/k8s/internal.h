@@ -11,8 +11,6 @@
 
 #include "agentsched/k8s/k8s.h"
 
-struct svc;
-
 /* Token bucket; reservation style (a caller may drive tokens negative and
  * then sleeps for its share), so waiting callers are served in order. */
 typedef struct k8s_ratelimit {
@@ -44,7 +42,7 @@ struct k8s_client {
     char *url_base;                /* conn->server, host replaced by tls-server-name */
     struct curl_slist *connect_to; /* routes url_base's host to the server; or NULL */
     cache *cache;
-    struct svc *svc; /* NULL outside k8s_start; gets ready=1 after sync */
+    int *synced_flag; /* from k8s_start: set to 1 after the first sync; NULL = none */
 
     pthread_mutex_t mu;  /* guards stop/started and the fields below */
     pthread_cond_t cond; /* CLOCK_MONOTONIC; stop and sync wake-ups */

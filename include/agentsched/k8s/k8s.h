@@ -39,9 +39,8 @@
 #include "agentsched/base/buf.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
+#include "agentsched/base/metrics.h"
 #include "agentsched/model/model.h"
-
-struct svc;
 
 /* ------------------------------------------------------------------ */
 /* Connection settings (kubeconfig.c)                                  */
@@ -525,33 +524,20 @@ uint64_t k8s_stream_events(const k8s_stream *s);
 /* ------------------------------------------------------------------ */
 
 /*
- * k8s_start builds a client for the service's cache from cfg (the
- * service's scheduler name and qps/burst fill unset fields), starts it
- * and stores it in s->k8s; the pod reflector sets s->ready after the first
- * sync. k8s_stop stops and frees it (NULL-safe on embedded services).
+ * k8s_start builds a client for cache c from cfg (k8s_client_new) and
+ * starts it (k8s_client_start); after the first sync of nodes and pods it
+ * stores 1 in *synced (atomically; synced may be NULL). Caller owns *out
+ * (k8s_client_free). Errors as k8s_client_new; a failed start is freed.
  */
-as_err k8s_start(struct svc *s, const k8s_config *cfg, as_diag *diag);
-void k8s_stop(struct svc *s);
+as_err k8s_start(const k8s_config *cfg, cache *c, int *synced, k8s_client **out, as_diag *diag);
 
 /*
- * k8s_bind_pod is the bind hook for the extender and the fast path:
- * synchronous k8s_bind through s->k8s. AS_EUNSUPPORTED when the service is
- * not in live mode (embedded clusters bind in the cache only).
- */
-as_err k8s_bind_pod(struct svc *s, const char *ns, const char *name, const char *uid,
-                    const char *node, as_diag *diag);
-
-/* k8s_svc_ready is /readyz's check for a live service (k8s_ready on
- * s->k8s); true on embedded services (s->k8s NULL) when s->ready. */
-bool k8s_svc_ready(struct svc *s, char *why, size_t whylen);
-
-/*
- * k8s_metrics_update sets the client's counters and gauges in s->metrics
+ * k8s_metrics_update sets the client's counters and gauges in m
  * (agentsched_k8s_*: watch events, relists, reconnects, watch downtime,
  * binds, events, expired assumed pods, synced). Call before rendering
- * /metrics; no-op on embedded services.
+ * /metrics; no-op when k or m is NULL.
  */
-void k8s_metrics_update(struct svc *s);
+void k8s_metrics_update(k8s_client *k, metrics *m);
 
 /* ------------------------------------------------------------------ */
 /* Pod status (status.c, added by the fast path)                       */
