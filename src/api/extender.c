@@ -5,7 +5,6 @@
  */
 #include "agentsched/api/extender.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/core/eqcache.h"
 #include "agentsched/api/extargs.h"
+#include "agentsched/api/extmemo.h"
 #include "agentsched/base/clock.h"
 #include "agentsched/core/context.h"
 #include "agentsched/k8s/k8s.h"
@@ -25,16 +25,10 @@
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
 
-/* The filter -> prioritize memo (extender.h), defined with its code below. */
-typedef struct extender_memo extender_memo;
-
 struct extender {
-    core *core;          /* borrowed */
-    extender_memo *memo; /* filter -> prioritize, and the Pod spec memo */
+    core *core;    /* borrowed */
+    extmemo *memo; /* filter -> prioritize, and the Pod spec memo */
 };
-
-static as_err extender_memo_new(extender_memo **out);
-static void extender_memo_free(extender_memo *m);
 
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
@@ -80,15 +74,6 @@ static as_err decode_pod(core *co, const json_t *pod_json, model_pod **out, as_d
     return err;
 }
 
-/* The memo of decoded Pod specs keys them by their text, or by its
- * projection (see decode_args_pod). */
-typedef enum spec_by { SPEC_BY_TEXT, SPEC_BY_PROJECTION, SPEC_BY__COUNT } spec_by;
-static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
-                     model_pod_spec *spec);
-static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
-                                size_t len, int gen);
-static const extargs_skip *spec_memo_skip(const extender_memo *m);
-
 /* Labels a Pod may have for its fields to be read without a DOM. */
 #define POD_FIELDS_MAX_LABELS 64
 
@@ -108,7 +93,7 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
 {
     core *co = x->core;
     *out = NULL;
-    extender_memo *m = x->memo;
+    extmemo *m = x->memo;
     const extargs_skip *rules = k8s_stream_skip(K8S_KIND_POD);
     if (!m || !a->pod_spec_raw) {
         as_err err = extargs_parse_pod(a, rules, d);
@@ -116,7 +101,8 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
     }
     uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len), hp = 0;
     int gen = model_registry_count(&co->reg);
-    model_pod_spec *spec = spec_get(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
+    model_pod_spec *spec =
+        extmemo_spec_get(m, EXTMEMO_SPEC_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
     /* a spec the projection does not follow (an escaped key, a number the
      * builder refuses) has no second key: the whole Pod is decoded, which
      * reports what is wrong with it */
@@ -126,7 +112,7 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
         extargs_project(a->pod_spec_raw, a->pod_spec_len, rules, "spec", key, a->pod_spec_len,
                         &klen)) {
         hp = cache_name_hash(key, klen);
-        spec = spec_get(m, SPEC_BY_PROJECTION, hp, key, klen, gen);
+        spec = extmemo_spec_get(m, EXTMEMO_SPEC_PROJECTION, hp, key, klen, gen);
     } else {
         key = NULL;
     }
@@ -142,7 +128,7 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
             model_pod_spec_unref(spec);
             return AS_OK;
         }
-        err = extargs_parse_pod(a, spec_memo_skip(m), d);
+        err = extargs_parse_pod(a, extmemo_spec_skip(m), d);
         if (!err && (err = model_pod_from_json_spec(&co->reg, a->pod, spec, out, d))) {
             as_diag_prefix_field(d, "Pod");
             if (!d->msg[0])
@@ -157,9 +143,9 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
     as_diag scratch;
     if (model_pod_spec_from_json(&co->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
         AS_OK) {
-        spec_put(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
+        extmemo_spec_put(m, EXTMEMO_SPEC_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
         if (key)
-            spec_put(m, SPEC_BY_PROJECTION, hp, key, klen, spec);
+            extmemo_spec_put(m, EXTMEMO_SPEC_PROJECTION, hp, key, klen, spec);
         model_pod_spec_unref(spec);
     }
     return AS_OK;
@@ -269,329 +255,6 @@ static const char *reason_json(reason_memo *m, pool *p, const model_registry *re
         m->json_len[m->n++] = *len;
     }
     return o;
-}
-
-/* ------------------------------------------------------------------ */
-/* filter -> prioritize memo (extender.h)                              */
-/* ------------------------------------------------------------------ */
-
-#define MEMO_SLOTS     64
-#define MEMO_MAX_NAMES 8192
-#define MEMO_TTL_NS    (10ull * 1000000000ull)
-
-/* One filter's extender scores, in the filter's name order: keys[i] is
- * its i-th name's hash | 1, score[i] that name's 0..10 score. Immutable
- * once published. kube-scheduler's prioritize names the nodes that passed,
- * in the order the filter answered them: a subsequence of keys, matched
- * in one pass (memo_scores). */
-typedef struct memo_ent {
-    uint64_t h1, h2;      /* the Pod's JSON bytes, two seeds */
-    size_t len;           /* and their length */
-    score_policy *policy; /* a reference: its address cannot be reused */
-    uint64_t born_ns;
-    uint32_t n, cap;
-    uint64_t *keys;
-    int8_t *score;
-} memo_ent;
-
-#define MEMO_SPARES 16
-
-/* Decoded Pod specs (model_pod_spec) by a text: the spec's own, or its
- * projection through the Pod skip rules (extargs_project: less what the
- * model never reads); direct-mapped tables; a text over SPEC_MEMO_MAX_LEN
- * bytes is not remembered. */
-#define SPEC_MEMO_SLOTS   64
-#define SPEC_MEMO_MAX_LEN (64u << 10)
-
-typedef struct spec_ent {
-    uint64_t h;
-    size_t len;
-    char *text; /* the key text, compared whole on a hash match */
-    model_pod_spec *spec;
-} spec_ent;
-
-struct extender_memo {
-    pthread_mutex_t mu;
-    memo_ent *slot[MEMO_SLOTS];
-    /* Entries done with, tables kept: a filter reuses one instead of
-     * allocating (and page-faulting) fresh tables every cycle. */
-    memo_ent *spare[MEMO_SPARES];
-    int nspare;
-    /* under mu: by the spec's exact text (pods of one template), and by
-     * its projection (pods that differ only in what the model never
-     * reads) */
-    spec_ent specs[SPEC_BY__COUNT][SPEC_MEMO_SLOTS];
-    /* The Pod skip rules (k8s_stream_skip) plus the root's "spec": the DOM
-     * a remembered spec completes. */
-    extargs_skip no_spec[16];
-};
-
-static const char *const spec_key[] = {"spec", NULL};
-
-static const extargs_skip *spec_memo_skip(const extender_memo *m)
-{
-    return m->no_spec;
-}
-
-/* memo_pod_hash computes two independent 64-bit multiplicative hashes of
- * the Pod's bytes s[0..n) in one pass, 8 bytes a step (a kube-scheduler
- * Pod is ~5 KB, hashed at every filter and prioritize). */
-static void memo_pod_hash(const char *s, size_t n, uint64_t *h1, uint64_t *h2)
-{
-    const uint64_t k = 0x9E3779B97F4A7C15ull, k2 = 0xC2B2AE3D27D4EB4Full;
-    uint64_t a = 1 ^ (n * k), b = 2 ^ (n * k2);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        a = (a ^ w) * k;
-        a ^= a >> 32;
-        b = (b ^ w) * k2;
-        b ^= b >> 29;
-    }
-    /* The tail: the string's last 8 bytes (overlapping the words above)
-     * when it has 8, else its bytes one by one; a variable-length memcpy
-     * into a word would stall on store forwarding. */
-    uint64_t w = 0;
-    if (n >= 8) {
-        memcpy(&w, s + n - 8, 8);
-    } else {
-        for (size_t j = 0; j < n; j++)
-            w |= (uint64_t)(unsigned char)s[j] << (8 * j);
-    }
-    a = (a ^ w) * k;
-    a ^= a >> 29;
-    a *= 0xBF58476D1CE4E5B9ull;
-    *h1 = a ^ (a >> 32);
-    b = (b ^ w) * k2;
-    b ^= b >> 31;
-    b *= 0x94D049BB133111EBull;
-    *h2 = b ^ (b >> 32);
-}
-
-static void memo_ent_free(memo_ent *e)
-{
-    if (!e)
-        return;
-    if (e->policy)
-        score_policy_unref(e->policy);
-    free(e->keys);
-    free(e->score);
-    free(e);
-}
-
-/* memo_recycle drops e's policy and keeps e's tables for reuse (or frees
- * e when the spares are full). NULL ok. */
-static void memo_recycle(extender_memo *m, memo_ent *e)
-{
-    if (!e)
-        return;
-    if (e->policy) {
-        score_policy_unref(e->policy);
-        e->policy = NULL;
-    }
-    pthread_mutex_lock(&m->mu);
-    if (m->nspare < MEMO_SPARES) {
-        m->spare[m->nspare++] = e;
-        e = NULL;
-    }
-    pthread_mutex_unlock(&m->mu);
-    memo_ent_free(e);
-}
-
-/* memo_spare returns a recycled entry with room for size names, or NULL. */
-static memo_ent *memo_spare(extender_memo *m, uint32_t size)
-{
-    memo_ent *e = NULL;
-    pthread_mutex_lock(&m->mu);
-    for (int i = m->nspare - 1; i >= 0; i--)
-        if (m->spare[i]->cap >= size) {
-            e = m->spare[i];
-            m->spare[i] = m->spare[--m->nspare];
-            break;
-        }
-    pthread_mutex_unlock(&m->mu);
-    return e;
-}
-
-/* extender_memo_new allocates an empty memo (AS_ENOMEM). */
-static as_err extender_memo_new(extender_memo **out)
-{
-    extender_memo *m = calloc(1, sizeof *m);
-    if (!m)
-        return AS_ENOMEM;
-    pthread_mutex_init(&m->mu, NULL);
-    const extargs_skip *pod = k8s_stream_skip(K8S_KIND_POD);
-    size_t n = 0;
-    const size_t room = sizeof m->no_spec / sizeof m->no_spec[0] - 2;
-    for (; pod && pod[n].parent; n++) {
-        if (n >= room) {
-            /* the k8s module's table outgrew no_spec: grow it with it */
-            fprintf(stderr, "extender: %zu Pod skip rules exceed no_spec\n", n);
-            abort();
-        }
-        m->no_spec[n] = pod[n];
-    }
-    m->no_spec[n++] = (extargs_skip){"", spec_key};
-    m->no_spec[n] = (extargs_skip){NULL, NULL};
-    *out = m;
-    return AS_OK;
-}
-
-static void spec_ent_clear(spec_ent *e)
-{
-    free(e->text);
-    model_pod_spec_unref(e->spec);
-    memset(e, 0, sizeof *e);
-}
-
-/* extender_memo_free frees m and every entry; NULL ok; no handler may
- * still be using it. */
-static void extender_memo_free(extender_memo *m)
-{
-    if (!m)
-        return;
-    for (int i = 0; i < MEMO_SLOTS; i++)
-        memo_ent_free(m->slot[i]);
-    for (int i = 0; i < m->nspare; i++)
-        memo_ent_free(m->spare[i]);
-    for (int t = 0; t < SPEC_BY__COUNT; t++)
-        for (int i = 0; i < SPEC_MEMO_SLOTS; i++)
-            spec_ent_clear(&m->specs[t][i]);
-    pthread_mutex_destroy(&m->mu);
-    free(m);
-}
-
-/* spec_get returns a reference to the spec remembered in table by under
- * the key text[0..len) (hash h) for registry generation gen, or NULL. */
-static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
-                                size_t len, int gen)
-{
-    model_pod_spec *out = NULL;
-    pthread_mutex_lock(&m->mu);
-    spec_ent *e = &m->specs[by][h % SPEC_MEMO_SLOTS];
-    if (e->spec && e->h == h && e->len == len && model_pod_spec_generation(e->spec) == gen &&
-        memcmp(e->text, text, len) == 0)
-        out = model_pod_spec_ref(e->spec);
-    pthread_mutex_unlock(&m->mu);
-    return out;
-}
-
-/* spec_put remembers spec (a reference is taken) in table by under the
- * key text[0..len); best effort. */
-static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
-                     model_pod_spec *spec)
-{
-    char *copy = len <= SPEC_MEMO_MAX_LEN ? malloc(len) : NULL;
-    if (!copy)
-        return;
-    memcpy(copy, text, len);
-    spec_ent old, e = {h, len, copy, model_pod_spec_ref(spec)};
-    pthread_mutex_lock(&m->mu);
-    old = m->specs[by][h % SPEC_MEMO_SLOTS];
-    m->specs[by][h % SPEC_MEMO_SLOTS] = e;
-    pthread_mutex_unlock(&m->mu);
-    spec_ent_clear(&old);
-}
-
-/* memo_put publishes the scores of a filter (names[i] -> score[i]); best
- * effort: nothing is remembered when memory is short or n is too big. */
-static void memo_put(extender_memo *m, const extargs_args *a, score_policy *policy,
-                     const sched_name *names, const int8_t *score, size_t n)
-{
-    if (!m || !a->pod_raw || !n || n > MEMO_MAX_NAMES)
-        return;
-    uint32_t size = 16;
-    while (size < n)
-        size *= 2;
-    memo_ent *e = memo_spare(m, size);
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e || !(e->keys = malloc(size * sizeof *e->keys)) ||
-            !(e->score = malloc(size * sizeof *e->score))) {
-            memo_ent_free(e);
-            return;
-        }
-        e->cap = size;
-    }
-    for (size_t i = 0; i < n; i++)
-        e->keys[i] = sched_name_hash(&names[i]) | 1;
-    memcpy(e->score, score, n);
-    e->n = (uint32_t)n;
-    memo_pod_hash(a->pod_raw, a->pod_raw_len, &e->h1, &e->h2);
-    e->len = a->pod_raw_len;
-    e->policy = score_policy_ref(policy);
-    e->born_ns = clock_mono_ns();
-    pthread_mutex_lock(&m->mu);
-    memo_ent **slot = &m->slot[e->h1 % MEMO_SLOTS];
-    memo_ent *old = *slot;
-    *slot = e;
-    pthread_mutex_unlock(&m->mu);
-    memo_recycle(m, old);
-}
-
-/* memo_take removes and returns the entry for these Pod bytes and policy
- * when one is fresh; the caller hands it back with memo_recycle. */
-static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_policy *policy)
-{
-    if (!m || !a->pod_raw)
-        return NULL;
-    uint64_t h1, h2;
-    memo_pod_hash(a->pod_raw, a->pod_raw_len, &h1, &h2);
-    memo_ent *e = NULL;
-    pthread_mutex_lock(&m->mu);
-    memo_ent **slot = &m->slot[h1 % MEMO_SLOTS];
-    if (*slot && (*slot)->h1 == h1 && (*slot)->h2 == h2 && (*slot)->len == a->pod_raw_len) {
-        e = *slot;
-        *slot = NULL;
-    }
-    pthread_mutex_unlock(&m->mu);
-    if (e && (e->policy != policy || clock_mono_ns() - e->born_ns > MEMO_TTL_NS)) {
-        memo_recycle(m, e);
-        e = NULL;
-    }
-    return e;
-}
-
-/* memo_scores fills out[i] with the remembered score of names[i]; false
- * when some name is not in e (then out is partly written). Names in the
- * filter's order (the usual prioritize) are matched in one pass; others go
- * through a hash table of e's names built in p for this call. */
-static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, int8_t *out, pool *p)
-{
-    size_t j = 0, i = 0;
-    for (; i < n; i++) {
-        uint64_t key = sched_name_hash(&names[i]) | 1;
-        while (j < e->n && e->keys[j] != key)
-            j++;
-        if (j == e->n)
-            break;
-        out[i] = e->score[j++];
-    }
-    if (i == n)
-        return true;
-    uint32_t size = 16;
-    while (size < 2 * e->n)
-        size *= 2;
-    uint32_t *tab = pool_alloc(p, size * sizeof *tab); /* index + 1; 0 = empty */
-    if (!tab)
-        return false;
-    for (uint32_t k = 0; k < e->n; k++) {
-        uint32_t h = (uint32_t)(e->keys[k] >> 32) & (size - 1);
-        while (tab[h])
-            h = (h + 1) & (size - 1);
-        tab[h] = k + 1;
-    }
-    for (i = 0; i < n; i++) {
-        uint64_t key = sched_name_hash(&names[i]) | 1;
-        uint32_t h = (uint32_t)(key >> 32) & (size - 1);
-        while (tab[h] && e->keys[tab[h] - 1] != key)
-            h = (h + 1) & (size - 1);
-        if (!tab[h])
-            return false;
-        out[i] = e->score[tab[h] - 1];
-    }
-    return true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -968,9 +631,9 @@ static void handle_eval(extender *x, const http_request *req, http_response *res
         goto done;
     }
     if (v == VERB_PRIORITIZE && e.n > 0) {
-        memo_ent *m = memo_take(x->memo, &e.a, e.policy);
-        bool hit = m && memo_scores(m, e.names, e.n, scores, req->pool);
-        memo_recycle(x->memo, m);
+        extmemo_ent *m = extmemo_take(x->memo, &e.a, e.policy);
+        bool hit = m && extmemo_scores(m, e.names, e.n, scores, req->pool);
+        extmemo_recycle(x->memo, m);
         metrics_inc(hit ? co->m.memo_hits : co->m.memo_misses);
         if (hit) {
             /* The filter's binder note (same pod) stands. */
@@ -1028,7 +691,7 @@ static void handle_eval(extender *x, const http_request *req, http_response *res
         shortlist(&e, req->pool, score_policy_extender_shortlist(e.policy));
         write_filter(co, &e, o, req->pool);
         if (!o->err)
-            memo_put(x->memo, &e.a, e.policy, e.names, scores, e.n);
+            extmemo_put(x->memo, &e.a, e.policy, e.names, scores, e.n);
     } else {
         write_prioritize(&e, o, scores);
     }
@@ -1389,7 +1052,7 @@ as_err extender_new(core *c, extender **out)
     if (!x)
         return AS_ENOMEM;
     x->core = c;
-    as_err err = extender_memo_new(&x->memo);
+    as_err err = extmemo_new(&x->memo);
     if (err) {
         free(x);
         return err;
@@ -1403,7 +1066,7 @@ void extender_free(extender *x)
 {
     if (!x)
         return;
-    extender_memo_free(x->memo);
+    extmemo_free(x->memo);
     free(x);
 }
 

@@ -103,23 +103,10 @@
 #define EXTENDER_PATH_BIND       "/scheduler/bind"
 #define EXTENDER_PATH_PREEMPT    "/scheduler/preempt"
 
-/*
- * The filter -> prioritize memo. kube-scheduler calls prioritize right
- * after filter in the same scheduling cycle, with the same Pod (byte for
- * byte) and the nodes that passed. Filter scores every node it passes
- * anyway, so it leaves the extender scores of its nodes here, keyed by the
- * Pod's JSON bytes and the policy; a prioritize whose Pod bytes, policy and
- * every node match (within 10 s) answers from it without decoding the Pod
- * or evaluating again, and consumes it. The scores are those of the
- * filter's moment, as kube-scheduler's own scoring uses the cycle's
- * snapshot; the bind re-checks against the live state either way.
- * Direct-mapped, 64 entries of at most 8192 nodes. Owned by the extender
- * (extender_new); thread-safe.
- */
 typedef struct extender extender;
 
 /* extender_new builds the extender's state over core c (borrowed: must
- * outlive it): the memo above, empty. AS_ENOMEM. Caller owns *out
+ * outlive it) with its memos (extmemo.h), empty. AS_ENOMEM. Caller owns *out
  * (extender_free; NULL ok; no handler may still be running). */
 as_err extender_new(core *c, extender **out);
 void extender_free(extender *x);
