@@ -98,7 +98,10 @@ static as_err svc_port_bind(void *arg, const char *ns, const char *name, const c
 static as_err svc_port_fetch_pod(void *arg, const char *ns, const char *name,
                                  const model_registry *reg, model_pod **out, as_diag *diag)
 {
-    return k8s_get_pod(svc_k8s(arg), ns, name, reg, out, diag);
+    k8s_client *k = svc_k8s(arg);
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
+    return k8s_get_pod(k, ns, name, reg, out, diag);
 }
 
 static uint64_t svc_port_decision_begin(void *arg)
@@ -247,8 +250,12 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         .unschedulable = svc_port_unschedulable,
         .scheduled = svc_port_scheduled,
     };
-    if ((err = extender_new(s->core, &s->ext)) || (err = svc_build_routes(impl)))
+    if ((err = extender_new(s->core, &s->ext)))
         goto done;
+    if ((err = svc_build_routes(impl))) {
+        as_diag_set(diag, err, NULL, "more than %d routes: raise SVC_MAX_ROUTES", SVC_MAX_ROUTES);
+        goto done;
+    }
     *out = s;
 done:
     if (err) {

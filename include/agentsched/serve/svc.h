@@ -93,11 +93,15 @@ as_err svc_load_cluster(svc *s, const char *path, as_diag *diag);
 /*
  * svc_start runs the server in order: the shard coordinator, then the
  * cluster file (embedded) or the fast path and the API client (live), then
- * HTTP. On failure *stage names the step for the message ("cannot start shard coordination",
- * "cannot load the cluster", "cannot connect", "cannot serve HTTP") and what did start runs until
- * svc_stop or svc_free (the caller reports first). svc_stop stops in the reverse order: HTTP, the
- * fast path's threads, the API client (its hooks call the fast path and the coordinator), then
- * frees the fast path and the coordinator. Idempotent; the core stays (svc_free).
+ * HTTP. On failure *stage names the step for the message ("cannot start
+ * shard coordination", "cannot load the cluster", "cannot connect",
+ * "cannot serve HTTP"), and what did start runs on until svc_stop or
+ * svc_free, so the caller reports before anything shuts down.
+ *
+ * svc_stop stops in the reverse order, the one place that knows it: HTTP,
+ * the fast path's threads, the API client (its hooks call the fast path
+ * and the coordinator), then frees the fast path and the coordinator.
+ * Idempotent; the core stays until svc_free.
  */
 as_err svc_start(svc *s, const char **stage, as_diag *diag);
 void svc_stop(svc *s);
