@@ -661,8 +661,7 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), "as-fp-worker");
     /* Live mode: no decision before the first full sync of nodes and pods,
      * or a node's running pods might not be counted yet. */
-    while (fp->live && !__atomic_load_n(&fp->core->ready, __ATOMIC_ACQUIRE) &&
-           !__atomic_load_n(&fp->stopping, __ATOMIC_ACQUIRE)) {
+    while (fp->live && !core_ready(fp->core) && !__atomic_load_n(&fp->stopping, __ATOMIC_ACQUIRE)) {
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
     }
