@@ -5,7 +5,6 @@
  */
 #include "agentsched/api/extender.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,16 +15,20 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/core/eqcache.h"
 #include "agentsched/api/extargs.h"
-#include "agentsched/k8s/bind.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/api/extmemo.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/core/context.h"
 #include "agentsched/model/skip.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
-#include "agentsched/shard/shard.h"
-#include "agentsched/serve/svc.h"
+
+struct extender {
+    core *core;    /* borrowed */
+    extmemo *memo; /* filter -> prioritize, and the Pod spec memo */
+};
 
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
@@ -53,16 +56,16 @@ static void reply_ok(http_response *resp)
 
 static double seconds_since(uint64_t t0)
 {
-    return (double)(svc_mono_ns() - t0) / 1e9;
+    return (double)(clock_mono_ns() - t0) / 1e9;
 }
 
 /* decode_pod turns the Pod DOM into a model pod; diag fields start "Pod". */
-static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_diag *d)
+static as_err decode_pod(core *co, const json_t *pod_json, model_pod **out, as_diag *d)
 {
     *out = NULL;
     if (!pod_json)
         return as_diag_set(d, AS_EINVAL, "Pod", "Pod is required: send the v1.Pod being scheduled");
-    as_err err = model_pod_from_json(&s->reg, pod_json, out, d);
+    as_err err = model_pod_from_json(&co->reg, pod_json, out, d);
     if (err) {
         as_diag_prefix_field(d, "Pod");
         if (!d->msg[0])
@@ -70,15 +73,6 @@ static as_err decode_pod(svc *s, const json_t *pod_json, model_pod **out, as_dia
     }
     return err;
 }
-
-/* The memo of decoded Pod specs keys them by their text, or by its
- * projection (see decode_args_pod). */
-typedef enum spec_by { SPEC_BY_TEXT, SPEC_BY_PROJECTION, SPEC_BY__COUNT } spec_by;
-static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
-                     model_pod_spec *spec);
-static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
-                                size_t len, int gen);
-static const json_skip *spec_memo_skip(const extender_memo *m);
 
 /* Labels a Pod may have for its fields to be read without a DOM. */
 #define POD_FIELDS_MAX_LABELS 64
@@ -95,18 +89,20 @@ static const json_skip *spec_memo_skip(const extender_memo *m);
  * then remembers its spec under both. p: the request pool (the
  * projection).
  */
-static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out, as_diag *d)
+static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod **out, as_diag *d)
 {
+    core *co = x->core;
     *out = NULL;
-    extender_memo *m = s->ext_memo;
+    extmemo *m = x->memo;
     const json_skip *rules = model_skip_pod();
     if (!m || !a->pod_spec_raw) {
         as_err err = extargs_parse_pod(a, rules, d);
-        return err ? err : decode_pod(s, a->pod, out, d);
+        return err ? err : decode_pod(co, a->pod, out, d);
     }
     uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len), hp = 0;
-    int gen = model_registry_count(&s->reg);
-    model_pod_spec *spec = spec_get(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
+    int gen = model_registry_count(&co->reg);
+    model_pod_spec *spec =
+        extmemo_spec_get(m, EXTMEMO_SPEC_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
     /* a spec the projection does not follow (an escaped key, a number the
      * builder refuses) has no second key: the whole Pod is decoded, which
      * reports what is wrong with it */
@@ -116,24 +112,24 @@ static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out,
         json_project(a->pod_spec_raw, a->pod_spec_len, rules, "spec", key, a->pod_spec_len,
                      &klen)) {
         hp = cache_name_hash(key, klen);
-        spec = spec_get(m, SPEC_BY_PROJECTION, hp, key, klen, gen);
+        spec = extmemo_spec_get(m, EXTMEMO_SPEC_PROJECTION, hp, key, klen, gen);
     } else {
         key = NULL;
     }
     as_err err;
     if (spec) {
-        metrics_inc(s->m.spec_memo_hits);
+        metrics_inc(co->m.spec_memo_hits);
         /* The spec is known: kind, metadata and status are read off the
          * span, or, when they are not the plain case, from the DOM. */
         model_pod_fields f;
         model_span keys[POD_FIELDS_MAX_LABELS], values[POD_FIELDS_MAX_LABELS];
         if (extargs_pod_fields(a, &f, keys, values, POD_FIELDS_MAX_LABELS) &&
-            model_pod_from_fields(&s->reg, &f, spec, out) == AS_OK) {
+            model_pod_from_fields(&co->reg, &f, spec, out) == AS_OK) {
             model_pod_spec_unref(spec);
             return AS_OK;
         }
-        err = extargs_parse_pod(a, spec_memo_skip(m), d);
-        if (!err && (err = model_pod_from_json_spec(&s->reg, a->pod, spec, out, d))) {
+        err = extargs_parse_pod(a, extmemo_spec_skip(m), d);
+        if (!err && (err = model_pod_from_json_spec(&co->reg, a->pod, spec, out, d))) {
             as_diag_prefix_field(d, "Pod");
             if (!d->msg[0])
                 as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
@@ -141,15 +137,15 @@ static as_err decode_args_pod(svc *s, pool *p, extargs_args *a, model_pod **out,
         model_pod_spec_unref(spec);
         return err;
     }
-    metrics_inc(s->m.spec_memo_misses);
-    if ((err = extargs_parse_pod(a, rules, d)) || (err = decode_pod(s, a->pod, out, d)))
+    metrics_inc(co->m.spec_memo_misses);
+    if ((err = extargs_parse_pod(a, rules, d)) || (err = decode_pod(co, a->pod, out, d)))
         return err;
     as_diag scratch;
-    if (model_pod_spec_from_json(&s->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
+    if (model_pod_spec_from_json(&co->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
         AS_OK) {
-        spec_put(m, SPEC_BY_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
+        extmemo_spec_put(m, EXTMEMO_SPEC_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
         if (key)
-            spec_put(m, SPEC_BY_PROJECTION, hp, key, klen, spec);
+            extmemo_spec_put(m, EXTMEMO_SPEC_PROJECTION, hp, key, klen, spec);
         model_pod_spec_unref(spec);
     }
     return AS_OK;
@@ -259,328 +255,6 @@ static const char *reason_json(reason_memo *m, pool *p, const model_registry *re
         m->json_len[m->n++] = *len;
     }
     return o;
-}
-
-/* ------------------------------------------------------------------ */
-/* filter -> prioritize memo (extender.h)                              */
-/* ------------------------------------------------------------------ */
-
-#define MEMO_SLOTS     64
-#define MEMO_MAX_NAMES 8192
-#define MEMO_TTL_NS    (10ull * 1000000000ull)
-
-/* One filter's extender scores, in the filter's name order: keys[i] is
- * its i-th name's hash | 1, score[i] that name's 0..10 score. Immutable
- * once published. kube-scheduler's prioritize names the nodes that passed,
- * in the order the filter answered them: a subsequence of keys, matched
- * in one pass (memo_scores). */
-typedef struct memo_ent {
-    uint64_t h1, h2;      /* the Pod's JSON bytes, two seeds */
-    size_t len;           /* and their length */
-    score_policy *policy; /* a reference: its address cannot be reused */
-    uint64_t born_ns;
-    uint32_t n, cap;
-    uint64_t *keys;
-    int8_t *score;
-} memo_ent;
-
-#define MEMO_SPARES 16
-
-/* Decoded Pod specs (model_pod_spec) by a text: the spec's own, or its
- * projection through the Pod skip rules (json_project: less what the
- * model never reads); direct-mapped tables; a text over SPEC_MEMO_MAX_LEN
- * bytes is not remembered. */
-#define SPEC_MEMO_SLOTS   64
-#define SPEC_MEMO_MAX_LEN (64u << 10)
-
-typedef struct spec_ent {
-    uint64_t h;
-    size_t len;
-    char *text; /* the key text, compared whole on a hash match */
-    model_pod_spec *spec;
-} spec_ent;
-
-struct extender_memo {
-    pthread_mutex_t mu;
-    memo_ent *slot[MEMO_SLOTS];
-    /* Entries done with, tables kept: a filter reuses one instead of
-     * allocating (and page-faulting) fresh tables every cycle. */
-    memo_ent *spare[MEMO_SPARES];
-    int nspare;
-    /* under mu: by the spec's exact text (pods of one template), and by
-     * its projection (pods that differ only in what the model never
-     * reads) */
-    spec_ent specs[SPEC_BY__COUNT][SPEC_MEMO_SLOTS];
-    /* The Pod skip rules (model_skip_pod) plus the root's "spec": the DOM
-     * a remembered spec completes. */
-    json_skip no_spec[16];
-};
-
-static const char *const spec_key[] = {"spec", NULL};
-
-static const json_skip *spec_memo_skip(const extender_memo *m)
-{
-    return m->no_spec;
-}
-
-/* memo_pod_hash computes two independent 64-bit multiplicative hashes of
- * the Pod's bytes s[0..n) in one pass, 8 bytes a step (a kube-scheduler
- * Pod is ~5 KB, hashed at every filter and prioritize). */
-static void memo_pod_hash(const char *s, size_t n, uint64_t *h1, uint64_t *h2)
-{
-    const uint64_t k = 0x9E3779B97F4A7C15ull, k2 = 0xC2B2AE3D27D4EB4Full;
-    uint64_t a = 1 ^ (n * k), b = 2 ^ (n * k2);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        a = (a ^ w) * k;
-        a ^= a >> 32;
-        b = (b ^ w) * k2;
-        b ^= b >> 29;
-    }
-    /* The tail: the string's last 8 bytes (overlapping the words above)
-     * when it has 8, else its bytes one by one; a variable-length memcpy
-     * into a word would stall on store forwarding. */
-    uint64_t w = 0;
-    if (n >= 8) {
-        memcpy(&w, s + n - 8, 8);
-    } else {
-        for (size_t j = 0; j < n; j++)
-            w |= (uint64_t)(unsigned char)s[j] << (8 * j);
-    }
-    a = (a ^ w) * k;
-    a ^= a >> 29;
-    a *= 0xBF58476D1CE4E5B9ull;
-    *h1 = a ^ (a >> 32);
-    b = (b ^ w) * k2;
-    b ^= b >> 31;
-    b *= 0x94D049BB133111EBull;
-    *h2 = b ^ (b >> 32);
-}
-
-static void memo_ent_free(memo_ent *e)
-{
-    if (!e)
-        return;
-    if (e->policy)
-        score_policy_unref(e->policy);
-    free(e->keys);
-    free(e->score);
-    free(e);
-}
-
-/* memo_recycle drops e's policy and keeps e's tables for reuse (or frees
- * e when the spares are full). NULL ok. */
-static void memo_recycle(extender_memo *m, memo_ent *e)
-{
-    if (!e)
-        return;
-    if (e->policy) {
-        score_policy_unref(e->policy);
-        e->policy = NULL;
-    }
-    pthread_mutex_lock(&m->mu);
-    if (m->nspare < MEMO_SPARES) {
-        m->spare[m->nspare++] = e;
-        e = NULL;
-    }
-    pthread_mutex_unlock(&m->mu);
-    memo_ent_free(e);
-}
-
-/* memo_spare returns a recycled entry with room for size names, or NULL. */
-static memo_ent *memo_spare(extender_memo *m, uint32_t size)
-{
-    memo_ent *e = NULL;
-    pthread_mutex_lock(&m->mu);
-    for (int i = m->nspare - 1; i >= 0; i--)
-        if (m->spare[i]->cap >= size) {
-            e = m->spare[i];
-            m->spare[i] = m->spare[--m->nspare];
-            break;
-        }
-    pthread_mutex_unlock(&m->mu);
-    return e;
-}
-
-/* See extender.h. */
-as_err extender_memo_new(extender_memo **out)
-{
-    extender_memo *m = calloc(1, sizeof *m);
-    if (!m)
-        return AS_ENOMEM;
-    pthread_mutex_init(&m->mu, NULL);
-    const json_skip *pod = model_skip_pod();
-    size_t n = 0;
-    const size_t room = sizeof m->no_spec / sizeof m->no_spec[0] - 2;
-    for (; pod && pod[n].parent; n++) {
-        if (n >= room) {
-            /* the k8s module's table outgrew no_spec: grow it with it */
-            fprintf(stderr, "extender: %zu Pod skip rules exceed no_spec\n", n);
-            abort();
-        }
-        m->no_spec[n] = pod[n];
-    }
-    m->no_spec[n++] = (json_skip){"", spec_key};
-    m->no_spec[n] = (json_skip){NULL, NULL};
-    *out = m;
-    return AS_OK;
-}
-
-static void spec_ent_clear(spec_ent *e)
-{
-    free(e->text);
-    model_pod_spec_unref(e->spec);
-    memset(e, 0, sizeof *e);
-}
-
-/* See extender.h. */
-void extender_memo_free(extender_memo *m)
-{
-    if (!m)
-        return;
-    for (int i = 0; i < MEMO_SLOTS; i++)
-        memo_ent_free(m->slot[i]);
-    for (int i = 0; i < m->nspare; i++)
-        memo_ent_free(m->spare[i]);
-    for (int t = 0; t < SPEC_BY__COUNT; t++)
-        for (int i = 0; i < SPEC_MEMO_SLOTS; i++)
-            spec_ent_clear(&m->specs[t][i]);
-    pthread_mutex_destroy(&m->mu);
-    free(m);
-}
-
-/* spec_get returns a reference to the spec remembered in table by under
- * the key text[0..len) (hash h) for registry generation gen, or NULL. */
-static model_pod_spec *spec_get(extender_memo *m, spec_by by, uint64_t h, const char *text,
-                                size_t len, int gen)
-{
-    model_pod_spec *out = NULL;
-    pthread_mutex_lock(&m->mu);
-    spec_ent *e = &m->specs[by][h % SPEC_MEMO_SLOTS];
-    if (e->spec && e->h == h && e->len == len && model_pod_spec_generation(e->spec) == gen &&
-        memcmp(e->text, text, len) == 0)
-        out = model_pod_spec_ref(e->spec);
-    pthread_mutex_unlock(&m->mu);
-    return out;
-}
-
-/* spec_put remembers spec (a reference is taken) in table by under the
- * key text[0..len); best effort. */
-static void spec_put(extender_memo *m, spec_by by, uint64_t h, const char *text, size_t len,
-                     model_pod_spec *spec)
-{
-    char *copy = len <= SPEC_MEMO_MAX_LEN ? malloc(len) : NULL;
-    if (!copy)
-        return;
-    memcpy(copy, text, len);
-    spec_ent old, e = {h, len, copy, model_pod_spec_ref(spec)};
-    pthread_mutex_lock(&m->mu);
-    old = m->specs[by][h % SPEC_MEMO_SLOTS];
-    m->specs[by][h % SPEC_MEMO_SLOTS] = e;
-    pthread_mutex_unlock(&m->mu);
-    spec_ent_clear(&old);
-}
-
-/* memo_put publishes the scores of a filter (names[i] -> score[i]); best
- * effort: nothing is remembered when memory is short or n is too big. */
-static void memo_put(extender_memo *m, const extargs_args *a, score_policy *policy,
-                     const sched_name *names, const int8_t *score, size_t n)
-{
-    if (!m || !a->pod_raw || !n || n > MEMO_MAX_NAMES)
-        return;
-    uint32_t size = 16;
-    while (size < n)
-        size *= 2;
-    memo_ent *e = memo_spare(m, size);
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        if (!e || !(e->keys = malloc(size * sizeof *e->keys)) ||
-            !(e->score = malloc(size * sizeof *e->score))) {
-            memo_ent_free(e);
-            return;
-        }
-        e->cap = size;
-    }
-    for (size_t i = 0; i < n; i++)
-        e->keys[i] = sched_name_hash(&names[i]) | 1;
-    memcpy(e->score, score, n);
-    e->n = (uint32_t)n;
-    memo_pod_hash(a->pod_raw, a->pod_raw_len, &e->h1, &e->h2);
-    e->len = a->pod_raw_len;
-    e->policy = score_policy_ref(policy);
-    e->born_ns = svc_mono_ns();
-    pthread_mutex_lock(&m->mu);
-    memo_ent **slot = &m->slot[e->h1 % MEMO_SLOTS];
-    memo_ent *old = *slot;
-    *slot = e;
-    pthread_mutex_unlock(&m->mu);
-    memo_recycle(m, old);
-}
-
-/* memo_take removes and returns the entry for these Pod bytes and policy
- * when one is fresh; the caller hands it back with memo_recycle. */
-static memo_ent *memo_take(extender_memo *m, const extargs_args *a, const score_policy *policy)
-{
-    if (!m || !a->pod_raw)
-        return NULL;
-    uint64_t h1, h2;
-    memo_pod_hash(a->pod_raw, a->pod_raw_len, &h1, &h2);
-    memo_ent *e = NULL;
-    pthread_mutex_lock(&m->mu);
-    memo_ent **slot = &m->slot[h1 % MEMO_SLOTS];
-    if (*slot && (*slot)->h1 == h1 && (*slot)->h2 == h2 && (*slot)->len == a->pod_raw_len) {
-        e = *slot;
-        *slot = NULL;
-    }
-    pthread_mutex_unlock(&m->mu);
-    if (e && (e->policy != policy || svc_mono_ns() - e->born_ns > MEMO_TTL_NS)) {
-        memo_recycle(m, e);
-        e = NULL;
-    }
-    return e;
-}
-
-/* memo_scores fills out[i] with the remembered score of names[i]; false
- * when some name is not in e (then out is partly written). Names in the
- * filter's order (the usual prioritize) are matched in one pass; others go
- * through a hash table of e's names built in p for this call. */
-static bool memo_scores(const memo_ent *e, const sched_name *names, size_t n, int8_t *out, pool *p)
-{
-    size_t j = 0, i = 0;
-    for (; i < n; i++) {
-        uint64_t key = sched_name_hash(&names[i]) | 1;
-        while (j < e->n && e->keys[j] != key)
-            j++;
-        if (j == e->n)
-            break;
-        out[i] = e->score[j++];
-    }
-    if (i == n)
-        return true;
-    uint32_t size = 16;
-    while (size < 2 * e->n)
-        size *= 2;
-    uint32_t *tab = pool_alloc(p, size * sizeof *tab); /* index + 1; 0 = empty */
-    if (!tab)
-        return false;
-    for (uint32_t k = 0; k < e->n; k++) {
-        uint32_t h = (uint32_t)(e->keys[k] >> 32) & (size - 1);
-        while (tab[h])
-            h = (h + 1) & (size - 1);
-        tab[h] = k + 1;
-    }
-    for (i = 0; i < n; i++) {
-        uint64_t key = sched_name_hash(&names[i]) | 1;
-        uint32_t h = (uint32_t)(key >> 32) & (size - 1);
-        while (tab[h] && e->keys[tab[h] - 1] != key)
-            h = (h + 1) & (size - 1);
-        if (!tab[h])
-            return false;
-        out[i] = e->score[tab[h] - 1];
-    }
-    return true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -715,7 +389,7 @@ static void write_name_list(wr *w, const eval *e)
 
 /* write_filter builds the ExtenderFilterResult; takes the read lock to
  * render reasons when some node failed. */
-static void write_filter(svc *s, eval *e, buf *o, pool *p)
+static void write_filter(core *co, eval *e, buf *o, pool *p)
 {
     /* One pass finds the failed names (usually a few of many); the
      * FailedNodes loops below visit only them. */
@@ -775,7 +449,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             wr_init(uw, &unres);
         reason_memo memo;
         memo.n = 0;
-        const model_registry *reg = &s->reg;
+        const model_registry *reg = &co->reg;
         bool first = true, ufirst = true;
         char escaped[160 * 6 + 2];
         /* Most failures' texts are the evaluation's reason buckets, each
@@ -785,7 +459,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
         const char *bj[SCHED_MAX_REASONS] = {0};
         size_t bjl[SCHED_MAX_REASONS];
         if (need_lock)
-            cache_read_lock(s->cache);
+            cache_read_lock(co->cache);
         for (size_t f = 0; f < failed; f++) {
             size_t i = fail[f];
             size_t wl;
@@ -810,7 +484,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             } else {
                 const cache_node *node =
                     res[i].code == PRED_TAINT
-                        ? cache_node_find(s->cache, e->names[i].s, e->names[i].len)
+                        ? cache_node_find(co->cache, e->names[i].s, e->names[i].len)
                         : NULL;
                 why = reason_json(&memo, p, reg, node, e->pod, res[i], &wl, escaped);
             }
@@ -831,7 +505,7 @@ static void write_filter(svc *s, eval *e, buf *o, pool *p)
             }
         }
         if (need_lock)
-            cache_read_unlock(s->cache);
+            cache_read_unlock(co->cache);
         WR_LIT(&w, "},\"FailedAndUnresolvableNodes\":{");
         if (uw) {
             wr_flush(uw);
@@ -902,11 +576,12 @@ static void answer_reset(buf *o, const eval *e)
         (void)buf_reserve(o, hint);
 }
 
-static void handle_eval(svc *s, const http_request *req, http_response *resp, verb v)
+static void handle_eval(extender *x, const http_request *req, http_response *resp, verb v)
 {
-    uint64_t t0 = svc_mono_ns();
+    core *co = x->core;
+    uint64_t t0 = clock_mono_ns();
     /* Hold the shard revision until the answer is out (shard.h gating). */
-    uint64_t shard_rev = shard_decision_begin(s->shard);
+    uint64_t shard_rev = core_decision_begin(co);
     bool with_error = v == VERB_FILTER;
     as_diag d;
     memset(&d, 0, sizeof d);
@@ -917,7 +592,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     e.body_len = req->body_len;
 
     as_err err;
-    if (s->k8s && !k8s_wait_synced(s->k8s, 0)) {
+    if (!core_synced(co)) {
         /* Before the first sync every node would fail as "not found" and
          * kube-scheduler would park the pod as unschedulable until some
          * cluster event; a 503 is an extender error, which it retries
@@ -948,7 +623,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         reply_error(resp, 413, with_error, &d, err);
         goto done;
     }
-    e.policy = svc_policy_get(s);
+    e.policy = core_policy_get(co);
     int8_t *scores = pool_alloc(req->pool, e.n ? e.n : 1);
     if (!scores) {
         err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
@@ -956,10 +631,10 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         goto done;
     }
     if (v == VERB_PRIORITIZE && e.n > 0) {
-        memo_ent *m = memo_take(s->ext_memo, &e.a, e.policy);
-        bool hit = m && memo_scores(m, e.names, e.n, scores, req->pool);
-        memo_recycle(s->ext_memo, m);
-        metrics_inc(hit ? s->m.memo_hits : s->m.memo_misses);
+        extmemo_ent *m = extmemo_take(x->memo, &e.a, e.policy);
+        bool hit = m && extmemo_scores(m, e.names, e.n, scores, req->pool);
+        extmemo_recycle(x->memo, m);
+        metrics_inc(hit ? co->m.memo_hits : co->m.memo_misses);
         if (hit) {
             /* The filter's binder note (same pod) stands. */
             answer_reset(&resp->body, &e);
@@ -978,7 +653,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
     /* kube-scheduler sends the whole Pod (env, volumes, probes, status: ~5 KB
      * for a real agent pod); the model reads a small part of it, the rest
      * is validated but never allocated. */
-    if ((err = decode_args_pod(s, req->pool, &e.a, &e.pod, &d))) {
+    if ((err = decode_args_pod(x, req->pool, &e.a, &e.pod, &d))) {
         reply_error(resp, http_status_for_decode_err(err), with_error, &d, err);
         goto done;
     }
@@ -997,8 +672,8 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
         };
         /* Through the equivalence cache: nodes that fitted at their shape's
          * last evaluation, unchanged since, are not evaluated again. */
-        err = s->eq ? eqcache_evaluate_names(s->eq, e.policy, &sr, &e.r, NULL)
-                    : sched_evaluate(s->cache, &sr, &e.r);
+        err = co->eq ? eqcache_evaluate_names(co->eq, e.policy, &sr, &e.r, NULL)
+                     : sched_evaluate(co->cache, &sr, &e.r);
         if (err) {
             as_diag_set(&d, err, NULL, "evaluation failed: %s", as_strerror(err));
             reply_error(resp, 500, with_error, &d, err);
@@ -1014,9 +689,9 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
          * not failed: kube-scheduler preempts only when no node is
          * feasible, and a shortlist always keeps at least one. */
         shortlist(&e, req->pool, score_policy_extender_shortlist(e.policy));
-        write_filter(s, &e, o, req->pool);
+        write_filter(co, &e, o, req->pool);
         if (!o->err)
-            memo_put(s->ext_memo, &e.a, e.policy, e.names, scores, e.n);
+            extmemo_put(x->memo, &e.a, e.policy, e.names, scores, e.n);
     } else {
         write_prioritize(&e, o, scores);
     }
@@ -1030,7 +705,7 @@ static void handle_eval(svc *s, const http_request *req, http_response *resp, ve
 
     /* Remember what was seen for the bind verb (the later verb replaces);
      * the binder keeps the candidates' incarnations, not their names. */
-    err = binder_note(s->binder, e.pod, e.r.cand, e.r.ncand);
+    err = binder_note(co->binder, e.pod, e.r.cand, e.r.ncand);
     e.pod = NULL; /* the binder owns it now, even on error */
     if (err == AS_ETOOBIG)
         log_warn("msg=\"pod too large to remember for the bind verb (over a quarter of the "
@@ -1049,8 +724,8 @@ done:
         score_policy_unref(e.policy);
     model_pod_free(e.pod);
     extargs_args_release(&e.a);
-    shard_decision_end(s->shard, shard_rev);
-    metrics_observe(v == VERB_FILTER ? s->m.filter_seconds : s->m.prioritize_seconds,
+    core_decision_end(co, shard_rev);
+    metrics_observe(v == VERB_FILTER ? co->m.filter_seconds : co->m.prioritize_seconds,
                     seconds_since(t0));
 }
 
@@ -1070,26 +745,21 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 /* bind                                                                */
 /* ------------------------------------------------------------------ */
 
-/*
- * extender_live_bind - HOOK for the apiserver module: in live mode
- * (s->k8s != NULL) post the pods/binding subresource for the pod the
- * binder just assumed (k8s_bind). On failure the caller releases the
- * assumed pod.
- */
-static as_err extender_live_bind(svc *s, const extargs_binding *b, as_diag *d)
+/* extender_live_bind posts the pods/binding subresource for the pod the
+ * binder just assumed, through the core's API port (live mode only). On
+ * failure the caller releases the assumed pod. */
+static as_err extender_live_bind(core *co, const extargs_binding *b, as_diag *d)
 {
-    return k8s_bind(s->k8s, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
+    return co->ports.bind(co->ports.arg, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
 }
 
-/*
- * extender_live_fetch_pod - HOOK for the apiserver module: in live mode a
- * bind for a pod agentsched never filtered (memo evicted, agentsched
- * restarted between filter and bind) GETs the pod, notes it and retries
- * the bind (k8s_get_pod).
- */
-static as_err extender_live_fetch_pod(svc *s, const extargs_binding *b, model_pod **out, as_diag *d)
+/* extender_live_fetch_pod: a bind for a pod agentsched never filtered (memo
+ * evicted, agentsched restarted between filter and bind) GETs the pod, notes
+ * it and retries the bind (live mode only). */
+static as_err extender_live_fetch_pod(core *co, const extargs_binding *b, model_pod **out,
+                                      as_diag *d)
 {
-    return k8s_get_pod(s->k8s, b->pod_namespace, b->pod_name, &s->reg, out, d);
+    return co->ports.fetch_pod(co->ports.arg, b->pod_namespace, b->pod_name, &co->reg, out, d);
 }
 
 static void reply_bind(http_response *resp, const char *error)
@@ -1105,12 +775,13 @@ static void reply_bind(http_response *resp, const char *error)
 /* See extender.h. */
 void extender_handle_bind(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
-    uint64_t t0 = svc_mono_ns();
+    extender *x = ctx;
+    core *co = x->core;
+    uint64_t t0 = clock_mono_ns();
     /* Held through the commit and the API bind (shard.h gating): the
      * binder's recheck refuses a node that left the shard, and no status
      * releasing it goes out while this bind may still land on it. */
-    uint64_t shard_rev = shard_decision_begin(s->shard);
+    uint64_t shard_rev = core_decision_begin(co);
     as_diag d;
     memset(&d, 0, sizeof d);
     extargs_binding b;
@@ -1128,28 +799,28 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         uid = keyuid;
     }
     binder_outcome out;
-    err = binder_bind_noted(s->binder, uid, b.node, &out);
-    if (err == AS_ENOTFOUND && s->k8s) {
+    err = binder_bind_noted(co->binder, uid, b.node, &out);
+    if (err == AS_ENOTFOUND && core_live(co)) {
         model_pod *pod = NULL;
         as_diag fd;
         memset(&fd, 0, sizeof fd);
-        if (extender_live_fetch_pod(s, &b, &pod, &fd) == AS_OK) {
-            binder_note(s->binder, pod, NULL, 0);
-            err = binder_bind_noted(s->binder, uid, b.node, &out);
+        if (extender_live_fetch_pod(co, &b, &pod, &fd) == AS_OK) {
+            binder_note(co->binder, pod, NULL, 0);
+            err = binder_bind_noted(co->binder, uid, b.node, &out);
         }
     }
     switch (err) {
     case AS_OK:
-        metrics_inc(out.how == BINDER_FAST        ? s->m.binds_fast
-                    : out.how == BINDER_RECHECKED ? s->m.binds_rechecked
-                                                  : s->m.binds_idempotent);
+        metrics_inc(out.how == BINDER_FAST        ? co->m.binds_fast
+                    : out.how == BINDER_RECHECKED ? co->m.binds_rechecked
+                                                  : co->m.binds_idempotent);
         uint64_t api_ns = 0;
-        if (s->k8s && out.how != BINDER_IDEMPOTENT) {
-            uint64_t t_api = svc_mono_ns();
-            err = extender_live_bind(s, &b, &d);
-            api_ns = svc_mono_ns() - t_api;
+        if (core_live(co) && out.how != BINDER_IDEMPOTENT) {
+            uint64_t t_api = clock_mono_ns();
+            err = extender_live_bind(co, &b, &d);
+            api_ns = clock_mono_ns() - t_api;
             if (err) {
-                binder_release(s->binder, uid);
+                binder_release(co->binder, uid);
                 snprintf(why, sizeof why, "agentsched could not bind pod %s/%s to node %s: %s",
                          b.pod_namespace, b.pod_name, b.node, d.msg);
                 reply_bind(resp, why);
@@ -1175,7 +846,7 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         reply_bind(resp, why);
         break;
     case AS_ECONFLICT:
-        metrics_inc(s->m.bind_conflicts);
+        metrics_inc(co->m.bind_conflicts);
         snprintf(why, sizeof why, "agentsched refused to bind pod %s/%s to node %s: %s",
                  b.pod_namespace, b.pod_name, b.node, out.reason);
         log_info("msg=\"bind refused\" pod=%s/%s node=%s reason=\"%s\"", b.pod_namespace,
@@ -1189,8 +860,8 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         break;
     }
 done:
-    shard_decision_end(s->shard, shard_rev);
-    metrics_observe(s->m.bind_seconds, seconds_since(t0));
+    core_decision_end(co, shard_rev);
+    metrics_observe(co->m.bind_seconds, seconds_since(t0));
 }
 
 /* ------------------------------------------------------------------ */
@@ -1255,8 +926,9 @@ static bool can_host_after(const model_registry *reg, cache_shard_mode mode, con
 /* See extender.h. */
 void extender_handle_preempt(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
-    uint64_t t0 = svc_mono_ns();
+    extender *x = ctx;
+    core *co = x->core;
+    uint64_t t0 = clock_mono_ns();
     as_diag d;
     memset(&d, 0, sizeof d);
     extargs_preemption a;
@@ -1268,7 +940,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
         reply_error(resp, http_status_for_decode_err(err), false, &d, err);
         goto done;
     }
-    err = decode_pod(s, a.pod, &pod, &d);
+    err = decode_pod(co, a.pod, &pod, &d);
     if (err) {
         reply_error(resp, http_status_for_decode_err(err), false, &d, err);
         goto done;
@@ -1294,7 +966,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
         for (size_t k = 0; k < en->npods; k++) {
             victim *v = &vs[i][k];
             if (!a.meta) {
-                err = model_pod_from_json(&s->reg, en->pods[k], &v->pod, &d);
+                err = model_pod_from_json(&co->reg, en->pods[k], &v->pod, &d);
                 if (err) {
                     char prefix[400];
                     snprintf(prefix, sizeof prefix, "NodeNameToVictims.%s.Pods[%zu]", en->node, k);
@@ -1312,7 +984,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
             if (!uid[0])
                 continue;
             cache_pod_info info;
-            cache_pod_lookup(s->cache, uid, &info);
+            cache_pod_lookup(co->cache, uid, &info);
             if (info.state != CACHE_POD_ABSENT && strcmp(info.node, en->node) == 0) {
                 v->on_node = true;
                 v->gpu_devices = info.gpu_devices;
@@ -1320,14 +992,14 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
         }
     }
     /* Phase 2: judge every node under one read lock. */
-    cache_read_lock(s->cache);
-    cache_shard_mode mode = cache_get_shard_mode(s->cache);
+    cache_read_lock(co->cache);
+    cache_shard_mode mode = cache_get_shard_mode(co->cache);
     for (size_t i = 0; i < a.nentries; i++) {
         extargs_victims *en = &a.entries[i];
-        const cache_node *node = cache_node_find(s->cache, en->node, strlen(en->node));
-        keep[i] = node && can_host_after(&s->reg, mode, pod, node, vs[i], en->npods, a.meta);
+        const cache_node *node = cache_node_find(co->cache, en->node, strlen(en->node));
+        keep[i] = node && can_host_after(&co->reg, mode, pod, node, vs[i], en->npods, a.meta);
     }
-    cache_read_unlock(s->cache);
+    cache_read_unlock(co->cache);
 
     buf *o = &resp->body;
     buf_reset(o);
@@ -1365,5 +1037,50 @@ done:
                     model_pod_free(vs[i][k].pod);
     model_pod_free(pod);
     extargs_preemption_release(&a);
-    metrics_observe(s->m.preempt_seconds, seconds_since(t0));
+    metrics_observe(co->m.preempt_seconds, seconds_since(t0));
+}
+
+/* ------------------------------------------------------------------ */
+/* state and routes                                                    */
+/* ------------------------------------------------------------------ */
+
+/* See extender.h. */
+as_err extender_new(core *c, extender **out)
+{
+    *out = NULL;
+    extender *x = calloc(1, sizeof *x);
+    if (!x)
+        return AS_ENOMEM;
+    x->core = c;
+    as_err err = extmemo_new(&x->memo);
+    if (err) {
+        free(x);
+        return err;
+    }
+    *out = x;
+    return AS_OK;
+}
+
+/* See extender.h. */
+void extender_free(extender *x)
+{
+    if (!x)
+        return;
+    extmemo_free(x->memo);
+    free(x);
+}
+
+static const http_route extender_route_table[] = {
+    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false, NULL},
+    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false, NULL},
+    /* live mode waits for the API server's answer to the Binding */
+    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true, NULL},
+    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false, NULL},
+};
+
+/* See extender.h. */
+const http_route *extender_routes(size_t *n)
+{
+    *n = sizeof extender_route_table / sizeof extender_route_table[0];
+    return extender_route_table;
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
@@ -482,7 +483,7 @@ done:
 }
 
 /* See placement.h. */
-as_err placement_eval(svc *s, const char *body, size_t len, buf *out, as_diag *diag)
+as_err placement_eval(core *co, const char *body, size_t len, buf *out, as_diag *diag)
 {
     json_error_t je;
     json_t *req = json_loadb(body ? body : "", body ? len : 0, JSON_REJECT_DUPLICATES, &je);
@@ -508,11 +509,12 @@ as_err placement_eval(svc *s, const char *body, size_t len, buf *out, as_diag *d
     size_t npods = 0;
     uint32_t k = 0;
     score_policy *policy = NULL;
-    as_err err = placement_request_decode(&s->reg, req, s->cfg.candidates, &pods, &npods, &k, diag);
+    as_err err =
+        placement_request_decode(&co->reg, req, co->cfg.candidates, &pods, &npods, &k, diag);
     if (err)
         goto done;
-    policy = svc_policy_get(s);
-    err = placement_run(s->cache, policy, (const model_pod *const *)pods, npods, k, out);
+    policy = core_policy_get(co);
+    err = placement_run(co->cache, policy, (const model_pod *const *)pods, npods, k, out);
     if (err == AS_ETOOBIG)
         as_diag_set(diag, err, "", "the answer exceeds %zu bytes; place fewer pods per request",
                     out->cap);
@@ -533,12 +535,12 @@ done:
 /* See placement.h. */
 void placement_handle(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
-    uint64_t t0 = svc_mono_ns();
+    core *co = ctx;
+    uint64_t t0 = clock_mono_ns();
     as_diag d = {{0}, {0}};
     buf out;
     buf_init(&out, PLACEMENT_RESPONSE_CAP);
-    as_err err = placement_eval(s, req->body, req->body_len, &out, &d);
+    as_err err = placement_eval(co, req->body, req->body_len, &out, &d);
     if (!err)
         err = buf_append(&resp->body, out.data ? out.data : "", out.len);
     buf_free(&out);
@@ -564,7 +566,7 @@ void placement_handle(void *ctx, const http_request *req, http_response *resp)
         resp->status = 200;
         resp->content_type = "application/json";
     }
-    metrics_observe(s->m.placement_seconds, (double)(svc_mono_ns() - t0) / 1e9);
+    metrics_observe(co->m.placement_seconds, (double)(clock_mono_ns() - t0) / 1e9);
 }
 
 /* ------------------------------------------------------------------ */
@@ -691,4 +693,15 @@ done:
             free(rows[i].col[k]);
     free(rows);
     return err;
+}
+
+static const http_route placement_route_table[] = {
+    {"POST", PLACEMENT_PATH, placement_handle, false, NULL},
+};
+
+/* See placement.h. */
+const http_route *placement_routes(size_t *n)
+{
+    *n = sizeof placement_route_table / sizeof placement_route_table[0];
+    return placement_route_table;
 }

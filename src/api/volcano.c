@@ -22,7 +22,6 @@
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
-#include "agentsched/serve/svc.h"
 
 /* nodes one predicate or prioritize may name: the extender's cap
  * (MAX_NODES), for the same scheduling work per request */
@@ -676,11 +675,11 @@ done:
 /* See volcano.h. */
 void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
+    core *co = ctx;
     as_diag d;
     memset(&d, 0, sizeof d);
     volcano_session_stats st;
-    as_err err = volcano_session_scan(s->cache, req->body, req->body_len, &st, &d);
+    as_err err = volcano_session_scan(co->cache, req->body, req->body_len, &st, &d);
     if (err) {
         reply_error(resp, http_status_for_decode_err(err), ERRF_NONE, &d, err);
         return;
@@ -730,7 +729,7 @@ void volcano_handle_on_session_close(void *ctx, const http_request *req, http_re
 /* See volcano.h. */
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
+    core *co = ctx;
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
@@ -741,7 +740,7 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     if (!err)
         err = get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
     if (!err)
-        err = volcano_task_pod(&s->reg, task, "task", &pod, &d);
+        err = volcano_task_pod(&co->reg, task, "task", &pod, &d);
     if (!err)
         err = get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
     if (!err)
@@ -753,18 +752,18 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
 
     char why[256] = "";
     int code = VOLCANO_CODE_SUCCESS;
-    cache_read_lock(s->cache);
-    const cache_node *cn = cache_node_find(s->cache, name, strlen(name));
+    cache_read_lock(co->cache);
+    const cache_node *cn = cache_node_find(co->cache, name, strlen(name));
     pred_result r = {PRED_NOT_FOUND, 0};
     if (cn)
-        r = pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn);
+        r = pred_check(&co->reg, CACHE_SHARD_NONE, pod, cn);
     if (r.code != PRED_OK) {
-        pred_reason(&s->reg, cn, pod, r, why, sizeof why);
+        pred_reason(&co->reg, cn, pod, r, why, sizeof why);
         if (!why[0])
             snprintf(why, sizeof why, "node(s) were not found in agentsched's node cache");
         code = pred_unresolvable(r.code) ? VOLCANO_CODE_UNRESOLVABLE : VOLCANO_CODE_UNSCHEDULABLE;
     }
-    cache_read_unlock(s->cache);
+    cache_read_unlock(co->cache);
 
     buf *o = &resp->body;
     buf_reset(o);
@@ -809,7 +808,7 @@ static bool nameset_add(nameset *ns, const char *name)
 /* See volcano.h. */
 void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
+    core *co = ctx;
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
@@ -821,7 +820,7 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     if (!err)
         err = get_object(root, "task", true, what, &task, &d);
     if (!err)
-        err = volcano_task_pod(&s->reg, task, "task", &pod, &d);
+        err = volcano_task_pod(&co->reg, task, "task", &pod, &d);
     if (err) {
         reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         goto done;
@@ -876,19 +875,19 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
         reply_error(resp, 413, ERRF_ERRMSG, &d, err);
         goto done;
     }
-    policy = svc_policy_get(s);
+    policy = core_policy_get(co);
     size_t feasible = 0;
-    cache_read_lock(s->cache);
+    cache_read_lock(co->cache);
     for (size_t i = 0; i < n; i++) {
-        const cache_node *cn = cache_node_find(s->cache, names[i].s, names[i].len);
+        const cache_node *cn = cache_node_find(co->cache, names[i].s, names[i].len);
         score[i] = 0;
-        if (cn && pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn).code == PRED_OK) {
+        if (cn && pred_check(&co->reg, CACHE_SHARD_NONE, pod, cn).code == PRED_OK) {
             double sc = score_node(policy, pod, cn);
             score[i] = sc > 0 ? sc : 0;
             feasible++;
         }
     }
-    cache_read_unlock(s->cache);
+    cache_read_unlock(co->cache);
     buf *o = &resp->body;
     buf_reset(o);
     buf_puts(o, "{\"nodeScore\":{");
@@ -925,7 +924,7 @@ static void reply_errmsg(http_response *resp, const char *msg)
 
 /* decode_event decodes an EventHandlerRequest {"task"}; *task is borrowed
  * from *root (caller decrefs root). */
-static as_err decode_event(svc *s, const http_request *req, json_t **root, const json_t **task,
+static as_err decode_event(core *co, const http_request *req, json_t **root, const json_t **task,
                            model_pod **pod, as_diag *d)
 {
     const char *what = "EventHandlerRequest {\"task\"}";
@@ -933,18 +932,18 @@ static as_err decode_event(svc *s, const http_request *req, json_t **root, const
     if (!err)
         err = get_object(*root, "task", true, what, task, d);
     if (!err)
-        err = volcano_task_pod(&s->reg, *task, "task", pod, d);
+        err = volcano_task_pod(&co->reg, *task, "task", pod, d);
     return err;
 }
 
 /* commit_allocation assumes pod on node_name through the binder; msg gets
  * the refusal ("" when accepted). */
-static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
+static as_err commit_allocation(core *co, const model_pod *pod, const char *key,
                                 const char *node_name, char *msg, size_t len)
 {
     msg[0] = '\0';
     cache_pod_info info;
-    cache_pod_lookup(s->cache, key, &info);
+    cache_pod_lookup(co->cache, key, &info);
     if (info.state != CACHE_POD_ABSENT) {
         if (strcmp(info.node, node_name) == 0)
             return AS_OK; /* already there: Volcano repeats callbacks */
@@ -957,14 +956,14 @@ static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
         }
         /* assumed elsewhere: Volcano re-decided within its session (or a
          * deallocate was lost); its latest decision wins */
-        cache_forget(s->cache, key);
+        cache_forget(co->cache, key);
     }
     sched_candidate cand;
     memset(&cand, 0, sizeof cand);
     bool found = false;
     char why[256] = "";
-    cache_read_lock(s->cache);
-    const cache_node *cn = cache_node_find(s->cache, node_name, strlen(node_name));
+    cache_read_lock(co->cache);
+    const cache_node *cn = cache_node_find(co->cache, node_name, strlen(node_name));
     if (cn) {
         /* judge the fit here for a clear reason; the version loaded before
          * the usage lets the binder commit at once if nothing changed */
@@ -973,11 +972,11 @@ static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
         cand.node_id = cn->id;
         cand.bind_version = cache_node_bind_version(cn);
         cand.name = node_name;
-        pred_result r = pred_check(&s->reg, CACHE_SHARD_NONE, pod, cn);
+        pred_result r = pred_check(&co->reg, CACHE_SHARD_NONE, pod, cn);
         if (r.code != PRED_OK)
-            pred_reason(&s->reg, cn, pod, r, why, sizeof why);
+            pred_reason(&co->reg, cn, pod, r, why, sizeof why);
     }
-    cache_read_unlock(s->cache);
+    cache_read_unlock(co->cache);
     if (!found) {
         snprintf(msg, len,
                  "agentsched cannot allocate pod %s/%s to node %s: node(s) were not found in "
@@ -991,7 +990,7 @@ static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
         return AS_OK;
     }
     binder_outcome out;
-    as_err err = binder_commit(s->binder, pod, &cand, 1, &out);
+    as_err err = binder_commit(co->binder, pod, &cand, 1, &out);
     if (err == AS_ECONFLICT) {
         snprintf(msg, len, "agentsched refused to allocate pod %s/%s to node %s: %s", pod->ns,
                  pod->name, node_name, out.reason[0] ? out.reason : "it does not fit");
@@ -1003,13 +1002,13 @@ static as_err commit_allocation(svc *s, const model_pod *pod, const char *key,
 /* See volcano.h. */
 void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
+    core *co = ctx;
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
     model_pod *pod = NULL;
     const json_t *task = NULL;
-    as_err err = decode_event(s, req, &root, &task, &pod, &d);
+    as_err err = decode_event(co, req, &root, &task, &pod, &d);
     const char *node_name = "";
     if (!err)
         err = opt_string(task, "NodeName", "task.NodeName", &node_name, &d);
@@ -1034,7 +1033,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
     }
     char tmp[600], msg[600];
     const char *key = pod_key(pod, tmp, sizeof tmp);
-    err = commit_allocation(s, pod, key, node_name, msg, sizeof msg);
+    err = commit_allocation(co, pod, key, node_name, msg, sizeof msg);
     if (err) {
         as_diag_set(&d, err, NULL, "allocation failed: %s", as_strerror(err));
         reply_error(resp, 500, ERRF_ERRMSG, &d, err);
@@ -1055,13 +1054,13 @@ done:
 /* See volcano.h. */
 void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp)
 {
-    svc *s = ctx;
+    core *co = ctx;
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
     model_pod *pod = NULL;
     const json_t *task = NULL;
-    as_err err = decode_event(s, req, &root, &task, &pod, &d);
+    as_err err = decode_event(co, req, &root, &task, &pod, &d);
     if (err) {
         reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         goto done;
@@ -1070,7 +1069,7 @@ void volcano_handle_deallocate(void *ctx, const http_request *req, http_response
     const char *key = pod_key(pod, tmp, sizeof tmp);
     /* Only an ASSUMED pod is ours to drop; unknown is already done and a
      * BOUND pod (an eviction) is freed when the API server deletes it. */
-    err = cache_forget(s->cache, key);
+    err = cache_forget(co->cache, key);
     if (err == AS_OK)
         log_debug("msg=\"volcano allocation forgotten\" pod=%s/%s", pod->ns, pod->name);
     else if (err != AS_ENOTFOUND && err != AS_ECONFLICT) {
@@ -1161,4 +1160,26 @@ void volcano_handle_job_ready(void *ctx, const http_request *req, http_response 
     (void)ctx;
     if (!check_body(req, resp, "JobReadyRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{\"status\":true}");
+}
+
+static const http_route volcano_route_table[] = {
+    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL},
+    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL},
+    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL},
+    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL},
+    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL},
+    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL},
+    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL},
+    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL},
+    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false, NULL},
+    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false, NULL},
+};
+
+/* See volcano.h. */
+const http_route *volcano_routes(size_t *n)
+{
+    *n = sizeof volcano_route_table / sizeof volcano_route_table[0];
+    return volcano_route_table;
 }

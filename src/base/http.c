@@ -369,7 +369,7 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
         .pool = st->pool,
         .conn = conn,
     };
-    st->route->fn(s->cfg.ctx, &req, resp);
+    st->route->fn(st->route->ctx ? st->route->ctx : s->cfg.ctx, &req, resp);
 }
 
 static void *http_offload_main(void *arg)

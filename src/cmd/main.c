@@ -10,14 +10,11 @@
 
 #include "agentsched/core/cache.h"
 #include "agentsched/base/cli.h"
-#include "agentsched/fastpath/fastpath.h"
 #include "agentsched/base/http.h"
-#include "agentsched/k8s/k8s.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
 #include "agentsched/api/placement.h"
 #include "agentsched/cmd/replay.h"
-#include "agentsched/shard/shard.h"
 #include "agentsched/shard/shardctl.h"
 #include "agentsched/serve/svc.h"
 #include "agentsched/base/sync.h"
@@ -525,71 +522,9 @@ static int cmd_serve(int argc, char **argv)
         print_diag("cannot start", err, &d);
         return EXIT_FAIL;
     }
-    if ((err = shard_svc_start(s, &d))) {
-        print_diag("cannot start shard coordination", err, &d);
-        svc_free(s);
-        return EXIT_FAIL;
-    }
-    uint64_t t0 = svc_mono_ns();
-    fastpath *fp = NULL; /* live mode only: embedded clusters have no pending pods */
-    if (cfg.cluster_path) {
-        err = svc_load_cluster(s, cfg.cluster_path, &d);
-    } else if (!cfg.workers || (err = fastpath_new(s, NULL, NULL, &fp, &d)) == AS_OK) {
-        /* Live mode: the reflectors fill the cache; /readyz says when.
-         * --workers 0: no fast path (kube-scheduler's extender only). */
-        k8s_config kc;
-        k8s_config_defaults(&kc);
-        kc.kubeconfig = cfg.kubeconfig;
-        kc.in_cluster = cfg.in_cluster;
-        kc.scheduler_name = cfg.scheduler_name;
-        kc.qps = cfg.kube_api_qps;
-        kc.burst = cfg.kube_api_burst;
-        kc.watch_down_ms = cfg.watch_down_ms;
-        kc.watch_timeout_ms = cfg.watch_timeout_ms;
-        kc.event_qps = cfg.event_qps;
-        if (fp) {
-            kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
-            kc.pod_hook_arg = fp;
-        }
-        char lease_name[300];
-        if (cfg.leader_elect && fp) {
-            if (cfg.lease_name[0])
-                snprintf(lease_name, sizeof lease_name, "%s", cfg.lease_name);
-            else
-                snprintf(lease_name, sizeof lease_name, "agentsched-%s", cfg.scheduler_name);
-            kc.lease_namespace = cfg.lease_namespace[0] ? cfg.lease_namespace : NULL;
-            kc.lease_name = lease_name;
-            kc.lease_identity = cfg.lease_identity;
-            kc.lease_duration_ms = cfg.lease_duration_ms;
-            kc.leader_hook = fastpath_set_leading; /* called false before any decision */
-            kc.leader_hook_arg = fp;
-        } else if (cfg.leader_elect) {
-            log_warn("msg=\"--leader-elect ignored: --workers 0 runs no fast path\"");
-        }
-        shard_svc_hook(s, &kc);
-        err = svc_k8s_start(s, &kc, &d);
-        if (!err && fp && (err = fastpath_start(fp)))
-            as_diag_set(&d, err, NULL, "cannot start the fast-path threads");
-    }
-    if (err) {
-        print_diag(cfg.cluster_path ? "cannot load the cluster" : "cannot connect", err, &d);
-        fastpath_stop(fp);
-        svc_k8s_stop(s); /* its pod hook points at fp */
-        fastpath_free(fp);
-        svc_k8s_stop(s);
-        shard_svc_stop(s);
-        svc_free(s);
-        return EXIT_FAIL;
-    }
-    double load_ms = (double)(svc_mono_ns() - t0) / 1e6;
-    err = svc_http_start(s, &d);
-    if (err) {
-        print_diag("cannot serve HTTP", err, &d);
-        fastpath_stop(fp);
-        svc_k8s_stop(s);
-        fastpath_free(fp);
-        svc_k8s_stop(s);
-        shard_svc_stop(s);
+    const char *stage = NULL;
+    if ((err = svc_start(s, &stage, &d))) {
+        print_diag(stage, err, &d);
         svc_free(s);
         return EXIT_FAIL;
     }
@@ -600,8 +535,8 @@ static int cmd_serve(int argc, char **argv)
     if (colon)
         *colon = '\0';
     cache_stats cs;
-    cache_get_stats(s->cache, &cs);
-    score_policy *pol = svc_policy_get(s);
+    cache_get_stats(s->core->cache, &cs);
+    score_policy *pol = core_policy_get(s->core);
     /* the CPU budget the thread pools were sized by, so that a container
      * limit that was (or was not) seen shows in the first lines */
     sync_cpus cpus;
@@ -614,7 +549,7 @@ static int cmd_serve(int argc, char **argv)
              cfg.cluster_path ? cfg.cluster_path
              : cfg.kubeconfig ? cfg.kubeconfig
                               : "-",
-             cs.nodes, cs.pods_bound, load_ms, score_strategy_name(score_policy_strategy(pol)),
+             cs.nodes, cs.pods_bound, s->load_ms, score_strategy_name(score_policy_strategy(pol)),
              cache_shard_mode_name(cfg.shard_mode), s->cfg.scheduler_name,
              http_server_threads(s->http), cpus.affinity, cpus.quota);
     score_policy_unref(pol);
@@ -639,15 +574,7 @@ static int cmd_serve(int argc, char **argv)
         if (s->stop)
             break;
     }
-    svc_http_stop(s);
-    /* Workers and binds first, then the reflectors (their pod hook feeds
-     * the fast path's queue), then the memory. */
-    fastpath_stop(fp);
-    svc_k8s_stop(s);
-    fastpath_free(fp);
-    svc_k8s_stop(s); /* its shard hook calls the coordinator */
-    shard_svc_stop(s);
-    svc_free(s);
+    svc_free(s); /* stops in the reverse order of svc_start */
     log_info("msg=\"stopped\"");
     return EXIT_OK;
 }

@@ -14,7 +14,7 @@
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
 #include "agentsched/api/placement.h"
-#include "agentsched/serve/svc.h"
+#include "agentsched/core/context.h"
 
 #define PLACE_MAX_PODS_FILE ((size_t)64 << 20)
 #define PLACE_MAX_RESPONSE  ((size_t)64 << 20)
@@ -303,30 +303,28 @@ static int parse_and_print(const char *data, size_t len, bool json)
 static int run_offline(const place_opts *o, const pod_src *ps)
 {
     int rc = 1;
-    svc *s = NULL;
+    core *c = NULL;
     model_pod **pods = NULL;
     score_policy *policy = NULL;
     buf out;
     buf_init(&out, PLACE_MAX_RESPONSE);
-    svc_config cfg;
-    svc_config_defaults(&cfg);
-    cfg.cluster_path = o->cluster;
+    core_config cfg;
+    core_config_defaults(&cfg);
     cfg.policy_path = o->policy;
-    cfg.log_level = LOG_WARN;
     as_diag d = {{0}, {0}};
-    as_err err = svc_new(&cfg, &s, &d);
+    as_err err = core_new(&cfg, &c, &d);
     if (!err)
-        err = svc_load_cluster(s, o->cluster, &d);
+        err = core_load_cluster(c, o->cluster, &d);
     if (err) {
         fprintf(stderr, "agentsched place: %s%s%s\n", d.field[0] ? d.field : "",
                 d.field[0] ? ": " : "", d.msg[0] ? d.msg : as_strerror(err));
         goto done;
     }
-    if (validate_pods(o->pods_path, ps, &s->reg, &pods))
+    if (validate_pods(o->pods_path, ps, &c->reg, &pods))
         goto done;
     uint32_t k = o->candidates ? (uint32_t)o->candidates : PLACEMENT_DEFAULT_K;
-    policy = svc_policy_get(s);
-    err = placement_run(s->cache, policy, (const model_pod *const *)pods, ps->n, k, &out);
+    policy = core_policy_get(c);
+    err = placement_run(c->cache, policy, (const model_pod *const *)pods, ps->n, k, &out);
     if (err) {
         fprintf(stderr, "agentsched place: evaluation failed: %s\n", as_strerror(err));
         goto done;
@@ -338,7 +336,7 @@ done:
     if (pods)
         placement_pods_free(pods, ps->n);
     buf_free(&out);
-    svc_free(s);
+    core_free(c);
     return rc;
 }
 

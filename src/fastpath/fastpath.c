@@ -19,9 +19,7 @@
 #include "agentsched/k8s/events.h"
 #include "agentsched/k8s/status.h"
 #include "agentsched/core/sched.h"
-#include "agentsched/shard/shard.h"
 #include "agentsched/core/score.h"
-#include "agentsched/serve/svc.h"
 #include "agentsched/base/sync.h"
 
 typedef struct fp_worker {
@@ -63,7 +61,7 @@ typedef struct fp_metrics {
 } fp_metrics;
 
 struct fastpath {
-    svc *s;
+    core *core; /* borrowed */
     fastpath_config cfg;
     fastpath_ops ops;
     bool live;
@@ -162,34 +160,24 @@ static void pod_uid(const model_pod *p, char *out, size_t len)
 
 static as_err live_bind(void *arg, const model_pod *pod, const char *node, as_diag *diag)
 {
-    svc *s = arg;
-    if (!s->k8s)
+    core *c = arg;
+    if (!core_live(c))
         return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "no API server (embedded mode)");
-    return k8s_bind(s->k8s, pod->ns, pod->name, pod->uid, node, diag);
+    return c->ports.bind(c->ports.arg, pod->ns, pod->name, pod->uid, node, diag);
 }
 
 static void live_unschedulable(void *arg, const model_pod *pod, const char *message)
 {
-    svc *s = arg;
-    if (!s->k8s)
-        return;
-    as_diag d = {{0}, {0}};
-    as_err err = k8s_pod_set_condition(s->k8s, pod->ns, pod->name, "PodScheduled", "False",
-                                       "Unschedulable", message, &d);
-    if (err && err != AS_ENOTFOUND)
-        log_warn("msg=\"cannot set PodScheduled=False\" pod=%s/%s err=\"%s\"", pod->ns, pod->name,
-                 d.msg[0] ? d.msg : as_strerror(err));
-    k8s_event_post(s->k8s, pod->ns, pod->name, pod->uid, "Warning", "FailedScheduling", message);
+    core *c = arg;
+    if (c->ports.unschedulable)
+        c->ports.unschedulable(c->ports.arg, pod, message);
 }
 
 static void live_scheduled(void *arg, const model_pod *pod, const char *node)
 {
-    svc *s = arg;
-    if (!s->k8s)
-        return;
-    char msg[600];
-    snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", pod->ns, pod->name, node);
-    k8s_event_post(s->k8s, pod->ns, pod->name, pod->uid, "Normal", "Scheduled", msg);
+    core *c = arg;
+    if (c->ports.scheduled)
+        c->ports.scheduled(c->ports.arg, pod, node);
 }
 
 /* ---- config / metrics ------------------------------------------------ */
@@ -211,7 +199,7 @@ void fastpath_config_defaults(fastpath_config *cfg)
 
 static void declare_metrics(fastpath *fp)
 {
-    metrics *m = fp->s->metrics;
+    metrics *m = fp->core->metrics;
     fp_metrics *x = &fp->m;
     const char *depth = "Pods in the fast-path scheduling queue, by sub-queue.";
     x->depth_active = metrics_new_gauge(m, "agentsched_queue_pods{queue=\"active\"}", depth);
@@ -470,7 +458,7 @@ static void *binder_main(void *arg)
         as_diag d = {{0}, {0}};
         uint64_t t0 = now_ns();
         as_err err = fp->ops.bind(fp->ops.arg, j.pod, j.node, &d);
-        shard_decision_end(fp->s->shard, j.shard_rev);
+        core_decision_end(fp->core, j.shard_rev);
         uint64_t t1 = now_ns();
         metrics_observe(fp->m.st_api, (double)(t1 - t0) / 1e9);
         if (err == AS_OK) {
@@ -485,7 +473,7 @@ static void *binder_main(void *arg)
         } else {
             char uid[600];
             pod_uid(j.pod, uid, sizeof uid);
-            binder_release(fp->s->binder, uid);
+            binder_release(fp->core->binder, uid);
             metrics_inc(fp->m.bind_failures);
             log_info("msg=\"API bind failed; pod released\" pod=%s/%s node=%s err=\"%s\"",
                      j.pod->ns, j.pod->name, j.node, d.msg[0] ? d.msg : as_strerror(err));
@@ -526,18 +514,18 @@ static uint32_t max_feasible(const fastpath *fp, size_t n)
 static void decide(fp_worker *w, const queue_item *it)
 {
     fastpath *fp = w->fp;
-    svc *s = fp->s;
+    core *co = fp->core;
     const model_pod *pod = it->pod;
     uint64_t t0 = now_ns();
     /* Held from evaluation until the pod is bound on the API server, or the
      * decision is dropped (shard.h gating). */
-    uint64_t shard_rev = shard_decision_begin(s->shard);
+    uint64_t shard_rev = core_decision_begin(co);
     bool shard_held = true;
     metrics_observe(fp->m.st_wait, (double)(t0 - it->active_ns) / 1e9);
     if (!w->pol || ++w->since_pol >= POLICY_REFRESH) {
         if (w->pol)
             score_policy_unref(w->pol);
-        w->pol = svc_policy_get(s);
+        w->pol = core_policy_get(co);
         w->since_pol = 0;
     }
     if (!it->attempts && !it->urgent)
@@ -552,9 +540,9 @@ static void decide(fp_worker *w, const queue_item *it)
          * decision's count does (no extra lock round trip per decision). */
         nnodes = w->nodes;
     } else {
-        cache_read_lock(s->cache);
-        nnodes = cache_node_count(s->cache);
-        cache_read_unlock(s->cache);
+        cache_read_lock(co->cache);
+        nnodes = cache_node_count(co->cache);
+        cache_read_unlock(co->cache);
     }
     sched_request req;
     memset(&req, 0, sizeof req);
@@ -574,7 +562,7 @@ static void decide(fp_worker *w, const queue_item *it)
         if (how != EQCACHE_BYPASS || !req.max_feasible || res.evaluated > nnodes)
             nnodes = w->nodes = res.evaluated;
     } else {
-        err = sched_evaluate(s->cache, &req, &res);
+        err = sched_evaluate(co->cache, &req, &res);
     }
     uint64_t t1 = now_ns();
     metrics_observe(fp->m.st_eval, (double)(t1 - t0) / 1e9);
@@ -611,7 +599,7 @@ static void decide(fp_worker *w, const queue_item *it)
         goto done;
     }
     binder_outcome oc;
-    err = binder_commit(s->binder, pod, res.cand, nc, &oc);
+    err = binder_commit(co->binder, pod, res.cand, nc, &oc);
     uint64_t t2 = now_ns();
     metrics_observe(fp->m.st_binder, (double)(t2 - t1) / 1e9);
     /* Every candidate tried before the chosen one was refused. */
@@ -637,7 +625,7 @@ static void decide(fp_worker *w, const queue_item *it)
         char uid[600];
         pod_uid(pod, uid, sizeof uid);
         cache_pod_info info;
-        cache_pod_lookup(s->cache, uid, &info);
+        cache_pod_lookup(co->cache, uid, &info);
         if (info.state != CACHE_POD_ABSENT) {
             /* bound (or being bound) by someone else: not ours any more */
             inc(&fp->st.dropped);
@@ -657,7 +645,7 @@ static void decide(fp_worker *w, const queue_item *it)
     }
 done:
     if (shard_held)
-        shard_decision_end(s->shard, shard_rev);
+        core_decision_end(co, shard_rev);
     sched_result_free(&res);
     __atomic_add_fetch(&w->busy_ns, now_ns() - t0, __ATOMIC_RELAXED);
 }
@@ -676,8 +664,7 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), "as-fp-worker");
     /* Live mode: no decision before the first full sync of nodes and pods,
      * or a node's running pods might not be counted yet. */
-    while (fp->live && !__atomic_load_n(&fp->s->ready, __ATOMIC_ACQUIRE) &&
-           !__atomic_load_n(&fp->stopping, __ATOMIC_ACQUIRE)) {
+    while (fp->live && !core_ready(fp->core) && !__atomic_load_n(&fp->stopping, __ATOMIC_ACQUIRE)) {
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
     }
@@ -758,7 +745,7 @@ static void *watcher_main(void *arg)
 {
     fastpath *fp = arg;
     pthread_setname_np(pthread_self(), "as-fp-watch");
-    cache *c = fp->s->cache;
+    cache *c = fp->core->cache;
     uint64_t win_start = now_ns(), win_busy = 0;
     fp->node_sig = node_signature(c);
     for (;;) {
@@ -810,22 +797,22 @@ static void *watcher_main(void *arg)
 /* ---- lifecycle -------------------------------------------------------- */
 
 /* See fastpath.h. */
-as_err fastpath_new(svc *s, const fastpath_config *cfg, const fastpath_ops *ops, fastpath **out,
+as_err fastpath_new(core *c, const fastpath_config *cfg, const fastpath_ops *ops, fastpath **out,
                     as_diag *diag)
 {
     *out = NULL;
     fastpath *fp = calloc(1, sizeof *fp);
     if (!fp)
         return AS_ENOMEM;
-    fp->s = s;
+    fp->core = c;
     fastpath_config_defaults(&fp->cfg);
     if (cfg) {
         queue_config qc = fp->cfg.queue;
         fp->cfg = *cfg;
         if (!fp->cfg.workers)
-            fp->cfg.workers = s->cfg.workers ? s->cfg.workers : 2;
+            fp->cfg.workers = 2;
         if (!fp->cfg.candidates)
-            fp->cfg.candidates = s->cfg.candidates ? s->cfg.candidates : 3;
+            fp->cfg.candidates = c->cfg.candidates ? c->cfg.candidates : 3;
         if (!fp->cfg.bind_threads)
             fp->cfg.bind_threads = 32;
         if (!fp->cfg.bind_queue)
@@ -841,20 +828,20 @@ as_err fastpath_new(svc *s, const fastpath_config *cfg, const fastpath_ops *ops,
             fp->cfg.queue.clock_arg = NULL;
         }
     } else {
-        fp->cfg.workers = s->cfg.workers ? s->cfg.workers : 2;
-        fp->cfg.candidates = s->cfg.candidates ? s->cfg.candidates : 3;
+        fp->cfg.workers = 2;
+        fp->cfg.candidates = c->cfg.candidates ? c->cfg.candidates : 3;
     }
     if (fp->cfg.candidates > SCHED_MAX_K)
         fp->cfg.candidates = SCHED_MAX_K;
     if (fp->cfg.workers > 256)
         fp->cfg.workers = 256;
     if (!fp->cfg.scheduler_name)
-        fp->cfg.scheduler_name = s->cfg.scheduler_name;
+        fp->cfg.scheduler_name = FASTPATH_DEFAULT_SCHEDULER_NAME;
     if (ops) {
         fp->ops = *ops;
     } else {
         fp->live = true;
-        fp->ops = (fastpath_ops){live_bind, live_unschedulable, live_scheduled, s};
+        fp->ops = (fastpath_ops){live_bind, live_unschedulable, live_scheduled, c};
     }
     if (!fp->ops.bind) {
         free(fp);
@@ -866,7 +853,7 @@ as_err fastpath_new(svc *s, const fastpath_config *cfg, const fastpath_ops *ops,
         eqcache_config_defaults(&ec);
         if (fp->cfg.eq_max_classes)
             ec.max_classes = fp->cfg.eq_max_classes;
-        err = eqcache_new(s->cache, &ec, &fp->eq);
+        err = eqcache_new(c->cache, &ec, &fp->eq);
     }
     if (!err) {
         fp->bq = calloc(fp->cfg.bind_queue, sizeof *fp->bq);

@@ -1,19 +1,24 @@
-/* svc.c - the service context, its core endpoints and the route table. */
+/* svc.c - the server: its own endpoints, the route table, the ports to the
+ * API client and the shard coordinator, and the lifecycle. */
 #include "agentsched/serve/svc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "agentsched/base/doc.h"
-#include "agentsched/core/eqcache.h"
 #include "agentsched/api/extender.h"
-#include "agentsched/k8s/k8s.h"
-#include "agentsched/base/log.h"
 #include "agentsched/api/placement.h"
-#include "agentsched/base/pool.h"
 #include "agentsched/api/volcano.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/base/doc.h"
+#include "agentsched/base/log.h"
+#include "agentsched/base/pool.h"
+#include "agentsched/fastpath/fastpath.h"
+#include "agentsched/k8s/bind.h"
+#include "agentsched/k8s/events.h"
+#include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/status.h"
+#include "agentsched/shard/shard.h"
 
 #ifndef AGENTSCHED_GIT_COMMIT
 #define AGENTSCHED_GIT_COMMIT "unknown"
@@ -24,11 +29,18 @@
 
 #define SVC_DEFAULT_MAX_BODY ((size_t)16 << 20)
 
+/* The server's own endpoints plus placement's, the extender's and
+ * Volcano's routes. */
+#define SVC_MAX_ROUTES 32
+
 /* The public svc plus what only this file needs: the copies of the config
- * strings, so the caller's argv/config may go away after svc_new. */
+ * strings, so the caller's argv/config may go away after svc_new, and the
+ * route table with each route's context. */
 typedef struct svc_impl {
     svc pub; /* first: svc* and svc_impl* convert both ways */
     pool *strings;
+    http_route routes[SVC_MAX_ROUTES];
+    size_t nroutes;
 } svc_impl;
 
 /* See svc.h. */
@@ -49,22 +61,6 @@ void svc_config_defaults(svc_config *cfg)
     cfg->log_level = LOG_INFO;
 }
 
-/* See svc.h. */
-int64_t svc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* See svc.h. */
-uint64_t svc_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static as_err svc_dup(pool *p, const char **field)
 {
     if (!*field)
@@ -76,47 +72,141 @@ static as_err svc_dup(pool *p, const char **field)
     return AS_OK;
 }
 
-static void svc_declare_metrics(svc *s)
+/* ---- ports: what the entry points reach above the core ---------------- */
+
+static k8s_client *svc_k8s(svc *s)
 {
-    metrics *m = s->metrics;
-    const double *b = metrics_latency_buckets;
-    size_t nb = metrics_latency_nbuckets;
-    s->m.requests_total =
-        metrics_new_counter(m, "agentsched_http_requests_total", "HTTP requests answered.");
-    s->m.request_errors_total = metrics_new_counter(m, "agentsched_http_request_errors_total",
-                                                    "HTTP requests answered with status >= 400.");
-    const char *lat = "Time to answer a scheduling request, by verb.";
-    s->m.filter_seconds = metrics_new_histogram(
-        m, "agentsched_request_duration_seconds{verb=\"filter\"}", lat, b, nb);
-    s->m.prioritize_seconds = metrics_new_histogram(
-        m, "agentsched_request_duration_seconds{verb=\"prioritize\"}", lat, b, nb);
-    s->m.bind_seconds =
-        metrics_new_histogram(m, "agentsched_request_duration_seconds{verb=\"bind\"}", lat, b, nb);
-    s->m.preempt_seconds = metrics_new_histogram(
-        m, "agentsched_request_duration_seconds{verb=\"preempt\"}", lat, b, nb);
-    s->m.placement_seconds = metrics_new_histogram(
-        m, "agentsched_request_duration_seconds{verb=\"placement\"}", lat, b, nb);
-    const char *binds = "Binds accepted by the versioned binder, by how.";
-    s->m.binds_fast = metrics_new_counter(m, "agentsched_binds_total{result=\"fast\"}", binds);
-    s->m.binds_rechecked =
-        metrics_new_counter(m, "agentsched_binds_total{result=\"rechecked\"}", binds);
-    s->m.binds_idempotent =
-        metrics_new_counter(m, "agentsched_binds_total{result=\"idempotent\"}", binds);
-    s->m.bind_conflicts = metrics_new_counter(m, "agentsched_bind_conflicts_total",
-                                              "Binds refused because the node changed and the "
-                                              "pod no longer fits, or it is bound elsewhere.");
-    const char *memo = "Prioritize calls answered from the same cycle's filter evaluation (hit) "
-                       "or evaluated afresh (miss).";
-    s->m.memo_hits =
-        metrics_new_counter(m, "agentsched_prioritize_memo_total{result=\"hit\"}", memo);
-    s->m.memo_misses =
-        metrics_new_counter(m, "agentsched_prioritize_memo_total{result=\"miss\"}", memo);
-    const char *spec = "Pods whose spec the extender decoded (miss) or reused from a Pod with the "
-                       "same spec text (hit).";
-    s->m.spec_memo_hits =
-        metrics_new_counter(m, "agentsched_extender_pod_spec_memo_total{result=\"hit\"}", spec);
-    s->m.spec_memo_misses =
-        metrics_new_counter(m, "agentsched_extender_pod_spec_memo_total{result=\"miss\"}", spec);
+    return __atomic_load_n(&s->k8s, __ATOMIC_ACQUIRE);
+}
+
+static bool svc_port_live(void *arg)
+{
+    return svc_k8s(arg) != NULL;
+}
+
+static bool svc_port_synced(void *arg)
+{
+    k8s_client *k = svc_k8s(arg);
+    return !k || k8s_wait_synced(k, 0);
+}
+
+static as_err svc_port_bind(void *arg, const char *ns, const char *name, const char *uid,
+                            const char *node, as_diag *diag)
+{
+    k8s_client *k = svc_k8s(arg);
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
+    return k8s_bind(k, ns, name, uid, node, diag);
+}
+
+static as_err svc_port_fetch_pod(void *arg, const char *ns, const char *name,
+                                 const model_registry *reg, model_pod **out, as_diag *diag)
+{
+    k8s_client *k = svc_k8s(arg);
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
+    return k8s_get_pod(k, ns, name, reg, out, diag);
+}
+
+static uint64_t svc_port_decision_begin(void *arg)
+{
+    svc *s = arg;
+    return shard_decision_begin(s->shard);
+}
+
+static void svc_port_decision_end(void *arg, uint64_t revision)
+{
+    svc *s = arg;
+    shard_decision_end(s->shard, revision);
+}
+
+static void svc_port_unschedulable(void *arg, const model_pod *pod, const char *message)
+{
+    k8s_client *k = svc_k8s(arg);
+    if (!k)
+        return;
+    as_diag d = {{0}, {0}};
+    as_err err = k8s_pod_set_condition(k, pod->ns, pod->name, "PodScheduled", "False",
+                                       "Unschedulable", message, &d);
+    if (err && err != AS_ENOTFOUND)
+        log_warn("msg=\"cannot set PodScheduled=False\" pod=%s/%s err=\"%s\"", pod->ns, pod->name,
+                 d.msg[0] ? d.msg : as_strerror(err));
+    k8s_event_post(k, pod->ns, pod->name, pod->uid, "Warning", "FailedScheduling", message);
+}
+
+static void svc_port_scheduled(void *arg, const model_pod *pod, const char *node)
+{
+    k8s_client *k = svc_k8s(arg);
+    if (!k)
+        return;
+    char msg[600];
+    snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", pod->ns, pod->name, node);
+    k8s_event_post(k, pod->ns, pod->name, pod->uid, "Normal", "Scheduled", msg);
+}
+
+/* ---- routes ------------------------------------------------------------- */
+
+static void svc_healthz(void *ctx, const http_request *req, http_response *resp);
+static void svc_readyz(void *ctx, const http_request *req, http_response *resp);
+static void svc_version(void *ctx, const http_request *req, http_response *resp);
+static void svc_metrics_endpoint(void *ctx, const http_request *req, http_response *resp);
+
+/* The server's own endpoints; their context is the svc. */
+static const http_route svc_own_routes[] = {
+    {"GET", "/healthz", svc_healthz, false, NULL},
+    {"GET", "/readyz", svc_readyz, false, NULL},
+    {"GET", "/version", svc_version, false, NULL},
+    {"GET", "/metrics", svc_metrics_endpoint, false, NULL},
+};
+
+/* svc_add_routes appends an entry point's routes, each to run with ctx.
+ * Paths match exactly; a path listed with one method answers 405 (with
+ * Allow) to the others. */
+static as_err svc_add_routes(svc_impl *impl, const http_route *r, size_t n, void *ctx)
+{
+    if (n > SVC_MAX_ROUTES - impl->nroutes)
+        return AS_ETOOBIG;
+    for (size_t i = 0; i < n; i++) {
+        impl->routes[impl->nroutes] = r[i];
+        impl->routes[impl->nroutes++].ctx = ctx;
+    }
+    return AS_OK;
+}
+
+static as_err svc_build_routes(svc_impl *impl)
+{
+    svc *s = &impl->pub;
+    size_t n = 0;
+    as_err err =
+        svc_add_routes(impl, svc_own_routes, sizeof svc_own_routes / sizeof svc_own_routes[0], s);
+    const http_route *r = placement_routes(&n);
+    if (!err)
+        err = svc_add_routes(impl, r, n, s->core);
+    r = extender_routes(&n);
+    if (!err)
+        err = svc_add_routes(impl, r, n, s->ext);
+    r = volcano_routes(&n);
+    if (!err)
+        err = svc_add_routes(impl, r, n, s->core);
+    return err;
+}
+
+/* See svc.h. */
+const http_route *svc_routes(svc *s, size_t *n)
+{
+    svc_impl *impl = (svc_impl *)s;
+    *n = impl->nroutes;
+    return impl->routes;
+}
+
+/* See svc.h. */
+void *svc_handler_ctx(svc *s, http_handler_fn fn)
+{
+    svc_impl *impl = (svc_impl *)s;
+    for (size_t i = 0; i < impl->nroutes; i++)
+        if (impl->routes[i].fn == fn)
+            return impl->routes[i].ctx;
+    return NULL;
 }
 
 /* See svc.h. */
@@ -130,8 +220,6 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
     as_err err = AS_OK;
     s->cfg = *cfg;
     impl->strings = pool_new(1 << 20);
-    pthread_mutex_init(&s->policy_mu, NULL);
-    model_registry_init(&s->reg);
     if (!impl->strings) {
         err = AS_ENOMEM;
         goto done;
@@ -148,30 +236,30 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
     if (!s->cfg.max_body)
         s->cfg.max_body = SVC_DEFAULT_MAX_BODY;
 
-    if ((err = cache_new(&s->reg, &s->cache)))
+    core_config cc;
+    core_config_defaults(&cc);
+    cc.policy_path = s->cfg.policy_path;
+    cc.shard_mode = s->cfg.shard_mode;
+    cc.candidates = s->cfg.candidates;
+    if ((err = core_new(&cc, &s->core, diag)))
         goto done;
-    cache_set_shard_mode(s->cache, s->cfg.shard_mode);
-    if ((err = binder_new(s->cache, NULL, &s->binder)))
+    s->core->ports = (core_ports){
+        .arg = s,
+        .live = svc_port_live,
+        .synced = svc_port_synced,
+        .bind = svc_port_bind,
+        .fetch_pod = svc_port_fetch_pod,
+        .decision_begin = svc_port_decision_begin,
+        .decision_end = svc_port_decision_end,
+        .unschedulable = svc_port_unschedulable,
+        .scheduled = svc_port_scheduled,
+    };
+    if ((err = extender_new(s->core, &s->ext)))
         goto done;
-    if ((err = extender_memo_new(&s->ext_memo)))
-        goto done;
-    eqcache_config ec;
-    eqcache_config_defaults(&ec);
-    ec.max_classes = SVC_EXTENDER_SHAPES;
-    if ((err = eqcache_new(s->cache, &ec, &s->eq)))
-        goto done;
-    if (s->cfg.policy_path) {
-        if ((err = score_policy_load(&s->reg, s->cfg.policy_path, &s->policy, diag)))
-            goto done;
-    } else if ((err = score_policy_new_default(&s->reg, &s->policy))) {
-        as_diag_set(diag, err, NULL, "cannot build the default scoring policy: %s",
-                    as_strerror(err));
+    if ((err = svc_build_routes(impl))) {
+        as_diag_set(diag, err, NULL, "more than %d routes: raise SVC_MAX_ROUTES", SVC_MAX_ROUTES);
         goto done;
     }
-    if ((err = metrics_new(&s->metrics)))
-        goto done;
-    svc_declare_metrics(s);
-    s->started_ms = svc_now_ms();
     *out = s;
 done:
     if (err) {
@@ -187,18 +275,9 @@ void svc_free(svc *s)
 {
     if (!s)
         return;
-    svc_http_stop(s);
-    svc_k8s_stop(s); /* its reflectors write the cache: stop them first */
-    if (s->binder)
-        binder_free(s->binder);
-    extender_memo_free(s->ext_memo);
-    eqcache_free(s->eq); /* before the cache it reads */
-    cache_free(s->cache);
-    if (s->policy)
-        score_policy_unref(s->policy);
-    metrics_free(s->metrics);
-    model_registry_destroy(&s->reg);
-    pthread_mutex_destroy(&s->policy_mu);
+    svc_stop(s);
+    extender_free(s->ext);
+    core_free(s->core);
     svc_impl *impl = (svc_impl *)s;
     pool_free(impl->strings);
     free(impl);
@@ -207,54 +286,7 @@ void svc_free(svc *s)
 /* See svc.h. */
 as_err svc_load_cluster(svc *s, const char *path, as_diag *diag)
 {
-    model_cluster *cl = NULL;
-    as_err err = model_cluster_load(&s->reg, path, &cl, diag);
-    if (err)
-        return err;
-    for (size_t i = 0; i < cl->nnodes; i++) {
-        model_node *n = cl->nodes[i];
-        cl->nodes[i] = NULL; /* the cache owns it from here, even on error */
-        char name[256];
-        snprintf(name, sizeof name, "%s", n->name);
-        if ((err = cache_node_upsert(s->cache, n))) {
-            as_diag_set(diag, err, NULL, "%s: cannot add node %s to the cache: %s", path, name,
-                        as_strerror(err));
-            goto done;
-        }
-    }
-    for (size_t i = 0; i < cl->npods; i++) {
-        const model_pod *p = cl->pods[i];
-        if ((err = cache_pod_upsert(s->cache, p))) {
-            as_diag_set(diag, err, NULL, "%s: cannot add pod %s/%s to the cache: %s", path, p->ns,
-                        p->name, as_strerror(err));
-            goto done;
-        }
-    }
-    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
-done:
-    model_cluster_free(cl);
-    return err;
-}
-
-/* See svc.h. */
-score_policy *svc_policy_get(svc *s)
-{
-    pthread_mutex_lock(&s->policy_mu);
-    score_policy *p = score_policy_ref(s->policy);
-    pthread_mutex_unlock(&s->policy_mu);
-    return p;
-}
-
-/* See svc.h. */
-void svc_policy_set(svc *s, score_policy *p)
-{
-    pthread_mutex_lock(&s->policy_mu);
-    score_policy *old = s->policy;
-    s->policy = p;
-    pthread_mutex_unlock(&s->policy_mu);
-    /* In-flight decisions hold their own reference; the last one frees it. */
-    if (old)
-        score_policy_unref(old);
+    return core_load_cluster(s->core, path, diag);
 }
 
 /* See svc.h. */
@@ -264,11 +296,199 @@ as_err svc_reload_policy(svc *s, as_diag *diag)
         return as_diag_set(diag, AS_ENOTFOUND, NULL,
                            "no policy file configured (start with --policy FILE to reload it)");
     score_policy *p = NULL;
-    as_err err = score_policy_load(&s->reg, s->cfg.policy_path, &p, diag);
+    as_err err = score_policy_load(&s->core->reg, s->cfg.policy_path, &p, diag);
     if (err)
         return err;
-    svc_policy_set(s, p);
+    core_policy_set(s->core, p);
     return AS_OK;
+}
+
+/* ---- the API client and the shard coordinator ------------------------- */
+
+/* A shard_publish_fn (arg = svc): through the API client once it runs. */
+static as_err svc_shard_publish(void *arg, const char *name, const shard_view *st, as_diag *diag)
+{
+    k8s_client *k = svc_k8s(arg);
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server yet");
+    return shard_publish_k8s(k, name, st, diag);
+}
+
+/* svc_shard_start creates and starts the coordinator when cfg.shard_mode
+ * is not none (no-op otherwise, or when it runs already). */
+static as_err svc_shard_start(svc *s, as_diag *diag)
+{
+    if (s->cfg.shard_mode == CACHE_SHARD_NONE || s->shard)
+        return AS_OK;
+    shard_coord_config cc = {
+        .name = s->cfg.shard_name ? s->cfg.shard_name : s->cfg.scheduler_name,
+        .mode = s->cfg.shard_mode,
+        .cache = s->core->cache,
+        .publish = svc_shard_publish,
+        .publish_arg = s,
+    };
+    shard_coord *c = NULL;
+    as_err err = shard_coord_new(&cc, &c, diag);
+    if (err)
+        return err;
+    if ((err = shard_coord_start(c))) {
+        shard_coord_free(c);
+        return as_diag_set(diag, err, NULL, "cannot start the shard publisher thread");
+    }
+    s->shard = c;
+    log_info("msg=\"shard coordination on\" shard=%s mode=%s", cc.name,
+             cache_shard_mode_name(cc.mode));
+    return AS_OK;
+}
+
+/* svc_k8s_synced is the client's synced hook: the core turns ready once
+ * the first full list of nodes and pods is in the cache. */
+static void svc_k8s_synced(void *arg)
+{
+    core *co = arg;
+    __atomic_store_n(&co->ready, 1, __ATOMIC_RELEASE);
+}
+
+/* See svc.h. */
+as_err svc_k8s_start(svc *s, const k8s_config *kc, as_diag *diag)
+{
+    k8s_config c = *kc;
+    if (!c.scheduler_name)
+        c.scheduler_name = s->cfg.scheduler_name;
+    if (!c.qps && s->cfg.kube_api_qps > 0)
+        c.qps = s->cfg.kube_api_qps;
+    if (!c.burst && s->cfg.kube_api_burst)
+        c.burst = s->cfg.kube_api_burst;
+    if (!c.watch_down_ms && s->cfg.watch_down_ms > 0)
+        c.watch_down_ms = s->cfg.watch_down_ms;
+    if (!c.watch_timeout_ms && s->cfg.watch_timeout_ms > 0)
+        c.watch_timeout_ms = s->cfg.watch_timeout_ms;
+    if (s->shard) {
+        c.watch_shards = true;
+        c.shard_hook = shard_k8s_hook;
+        c.shard_hook_arg = s->shard;
+    }
+    c.synced_hook = svc_k8s_synced;
+    c.synced_hook_arg = s->core;
+    k8s_client *k = NULL;
+    as_err err = k8s_client_new(&c, s->core->cache, &k, diag);
+    if (err)
+        return err;
+    if ((err = k8s_client_start(k))) {
+        k8s_client_free(k);
+        return as_diag_set(diag, err, NULL, "cannot start the API client threads");
+    }
+    __atomic_store_n(&s->k8s, k, __ATOMIC_RELEASE);
+    return AS_OK;
+}
+
+/* See svc.h. */
+void svc_k8s_stop(svc *s)
+{
+    if (!s || !s->k8s)
+        return;
+    k8s_client *k = s->k8s;
+    k8s_client_stop(k); /* its threads read s->k8s through the ports until joined */
+    __atomic_store_n(&s->k8s, NULL, __ATOMIC_RELEASE);
+    k8s_client_free(k);
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+/* svc_connect starts the live mode: the fast path (unless --workers 0),
+ * then the API client whose pod hook feeds it and whose lease hook starts
+ * it, then the fast path's threads. */
+static as_err svc_connect(svc *s, as_diag *diag)
+{
+    const svc_config *cfg = &s->cfg;
+    as_err err = AS_OK;
+    if (cfg->workers) {
+        fastpath_config fc;
+        fastpath_config_defaults(&fc);
+        fc.workers = cfg->workers;
+        fc.candidates = cfg->candidates ? cfg->candidates : 3;
+        fc.scheduler_name = cfg->scheduler_name;
+        if ((err = fastpath_new(s->core, &fc, NULL, &s->fp, diag)))
+            return err;
+    }
+    /* The reflectors fill the cache; /readyz says when. */
+    k8s_config kc;
+    k8s_config_defaults(&kc);
+    kc.kubeconfig = cfg->kubeconfig;
+    kc.in_cluster = cfg->in_cluster;
+    kc.scheduler_name = cfg->scheduler_name;
+    kc.qps = cfg->kube_api_qps;
+    kc.burst = cfg->kube_api_burst;
+    kc.watch_down_ms = cfg->watch_down_ms;
+    kc.watch_timeout_ms = cfg->watch_timeout_ms;
+    kc.event_qps = cfg->event_qps;
+    if (s->fp) {
+        kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
+        kc.pod_hook_arg = s->fp;
+    }
+    char lease_name[300];
+    if (cfg->leader_elect && s->fp) {
+        if (cfg->lease_name[0])
+            snprintf(lease_name, sizeof lease_name, "%s", cfg->lease_name);
+        else
+            snprintf(lease_name, sizeof lease_name, "agentsched-%s", cfg->scheduler_name);
+        kc.lease_namespace = cfg->lease_namespace[0] ? cfg->lease_namespace : NULL;
+        kc.lease_name = lease_name;
+        kc.lease_identity = cfg->lease_identity;
+        kc.lease_duration_ms = cfg->lease_duration_ms;
+        kc.leader_hook = fastpath_set_leading; /* called false before any decision */
+        kc.leader_hook_arg = s->fp;
+    } else if (cfg->leader_elect) {
+        log_warn("msg=\"--leader-elect ignored: --workers 0 runs no fast path\"");
+    }
+    if ((err = svc_k8s_start(s, &kc, diag)))
+        return err;
+    if (s->fp && (err = fastpath_start(s->fp)))
+        as_diag_set(diag, err, NULL, "cannot start the fast-path threads");
+    return err;
+}
+
+/* See svc.h. */
+as_err svc_start(svc *s, const char **stage, as_diag *diag)
+{
+    *stage = NULL;
+    as_err err = svc_shard_start(s, diag);
+    if (err) {
+        *stage = "cannot start shard coordination";
+        goto done;
+    }
+    uint64_t t0 = clock_mono_ns();
+    /* Embedded clusters have no pending pods: the fast path is live only. */
+    if (s->cfg.cluster_path)
+        err = svc_load_cluster(s, s->cfg.cluster_path, diag);
+    else
+        err = svc_connect(s, diag);
+    if (err) {
+        *stage = s->cfg.cluster_path ? "cannot load the cluster" : "cannot connect";
+        goto done;
+    }
+    s->load_ms = (double)(clock_mono_ns() - t0) / 1e6;
+    if ((err = svc_http_start(s, diag)))
+        *stage = "cannot serve HTTP";
+done:
+    return err;
+}
+
+/* See svc.h. */
+void svc_stop(svc *s)
+{
+    if (!s)
+        return;
+    svc_http_stop(s);
+    /* Workers and binds first, then the reflectors (their pod hook feeds
+     * the fast path's queue, their shard hook calls the coordinator), then
+     * the memory. */
+    fastpath_stop(s->fp);
+    svc_k8s_stop(s);
+    fastpath_free(s->fp);
+    s->fp = NULL;
+    shard_coord_free(s->shard);
+    s->shard = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -287,7 +507,7 @@ static void svc_readyz(void *ctx, const http_request *req, http_response *resp)
     if (s->k8s) {
         /* Live mode: synced once, and the watches not down past the bound. */
         char why[256];
-        if (k8s_ready(s->k8s, svc_now_ms(), why, sizeof why)) {
+        if (k8s_ready(s->k8s, clock_now_ms(), why, sizeof why)) {
             resp->content_type = "text/plain; charset=utf-8";
             buf_puts(&resp->body, "ok\n");
         } else {
@@ -295,7 +515,7 @@ static void svc_readyz(void *ctx, const http_request *req, http_response *resp)
         }
         return;
     }
-    if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE)) {
+    if (core_ready(s->core)) {
         resp->content_type = "text/plain; charset=utf-8";
         buf_puts(&resp->body, "ok\n");
         return;
@@ -317,20 +537,20 @@ static void svc_version(void *ctx, const http_request *req, http_response *resp)
     buf_json_cstr(b, AGENTSCHED_BUILD_TYPE);
     buf_puts(b, ", \"scheduler_name\": ");
     buf_json_cstr(b, s->cfg.scheduler_name);
-    buf_printf(b, ", \"started_ms\": %lld}\n", (long long)s->started_ms);
+    buf_printf(b, ", \"started_ms\": %lld}\n", (long long)s->core->started_ms);
 }
 
 /* Sets a scrape-time gauge; declared on first use (declaration finds the
  * existing series afterwards, so this needs no handle in the svc). */
 static void svc_gauge(svc *s, const char *name, const char *help, int64_t v)
 {
-    metrics_set(metrics_new_gauge(s->metrics, name, help), v);
+    metrics_set(metrics_new_gauge(s->core->metrics, name, help), v);
 }
 
 static void svc_counter_set(svc *s, const char *name, const char *help, uint64_t v)
 {
     /* Counters mirrored from the binder's own totals: monotonic already. */
-    metrics_counter *c = metrics_new_counter(s->metrics, name, help);
+    metrics_counter *c = metrics_new_counter(s->core->metrics, name, help);
     metrics_set(c, (int64_t)v);
 }
 
@@ -338,7 +558,7 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
 {
     svc *s = ctx;
     cache_stats cs;
-    cache_get_stats(s->cache, &cs);
+    cache_get_stats(s->core->cache, &cs);
     const char *nodes = "Nodes in the cache.";
     svc_gauge(s, "agentsched_cache_nodes", nodes, (int64_t)cs.nodes);
     svc_gauge(s, "agentsched_cache_nodes_in_shard", "Nodes in this scheduler's shard.",
@@ -351,7 +571,7 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
     svc_counter_set(s, "agentsched_cache_events_total{kind=\"node\"}", ev, cs.node_events);
     svc_counter_set(s, "agentsched_cache_events_total{kind=\"pod\"}", ev, cs.pod_events);
     binder_stats bs;
-    binder_get_stats(s->binder, &bs);
+    binder_get_stats(s->core->binder, &bs);
     const char *bh = "Versioned binder outcomes since start.";
     svc_counter_set(s, "agentsched_binder_events_total{event=\"accepted_fast\"}", bh,
                     bs.accepted_fast);
@@ -362,69 +582,24 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
     svc_counter_set(s, "agentsched_binder_events_total{event=\"exhausted\"}", bh, bs.exhausted);
     svc_counter_set(s, "agentsched_binder_events_total{event=\"released\"}", bh, bs.released);
     svc_gauge(s, "agentsched_ready", "1 when the node cache is loaded or synced.",
-              __atomic_load_n(&s->ready, __ATOMIC_ACQUIRE));
+              core_ready(s->core));
     svc_gauge(s, "agentsched_start_time_seconds", "Start time since the Unix epoch.",
-              s->started_ms / 1000);
-    k8s_metrics_update(s->k8s, s->metrics); /* live mode: agentsched_k8s_* */
+              s->core->started_ms / 1000);
+    k8s_metrics_update(s->k8s, s->core->metrics); /* live mode: agentsched_k8s_* */
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    as_err err = metrics_render(s->metrics, &resp->body);
+    as_err err = metrics_render(s->core->metrics, &resp->body);
     if (err)
         http_error(resp, http_status_for_err(err), NULL, "cannot render metrics: %s",
                    as_strerror(err));
-}
-
-/*
- * The route table of every HTTP endpoint. Entry points add their routes
- * here, one line each, once their handler exists:
- *   extender:  POST /scheduler/filter, /scheduler/prioritize,
- *              /scheduler/bind, /scheduler/preempt
- *   placement: POST /v1/placements
- *   volcano:   /volcano/...
- * Paths match exactly; a path listed with one method answers 405 (with
- * Allow) to the others.
- */
-static const http_route svc_route_table[] = {
-    /* core (service helper) */
-    {"GET", "/healthz", svc_healthz, false},
-    {"GET", "/readyz", svc_readyz, false},
-    {"GET", "/version", svc_version, false},
-    {"GET", "/metrics", svc_metrics_endpoint, false},
-    /* placement */
-    {"POST", PLACEMENT_PATH, placement_handle, false},
-    /* extender */
-    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false},
-    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false},
-    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true},
-    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false},
-    /* volcano */
-    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false},
-    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false},
-    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false},
-    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false},
-    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false},
-    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false},
-    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false},
-    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false},
-    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false},
-    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false},
-};
-
-/* See svc.h. */
-const http_route *svc_routes(size_t *n)
-{
-    *n = sizeof svc_route_table / sizeof svc_route_table[0];
-    return svc_route_table;
 }
 
 static void svc_observe(void *ctx, const char *method, const char *path, int status,
                         uint64_t elapsed_ns)
 {
     svc *s = ctx;
-    metrics_inc(s->m.requests_total);
+    metrics_inc(s->core->m.requests_total);
     if (status >= 400)
-        metrics_inc(s->m.request_errors_total);
+        metrics_inc(s->core->m.request_errors_total);
     log_debug("msg=\"request\" method=%s path=%s status=%d us=%llu", method, path, status,
               (unsigned long long)(elapsed_ns / 1000));
 }
@@ -459,7 +634,7 @@ as_err svc_http_start(svc *s, as_diag *diag)
     if (s->http)
         return AS_OK;
     size_t n = 0;
-    const http_route *routes = svc_routes(&n);
+    const http_route *routes = svc_routes(s, &n);
     char *cert = NULL, *key = NULL;
     as_err err = AS_OK;
     if (!s->cfg.tls_cert_path != !s->cfg.tls_key_path) {
@@ -507,48 +682,4 @@ void svc_http_stop(svc *s)
         return;
     http_server_stop(s->http);
     s->http = NULL;
-}
-
-/* svc_k8s_synced is the client's synced hook: the service turns ready. */
-static void svc_k8s_synced(void *arg)
-{
-    svc *s = arg;
-    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
-}
-
-/* See svc.h. */
-as_err svc_k8s_start(svc *s, const k8s_config *cfg, as_diag *diag)
-{
-    k8s_config c = *cfg;
-    if (!c.scheduler_name)
-        c.scheduler_name = s->cfg.scheduler_name;
-    if (!c.qps && s->cfg.kube_api_qps > 0)
-        c.qps = s->cfg.kube_api_qps;
-    if (!c.burst && s->cfg.kube_api_burst)
-        c.burst = s->cfg.kube_api_burst;
-    if (!c.watch_down_ms && s->cfg.watch_down_ms > 0)
-        c.watch_down_ms = s->cfg.watch_down_ms;
-    if (!c.watch_timeout_ms && s->cfg.watch_timeout_ms > 0)
-        c.watch_timeout_ms = s->cfg.watch_timeout_ms;
-    c.synced_hook = svc_k8s_synced;
-    c.synced_hook_arg = s;
-    k8s_client *k;
-    as_err err = k8s_client_new(&c, s->cache, &k, diag);
-    if (err)
-        return err;
-    if ((err = k8s_client_start(k))) {
-        k8s_client_free(k);
-        return as_diag_set(diag, err, NULL, "cannot start the API client threads");
-    }
-    s->k8s = k;
-    return AS_OK;
-}
-
-/* See svc.h. */
-void svc_k8s_stop(svc *s)
-{
-    if (!s || !s->k8s)
-        return;
-    k8s_client_free(s->k8s);
-    s->k8s = NULL;
 }

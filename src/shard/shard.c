@@ -12,7 +12,6 @@
 
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/shard_status.h"
-#include "agentsched/serve/svc.h"
 
 /* ------------------------------------------------------------------ */
 /* A borrowed-string hash set (open addressing, power-of-two table)    */
@@ -655,59 +654,4 @@ as_err shard_publish_k8s(void *arg, const char *name, const shard_view *st, as_d
                  "to_remove=%zu",
                  name, st->usable.n, st->to_add.n, st->to_remove.n);
     return err;
-}
-
-/* See shard.h. */
-as_err shard_publish_svc(void *arg, const char *name, const shard_view *st, as_diag *diag)
-{
-    svc *s = arg;
-    k8s_client *k = __atomic_load_n(&s->k8s, __ATOMIC_ACQUIRE);
-    if (!k)
-        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server yet");
-    return shard_publish_k8s(k, name, st, diag);
-}
-
-/* See shard.h. */
-as_err shard_svc_start(svc *s, as_diag *diag)
-{
-    if (s->cfg.shard_mode == CACHE_SHARD_NONE || s->shard)
-        return AS_OK;
-    shard_coord_config cc = {
-        .name = s->cfg.shard_name ? s->cfg.shard_name : s->cfg.scheduler_name,
-        .mode = s->cfg.shard_mode,
-        .cache = s->cache,
-        .publish = shard_publish_svc,
-        .publish_arg = s,
-    };
-    shard_coord *c = NULL;
-    as_err err = shard_coord_new(&cc, &c, diag);
-    if (err)
-        return err;
-    if ((err = shard_coord_start(c))) {
-        shard_coord_free(c);
-        return as_diag_set(diag, err, NULL, "cannot start the shard publisher thread");
-    }
-    s->shard = c;
-    log_info("msg=\"shard coordination on\" shard=%s mode=%s", cc.name,
-             cache_shard_mode_name(cc.mode));
-    return AS_OK;
-}
-
-/* See shard.h. */
-void shard_svc_hook(svc *s, k8s_config *kc)
-{
-    if (!s->shard)
-        return;
-    kc->watch_shards = true;
-    kc->shard_hook = shard_k8s_hook;
-    kc->shard_hook_arg = s->shard;
-}
-
-/* See shard.h. */
-void shard_svc_stop(svc *s)
-{
-    if (!s)
-        return;
-    shard_coord_free(s->shard);
-    s->shard = NULL;
 }

@@ -245,8 +245,8 @@ static inline void bench_node_upsert(svc *s, const char *json, size_t len, int i
     json_t *j = json_loadb(json, len, 0, NULL);
     model_node *n = NULL;
     as_diag d = {{0}, {0}};
-    if (!j || model_node_from_json(&s->reg, j, &n, &d) != AS_OK ||
-        cache_node_upsert(s->cache, n) != AS_OK) {
+    if (!j || model_node_from_json(&s->core->reg, j, &n, &d) != AS_OK ||
+        cache_node_upsert(s->core->cache, n) != AS_OK) {
         fprintf(stderr, "cannot build node %d: %s\n", i, d.msg);
         exit(1);
     }
@@ -265,7 +265,7 @@ static inline void bench_load_cluster(svc *s)
         bench_node_upsert(s, b.data, b.len, i);
     }
     buf_free(&b);
-    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->core->ready, 1, __ATOMIC_RELEASE);
 }
 
 /* bench_nodes_body returns (malloc'd) a full-Nodes body: pod 7 and
@@ -304,7 +304,7 @@ static inline double bench_handler_cpu_ns(svc *s, http_handler_fn fn, const char
                             .pool = pool_new(0)};
         http_response resp = {.status = 200};
         buf_init(&resp.body, 0);
-        fn(s, &req, &resp);
+        fn(svc_handler_ctx(s, fn), &req, &resp);
         if (resp.status != 200) {
             fprintf(stderr, "handler answered %d: %.200s\n", resp.status, resp.body.data);
             exit(1);

@@ -357,7 +357,7 @@ static void bench_pod_decode(svc *s)
                 err = k < 2 ? json_parse_ref(a.pod_raw, a.pod_raw_len, skip, &a.pod, &d)
                             : extargs_parse_pod(&a, skip, &d);
             if (!err)
-                err = model_pod_from_json(&s->reg, a.pod, &pod, &d);
+                err = model_pod_from_json(&s->core->reg, a.pod, &pod, &d);
             if (err) {
                 fprintf(stderr, "kube-scheduler pod: %s\n", d.msg);
                 exit(1);
@@ -383,11 +383,11 @@ static void set_shortlist(svc *s, unsigned n)
     int len = snprintf(text, sizeof text, "extender: {shortlist: %u}\n", n);
     score_policy *p = NULL;
     as_diag d = {{0}, {0}};
-    if (score_policy_parse(&s->reg, "bench", text, (size_t)len, &p, &d) != AS_OK) {
+    if (score_policy_parse(&s->core->reg, "bench", text, (size_t)len, &p, &d) != AS_OK) {
         fprintf(stderr, "policy: %s\n", d.msg);
         exit(1);
     }
-    svc_policy_set(s, p);
+    core_policy_set(s->core, p);
 }
 
 /* ---- the canned server: the filter's bytes, no handler ------------- */
@@ -406,7 +406,7 @@ static void canned_filter(void *ctx, const http_request *req, http_response *res
 }
 
 static const http_route canned_routes[] = {
-    {"POST", "/scheduler/filter", canned_filter, false},
+    {"POST", "/scheduler/filter", canned_filter, false, NULL},
 };
 
 /* canned_start serves c's bytes for every filter on a port of its own,
@@ -601,7 +601,7 @@ int main(int argc, char **argv)
                          .pool = pool_new(0)};
     http_response cresp = {.status = 200};
     buf_init(&cresp.body, 0);
-    extender_handle_filter(s, &creq, &cresp);
+    extender_handle_filter(s->ext, &creq, &cresp);
     pool_free(creq.pool);
     if (cresp.status != 200) {
         fprintf(stderr, "filter answered %d: %.200s\n", cresp.status, cresp.body.data);

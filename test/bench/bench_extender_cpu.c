@@ -51,10 +51,10 @@ static double per_cycle_ns(svc *s, char **bodies, int nbodies, int iters)
     return t / iters;
 }
 
-static http_handler_fn healthz_handler(void)
+static http_handler_fn healthz_handler(svc *s)
 {
     size_t n = 0;
-    const http_route *r = svc_routes(&n);
+    const http_route *r = svc_routes(s, &n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(r[i].path, "/healthz") == 0)
             return r[i].fn;
@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     bench_load_cluster(s);
     char *names = bench_pod_body(7);
     char *nodes = bench_nodes_body();
-    http_handler_fn hz = healthz_handler();
+    http_handler_fn hz = healthz_handler(s);
     bool all = strcmp(which, "all") == 0;
 
     /* warm up (caches, policy tables, allocator) */

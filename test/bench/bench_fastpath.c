@@ -117,14 +117,14 @@ static void fill_half(svc *s, int nnodes)
     static const int64_t cpus[] = {8000, 16000, 32000, 64000};
     unsigned seed = 42;
     for (int i = 0; i < nnodes; i++)
-        cache_node_upsert(s->cache, make_node(i, cpus[rand_r(&seed) % 4], &seed, true));
+        cache_node_upsert(s->core->cache, make_node(i, cpus[rand_r(&seed) % 4], &seed, true));
     for (long i = 0; i < (long)nnodes * 4; i++) {
         model_pod *p =
             make_pod("run", i, 500 + rand_r(&seed) % 3000, (1 + rand_r(&seed) % 8) * GI, false);
         char node[64];
         snprintf(node, sizeof node, "node-%06ld", i % nnodes);
         p->node_name = node;
-        cache_pod_upsert(s->cache, p);
+        cache_pod_upsert(s->core->cache, p);
         p->node_name = NULL;
         model_pod_free(p);
     }
@@ -149,7 +149,7 @@ static model_pod *shaped_pod(const char *prefix, long i, unsigned *seed, int sha
 static as_err bind_and_release(void *arg, const model_pod *pod, const char *node, as_diag *diag)
 {
     svc *s = arg;
-    binder_release(s->binder, pod->uid); /* keep the cluster as full as it started */
+    binder_release(s->core->binder, pod->uid); /* keep the cluster as full as it started */
     return AS_OK;
 }
 
@@ -173,7 +173,7 @@ static rate fast_rate(svc *s, unsigned workers, double secs, bool eq, int shapes
     fastpath_ops ops = {bind_and_release, NULL, NULL, s};
     fastpath *fp = NULL;
     as_diag d = {{0}, {0}};
-    if (fastpath_new(s, &fc, &ops, &fp, &d)) {
+    if (fastpath_new(s->core, &fc, &ops, &fp, &d)) {
         fprintf(stderr, "fastpath_new: %s\n", d.msg);
         exit(2);
     }
@@ -261,10 +261,10 @@ static int cmp_snap(const void *a, const void *b)
 /* The naive scheduler: snapshot, scan everything, sort, assume, release. */
 static double naive_rate(svc *s, double secs, double *per_cpu, int shapes)
 {
-    score_policy *pol = svc_policy_get(s);
-    cache_read_lock(s->cache);
-    size_t n = cache_node_count(s->cache);
-    cache_read_unlock(s->cache);
+    score_policy *pol = core_policy_get(s->core);
+    cache_read_lock(s->core->cache);
+    size_t n = cache_node_count(s->core->cache);
+    cache_read_unlock(s->core->cache);
     snap *sn = malloc(n * sizeof *sn);
     snap **feas = malloc(n * sizeof *feas);
     unsigned seed = 7;
@@ -272,16 +272,16 @@ static double naive_rate(svc *s, double secs, double *per_cpu, int shapes)
     double t0 = bench_now_s(), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
     while (bench_now_s() - t0 < secs) {
         model_pod *pod = shaped_pod("naive", done, &seed, shapes);
-        cache_read_lock(s->cache);
+        cache_read_lock(s->core->cache);
         for (size_t i = 0; i < n; i++) {
-            const cache_node *src = cache_node_at(s->cache, i);
+            const cache_node *src = cache_node_at(s->core->cache, i);
             sn[i].copy = *src;
             for (int r = 0; r < MODEL_MAX_RES; r++)
                 sn[i].copy.requested[r] = cache_node_requested(src, r);
         }
         size_t nf = 0;
         for (size_t i = 0; i < n; i++) {
-            if (pred_check(&s->reg, CACHE_SHARD_NONE, pod, &sn[i].copy).code != PRED_OK)
+            if (pred_check(&s->core->reg, CACHE_SHARD_NONE, pod, &sn[i].copy).code != PRED_OK)
                 continue;
             sn[i].score = score_node(pol, pod, &sn[i].copy);
             feas[nf++] = &sn[i];
@@ -289,11 +289,11 @@ static double naive_rate(svc *s, double secs, double *per_cpu, int shapes)
         qsort(feas, nf, sizeof feas[0], cmp_snap);
         uint32_t slot = nf ? feas[0]->copy.slot : 0;
         uint64_t id = nf ? feas[0]->copy.id : 0;
-        cache_read_unlock(s->cache);
+        cache_read_unlock(s->core->cache);
         if (nf) {
             cache_assume_result ar;
-            cache_assume_if(s->cache, pod, slot, id, 0, NULL, NULL, &ar, NULL);
-            cache_forget(s->cache, pod->uid);
+            cache_assume_if(s->core->cache, pod, slot, id, 0, NULL, NULL, &ar, NULL);
+            cache_forget(s->core->cache, pod->uid);
         }
         model_pod_free(pod);
         done++;
@@ -316,14 +316,14 @@ static as_err bind_ok(void *arg, const model_pod *pod, const char *node, as_diag
 static int overcommitted(svc *s)
 {
     int bad = 0;
-    cache_read_lock(s->cache);
-    for (size_t i = 0; i < cache_node_count(s->cache); i++) {
-        const cache_node *n = cache_node_at(s->cache, i);
+    cache_read_lock(s->core->cache);
+    for (size_t i = 0; i < cache_node_count(s->core->cache); i++) {
+        const cache_node *n = cache_node_at(s->core->cache, i);
         for (int r = 0; r < MODEL_MAX_RES; r++)
             if (n->alloc.v[r] && cache_node_requested(n, r) > n->alloc.v[r])
                 bad++;
     }
-    cache_read_unlock(s->cache);
+    cache_read_unlock(s->core->cache);
     return bad;
 }
 
@@ -337,7 +337,7 @@ static double conflict_run(unsigned workers, unsigned k, int *over, double *util
     unsigned seed = 11;
     int64_t used = 0, cap = 0;
     for (int i = 0; i < CNODES; i++) {
-        cache_node_upsert(s->cache, make_node(i, 16000, &seed, false));
+        cache_node_upsert(s->core->cache, make_node(i, 16000, &seed, false));
         /* running pods up to 90% of the node's cpu */
         int64_t fill = 0;
         for (long j = 0; fill < 14400; j++) {
@@ -348,7 +348,7 @@ static double conflict_run(unsigned workers, unsigned k, int *over, double *util
             char node[64];
             snprintf(node, sizeof node, "node-%06d", i);
             p->node_name = node;
-            cache_pod_upsert(s->cache, p);
+            cache_pod_upsert(s->core->cache, p);
             p->node_name = NULL;
             model_pod_free(p);
             fill += c;
@@ -364,7 +364,7 @@ static double conflict_run(unsigned workers, unsigned k, int *over, double *util
     fastpath_ops ops = {bind_ok, NULL, NULL, s};
     fastpath *fp = NULL;
     as_diag d = {{0}, {0}};
-    fastpath_new(s, &fc, &ops, &fp, &d);
+    fastpath_new(s->core, &fc, &ops, &fp, &d);
     /* Seven agent shapes: workers of one shape share an equivalence class
      * and see the same top nodes, the worst case for conflicts. */
     for (long i = 0; i < CPODS; i++)
@@ -375,12 +375,12 @@ static double conflict_run(unsigned workers, unsigned k, int *over, double *util
     fastpath_get_stats(fp, &st);
     fastpath_stop(fp);
     *over = overcommitted(s);
-    if (cache_check_invariants(s->cache, &d) != AS_OK) {
+    if (cache_check_invariants(s->core->cache, &d) != AS_OK) {
         fprintf(stderr, "invariants: %s\n", d.msg);
         (*over)++;
     }
     cache_stats cs;
-    cache_get_stats(s->cache, &cs);
+    cache_get_stats(s->core->cache, &cs);
     *util_pct = 100.0 * (double)used / (double)cap;
     double pct = st.attempts ? 100.0 * (double)st.conflicts / (double)st.attempts : 0;
     fastpath_free(fp);

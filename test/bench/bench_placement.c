@@ -92,18 +92,18 @@ int main(int argc, char **argv)
     model_pod **pods = NULL;
     size_t n = 0;
     uint32_t k = 0;
-    if (!req || placement_request_decode(&s->reg, req, 3, &pods, &n, &k, &d) != AS_OK) {
+    if (!req || placement_request_decode(&s->core->reg, req, 3, &pods, &n, &k, &d) != AS_OK) {
         fprintf(stderr, "bench_placement: request: %s: %s\n", d.field, d.msg);
         return 1;
     }
-    score_policy *pol = svc_policy_get(s);
+    score_policy *pol = core_policy_get(s->core);
 
     /* Baseline: one plain decision per pod, nothing carried over. */
     double t0 = bench_now_s();
     for (size_t i = 0; i < n; i++) {
         sched_request r = {.pod = pods[i], .policy = pol, .k = k};
         sched_result res;
-        sched_evaluate(s->cache, &r, &res);
+        sched_evaluate(s->core->cache, &r, &res);
         sched_result_free(&res);
     }
     double base = bench_now_s() - t0;
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     buf out;
     buf_init(&out, 0);
     t0 = bench_now_s();
-    as_err err = placement_run(s->cache, pol, (const model_pod *const *)pods, n, k, &out);
+    as_err err = placement_run(s->core->cache, pol, (const model_pod *const *)pods, n, k, &out);
     double run = bench_now_s() - t0;
     size_t placed = n;
     for (const char *p = out.data; p && (p = strstr(p, "\"node\":null")); p++)
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 
     buf_reset(&out);
     t0 = bench_now_s();
-    as_err err2 = placement_eval(s, body.data, body.len, &out, &d);
+    as_err err2 = placement_eval(s->core, body.data, body.len, &out, &d);
     double eval = bench_now_s() - t0;
     if (err || err2) {
         fprintf(stderr, "bench_placement: %s / %s\n", as_strerror(err), as_strerror(err2));

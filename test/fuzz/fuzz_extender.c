@@ -134,9 +134,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!fuzz_policies[0]) {
         static const char text[] = "extender: {shortlist: 2}\n";
         as_diag d = {{0}, {0}};
-        if (score_policy_new_default(&fuzz_svc->reg, &fuzz_policies[0]) != AS_OK ||
-            score_policy_parse(&fuzz_svc->reg, "fuzz", text, sizeof text - 1, &fuzz_policies[1],
-                               &d) != AS_OK) {
+        if (score_policy_new_default(&fuzz_svc->core->reg, &fuzz_policies[0]) != AS_OK ||
+            score_policy_parse(&fuzz_svc->core->reg, "fuzz", text, sizeof text - 1,
+                               &fuzz_policies[1], &d) != AS_OK) {
             fprintf(stderr, "fuzz_extender: policies: %s\n", d.msg);
             abort();
         }
@@ -145,7 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     int v = data[0] % 3;
     bool shortlisted = (data[0] / 3) & 1;
-    svc_policy_set(fuzz_svc, score_policy_ref(fuzz_policies[shortlisted]));
+    core_policy_set(fuzz_svc->core, score_policy_ref(fuzz_policies[shortlisted]));
     const char *verb = verbs[v].name;
     size_t len = size - 1;
     char *body = malloc(len + 1);
@@ -158,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         .pool = pool_new((size_t)16 << 20)};
     http_response resp = {.status = 200, .content_type = "application/json"};
     buf_init(&resp.body, (size_t)16 << 20);
-    verbs[v].fn(fuzz_svc, &req, &resp);
+    verbs[v].fn(fuzz_svc->ext, &req, &resp);
 
     check(resp.body.err == AS_OK, "response buffer error", verb);
     json_t *ans = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, NULL);

@@ -17,9 +17,9 @@
 
 #include "agentsched/base/json.h"
 #include "agentsched/base/utf8.h"
-#include "agentsched/k8s/k8s.h"
+#include "agentsched/model/skip.h"
 #include "fuzz_json.h"
-#include "../json_count.h"
+#include "json_count.h"
 
 /* walk_matches_yajl: json_parse_skip (the scanner's validation
  * and the walk) and json_parse_ref (yajl) agree on body, with and
@@ -30,7 +30,7 @@ static void walk_matches_yajl(const char *body, size_t size)
     static const char *const few[] = {"a", "spec", NULL};
     static const json_skip root_rules[] = {{"", few}, {"b", few}, {NULL, NULL}};
     for (int r = 0; r < 3; r++) {
-        const json_skip *rules = r == 1 ? k8s_stream_skip(K8S_KIND_POD) : r ? root_rules : NULL;
+        const json_skip *rules = r == 1 ? model_skip_pod() : r ? root_rules : NULL;
         json_t *w = NULL, *y = NULL;
         as_diag wd, yd;
         memset(&wd, 0, sizeof wd);
@@ -117,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * builds with rules too, into a tree that has no more values. */
     static const char *const few[] = {"a", "b", "items", NULL};
     static const json_skip short_rules[] = {{"a", few}, {"", few}, {NULL, NULL}};
-    const json_skip *tables[] = {k8s_stream_skip(K8S_KIND_POD), short_rules};
+    const json_skip *tables[] = {model_skip_pod(), short_rules};
     json_t *dom = NULL;
     as_diag d;
     bool whole = json_parse(body, size, &dom, &d) == AS_OK;

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf out;
     buf_init(&out, 1 << 24);
     as_diag d = {{0}, {0}};
-    as_err err = placement_eval(fuzz_svc, (const char *)data, size, &out, &d);
+    as_err err = placement_eval(fuzz_svc->core, (const char *)data, size, &out, &d);
     if (err == AS_OK) {
         json_t *r = json_loadb(out.data, out.len, 0, NULL);
         assert(r && json_is_array(json_object_get(r, "placements")));

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     /* The Volcano verbs are the /volcano/ entries of the service's table. */
     size_t nall = 0, nroutes = 0;
-    const http_route *all = svc_routes(&nall);
+    const http_route *all = svc_routes(fuzz_svc, &nall);
     const http_route *routes[32];
     for (size_t i = 0; i < nall && nroutes < 32; i++)
         if (strncmp(all[i].path, "/volcano/", 9) == 0)
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         .pool = pool_new((size_t)16 << 20)};
     http_response resp = {.status = 200, .content_type = "application/json"};
     buf_init(&resp.body, (size_t)16 << 20);
-    r->fn(fuzz_svc, &req, &resp);
+    r->fn(r->ctx, &req, &resp);
 
     json_t *v = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, NULL);
     check(resp.body.err == AS_OK, "response buffer error", r->path);
@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     json_decref(v);
     as_diag d = {{0}, {0}};
-    check(cache_check_invariants(fuzz_svc->cache, &d) == AS_OK, d.msg, r->path);
+    check(cache_check_invariants(fuzz_svc->core->cache, &d) == AS_OK, d.msg, r->path);
 
     buf_free(&resp.body);
     pool_free(req.pool);

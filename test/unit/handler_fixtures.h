@@ -63,7 +63,7 @@ static reply call_n(svc *s, http_handler_fn fn, const char *body, size_t len)
                         .pool = pool_new((size_t)64 << 20)};
     http_response resp = {.status = 200, .content_type = "application/json"};
     buf_init(&resp.body, (size_t)64 << 20);
-    fn(s, &req, &resp);
+    fn(svc_handler_ctx(s, fn), &req, &resp);
     reply r;
     r.status = resp.status ? resp.status : 200;
     r.raw = strdup(resp.body.data ? resp.body.data : "");
@@ -194,8 +194,8 @@ static size_t run_handler_fixtures(const char *data, const char *verb, http_hand
             cr_expect(json_is_string(em) && json_string_length(em) > 0, "%s/%s: no error text",
                       verb, names[i]);
         as_diag inv = {{0}, {0}};
-        cr_expect_eq(cache_check_invariants(s->cache, &inv), AS_OK, "%s/%s: %s", verb, names[i],
-                     inv.msg);
+        cr_expect_eq(cache_check_invariants(s->core->cache, &inv), AS_OK, "%s/%s: %s", verb,
+                     names[i], inv.msg);
         reply_free(&r);
         svc_free(s);
         json_decref(want);

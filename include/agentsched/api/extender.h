@@ -7,11 +7,10 @@
  *   /scheduler/prioritize  ExtenderArgs           -> HostPriorityList
  *   /scheduler/bind        ExtenderBindingArgs    -> ExtenderBindingResult
  *   /scheduler/preempt     ExtenderPreemptionArgs -> ExtenderPreemptionResult
- * Every handler takes the svc as ctx and reads svc->cache, svc->binder and
- * svc_policy_get(). Request bodies are decoded by extargs.h (keys are Go
- * field names, matched case-insensitively); responses are written with
- * buf.h directly, keys exactly as Go's encoding/json prints these tag-less
- * types (field order as declared upstream).
+ * Every handler takes the extender (extender_new) as ctx and reads its
+ * core's cache, binder and policy (core_policy_get). Request bodies are decoded by extargs.h (keys
+ * are Go field names, matched case-insensitively); responses are written with buf.h directly, keys
+ * exactly as Go's encoding/json prints these tag-less types (field order as declared upstream).
  *
  * FILTER. The evaluated set is NodeNames (nodeCacheCapable: true) or the
  * metadata.name of every Nodes item (nodeCacheCapable: false); both may be
@@ -52,12 +51,12 @@
  * 200 {"Error": "<why>"} when refused: bound elsewhere, the node changed
  * and the pod no longer fits, the node is gone, or agentsched never
  * filtered the pod (nor knows it from the cache). In embedded mode
- * (svc->k8s == NULL) the bind is applied to the in-memory cluster: the
+ * (no API port live: core_live) the bind is applied to the in-memory cluster: the
  * pod stays ASSUMED in the cache, which counts its usage exactly as a
  * bound pod; the cache offers no "mark bound" without the full pod, and
  * nothing in embedded mode expires assumed pods. In live mode the bind
- * posts the pods/binding subresource (extender_live_bind ->
- * k8s_bind; on failure the assumed pod is released and Error says
+ * posts the pods/binding subresource (extender_live_bind -> the core's
+ * bind port; on failure the assumed pod is released and Error says
  * why), and a pod agentsched never noted is fetched from the API server
  * (extender_live_fetch_pod -> k8s_get_pod), noted, and bound with a full
  * re-check.
@@ -95,34 +94,24 @@
 
 #include <stddef.h>
 
+#include "agentsched/base/error.h"
 #include "agentsched/base/http.h"
+#include "agentsched/core/context.h"
 
 #define EXTENDER_PATH_FILTER     "/scheduler/filter"
 #define EXTENDER_PATH_PRIORITIZE "/scheduler/prioritize"
 #define EXTENDER_PATH_BIND       "/scheduler/bind"
 #define EXTENDER_PATH_PREEMPT    "/scheduler/preempt"
 
-/*
- * The filter -> prioritize memo. kube-scheduler calls prioritize right
- * after filter in the same scheduling cycle, with the same Pod (byte for
- * byte) and the nodes that passed. Filter scores every node it passes
- * anyway, so it leaves the extender scores of its nodes here, keyed by the
- * Pod's JSON bytes and the policy; a prioritize whose Pod bytes, policy and
- * every node match (within 10 s) answers from it without decoding the Pod
- * or evaluating again, and consumes it. The scores are those of the
- * filter's moment, as kube-scheduler's own scoring uses the cycle's
- * snapshot; the bind re-checks against the live state either way.
- * Direct-mapped, 64 entries of at most 8192 nodes. Owned by svc (created
- * in svc_new); thread-safe.
- */
-typedef struct extender_memo extender_memo;
-/* extender_memo_new allocates an empty memo (AS_ENOMEM); the caller owns
- * it. extender_memo_free frees it and every entry; NULL ok; no handler may
- * still be using it. */
-as_err extender_memo_new(extender_memo **out);
-void extender_memo_free(extender_memo *m);
+typedef struct extender extender;
 
-/* The handlers of the four verbs (ctx is the svc *, borrowed): each writes
+/* extender_new builds the extender's state over core c (borrowed: must
+ * outlive it) with its memos (extmemo.h), empty. AS_ENOMEM. Caller owns *out
+ * (extender_free; NULL ok; no handler may still be running). */
+as_err extender_new(core *c, extender **out);
+void extender_free(extender *x);
+
+/* The handlers of the four verbs (ctx is the extender *, borrowed): each writes
  * its whole answer, errors included, into resp with the statuses and bodies
  * described above; nothing is returned. Thread-safe: the HTTP workers call
  * them concurrently; call them with no cache lock held. */
@@ -131,6 +120,8 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 void extender_handle_bind(void *ctx, const http_request *req, http_response *resp);
 void extender_handle_preempt(void *ctx, const http_request *req, http_response *resp);
 
-/* The routes live in the one service route table (svc_routes, svc.c). */
+/* extender_routes returns the four verbs' routes (static; their ctx is
+ * NULL: the server runs them with the extender from extender_new). */
+const http_route *extender_routes(size_t *n);
 
 #endif

@@ -29,11 +29,11 @@
 
 #include "agentsched/base/buf.h"
 #include "agentsched/core/cache.h"
+#include "agentsched/core/context.h"
 #include "agentsched/base/error.h"
 #include "agentsched/base/http.h"
 #include "agentsched/model/model.h"
 #include "agentsched/core/score.h"
-#include "agentsched/serve/svc.h"
 
 #define PLACEMENT_DEFAULT_K 3
 #define PLACEMENT_MAX_K     16   /* == SCHED_MAX_K */
@@ -70,17 +70,19 @@ void placement_pods_free(model_pod **pods, size_t npods);
 
 /*
  * placement_eval is the whole POST /v1/placements body -> response path:
- * parse body[0..len) as JSON, decode, run against s's cache and current
+ * parse body[0..len) as JSON, decode, run against co's cache and current
  * policy, append the response to out. Errors as placement_request_decode,
  * plus AS_EPARSE for malformed JSON (diag field empty).
  */
-as_err placement_eval(svc *s, const char *body, size_t len, buf *out, as_diag *diag);
+as_err placement_eval(core *co, const char *body, size_t len, buf *out, as_diag *diag);
 
-/* placement_handle is the HTTP handler of POST /v1/placements (ctx: svc*).
+/* placement_handle is the HTTP handler of POST /v1/placements (ctx: core *).
  * 200 with the response; 4xx/5xx with {"error", "field"}. */
 void placement_handle(void *ctx, const http_request *req, http_response *resp);
 
-/* The route lives in the one service route table (svc_routes, svc.c). */
+/* placement_routes returns POST PLACEMENT_PATH (static; its ctx is NULL:
+ * the server runs it with its core). */
+const http_route *placement_routes(size_t *n);
 
 /*
  * placement_print_table prints a placement response DOM (as answered by

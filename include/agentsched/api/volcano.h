@@ -101,6 +101,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
 #include "agentsched/base/http.h"
+#include "agentsched/core/context.h"
 #include "agentsched/model/model.h"
 
 #define VOLCANO_PATH_ON_SESSION_OPEN  "/volcano/onSessionOpen"
@@ -127,7 +128,7 @@ enum {
 /* Volcano's TaskStatus bit for a pipelined task (api.Pipelined). */
 #define VOLCANO_TASK_PIPELINED 4
 
-/* The handlers (ctx is the svc *). */
+/* The handlers (ctx is the core *, borrowed). */
 void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp);
 void volcano_handle_on_session_close(void *ctx, const http_request *req, http_response *resp);
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp);
@@ -141,7 +142,9 @@ void volcano_handle_job_ready(void *ctx, const http_request *req, http_response 
 void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp);
 void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp);
 
-/* The routes live in the one service route table (svc_routes, svc.c). */
+/* volcano_routes returns the handlers' routes (static; their ctx is NULL:
+ * the server runs them with its core). */
+const http_route *volcano_routes(size_t *n);
 
 /*
  * volcano_task_pod decodes a TaskInfo object (borrowed) into a model pod as

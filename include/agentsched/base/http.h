@@ -47,6 +47,9 @@ typedef struct http_route {
      * suspended meanwhile, so the pool threads keep serving every other
      * connection. Without offload threads it runs inline like the rest. */
     bool blocking;
+    /* The handler's context; NULL = the server's (http_server_config.ctx).
+     * Lets every entry point's routes run with its own state. */
+    void *ctx;
 } http_route;
 
 typedef struct http_server_config {
@@ -55,8 +58,8 @@ typedef struct http_server_config {
     size_t max_body;          /* bytes; 0 = 16 MiB */
     const http_route *routes; /* borrowed, must outlive the server */
     size_t nroutes;
-    void *ctx; /* passed to every handler */
-    /* Added by the service helper (zero = default keeps older callers valid). */
+    void *ctx; /* passed to every handler whose route has no ctx of its own */
+    /* Connection bounds; zero takes the default. */
     unsigned conn_limit; /* max concurrent connections; 0 = 1024 */
     unsigned timeout_s;  /* idle connection timeout; 0 = 30 s */
     /* observe, when set, is called once per answered request (any status,

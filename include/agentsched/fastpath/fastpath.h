@@ -53,15 +53,14 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
+#include "agentsched/core/context.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/model/model.h"
 #include "agentsched/fastpath/queue.h"
 
-struct svc;
-
 /*
- * The outside world. Live mode (ops NULL in fastpath_new) uses the svc's
- * k8s client: k8s_bind, k8s_pod_set_unschedulable + k8s_event_post.
+ * The outside world. Live mode (ops NULL in fastpath_new) uses the core's
+ * ports (context.h): bind, unschedulable, scheduled.
  * Called from fast-path threads; must be thread-safe.
  */
 typedef struct fastpath_ops {
@@ -77,9 +76,12 @@ typedef struct fastpath_ops {
     void *arg;
 } fastpath_ops;
 
+/* The scheduler name served when the config names none. */
+#define FASTPATH_DEFAULT_SCHEDULER_NAME "agent-scheduler"
+
 typedef struct fastpath_config {
-    unsigned workers;           /* default 2 (svc cfg.workers) */
-    unsigned candidates;        /* K, 1..SCHED_MAX_K, default 3 (svc cfg.candidates) */
+    unsigned workers;           /* default 2 */
+    unsigned candidates;        /* K, 1..SCHED_MAX_K, default the core's (3) */
     unsigned bind_threads;      /* API binds in flight at most; default 32 */
     size_t bind_queue;          /* accepted pods waiting for a bind thread (workers
                                    block beyond); default 4096 */
@@ -91,7 +93,7 @@ typedef struct fastpath_config {
     int64_t poll_ms;            /* watcher period; default 20 */
     int64_t report_interval_ms; /* same pod + message reported again after;
                                    default 30000 */
-    const char *scheduler_name; /* pods served; NULL = svc cfg.scheduler_name */
+    const char *scheduler_name; /* pods served; NULL = FASTPATH_DEFAULT_SCHEDULER_NAME */
     queue_config queue;         /* zero fields take queue defaults */
     /* Decisions go through an equivalence cache (eqcache.h): full-scan
      * quality at O(nodes changed) per decision; full_scan_nodes and
@@ -108,12 +110,13 @@ void fastpath_config_defaults(fastpath_config *cfg);
 typedef struct fastpath fastpath;
 
 /*
- * fastpath_new prepares the fast path over s's cache, binder, policy and
- * metrics (s borrowed: must outlive the fast path). ops NULL = live mode
- * through s->k8s. Nothing starts yet. Caller owns *out.
+ * fastpath_new prepares the fast path over c's cache, binder, policy and
+ * metrics (c borrowed: must outlive the fast path). ops NULL = live mode
+ * through c's ports, waiting for the core to be ready before deciding.
+ * Nothing starts yet. Caller owns *out.
  */
-as_err fastpath_new(struct svc *s, const fastpath_config *cfg, const fastpath_ops *ops,
-                    fastpath **out, as_diag *diag);
+as_err fastpath_new(core *c, const fastpath_config *cfg, const fastpath_ops *ops, fastpath **out,
+                    as_diag *diag);
 
 /* fastpath_start starts the workers, bind threads, reporter and watcher. */
 as_err fastpath_start(fastpath *fp);
@@ -122,7 +125,7 @@ as_err fastpath_start(fastpath *fp);
  * flight finish first). Idempotent. The queue stays usable for hooks. */
 void fastpath_stop(fastpath *fp);
 
-/* fastpath_free stops and frees; touches nothing of the svc. NULL ok. */
+/* fastpath_free stops and frees; touches nothing of the core. NULL ok. */
 void fastpath_free(fastpath *fp);
 
 /*

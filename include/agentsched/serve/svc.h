@@ -1,11 +1,13 @@
 /*
- * svc.h - the service context: the one place that holds agentsched's
- * mutable state (no globals elsewhere), and its configuration.
+ * svc.h - the server: owns the decision core (core/context.h), the HTTP
+ * server and its route table, the API client, the NodeShard coordinator
+ * and the fast path, and is the one owner of their lifecycle.
  *
  * Configuration is parsed into svc_config first (flags, files), validated,
- * and only then turned into a running svc (h2o style: parsing separate from
+ * and only then turned into a svc (h2o style: parsing separate from
  * runtime). Entry points (extender, placement, volcano, fast path) receive
- * the svc as their handler context and reach the core through it.
+ * the core and the ports the server wires to the API client and the shard
+ * coordinator; each lists its own routes, which svc_routes gathers.
  */
 #ifndef AGENTSCHED_SVC_H
 #define AGENTSCHED_SVC_H
@@ -16,13 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agentsched/core/binder.h"
-#include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
 #include "agentsched/base/http.h"
-#include "agentsched/base/metrics.h"
-#include "agentsched/model/model.h"
-#include "agentsched/core/score.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/core/context.h"
+#include "agentsched/k8s/k8s.h"
 
 /* Offload threads in live mode: the extender's bind verb waits for an API
  * round trip there, its connection suspended, never on an HTTP pool thread
@@ -31,10 +31,6 @@
  * (bench_e2e), 16 capped kube-scheduler at ~90 binds/s, below its own rate
  * without an extender. */
 #define SVC_LIVE_BIND_THREADS 64
-
-/* Pod shapes the extender verbs keep evaluations of (eqcache.h): about
- * 48 bytes per node per shape, so 64 shapes cost ~25 MB at 5000 nodes. */
-#define SVC_EXTENDER_SHAPES 64
 
 typedef struct svc_config {
     const char *listen;          /* default "127.0.0.1:8888" */
@@ -71,90 +67,75 @@ typedef struct svc_config {
 /* svc_config_defaults fills every field with its default. */
 void svc_config_defaults(svc_config *cfg);
 
-/* Metric handles the entry points update (declared by svc_new). */
-typedef struct svc_metrics {
-    metrics_counter *requests_total;
-    metrics_counter *request_errors_total;
-    metrics_histogram *filter_seconds;
-    metrics_histogram *prioritize_seconds;
-    metrics_histogram *bind_seconds;
-    metrics_histogram *preempt_seconds;
-    metrics_histogram *placement_seconds;
-    metrics_counter *binds_fast;
-    metrics_counter *binds_rechecked;
-    metrics_counter *binds_idempotent;
-    metrics_counter *bind_conflicts;
-    metrics_counter *memo_hits;        /* prioritize answered from the filter's memo */
-    metrics_counter *memo_misses;      /* prioritize evaluated afresh */
-    metrics_counter *spec_memo_hits;   /* a Pod's spec reused (extender.c) */
-    metrics_counter *spec_memo_misses; /* a Pod's spec decoded */
-} svc_metrics;
-
 typedef struct svc {
     svc_config cfg;
-    model_registry reg;
-    cache *cache;
-    binder *binder;
-    score_policy *policy; /* guarded by policy_mu; use svc_policy_get/set */
-    pthread_mutex_t policy_mu;
-    metrics *metrics;
-    svc_metrics m;
+    core *core;
+    struct extender *ext; /* the extender verbs' state (extender.h) */
     http_server *http;
-    int64_t started_ms;
-    int ready; /* (atomic) 1 once the cache is synced */
     volatile sig_atomic_t stop;
-    void *k8s;                      /* live-mode API client (k8s module), NULL embedded */
-    struct shard_coord *shard;      /* NodeShard coordinator (shard.h), NULL when
-                                       --shard-mode none; added by the shards helper */
-    struct extender_memo *ext_memo; /* filter -> prioritize memo (extender.h) */
-    struct eqcache *eq;             /* the extender verbs' equivalence cache (eqcache.h) */
+    struct k8s_client *k8s;    /* live-mode API client, NULL embedded */
+    struct shard_coord *shard; /* NodeShard coordinator, NULL when --shard-mode none */
+    struct fastpath *fp;       /* live mode with workers: the fast path */
+    double load_ms;            /* svc_start: time to load or connect */
 } svc;
 
-/* svc_new builds the runtime from a validated config: registry, cache,
- * binder, policy, metrics. Does not load clusters or start servers. */
+/* svc_new builds the core and the entry points' state from a validated
+ * config and wires the core's ports to this server. Starts nothing. */
 as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag);
+
+/* svc_free stops whatever runs (svc_stop) and frees. NULL ok. */
 void svc_free(svc *s);
 
-/* svc_load_cluster loads an embedded cluster file into the cache and marks
- * the service ready. */
+/* svc_load_cluster loads an embedded cluster file into the core's cache
+ * and marks it ready (core_load_cluster). */
 as_err svc_load_cluster(svc *s, const char *path, as_diag *diag);
 
-/* svc_policy_get returns a reference to the current policy (caller unrefs);
- * svc_policy_set swaps in a new one (takes the reference). */
-score_policy *svc_policy_get(svc *s);
-void svc_policy_set(svc *s, score_policy *p);
+/*
+ * svc_start runs the server in order: the shard coordinator, then the
+ * cluster file (embedded) or the fast path and the API client (live), then
+ * HTTP. On failure *stage names the step for the message ("cannot start
+ * shard coordination", "cannot load the cluster", "cannot connect",
+ * "cannot serve HTTP"), and what did start runs on until svc_stop or
+ * svc_free, so the caller reports before anything shuts down.
+ *
+ * svc_stop stops in the reverse order, the one place that knows it: HTTP,
+ * the fast path's threads, the API client (its hooks call the fast path
+ * and the coordinator), then frees the fast path and the coordinator.
+ * Idempotent; the core stays until svc_free.
+ */
+as_err svc_start(svc *s, const char **stage, as_diag *diag);
+void svc_stop(svc *s);
 
-/* svc_routes returns the static route table of every HTTP endpoint. */
-const http_route *svc_routes(size_t *n);
+/* svc_k8s_start connects the API client to the core's cache with kc
+ * (fields left zero take the svc config's scheduler name, QPS, burst and
+ * watch bounds; the shard hook is pointed at s->shard); the core becomes
+ * ready after the first sync. svc_k8s_stop stops and frees it (NULL-safe,
+ * idempotent). */
+as_err svc_k8s_start(svc *s, const k8s_config *kc, as_diag *diag);
+void svc_k8s_stop(svc *s);
+
+/* svc_routes returns s's route table: the server's own endpoints
+ * (/healthz, /readyz, /version, /metrics), then placement's, the
+ * extender's and Volcano's, each with the context its handler runs with
+ * (route.ctx). */
+const http_route *svc_routes(svc *s, size_t *n);
+
+/* svc_handler_ctx returns the context s runs handler fn with (its route's
+ * ctx), for callers that run a handler without the HTTP server; NULL when
+ * no route of s has fn. */
+void *svc_handler_ctx(svc *s, http_handler_fn fn);
 
 /* svc_http_start starts s->http on cfg.listen with svc_routes(), the
- * configured threads and body cap, counting every request in s->m
- * (requests_total; request_errors_total for status >= 400). svc_http_stop stops it
- * (waits for in-flight requests); NULL-safe and idempotent. Errors as
- * http_server_start. (Added by the service helper.) */
+ * configured threads and body cap, counting every request in the core's
+ * metrics (requests_total; request_errors_total for status >= 400).
+ * svc_http_stop stops it (waits for in-flight requests); NULL-safe and
+ * idempotent. Errors as http_server_start. */
 as_err svc_http_start(svc *s, as_diag *diag);
 void svc_http_stop(svc *s);
 
 /* svc_reload_policy re-reads cfg.policy_path (SIGHUP): on success swaps the
  * policy in; on failure keeps the old one and fills diag. AS_ENOTFOUND when
- * no policy file is configured. (Added by the service helper.) */
+ * no policy file is configured. */
 as_err svc_reload_policy(svc *s, as_diag *diag);
-
-/*
- * svc_k8s_start builds a live-mode API client (k8s.h) for the service's
- * cache from cfg (the service's scheduler name, qps/burst and watch
- * bounds fill unset fields; its synced hook is the service's, which sets
- * s->ready after the first sync), starts it and stores it in s->k8s.
- * Errors as k8s_client_new, or those of k8s_client_start with diag saying
- * the threads did not start. svc_k8s_stop stops and frees it; NULL-safe
- * and a no-op on embedded services.
- */
-struct k8s_config;
-as_err svc_k8s_start(svc *s, const struct k8s_config *cfg, as_diag *diag);
-void svc_k8s_stop(svc *s);
-
-/* svc_now_ms: wall clock in ms (CLOCK_REALTIME); svc_mono_ns: monotonic. */
-int64_t svc_now_ms(void);
-uint64_t svc_mono_ns(void);
 
 #endif

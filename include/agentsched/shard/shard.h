@@ -166,24 +166,4 @@ void shard_coord_get_stats(shard_coord *c, shard_coord_stats *out);
  * patch of nodeshards/{name}/status (k8s_shard_patch_status). */
 as_err shard_publish_k8s(void *arg, const char *name, const shard_view *st, as_diag *diag);
 
-struct svc;
-
-/*
- * Service wiring (three calls in `agentsched serve`):
- *   shard_svc_start   when cfg.shard_mode != none: creates the coordinator
- *                     for cfg.shard_name, publishing through s->k8s, starts
- *                     its publisher and stores it in s->shard (no-op in
- *                     none mode).
- *   shard_svc_hook    points kc's shard hook at s->shard (before svc_k8s_start).
- *   shard_svc_stop    frees s->shard; call after svc_k8s_stop(s) (the reflector
- *                     calls into it) and before svc_free. NULL-safe.
- */
-as_err shard_svc_start(struct svc *s, as_diag *diag);
-void shard_svc_hook(struct svc *s, k8s_config *kc);
-void shard_svc_stop(struct svc *s);
-
-/* shard_publish_svc is a shard_publish_fn (arg = svc): shard_publish_k8s
- * through s->k8s (AS_EUNSUPPORTED while it is not connected). */
-as_err shard_publish_svc(void *arg, const char *name, const shard_view *st, as_diag *diag);
-
 #endif

@@ -52,8 +52,9 @@ Test(extender, fixtures_preempt)
 Test(extender, routes)
 {
     /* The service's one route table serves each verb with its handler. */
+    svc *s = new_svc();
     size_t n = 0;
-    const http_route *r = svc_routes(&n);
+    const http_route *r = svc_routes(s, &n);
     const char *paths[] = {"/scheduler/filter", "/scheduler/prioritize", "/scheduler/bind",
                            "/scheduler/preempt"};
     http_handler_fn fns[] = {extender_handle_filter, extender_handle_prioritize,
@@ -68,6 +69,7 @@ Test(extender, routes)
             }
         cr_assert_eq(found, 1, "%s", paths[v]);
     }
+    svc_free(s);
 }
 
 static char *pod_args(const char *name, const char *uid, const char *cpu, const char *names_json)
@@ -111,10 +113,10 @@ static void filter_ok(svc *s, const char *name, const char *uid, const char *cpu
 
 static int64_t node_cpu(svc *s, const char *node)
 {
-    cache_read_lock(s->cache);
-    const cache_node *n = cache_node_find(s->cache, node, strlen(node));
+    cache_read_lock(s->core->cache);
+    const cache_node *n = cache_node_find(s->core->cache, node, strlen(node));
     int64_t v = n ? cache_node_requested(n, MODEL_RES_CPU) : -1;
-    cache_read_unlock(s->cache);
+    cache_read_unlock(s->core->cache);
     return v;
 }
 
@@ -145,7 +147,7 @@ Test(extender, bind_after_filter_is_idempotent_and_exclusive)
     /* the next filter sees the capacity as taken */
     filter_ok(s, "agent-2", "uid-agent-2", "600m", "[\"last-slot\"]", 0);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
 }
 
@@ -196,15 +198,15 @@ Test(extender, prioritize_after_filter_uses_the_memo)
     /* a fresh evaluation first: nothing memoised yet */
     reply fresh = call(s, extender_handle_prioritize, args);
     cr_assert_eq(fresh.status, 200, "%s", fresh.raw);
-    cr_assert_eq(metrics_counter_get(s->m.memo_misses), 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.memo_misses), 1);
     filter_ok(s, "agent-m", "uid-m", "250m", names, 3);
     reply hit = call(s, extender_handle_prioritize, args);
-    cr_assert_eq(metrics_counter_get(s->m.memo_hits), 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.memo_hits), 1);
     cr_assert_str_eq(hit.raw, fresh.raw);
     reply_free(&hit);
     /* consumed: the next prioritize evaluates again, with the same answer */
     reply again = call(s, extender_handle_prioritize, args);
-    cr_assert_eq(metrics_counter_get(s->m.memo_misses), 2);
+    cr_assert_eq(metrics_counter_get(s->core->m.memo_misses), 2);
     cr_assert_str_eq(again.raw, fresh.raw);
     reply_free(&again);
     /* the nodes that passed, in the filter's order (what kube-scheduler
@@ -215,23 +217,23 @@ Test(extender, prioritize_after_filter_uses_the_memo)
     for (int k = 0; k < 2; k++) {
         char *sub = pod_args("agent-m", "uid-m", "250m", subsets[k]);
         reply want = call(s, extender_handle_prioritize, sub); /* no memo: fresh */
-        uint64_t hits = metrics_counter_get(s->m.memo_hits);
+        uint64_t hits = metrics_counter_get(s->core->m.memo_hits);
         filter_ok(s, "agent-m", "uid-m", "250m", names, 3);
         reply got = call(s, extender_handle_prioritize, sub);
-        cr_assert_eq(metrics_counter_get(s->m.memo_hits), hits + 1, "%s", subsets[k]);
+        cr_assert_eq(metrics_counter_get(s->core->m.memo_hits), hits + 1, "%s", subsets[k]);
         cr_assert_str_eq(got.raw, want.raw);
         reply_free(&want);
         reply_free(&got);
         free(sub);
     }
-    uint64_t misses = metrics_counter_get(s->m.memo_misses);
+    uint64_t misses = metrics_counter_get(s->core->m.memo_misses);
     /* a name the filter never saw: evaluated afresh (unknown -> 0) */
     filter_ok(s, "agent-m", "uid-m", "250m", names, 3);
     char *more = pod_args("agent-m", "uid-m", "250m",
                           "[\"big-1\",\"node1\",\"small-1\",\"last-slot\",\"nope\"]");
     reply r = call(s, extender_handle_prioritize, more);
     cr_assert_eq(r.status, 200);
-    cr_assert_eq(metrics_counter_get(s->m.memo_misses), misses + 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.memo_misses), misses + 1);
     cr_assert_eq(json_array_size(r.json), 5);
     cr_assert_eq(json_integer_value(json_object_get(json_array_get(r.json, 4), "Score")), 0);
     reply_free(&r);
@@ -239,17 +241,17 @@ Test(extender, prioritize_after_filter_uses_the_memo)
     /* different Pod bytes (another pod): no hit */
     filter_ok(s, "agent-m", "uid-m", "250m", names, 3);
     char *other = pod_args("agent-o", "uid-o", "250m", names);
-    uint64_t hits = metrics_counter_get(s->m.memo_hits);
+    uint64_t hits = metrics_counter_get(s->core->m.memo_hits);
     r = call(s, extender_handle_prioritize, other);
-    cr_assert_eq(metrics_counter_get(s->m.memo_hits), hits);
+    cr_assert_eq(metrics_counter_get(s->core->m.memo_hits), hits);
     reply_free(&r);
     free(other);
     /* a new policy since the filter: no hit */
     score_policy *p = NULL;
-    cr_assert_eq(score_policy_new_strategy(&s->reg, SCORE_LEAST_ALLOCATED, &p), AS_OK);
-    svc_policy_set(s, p);
+    cr_assert_eq(score_policy_new_strategy(&s->core->reg, SCORE_LEAST_ALLOCATED, &p), AS_OK);
+    core_policy_set(s->core, p);
     r = call(s, extender_handle_prioritize, args);
-    cr_assert_eq(metrics_counter_get(s->m.memo_hits), hits);
+    cr_assert_eq(metrics_counter_get(s->core->m.memo_hits), hits);
     reply_free(&r);
     reply_free(&fresh);
     free(args);
@@ -292,28 +294,28 @@ Test(extender, pods_with_one_spec_share_its_decode)
                         "{\"cpu\":\"3\",\"memory\":\"1Gi\"}}}],\"tolerations\":[]}";
     char *a1 = spec_args("a-1", "spec", small), *a2 = spec_args("a-2", "spec", small);
     reply r1 = filter_same(s, a1);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 1);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 0);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_misses), 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_hits), 0);
     reply r2 = filter_same(s, a2);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_hits), 1);
     cr_assert_str_eq(r1.raw, r2.raw);
     /* another spec is decoded, not mistaken for the remembered one */
     char *b1 = spec_args("b-1", "spec", large);
     reply r3 = filter_same(s, b1);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 2);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_misses), 2);
     cr_assert_lt(json_array_size(json_object_get(r3.json, "NodeNames")),
                  json_array_size(json_object_get(r1.json, "NodeNames")), "%s", r3.raw);
     /* an escaped top-level key may spell "spec": no memo either way */
     char *e1 = spec_args("e-1", "sp\\u0065c", large);
     reply r4 = filter_same(s, e1);
     cr_assert_str_eq(r4.raw, r3.raw);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 2);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_misses), 2);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_hits), 1);
     /* metadata errors are still found on a hit */
     char *bad = spec_args("Bad\\u0000Name", "spec", small);
     reply r5 = call(s, extender_handle_filter, bad);
     cr_assert_eq(r5.status, 400, "%s", r5.raw);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 2);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_hits), 2);
     reply_free(&r5);
     /* a resource a node brings later makes a remembered spec stale: a spec
      * asking for it is decoded again under the new registry */
@@ -322,12 +324,12 @@ Test(extender, pods_with_one_spec_share_its_decode)
     char *w1 = spec_args("w-1", "spec", widget), *w2 = spec_args("w-2", "spec", widget);
     reply r6 = filter_same(s, w1);
     cr_assert_eq(json_array_size(json_object_get(r6.json, "NodeNames")), 0, "%s", r6.raw);
-    size_t misses = metrics_counter_get(s->m.spec_memo_misses);
+    size_t misses = metrics_counter_get(s->core->m.spec_memo_misses);
     int idx;
-    cr_assert_eq(model_registry_intern(&s->reg, "example.com/widget", 18, &idx), AS_OK);
+    cr_assert_eq(model_registry_intern(&s->core->reg, "example.com/widget", 18, &idx), AS_OK);
     reply r7 = call(s, extender_handle_filter, w2);
     cr_assert_eq(r7.status, 200, "%s", r7.raw);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), misses + 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_misses), misses + 1);
     reply_free(&r7);
     reply_free(&r1);
     reply_free(&r2);
@@ -363,18 +365,18 @@ Test(extender, specs_differing_in_left_out_members_share_the_decode)
     char *a1 = spec_args("a-1", "spec", spec[0]), *a2 = spec_args("a-2", "spec", spec[1]);
     char *b = spec_args("b-1", "spec", spec[2]), *bad = spec_args("x-1", "spec", spec[3]);
     reply r1 = filter_same(s, a1);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_misses), 1);
     reply r2 = filter_same(s, a2);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1, "the second sandbox: a hit");
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_hits), 1, "the second sandbox: a hit");
     cr_assert_str_eq(r1.raw, r2.raw);
     reply r3 = filter_same(s, b);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_misses), 2, "another request: a miss");
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_misses), 2, "another request: a miss");
     cr_assert_str_neq(r3.raw, r1.raw);
     /* an out-of-range number in env: refused as by a fresh decode */
     reply r4 = call(s, extender_handle_filter, bad);
     cr_assert_eq(r4.status, 400, "%s", r4.raw);
     cr_assert(strstr(r4.raw, "overflow"), "%s", r4.raw);
-    cr_assert_eq(metrics_counter_get(s->m.spec_memo_hits), 1);
+    cr_assert_eq(metrics_counter_get(s->core->m.spec_memo_hits), 1);
     reply_free(&r1);
     reply_free(&r2);
     reply_free(&r3);
@@ -427,7 +429,7 @@ Test(extender, spec_memo_under_concurrent_filters)
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     cr_assert_eq(r.bad, 0);
-    cr_assert_geq(metrics_counter_get(s->m.spec_memo_hits), 200);
+    cr_assert_geq(metrics_counter_get(s->core->m.spec_memo_hits), 200);
     reply_free(&w0);
     reply_free(&w1);
     free(r.args[0]);
@@ -440,9 +442,9 @@ static void set_policy(svc *s, const char *text)
 {
     score_policy *p = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&s->reg, "test-policy", text, strlen(text), &p, &d), AS_OK,
-                 "%s: %s", d.field, d.msg);
-    svc_policy_set(s, p);
+    cr_assert_eq(score_policy_parse(&s->core->reg, "test-policy", text, strlen(text), &p, &d),
+                 AS_OK, "%s: %s", d.field, d.msg);
+    core_policy_set(s->core, p);
 }
 
 /* names_of joins a JSON array of strings with commas. */
@@ -508,12 +510,12 @@ Test(extender, filter_shortlist_answers_the_best_nodes)
         }
         cr_assert_eq(json_object_size(json_object_get(r.json, "FailedAndUnresolvableNodes")), 1);
         /* kube-scheduler's prioritize of the shortlist: from the filter's memo */
-        size_t hits = metrics_counter_get(s->m.memo_hits);
+        size_t hits = metrics_counter_get(s->core->m.memo_hits);
         char *list = json_dumps(json_object_get(r.json, "NodeNames"), JSON_COMPACT);
         char *pargs = pod_args("short-1", "uid-short-1", "250m", list);
         reply pr = call(s, extender_handle_prioritize, pargs);
         cr_assert_eq(pr.status, 200, "%s", pr.raw);
-        cr_assert_eq(metrics_counter_get(s->m.memo_hits), hits + 1, "%s", list);
+        cr_assert_eq(metrics_counter_get(s->core->m.memo_hits), hits + 1, "%s", list);
         reply_free(&pr);
         free(pargs);
         free(list);
@@ -559,7 +561,7 @@ Test(extender, bind_conflict_last_slot_sequential)
     cr_assert(strstr(error_of(&r2), "no longer fits"), "%s", r2.raw);
     cr_assert_eq(node_cpu(s, "last-slot"), 1000);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     reply_free(&r1);
     reply_free(&r2);
     free(b1);
@@ -605,7 +607,7 @@ Test(extender, bind_conflict_last_slot_concurrent)
                      (int)r1.ok + (int)r2.ok);
         cr_assert_eq(node_cpu(s, "last-slot"), 1000);
         as_diag d = {{0}, {0}};
-        cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
         free(b1);
         free(b2);
         svc_free(s);
@@ -879,7 +881,7 @@ Test(extender, hostile_requests)
         reply_free(&r);
     }
     as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
 }
 

@@ -261,13 +261,16 @@ static void lower(const char *s, char *out, size_t n)
     out[i] = '\0';
 }
 
+static svc *new_svc(bool load);
+
 Test(openapi, routes_match_document)
 {
+    svc *s = new_svc(false);
     json_t *doc = load_doc();
     const json_t *paths = json_object_get(doc, "paths");
     cr_assert(json_is_object(paths));
     size_t n = 0;
-    const http_route *routes = svc_routes(&n);
+    const http_route *routes = svc_routes(s, &n);
     cr_assert_gt(n, 0);
     for (size_t i = 0; i < n; i++) {
         char m[16];
@@ -296,6 +299,7 @@ Test(openapi, routes_match_document)
     }
     cr_expect_eq(ops, n, "document has %zu operations, route table %zu", ops, n);
     json_decref(doc);
+    svc_free(s);
 }
 
 Test(openapi, schemas_are_checkable)
@@ -437,7 +441,7 @@ static void check_answer(const json_t *doc, svc *s, const http_route *r, const c
     };
     http_response resp = {.status = 200, .content_type = "application/json"};
     buf_init(&resp.body, 0);
-    r->fn(s, &req, &resp);
+    r->fn(r->ctx, &req, &resp);
     cr_assert_eq(resp.body.err, AS_OK, "%s %s (%s): response buffer error", r->method, r->path,
                  what);
 
@@ -482,7 +486,7 @@ Test(openapi, served_answers_validate)
     json_t *doc = load_doc();
     svc *s = new_svc(true);
     size_t n = 0;
-    const http_route *routes = svc_routes(&n);
+    const http_route *routes = svc_routes(s, &n);
     for (size_t i = 0; i < n; i++) {
         char m[16];
         lower(routes[i].method, m, sizeof m);

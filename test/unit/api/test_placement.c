@@ -33,8 +33,8 @@ static svc *new_svc(void)
     cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "svc_new: %s", d.msg);
     cr_assert_eq(svc_load_cluster(s, CLUSTER, &d), AS_OK, "load: %s: %s", d.field, d.msg);
     score_policy *p = NULL;
-    cr_assert_eq(score_policy_new_strategy(&s->reg, SCORE_MOST_ALLOCATED, &p), AS_OK);
-    svc_policy_set(s, p);
+    cr_assert_eq(score_policy_new_strategy(&s->core->reg, SCORE_MOST_ALLOCATED, &p), AS_OK);
+    core_policy_set(s->core, p);
     return s;
 }
 
@@ -55,7 +55,7 @@ static answer call(svc *s, const char *body, size_t len)
     };
     http_response resp = {.status = 200, .content_type = "application/json"};
     buf_init(&resp.body, 0);
-    placement_handle(s, &req, &resp);
+    placement_handle(s->core, &req, &resp);
     answer a = {.status = resp.status};
     cr_assert_eq(resp.body.err, AS_OK);
     cr_assert_eq(buf_take(&resp.body, &a.body, &a.len), AS_OK);
@@ -178,13 +178,13 @@ Test(placement, fixtures)
 
 static void snapshot_usage(svc *s, int64_t *out, size_t max, size_t *n)
 {
-    cache_read_lock(s->cache);
-    *n = cache_node_count(s->cache);
+    cache_read_lock(s->core->cache);
+    *n = cache_node_count(s->core->cache);
     cr_assert_leq(*n * MODEL_MAX_RES, max);
     for (size_t i = 0; i < *n; i++)
         for (int r = 0; r < MODEL_MAX_RES; r++)
-            out[i * MODEL_MAX_RES + r] = cache_node_requested(cache_node_at(s->cache, i), r);
-    cache_read_unlock(s->cache);
+            out[i * MODEL_MAX_RES + r] = cache_node_requested(cache_node_at(s->core->cache, i), r);
+    cache_read_unlock(s->core->cache);
 }
 
 static const char fill_req[] =
@@ -206,18 +206,18 @@ Test(placement, nothing_is_bound)
     size_t nb, na;
     snapshot_usage(s, before, 64 * MODEL_MAX_RES, &nb);
     cache_stats st0;
-    cache_get_stats(s->cache, &st0);
+    cache_get_stats(s->core->cache, &st0);
     answer a = call_str(s, fill_req);
     cr_assert_eq(a.status, 200, "%s", a.body);
     snapshot_usage(s, after, 64 * MODEL_MAX_RES, &na);
     cr_assert_eq(na, nb);
     cr_assert_arr_eq(before, after, nb * MODEL_MAX_RES * sizeof before[0]);
     cache_stats st1;
-    cache_get_stats(s->cache, &st1);
+    cache_get_stats(s->core->cache, &st1);
     cr_assert_eq(st1.pods_assumed, 0);
     cr_assert_eq(st1.pods_bound, st0.pods_bound);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     free(a.body);
     svc_free(s);
 }
@@ -459,10 +459,10 @@ static json_t *place_one_cpu(svc *s, const char *spec_extra)
 Test(placement, soft_shard_prefers_in_shard)
 {
     svc *s = new_svc();
-    cache_set_shard_mode(s->cache, CACHE_SHARD_SOFT);
+    cache_set_shard_mode(s->core->cache, CACHE_SHARD_SOFT);
     const char *names[] = {"node-b"};
     uint64_t rev;
-    cr_assert_eq(cache_shard_apply(s->cache, names, 1, &rev), AS_OK);
+    cr_assert_eq(cache_shard_apply(s->core->cache, names, 1, &rev), AS_OK);
 
     json_t *r = place_one_cpu(s, "");
     const json_t *p = json_array_get(json_object_get(r, "placements"), 0);
@@ -482,10 +482,10 @@ Test(placement, soft_shard_prefers_in_shard)
 Test(placement, hard_shard_only_in_shard)
 {
     svc *s = new_svc();
-    cache_set_shard_mode(s->cache, CACHE_SHARD_HARD);
+    cache_set_shard_mode(s->core->cache, CACHE_SHARD_HARD);
     const char *names[] = {"node-a"};
     uint64_t rev;
-    cr_assert_eq(cache_shard_apply(s->cache, names, 1, &rev), AS_OK);
+    cr_assert_eq(cache_shard_apply(s->core->cache, names, 1, &rev), AS_OK);
     json_t *r = place_one_cpu(s, "");
     const json_t *p = json_array_get(json_object_get(r, "placements"), 0);
     cr_expect_str_eq(json_string_value(json_object_get(p, "node")), "node-a");
@@ -504,13 +504,15 @@ Test(placement, run_direct_and_k_bounds)
     size_t n = 0;
     uint32_t k = 0;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(placement_request_decode(&s->reg, req, 3, &pods, &n, &k, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(placement_request_decode(&s->core->reg, req, 3, &pods, &n, &k, &d), AS_OK, "%s",
+                 d.msg);
     cr_assert_eq(n, 1);
     cr_assert_eq(k, 16);
-    score_policy *pol = svc_policy_get(s);
+    score_policy *pol = core_policy_get(s->core);
     buf out;
     buf_init(&out, 0);
-    cr_assert_eq(placement_run(s->cache, pol, (const model_pod *const *)pods, n, k, &out), AS_OK);
+    cr_assert_eq(placement_run(s->core->cache, pol, (const model_pod *const *)pods, n, k, &out),
+                 AS_OK);
     json_t *r = json_loadb(out.data, out.len, 0, NULL);
     cr_assert_not_null(r);
     /* Every node that passes the predicates: node-a, node-b, node-c. */
@@ -521,7 +523,7 @@ Test(placement, run_direct_and_k_bounds)
     /* A tiny response cap is reported, not overrun. */
     buf small;
     buf_init(&small, 16);
-    cr_assert_eq(placement_run(s->cache, pol, (const model_pod *const *)pods, n, 1, &small),
+    cr_assert_eq(placement_run(s->core->cache, pol, (const model_pod *const *)pods, n, 1, &small),
                  AS_ETOOBIG);
     buf_free(&small);
     buf_free(&out);
@@ -530,10 +532,10 @@ Test(placement, run_direct_and_k_bounds)
 
     /* Default K when absent. */
     json_object_del(req, "candidates");
-    cr_assert_eq(placement_request_decode(&s->reg, req, 5, &pods, &n, &k, &d), AS_OK);
+    cr_assert_eq(placement_request_decode(&s->core->reg, req, 5, &pods, &n, &k, &d), AS_OK);
     cr_expect_eq(k, 5);
     placement_pods_free(pods, n);
-    cr_assert_eq(placement_request_decode(&s->reg, req, 0, &pods, &n, &k, &d), AS_OK);
+    cr_assert_eq(placement_request_decode(&s->core->reg, req, 0, &pods, &n, &k, &d), AS_OK);
     cr_expect_eq(k, PLACEMENT_DEFAULT_K);
     placement_pods_free(pods, n);
     json_decref(req);
@@ -579,12 +581,14 @@ Test(placement, route_table)
     size_t n = 0;
     cr_expect_str_eq(PLACEMENT_PATH, "/v1/placements");
     /* The service serves it. */
-    const http_route *all = svc_routes(&n);
+    svc *s = new_svc();
+    const http_route *all = svc_routes(s, &n);
     bool found = false;
     for (size_t i = 0; i < n; i++)
         found |= strcmp(all[i].path, PLACEMENT_PATH) == 0 && strcmp(all[i].method, "POST") == 0 &&
                  all[i].fn == placement_handle;
     cr_expect(found, "svc_routes lacks POST " PLACEMENT_PATH);
+    svc_free(s);
 }
 
 typedef struct churn_arg {
@@ -603,10 +607,10 @@ static void *churn_writer(void *p)
                            0, NULL);
     model_pod *pod = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(model_pod_from_json(&x->s->reg, j, &pod, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(model_pod_from_json(&x->s->core->reg, j, &pod, &d), AS_OK, "%s", d.msg);
     while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
-        cache_pod_upsert(x->s->cache, pod);
-        cache_pod_delete(x->s->cache, "uid-churn");
+        cache_pod_upsert(x->s->core->cache, pod);
+        cache_pod_delete(x->s->core->cache, "uid-churn");
     }
     model_pod_free(pod);
     json_decref(j);
@@ -642,6 +646,6 @@ Test(placement, concurrent_with_cache_writes)
     pthread_join(w, NULL);
     cr_assert_eq(x.bad, 0);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
 }

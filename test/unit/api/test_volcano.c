@@ -71,7 +71,8 @@ Test(volcano, routes)
 {
     /* The service's one route table serves the twelve verbs, POST only. */
     size_t ns = 0, nvolcano = 0;
-    const http_route *all = svc_routes(&ns);
+    svc *s = new_svc();
+    const http_route *all = svc_routes(s, &ns);
     for (size_t i = 0; i < ns; i++) {
         if (strncmp(all[i].path, "/volcano/", 9) != 0)
             continue;
@@ -80,6 +81,7 @@ Test(volcano, routes)
         nvolcano++;
     }
     cr_assert_eq(nvolcano, 12);
+    svc_free(s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -147,7 +149,7 @@ Test(volcano, allocation_blocks_extender_filter_until_deallocated)
     reply r = call(s, volcano_handle_allocate, alloc);
     expect_errmsg(&r, "");
     cache_pod_info info;
-    cache_pod_lookup(s->cache, "uid-vt1", &info);
+    cache_pod_lookup(s->core->cache, "uid-vt1", &info);
     cr_assert_eq(info.state, CACHE_POD_ASSUMED);
     cr_assert_str_eq(info.node, "tiny");
 
@@ -164,20 +166,20 @@ Test(volcano, allocation_blocks_extender_filter_until_deallocated)
     r = call(s, volcano_handle_allocate, alloc);
     expect_errmsg(&r, "");
     as_diag d = {{0}, {0}};
-    cr_expect_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
 
     /* a second task does not fit on top: refused, Volcano rolls it back */
     char *alloc2 = event_body("vt3", "500m", "tiny", 2);
     r = call(s, volcano_handle_allocate, alloc2);
     expect_errmsg(&r,
                   "agentsched refused to allocate pod default/vt3 to node tiny: Insufficient cpu");
-    cache_pod_lookup(s->cache, "uid-vt3", &info);
+    cache_pod_lookup(s->core->cache, "uid-vt3", &info);
     cr_expect_eq(info.state, CACHE_POD_ABSENT);
 
     /* deallocate frees tiny again, for both schedulers; twice is fine */
     r = call(s, volcano_handle_deallocate, alloc);
     expect_errmsg(&r, "");
-    cache_pod_lookup(s->cache, "uid-vt1", &info);
+    cache_pod_lookup(s->core->cache, "uid-vt1", &info);
     cr_expect_eq(info.state, CACHE_POD_ABSENT);
     cr_assert(filter_passes(s, "tiny"));
     r = call(s, volcano_handle_deallocate, alloc);
@@ -186,7 +188,7 @@ Test(volcano, allocation_blocks_extender_filter_until_deallocated)
     /* now vt3 fits */
     r = call(s, volcano_handle_allocate, alloc2);
     expect_errmsg(&r, "");
-    cr_expect_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     free(alloc);
     free(alloc2);
     svc_free(s);
@@ -202,12 +204,12 @@ Test(volcano, allocation_moves_when_volcano_redecides)
     r = call(s, volcano_handle_allocate, b);
     expect_errmsg(&r, "");
     cache_pod_info info;
-    cache_pod_lookup(s->cache, "uid-mv", &info);
+    cache_pod_lookup(s->core->cache, "uid-mv", &info);
     cr_expect_eq(info.state, CACHE_POD_ASSUMED);
     cr_expect_str_eq(info.node, "node-b");
     cr_expect(filter_passes(s, "tiny"), "the old node is freed");
     as_diag d = {{0}, {0}};
-    cr_expect_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     free(a);
     free(b);
     svc_free(s);
@@ -223,8 +225,8 @@ Test(volcano, bound_pod_is_not_moved_or_forgotten)
                            "cpu", "1", "status", "phase", "Running");
     model_pod *p = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(model_pod_from_json(&s->reg, pj, &p, &d), AS_OK, "%s", d.msg);
-    cr_assert_eq(cache_pod_upsert(s->cache, p), AS_OK);
+    cr_assert_eq(model_pod_from_json(&s->core->reg, pj, &p, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_pod_upsert(s->core->cache, p), AS_OK);
     model_pod_free(p);
     json_decref(pj);
 
@@ -236,7 +238,7 @@ Test(volcano, bound_pod_is_not_moved_or_forgotten)
     r = call(s, volcano_handle_deallocate, b);
     expect_errmsg(&r, "");
     cache_pod_info info;
-    cache_pod_lookup(s->cache, "uid-bp", &info);
+    cache_pod_lookup(s->core->cache, "uid-bp", &info);
     cr_expect_eq(info.state, CACHE_POD_BOUND);
     free(b);
     svc_free(s);
@@ -401,7 +403,7 @@ Test(volcano, hostile_requests)
         free(body);
     }
     as_diag d = {{0}, {0}};
-    cr_expect_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
 }
 
@@ -420,7 +422,8 @@ Test(volcano, resreq_units)
     cr_assert(t);
     model_pod *p = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(volcano_task_pod(&s->reg, t, "task", &p, &d), AS_OK, "%s: %s", d.field, d.msg);
+    cr_assert_eq(volcano_task_pod(&s->core->reg, t, "task", &p, &d), AS_OK, "%s: %s", d.field,
+                 d.msg);
     cr_expect_str_eq(p->name, "u");
     cr_expect_str_eq(p->ns, "ns1");
     cr_expect_str_eq(p->uid, "uid-u");
@@ -437,7 +440,7 @@ Test(volcano, resreq_units)
                    "{\"name\": \"pp\"}, \"spec\": {\"containers\": [{\"name\": \"c\", "
                    "\"resources\": {\"requests\": {\"cpu\": \"250m\"}}}]}}}",
                    0, NULL);
-    cr_assert_eq(volcano_task_pod(&s->reg, t, "task", &p, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(volcano_task_pod(&s->core->reg, t, "task", &p, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(p->req.v[MODEL_RES_CPU], 250);
     cr_expect_str_eq(p->uid, "tu");
     model_pod_free(p);
@@ -469,8 +472,8 @@ Test(volcano, resreq_scalar_keys_checked)
         cr_assert_eq(json_object_setn_new(sc, keys[i].key, keys[i].len, json_integer(1000)), 0);
         model_pod *p = NULL;
         as_diag d = {{0}, {0}};
-        cr_expect_eq(volcano_task_pod(&s->reg, t, "task", &p, &d), AS_EINVAL, "key %zu: %s", i,
-                     d.msg);
+        cr_expect_eq(volcano_task_pod(&s->core->reg, t, "task", &p, &d), AS_EINVAL, "key %zu: %s",
+                     i, d.msg);
         cr_expect_str_eq(d.field, "task.Resreq.ScalarResources", "key %zu: %s", i, d.msg);
         cr_expect_null(p);
         json_decref(t);
@@ -486,7 +489,8 @@ Test(volcano, session_scan_counts)
                        "{\"inner\": 1}}}, \"Queues\": {}, \"NodeList\": [\"node-a\"]}";
     volcano_session_stats st;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(volcano_session_scan(s->cache, body, strlen(body), &st, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(volcano_session_scan(s->core->cache, body, strlen(body), &st, &d), AS_OK, "%s",
+                 d.msg);
     cr_expect_eq(st.jobs, 2);
     cr_expect_eq(st.nodes, 2);
     cr_expect_eq(st.unknown_nodes, 1);
@@ -556,7 +560,7 @@ Test(volcano, served_under_volcano_prefix)
 Test(volcano, shard_neutral)
 {
     svc *s = new_svc();
-    cache_set_shard_mode(s->cache, CACHE_SHARD_HARD); /* no node in our shard */
+    cache_set_shard_mode(s->core->cache, CACHE_SHARD_HARD); /* no node in our shard */
     reply r = call(s, volcano_handle_predicate,
                    "{\"task\": {\"Name\": \"sh\", \"Resreq\": {\"MilliCPU\": 100}}, \"node\": "
                    "{\"Name\": \"node-a\"}}");

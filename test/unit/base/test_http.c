@@ -82,10 +82,10 @@ static void h_slow(void *ctx, const http_request *req, http_response *resp)
 }
 
 static const http_route routes[] = {
-    {"GET", "/hello", h_hello, false}, {"POST", "/echo", h_echo, false},
-    {"PUT", "/echo", h_echo, false},   {"GET", "/query", h_query, false},
-    {"POST", "/fail", h_fail, false},  {"GET", "/overflow", h_overflow, false},
-    {"POST", "/slow", h_slow, true},
+    {"GET", "/hello", h_hello, false, NULL}, {"POST", "/echo", h_echo, false, NULL},
+    {"PUT", "/echo", h_echo, false, NULL},   {"GET", "/query", h_query, false, NULL},
+    {"POST", "/fail", h_fail, false, NULL},  {"GET", "/overflow", h_overflow, false, NULL},
+    {"POST", "/slow", h_slow, true, NULL},
 };
 
 static void observe(void *ctx, const char *method, const char *path, int status,

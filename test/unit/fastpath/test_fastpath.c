@@ -61,7 +61,7 @@ static as_err fake_bind(void *arg, const model_pod *pod, const char *node, as_di
     if (!err && f->confirm) {
         model_pod tmp = *pod;
         tmp.node_name = node;
-        cache_pod_upsert(f->s->cache, &tmp);
+        cache_pod_upsert(f->s->core->cache, &tmp);
     }
     return err;
 }
@@ -116,7 +116,7 @@ static void setup(unsigned workers, unsigned k)
     fc.queue.backoff_initial_ms = 20;
     fc.queue.backoff_max_ms = 100;
     fastpath_ops ops = {fake_bind, fake_unsched, fake_scheduled, &api};
-    cr_assert_eq(fastpath_new(s, &fc, &ops, &fp, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(fastpath_new(s->core, &fc, &ops, &fp, &d), AS_OK, "%s", d.msg);
 }
 
 static void teardown(void)
@@ -127,7 +127,7 @@ static void teardown(void)
     pthread_mutex_unlock(&api.mu);
     fastpath_free(fp);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
     pthread_mutex_destroy(&api.mu);
     pthread_cond_destroy(&api.cond);
@@ -135,7 +135,7 @@ static void teardown(void)
 
 static void add_node(const char *name, int64_t cpu)
 {
-    cr_assert_eq(cache_node_upsert(s->cache, fx_node(name, cpu, 64 * FX_GI, 110)), AS_OK);
+    cr_assert_eq(cache_node_upsert(s->core->cache, fx_node(name, cpu, 64 * FX_GI, 110)), AS_OK);
 }
 
 static model_pod *agent(const char *name, int64_t cpu)
@@ -205,7 +205,7 @@ Test(fastpath, binds_every_pending_pod_once)
             seen += strcmp(api.bound_pod[j], name) == 0;
         cr_assert_eq(seen, 1, "%s bound %d times", name, seen);
         cache_pod_info info;
-        cache_pod_lookup(s->cache, name, &info);
+        cache_pod_lookup(s->core->cache, name, &info);
         cr_assert_eq(info.state, CACHE_POD_ASSUMED);
         cr_assert_str_eq(info.node, bound_node_of(name));
     }
@@ -289,10 +289,10 @@ Test(fastpath, api_bind_failure_releases_and_retries_with_backoff)
     cr_assert_eq(st.bind_failed, 2);
     cr_assert_eq(st.scheduled, 1);
     binder_stats bs;
-    binder_get_stats(s->binder, &bs);
+    binder_get_stats(s->core->binder, &bs);
     cr_assert_eq(bs.released, 2);
     cache_pod_info info;
-    cache_pod_lookup(s->cache, "p", &info);
+    cache_pod_lookup(s->core->cache, "p", &info);
     cr_assert_eq(info.state, CACHE_POD_ASSUMED);
     teardown();
 }
@@ -345,7 +345,7 @@ Test(fastpath, released_capacity_goes_to_the_waiting_pod)
     cr_assert_str_eq(bound_node_of("b"), "n1");
     cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
     cache_pod_info info;
-    cache_pod_lookup(s->cache, "a", &info);
+    cache_pod_lookup(s->core->cache, "a", &info);
     cr_assert_eq(info.state, CACHE_POD_ABSENT);
     cr_assert_eq(queue_where_is(fastpath_queue(fp), "a", NULL), QUEUE_ABSENT);
     teardown();
@@ -399,7 +399,7 @@ Test(fastpath, deleted_during_bind_leaves_nothing_behind)
     queue_get_stats(fastpath_queue(fp), &qs);
     cr_assert_eq(qs.total, 0);
     cache_pod_info info;
-    cache_pod_lookup(s->cache, "gone", &info);
+    cache_pod_lookup(s->core->cache, "gone", &info);
     cr_assert_eq(info.state, CACHE_POD_ABSENT);
     teardown();
 }
@@ -451,7 +451,7 @@ Test(fastpath, metrics_are_exported)
     usleep(30000); /* one watcher period publishes the depths */
     buf out;
     buf_init(&out, 0);
-    cr_assert_eq(metrics_render(s->metrics, &out), AS_OK);
+    cr_assert_eq(metrics_render(s->core->metrics, &out), AS_OK);
     static const char *const want[] = {
         "agentsched_queue_pods{queue=\"unschedulable\"} 1",
         "agentsched_queue_pods{queue=\"active\"} 0",

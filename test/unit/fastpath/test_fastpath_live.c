@@ -73,10 +73,10 @@ static fastpath *live_start_ex(k8s_stub *stub, int workers, bool watch_shards,
     cr_assert_eq(svc_new(&cfg, out, &d), AS_OK, "%s", d.msg);
     fastpath_config fc;
     fastpath_config_defaults(&fc);
-    fc.workers = 0; /* from the svc */
+    fc.workers = cfg.workers; /* as `serve` passes --workers */
     fc.poll_ms = 5;
     fastpath *fp = NULL;
-    cr_assert_eq(fastpath_new(*out, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(fastpath_new((*out)->core, &fc, NULL, &fp, &d), AS_OK, "%s", d.msg);
     k8s_conn conn = {0};
     conn.server = (char *)stub_url(stub);
     k8s_config kc;
@@ -178,7 +178,7 @@ Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
     cr_assert_eq(bound_on(stub, NULL, NULL), 13);
 
     live_stop(s, fp);
-    cr_assert_eq(cache_check_invariants(s->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
     stub_free(stub);
 }
@@ -247,7 +247,7 @@ Test(fastpath_live, replicas_under_leader_election_schedule_one_at_a_time)
 
     live_stop(sb, fb);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(sb->cache, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(cache_check_invariants(sb->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(sa);
     svc_free(sb);
     stub_free(stub);
@@ -302,7 +302,7 @@ Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
     /* What GET /metrics answers (the handler refreshes the client's and
      * the cache's series before rendering). */
     size_t nroutes = 0;
-    const http_route *routes = svc_routes(&nroutes);
+    const http_route *routes = svc_routes(s, &nroutes);
     const http_route *mr = NULL;
     for (size_t i = 0; i < nroutes; i++)
         if (!strcmp(routes[i].path, "/metrics"))
@@ -315,7 +315,7 @@ Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
     http_response resp = {0};
     resp.status = 200;
     buf_init(&resp.body, 1 << 20);
-    mr->fn(s, &req, &resp);
+    mr->fn(mr->ctx, &req, &resp);
     cr_assert_eq(resp.status, 200);
     pool_free(req.pool);
     buf out = resp.body;

@@ -71,7 +71,7 @@ static as_err flaky_bind(void *arg, const model_pod *pod, const char *node, as_d
              * the checker would blame the binder). */
             model_pod tmp = *pod;
             tmp.node_name = node;
-            cache_pod_upsert(w->s->cache, &tmp);
+            cache_pod_upsert(w->s->core->cache, &tmp);
         }
     }
     pthread_mutex_unlock(&w->mu);
@@ -84,14 +84,14 @@ static as_err flaky_bind(void *arg, const model_pod *pod, const char *node, as_d
 static int overcommitted(svc *s)
 {
     int bad = 0;
-    cache_read_lock(s->cache);
-    for (size_t i = 0; i < cache_node_count(s->cache); i++) {
-        const cache_node *n = cache_node_at(s->cache, i);
+    cache_read_lock(s->core->cache);
+    for (size_t i = 0; i < cache_node_count(s->core->cache); i++) {
+        const cache_node *n = cache_node_at(s->core->cache, i);
         if (cache_node_requested(n, MODEL_RES_CPU) > n->alloc.v[MODEL_RES_CPU] ||
             cache_node_requested(n, MODEL_RES_PODS) > n->alloc.v[MODEL_RES_PODS])
             bad++;
     }
-    cache_read_unlock(s->cache);
+    cache_read_unlock(s->core->cache);
     return bad;
 }
 
@@ -110,7 +110,7 @@ static void *churn(void *arg)
         if (round % 4 == 0) {
             char name[16];
             snprintf(name, sizeof name, "n%d", rand_r(&seed) % NODES);
-            cache_node_upsert(w->s->cache, fx_node(name, NODE_CPU, 64 * FX_GI, 30));
+            cache_node_upsert(w->s->core->cache, fx_node(name, NODE_CPU, 64 * FX_GI, 30));
         }
         for (int tries = 0; tries < 8; tries++) {
             int i = rand_r(&seed) % PODS;
@@ -120,7 +120,7 @@ static void *churn(void *arg)
             bool go = w->bound[i] && !w->deleted[i];
             if (go) {
                 w->deleted[i] = 1;
-                cache_pod_delete(w->s->cache, uid);
+                cache_pod_delete(w->s->core->cache, uid);
             }
             pthread_mutex_unlock(&w->mu);
             if (go) {
@@ -149,7 +149,8 @@ static void run(unsigned k)
     for (int i = 0; i < NODES; i++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", i);
-        cr_assert_eq(cache_node_upsert(w.s->cache, fx_node(name, NODE_CPU, 64 * FX_GI, 30)), AS_OK);
+        cr_assert_eq(cache_node_upsert(w.s->core->cache, fx_node(name, NODE_CPU, 64 * FX_GI, 30)),
+                     AS_OK);
     }
     fastpath_config fc;
     fastpath_config_defaults(&fc);
@@ -160,7 +161,7 @@ static void run(unsigned k)
     fc.queue.backoff_initial_ms = 2;
     fc.queue.backoff_max_ms = 20;
     fastpath_ops ops = {flaky_bind, NULL, NULL, &w};
-    cr_assert_eq(fastpath_new(w.s, &fc, &ops, &w.fp, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(fastpath_new(w.s->core, &fc, &ops, &w.fp, &d), AS_OK, "%s", d.msg);
     cr_assert_eq(fastpath_start(w.fp), AS_OK);
     pthread_t ct;
     pthread_create(&ct, NULL, churn, &w);
@@ -192,7 +193,7 @@ static void run(unsigned k)
     cr_assert_eq(__atomic_load_n(&w.overcommits, __ATOMIC_RELAXED), 0,
                  "K=%u: overcommit observed during the run", k);
     cr_assert_eq(overcommitted(w.s), 0, "K=%u: overcommit at the end", k);
-    cr_assert_eq(cache_check_invariants(w.s->cache, &d), AS_OK, "K=%u: %s", k, d.msg);
+    cr_assert_eq(cache_check_invariants(w.s->core->cache, &d), AS_OK, "K=%u: %s", k, d.msg);
 
     /* Every pod is accounted for: bound (in the cache unless deleted), or
      * still queued waiting for room. */
@@ -203,7 +204,7 @@ static void run(unsigned k)
         char uid[16];
         snprintf(uid, sizeof uid, "p%d", i);
         cache_pod_info info;
-        cache_pod_lookup(w.s->cache, uid, &info);
+        cache_pod_lookup(w.s->core->cache, uid, &info);
         queue_where where = queue_where_is(fastpath_queue(w.fp), uid, NULL);
         if (w.bound[i]) {
             bound++;

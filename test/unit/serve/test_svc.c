@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agentsched/base/log.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/serve/svc.h"
 
 #define DATA TEST_DATA_DIR "/svc/"
@@ -33,14 +34,14 @@ static svc *new_svc(const char *policy)
 static http_response call(svc *s, const char *method, const char *path)
 {
     size_t n = 0;
-    const http_route *r = svc_routes(&n);
+    const http_route *r = svc_routes(s, &n);
     http_response resp = {.status = 200, .content_type = "application/json"};
     buf_init(&resp.body, 0);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(r[i].method, method) == 0 && strcmp(r[i].path, path) == 0) {
             pool *p = pool_new(0);
             http_request req = {.method = method, .path = path, .body = "", .pool = p};
-            r[i].fn(s, &req, &resp);
+            r[i].fn(r[i].ctx, &req, &resp);
             pool_free(p);
             return resp;
         }
@@ -89,14 +90,14 @@ Test(svc, new_copies_config_strings_and_defaults_shard_name)
     cr_assert_str_eq(s->cfg.listen, "127.0.0.1:0");
     cr_assert_str_eq(s->cfg.scheduler_name, "my-sched");
     cr_assert_str_eq(s->cfg.shard_name, "my-sched");
-    cr_assert_eq(cache_get_shard_mode(s->cache), CACHE_SHARD_HARD);
-    cr_assert_not_null(s->binder);
-    cr_assert_not_null(s->metrics);
-    cr_assert_not_null(s->m.requests_total);
-    cr_assert_not_null(s->m.filter_seconds);
-    cr_assert_not_null(s->m.bind_conflicts);
-    cr_assert_eq(s->ready, 0);
-    cr_assert_gt(s->started_ms, 0);
+    cr_assert_eq(cache_get_shard_mode(s->core->cache), CACHE_SHARD_HARD);
+    cr_assert_not_null(s->core->binder);
+    cr_assert_not_null(s->core->metrics);
+    cr_assert_not_null(s->core->m.requests_total);
+    cr_assert_not_null(s->core->m.filter_seconds);
+    cr_assert_not_null(s->core->m.bind_conflicts);
+    cr_assert_eq(s->core->ready, 0);
+    cr_assert_gt(s->core->started_ms, 0);
     svc_free(s);
     svc_free(NULL);
 }
@@ -123,9 +124,9 @@ Test(svc, load_cluster_ok_marks_ready)
     svc *s = new_svc(NULL);
     as_diag d = {0};
     cr_assert_eq(svc_load_cluster(s, DATA "cluster.json", &d), AS_OK, "%s", d.msg);
-    cr_assert_eq(s->ready, 1);
+    cr_assert_eq(s->core->ready, 1);
     cache_stats cs;
-    cache_get_stats(s->cache, &cs);
+    cache_get_stats(s->core->cache, &cs);
     cr_assert_eq(cs.nodes, 2);
     cr_assert_eq(cs.pods_bound, 1);
     svc_free(s);
@@ -138,7 +139,7 @@ Test(svc, load_cluster_missing_file)
     as_err e = svc_load_cluster(s, DATA "does-not-exist.yaml", &d);
     cr_assert_eq(e, AS_EIO, "%d", e);
     cr_assert_not_null(strstr(d.msg, "does-not-exist.yaml"), "%s", d.msg);
-    cr_assert_eq(s->ready, 0);
+    cr_assert_eq(s->core->ready, 0);
     svc_free(s);
 }
 
@@ -149,7 +150,7 @@ Test(svc, load_cluster_malformed_yaml)
     as_err e = svc_load_cluster(s, DATA "malformed.yaml", &d);
     cr_assert_eq(e, AS_EPARSE, "%d %s", e, d.msg);
     cr_assert_not_null(strstr(d.msg, "malformed.yaml"), "%s", d.msg);
-    cr_assert_eq(s->ready, 0);
+    cr_assert_eq(s->core->ready, 0);
     svc_free(s);
 }
 
@@ -162,14 +163,15 @@ Test(svc, load_cluster_bad_quantity_names_field)
     cr_assert_not_null(strstr(d.field, "status.allocatable.cpu"), "field=%s msg=%s", d.field,
                        d.msg);
     cr_assert_not_null(strstr(d.msg, "bad-quantity.yaml"), "%s", d.msg);
-    cr_assert_eq(s->ready, 0);
+    cr_assert_eq(s->core->ready, 0);
     svc_free(s);
 }
 
 Test(svc, route_table_has_core_routes_once)
 {
+    svc *s = new_svc(NULL);
     size_t n = 0;
-    const http_route *r = svc_routes(&n);
+    const http_route *r = svc_routes(s, &n);
     cr_assert_geq(n, 4);
     static const char *core[] = {"/healthz", "/readyz", "/version", "/metrics"};
     for (size_t k = 0; k < 4; k++) {
@@ -188,6 +190,7 @@ Test(svc, route_table_has_core_routes_once)
             cr_assert(strcmp(r[i].path, r[j].path) != 0 || strcmp(r[i].method, r[j].method) != 0,
                       "duplicate route %s %s", r[i].method, r[i].path);
     }
+    svc_free(s);
 }
 
 Test(svc, healthz_readyz_version)
@@ -229,8 +232,8 @@ Test(svc, metrics_endpoint_reports_cache)
     svc *s = new_svc(NULL);
     as_diag d = {0};
     cr_assert_eq(svc_load_cluster(s, DATA "cluster.json", &d), AS_OK, "%s", d.msg);
-    metrics_inc(s->m.binds_fast);
-    metrics_observe(s->m.filter_seconds, 0.0003);
+    metrics_inc(s->core->m.binds_fast);
+    metrics_observe(s->core->m.filter_seconds, 0.0003);
     http_response m = call(s, "GET", "/metrics");
     cr_assert_eq(m.status, 200);
     cr_assert_str_eq(m.content_type, "text/plain; version=0.0.4; charset=utf-8");
@@ -257,12 +260,12 @@ Test(svc, metrics_endpoint_reports_cache)
 Test(svc, policy_get_set_and_reload_without_file)
 {
     svc *s = new_svc(NULL);
-    score_policy *p = svc_policy_get(s);
+    score_policy *p = core_policy_get(s->core);
     cr_assert_not_null(p);
     score_policy *q = NULL;
-    cr_assert_eq(score_policy_new_strategy(&s->reg, SCORE_LEAST_ALLOCATED, &q), AS_OK);
-    svc_policy_set(s, q);
-    score_policy *r = svc_policy_get(s);
+    cr_assert_eq(score_policy_new_strategy(&s->core->reg, SCORE_LEAST_ALLOCATED, &q), AS_OK);
+    core_policy_set(s->core, q);
+    score_policy *r = core_policy_get(s->core);
     cr_assert_eq(r, q);
     cr_assert_eq(score_policy_strategy(r), SCORE_LEAST_ALLOCATED);
     score_policy_unref(r);
@@ -327,8 +330,8 @@ Test(svc, http_start_serves_core_routes_and_counts_requests)
 
 Test(svc, clocks)
 {
-    int64_t a = svc_now_ms();
+    int64_t a = clock_now_ms();
     cr_assert_gt(a, 1600000000000LL);
-    uint64_t x = svc_mono_ns(), y = svc_mono_ns();
+    uint64_t x = clock_mono_ns(), y = clock_mono_ns();
     cr_assert_geq(y, x);
 }

@@ -1,18 +1,16 @@
 /*
- * test_svc_k8s.c - the service in live mode against the stub API server:
- * svc_k8s_start connects it, the client's synced hook makes it ready,
- * binds, /readyz, /metrics and the extender verbs go through the client,
- * and svc_free stops it.
+ * test_svc_k8s.c - the server wired to an API server (the stub): the API
+ * client started on the core's cache, readiness after the first sync, the
+ * bind port, the extender's verbs through it, and the client's metrics.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agentsched/api/extender.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
-#include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/serve/svc.h"
 #include "k8s_stub.c"
@@ -33,7 +31,7 @@ static void write_stub_kubeconfig(k8s_stub *stub, char *dir, char *path, size_t 
     fclose(fp);
 }
 
-Test(svc_k8s, start_ready_bind_stop)
+Test(k8s_svc, start_ready_bind_stop)
 {
     log_set_level(LOG_ERROR);
     k8s_stub *stub = stub_new();
@@ -55,7 +53,8 @@ Test(svc_k8s, start_ready_bind_stop)
     as_diag d = {{0}, {0}};
     cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
     char why[256];
-    cr_assert_eq(k8s_bind(s->k8s, "default", "w", "uid-w", "n0", &d), AS_EUNSUPPORTED);
+    const core_ports *ports = &s->core->ports;
+    cr_assert_eq(ports->bind(ports->arg, "default", "w", "uid-w", "n0", &d), AS_EUNSUPPORTED);
     k8s_config kc;
     k8s_config_defaults(&kc);
     kc.kubeconfig = path;
@@ -63,9 +62,9 @@ Test(svc_k8s, start_ready_bind_stop)
     cr_assert_eq(svc_k8s_start(s, &kc, &d), AS_OK, "%s", d.msg);
     cr_assert_not_null(s->k8s);
     cr_assert(k8s_wait_synced(s->k8s, 5000));
-    cr_assert_eq(__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE), 1);
-    cr_assert(k8s_ready(s->k8s, svc_now_ms(), why, sizeof why), "%s", why);
-    cr_assert_eq(k8s_bind(s->k8s, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(__atomic_load_n(&s->core->ready, __ATOMIC_ACQUIRE), 1);
+    cr_assert(k8s_ready(s->k8s, clock_now_ms(), why, sizeof why), "%s", why);
+    cr_assert_eq(ports->bind(ports->arg, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
     stub_last_auth(stub, why, sizeof why);
     cr_assert_str_eq(why, "Bearer secret");
     /* Extender bind verb for a pod agentsched never filtered: the live
@@ -84,7 +83,7 @@ Test(svc_k8s, start_ready_bind_stop)
     http_response resp = {0};
     resp.status = 200;
     buf_init(&resp.body, 1 << 16);
-    extender_handle_bind(s, &req, &resp);
+    extender_handle_bind(s->ext, &req, &resp);
     cr_assert_str_eq(resp.body.data, "{\"Error\":\"\"}", "%s", resp.body.data);
     buf_free(&resp.body);
     pool_free(req.pool);
@@ -101,10 +100,10 @@ Test(svc_k8s, start_ready_bind_stop)
     }
     json_decref(pods);
     cr_assert(bound, "the extender bind reached the API server");
-    k8s_metrics_update(s->k8s, s->metrics);
+    k8s_metrics_update(s->k8s, s->core->metrics);
     buf m;
     buf_init(&m, 1 << 20);
-    cr_assert_eq(metrics_render(s->metrics, &m), AS_OK);
+    cr_assert_eq(metrics_render(s->core->metrics, &m), AS_OK);
     cr_assert_not_null(strstr(m.data, "agentsched_k8s_binds_total{result=\"ok\"} 2\n"), "%s",
                        m.data);
     cr_assert_not_null(strstr(m.data, "agentsched_k8s_synced 1\n"), "%s", m.data);
@@ -118,7 +117,7 @@ Test(svc_k8s, start_ready_bind_stop)
 /* Until the first sync, the extender's filter answers 503 (an extender
  * error kube-scheduler retries) rather than failing every node as "not
  * found" (which would park the pod as unschedulable). */
-Test(svc_k8s, filter_waits_for_first_sync)
+Test(k8s_svc, filter_waits_for_first_sync)
 {
     log_set_level(LOG_ERROR);
     k8s_stub *stub = stub_new();
@@ -155,7 +154,7 @@ Test(svc_k8s, filter_waits_for_first_sync)
         http_response resp = {0};
         resp.status = 200;
         buf_init(&resp.body, 1 << 16);
-        extender_handle_filter(s, &req, &resp);
+        extender_handle_filter(s->ext, &req, &resp);
         if (round == 0) {
             cr_assert_eq(resp.status, 503, "%s", resp.body.data);
             cr_assert_not_null(strstr(resp.body.data, "\"Error\":\"agentsched's node cache has "
