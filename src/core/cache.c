@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agentsched/core/pred.h"
+#include "agentsched/core/gpu.h"
 #include "agentsched/base/sync.h"
 
 /* ------------------------------------------------------------------ */
@@ -642,12 +642,8 @@ static uint32_t pick_devices(const cnode *n, const pentry *e)
         return 0;
     if (ngpus > MODEL_MAX_GPUS)
         ngpus = MODEL_MAX_GPUS;
-    model_pod tmp;
-    memset(&tmp, 0, sizeof tmp);
-    tmp.gpu_count = e->gpu_count;
-    tmp.gpu_milli = (uint32_t)e->gpu_milli;
     uint32_t dev = 0;
-    if (pred_gpu_choose(&tmp, &n->pub, &dev))
+    if (gpu_choose(e->gpu_count, (uint32_t)e->gpu_milli, n->pub.gpu_used, ngpus, &dev))
         return dev;
     dev = 0;
     for (uint32_t k = 0; k < e->gpu_count && k < ngpus; k++) {
@@ -1011,7 +1007,9 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
     if (fast) {
         /* Still fits by the seqlock argument; only devices need choosing. */
         if (pod->gpu_count && n->pub.spec->ngpus) {
-            bool ok = fit ? fit(arg, pod, node, &dev) : pred_gpu_choose(pod, node, &dev);
+            bool ok =
+                fit ? fit(arg, pod, node, &dev)
+                    : gpu_choose(pod->gpu_count, pod->gpu_milli, node->gpu_used, node->ngpus, &dev);
             if (!ok) {
                 *result = CACHE_ASSUME_NO_FIT;
                 goto done;
