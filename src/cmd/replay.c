@@ -28,6 +28,7 @@
 #include "agentsched/model/model.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/core/sched.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/core/score.h"
 
 #define MIB               (1024LL * 1024)

@@ -8,6 +8,7 @@
 
 #include "agentsched/base/doc.h"
 #include "agentsched/core/eqcache.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/api/extender.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/base/log.h"
