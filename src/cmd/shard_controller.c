@@ -6,6 +6,8 @@
  * scheduler's NodeShard.spec.nodesDesired. `--cluster FILE --once` computes
  * the shards of a cluster file offline and prints them.
  */
+#include "agentsched/cmd/shard_controller.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -728,8 +730,8 @@ static int run_live(ctl *x, sigset_t *sigs)
     return rc;
 }
 
-/* See shardctl.h. */
-int shardctl_cli_main(int argc, char **argv)
+/* See shard_controller.h. */
+int shard_controller_cli_main(int argc, char **argv)
 {
     ctl x;
     memset(&x, 0, sizeof x);
