@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/core/pred.h"
 
 /* A noted candidate: the node incarnation evaluated and its bind version
@@ -51,13 +52,6 @@ struct binder {
     note *oldest, *newest;
     binder_stats st; /* updated with atomics */
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t hash_uid(const char *s)
 {
@@ -230,7 +224,7 @@ as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size
     memcpy(u, uid, ulen + 1);
     nt->uid = u;
     nt->h = hash_uid(u);
-    nt->at_ms = mono_ms();
+    nt->at_ms = clock_mono_ms();
     nt->bytes = bytes;
 
     pthread_mutex_lock(&b->mu);
@@ -253,7 +247,7 @@ bool binder_noted_key(binder *b, const char *uid, char *key, size_t keylen)
     uint64_t h = hash_uid(uid);
     pthread_mutex_lock(&b->mu);
     note *n = memo_find(b, uid, h);
-    bool found = n && n->at_ms >= mono_ms() - b->cfg.memo_ttl_ms;
+    bool found = n && n->at_ms >= clock_mono_ms() - b->cfg.memo_ttl_ms;
     if (found && key && keylen)
         snprintf(key, keylen, "%s/%s", n->pod->ns ? n->pod->ns : "default",
                  n->pod->name ? n->pod->name : "");
@@ -383,7 +377,7 @@ as_err binder_bind_noted(binder *b, const char *uid, const char *node_name, bind
     if (!uid || !node_name)
         return AS_EINVAL;
     uint64_t h = hash_uid(uid);
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     pthread_mutex_lock(&b->mu);
     note *n = memo_find(b, uid, h);
     if (n)

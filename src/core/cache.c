@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/core/gpu.h"
 #include "agentsched/base/sync.h"
 
@@ -276,13 +277,6 @@ struct cache {
     uint64_t log_head;           /* (atomic) entries appended */
     uint64_t node_events, pod_events;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* cnodes come from slabs so a scan over the dense array touches
  * neighbouring memory instead of one heap block per node. */
@@ -1033,7 +1027,7 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
         goto done;
     }
     ne->gpu_devices = dev;
-    ne->assumed_at_ms = now_ms();
+    ne->assumed_at_ms = clock_now_ms();
     err = pod_insert(c, ne, n->rec->name, n->rec->len, CACHE_POD_ASSUMED, false);
     if (err != AS_OK) {
         free(ne);
