@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/core/gpu.h"
 #include "agentsched/base/sync.h"
 
@@ -47,46 +48,10 @@ typedef struct hmap {
     size_t n;
 } hmap;
 
-/* 64x64 -> 128 multiply folded to 64 bits: a strong, cheap mixer. */
-static inline uint64_t hash_mix(uint64_t a, uint64_t b)
-{
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-/* hash_str hashes eight bytes per step (names are looked up once per node
- * per request, so a byte-at-a-time hash showed up in profiles): the words
- * before the last, then the last eight bytes, overlapping the word before
- * when the length is not a multiple of eight, so a name of 9 to 16 bytes
- * is two multiplies. Shorter tails are loaded without reading past
- * s[len). */
-static inline uint64_t hash_str(const char *s, size_t len)
-{
-    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL;
-    uint64_t h = (uint64_t)len ^ k0, w = 0;
-    if (len >= 8) {
-        for (size_t i = 0; len - i > 8; i += 8) {
-            memcpy(&w, s + i, 8);
-            h = hash_mix(h ^ w, k1);
-        }
-        memcpy(&w, s + len - 8, 8);
-    } else if (len >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + len - 4, 4);
-        w = (uint64_t)a << 32 | b;
-    } else if (len > 0) {
-        w = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[len / 2] << 8 |
-            (uint64_t)(unsigned char)s[len - 1];
-    }
-    h = hash_mix(h ^ w, k1 ^ len);
-    return h ^ (h >> 29);
-}
-
 /* See cache.h. */
 uint64_t cache_name_hash(const char *s, size_t len)
 {
-    return hash_str(s, len);
+    return hash_bytes(s, len);
 }
 
 /* key_eq compares a stored key with a probe of the same length; names are
@@ -124,7 +89,7 @@ static void *hmap_get(const hmap *m, const char *k, size_t len)
 {
     if (!m->cap)
         return NULL;
-    uint64_t h = hash_str(k, len);
+    uint64_t h = hash_bytes(k, len);
     size_t mask = m->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         const hent *e = &m->t[i];
@@ -160,7 +125,7 @@ static as_err hmap_put(hmap *m, const char *k, size_t len, void *v)
         m->t = nt;
         m->cap = ncap;
     }
-    hent e = {hash_str(k, len), k, len, v};
+    hent e = {hash_bytes(k, len), k, len, v};
     hmap_insert_raw(m->t, m->cap, &e);
     m->n++;
     return AS_OK;
@@ -171,7 +136,7 @@ static void *hmap_del(hmap *m, const char *k, size_t len)
 {
     if (!m->cap)
         return NULL;
-    uint64_t h = hash_str(k, len);
+    uint64_t h = hash_bytes(k, len);
     size_t mask = m->cap - 1;
     size_t i = h & mask;
     for (;; i = (i + 1) & mask) {
@@ -482,7 +447,7 @@ void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_
         const cache_name *nm = names + b;
         /* 1: hash every name and start loading its home slot */
         for (size_t i = 0; i < k; i++) {
-            h[i] = nm[i].hash ? nm[i].hash : hash_str(nm[i].s, nm[i].len);
+            h[i] = nm[i].hash ? nm[i].hash : hash_bytes(nm[i].s, nm[i].len);
             __builtin_prefetch(&m->t[h[i] & mask]);
         }
         /* 2: start loading the key and the node of each home slot */
@@ -879,24 +844,12 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
     pthread_mutex_unlock(&c->wmu);
 }
 
-/* pod_uid writes the index key of pod: its uid, or "namespace/name". */
-static const char *pod_uid(const model_pod *pod, char *tmp, size_t cap, size_t *len)
-{
-    if (pod->uid && pod->uid[0]) {
-        *len = strlen(pod->uid);
-        return pod->uid;
-    }
-    int n = snprintf(tmp, cap, "%s/%s", pod->ns ? pod->ns : "default", pod->name ? pod->name : "");
-    *len = n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
-    return tmp;
-}
-
 /* See cache.h. */
 as_err cache_pod_upsert(cache *c, const model_pod *pod)
 {
     char tmp[600];
     size_t uid_len;
-    const char *uid = pod_uid(pod, tmp, sizeof tmp, &uid_len);
+    const char *uid = model_pod_key(pod, tmp, sizeof tmp, &uid_len);
     as_err err = AS_OK;
 
     pthread_mutex_lock(&c->wmu);
@@ -974,7 +927,7 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
 {
     char tmp[600];
     size_t uid_len;
-    const char *uid = pod_uid(pod, tmp, sizeof tmp, &uid_len);
+    const char *uid = model_pod_key(pod, tmp, sizeof tmp, &uid_len);
     as_err err = AS_OK;
     uint32_t dev = 0;
 
