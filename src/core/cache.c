@@ -28,145 +28,14 @@
 
 #include "agentsched/base/clock.h"
 #include "agentsched/base/hash.h"
+#include "agentsched/base/table.h"
 #include "agentsched/core/gpu.h"
 #include "agentsched/base/sync.h"
-
-/* ------------------------------------------------------------------ */
-/* Open-addressing string hash (linear probing, backward-shift delete) */
-/* ------------------------------------------------------------------ */
-
-typedef struct hent {
-    uint64_t h;
-    const char *k; /* NULL = empty; points into the value (owned there) */
-    size_t klen;
-    void *v;
-} hent;
-
-typedef struct hmap {
-    hent *t;
-    size_t cap; /* power of two, or 0 */
-    size_t n;
-} hmap;
 
 /* See cache.h. */
 uint64_t cache_name_hash(const char *s, size_t len)
 {
     return hash_bytes(s, len);
-}
-
-/* key_eq compares a stored key with a probe of the same length; names are
- * short, so an inline compare beats a call to memcmp: words, the last one
- * overlapping the one before (a 10-byte name is two compares). */
-static inline bool key_eq(const char *a, const char *b, size_t len)
-{
-    uint64_t x, y;
-    if (len >= 8) {
-        for (size_t i = 0; len - i > 8; i += 8) {
-            memcpy(&x, a + i, 8);
-            memcpy(&y, b + i, 8);
-            if (x != y)
-                return false;
-        }
-        memcpy(&x, a + len - 8, 8);
-        memcpy(&y, b + len - 8, 8);
-        return x == y;
-    }
-    if (len >= 4) {
-        uint32_t p, q, r, t;
-        memcpy(&p, a, 4);
-        memcpy(&q, b, 4);
-        memcpy(&r, a + len - 4, 4);
-        memcpy(&t, b + len - 4, 4);
-        return p == q && r == t;
-    }
-    for (size_t i = 0; i < len; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
-}
-
-static void *hmap_get(const hmap *m, const char *k, size_t len)
-{
-    if (!m->cap)
-        return NULL;
-    uint64_t h = hash_bytes(k, len);
-    size_t mask = m->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        const hent *e = &m->t[i];
-        if (!e->k)
-            return NULL;
-        if (e->h == h && e->klen == len && key_eq(e->k, k, len))
-            return e->v;
-    }
-}
-
-static void hmap_insert_raw(hent *t, size_t cap, const hent *src)
-{
-    size_t mask = cap - 1;
-    size_t i = src->h & mask;
-    while (t[i].k)
-        i = (i + 1) & mask;
-    t[i] = *src;
-}
-
-/* hmap_put inserts k (which must be absent). k must stay valid while
- * stored. */
-static as_err hmap_put(hmap *m, const char *k, size_t len, void *v)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 16;
-        hent *nt = calloc(ncap, sizeof *nt);
-        if (!nt)
-            return AS_ENOMEM;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->t[i].k)
-                hmap_insert_raw(nt, ncap, &m->t[i]);
-        free(m->t);
-        m->t = nt;
-        m->cap = ncap;
-    }
-    hent e = {hash_bytes(k, len), k, len, v};
-    hmap_insert_raw(m->t, m->cap, &e);
-    m->n++;
-    return AS_OK;
-}
-
-/* hmap_del removes k and returns its value (NULL when absent). */
-static void *hmap_del(hmap *m, const char *k, size_t len)
-{
-    if (!m->cap)
-        return NULL;
-    uint64_t h = hash_bytes(k, len);
-    size_t mask = m->cap - 1;
-    size_t i = h & mask;
-    for (;; i = (i + 1) & mask) {
-        hent *e = &m->t[i];
-        if (!e->k)
-            return NULL;
-        if (e->h == h && e->klen == len && key_eq(e->k, k, len))
-            break;
-    }
-    void *v = m->t[i].v;
-    /* Backward shift: pull later entries of the probe run into the hole
-     * when their home slot allows it, so lookups never need tombstones. */
-    size_t hole = i;
-    for (size_t j = (i + 1) & mask; m->t[j].k; j = (j + 1) & mask) {
-        size_t home = m->t[j].h & mask;
-        bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
-        if (movable) {
-            m->t[hole] = m->t[j];
-            hole = j;
-        }
-    }
-    m->t[hole].k = NULL;
-    m->n--;
-    return v;
-}
-
-static void hmap_free(hmap *m)
-{
-    free(m->t);
-    memset(m, 0, sizeof *m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -222,12 +91,12 @@ struct cache {
     cnode *free_cnodes; /* recycled cnodes, linked through rec */
     size_t nnodes, nodes_cap;
     size_t max_nodes, max_pods; /* CACHE_MAX_NODES/PODS or lower (cache_set_limits) */
-    hmap by_name;               /* name -> cnode (key owned by the rec) */
-    hmap recs;                  /* name -> prec */
-    hmap pods;                  /* uid -> pentry */
+    table by_name;              /* name -> cnode (key owned by the rec) */
+    table recs;                 /* name -> prec */
+    table pods;                 /* uid -> pentry */
     pentry *assumed;
 
-    hmap shard; /* names (owned char *) in the shard */
+    table shard; /* names (owned char *) in the shard */
     bool shard_applied;
     int mode;           /* (atomic) cache_shard_mode */
     uint64_t shard_rev; /* (atomic) */
@@ -373,10 +242,10 @@ void cache_free(cache *c)
         if (c->shard.t[i].k)
             free(c->shard.t[i].v);
     free(c->nodes);
-    hmap_free(&c->by_name);
-    hmap_free(&c->recs);
-    hmap_free(&c->pods);
-    hmap_free(&c->shard);
+    table_free(&c->by_name);
+    table_free(&c->recs);
+    table_free(&c->pods);
+    table_free(&c->shard);
     pthread_rwlock_destroy(&c->rw);
     pthread_mutex_destroy(&c->wmu);
     free(c);
@@ -426,14 +295,14 @@ cache_node *cache_node_at(const cache *c, size_t i)
 /* See cache.h. */
 cache_node *cache_node_find(const cache *c, const char *name, size_t len)
 {
-    cnode *n = hmap_get(&c->by_name, name, len);
+    cnode *n = table_get(&c->by_name, name, len);
     return n ? &n->pub : NULL;
 }
 
 /* See cache.h. */
 void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_node **out)
 {
-    const hmap *m = &c->by_name;
+    const table *m = &c->by_name;
     if (!m->cap) {
         for (size_t i = 0; i < n; i++)
             out[i] = NULL;
@@ -452,22 +321,22 @@ void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_
         }
         /* 2: start loading the key and the node of each home slot */
         for (size_t i = 0; i < k; i++) {
-            const hent *e = &m->t[h[i] & mask];
+            const table_entry *e = &m->t[h[i] & mask];
             if (e->k) {
                 __builtin_prefetch(e->k);
                 __builtin_prefetch(e->v);
             }
         }
-        /* 3: probe as hmap_get does; start loading the node's usage and
+        /* 3: probe as table_get does; start loading the node's usage and
          * allocatable for the caller's predicates */
         for (size_t i = 0; i < k; i++) {
             cnode *found = NULL;
             size_t len = nm[i].len;
             for (size_t j = h[i] & mask;; j = (j + 1) & mask) {
-                const hent *e = &m->t[j];
+                const table_entry *e = &m->t[j];
                 if (!e->k)
                     break;
-                if (e->h == h[i] && e->klen == len && key_eq(e->k, nm[i].s, len)) {
+                if (e->h == h[i] && e->klen == len && table_key_eq(e->k, nm[i].s, len)) {
                     found = e->v;
                     break;
                 }
@@ -681,7 +550,7 @@ static void assumed_unlink(cache *c, pentry *e)
 
 static prec *rec_get(cache *c, const char *name, size_t len, bool create)
 {
-    prec *r = hmap_get(&c->recs, name, len);
+    prec *r = table_get(&c->recs, name, len);
     if (r || !create)
         return r;
     r = calloc(1, sizeof *r);
@@ -689,7 +558,7 @@ static prec *rec_get(cache *c, const char *name, size_t len, bool create)
         return NULL;
     r->name = strndup(name, len);
     r->len = len;
-    if (!r->name || hmap_put(&c->recs, r->name, len, r) != AS_OK) {
+    if (!r->name || table_put(&c->recs, r->name, len, r) != AS_OK) {
         free(r->name);
         free(r);
         return NULL;
@@ -702,7 +571,7 @@ static void rec_maybe_free(cache *c, prec *r)
 {
     if (r->node || r->pods)
         return;
-    hmap_del(&c->recs, r->name, r->len);
+    table_del(&c->recs, r->name, r->len);
     free(r->name);
     free(r);
 }
@@ -787,7 +656,7 @@ static void pod_drop(cache *c, pentry *e)
     } else {
         c->pods_bound--;
     }
-    hmap_del(&c->pods, e->uid, strlen(e->uid));
+    table_del(&c->pods, e->uid, strlen(e->uid));
     free(e);
     rec_maybe_free(c, r);
 }
@@ -799,7 +668,7 @@ static as_err pod_insert(cache *c, pentry *e, const char *node, size_t node_len,
     prec *r = rec_get(c, node, node_len, true);
     if (!r)
         return AS_ENOMEM;
-    if (hmap_put(&c->pods, e->uid, strlen(e->uid), e) != AS_OK) {
+    if (table_put(&c->pods, e->uid, strlen(e->uid), e) != AS_OK) {
         rec_maybe_free(c, r);
         return AS_ENOMEM;
     }
@@ -833,7 +702,7 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&c->wmu);
-    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
     if (e) {
         out->state = (cache_pod_state)e->state;
         copy_str(out->node, sizeof out->node, e->rec->name, e->rec->len);
@@ -854,7 +723,7 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
 
     pthread_mutex_lock(&c->wmu);
     c->pod_events++;
-    pentry *e = hmap_get(&c->pods, uid, uid_len);
+    pentry *e = table_get(&c->pods, uid, uid_len);
     bool terminal = model_pod_is_terminal(pod);
     const char *node = pod->node_name && pod->node_name[0] ? pod->node_name : NULL;
 
@@ -911,7 +780,7 @@ as_err cache_pod_delete(cache *c, const char *uid)
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
     c->pod_events++;
-    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
     if (e)
         pod_drop(c, e);
     else
@@ -937,7 +806,7 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
     /* The writer mutex excludes structural changes, so the node array is
      * stable here without the read lock. */
     cache_node *node = cache_node_get(c, slot, id);
-    pentry *e = hmap_get(&c->pods, uid, uid_len);
+    pentry *e = table_get(&c->pods, uid, uid_len);
     if (e) {
         bool same = node && e->rec->node == (cnode *)node;
         if (same && gpu_devices)
@@ -998,7 +867,7 @@ as_err cache_forget(cache *c, const char *uid)
 {
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
-    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
     if (!e)
         err = AS_ENOTFOUND;
     else if (e->state != CACHE_POD_ASSUMED)
@@ -1047,7 +916,7 @@ static void set_spec(cnode *n, const model_node *spec)
 
 static bool shard_has(const cache *c, const char *name, size_t len)
 {
-    return hmap_get(&c->shard, name, len) != NULL;
+    return table_get(&c->shard, name, len) != NULL;
 }
 
 static int initial_in_shard(const cache *c, const char *name, size_t len)
@@ -1070,7 +939,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
     size_t len = strlen(node->name);
     pthread_mutex_lock(&c->wmu);
     c->node_events++;
-    cnode *n = hmap_get(&c->by_name, node->name, len);
+    cnode *n = table_get(&c->by_name, node->name, len);
     if (n) {
         const model_node *old = n->pub.spec;
         pthread_rwlock_wrlock(&c->rw);
@@ -1147,7 +1016,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         c->nodes = nn;
         c->nodes_cap = ncap;
     }
-    err = hmap_put(&c->by_name, r->name, len, n);
+    err = table_put(&c->by_name, r->name, len, n);
     if (err != AS_OK)
         goto unlock;
     n->pub.slot = (uint32_t)c->nnodes;
@@ -1194,7 +1063,7 @@ done:
  * returns it for freeing after the write lock is released. */
 static cnode *node_remove_locked(cache *c, cnode *n)
 {
-    hmap_del(&c->by_name, n->rec->name, n->rec->len);
+    table_del(&c->by_name, n->rec->name, n->rec->len);
     uint32_t slot = n->pub.slot;
     cnode *last = c->nodes[--c->nnodes];
     c->nodes[slot] = last;
@@ -1227,7 +1096,7 @@ as_err cache_node_remove(cache *c, const char *name)
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
     c->node_events++;
-    cnode *n = hmap_get(&c->by_name, name, strlen(name));
+    cnode *n = table_get(&c->by_name, name, strlen(name));
     if (!n) {
         err = AS_ENOTFOUND;
         goto done;
@@ -1366,16 +1235,16 @@ static void set_in_shard(cnode *n, int v)
 /* See cache.h. */
 as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t *revision)
 {
-    hmap next = {0};
+    table next = {0};
     as_err err = AS_OK;
     for (size_t i = 0; i < n; i++) {
         if (!names[i])
             continue;
         size_t len = strlen(names[i]);
-        if (hmap_get(&next, names[i], len))
+        if (table_get(&next, names[i], len))
             continue;
         char *dup = strndup(names[i], len);
-        if (!dup || hmap_put(&next, dup, len, dup) != AS_OK) {
+        if (!dup || table_put(&next, dup, len, dup) != AS_OK) {
             free(dup);
             err = AS_ENOMEM;
             break;
@@ -1385,7 +1254,7 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
         for (size_t i = 0; i < next.cap; i++)
             if (next.t[i].k)
                 free(next.t[i].v);
-        hmap_free(&next);
+        table_free(&next);
         return err;
     }
 
@@ -1394,27 +1263,27 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
         /* First membership: every node's flag is decided now. */
         for (size_t i = 0; i < c->nnodes; i++) {
             cnode *nd = c->nodes[i];
-            set_in_shard(nd, hmap_get(&next, nd->rec->name, nd->rec->len) != NULL);
+            set_in_shard(nd, table_get(&next, nd->rec->name, nd->rec->len) != NULL);
         }
     } else {
         for (size_t i = 0; i < c->shard.cap; i++) {
-            const hent *h = &c->shard.t[i];
-            if (h->k && !hmap_get(&next, h->k, h->klen)) {
-                cnode *nd = hmap_get(&c->by_name, h->k, h->klen);
+            const table_entry *h = &c->shard.t[i];
+            if (h->k && !table_get(&next, h->k, h->klen)) {
+                cnode *nd = table_get(&c->by_name, h->k, h->klen);
                 if (nd)
                     set_in_shard(nd, 0);
             }
         }
         for (size_t i = 0; i < next.cap; i++) {
-            const hent *h = &next.t[i];
-            if (h->k && !hmap_get(&c->shard, h->k, h->klen)) {
-                cnode *nd = hmap_get(&c->by_name, h->k, h->klen);
+            const table_entry *h = &next.t[i];
+            if (h->k && !table_get(&c->shard, h->k, h->klen)) {
+                cnode *nd = table_get(&c->by_name, h->k, h->klen);
                 if (nd)
                     set_in_shard(nd, 1);
             }
         }
     }
-    hmap old = c->shard;
+    table old = c->shard;
     c->shard = next;
     c->shard_applied = true;
     uint64_t rev = __atomic_add_fetch(&c->shard_rev, 1, __ATOMIC_RELEASE);
@@ -1423,7 +1292,7 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
     for (size_t i = 0; i < old.cap; i++)
         if (old.t[i].k)
             free(old.t[i].v);
-    hmap_free(&old);
+    table_free(&old);
     if (revision)
         *revision = rev;
     return AS_OK;
