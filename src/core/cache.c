@@ -1,20 +1,7 @@
 /*
  * cache.c - the shard-aware node cache (see cache.h for the concurrency
- * model).
- *
- * Layout:
- *   - nodes: a dense array of cnode pointers (slot = index; the last node
- *     moves into a removed slot), plus an open-addressing hash name -> cnode
- *     that readers probe under the read lock. Both change only under the
- *     write lock.
- *   - recs: one record per node *name* that has a node or pods (writer
- *     mutex only). A record lists the pods occupying that name, so a node
- *     that goes away leaves its pods detached on the record and a node that
- *     comes back with the same name re-attaches them in O(its pods).
- *   - pods: hash uid -> pentry. A pentry exists only while the pod occupies
- *     capacity (ASSUMED or BOUND); its request vector is stored compactly
- *     (only the resources it requests), so 100k pods stay small.
- *   - assumed pods are also on a list so expiry costs O(assumed).
+ * model, cache_int.h for the layout, cache_acct.c for how pods are charged
+ * to nodes).
  */
 #include "agentsched/core/cache.h"
 
@@ -31,86 +18,14 @@
 #include "agentsched/base/table.h"
 #include "agentsched/core/gpu.h"
 #include "agentsched/base/sync.h"
+#include "cache_acct.h"
+#include "cache_int.h"
 
 /* See cache.h. */
 uint64_t cache_name_hash(const char *s, size_t len)
 {
     return hash_bytes(s, len);
 }
-
-/* ------------------------------------------------------------------ */
-/* Types                                                               */
-/* ------------------------------------------------------------------ */
-
-typedef struct prec prec;
-typedef struct pentry pentry;
-
-typedef struct cnode {
-    cache_node pub; /* first: cache_node * and cnode * convert */
-    prec *rec;
-    uint64_t epoch;
-    cache *cache; /* owner, for the change log */
-} cnode;
-
-/* One per node name that has a node or pods. */
-struct prec {
-    char *name;
-    size_t len;
-    cnode *node; /* NULL while detached */
-    pentry *pods;
-    size_t npods;
-};
-
-/* A pod occupying capacity. Allocated with its request values and strings
- * in one block. */
-struct pentry {
-    prec *rec;
-    pentry *next, *prev;   /* on rec->pods */
-    pentry *anext, *aprev; /* on the assumed list (state ASSUMED only) */
-    int64_t assumed_at_ms;
-    uint64_t epoch;
-    uint32_t req_mask;
-    uint32_t gpu_devices;
-    int32_t gpu_milli;
-    uint16_t gpu_count;
-    uint8_t state; /* cache_pod_state */
-    uint8_t nreq;
-    char *uid;
-    char *key;
-    int64_t req[]; /* popcount(req_mask) values, then the strings */
-};
-
-struct cache {
-    model_registry *reg;
-    pthread_mutex_t wmu;
-    pthread_rwlock_t rw;
-
-    cnode **nodes;
-    void **slabs; /* cnode slabs (CNODE_SLAB each), freed with the cache */
-    size_t nslabs;
-    cnode *free_cnodes; /* recycled cnodes, linked through rec */
-    size_t nnodes, nodes_cap;
-    size_t max_nodes, max_pods; /* CACHE_MAX_NODES/PODS or lower (cache_set_limits) */
-    table by_name;              /* name -> cnode (key owned by the rec) */
-    table recs;                 /* name -> prec */
-    table pods;                 /* uid -> pentry */
-    pentry *assumed;
-
-    table shard; /* names (owned char *) in the shard */
-    bool shard_applied;
-    int mode;           /* (atomic) cache_shard_mode */
-    uint64_t shard_rev; /* (atomic) */
-
-    uint64_t next_id;
-    uint64_t epoch;
-    size_t pods_bound, pods_assumed, pods_detached;
-
-    /* Change log (cache.h CHANGE LOG): slots of changed nodes. Written by
-     * the writer-mutex holder only; read lock-free. */
-    uint64_t log[CACHE_LOG_CAP]; /* (atomic) sequence tag << LOG_SLOT_BITS | slot */
-    uint64_t log_head;           /* (atomic) entries appended */
-    uint64_t node_events, pod_events;
-};
 
 /* cnodes come from slabs so a scan over the dense array touches
  * neighbouring memory instead of one heap block per node. */
@@ -377,18 +292,6 @@ uint64_t cache_log_head(const cache *c)
     return __atomic_load_n(&c->log_head, __ATOMIC_ACQUIRE);
 }
 
-/* Log entries carry the low bits of their own sequence number above the
- * slot, so a reader recognises an entry the ring reused without fences (a
- * tag repeats only after 2^40 appends). Slots that do not fit in
- * LOG_SLOT_BITS are logged as LOG_SLOT_NONE: "re-read everything". */
-#define LOG_SLOT_BITS 24
-#define LOG_SLOT_NONE ((1u << LOG_SLOT_BITS) - 1)
-
-static uint64_t log_tag(uint64_t seq)
-{
-    return seq << LOG_SLOT_BITS;
-}
-
 /* See cache.h. */
 bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out)
 {
@@ -405,284 +308,6 @@ bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out)
         out[i] = slot;
     }
     return true;
-}
-
-/* ------------------------------------------------------------------ */
-/* Usage accounting (writer mutex held)                                */
-/* ------------------------------------------------------------------ */
-
-static void bump_generation(cnode *n)
-{
-    __atomic_add_fetch(&n->pub.generation, 1, __ATOMIC_RELEASE);
-}
-
-/* Must be the last write of a mutation that can make a fitting pod stop
- * fitting (see the seqlock argument in cache.h). */
-static void bump_bind_version(cnode *n)
-{
-    __atomic_add_fetch(&n->pub.bind_version, 1, __ATOMIC_RELEASE);
-}
-
-/* log_append records that the node at slot changed. Called with the
- * writer mutex held (one appender), after the change's usage and version
- * writes, and under the write lock for structural changes so a reader that
- * takes the read lock afterwards sees the entry. */
-static void log_append(cache *c, uint32_t slot)
-{
-    uint64_t h = __atomic_load_n(&c->log_head, __ATOMIC_RELAXED);
-    uint64_t e = log_tag(h) | (slot < LOG_SLOT_NONE ? slot : LOG_SLOT_NONE);
-    __atomic_store_n(&c->log[h & (CACHE_LOG_CAP - 1)], e, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->log_head, h + 1, __ATOMIC_RELEASE);
-}
-
-static void log_node(cnode *n)
-{
-    log_append(n->cache, n->pub.slot);
-}
-
-/* usage_apply adds (sign > 0) or removes the pod's usage on n. An increase
- * bumps bind_version last; a decrease only generation (it can only make
- * more pods fit, so earlier fit decisions stay valid). */
-static void usage_apply(cnode *n, const pentry *e, int sign)
-{
-    int k = 0;
-    for (uint32_t m = e->req_mask; m; m &= m - 1) {
-        int r = __builtin_ctz(m);
-        __atomic_add_fetch(&n->pub.requested[r], sign * e->req[k++], __ATOMIC_RELAXED);
-    }
-    for (uint32_t m = e->gpu_devices; m; m &= m - 1) {
-        int d = __builtin_ctz(m);
-        __atomic_add_fetch(&n->pub.gpu_used[d], sign * e->gpu_milli, __ATOMIC_RELAXED);
-    }
-    bump_generation(n);
-    if (sign > 0)
-        bump_bind_version(n);
-    log_node(n);
-}
-
-/* pick_devices chooses GPU devices for an entry on n: best fit first; a pod
- * the API server says is bound there must be counted even when no device
- * set fits (someone else overcommitted), so fall back to the least used. */
-static uint32_t pick_devices(const cnode *n, const pentry *e)
-{
-    uint32_t ngpus = n->pub.spec->ngpus;
-    if (!e->gpu_count || !ngpus)
-        return 0;
-    if (ngpus > MODEL_MAX_GPUS)
-        ngpus = MODEL_MAX_GPUS;
-    uint32_t dev = 0;
-    if (gpu_choose(e->gpu_count, (uint32_t)e->gpu_milli, n->pub.gpu_used, ngpus, &dev))
-        return dev;
-    dev = 0;
-    for (uint32_t k = 0; k < e->gpu_count && k < ngpus; k++) {
-        int best = -1;
-        for (uint32_t d = 0; d < ngpus; d++) {
-            if (dev & (1u << d))
-                continue;
-            if (best < 0 ||
-                cache_node_gpu_used(&n->pub, (int)d) < cache_node_gpu_used(&n->pub, best))
-                best = (int)d;
-        }
-        dev |= 1u << best;
-    }
-    return dev;
-}
-
-/* devices_still_valid: can e keep the devices it held (on this node's
- * previous spec or incarnation) given n's current usage? Keeping them
- * preserves a packing that a fresh best-fit pass might not reproduce. */
-static bool devices_still_valid(const cnode *n, const pentry *e)
-{
-    uint32_t ngpus = n->pub.ngpus;
-    if (!e->gpu_devices || (ngpus < 32 && (e->gpu_devices >> ngpus) != 0) ||
-        (uint32_t)__builtin_popcount(e->gpu_devices) != e->gpu_count)
-        return false;
-    for (uint32_t m = e->gpu_devices; m; m &= m - 1)
-        if (cache_node_gpu_used(&n->pub, __builtin_ctz(m)) + e->gpu_milli > MODEL_GPU_MILLI)
-            return false;
-    return true;
-}
-
-static void rec_link(prec *r, pentry *e)
-{
-    e->rec = r;
-    e->prev = NULL;
-    e->next = r->pods;
-    if (r->pods)
-        r->pods->prev = e;
-    r->pods = e;
-    r->npods++;
-}
-
-static void rec_unlink(pentry *e)
-{
-    prec *r = e->rec;
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        r->pods = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    r->npods--;
-    e->rec = NULL;
-    e->next = e->prev = NULL;
-}
-
-static void assumed_link(cache *c, pentry *e)
-{
-    e->aprev = NULL;
-    e->anext = c->assumed;
-    if (c->assumed)
-        c->assumed->aprev = e;
-    c->assumed = e;
-}
-
-static void assumed_unlink(cache *c, pentry *e)
-{
-    if (e->aprev)
-        e->aprev->anext = e->anext;
-    else
-        c->assumed = e->anext;
-    if (e->anext)
-        e->anext->aprev = e->aprev;
-    e->anext = e->aprev = NULL;
-}
-
-static prec *rec_get(cache *c, const char *name, size_t len, bool create)
-{
-    prec *r = table_get(&c->recs, name, len);
-    if (r || !create)
-        return r;
-    r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    r->name = strndup(name, len);
-    r->len = len;
-    if (!r->name || table_put(&c->recs, r->name, len, r) != AS_OK) {
-        free(r->name);
-        free(r);
-        return NULL;
-    }
-    return r;
-}
-
-/* rec_maybe_free drops a record that no longer has a node or pods. */
-static void rec_maybe_free(cache *c, prec *r)
-{
-    if (r->node || r->pods)
-        return;
-    table_del(&c->recs, r->name, r->len);
-    free(r->name);
-    free(r);
-}
-
-static pentry *pentry_new(const char *uid, size_t uid_len, const model_pod *pod)
-{
-    uint32_t mask = 0;
-    int nreq = 0;
-    for (int r = 0; r < MODEL_MAX_RES; r++)
-        if (r == MODEL_RES_PODS || pod->req.v[r] != 0) {
-            mask |= 1u << r;
-            nreq++;
-        }
-    const char *ns = pod->ns ? pod->ns : "default";
-    const char *name = pod->name ? pod->name : "";
-    size_t key_len = strlen(ns) + 1 + strlen(name);
-    size_t size = sizeof(pentry) + (size_t)nreq * sizeof(int64_t) + uid_len + 1 + key_len + 1;
-    pentry *e = calloc(1, size);
-    if (!e)
-        return NULL;
-    e->req_mask = mask;
-    e->nreq = (uint8_t)nreq;
-    int k = 0;
-    for (int r = 0; r < MODEL_MAX_RES; r++)
-        if (mask & (1u << r))
-            e->req[k++] = r == MODEL_RES_PODS ? 1 : pod->req.v[r];
-    e->uid = (char *)&e->req[nreq];
-    memcpy(e->uid, uid, uid_len);
-    e->uid[uid_len] = '\0';
-    e->key = e->uid + uid_len + 1;
-    snprintf(e->key, key_len + 1, "%s/%s", ns, name);
-    e->gpu_count = (uint16_t)(pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count);
-    e->gpu_milli = (int32_t)(pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli);
-    return e;
-}
-
-/* same_request: does the entry already hold exactly the pod's demand? */
-static bool same_request(const pentry *e, const model_pod *pod)
-{
-    int k = 0;
-    for (int r = 0; r < MODEL_MAX_RES; r++) {
-        bool in = (e->req_mask >> r) & 1;
-        int64_t want = r == MODEL_RES_PODS ? 1 : pod->req.v[r];
-        if (in ? e->req[k++] != want : want != 0)
-            return false;
-    }
-    return e->gpu_count == pod->gpu_count && (uint32_t)e->gpu_milli == pod->gpu_milli;
-}
-
-/* attach_usage places e's usage on its record's node (if any). */
-static void attach_usage(cache *c, pentry *e, bool choose_devices)
-{
-    cnode *n = e->rec->node;
-    if (!n) {
-        c->pods_detached++;
-        return;
-    }
-    if (choose_devices && !devices_still_valid(n, e))
-        e->gpu_devices = pick_devices(n, e);
-    usage_apply(n, e, +1);
-}
-
-static void detach_usage(cache *c, pentry *e)
-{
-    cnode *n = e->rec->node;
-    if (!n) {
-        c->pods_detached--;
-        return;
-    }
-    usage_apply(n, e, -1);
-}
-
-/* pod_drop releases e's usage and frees it. */
-static void pod_drop(cache *c, pentry *e)
-{
-    prec *r = e->rec;
-    detach_usage(c, e);
-    rec_unlink(e);
-    if (e->state == CACHE_POD_ASSUMED) {
-        assumed_unlink(c, e);
-        c->pods_assumed--;
-    } else {
-        c->pods_bound--;
-    }
-    table_del(&c->pods, e->uid, strlen(e->uid));
-    free(e);
-    rec_maybe_free(c, r);
-}
-
-/* pod_insert indexes a new entry on the named node. */
-static as_err pod_insert(cache *c, pentry *e, const char *node, size_t node_len,
-                         cache_pod_state state, bool choose_devices)
-{
-    prec *r = rec_get(c, node, node_len, true);
-    if (!r)
-        return AS_ENOMEM;
-    if (table_put(&c->pods, e->uid, strlen(e->uid), e) != AS_OK) {
-        rec_maybe_free(c, r);
-        return AS_ENOMEM;
-    }
-    e->state = (uint8_t)state;
-    e->epoch = c->epoch;
-    rec_link(r, e);
-    if (state == CACHE_POD_ASSUMED) {
-        assumed_link(c, e);
-        c->pods_assumed++;
-    } else {
-        c->pods_bound++;
-    }
-    attach_usage(c, e, choose_devices);
-    return AS_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -731,7 +356,7 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
         /* An ASSUMED pod seen unbound is our own bind the watch has not
          * caught up with; its expiry governs it. */
         if (e && (terminal || e->state == CACHE_POD_BOUND))
-            pod_drop(c, e);
+            cache_acct_drop(c, e);
         else if (e)
             e->epoch = c->epoch;
         goto done;
@@ -739,9 +364,9 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
 
     size_t node_len = strlen(node);
     if (e && e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0 &&
-        same_request(e, pod)) {
+        cache_acct_same_request(e, pod)) {
         if (e->state == CACHE_POD_ASSUMED) {
-            assumed_unlink(c, e);
+            cache_acct_assumed_unlink(c, e);
             c->pods_assumed--;
             c->pods_bound++;
             e->state = CACHE_POD_BOUND;
@@ -755,18 +380,18 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
     if (e) {
         if (e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0)
             keep_devices = e->gpu_devices;
-        pod_drop(c, e);
+        cache_acct_drop(c, e);
     } else if (c->pods.n >= c->max_pods) {
         err = AS_ELIMIT;
         goto done;
     }
-    pentry *ne = pentry_new(uid, uid_len, pod);
+    pentry *ne = cache_acct_entry_new(uid, uid_len, pod);
     if (!ne) {
         err = AS_ENOMEM;
         goto done;
     }
     ne->gpu_devices = keep_devices;
-    err = pod_insert(c, ne, node, node_len, CACHE_POD_BOUND, true);
+    err = cache_acct_insert(c, ne, node, node_len, CACHE_POD_BOUND, true);
     if (err != AS_OK)
         free(ne);
 done:
@@ -782,7 +407,7 @@ as_err cache_pod_delete(cache *c, const char *uid)
     c->pod_events++;
     pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
     if (e)
-        pod_drop(c, e);
+        cache_acct_drop(c, e);
     else
         err = AS_ENOTFOUND;
     pthread_mutex_unlock(&c->wmu);
@@ -843,14 +468,14 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
         err = AS_ELIMIT;
         goto done;
     }
-    pentry *ne = pentry_new(uid, uid_len, pod);
+    pentry *ne = cache_acct_entry_new(uid, uid_len, pod);
     if (!ne) {
         err = AS_ENOMEM;
         goto done;
     }
     ne->gpu_devices = dev;
     ne->assumed_at_ms = clock_now_ms();
-    err = pod_insert(c, ne, n->rec->name, n->rec->len, CACHE_POD_ASSUMED, false);
+    err = cache_acct_insert(c, ne, n->rec->name, n->rec->len, CACHE_POD_ASSUMED, false);
     if (err != AS_OK) {
         free(ne);
         goto done;
@@ -873,7 +498,7 @@ as_err cache_forget(cache *c, const char *uid)
     else if (e->state != CACHE_POD_ASSUMED)
         err = AS_ECONFLICT;
     else
-        pod_drop(c, e);
+        cache_acct_drop(c, e);
     pthread_mutex_unlock(&c->wmu);
     return err;
 }
@@ -887,7 +512,7 @@ as_err cache_expire_assumed(cache *c, int64_t now, int64_t ttl_ms, size_t *n)
     while (e) {
         pentry *next = e->anext;
         if (e->assumed_at_ms < now - ttl_ms) {
-            pod_drop(c, e);
+            cache_acct_drop(c, e);
             count++;
         }
         e = next;
@@ -959,14 +584,14 @@ as_err cache_node_upsert(cache *c, model_node *node)
                 for (pentry *e = n->rec->pods; e; e = e->next) {
                     if (!e->gpu_count)
                         continue;
-                    if (pass == 0 && !devices_still_valid(n, e)) {
+                    if (pass == 0 && !cache_acct_devices_valid(n, e)) {
                         e->gpu_devices = 0;
                         continue;
                     }
                     if (pass == 1) {
                         if (e->gpu_devices)
                             continue;
-                        e->gpu_devices = pick_devices(n, e);
+                        e->gpu_devices = cache_acct_pick_devices(n, e);
                     }
                     for (uint32_t m = e->gpu_devices; m; m &= m - 1)
                         __atomic_add_fetch(&n->pub.gpu_used[__builtin_ctz(m)], e->gpu_milli,
@@ -986,12 +611,12 @@ as_err cache_node_upsert(cache *c, model_node *node)
         err = AS_ELIMIT;
         goto done;
     }
-    prec *r = rec_get(c, node->name, len, true);
+    prec *r = cache_acct_rec_get(c, node->name, len, true);
     n = cnode_alloc(c);
     if (!r || !n) {
         cnode_release(c, n);
         if (r)
-            rec_maybe_free(c, r);
+            cache_acct_rec_maybe_free(c, r);
         model_node_free(node);
         err = AS_ENOMEM;
         goto done;
@@ -1027,7 +652,7 @@ unlock:
     pthread_rwlock_unlock(&c->rw);
     if (err != AS_OK) {
         cnode_release(c, n);
-        rec_maybe_free(c, r);
+        cache_acct_rec_maybe_free(c, r);
         model_node_free(node);
         goto done;
     }
@@ -1042,7 +667,7 @@ unlock:
         for (pentry *e = r->pods; e; e = e->next) {
             bool needs_device = e->gpu_count && n->pub.ngpus;
             if (pass == 0) {
-                if (needs_device && !devices_still_valid(n, e)) {
+                if (needs_device && !cache_acct_devices_valid(n, e)) {
                     e->gpu_devices = 0;
                     continue;
                 }
@@ -1052,7 +677,7 @@ unlock:
                 continue;
             }
             c->pods_detached--;
-            attach_usage(c, e, pass == 1);
+            cache_acct_attach(c, e, pass == 1);
         }
 done:
     pthread_mutex_unlock(&c->wmu);
@@ -1085,7 +710,7 @@ static void node_destroy(cache *c, cnode *n)
      * devices they are reused (attach checks they are still valid). */
     model_node_free((model_node *)n->pub.spec);
     cnode_release(c, n);
-    rec_maybe_free(c, r);
+    cache_acct_rec_maybe_free(c, r);
 }
 
 /* See cache.h. */
@@ -1187,7 +812,7 @@ as_err cache_sync_end_pods(cache *c, uint64_t epoch, size_t *removed)
                 gone[k++] = e;
         }
         for (size_t i = 0; i < ngone; i++)
-            pod_drop(c, gone[i]);
+            cache_acct_drop(c, gone[i]);
         c->pod_events += ngone;
         count = ngone;
     }
