@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/sync.h"
 
@@ -79,13 +80,6 @@ struct http_server {
     bool starting;
     char start_msg[256];
 };
-
-static uint64_t http_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ */
 /* Errors and status codes                                            */
@@ -280,7 +274,7 @@ static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, ht
     if (ret == MHD_YES) {
         st->answered = true;
         if (s->cfg.observe)
-            s->cfg.observe(s->cfg.ctx, method, path, status, http_mono_ns() - st->start_ns);
+            s->cfg.observe(s->cfg.ctx, method, path, status, clock_mono_ns() - st->start_ns);
     }
     return ret;
 }
@@ -466,7 +460,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         if (!st)
             return MHD_NO;
         *con_cls = st;
-        st->start_ns = http_mono_ns();
+        st->start_ns = clock_mono_ns();
         bool path_known = false;
         st->route = http_route_find(s, method, url, &path_known);
         if (!st->route)

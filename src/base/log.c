@@ -2,9 +2,12 @@
 #include "agentsched/base/log.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include "agentsched/base/clock.h"
 
 /* Written once at start-up, before any thread exists (see log.h). */
 static int log_level_current = LOG_INFO;
@@ -39,14 +42,14 @@ void log_msg(log_level lvl, const char *fmt, ...)
 {
     if (!log_enabled(lvl))
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = clock_now_ms();
+    time_t sec = (time_t)(now / 1000);
     struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
+    gmtime_r(&sec, &tm);
     char line[2048];
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000L, log_names[lvl]);
+                     (long)(now % 1000), log_names[lvl]);
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line)

@@ -14,8 +14,10 @@
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
 #include "agentsched/api/placement.h"
+#include "agentsched/cmd/place.h"
 #include "agentsched/cmd/replay.h"
-#include "agentsched/shard/shardctl.h"
+#include "agentsched/shard/shard.h"
+#include "agentsched/cmd/shard_controller.h"
 #include "agentsched/serve/svc.h"
 #include "agentsched/base/sync.h"
 
@@ -42,11 +44,10 @@ static int cmd_version(int argc, char **argv);
  * help text is generated from this table. */
 static const cli_command cli_commands[] = {
     {"serve", "run the scheduler service: HTTP endpoints over a cluster", cmd_serve},
-    {"place", "dry run: show where pods would go (offline or against a server)",
-     placement_cli_main},
+    {"place", "dry run: show where pods would go (offline or against a server)", place_cli_main},
     {"replay", "compare placement policies on a GPU cluster trace (openb CSV)", replay_cli_main},
     {"shard-controller", "compute and write NodeShards (node partitions between schedulers)",
-     shardctl_cli_main},
+     shard_controller_cli_main},
     {"version", "print the version, commit and build type", cmd_version},
 };
 #define CLI_NCOMMANDS (sizeof cli_commands / sizeof cli_commands[0])

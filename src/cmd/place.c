@@ -3,6 +3,8 @@
  * offline against a cluster file or through a running server's
  * POST /v1/placements. Both paths print the same table or JSON.
  */
+#include "agentsched/cmd/place.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
@@ -483,8 +485,8 @@ static int parse_long(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* See placement.h. */
-int placement_cli_main(int argc, char **argv)
+/* See place.h. */
+int place_cli_main(int argc, char **argv)
 {
     place_opts o = {.timeout_s = 30};
     cli_parser p;

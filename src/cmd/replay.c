@@ -22,11 +22,13 @@
 #include "agentsched/core/binder.h"
 #include "agentsched/base/buf.h"
 #include "agentsched/core/cache.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/base/cli.h"
 #include "agentsched/base/doc.h"
 #include "agentsched/model/model.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/core/sched.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/core/score.h"
 
 #define MIB               (1024LL * 1024)
@@ -534,13 +536,6 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static bool policy_is_file(const char *s)
 {
     size_t n = strlen(s);
@@ -681,7 +676,7 @@ as_err replay_run(const replay_trace *t, const char *policy, const replay_option
         arrived += demand;
         out->submitted++;
 
-        double t0 = now_s();
+        uint64_t t0 = clock_mono_ns();
         score_observe_pod(pol, pod);
         sched_request rq = {.pod = pod, .policy = pol, .k = 1};
         sched_result_free(&res);
@@ -695,7 +690,7 @@ as_err replay_run(const replay_trace *t, const char *policy, const replay_option
             if (berr && berr != AS_ECONFLICT)
                 err = berr;
         }
-        busy += now_s() - t0;
+        busy += (double)(clock_mono_ns() - t0) * 1e-9;
         pod->uid = saved_uid;
         if (err) {
             as_diag_set(diag, err, NULL, "scheduling pod %s failed: %s", rp->name,

@@ -6,6 +6,8 @@
  * scheduler's NodeShard.spec.nodesDesired. `--cluster FILE --once` computes
  * the shards of a cluster file offline and prints them.
  */
+#include "agentsched/cmd/shard_controller.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "agentsched/base/buf.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/base/cli.h"
 #include "agentsched/base/http.h"
@@ -66,13 +69,6 @@ typedef struct ctl {
     bool written_ok[SHARDCTL_MAX_SCHEDULERS];
     int leader_gauge; /* (atomic) for /healthz */
 } ctl;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- engine feeding --------------------------------------------------- */
 
@@ -220,7 +216,7 @@ static void write_shards(ctl *x, bool force)
     }
     k8s_shards_free(cur, ncur);
     /* Back off after a failure rather than retrying every tick. */
-    x->next_write_ms = failed ? mono_ms() + x->retry_ms : 0;
+    x->next_write_ms = failed ? clock_mono_ms() + x->retry_ms : 0;
 }
 
 /* --dry-run: log what would be written when a membership moves. */
@@ -259,14 +255,14 @@ static void set_leader(ctl *x, bool on)
 
 static void lease_step(ctl *x)
 {
-    set_leader(x, k8s_lease_step(x->lease, mono_ms()));
+    set_leader(x, k8s_lease_step(x->lease, clock_mono_ms()));
 }
 
 static void lease_release(ctl *x)
 {
     if (!x->lease)
         return;
-    k8s_lease_release(x->lease, mono_ms());
+    k8s_lease_release(x->lease, clock_mono_ms());
     set_leader(x, false);
 }
 
@@ -666,7 +662,7 @@ static int run_live(ctl *x, sigset_t *sigs)
             log_info("msg=\"shutting down\"");
             break;
         }
-        int64_t now = mono_ms();
+        int64_t now = clock_mono_ms();
         if (x->config_path && (sig == SIGHUP || now >= x->next_reload_ms)) {
             maybe_reload(x);
             x->next_reload_ms = now + 1000;
@@ -715,8 +711,8 @@ static int run_live(ctl *x, sigset_t *sigs)
     return rc;
 }
 
-/* See shardctl.h. */
-int shardctl_cli_main(int argc, char **argv)
+/* See shard_controller.h. */
+int shard_controller_cli_main(int argc, char **argv)
 {
     ctl x;
     memset(&x, 0, sizeof x);

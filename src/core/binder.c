@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/core/pred.h"
 
 /* A noted candidate: the node incarnation evaluated and its bind version
@@ -51,21 +53,6 @@ struct binder {
     note *oldest, *newest;
     binder_stats st; /* updated with atomics */
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t hash_uid(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h ^ (h >> 29);
-}
 
 static void stat_inc(uint64_t *v)
 {
@@ -199,13 +186,9 @@ as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size
         return AS_EINVAL;
     if (n > SCHED_MAX_K)
         n = SCHED_MAX_K;
-    /* The cache key: the uid, else "namespace/name" (pod_uid's). */
     char tmp[MODEL_NAMESPACE_MAX + MODEL_POD_NAME_MAX + 2];
-    const char *uid = pod->uid && pod->uid[0] ? pod->uid : tmp;
-    if (uid == tmp)
-        snprintf(tmp, sizeof tmp, "%s/%s", pod->ns ? pod->ns : "default",
-                 pod->name ? pod->name : "");
-    size_t ulen = strlen(uid);
+    size_t ulen;
+    const char *uid = model_pod_key(pod, tmp, sizeof tmp, &ulen);
     size_t size = sizeof(note) + n * sizeof(note_cand) + ulen + 1;
     size_t bytes = size + pool_footprint(pod->pool);
     if (bytes > b->cfg.memo_max_bytes / 4) {
@@ -229,8 +212,8 @@ as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size
     char *u = (char *)&nt->cands[n];
     memcpy(u, uid, ulen + 1);
     nt->uid = u;
-    nt->h = hash_uid(u);
-    nt->at_ms = mono_ms();
+    nt->h = hash_str(u);
+    nt->at_ms = clock_mono_ms();
     nt->bytes = bytes;
 
     pthread_mutex_lock(&b->mu);
@@ -250,10 +233,10 @@ bool binder_noted_key(binder *b, const char *uid, char *key, size_t keylen)
 {
     if (!uid)
         return false;
-    uint64_t h = hash_uid(uid);
+    uint64_t h = hash_str(uid);
     pthread_mutex_lock(&b->mu);
     note *n = memo_find(b, uid, h);
-    bool found = n && n->at_ms >= mono_ms() - b->cfg.memo_ttl_ms;
+    bool found = n && n->at_ms >= clock_mono_ms() - b->cfg.memo_ttl_ms;
     if (found && key && keylen)
         snprintf(key, keylen, "%s/%s", n->pod->ns ? n->pod->ns : "default",
                  n->pod->name ? n->pod->name : "");
@@ -284,15 +267,6 @@ static bool fit_now(void *arg, const model_pod *pod, const cache_node *node, uin
         return true;
     pred_reason(cache_registry(c), node, pod, f->last, f->why, sizeof f->why);
     return false;
-}
-
-/* pod_uid returns the cache key of pod: its uid, or "namespace/name". */
-static const char *pod_uid(const model_pod *pod, char *tmp, size_t cap)
-{
-    if (pod->uid && pod->uid[0])
-        return pod->uid;
-    snprintf(tmp, cap, "%s/%s", pod->ns ? pod->ns : "default", pod->name ? pod->name : "");
-    return tmp;
 }
 
 static void copy_name(char *dst, size_t cap, const char *s)
@@ -332,7 +306,7 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
              * after evaluation); the cache has the authoritative copy. */
             cache_pod_info info;
             char tmp[600];
-            cache_pod_lookup(b->c, pod_uid(pod, tmp, sizeof tmp), &info);
+            cache_pod_lookup(b->c, model_pod_key(pod, tmp, sizeof tmp, NULL), &info);
             if (info.state != CACHE_POD_ABSENT)
                 copy_name(out->node, sizeof out->node, info.node);
             else /* forgotten meanwhile; never read cands[i].name here */
@@ -342,7 +316,7 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
         case CACHE_ASSUME_OTHER_NODE: {
             cache_pod_info info;
             char tmp[600];
-            cache_pod_lookup(b->c, pod_uid(pod, tmp, sizeof tmp), &info);
+            cache_pod_lookup(b->c, model_pod_key(pod, tmp, sizeof tmp, NULL), &info);
             snprintf(out->reason, sizeof out->reason, "pod is already %s on node %s",
                      info.state == CACHE_POD_BOUND ? "bound" : "assumed", info.node);
             stat_inc(&b->st.conflicts);
@@ -382,8 +356,8 @@ as_err binder_bind_noted(binder *b, const char *uid, const char *node_name, bind
     out->chosen = -1;
     if (!uid || !node_name)
         return AS_EINVAL;
-    uint64_t h = hash_uid(uid);
-    int64_t now = mono_ms();
+    uint64_t h = hash_str(uid);
+    int64_t now = clock_mono_ms();
     pthread_mutex_lock(&b->mu);
     note *n = memo_find(b, uid, h);
     if (n)

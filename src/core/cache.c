@@ -1,20 +1,7 @@
 /*
  * cache.c - the shard-aware node cache (see cache.h for the concurrency
- * model).
- *
- * Layout:
- *   - nodes: a dense array of cnode pointers (slot = index; the last node
- *     moves into a removed slot), plus an open-addressing hash name -> cnode
- *     that readers probe under the read lock. Both change only under the
- *     write lock.
- *   - recs: one record per node *name* that has a node or pods (writer
- *     mutex only). A record lists the pods occupying that name, so a node
- *     that goes away leaves its pods detached on the record and a node that
- *     comes back with the same name re-attaches them in O(its pods).
- *   - pods: hash uid -> pentry. A pentry exists only while the pod occupies
- *     capacity (ASSUMED or BOUND); its request vector is stored compactly
- *     (only the resources it requests), so 100k pods stay small.
- *   - assumed pods are also on a list so expiry costs O(assumed).
+ * model, cache_int.h for the layout, cache_acct.c for how pods are charged
+ * to nodes).
  */
 #include "agentsched/core/cache.h"
 
@@ -26,262 +13,18 @@
 #include <string.h>
 #include <time.h>
 
-#include "agentsched/core/pred.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
+#include "agentsched/base/table.h"
+#include "agentsched/core/gpu.h"
 #include "agentsched/base/sync.h"
-
-/* ------------------------------------------------------------------ */
-/* Open-addressing string hash (linear probing, backward-shift delete) */
-/* ------------------------------------------------------------------ */
-
-typedef struct hent {
-    uint64_t h;
-    const char *k; /* NULL = empty; points into the value (owned there) */
-    size_t klen;
-    void *v;
-} hent;
-
-typedef struct hmap {
-    hent *t;
-    size_t cap; /* power of two, or 0 */
-    size_t n;
-} hmap;
-
-/* 64x64 -> 128 multiply folded to 64 bits: a strong, cheap mixer. */
-static inline uint64_t hash_mix(uint64_t a, uint64_t b)
-{
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-/* hash_str hashes eight bytes per step (names are looked up once per node
- * per request, so a byte-at-a-time hash showed up in profiles): the words
- * before the last, then the last eight bytes, overlapping the word before
- * when the length is not a multiple of eight, so a name of 9 to 16 bytes
- * is two multiplies. Shorter tails are loaded without reading past
- * s[len). */
-static inline uint64_t hash_str(const char *s, size_t len)
-{
-    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL;
-    uint64_t h = (uint64_t)len ^ k0, w = 0;
-    if (len >= 8) {
-        for (size_t i = 0; len - i > 8; i += 8) {
-            memcpy(&w, s + i, 8);
-            h = hash_mix(h ^ w, k1);
-        }
-        memcpy(&w, s + len - 8, 8);
-    } else if (len >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + len - 4, 4);
-        w = (uint64_t)a << 32 | b;
-    } else if (len > 0) {
-        w = (uint64_t)(unsigned char)s[0] << 16 | (uint64_t)(unsigned char)s[len / 2] << 8 |
-            (uint64_t)(unsigned char)s[len - 1];
-    }
-    h = hash_mix(h ^ w, k1 ^ len);
-    return h ^ (h >> 29);
-}
+#include "cache_acct.h"
+#include "cache_int.h"
 
 /* See cache.h. */
 uint64_t cache_name_hash(const char *s, size_t len)
 {
-    return hash_str(s, len);
-}
-
-/* key_eq compares a stored key with a probe of the same length; names are
- * short, so an inline compare beats a call to memcmp: words, the last one
- * overlapping the one before (a 10-byte name is two compares). */
-static inline bool key_eq(const char *a, const char *b, size_t len)
-{
-    uint64_t x, y;
-    if (len >= 8) {
-        for (size_t i = 0; len - i > 8; i += 8) {
-            memcpy(&x, a + i, 8);
-            memcpy(&y, b + i, 8);
-            if (x != y)
-                return false;
-        }
-        memcpy(&x, a + len - 8, 8);
-        memcpy(&y, b + len - 8, 8);
-        return x == y;
-    }
-    if (len >= 4) {
-        uint32_t p, q, r, t;
-        memcpy(&p, a, 4);
-        memcpy(&q, b, 4);
-        memcpy(&r, a + len - 4, 4);
-        memcpy(&t, b + len - 4, 4);
-        return p == q && r == t;
-    }
-    for (size_t i = 0; i < len; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
-}
-
-static void *hmap_get(const hmap *m, const char *k, size_t len)
-{
-    if (!m->cap)
-        return NULL;
-    uint64_t h = hash_str(k, len);
-    size_t mask = m->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        const hent *e = &m->t[i];
-        if (!e->k)
-            return NULL;
-        if (e->h == h && e->klen == len && key_eq(e->k, k, len))
-            return e->v;
-    }
-}
-
-static void hmap_insert_raw(hent *t, size_t cap, const hent *src)
-{
-    size_t mask = cap - 1;
-    size_t i = src->h & mask;
-    while (t[i].k)
-        i = (i + 1) & mask;
-    t[i] = *src;
-}
-
-/* hmap_put inserts k (which must be absent). k must stay valid while
- * stored. */
-static as_err hmap_put(hmap *m, const char *k, size_t len, void *v)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 16;
-        hent *nt = calloc(ncap, sizeof *nt);
-        if (!nt)
-            return AS_ENOMEM;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->t[i].k)
-                hmap_insert_raw(nt, ncap, &m->t[i]);
-        free(m->t);
-        m->t = nt;
-        m->cap = ncap;
-    }
-    hent e = {hash_str(k, len), k, len, v};
-    hmap_insert_raw(m->t, m->cap, &e);
-    m->n++;
-    return AS_OK;
-}
-
-/* hmap_del removes k and returns its value (NULL when absent). */
-static void *hmap_del(hmap *m, const char *k, size_t len)
-{
-    if (!m->cap)
-        return NULL;
-    uint64_t h = hash_str(k, len);
-    size_t mask = m->cap - 1;
-    size_t i = h & mask;
-    for (;; i = (i + 1) & mask) {
-        hent *e = &m->t[i];
-        if (!e->k)
-            return NULL;
-        if (e->h == h && e->klen == len && key_eq(e->k, k, len))
-            break;
-    }
-    void *v = m->t[i].v;
-    /* Backward shift: pull later entries of the probe run into the hole
-     * when their home slot allows it, so lookups never need tombstones. */
-    size_t hole = i;
-    for (size_t j = (i + 1) & mask; m->t[j].k; j = (j + 1) & mask) {
-        size_t home = m->t[j].h & mask;
-        bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
-        if (movable) {
-            m->t[hole] = m->t[j];
-            hole = j;
-        }
-    }
-    m->t[hole].k = NULL;
-    m->n--;
-    return v;
-}
-
-static void hmap_free(hmap *m)
-{
-    free(m->t);
-    memset(m, 0, sizeof *m);
-}
-
-/* ------------------------------------------------------------------ */
-/* Types                                                               */
-/* ------------------------------------------------------------------ */
-
-typedef struct prec prec;
-typedef struct pentry pentry;
-
-typedef struct cnode {
-    cache_node pub; /* first: cache_node * and cnode * convert */
-    prec *rec;
-    uint64_t epoch;
-    cache *cache; /* owner, for the change log */
-} cnode;
-
-/* One per node name that has a node or pods. */
-struct prec {
-    char *name;
-    size_t len;
-    cnode *node; /* NULL while detached */
-    pentry *pods;
-    size_t npods;
-};
-
-/* A pod occupying capacity. Allocated with its request values and strings
- * in one block. */
-struct pentry {
-    prec *rec;
-    pentry *next, *prev;   /* on rec->pods */
-    pentry *anext, *aprev; /* on the assumed list (state ASSUMED only) */
-    int64_t assumed_at_ms;
-    uint64_t epoch;
-    uint32_t req_mask;
-    uint32_t gpu_devices;
-    int32_t gpu_milli;
-    uint16_t gpu_count;
-    uint8_t state; /* cache_pod_state */
-    uint8_t nreq;
-    char *uid;
-    char *key;
-    int64_t req[]; /* popcount(req_mask) values, then the strings */
-};
-
-struct cache {
-    model_registry *reg;
-    pthread_mutex_t wmu;
-    pthread_rwlock_t rw;
-
-    cnode **nodes;
-    void **slabs; /* cnode slabs (CNODE_SLAB each), freed with the cache */
-    size_t nslabs;
-    cnode *free_cnodes; /* recycled cnodes, linked through rec */
-    size_t nnodes, nodes_cap;
-    size_t max_nodes, max_pods; /* CACHE_MAX_NODES/PODS or lower (cache_set_limits) */
-    hmap by_name;               /* name -> cnode (key owned by the rec) */
-    hmap recs;                  /* name -> prec */
-    hmap pods;                  /* uid -> pentry */
-    pentry *assumed;
-
-    hmap shard; /* names (owned char *) in the shard */
-    bool shard_applied;
-    int mode;           /* (atomic) cache_shard_mode */
-    uint64_t shard_rev; /* (atomic) */
-
-    uint64_t next_id;
-    uint64_t epoch;
-    size_t pods_bound, pods_assumed, pods_detached;
-
-    /* Change log (cache.h CHANGE LOG): slots of changed nodes. Written by
-     * the writer-mutex holder only; read lock-free. */
-    uint64_t log[CACHE_LOG_CAP]; /* (atomic) sequence tag << LOG_SLOT_BITS | slot */
-    uint64_t log_head;           /* (atomic) entries appended */
-    uint64_t node_events, pod_events;
-};
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return hash_bytes(s, len);
 }
 
 /* cnodes come from slabs so a scan over the dense array touches
@@ -414,10 +157,10 @@ void cache_free(cache *c)
         if (c->shard.t[i].k)
             free(c->shard.t[i].v);
     free(c->nodes);
-    hmap_free(&c->by_name);
-    hmap_free(&c->recs);
-    hmap_free(&c->pods);
-    hmap_free(&c->shard);
+    table_free(&c->by_name);
+    table_free(&c->recs);
+    table_free(&c->pods);
+    table_free(&c->shard);
     pthread_rwlock_destroy(&c->rw);
     pthread_mutex_destroy(&c->wmu);
     free(c);
@@ -467,14 +210,14 @@ cache_node *cache_node_at(const cache *c, size_t i)
 /* See cache.h. */
 cache_node *cache_node_find(const cache *c, const char *name, size_t len)
 {
-    cnode *n = hmap_get(&c->by_name, name, len);
+    cnode *n = table_get(&c->by_name, name, len);
     return n ? &n->pub : NULL;
 }
 
 /* See cache.h. */
 void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_node **out)
 {
-    const hmap *m = &c->by_name;
+    const table *m = &c->by_name;
     if (!m->cap) {
         for (size_t i = 0; i < n; i++)
             out[i] = NULL;
@@ -488,27 +231,27 @@ void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_
         const cache_name *nm = names + b;
         /* 1: hash every name and start loading its home slot */
         for (size_t i = 0; i < k; i++) {
-            h[i] = nm[i].hash ? nm[i].hash : hash_str(nm[i].s, nm[i].len);
+            h[i] = nm[i].hash ? nm[i].hash : hash_bytes(nm[i].s, nm[i].len);
             __builtin_prefetch(&m->t[h[i] & mask]);
         }
         /* 2: start loading the key and the node of each home slot */
         for (size_t i = 0; i < k; i++) {
-            const hent *e = &m->t[h[i] & mask];
+            const table_entry *e = &m->t[h[i] & mask];
             if (e->k) {
                 __builtin_prefetch(e->k);
                 __builtin_prefetch(e->v);
             }
         }
-        /* 3: probe as hmap_get does; start loading the node's usage and
+        /* 3: probe as table_get does; start loading the node's usage and
          * allocatable for the caller's predicates */
         for (size_t i = 0; i < k; i++) {
             cnode *found = NULL;
             size_t len = nm[i].len;
             for (size_t j = h[i] & mask;; j = (j + 1) & mask) {
-                const hent *e = &m->t[j];
+                const table_entry *e = &m->t[j];
                 if (!e->k)
                     break;
-                if (e->h == h[i] && e->klen == len && key_eq(e->k, nm[i].s, len)) {
+                if (e->h == h[i] && e->klen == len && table_key_eq(e->k, nm[i].s, len)) {
                     found = e->v;
                     break;
                 }
@@ -549,18 +292,6 @@ uint64_t cache_log_head(const cache *c)
     return __atomic_load_n(&c->log_head, __ATOMIC_ACQUIRE);
 }
 
-/* Log entries carry the low bits of their own sequence number above the
- * slot, so a reader recognises an entry the ring reused without fences (a
- * tag repeats only after 2^40 appends). Slots that do not fit in
- * LOG_SLOT_BITS are logged as LOG_SLOT_NONE: "re-read everything". */
-#define LOG_SLOT_BITS 24
-#define LOG_SLOT_NONE ((1u << LOG_SLOT_BITS) - 1)
-
-static uint64_t log_tag(uint64_t seq)
-{
-    return seq << LOG_SLOT_BITS;
-}
-
 /* See cache.h. */
 bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out)
 {
@@ -580,288 +311,6 @@ bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out)
 }
 
 /* ------------------------------------------------------------------ */
-/* Usage accounting (writer mutex held)                                */
-/* ------------------------------------------------------------------ */
-
-static void bump_generation(cnode *n)
-{
-    __atomic_add_fetch(&n->pub.generation, 1, __ATOMIC_RELEASE);
-}
-
-/* Must be the last write of a mutation that can make a fitting pod stop
- * fitting (see the seqlock argument in cache.h). */
-static void bump_bind_version(cnode *n)
-{
-    __atomic_add_fetch(&n->pub.bind_version, 1, __ATOMIC_RELEASE);
-}
-
-/* log_append records that the node at slot changed. Called with the
- * writer mutex held (one appender), after the change's usage and version
- * writes, and under the write lock for structural changes so a reader that
- * takes the read lock afterwards sees the entry. */
-static void log_append(cache *c, uint32_t slot)
-{
-    uint64_t h = __atomic_load_n(&c->log_head, __ATOMIC_RELAXED);
-    uint64_t e = log_tag(h) | (slot < LOG_SLOT_NONE ? slot : LOG_SLOT_NONE);
-    __atomic_store_n(&c->log[h & (CACHE_LOG_CAP - 1)], e, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->log_head, h + 1, __ATOMIC_RELEASE);
-}
-
-static void log_node(cnode *n)
-{
-    log_append(n->cache, n->pub.slot);
-}
-
-/* usage_apply adds (sign > 0) or removes the pod's usage on n. An increase
- * bumps bind_version last; a decrease only generation (it can only make
- * more pods fit, so earlier fit decisions stay valid). */
-static void usage_apply(cnode *n, const pentry *e, int sign)
-{
-    int k = 0;
-    for (uint32_t m = e->req_mask; m; m &= m - 1) {
-        int r = __builtin_ctz(m);
-        __atomic_add_fetch(&n->pub.requested[r], sign * e->req[k++], __ATOMIC_RELAXED);
-    }
-    for (uint32_t m = e->gpu_devices; m; m &= m - 1) {
-        int d = __builtin_ctz(m);
-        __atomic_add_fetch(&n->pub.gpu_used[d], sign * e->gpu_milli, __ATOMIC_RELAXED);
-    }
-    bump_generation(n);
-    if (sign > 0)
-        bump_bind_version(n);
-    log_node(n);
-}
-
-/* pick_devices chooses GPU devices for an entry on n: best fit first; a pod
- * the API server says is bound there must be counted even when no device
- * set fits (someone else overcommitted), so fall back to the least used. */
-static uint32_t pick_devices(const cnode *n, const pentry *e)
-{
-    uint32_t ngpus = n->pub.spec->ngpus;
-    if (!e->gpu_count || !ngpus)
-        return 0;
-    if (ngpus > MODEL_MAX_GPUS)
-        ngpus = MODEL_MAX_GPUS;
-    model_pod tmp;
-    memset(&tmp, 0, sizeof tmp);
-    tmp.gpu_count = e->gpu_count;
-    tmp.gpu_milli = (uint32_t)e->gpu_milli;
-    uint32_t dev = 0;
-    if (pred_gpu_choose(&tmp, &n->pub, &dev))
-        return dev;
-    dev = 0;
-    for (uint32_t k = 0; k < e->gpu_count && k < ngpus; k++) {
-        int best = -1;
-        for (uint32_t d = 0; d < ngpus; d++) {
-            if (dev & (1u << d))
-                continue;
-            if (best < 0 ||
-                cache_node_gpu_used(&n->pub, (int)d) < cache_node_gpu_used(&n->pub, best))
-                best = (int)d;
-        }
-        dev |= 1u << best;
-    }
-    return dev;
-}
-
-/* devices_still_valid: can e keep the devices it held (on this node's
- * previous spec or incarnation) given n's current usage? Keeping them
- * preserves a packing that a fresh best-fit pass might not reproduce. */
-static bool devices_still_valid(const cnode *n, const pentry *e)
-{
-    uint32_t ngpus = n->pub.ngpus;
-    if (!e->gpu_devices || (ngpus < 32 && (e->gpu_devices >> ngpus) != 0) ||
-        (uint32_t)__builtin_popcount(e->gpu_devices) != e->gpu_count)
-        return false;
-    for (uint32_t m = e->gpu_devices; m; m &= m - 1)
-        if (cache_node_gpu_used(&n->pub, __builtin_ctz(m)) + e->gpu_milli > MODEL_GPU_MILLI)
-            return false;
-    return true;
-}
-
-static void rec_link(prec *r, pentry *e)
-{
-    e->rec = r;
-    e->prev = NULL;
-    e->next = r->pods;
-    if (r->pods)
-        r->pods->prev = e;
-    r->pods = e;
-    r->npods++;
-}
-
-static void rec_unlink(pentry *e)
-{
-    prec *r = e->rec;
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        r->pods = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    r->npods--;
-    e->rec = NULL;
-    e->next = e->prev = NULL;
-}
-
-static void assumed_link(cache *c, pentry *e)
-{
-    e->aprev = NULL;
-    e->anext = c->assumed;
-    if (c->assumed)
-        c->assumed->aprev = e;
-    c->assumed = e;
-}
-
-static void assumed_unlink(cache *c, pentry *e)
-{
-    if (e->aprev)
-        e->aprev->anext = e->anext;
-    else
-        c->assumed = e->anext;
-    if (e->anext)
-        e->anext->aprev = e->aprev;
-    e->anext = e->aprev = NULL;
-}
-
-static prec *rec_get(cache *c, const char *name, size_t len, bool create)
-{
-    prec *r = hmap_get(&c->recs, name, len);
-    if (r || !create)
-        return r;
-    r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    r->name = strndup(name, len);
-    r->len = len;
-    if (!r->name || hmap_put(&c->recs, r->name, len, r) != AS_OK) {
-        free(r->name);
-        free(r);
-        return NULL;
-    }
-    return r;
-}
-
-/* rec_maybe_free drops a record that no longer has a node or pods. */
-static void rec_maybe_free(cache *c, prec *r)
-{
-    if (r->node || r->pods)
-        return;
-    hmap_del(&c->recs, r->name, r->len);
-    free(r->name);
-    free(r);
-}
-
-static pentry *pentry_new(const char *uid, size_t uid_len, const model_pod *pod)
-{
-    uint32_t mask = 0;
-    int nreq = 0;
-    for (int r = 0; r < MODEL_MAX_RES; r++)
-        if (r == MODEL_RES_PODS || pod->req.v[r] != 0) {
-            mask |= 1u << r;
-            nreq++;
-        }
-    const char *ns = pod->ns ? pod->ns : "default";
-    const char *name = pod->name ? pod->name : "";
-    size_t key_len = strlen(ns) + 1 + strlen(name);
-    size_t size = sizeof(pentry) + (size_t)nreq * sizeof(int64_t) + uid_len + 1 + key_len + 1;
-    pentry *e = calloc(1, size);
-    if (!e)
-        return NULL;
-    e->req_mask = mask;
-    e->nreq = (uint8_t)nreq;
-    int k = 0;
-    for (int r = 0; r < MODEL_MAX_RES; r++)
-        if (mask & (1u << r))
-            e->req[k++] = r == MODEL_RES_PODS ? 1 : pod->req.v[r];
-    e->uid = (char *)&e->req[nreq];
-    memcpy(e->uid, uid, uid_len);
-    e->uid[uid_len] = '\0';
-    e->key = e->uid + uid_len + 1;
-    snprintf(e->key, key_len + 1, "%s/%s", ns, name);
-    e->gpu_count = (uint16_t)(pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count);
-    e->gpu_milli = (int32_t)(pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli);
-    return e;
-}
-
-/* same_request: does the entry already hold exactly the pod's demand? */
-static bool same_request(const pentry *e, const model_pod *pod)
-{
-    int k = 0;
-    for (int r = 0; r < MODEL_MAX_RES; r++) {
-        bool in = (e->req_mask >> r) & 1;
-        int64_t want = r == MODEL_RES_PODS ? 1 : pod->req.v[r];
-        if (in ? e->req[k++] != want : want != 0)
-            return false;
-    }
-    return e->gpu_count == pod->gpu_count && (uint32_t)e->gpu_milli == pod->gpu_milli;
-}
-
-/* attach_usage places e's usage on its record's node (if any). */
-static void attach_usage(cache *c, pentry *e, bool choose_devices)
-{
-    cnode *n = e->rec->node;
-    if (!n) {
-        c->pods_detached++;
-        return;
-    }
-    if (choose_devices && !devices_still_valid(n, e))
-        e->gpu_devices = pick_devices(n, e);
-    usage_apply(n, e, +1);
-}
-
-static void detach_usage(cache *c, pentry *e)
-{
-    cnode *n = e->rec->node;
-    if (!n) {
-        c->pods_detached--;
-        return;
-    }
-    usage_apply(n, e, -1);
-}
-
-/* pod_drop releases e's usage and frees it. */
-static void pod_drop(cache *c, pentry *e)
-{
-    prec *r = e->rec;
-    detach_usage(c, e);
-    rec_unlink(e);
-    if (e->state == CACHE_POD_ASSUMED) {
-        assumed_unlink(c, e);
-        c->pods_assumed--;
-    } else {
-        c->pods_bound--;
-    }
-    hmap_del(&c->pods, e->uid, strlen(e->uid));
-    free(e);
-    rec_maybe_free(c, r);
-}
-
-/* pod_insert indexes a new entry on the named node. */
-static as_err pod_insert(cache *c, pentry *e, const char *node, size_t node_len,
-                         cache_pod_state state, bool choose_devices)
-{
-    prec *r = rec_get(c, node, node_len, true);
-    if (!r)
-        return AS_ENOMEM;
-    if (hmap_put(&c->pods, e->uid, strlen(e->uid), e) != AS_OK) {
-        rec_maybe_free(c, r);
-        return AS_ENOMEM;
-    }
-    e->state = (uint8_t)state;
-    e->epoch = c->epoch;
-    rec_link(r, e);
-    if (state == CACHE_POD_ASSUMED) {
-        assumed_link(c, e);
-        c->pods_assumed++;
-    } else {
-        c->pods_bound++;
-    }
-    attach_usage(c, e, choose_devices);
-    return AS_OK;
-}
-
-/* ------------------------------------------------------------------ */
 /* Pod index                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -878,7 +327,7 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&c->wmu);
-    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
     if (e) {
         out->state = (cache_pod_state)e->state;
         copy_str(out->node, sizeof out->node, e->rec->name, e->rec->len);
@@ -889,29 +338,17 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
     pthread_mutex_unlock(&c->wmu);
 }
 
-/* pod_uid writes the index key of pod: its uid, or "namespace/name". */
-static const char *pod_uid(const model_pod *pod, char *tmp, size_t cap, size_t *len)
-{
-    if (pod->uid && pod->uid[0]) {
-        *len = strlen(pod->uid);
-        return pod->uid;
-    }
-    int n = snprintf(tmp, cap, "%s/%s", pod->ns ? pod->ns : "default", pod->name ? pod->name : "");
-    *len = n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
-    return tmp;
-}
-
 /* See cache.h. */
 as_err cache_pod_upsert(cache *c, const model_pod *pod)
 {
     char tmp[600];
     size_t uid_len;
-    const char *uid = pod_uid(pod, tmp, sizeof tmp, &uid_len);
+    const char *uid = model_pod_key(pod, tmp, sizeof tmp, &uid_len);
     as_err err = AS_OK;
 
     pthread_mutex_lock(&c->wmu);
     c->pod_events++;
-    pentry *e = hmap_get(&c->pods, uid, uid_len);
+    pentry *e = table_get(&c->pods, uid, uid_len);
     bool terminal = model_pod_is_terminal(pod);
     const char *node = pod->node_name && pod->node_name[0] ? pod->node_name : NULL;
 
@@ -919,7 +356,7 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
         /* An ASSUMED pod seen unbound is our own bind the watch has not
          * caught up with; its expiry governs it. */
         if (e && (terminal || e->state == CACHE_POD_BOUND))
-            pod_drop(c, e);
+            cache_acct_drop(c, e);
         else if (e)
             e->epoch = c->epoch;
         goto done;
@@ -927,9 +364,9 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
 
     size_t node_len = strlen(node);
     if (e && e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0 &&
-        same_request(e, pod)) {
+        cache_acct_same_request(e, pod)) {
         if (e->state == CACHE_POD_ASSUMED) {
-            assumed_unlink(c, e);
+            cache_acct_assumed_unlink(c, e);
             c->pods_assumed--;
             c->pods_bound++;
             e->state = CACHE_POD_BOUND;
@@ -943,18 +380,18 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
     if (e) {
         if (e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0)
             keep_devices = e->gpu_devices;
-        pod_drop(c, e);
+        cache_acct_drop(c, e);
     } else if (c->pods.n >= c->max_pods) {
         err = AS_ELIMIT;
         goto done;
     }
-    pentry *ne = pentry_new(uid, uid_len, pod);
+    pentry *ne = cache_acct_entry_new(uid, uid_len, pod);
     if (!ne) {
         err = AS_ENOMEM;
         goto done;
     }
     ne->gpu_devices = keep_devices;
-    err = pod_insert(c, ne, node, node_len, CACHE_POD_BOUND, true);
+    err = cache_acct_insert(c, ne, node, node_len, CACHE_POD_BOUND, true);
     if (err != AS_OK)
         free(ne);
 done:
@@ -968,9 +405,9 @@ as_err cache_pod_delete(cache *c, const char *uid)
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
     c->pod_events++;
-    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
     if (e)
-        pod_drop(c, e);
+        cache_acct_drop(c, e);
     else
         err = AS_ENOTFOUND;
     pthread_mutex_unlock(&c->wmu);
@@ -984,7 +421,7 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
 {
     char tmp[600];
     size_t uid_len;
-    const char *uid = pod_uid(pod, tmp, sizeof tmp, &uid_len);
+    const char *uid = model_pod_key(pod, tmp, sizeof tmp, &uid_len);
     as_err err = AS_OK;
     uint32_t dev = 0;
 
@@ -994,7 +431,7 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
     /* The writer mutex excludes structural changes, so the node array is
      * stable here without the read lock. */
     cache_node *node = cache_node_get(c, slot, id);
-    pentry *e = hmap_get(&c->pods, uid, uid_len);
+    pentry *e = table_get(&c->pods, uid, uid_len);
     if (e) {
         bool same = node && e->rec->node == (cnode *)node;
         if (same && gpu_devices)
@@ -1011,7 +448,9 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
     if (fast) {
         /* Still fits by the seqlock argument; only devices need choosing. */
         if (pod->gpu_count && n->pub.spec->ngpus) {
-            bool ok = fit ? fit(arg, pod, node, &dev) : pred_gpu_choose(pod, node, &dev);
+            bool ok =
+                fit ? fit(arg, pod, node, &dev)
+                    : gpu_choose(pod->gpu_count, pod->gpu_milli, node->gpu_used, node->ngpus, &dev);
             if (!ok) {
                 *result = CACHE_ASSUME_NO_FIT;
                 goto done;
@@ -1029,14 +468,14 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
         err = AS_ELIMIT;
         goto done;
     }
-    pentry *ne = pentry_new(uid, uid_len, pod);
+    pentry *ne = cache_acct_entry_new(uid, uid_len, pod);
     if (!ne) {
         err = AS_ENOMEM;
         goto done;
     }
     ne->gpu_devices = dev;
-    ne->assumed_at_ms = now_ms();
-    err = pod_insert(c, ne, n->rec->name, n->rec->len, CACHE_POD_ASSUMED, false);
+    ne->assumed_at_ms = clock_now_ms();
+    err = cache_acct_insert(c, ne, n->rec->name, n->rec->len, CACHE_POD_ASSUMED, false);
     if (err != AS_OK) {
         free(ne);
         goto done;
@@ -1053,13 +492,13 @@ as_err cache_forget(cache *c, const char *uid)
 {
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
-    pentry *e = uid ? hmap_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
     if (!e)
         err = AS_ENOTFOUND;
     else if (e->state != CACHE_POD_ASSUMED)
         err = AS_ECONFLICT;
     else
-        pod_drop(c, e);
+        cache_acct_drop(c, e);
     pthread_mutex_unlock(&c->wmu);
     return err;
 }
@@ -1073,7 +512,7 @@ as_err cache_expire_assumed(cache *c, int64_t now, int64_t ttl_ms, size_t *n)
     while (e) {
         pentry *next = e->anext;
         if (e->assumed_at_ms < now - ttl_ms) {
-            pod_drop(c, e);
+            cache_acct_drop(c, e);
             count++;
         }
         e = next;
@@ -1102,7 +541,7 @@ static void set_spec(cnode *n, const model_node *spec)
 
 static bool shard_has(const cache *c, const char *name, size_t len)
 {
-    return hmap_get(&c->shard, name, len) != NULL;
+    return table_get(&c->shard, name, len) != NULL;
 }
 
 static int initial_in_shard(const cache *c, const char *name, size_t len)
@@ -1125,7 +564,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
     size_t len = strlen(node->name);
     pthread_mutex_lock(&c->wmu);
     c->node_events++;
-    cnode *n = hmap_get(&c->by_name, node->name, len);
+    cnode *n = table_get(&c->by_name, node->name, len);
     if (n) {
         const model_node *old = n->pub.spec;
         pthread_rwlock_wrlock(&c->rw);
@@ -1145,14 +584,14 @@ as_err cache_node_upsert(cache *c, model_node *node)
                 for (pentry *e = n->rec->pods; e; e = e->next) {
                     if (!e->gpu_count)
                         continue;
-                    if (pass == 0 && !devices_still_valid(n, e)) {
+                    if (pass == 0 && !cache_acct_devices_valid(n, e)) {
                         e->gpu_devices = 0;
                         continue;
                     }
                     if (pass == 1) {
                         if (e->gpu_devices)
                             continue;
-                        e->gpu_devices = pick_devices(n, e);
+                        e->gpu_devices = cache_acct_pick_devices(n, e);
                     }
                     for (uint32_t m = e->gpu_devices; m; m &= m - 1)
                         __atomic_add_fetch(&n->pub.gpu_used[__builtin_ctz(m)], e->gpu_milli,
@@ -1172,12 +611,12 @@ as_err cache_node_upsert(cache *c, model_node *node)
         err = AS_ELIMIT;
         goto done;
     }
-    prec *r = rec_get(c, node->name, len, true);
+    prec *r = cache_acct_rec_get(c, node->name, len, true);
     n = cnode_alloc(c);
     if (!r || !n) {
         cnode_release(c, n);
         if (r)
-            rec_maybe_free(c, r);
+            cache_acct_rec_maybe_free(c, r);
         model_node_free(node);
         err = AS_ENOMEM;
         goto done;
@@ -1202,7 +641,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         c->nodes = nn;
         c->nodes_cap = ncap;
     }
-    err = hmap_put(&c->by_name, r->name, len, n);
+    err = table_put(&c->by_name, r->name, len, n);
     if (err != AS_OK)
         goto unlock;
     n->pub.slot = (uint32_t)c->nnodes;
@@ -1213,7 +652,7 @@ unlock:
     pthread_rwlock_unlock(&c->rw);
     if (err != AS_OK) {
         cnode_release(c, n);
-        rec_maybe_free(c, r);
+        cache_acct_rec_maybe_free(c, r);
         model_node_free(node);
         goto done;
     }
@@ -1228,7 +667,7 @@ unlock:
         for (pentry *e = r->pods; e; e = e->next) {
             bool needs_device = e->gpu_count && n->pub.ngpus;
             if (pass == 0) {
-                if (needs_device && !devices_still_valid(n, e)) {
+                if (needs_device && !cache_acct_devices_valid(n, e)) {
                     e->gpu_devices = 0;
                     continue;
                 }
@@ -1238,7 +677,7 @@ unlock:
                 continue;
             }
             c->pods_detached--;
-            attach_usage(c, e, pass == 1);
+            cache_acct_attach(c, e, pass == 1);
         }
 done:
     pthread_mutex_unlock(&c->wmu);
@@ -1249,7 +688,7 @@ done:
  * returns it for freeing after the write lock is released. */
 static cnode *node_remove_locked(cache *c, cnode *n)
 {
-    hmap_del(&c->by_name, n->rec->name, n->rec->len);
+    table_del(&c->by_name, n->rec->name, n->rec->len);
     uint32_t slot = n->pub.slot;
     cnode *last = c->nodes[--c->nnodes];
     c->nodes[slot] = last;
@@ -1271,7 +710,7 @@ static void node_destroy(cache *c, cnode *n)
      * devices they are reused (attach checks they are still valid). */
     model_node_free((model_node *)n->pub.spec);
     cnode_release(c, n);
-    rec_maybe_free(c, r);
+    cache_acct_rec_maybe_free(c, r);
 }
 
 /* See cache.h. */
@@ -1282,7 +721,7 @@ as_err cache_node_remove(cache *c, const char *name)
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
     c->node_events++;
-    cnode *n = hmap_get(&c->by_name, name, strlen(name));
+    cnode *n = table_get(&c->by_name, name, strlen(name));
     if (!n) {
         err = AS_ENOTFOUND;
         goto done;
@@ -1373,7 +812,7 @@ as_err cache_sync_end_pods(cache *c, uint64_t epoch, size_t *removed)
                 gone[k++] = e;
         }
         for (size_t i = 0; i < ngone; i++)
-            pod_drop(c, gone[i]);
+            cache_acct_drop(c, gone[i]);
         c->pod_events += ngone;
         count = ngone;
     }
@@ -1421,16 +860,16 @@ static void set_in_shard(cnode *n, int v)
 /* See cache.h. */
 as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t *revision)
 {
-    hmap next = {0};
+    table next = {0};
     as_err err = AS_OK;
     for (size_t i = 0; i < n; i++) {
         if (!names[i])
             continue;
         size_t len = strlen(names[i]);
-        if (hmap_get(&next, names[i], len))
+        if (table_get(&next, names[i], len))
             continue;
         char *dup = strndup(names[i], len);
-        if (!dup || hmap_put(&next, dup, len, dup) != AS_OK) {
+        if (!dup || table_put(&next, dup, len, dup) != AS_OK) {
             free(dup);
             err = AS_ENOMEM;
             break;
@@ -1440,7 +879,7 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
         for (size_t i = 0; i < next.cap; i++)
             if (next.t[i].k)
                 free(next.t[i].v);
-        hmap_free(&next);
+        table_free(&next);
         return err;
     }
 
@@ -1449,27 +888,27 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
         /* First membership: every node's flag is decided now. */
         for (size_t i = 0; i < c->nnodes; i++) {
             cnode *nd = c->nodes[i];
-            set_in_shard(nd, hmap_get(&next, nd->rec->name, nd->rec->len) != NULL);
+            set_in_shard(nd, table_get(&next, nd->rec->name, nd->rec->len) != NULL);
         }
     } else {
         for (size_t i = 0; i < c->shard.cap; i++) {
-            const hent *h = &c->shard.t[i];
-            if (h->k && !hmap_get(&next, h->k, h->klen)) {
-                cnode *nd = hmap_get(&c->by_name, h->k, h->klen);
+            const table_entry *h = &c->shard.t[i];
+            if (h->k && !table_get(&next, h->k, h->klen)) {
+                cnode *nd = table_get(&c->by_name, h->k, h->klen);
                 if (nd)
                     set_in_shard(nd, 0);
             }
         }
         for (size_t i = 0; i < next.cap; i++) {
-            const hent *h = &next.t[i];
-            if (h->k && !hmap_get(&c->shard, h->k, h->klen)) {
-                cnode *nd = hmap_get(&c->by_name, h->k, h->klen);
+            const table_entry *h = &next.t[i];
+            if (h->k && !table_get(&c->shard, h->k, h->klen)) {
+                cnode *nd = table_get(&c->by_name, h->k, h->klen);
                 if (nd)
                     set_in_shard(nd, 1);
             }
         }
     }
-    hmap old = c->shard;
+    table old = c->shard;
     c->shard = next;
     c->shard_applied = true;
     uint64_t rev = __atomic_add_fetch(&c->shard_rev, 1, __ATOMIC_RELEASE);
@@ -1478,7 +917,7 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
     for (size_t i = 0; i < old.cap; i++)
         if (old.t[i].k)
             free(old.t[i].v);
-    hmap_free(&old);
+    table_free(&old);
     if (revision)
         *revision = rev;
     return AS_OK;

@@ -1,5 +1,6 @@
 /* context.c - the decision core's state and the metrics it declares. */
 #include "agentsched/core/context.h"
+#include "agentsched/core/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

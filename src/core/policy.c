@@ -8,6 +8,8 @@
  * only read (see score_policy_apply_gpu_names), so a rejected reload leaves
  * the running policy untouched. Format: policy/default.yaml documents it.
  */
+#include "agentsched/core/policy.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +18,6 @@
 #include <string.h>
 
 #include "agentsched/base/doc.h"
-#include "agentsched/core/score.h"
 #include "score_int.h"
 
 #define POLICY_FILE_CAP ((size_t)1 << 20)
@@ -557,7 +558,7 @@ static as_err load_doc(ld_ctx *c, const json_t *doc, const model_registry *reg)
     return AS_OK;
 }
 
-/* See score.h. */
+/* See policy.h. */
 as_err score_policy_parse(model_registry *reg, const char *name, const char *text, size_t len,
                           score_policy **out, as_diag *diag)
 {
@@ -593,7 +594,7 @@ as_err score_policy_parse(model_registry *reg, const char *name, const char *tex
     return AS_OK;
 }
 
-/* See score.h. */
+/* See policy.h. */
 as_err score_policy_load(model_registry *reg, const char *path, score_policy **out, as_diag *diag)
 {
     *out = NULL;
@@ -607,16 +608,7 @@ as_err score_policy_load(model_registry *reg, const char *path, score_policy **o
     return err;
 }
 
-/* See score.h. */
-void score_policy_gpu_names(const score_policy *p, const char **gpu_name, const char **share_name,
-                            const char **model_label)
-{
-    *gpu_name = p->gpu_name;
-    *share_name = p->gpu_share_name;
-    *model_label = p->gpu_model_label;
-}
-
-/* See score.h. */
+/* See policy.h. */
 as_err score_policy_apply_gpu_names(const score_policy *p, model_registry *reg)
 {
     if (strcmp(reg->gpu_name, p->gpu_name) == 0 &&
@@ -629,16 +621,4 @@ as_err score_policy_apply_gpu_names(const score_policy *p, model_registry *reg)
     snprintf(reg->gpu_share_name, sizeof reg->gpu_share_name, "%s", p->gpu_share_name);
     snprintf(reg->gpu_model_label, sizeof reg->gpu_model_label, "%s", p->gpu_model_label);
     return AS_OK;
-}
-
-/* See score.h. */
-uint32_t score_policy_candidates(const score_policy *p)
-{
-    return p->candidates;
-}
-
-/* See score.h. */
-double score_policy_min_score(const score_policy *p)
-{
-    return p->min_score;
 }

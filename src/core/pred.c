@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agentsched/core/gpu.h"
+
 static const char taint_unschedulable_key[] = "node.kubernetes.io/unschedulable";
 
 static bool tolerates_unschedulable(const model_pod *pod)
@@ -75,35 +77,7 @@ pred_result pred_check_static(cache_shard_mode mode, const model_pod *pod, const
 /* See pred.h. */
 bool pred_gpu_choose(const model_pod *pod, const cache_node *node, uint32_t *devices)
 {
-    *devices = 0;
-    if (!pod->gpu_count)
-        return true;
-    uint32_t ngpus = node->ngpus;
-    int32_t need = (int32_t)(pod->gpu_milli ? pod->gpu_milli : MODEL_GPU_MILLI);
-    if (need > MODEL_GPU_MILLI || pod->gpu_count > ngpus)
-        return false;
-    /* Best fit: take devices with the least free capacity that still hold
-     * the share, so whole devices stay whole for whole-GPU pods. A share
-     * never spans devices. */
-    uint32_t chosen = 0;
-    for (uint32_t k = 0; k < pod->gpu_count; k++) {
-        int best = -1;
-        int32_t best_free = 0;
-        for (uint32_t d = 0; d < ngpus; d++) {
-            if (chosen & (1u << d))
-                continue;
-            int32_t free_milli = MODEL_GPU_MILLI - cache_node_gpu_used(node, (int)d);
-            if (free_milli >= need && (best < 0 || free_milli < best_free)) {
-                best = (int)d;
-                best_free = free_milli;
-            }
-        }
-        if (best < 0)
-            return false;
-        chosen |= 1u << best;
-    }
-    *devices = chosen;
-    return true;
+    return gpu_choose(pod->gpu_count, pod->gpu_milli, node->gpu_used, node->ngpus, devices);
 }
 
 /* See pred.h. */

@@ -472,6 +472,27 @@ uint32_t score_policy_extender_shortlist(const score_policy *p)
     return p->ext_shortlist;
 }
 
+/* See score.h. */
+void score_policy_gpu_names(const score_policy *p, const char **gpu_name, const char **share_name,
+                            const char **model_label)
+{
+    *gpu_name = p->gpu_name;
+    *share_name = p->gpu_share_name;
+    *model_label = p->gpu_model_label;
+}
+
+/* See score.h. */
+uint32_t score_policy_candidates(const score_policy *p)
+{
+    return p->candidates;
+}
+
+/* See score.h. */
+double score_policy_min_score(const score_policy *p)
+{
+    return p->min_score;
+}
+
 /* score_scale is score_to_extender's body, inline for the batch; it takes
  * the policy's fields as values so that a loop storing int8_t results
  * (which may alias anything) need not reload them for every node. */

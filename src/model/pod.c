@@ -880,3 +880,31 @@ bool model_pod_is_terminal(const model_pod *p)
 {
     return p->phase == MODEL_PHASE_SUCCEEDED || p->phase == MODEL_PHASE_FAILED;
 }
+
+/* See model.h. */
+const char *model_pod_key(const model_pod *pod, char *tmp, size_t cap, size_t *len)
+{
+    if (pod->uid && pod->uid[0]) {
+        if (len)
+            *len = strlen(pod->uid);
+        return pod->uid;
+    }
+    int n = snprintf(tmp, cap, "%s/%s", pod->ns ? pod->ns : "default", pod->name ? pod->name : "");
+    if (len)
+        *len = n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+    return tmp;
+}
+
+/* See model.h. */
+void model_pod_key_json(const json_t *obj, char *out, size_t len)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    if (uid && *uid) {
+        snprintf(out, len, "%s", uid);
+        return;
+    }
+    const char *ns = json_string_value(json_object_get(md, "namespace"));
+    const char *name = json_string_value(json_object_get(md, "name"));
+    snprintf(out, len, "%s/%s", ns && *ns ? ns : "default", name ? name : "");
+}

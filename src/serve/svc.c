@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/base/doc.h"
+#include "agentsched/core/eqcache.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/api/extender.h"
 #include "agentsched/api/placement.h"
 #include "agentsched/api/volcano.h"

@@ -15,6 +15,7 @@
 
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
+#include "agentsched/base/table.h"
 
 /* ------------------------------------------------------------------ */
 /* Config                                                              */
@@ -537,8 +538,7 @@ struct shardctl_engine {
     size_t nnodes, cap_nodes;
     uint32_t *free_ids; /* recycled node slots */
     size_t nfree, cap_free;
-    uint32_t *map; /* name -> node index + 1; 0 empty, UINT32_MAX tombstone */
-    size_t map_cap, map_used;
+    table map; /* live node name (key owned by the enode) -> index + 1 */
     esched s[SHARDCTL_MAX_SCHEDULERS];
     size_t live, unfit, capped;
     uint64_t fast_updates, passes, resyncs;
@@ -548,80 +548,23 @@ struct shardctl_engine {
     uint64_t dgen;
 };
 
-#define TOMB UINT32_MAX
-
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-static as_err map_rehash(shardctl_engine *e, size_t cap)
-{
-    uint32_t *m = calloc(cap, sizeof *m);
-    if (!m)
-        return AS_ENOMEM;
-    for (size_t i = 0; i < e->nnodes; i++) {
-        if (!e->nodes[i].live)
-            continue;
-        size_t j = name_hash(e->nodes[i].name) & (cap - 1);
-        while (m[j])
-            j = (j + 1) & (cap - 1);
-        m[j] = (uint32_t)i + 1;
-    }
-    free(e->map);
-    e->map = m;
-    e->map_cap = cap;
-    e->map_used = e->live;
-    return AS_OK;
-}
-
 /* Index of name, or -1. */
 static long map_find(const shardctl_engine *e, const char *name)
 {
-    if (!e->map_cap)
-        return -1;
-    for (size_t j = name_hash(name) & (e->map_cap - 1);; j = (j + 1) & (e->map_cap - 1)) {
-        uint32_t v = e->map[j];
-        if (!v)
-            return -1;
-        if (v != TOMB && strcmp(e->nodes[v - 1].name, name) == 0)
-            return (long)v - 1;
-    }
+    void *v = table_get(&e->map, name, strlen(name));
+    return v ? (long)((uintptr_t)v - 1) : -1;
 }
 
 static void map_del(shardctl_engine *e, const char *name)
 {
-    for (size_t j = name_hash(name) & (e->map_cap - 1);; j = (j + 1) & (e->map_cap - 1)) {
-        uint32_t v = e->map[j];
-        if (!v)
-            return;
-        if (v != TOMB && strcmp(e->nodes[v - 1].name, name) == 0) {
-            e->map[j] = TOMB;
-            return;
-        }
-    }
+    table_del(&e->map, name, strlen(name));
 }
 
+/* map_add indexes node idx, whose name must not be indexed yet. */
 static as_err map_add(shardctl_engine *e, uint32_t idx)
 {
-    if ((e->map_used + 1) * 2 > e->map_cap) {
-        size_t cap = e->map_cap ? e->map_cap : 64;
-        while ((e->live + 1) * 2 > cap / 2)
-            cap *= 2;
-        as_err err = map_rehash(e, cap);
-        if (err)
-            return err;
-    }
-    size_t j = name_hash(e->nodes[idx].name) & (e->map_cap - 1);
-    while (e->map[j] && e->map[j] != TOMB)
-        j = (j + 1) & (e->map_cap - 1);
-    if (!e->map[j])
-        e->map_used++;
-    e->map[j] = idx + 1;
-    return AS_OK;
+    const char *name = e->nodes[idx].name;
+    return table_put(&e->map, name, strlen(name), (void *)((uintptr_t)idx + 1));
 }
 
 /* See shardctl.h. */
@@ -649,7 +592,7 @@ void shardctl_engine_free(shardctl_engine *e)
     }
     free(e->nodes);
     free(e->free_ids);
-    free(e->map);
+    table_free(&e->map);
     free(e->dirty);
     for (size_t s = 0; s < e->ns; s++)
         free(e->s[s].v);
@@ -1000,7 +943,6 @@ static as_err node_slot(shardctl_engine *e, const char *name, uint32_t *out)
     }
     n->owner = -1;
     n->elig = 0;
-    n->live = false; /* not yet: a rehash inside map_add must not see it */
     as_err err = map_add(e, i);
     if (err) {
         free(n->name);
@@ -1135,9 +1077,7 @@ as_err shardctl_engine_resync(shardctl_engine *e, const shardctl_node_info *node
         free(e->nodes[i].score);
     }
     e->nnodes = e->nfree = e->live = 0;
-    free(e->map);
-    e->map = NULL;
-    e->map_cap = e->map_used = 0;
+    table_free(&e->map);
     for (size_t s = 0; s < e->ns; s++) {
         e->s[s].n = 0;
         e->s[s].members = 0;

@@ -51,6 +51,7 @@
 #include "agentsched/base/log.h"
 #include "agentsched/model/model.h"
 #include "agentsched/base/pool.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/serve/svc.h"
 #include "agentsched/base/sync.h"
 #include "bench_clock.h"

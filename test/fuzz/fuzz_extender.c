@@ -30,6 +30,7 @@
 #include <strings.h>
 
 #include "agentsched/api/extender.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/base/log.h"
 #include "agentsched/serve/svc.h"
 #include "fuzz_svc.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agentsched/cmd/replay.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/core/score.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

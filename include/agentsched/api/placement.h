@@ -91,14 +91,4 @@ const http_route *placement_routes(size_t *n);
  */
 as_err placement_print_table(const json_t *resp, FILE *f);
 
-/*
- * placement_cli_main is `agentsched place` (argv[0] is the command name):
- *   place --cluster FILE -f PODS [--candidates K] [--policy FILE] [-o table|json]
- *   place --server URL  -f PODS [--candidates K] [-o table|json]
- * Returns the process exit status: 0 on success (unplaceable pods are
- * reported, not failures), 1 on an evaluation / connection / server error,
- * 2 on a usage error.
- */
-int placement_cli_main(int argc, char **argv);
-
 #endif

@@ -163,7 +163,7 @@ typedef struct cache_name {
 void cache_node_find_n(const cache *c, const cache_name *names, size_t n, cache_node **out);
 
 /* cache_name_hash is the hash of the cache's name index over s[0, len)
- * (never reads past it). Pure; a caller that computes it once per name can
+ * (hash_bytes of hash.h; never reads past it). Pure; a caller that computes it once per name can
  * hand it to cache_node_find_n and use it for its own tables. */
 uint64_t cache_name_hash(const char *s, size_t len);
 

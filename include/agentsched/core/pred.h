@@ -58,11 +58,10 @@ pred_result pred_check_resources(const model_registry *reg, const model_pod *pod
                                  const cache_node *node);
 
 /*
- * pred_gpu_choose picks the GPU devices for pod on node's current usage:
- * whole GPUs take fully free devices; a share takes the device with the
- * least free milli that still holds it (best fit, leaving big holes whole).
- * Returns false when impossible; *devices gets the bitmask (0 when the pod
- * needs no GPU).
+ * pred_gpu_choose picks the GPU devices for pod on node's current usage
+ * (gpu_choose on the node's per-device usage; see gpu.h for the best-fit
+ * rule). Returns false when impossible; *devices gets the bitmask (0 when
+ * the pod needs no GPU).
  */
 bool pred_gpu_choose(const model_pod *pod, const cache_node *node, uint32_t *devices);
 

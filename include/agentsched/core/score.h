@@ -1,5 +1,6 @@
 /*
- * score.h - node scoring strategies and the policy that selects them.
+ * score.h - node scoring strategies and the policy object that selects them
+ * (built from a file by policy.h).
  *
  * A score_policy is immutable once built, except for its learned task-shape
  * statistics (updated with atomics), so any number of threads may score
@@ -46,27 +47,10 @@ as_err score_policy_new_default(model_registry *reg, score_policy **out);
 /* score_policy_new_strategy builds a default policy with another strategy. */
 as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_policy **out);
 
-/*
- * score_policy_load reads a policy YAML file. Every field is validated;
- * unknown keys are errors. diag names the file and the field.
- */
-as_err score_policy_load(model_registry *reg, const char *path, score_policy **out, as_diag *diag);
-
-/* score_policy_parse is score_policy_load on text[0..len) already in
- * memory; `name` stands for the file in messages. */
-as_err score_policy_parse(model_registry *reg, const char *name, const char *text, size_t len,
-                          score_policy **out, as_diag *diag);
-
 /* score_policy_gpu_names returns the GPU resource names the policy
  * configures (borrowed from the policy). */
 void score_policy_gpu_names(const score_policy *p, const char **gpu_name, const char **share_name,
                             const char **model_label);
-
-/* score_policy_apply_gpu_names copies the policy's GPU names into reg. Call
- * once at start-up, before any node is decoded: AS_ECONFLICT when reg
- * already has a GPU resource and the names differ (loading never changes
- * the registry; a reload that renames GPUs is rejected by the loader). */
-as_err score_policy_apply_gpu_names(const score_policy *p, model_registry *reg);
 
 /* score_policy_candidates: top-K the standalone path keeps (1..16);
  * score_policy_min_score: standalone candidates scoring below are dropped. */

@@ -383,6 +383,20 @@ as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *
 /* model_pod_is_terminal: phase Succeeded or Failed (its resources are free). */
 bool model_pod_is_terminal(const model_pod *p);
 
+/*
+ * model_pod_key is a pod's identity wherever pods are indexed (cache,
+ * binder, queues): its uid, or "namespace/name" ("default" for a NULL
+ * namespace) when the uid is empty, as for pods not read from the API
+ * server. Returns pod->uid or tmp (filled, truncated to cap); *len (may be
+ * NULL) gets the key's length. cap must be at least 1.
+ */
+const char *model_pod_key(const model_pod *pod, char *tmp, size_t cap, size_t *len);
+
+/* model_pod_key_json is model_pod_key on a Pod's JSON before it is decoded
+ * (an absent or empty namespace is "default", as the decoder has it),
+ * written into out[0..len). */
+void model_pod_key_json(const json_t *obj, char *out, size_t len);
+
 /* ------------------------------------------------------------------ */
 /* Cluster snapshot (embedded mode)                                    */
 /* ------------------------------------------------------------------ */

@@ -11,7 +11,8 @@
  *                    -> select (node-limit caps the WHOLE shard), a node
  *                    going to the first scheduler that selects it. Node
  *                    events update it incrementally.
- *   shardctl_cli_main  the command: k8s client, config hot reload, loop
+ * The command that runs it (k8s client, config hot reload, loop) is
+ * cmd/shard_controller.h.
  *
  * INCREMENTAL ASSIGNMENT. The engine keeps, per scheduler, the nodes its
  * filter accepts in an array sorted by (score desc, name asc), each node's
@@ -208,13 +209,5 @@ typedef struct shardctl_engine_stats {
  * (entries beyond the config's schedulers are 0). The engine has no lock:
  * like every engine call, not concurrently with a mutation. */
 void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out);
-
-/* ------------------------------------------------------------------ */
-/* CLI                                                                 */
-/* ------------------------------------------------------------------ */
-
-/* shardctl_cli_main is `agentsched shard-controller` (argv[0] is the
- * command name). Returns the process exit status. */
-int shardctl_cli_main(int argc, char **argv);
 
 #endif

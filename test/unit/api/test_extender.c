@@ -12,6 +12,7 @@
 #include "agentsched/base/doc.h"
 #include "agentsched/api/extargs.h"
 #include "agentsched/api/extender.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/base/log.h"
 #include "agentsched/serve/svc.h"
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agentsched/core/policy.h"
 #include "agentsched/core/score.h"
 
 static model_registry reg;

@@ -12,6 +12,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/core/score.h"
 #include "core_fixtures.h"
 

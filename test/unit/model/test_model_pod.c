@@ -786,3 +786,46 @@ Test(match, toleration_errors)
     bad(HDR "spec: {tolerations: {key: a}}\n", AS_EINVAL, "spec.tolerations", "must be a list",
         NULL);
 }
+
+/* ---- identity key ------------------------------------------------- */
+
+Test(pod, key_is_the_uid_else_namespace_and_name)
+{
+    model_pod *p = P("kind: Pod\nmetadata: {name: web-1, namespace: prod, uid: u-42}\n");
+    char tmp[64];
+    size_t len = 0;
+    const char *k = model_pod_key(p, tmp, sizeof tmp, &len);
+    cr_expect_eq(k, p->uid);
+    cr_expect_eq(len, 4);
+    model_pod_free(p);
+
+    p = P("kind: Pod\nmetadata: {name: web-1}\n");
+    k = model_pod_key(p, tmp, sizeof tmp, &len);
+    cr_expect_str_eq(k, "default/web-1");
+    cr_expect_eq(len, strlen("default/web-1"));
+    /* A short buffer truncates and reports what it kept. */
+    char small[8];
+    k = model_pod_key(p, small, sizeof small, &len);
+    cr_expect_str_eq(k, "default");
+    cr_expect_eq(len, 7);
+    model_pod_free(p);
+}
+
+Test(pod, json_key_matches_the_decoded_key)
+{
+    static const char *const docs[] = {
+        "kind: Pod\nmetadata: {name: a, namespace: prod, uid: u-1}\n",
+        "kind: Pod\nmetadata: {name: a, namespace: prod}\n",
+        "kind: Pod\nmetadata: {name: a, namespace: \"\"}\n",
+        "kind: Pod\nmetadata: {name: a}\n",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        json_t *v = Y(docs[i]);
+        model_pod *p = P(docs[i]);
+        char a[128], b[128];
+        model_pod_key_json(v, a, sizeof a);
+        cr_expect_str_eq(a, model_pod_key(p, b, sizeof b, NULL), "doc %zu", i);
+        model_pod_free(p);
+        json_decref(v);
+    }
+}

@@ -1,0 +1,44 @@
+/* test_gpu.c - GPU device choice on per-device usage: best fit for shares,
+ * free devices for whole GPUs, and no choice when nothing fits. */
+#include <criterion/criterion.h>
+
+#include "agentsched/core/gpu.h"
+#include "agentsched/model/model.h"
+
+Test(gpu, no_demand_takes_nothing)
+{
+    int32_t used[2] = {1000, 1000};
+    uint32_t dev = 7;
+    cr_assert(gpu_choose(0, 0, used, 2, &dev));
+    cr_expect_eq(dev, 0);
+}
+
+Test(gpu, whole_gpus_take_free_devices)
+{
+    int32_t used[4] = {0, 500, 0, 1000};
+    uint32_t dev = 0;
+    cr_assert(gpu_choose(2, 0, used, 4, &dev));
+    cr_expect_eq(dev, (1u << 0) | (1u << 2));
+    cr_expect_not(gpu_choose(3, 0, used, 4, &dev));
+    cr_expect_eq(dev, 0);
+}
+
+Test(gpu, a_share_takes_the_tightest_device_that_holds_it)
+{
+    int32_t used[4] = {0, 700, 200, 600};
+    uint32_t dev = 0;
+    cr_assert(gpu_choose(1, 300, used, 4, &dev));
+    cr_expect_eq(dev, 1u << 1);
+    cr_assert(gpu_choose(1, 400, used, 4, &dev));
+    cr_expect_eq(dev, 1u << 3);
+    cr_expect_not(gpu_choose(1, MODEL_GPU_MILLI + 1, used, 4, &dev));
+}
+
+Test(gpu, more_devices_than_the_node_has_never_fit)
+{
+    int32_t used[MODEL_MAX_GPUS] = {0};
+    uint32_t dev = 0;
+    cr_expect_not(gpu_choose(3, 0, used, 2, &dev));
+    cr_assert(gpu_choose(MODEL_MAX_GPUS, 0, used, MODEL_MAX_GPUS, &dev));
+    cr_expect_eq(dev, (1u << MODEL_MAX_GPUS) - 1);
+}
