@@ -745,12 +745,30 @@ void extender_handle_prioritize(void *ctx, const http_request *req, http_respons
 /* bind                                                                */
 /* ------------------------------------------------------------------ */
 
-/* extender_live_bind posts the pods/binding subresource for the pod the
- * binder just assumed, through the core's API port (live mode only). On
- * failure the caller releases the assumed pod. */
-static as_err extender_live_bind(core *co, const extargs_binding *b, as_diag *d)
+/* What the bind port needs besides the decision: the verb's arguments
+ * (the Binding carries its UID precondition) and where to put the API
+ * round trip's time. */
+typedef struct bind_call {
+    core *co;
+    const extargs_binding *b;
+    uint64_t api_ns;
+} bind_call;
+
+/* bind_port is the decision's bind: in live mode, the pods/binding
+ * subresource through the core's API port; embedded, or for a pod already
+ * in place, nothing to post. */
+static as_err bind_port(void *arg, const decision *dc, as_diag *d)
 {
-    return co->ports.bind(co->ports.arg, b->pod_namespace, b->pod_name, b->pod_uid, b->node, d);
+    bind_call *bc = arg;
+    /* idempotent: a retried bind whose first reply was lost; already there */
+    if (!core_live(bc->co) || dc->out.how == BINDER_IDEMPOTENT)
+        return AS_OK;
+    const extargs_binding *b = bc->b;
+    uint64_t t = clock_mono_ns();
+    as_err err = bc->co->ports.bind(bc->co->ports.arg, b->pod_namespace, b->pod_name, b->pod_uid,
+                                    b->node, d);
+    bc->api_ns = clock_mono_ns() - t;
+    return err;
 }
 
 /* extender_live_fetch_pod: a bind for a pod agentsched never filtered (memo
@@ -778,13 +796,17 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
     extender *x = ctx;
     core *co = x->core;
     uint64_t t0 = clock_mono_ns();
-    /* Held through the commit and the API bind (shard.h gating): the
-     * binder's recheck refuses a node that left the shard, and no status
-     * releasing it goes out while this bind may still land on it. */
-    uint64_t shard_rev = core_decision_begin(co);
     as_diag d;
     memset(&d, 0, sizeof d);
     extargs_binding b;
+    bind_call bc = {co, &b, 0};
+    decision_ports ports = core_decision_ports(co, bind_port, NULL, &bc);
+    /* The gate is held through the reserve and the API bind (shard.h
+     * gating): the binder's recheck refuses a node that left the shard,
+     * and no status releasing it goes out while this bind may still land
+     * on it. */
+    decision dc;
+    decision_begin(&dc, co->binder, &ports);
     char why[600];
     as_err err = extargs_decode_binding(req->pool, req->body, req->body_len, &b, &d);
     if (err) {
@@ -798,43 +820,36 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         snprintf(keyuid, sizeof keyuid, "%s/%s", b.pod_namespace, b.pod_name);
         uid = keyuid;
     }
-    binder_outcome out;
-    err = binder_bind_noted(co->binder, uid, b.node, &out);
+    err = decision_reserve_noted(&dc, uid, b.node);
     if (err == AS_ENOTFOUND && core_live(co)) {
         model_pod *pod = NULL;
         as_diag fd;
         memset(&fd, 0, sizeof fd);
         if (extender_live_fetch_pod(co, &b, &pod, &fd) == AS_OK) {
             binder_note(co->binder, pod, NULL, 0);
-            err = binder_bind_noted(co->binder, uid, b.node, &out);
+            err = decision_reserve_noted(&dc, uid, b.node);
         }
     }
+    const binder_outcome *out = &dc.out;
     switch (err) {
     case AS_OK:
-        metrics_inc(out.how == BINDER_FAST        ? co->m.binds_fast
-                    : out.how == BINDER_RECHECKED ? co->m.binds_rechecked
-                                                  : co->m.binds_idempotent);
-        uint64_t api_ns = 0;
-        if (core_live(co) && out.how != BINDER_IDEMPOTENT) {
-            uint64_t t_api = clock_mono_ns();
-            err = extender_live_bind(co, &b, &d);
-            api_ns = clock_mono_ns() - t_api;
-            if (err) {
-                binder_release(co->binder, uid);
-                snprintf(why, sizeof why, "agentsched could not bind pod %s/%s to node %s: %s",
-                         b.pod_namespace, b.pod_name, b.node, d.msg);
-                reply_bind(resp, why);
-                goto done;
-            }
+        metrics_inc(out->how == BINDER_FAST        ? co->m.binds_fast
+                    : out->how == BINDER_RECHECKED ? co->m.binds_rechecked
+                                                   : co->m.binds_idempotent);
+        if ((err = decision_bind(&dc, &d))) {
+            snprintf(why, sizeof why, "agentsched could not bind pod %s/%s to node %s: %s",
+                     b.pod_namespace, b.pod_name, b.node, d.msg);
+            reply_bind(resp, why);
+            goto done;
         }
         /* api_us: the pods/binding round trip (as the fast path logs it), most
          * of a live bind's time */
         log_info("msg=\"bound\" pod=%s/%s node=%s how=%s api_us=%llu", b.pod_namespace, b.pod_name,
                  b.node,
-                 out.how == BINDER_FAST        ? "fast"
-                 : out.how == BINDER_RECHECKED ? "rechecked"
-                                               : "idempotent",
-                 (unsigned long long)(api_ns / 1000));
+                 out->how == BINDER_FAST        ? "fast"
+                 : out->how == BINDER_RECHECKED ? "rechecked"
+                                                : "idempotent",
+                 (unsigned long long)(bc.api_ns / 1000));
         reply_bind(resp, "");
         break;
     case AS_ENOTFOUND:
@@ -848,9 +863,9 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
     case AS_ECONFLICT:
         metrics_inc(co->m.bind_conflicts);
         snprintf(why, sizeof why, "agentsched refused to bind pod %s/%s to node %s: %s",
-                 b.pod_namespace, b.pod_name, b.node, out.reason);
+                 b.pod_namespace, b.pod_name, b.node, out->reason);
         log_info("msg=\"bind refused\" pod=%s/%s node=%s reason=\"%s\"", b.pod_namespace,
-                 b.pod_name, b.node, out.reason);
+                 b.pod_name, b.node, out->reason);
         reply_bind(resp, why);
         break;
     default:
@@ -860,7 +875,7 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         break;
     }
 done:
-    core_decision_end(co, shard_rev);
+    decision_end(&dc);
     metrics_observe(co->m.bind_seconds, seconds_since(t0));
 }
 

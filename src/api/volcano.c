@@ -15,6 +15,7 @@
 
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/jscan.h"
 #include "agentsched/base/json.h"
 #include "agentsched/base/utf8.h"
@@ -784,18 +785,10 @@ typedef struct nameset {
     size_t cap; /* power of two */
 } nameset;
 
-static uint64_t fnv(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* nameset_add returns true when name was new. */
 static bool nameset_add(nameset *ns, const char *name)
 {
-    size_t i = (size_t)fnv(name) & (ns->cap - 1);
+    size_t i = (size_t)hash_str(name) & (ns->cap - 1);
     while (ns->slot[i]) {
         if (strcmp(ns->slot[i], name) == 0)
             return false;
@@ -989,14 +982,18 @@ static as_err commit_allocation(core *co, const model_pod *pod, const char *key,
                  pod->name, node_name, why);
         return AS_OK;
     }
-    binder_outcome out;
-    as_err err = binder_commit(co->binder, pod, &cand, 1, &out);
-    if (err == AS_ECONFLICT) {
+    /* Reserve only: Volcano binds the task itself, so the decision has no
+     * bind port and the assumption stays until the watch sees the binding
+     * or deallocateFunc undoes it. */
+    decision_ports ports = core_decision_ports(co, NULL, NULL, NULL);
+    decision dc;
+    decision_begin(&dc, co->binder, &ports);
+    as_err err = decision_reserve(&dc, pod, &cand, 1);
+    if (err == AS_ECONFLICT)
         snprintf(msg, len, "agentsched refused to allocate pod %s/%s to node %s: %s", pod->ns,
-                 pod->name, node_name, out.reason[0] ? out.reason : "it does not fit");
-        return AS_OK;
-    }
-    return err;
+                 pod->name, node_name, dc.out.reason[0] ? dc.out.reason : "it does not fit");
+    decision_end(&dc);
+    return err == AS_ECONFLICT ? AS_OK : err;
 }
 
 /* See volcano.h. */

@@ -208,3 +208,13 @@ void core_decision_end(const core *c, uint64_t revision)
     if (c->ports.decision_end)
         c->ports.decision_end(c->ports.arg, revision);
 }
+
+/* See context.h. */
+decision_ports core_decision_ports(const core *c,
+                                   as_err (*bind)(void *arg, const decision *d, as_diag *diag),
+                                   void (*report)(void *arg, const decision *d), void *arg)
+{
+    decision_ports p = {
+        c->ports.decision_begin, c->ports.decision_end, c->ports.arg, bind, report, arg};
+    return p;
+}

@@ -7,16 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The binder keys a pod by its UID, or by namespace/name when it has none
- * (embedded clusters written by hand). */
-static void uid_key(const model_pod *pod, char *out, size_t len)
-{
-    if (pod->uid && pod->uid[0])
-        snprintf(out, len, "%s", pod->uid);
-    else
-        snprintf(out, len, "%s/%s", pod->ns, pod->name);
-}
-
 /* See decision.h. */
 void decision_begin(decision *d, binder *b, const decision_ports *ports)
 {
@@ -25,15 +15,16 @@ void decision_begin(decision *d, binder *b, const decision_ports *ports)
     d->ports = ports;
     d->out.chosen = -1;
     if (ports && ports->gate_begin)
-        d->ticket = ports->gate_begin(ports->arg);
+        d->ticket = ports->gate_begin(ports->gate_arg);
 }
 
 /* See decision.h. */
 as_err decision_reserve(decision *d, const model_pod *pod, const sched_candidate *cands, size_t n)
 {
-    assert(d->state == DECISION_OPEN);
+    assert(d->state == DECISION_OPEN || d->state == DECISION_REFUSED);
     d->pod = pod;
-    uid_key(pod, d->uid, sizeof d->uid);
+    char tmp[sizeof d->uid];
+    snprintf(d->uid, sizeof d->uid, "%s", model_pod_key(pod, tmp, sizeof tmp, NULL));
     d->err = binder_commit(d->binder, pod, cands, n, &d->out);
     d->state = d->err == AS_OK ? DECISION_RESERVED : DECISION_REFUSED;
     return d->err;
@@ -42,7 +33,7 @@ as_err decision_reserve(decision *d, const model_pod *pod, const sched_candidate
 /* See decision.h. */
 as_err decision_reserve_noted(decision *d, const char *uid, const char *node_name)
 {
-    assert(d->state == DECISION_OPEN);
+    assert(d->state == DECISION_OPEN || d->state == DECISION_REFUSED);
     snprintf(d->uid, sizeof d->uid, "%s", uid);
     d->err = binder_bind_noted(d->binder, uid, node_name, &d->out);
     d->state = d->err == AS_OK ? DECISION_RESERVED : DECISION_REFUSED;
@@ -53,7 +44,7 @@ as_err decision_reserve_noted(decision *d, const char *uid, const char *node_nam
 as_err decision_bind(decision *d, as_diag *diag)
 {
     assert(d->state == DECISION_RESERVED);
-    if (d->out.how == BINDER_IDEMPOTENT || !d->ports || !d->ports->bind) {
+    if (!d->ports || !d->ports->bind) {
         d->state = DECISION_BOUND;
         return AS_OK;
     }
@@ -85,7 +76,7 @@ void decision_end(decision *d)
     if (d->ports && d->ports->report)
         d->ports->report(d->ports->arg, d);
     if (d->ports && d->ports->gate_end)
-        d->ports->gate_end(d->ports->arg, d->ticket);
+        d->ports->gate_end(d->ports->gate_arg, d->ticket);
     d->state = DECISION_ENDED;
 }
 

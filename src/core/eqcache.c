@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "agentsched/core/pred.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/sync.h"
 
 #define NONE UINT32_MAX
@@ -177,17 +178,7 @@ static void pod_key(const model_pod *pod, keybuf *k)
 
 static uint64_t key_hash(const unsigned char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ULL;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
-        h ^= h >> 31;
-    }
-    for (; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
-    h ^= h >> 29;
+    uint64_t h = hash_bytes((const char *)p, n);
     return h ? h : 1; /* 0 marks an empty doorkeeper slot */
 }
 

@@ -13,6 +13,8 @@
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/core/eqcache.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/metrics.h"
 #include "agentsched/k8s/bind.h"
@@ -35,12 +37,13 @@ typedef struct fp_worker {
 
 #define POLICY_REFRESH 64
 
+/* A reserved decision waiting for its API bind; the decision's pod is
+ * borrowed from the in-flight queue entry, and its gate (shard.h gating)
+ * is held until the bind is done. */
 typedef struct bind_job {
     struct queue_entry *e;
-    const model_pod *pod; /* borrowed from the in-flight queue entry */
-    char node[256];
     uint64_t added_ns;
-    uint64_t shard_rev; /* held until the API bind is done (shard.h gating) */
+    decision dc;
 } bind_job;
 
 typedef struct report_job {
@@ -61,7 +64,8 @@ typedef struct fp_metrics {
 } fp_metrics;
 
 struct fastpath {
-    core *core; /* borrowed */
+    decision_ports dports; /* the core's gate, fp_bind_port */
+    core *core;            /* borrowed */
     fastpath_config cfg;
     fastpath_ops ops;
     bool live;
@@ -112,18 +116,6 @@ struct fastpath {
     fastpath_stats st; /* atomics */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t now_ms(void)
-{
-    return (int64_t)(now_ns() / 1000000u);
-}
-
 static void inc(uint64_t *v)
 {
     __atomic_add_fetch(v, 1, __ATOMIC_RELAXED);
@@ -134,26 +126,16 @@ static uint64_t load(const uint64_t *v)
     return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+/* The chained hashes of report keys and node signatures: each piece folded
+ * into the running value with base/hash's mixer. */
+static uint64_t chain_bytes(uint64_t h, const void *p, size_t n)
 {
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ c[i]) * 1099511628211ULL;
-    return h;
+    return hash_mix(h ^ hash_bytes(p, n), 0x9E3779B97F4A7C15ull);
 }
 
-static uint64_t hash_str(uint64_t h, const char *s)
+static uint64_t chain_str(uint64_t h, const char *s)
 {
-    return s ? hash_bytes(h, s, strlen(s)) : h;
-}
-
-/* The cache's key of a pod: uid, else "namespace/name". */
-static void pod_uid(const model_pod *p, char *out, size_t len)
-{
-    if (p->uid && p->uid[0])
-        snprintf(out, len, "%s", p->uid);
-    else
-        snprintf(out, len, "%s/%s", p->ns, p->name);
+    return s ? chain_bytes(h, s, strlen(s)) : h;
 }
 
 /* ---- live-mode ops --------------------------------------------------- */
@@ -333,11 +315,11 @@ static void *reporter_main(void *arg)
         pthread_mutex_unlock(&fp->rmu);
 
         /* Same pod, same message within the interval: already said. */
-        uint64_t key = hash_str(hash_str(1469598103934665603ULL, j.ns), j.name);
-        key = hash_str(key, j.uid) | 1;
-        uint64_t msg = hash_str(1469598103934665603ULL, j.message);
+        uint64_t key = chain_str(chain_str(1469598103934665603ULL, j.ns), j.name);
+        key = chain_str(key, j.uid) | 1;
+        uint64_t msg = chain_str(1469598103934665603ULL, j.message);
         size_t slot = key % REPORT_SLOTS;
-        int64_t t = now_ms();
+        int64_t t = clock_mono_ms();
         /* Bound, deleted or being retried meanwhile: a late "unschedulable"
          * would be wrong or stale. */
         char qkey[600];
@@ -397,9 +379,17 @@ static bool bind_wake_locked(fastpath *fp, uint64_t now, bool flush)
     return wake;
 }
 
+/* fp_bind_port is the decisions' bind: the ops' API bind of the reserved
+ * pod on its node. */
+static as_err fp_bind_port(void *arg, const decision *dc, as_diag *d)
+{
+    fastpath *fp = arg;
+    return fp->ops.bind(fp->ops.arg, dc->pod, dc->out.node, d);
+}
+
 static void bind_push(fastpath *fp, const bind_job *j)
 {
-    uint64_t now = now_ns();
+    uint64_t now = clock_mono_ns();
     pthread_mutex_lock(&fp->bmu);
     while (fp->bq_len == fp->cfg.bind_queue)
         pthread_cond_wait(&fp->bnotfull, &fp->bmu);
@@ -416,7 +406,7 @@ static void bind_push(fastpath *fp, const bind_job *j)
 static void bind_flush(fastpath *fp)
 {
     pthread_mutex_lock(&fp->bmu);
-    bool wake = bind_wake_locked(fp, now_ns(), true);
+    bool wake = bind_wake_locked(fp, clock_mono_ns(), true);
     pthread_mutex_unlock(&fp->bmu);
     if (wake)
         pthread_cond_signal(&fp->bnotempty);
@@ -456,27 +446,27 @@ static void *binder_main(void *arg)
         pthread_mutex_unlock(&fp->bmu);
 
         as_diag d = {{0}, {0}};
-        uint64_t t0 = now_ns();
-        as_err err = fp->ops.bind(fp->ops.arg, j.pod, j.node, &d);
-        core_decision_end(fp->core, j.shard_rev);
-        uint64_t t1 = now_ns();
+        uint64_t t0 = clock_mono_ns();
+        /* a failed bind unreserves inside the decision, before its gate ends */
+        as_err err = decision_bind(&j.dc, &d);
+        decision_end(&j.dc);
+        const model_pod *pod = j.dc.pod;
+        const char *node = j.dc.out.node;
+        uint64_t t1 = clock_mono_ns();
         metrics_observe(fp->m.st_api, (double)(t1 - t0) / 1e9);
         if (err == AS_OK) {
             inc(&fp->st.scheduled);
             metrics_inc(fp->m.att_scheduled);
             metrics_observe(fp->m.e2e, (double)(t1 - j.added_ns) / 1e9);
             if (fp->ops.scheduled)
-                fp->ops.scheduled(fp->ops.arg, j.pod, j.node);
-            log_debug("msg=\"bound\" pod=%s/%s node=%s api_us=%llu", j.pod->ns, j.pod->name, j.node,
+                fp->ops.scheduled(fp->ops.arg, pod, node);
+            log_debug("msg=\"bound\" pod=%s/%s node=%s api_us=%llu", pod->ns, pod->name, node,
                       (unsigned long long)((t1 - t0) / 1000));
             queue_done(q, j.e);
         } else {
-            char uid[600];
-            pod_uid(j.pod, uid, sizeof uid);
-            binder_release(fp->core->binder, uid);
             metrics_inc(fp->m.bind_failures);
-            log_info("msg=\"API bind failed; pod released\" pod=%s/%s node=%s err=\"%s\"",
-                     j.pod->ns, j.pod->name, j.node, d.msg[0] ? d.msg : as_strerror(err));
+            log_info("msg=\"API bind failed; pod released\" pod=%s/%s node=%s err=\"%s\"", pod->ns,
+                     pod->name, node, d.msg[0] ? d.msg : as_strerror(err));
             if (err == AS_ENOTFOUND) {
                 inc(&fp->st.dropped); /* deleted: the watch tells */
                 queue_done(q, j.e);
@@ -516,11 +506,12 @@ static void decide(fp_worker *w, const queue_item *it)
     fastpath *fp = w->fp;
     core *co = fp->core;
     const model_pod *pod = it->pod;
-    uint64_t t0 = now_ns();
-    /* Held from evaluation until the pod is bound on the API server, or the
-     * decision is dropped (shard.h gating). */
-    uint64_t shard_rev = core_decision_begin(co);
-    bool shard_held = true;
+    uint64_t t0 = clock_mono_ns();
+    /* Its gate is held from evaluation until the pod is bound on the API
+     * server, or the decision is dropped (shard.h gating). */
+    decision dc;
+    decision_begin(&dc, co->binder, &fp->dports);
+    bool held = true;
     metrics_observe(fp->m.st_wait, (double)(t0 - it->active_ns) / 1e9);
     if (!w->pol || ++w->since_pol >= POLICY_REFRESH) {
         if (w->pol)
@@ -564,7 +555,7 @@ static void decide(fp_worker *w, const queue_item *it)
     } else {
         err = sched_evaluate(co->cache, &req, &res);
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = clock_mono_ns();
     metrics_observe(fp->m.st_eval, (double)(t1 - t0) / 1e9);
     if (err) {
         metrics_inc(fp->m.att_error);
@@ -598,9 +589,9 @@ static void decide(fp_worker *w, const queue_item *it)
         report_push(fp, j);
         goto done;
     }
-    binder_outcome oc;
-    err = binder_commit(co->binder, pod, res.cand, nc, &oc);
-    uint64_t t2 = now_ns();
+    err = decision_reserve(&dc, pod, res.cand, nc);
+    const binder_outcome oc = dc.out;
+    uint64_t t2 = clock_mono_ns();
     metrics_observe(fp->m.st_binder, (double)(t2 - t1) / 1e9);
     /* Every candidate tried before the chosen one was refused. */
     uint32_t refused = err == AS_OK ? (uint32_t)oc.chosen : nc;
@@ -617,13 +608,12 @@ static void decide(fp_worker *w, const queue_item *it)
             inc(&fp->st.accepted_idempotent);
             metrics_inc(fp->m.b_idempotent);
         }
-        bind_job j = {it->e, pod, "", it->added_ns, shard_rev};
-        snprintf(j.node, sizeof j.node, "%s", oc.node);
-        shard_held = false; /* the bind worker ends the decision */
+        bind_job j = {it->e, it->added_ns, dc};
+        held = false; /* the bind worker ends the decision */
         bind_push(fp, &j);
     } else if (err == AS_ECONFLICT) {
-        char uid[600];
-        pod_uid(pod, uid, sizeof uid);
+        char tmp[600];
+        const char *uid = model_pod_key(pod, tmp, sizeof tmp, NULL);
         cache_pod_info info;
         cache_pod_lookup(co->cache, uid, &info);
         if (info.state != CACHE_POD_ABSENT) {
@@ -644,10 +634,10 @@ static void decide(fp_worker *w, const queue_item *it)
         queue_backoff(fp->q, it->e);
     }
 done:
-    if (shard_held)
-        core_decision_end(co, shard_rev);
+    if (held)
+        decision_end(&dc);
     sched_result_free(&res);
-    __atomic_add_fetch(&w->busy_ns, now_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&w->busy_ns, clock_mono_ns() - t0, __ATOMIC_RELAXED);
 }
 
 static uint64_t thread_cpu_ns(void)
@@ -699,18 +689,18 @@ static uint64_t node_signature(cache *c)
     for (size_t i = 0; i < n; i++) {
         const cache_node *node = cache_node_at(c, i);
         const model_node *sp = node->spec;
-        h = hash_bytes(h, &node->id, sizeof node->id);
-        h = hash_bytes(h, &node->alloc, sizeof node->alloc);
+        h = chain_bytes(h, &node->id, sizeof node->id);
+        h = chain_bytes(h, &node->alloc, sizeof node->alloc);
         unsigned char flags[3] = {node->ready, node->unschedulable, cache_node_in_shard(node)};
-        h = hash_bytes(h, flags, sizeof flags);
+        h = chain_bytes(h, flags, sizeof flags);
         for (uint32_t t = 0; t < sp->ntaints; t++) {
-            h = hash_str(h, sp->taints[t].key);
-            h = hash_str(h, sp->taints[t].value);
-            h = hash_bytes(h, &sp->taints[t].effect, sizeof sp->taints[t].effect);
+            h = chain_str(h, sp->taints[t].key);
+            h = chain_str(h, sp->taints[t].value);
+            h = chain_bytes(h, &sp->taints[t].effect, sizeof sp->taints[t].effect);
         }
         for (uint32_t l = 0; l < sp->labels.n; l++) {
-            h = hash_str(h, sp->labels.items[l].key);
-            h = hash_str(h, sp->labels.items[l].value);
+            h = chain_str(h, sp->labels.items[l].key);
+            h = chain_str(h, sp->labels.items[l].value);
         }
     }
     cache_read_unlock(c);
@@ -746,16 +736,12 @@ static void *watcher_main(void *arg)
     fastpath *fp = arg;
     pthread_setname_np(pthread_self(), "as-fp-watch");
     cache *c = fp->core->cache;
-    uint64_t win_start = now_ns(), win_busy = 0;
+    uint64_t win_start = clock_mono_ns(), win_busy = 0;
     fp->node_sig = node_signature(c);
     for (;;) {
         pthread_mutex_lock(&fp->wmu);
         if (!fp->wstop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += (long)(fp->cfg.poll_ms % 1000) * 1000000;
-            ts.tv_sec += fp->cfg.poll_ms / 1000 + ts.tv_nsec / 1000000000;
-            ts.tv_nsec %= 1000000000;
+            struct timespec ts = clock_deadline_ms((int64_t)fp->cfg.poll_ms);
             pthread_cond_timedwait(&fp->wcond, &fp->wmu, &ts);
         }
         bool stop = fp->wstop;
@@ -779,7 +765,7 @@ static void *watcher_main(void *arg)
         }
         publish_metrics(fp);
         bind_flush(fp); /* bounds the deferral whatever the workers do */
-        uint64_t t = now_ns();
+        uint64_t t = clock_mono_ns();
         if (t - win_start >= 1000000000u) {
             uint64_t busy = 0;
             size_t nw = __atomic_load_n(&fp->nworkers_started, __ATOMIC_ACQUIRE);
@@ -843,6 +829,7 @@ as_err fastpath_new(core *c, const fastpath_config *cfg, const fastpath_ops *ops
         fp->live = true;
         fp->ops = (fastpath_ops){live_bind, live_unschedulable, live_scheduled, c};
     }
+    fp->dports = core_decision_ports(c, fp_bind_port, NULL, fp);
     if (!fp->ops.bind) {
         free(fp);
         return as_diag_set(diag, AS_EINVAL, NULL, "fast path: no bind function");
@@ -877,11 +864,7 @@ as_err fastpath_new(core *c, const fastpath_config *cfg, const fastpath_ops *ops
     pthread_mutex_init(&fp->rmu, NULL);
     pthread_cond_init(&fp->rcond, NULL);
     pthread_mutex_init(&fp->wmu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&fp->wcond, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&fp->wcond);
     declare_metrics(fp);
     metrics_set(fp->m.nworkers, fp->cfg.workers);
     *out = fp;
@@ -1036,8 +1019,8 @@ bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
     }
     if (!pod || (ev != K8S_EV_ADDED && ev != K8S_EV_MODIFIED && ev != K8S_EV_DELETED))
         return false;
-    char uid[600];
-    pod_uid(pod, uid, sizeof uid);
+    char tmp[600];
+    const char *uid = model_pod_key(pod, tmp, sizeof tmp, NULL);
     if (ev == K8S_EV_DELETED) {
         queue_remove(fp->q, uid);
         if (pod->node_name)
@@ -1093,7 +1076,7 @@ void fastpath_get_stats(fastpath *fp, fastpath_stats *out)
 /* See fastpath.h. */
 bool fastpath_wait_idle(fastpath *fp, int64_t timeout_ms)
 {
-    int64_t end = now_ms() + timeout_ms;
+    int64_t end = clock_mono_ms() + timeout_ms;
     for (;;) {
         queue_stats qs;
         queue_get_stats(fp->q, &qs);
@@ -1102,7 +1085,7 @@ bool fastpath_wait_idle(fastpath *fp, int64_t timeout_ms)
         pthread_mutex_unlock(&fp->bmu);
         if (!qs.active && !qs.inflight && !binds)
             return true;
-        if (now_ms() >= end)
+        if (clock_mono_ms() >= end)
             return false;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);

@@ -21,6 +21,7 @@
 #include "agentsched/base/metrics.h"
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
+#include "agentsched/core/decision.h"
 #include "agentsched/core/score.h"
 #include "agentsched/model/model.h"
 
@@ -128,5 +129,13 @@ bool core_live(const core *c);
 bool core_synced(const core *c);
 uint64_t core_decision_begin(const core *c);
 void core_decision_end(const core *c, uint64_t revision);
+
+/* core_decision_ports returns the ports of a decision (decision.h) taken
+ * on this core: its gate is the server's (core_ports.decision_begin/end,
+ * the NodeShard window), bind, report and arg the entry point's (each may
+ * be NULL). */
+decision_ports core_decision_ports(const core *c,
+                                   as_err (*bind)(void *arg, const decision *d, as_diag *diag),
+                                   void (*report)(void *arg, const decision *d), void *arg);
 
 #endif

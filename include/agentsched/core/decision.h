@@ -30,8 +30,9 @@
  *
  * A decision is a value: it lives on the caller's stack, or is copied into
  * a job for another thread (the fast path's bind stage). For each
- * decision_begin exactly one decision_end; reserve at most once; bind only
- * after a successful reserve, at most once. Breaking these is a bug in the
+ * decision_begin exactly one decision_end; reserve until one succeeds (a
+ * refused reserve may be tried again, e.g. once the pod is noted); bind
+ * only after a successful reserve, at most once. Breaking these is a bug in the
  * entry point and asserts. Thread-safe as the binder is: one decision is
  * used by one thread at a time.
  */
@@ -49,12 +50,15 @@
 
 typedef struct decision decision;
 
-/* What an entry point plugs into the cycle; every member may be NULL (no
- * gate, nothing to bind, nothing to report). arg is handed back to each. */
+/* What plugs into the cycle; every function may be NULL (no gate, nothing
+ * to bind, nothing to report). The gate is the server's (gate_arg handed
+ * back to it: core_decision_ports fills it from the core), bind and report
+ * the entry point's (arg handed back to them). */
 typedef struct decision_ports {
     /* gate_begin enters the gate and returns a ticket for gate_end. */
-    uint64_t (*gate_begin)(void *arg);
-    void (*gate_end)(void *arg, uint64_t ticket);
+    uint64_t (*gate_begin)(void *gate_arg);
+    void (*gate_end)(void *gate_arg, uint64_t ticket);
+    void *gate_arg;
     /* bind makes the reservation real (pods/binding, UID precondition):
      * AS_OK, or an error with diag filled; the cycle then unreserves. */
     as_err (*bind)(void *arg, const decision *d, as_diag *diag);
@@ -102,8 +106,10 @@ as_err decision_reserve_noted(decision *d, const char *uid, const char *node_nam
 
 /* decision_bind calls the ports' bind for a reserved decision; on its
  * failure unreserves (binder_release) and returns its error. AS_OK without
- * a call when the reservation was idempotent (already bound to that node)
- * or the ports have no bind. */
+ * a call when the ports have no bind. (A reservation the binder found
+ * already in place, d->out.how == BINDER_IDEMPOTENT, is the port's to
+ * judge: the extender's bind verb posts nothing for it, the fast path
+ * binds it.) */
 as_err decision_bind(decision *d, as_diag *diag);
 
 /* decision_unreserve gives up a reservation that will not be bound (the

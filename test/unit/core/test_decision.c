@@ -101,7 +101,7 @@ Test(decision, reserve_bind_report_in_order)
 {
     add("n1", 4000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     sched_result res;
     evaluate(p, &res);
@@ -122,7 +122,7 @@ Test(decision, failed_bind_unreserves_once)
 {
     add("n1", 1000);
     rec r = {.bind_result = AS_ECONFLICT};
-    decision_ports ports = {gate_begin, gate_end, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     sched_result res;
     evaluate(p, &res);
@@ -157,7 +157,7 @@ Test(decision, refused_reserve_binds_nothing_and_still_leaves_the_gate)
 {
     add("n1", 1000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     model_pod *q = fx_pod("b", "ub", 1000, 0);
     sched_result rp, rq;
@@ -199,7 +199,7 @@ Test(decision, noted_reserve_needs_a_note)
 {
     add("n1", 4000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
     decision d;
     decision_begin(&d, b, &ports);
     cr_assert_eq(decision_reserve_noted(&d, "nobody", "n1"), AS_ENOTFOUND);
@@ -224,7 +224,7 @@ Test(decision, no_bind_port_keeps_the_reservation)
 {
     add("n1", 4000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, NULL, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, NULL, report, &r};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     sched_result res;
     evaluate(p, &res);
