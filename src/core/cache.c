@@ -1,7 +1,12 @@
 /*
  * cache.c - the shard-aware node cache (see cache.h for the concurrency
- * model, cache_int.h for the layout, cache_acct.c for how pods are charged
- * to nodes).
+ * model, cache_acct.h for how pods are charged to nodes).
+ *
+ * Layout: a dense array of cnode pointers (slot = index; the last node moves
+ * into a removed slot), plus an open-addressing hash name -> cnode that
+ * readers probe under the read lock. Both change only under the write lock.
+ * Pods, the per-name records and the change log are the accounting's
+ * (cache_int.h), embedded here.
  */
 #include "agentsched/core/cache.h"
 
@@ -19,7 +24,42 @@
 #include "agentsched/core/gpu.h"
 #include "agentsched/base/sync.h"
 #include "cache_acct.h"
-#include "cache_int.h"
+
+/* The public pod states and log capacity are the accounting's. */
+static_assert((int)CACHE_POD_ABSENT == (int)CACHE_ACCT_ABSENT, "pod states");
+static_assert((int)CACHE_POD_ASSUMED == (int)CACHE_ACCT_ASSUMED, "pod states");
+static_assert((int)CACHE_POD_BOUND == (int)CACHE_ACCT_BOUND, "pod states");
+static_assert(CACHE_LOG_CAP == CACHE_ACCT_LOG_CAP, "change log capacity");
+
+typedef struct cnode {
+    cache_node pub;       /* first: cache_node * and cnode * convert */
+    cache_acct_node acct; /* the accounting's view of pub */
+    prec *rec;
+    uint64_t epoch;
+} cnode;
+
+struct cache {
+    model_registry *reg;
+    pthread_mutex_t wmu;
+    pthread_rwlock_t rw;
+
+    cnode **nodes;
+    void **slabs; /* cnode slabs (CNODE_SLAB each), freed with the cache */
+    size_t nslabs;
+    cnode *free_cnodes; /* recycled cnodes, linked through rec */
+    size_t nnodes, nodes_cap;
+    size_t max_nodes, max_pods; /* CACHE_MAX_NODES/PODS or lower (cache_set_limits) */
+    table by_name;              /* name -> cnode (key owned by the rec) */
+
+    table shard; /* names (owned char *) in the shard */
+    bool shard_applied;
+    int mode;           /* (atomic) cache_shard_mode */
+    uint64_t shard_rev; /* (atomic) */
+
+    uint64_t next_id;
+    uint64_t node_events, pod_events;
+    cache_acct acct; /* pods, records, counters, change log */
+};
 
 /* See cache.h. */
 uint64_t cache_name_hash(const char *s, size_t len)
@@ -50,6 +90,14 @@ static cnode *cnode_alloc(cache *c)
     cnode *n = c->free_cnodes;
     c->free_cnodes = (cnode *)n->rec;
     memset(n, 0, sizeof *n);
+    n->acct = (cache_acct_node){
+        .requested = n->pub.requested,
+        .gpu_used = n->pub.gpu_used,
+        .generation = &n->pub.generation,
+        .bind_version = &n->pub.bind_version,
+        .slot = &n->pub.slot,
+        .ngpus = &n->pub.ngpus,
+    };
     return n;
 }
 
@@ -117,7 +165,7 @@ as_err cache_new(model_registry *reg, cache **out)
     pthread_rwlock_init(&c->rw, &attr);
     pthread_rwlockattr_destroy(&attr);
     c->next_id = 1;
-    c->epoch = 1;
+    c->acct.epoch = 1;
     c->max_nodes = CACHE_MAX_NODES;
     c->max_pods = CACHE_MAX_PODS;
     *out = c;
@@ -138,15 +186,7 @@ void cache_free(cache *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->pods.cap; i++)
-        if (c->pods.t[i].k)
-            free(c->pods.t[i].v);
-    for (size_t i = 0; i < c->recs.cap; i++)
-        if (c->recs.t[i].k) {
-            prec *r = c->recs.t[i].v;
-            free(r->name);
-            free(r);
-        }
+    cache_acct_free(&c->acct);
     for (size_t i = 0; i < c->nnodes; i++) {
         model_node_free((model_node *)c->nodes[i]->pub.spec);
     }
@@ -158,8 +198,6 @@ void cache_free(cache *c)
             free(c->shard.t[i].v);
     free(c->nodes);
     table_free(&c->by_name);
-    table_free(&c->recs);
-    table_free(&c->pods);
     table_free(&c->shard);
     pthread_rwlock_destroy(&c->rw);
     pthread_mutex_destroy(&c->wmu);
@@ -289,7 +327,7 @@ cache_shard_mode cache_get_shard_mode(const cache *c)
 /* See cache.h. */
 uint64_t cache_log_head(const cache *c)
 {
-    return __atomic_load_n(&c->log_head, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&c->acct.log_head, __ATOMIC_ACQUIRE);
 }
 
 /* See cache.h. */
@@ -301,7 +339,8 @@ bool cache_log_read(const cache *c, uint64_t from, size_t n, uint32_t *out)
         /* The head (acquired by the caller) was published after entry
          * from + i was written, so this load sees that write or a later
          * reuse, whose tag differs. */
-        uint64_t e = __atomic_load_n(&c->log[(from + i) & (CACHE_LOG_CAP - 1)], __ATOMIC_RELAXED);
+        uint64_t e =
+            __atomic_load_n(&c->acct.log[(from + i) & (CACHE_LOG_CAP - 1)], __ATOMIC_RELAXED);
         uint32_t slot = (uint32_t)(e & LOG_SLOT_NONE);
         if ((e & ~(uint64_t)LOG_SLOT_NONE) != log_tag(from + i) || slot == LOG_SLOT_NONE)
             return false;
@@ -327,7 +366,7 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&c->wmu);
-    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->acct.pods, uid, strlen(uid)) : NULL;
     if (e) {
         out->state = (cache_pod_state)e->state;
         copy_str(out->node, sizeof out->node, e->rec->name, e->rec->len);
@@ -348,30 +387,24 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
 
     pthread_mutex_lock(&c->wmu);
     c->pod_events++;
-    pentry *e = table_get(&c->pods, uid, uid_len);
+    pentry *e = table_get(&c->acct.pods, uid, uid_len);
     bool terminal = model_pod_is_terminal(pod);
     const char *node = pod->node_name && pod->node_name[0] ? pod->node_name : NULL;
 
     if (terminal || !node) {
         /* An ASSUMED pod seen unbound is our own bind the watch has not
          * caught up with; its expiry governs it. */
-        if (e && (terminal || e->state == CACHE_POD_BOUND))
-            cache_acct_drop(c, e);
+        if (e && (terminal || e->state == CACHE_ACCT_BOUND))
+            cache_acct_drop(&c->acct, e);
         else if (e)
-            e->epoch = c->epoch;
+            e->epoch = c->acct.epoch;
         goto done;
     }
 
     size_t node_len = strlen(node);
     if (e && e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0 &&
         cache_acct_same_request(e, pod)) {
-        if (e->state == CACHE_POD_ASSUMED) {
-            cache_acct_assumed_unlink(c, e);
-            c->pods_assumed--;
-            c->pods_bound++;
-            e->state = CACHE_POD_BOUND;
-        }
-        e->epoch = c->epoch;
+        cache_acct_confirm(&c->acct, e);
         goto done;
     }
     /* New, moved, or resized: replace the entry wholesale. A pod resized
@@ -380,8 +413,8 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
     if (e) {
         if (e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0)
             keep_devices = e->gpu_devices;
-        cache_acct_drop(c, e);
-    } else if (c->pods.n >= c->max_pods) {
+        cache_acct_drop(&c->acct, e);
+    } else if (c->acct.pods.n >= c->max_pods) {
         err = AS_ELIMIT;
         goto done;
     }
@@ -391,7 +424,7 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
         goto done;
     }
     ne->gpu_devices = keep_devices;
-    err = cache_acct_insert(c, ne, node, node_len, CACHE_POD_BOUND, true);
+    err = cache_acct_insert(&c->acct, ne, node, node_len, CACHE_ACCT_BOUND, true);
     if (err != AS_OK)
         free(ne);
 done:
@@ -405,9 +438,9 @@ as_err cache_pod_delete(cache *c, const char *uid)
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
     c->pod_events++;
-    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->acct.pods, uid, strlen(uid)) : NULL;
     if (e)
-        cache_acct_drop(c, e);
+        cache_acct_drop(&c->acct, e);
     else
         err = AS_ENOTFOUND;
     pthread_mutex_unlock(&c->wmu);
@@ -431,9 +464,9 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
     /* The writer mutex excludes structural changes, so the node array is
      * stable here without the read lock. */
     cache_node *node = cache_node_get(c, slot, id);
-    pentry *e = table_get(&c->pods, uid, uid_len);
+    pentry *e = table_get(&c->acct.pods, uid, uid_len);
     if (e) {
-        bool same = node && e->rec->node == (cnode *)node;
+        bool same = node && e->rec->node == &((cnode *)node)->acct;
         if (same && gpu_devices)
             *gpu_devices = e->gpu_devices;
         *result = same ? CACHE_ASSUME_SAME_NODE : CACHE_ASSUME_OTHER_NODE;
@@ -464,7 +497,7 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
         }
         *result = CACHE_ASSUME_RECHECKED;
     }
-    if (c->pods.n >= c->max_pods) {
+    if (c->acct.pods.n >= c->max_pods) {
         err = AS_ELIMIT;
         goto done;
     }
@@ -475,7 +508,7 @@ as_err cache_assume_if(cache *c, const model_pod *pod, uint32_t slot, uint64_t i
     }
     ne->gpu_devices = dev;
     ne->assumed_at_ms = clock_now_ms();
-    err = cache_acct_insert(c, ne, n->rec->name, n->rec->len, CACHE_POD_ASSUMED, false);
+    err = cache_acct_insert(&c->acct, ne, n->rec->name, n->rec->len, CACHE_ACCT_ASSUMED, false);
     if (err != AS_OK) {
         free(ne);
         goto done;
@@ -492,13 +525,13 @@ as_err cache_forget(cache *c, const char *uid)
 {
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
-    pentry *e = uid ? table_get(&c->pods, uid, strlen(uid)) : NULL;
+    pentry *e = uid ? table_get(&c->acct.pods, uid, strlen(uid)) : NULL;
     if (!e)
         err = AS_ENOTFOUND;
-    else if (e->state != CACHE_POD_ASSUMED)
+    else if (e->state != CACHE_ACCT_ASSUMED)
         err = AS_ECONFLICT;
     else
-        cache_acct_drop(c, e);
+        cache_acct_drop(&c->acct, e);
     pthread_mutex_unlock(&c->wmu);
     return err;
 }
@@ -506,17 +539,8 @@ as_err cache_forget(cache *c, const char *uid)
 /* See cache.h. */
 as_err cache_expire_assumed(cache *c, int64_t now, int64_t ttl_ms, size_t *n)
 {
-    size_t count = 0;
     pthread_mutex_lock(&c->wmu);
-    pentry *e = c->assumed;
-    while (e) {
-        pentry *next = e->anext;
-        if (e->assumed_at_ms < now - ttl_ms) {
-            cache_acct_drop(c, e);
-            count++;
-        }
-        e = next;
-    }
+    size_t count = cache_acct_expire(&c->acct, now, ttl_ms);
     pthread_mutex_unlock(&c->wmu);
     if (n)
         *n = count;
@@ -571,36 +595,16 @@ as_err cache_node_upsert(cache *c, model_node *node)
         set_spec(n, node);
         /* Logged under the write lock: the old spec is freed below, and a
          * reader that still remembers this slot must re-read it first. */
-        log_node(n);
+        log_node(&c->acct, &n->acct);
         pthread_rwlock_unlock(&c->rw);
-        n->epoch = c->epoch;
+        n->epoch = c->acct.epoch;
         if (old->ngpus != node->ngpus) {
-            /* Device indexes may no longer exist: re-place the shares on
-             * the new device set. Pass 0 keeps every still-valid placement
-             * and clears the others; pass 1 re-picks the cleared ones. */
-            for (int d = 0; d < MODEL_MAX_GPUS; d++)
-                __atomic_store_n(&n->pub.gpu_used[d], 0, __ATOMIC_RELAXED);
-            for (int pass = 0; pass < 2; pass++)
-                for (pentry *e = n->rec->pods; e; e = e->next) {
-                    if (!e->gpu_count)
-                        continue;
-                    if (pass == 0 && !cache_acct_devices_valid(n, e)) {
-                        e->gpu_devices = 0;
-                        continue;
-                    }
-                    if (pass == 1) {
-                        if (e->gpu_devices)
-                            continue;
-                        e->gpu_devices = cache_acct_pick_devices(n, e);
-                    }
-                    for (uint32_t m = e->gpu_devices; m; m &= m - 1)
-                        __atomic_add_fetch(&n->pub.gpu_used[__builtin_ctz(m)], e->gpu_milli,
-                                           __ATOMIC_RELAXED);
-                }
+            /* Device indexes may no longer exist. */
+            cache_acct_replace_devices(n->rec);
         }
-        bump_generation(n);
-        bump_bind_version(n);
-        log_node(n);
+        bump_generation(&n->acct);
+        bump_bind_version(&n->acct);
+        log_node(&c->acct, &n->acct);
         model_node_free((model_node *)old);
         goto done;
     }
@@ -611,24 +615,23 @@ as_err cache_node_upsert(cache *c, model_node *node)
         err = AS_ELIMIT;
         goto done;
     }
-    prec *r = cache_acct_rec_get(c, node->name, len, true);
+    prec *r = cache_acct_rec_get(&c->acct, node->name, len, true);
     n = cnode_alloc(c);
     if (!r || !n) {
         cnode_release(c, n);
         if (r)
-            cache_acct_rec_maybe_free(c, r);
+            cache_acct_rec_maybe_free(&c->acct, r);
         model_node_free(node);
         err = AS_ENOMEM;
         goto done;
     }
     set_spec(n, node);
-    n->cache = c;
     n->pub.id = c->next_id++;
     n->pub.bind_version = 1; /* 0 never matches: "always recheck" */
     n->pub.generation = 1;
     n->pub.in_shard = initial_in_shard(c, r->name, len);
     n->rec = r;
-    n->epoch = c->epoch;
+    n->epoch = c->acct.epoch;
 
     pthread_rwlock_wrlock(&c->rw);
     if (c->nnodes == c->nodes_cap) {
@@ -646,39 +649,18 @@ as_err cache_node_upsert(cache *c, model_node *node)
         goto unlock;
     n->pub.slot = (uint32_t)c->nnodes;
     c->nodes[c->nnodes++] = n;
-    r->node = n;
-    log_node(n);
+    log_node(&c->acct, &n->acct);
 unlock:
     pthread_rwlock_unlock(&c->rw);
     if (err != AS_OK) {
         cnode_release(c, n);
-        cache_acct_rec_maybe_free(c, r);
+        cache_acct_rec_maybe_free(&c->acct, r);
         model_node_free(node);
         goto done;
     }
-    /* Re-attach pods recorded against this name (node came back, or pods
-     * arrived before their node). Readers may see usage grow; that is
-     * conservative and bumps bind_version. */
-    /* Two passes: pods whose previous devices are still valid keep them
-     * (pass 0, with every pod that needs no device); the others are
-     * cleared and re-picked afterwards (pass 1), so a re-picked pod cannot
-     * take a keeper's place. */
-    for (int pass = 0; pass < 2; pass++)
-        for (pentry *e = r->pods; e; e = e->next) {
-            bool needs_device = e->gpu_count && n->pub.ngpus;
-            if (pass == 0) {
-                if (needs_device && !cache_acct_devices_valid(n, e)) {
-                    e->gpu_devices = 0;
-                    continue;
-                }
-                if (!needs_device)
-                    e->gpu_devices = 0;
-            } else if (!needs_device || e->gpu_devices) {
-                continue;
-            }
-            c->pods_detached--;
-            cache_acct_attach(c, e, pass == 1);
-        }
+    /* Only writer-mutex holders follow a record to its node, so the
+     * record learns it after the write lock. */
+    cache_acct_node_attach(&c->acct, r, &n->acct);
 done:
     pthread_mutex_unlock(&c->wmu);
     return err;
@@ -695,11 +677,10 @@ static cnode *node_remove_locked(cache *c, cnode *n)
     last->pub.slot = slot;
     /* Both slots changed: the hole now holds the last node (or nothing if
      * n was last), and the last slot is empty. */
-    log_append(c, slot);
+    log_append(&c->acct, slot);
     if (c->nnodes != slot)
-        log_append(c, (uint32_t)c->nnodes);
-    n->rec->node = NULL;
-    c->pods_detached += n->rec->npods;
+        log_append(&c->acct, (uint32_t)c->nnodes);
+    cache_acct_node_detach(&c->acct, n->rec);
     return n;
 }
 
@@ -710,7 +691,7 @@ static void node_destroy(cache *c, cnode *n)
      * devices they are reused (attach checks they are still valid). */
     model_node_free((model_node *)n->pub.spec);
     cnode_release(c, n);
-    cache_acct_rec_maybe_free(c, r);
+    cache_acct_rec_maybe_free(&c->acct, r);
 }
 
 /* See cache.h. */
@@ -743,7 +724,7 @@ done:
 uint64_t cache_sync_begin(cache *c)
 {
     pthread_mutex_lock(&c->wmu);
-    uint64_t e = ++c->epoch;
+    uint64_t e = ++c->acct.epoch;
     pthread_mutex_unlock(&c->wmu);
     return e;
 }
@@ -790,35 +771,10 @@ done:
 as_err cache_sync_end_pods(cache *c, uint64_t epoch, size_t *removed)
 {
     size_t count = 0;
-    as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
-    pentry **gone = NULL;
-    size_t ngone = 0;
-    for (size_t i = 0; i < c->pods.cap; i++) {
-        pentry *e = c->pods.t[i].k ? c->pods.t[i].v : NULL;
-        if (e && e->state == CACHE_POD_BOUND && e->epoch < epoch)
-            ngone++;
-    }
-    if (ngone) {
-        gone = malloc(ngone * sizeof *gone);
-        if (!gone) {
-            err = AS_ENOMEM;
-            goto done;
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < c->pods.cap; i++) {
-            pentry *e = c->pods.t[i].k ? c->pods.t[i].v : NULL;
-            if (e && e->state == CACHE_POD_BOUND && e->epoch < epoch)
-                gone[k++] = e;
-        }
-        for (size_t i = 0; i < ngone; i++)
-            cache_acct_drop(c, gone[i]);
-        c->pod_events += ngone;
-        count = ngone;
-    }
-done:
+    as_err err = cache_acct_drop_stale(&c->acct, epoch, &count);
+    c->pod_events += count;
     pthread_mutex_unlock(&c->wmu);
-    free(gone);
     if (removed)
         *removed = count;
     return err;
@@ -837,24 +793,24 @@ void cache_set_shard_mode(cache *c, cache_shard_mode mode)
     if (old != mode) {
         /* A stricter mode can make a fitting pod stop fitting. */
         for (size_t i = 0; i < c->nnodes; i++) {
-            bump_generation(c->nodes[i]);
-            bump_bind_version(c->nodes[i]);
-            log_node(c->nodes[i]);
+            bump_generation(&c->nodes[i]->acct);
+            bump_bind_version(&c->nodes[i]->acct);
+            log_node(&c->acct, &c->nodes[i]->acct);
         }
         __atomic_add_fetch(&c->shard_rev, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&c->wmu);
 }
 
-static void set_in_shard(cnode *n, int v)
+static void set_in_shard(cache *c, cnode *n, int v)
 {
     if (__atomic_load_n(&n->pub.in_shard, __ATOMIC_RELAXED) == v)
         return;
     __atomic_store_n(&n->pub.in_shard, v, __ATOMIC_RELAXED);
-    bump_generation(n);
+    bump_generation(&n->acct);
     if (!v)
-        bump_bind_version(n);
-    log_node(n);
+        bump_bind_version(&n->acct);
+    log_node(&c->acct, &n->acct);
 }
 
 /* See cache.h. */
@@ -888,7 +844,7 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
         /* First membership: every node's flag is decided now. */
         for (size_t i = 0; i < c->nnodes; i++) {
             cnode *nd = c->nodes[i];
-            set_in_shard(nd, table_get(&next, nd->rec->name, nd->rec->len) != NULL);
+            set_in_shard(c, nd, table_get(&next, nd->rec->name, nd->rec->len) != NULL);
         }
     } else {
         for (size_t i = 0; i < c->shard.cap; i++) {
@@ -896,7 +852,7 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
             if (h->k && !table_get(&next, h->k, h->klen)) {
                 cnode *nd = table_get(&c->by_name, h->k, h->klen);
                 if (nd)
-                    set_in_shard(nd, 0);
+                    set_in_shard(c, nd, 0);
             }
         }
         for (size_t i = 0; i < next.cap; i++) {
@@ -904,7 +860,7 @@ as_err cache_shard_apply(cache *c, const char *const *names, size_t n, uint64_t 
             if (h->k && !table_get(&c->shard, h->k, h->klen)) {
                 cnode *nd = table_get(&c->by_name, h->k, h->klen);
                 if (nd)
-                    set_in_shard(nd, 1);
+                    set_in_shard(c, nd, 1);
             }
         }
     }
@@ -943,9 +899,9 @@ void cache_get_stats(cache *c, cache_stats *out)
     for (size_t i = 0; i < c->nnodes; i++)
         if (none || cache_node_in_shard(&c->nodes[i]->pub))
             out->nodes_in_shard++;
-    out->pods_bound = c->pods_bound;
-    out->pods_assumed = c->pods_assumed;
-    out->pods_detached = c->pods_detached;
+    out->pods_bound = c->acct.pods_bound;
+    out->pods_assumed = c->acct.pods_assumed;
+    out->pods_detached = c->acct.pods_detached;
     out->node_events = c->node_events;
     out->pod_events = c->pod_events;
     pthread_mutex_unlock(&c->wmu);
@@ -957,13 +913,13 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
     as_err err = AS_OK;
     pthread_mutex_lock(&c->wmu);
     size_t bound = 0, assumed = 0, detached = 0;
-    for (size_t i = 0; i < c->pods.cap; i++) {
-        const pentry *e = c->pods.t[i].k ? c->pods.t[i].v : NULL;
+    for (size_t i = 0; i < c->acct.pods.cap; i++) {
+        const pentry *e = c->acct.pods.t[i].k ? c->acct.pods.t[i].v : NULL;
         if (!e)
             continue;
-        if (e->state == CACHE_POD_ASSUMED)
+        if (e->state == CACHE_ACCT_ASSUMED)
             assumed++;
-        else if (e->state == CACHE_POD_BOUND)
+        else if (e->state == CACHE_ACCT_BOUND)
             bound++;
         else {
             err = as_diag_set(diag, AS_EINTERNAL, NULL, "pod %s has state %d", e->uid, e->state);
@@ -972,16 +928,18 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
         if (!e->rec->node)
             detached++;
     }
-    if (bound != c->pods_bound || assumed != c->pods_assumed || detached != c->pods_detached) {
+    if (bound != c->acct.pods_bound || assumed != c->acct.pods_assumed ||
+        detached != c->acct.pods_detached) {
         err = as_diag_set(diag, AS_EINTERNAL, NULL,
                           "pod counters bound=%zu/%zu assumed=%zu/%zu detached=%zu/%zu", bound,
-                          c->pods_bound, assumed, c->pods_assumed, detached, c->pods_detached);
+                          c->acct.pods_bound, assumed, c->acct.pods_assumed, detached,
+                          c->acct.pods_detached);
         goto done;
     }
     for (size_t i = 0; i < c->nnodes; i++) {
         const cnode *n = c->nodes[i];
         const model_node *spec = n->pub.spec;
-        if (n->pub.slot != i || n->rec->node != n) {
+        if (n->pub.slot != i || n->rec->node != &n->acct) {
             err =
                 as_diag_set(diag, AS_EINTERNAL, NULL, "node %s: slot/record mismatch", spec->name);
             goto done;
@@ -995,13 +953,13 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
             for (uint32_t m = e->req_mask; m; m &= m - 1) {
                 int r = __builtin_ctz(m);
                 sum[r] += e->req[k];
-                if (e->state == CACHE_POD_ASSUMED)
+                if (e->state == CACHE_ACCT_ASSUMED)
                     asum[r] += e->req[k];
                 k++;
             }
             for (uint32_t m = e->gpu_devices; m; m &= m - 1)
                 gsum[__builtin_ctz(m)] += e->gpu_milli;
-            if (e->state == CACHE_POD_ASSUMED)
+            if (e->state == CACHE_ACCT_ASSUMED)
                 gassumed |= e->gpu_devices;
             npods++;
         }

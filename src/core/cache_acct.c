@@ -7,36 +7,43 @@
 
 #include "agentsched/core/gpu.h"
 
+/* Device d's usage on n (the writer mutex orders it; readers may load it
+ * concurrently, hence atomic). */
+static inline int32_t gpu_used(const cache_acct_node *n, int d)
+{
+    return __atomic_load_n(&n->gpu_used[d], __ATOMIC_RELAXED);
+}
+
 /* usage_apply adds (sign > 0) or removes the pod's usage on n. An increase
  * bumps bind_version last; a decrease only generation (it can only make
  * more pods fit, so earlier fit decisions stay valid). */
-static void usage_apply(cnode *n, const pentry *e, int sign)
+static void usage_apply(cache_acct *a, const cache_acct_node *n, const pentry *e, int sign)
 {
+    int64_t *requested = n->requested;
+    int32_t *used = n->gpu_used;
     int k = 0;
     for (uint32_t m = e->req_mask; m; m &= m - 1) {
         int r = __builtin_ctz(m);
-        __atomic_add_fetch(&n->pub.requested[r], sign * e->req[k++], __ATOMIC_RELAXED);
+        __atomic_add_fetch(&requested[r], sign * e->req[k++], __ATOMIC_RELAXED);
     }
     for (uint32_t m = e->gpu_devices; m; m &= m - 1) {
         int d = __builtin_ctz(m);
-        __atomic_add_fetch(&n->pub.gpu_used[d], sign * e->gpu_milli, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&used[d], sign * e->gpu_milli, __ATOMIC_RELAXED);
     }
     bump_generation(n);
     if (sign > 0)
         bump_bind_version(n);
-    log_node(n);
+    log_node(a, n);
 }
 
 /* See cache_acct.h. */
-uint32_t cache_acct_pick_devices(const cnode *n, const pentry *e)
+uint32_t cache_acct_pick_devices(const cache_acct_node *n, const pentry *e)
 {
-    uint32_t ngpus = n->pub.spec->ngpus;
+    uint32_t ngpus = *n->ngpus;
     if (!e->gpu_count || !ngpus)
         return 0;
-    if (ngpus > MODEL_MAX_GPUS)
-        ngpus = MODEL_MAX_GPUS;
     uint32_t dev = 0;
-    if (gpu_choose(e->gpu_count, (uint32_t)e->gpu_milli, n->pub.gpu_used, ngpus, &dev))
+    if (gpu_choose(e->gpu_count, (uint32_t)e->gpu_milli, n->gpu_used, ngpus, &dev))
         return dev;
     dev = 0;
     for (uint32_t k = 0; k < e->gpu_count && k < ngpus; k++) {
@@ -44,8 +51,7 @@ uint32_t cache_acct_pick_devices(const cnode *n, const pentry *e)
         for (uint32_t d = 0; d < ngpus; d++) {
             if (dev & (1u << d))
                 continue;
-            if (best < 0 ||
-                cache_node_gpu_used(&n->pub, (int)d) < cache_node_gpu_used(&n->pub, best))
+            if (best < 0 || gpu_used(n, (int)d) < gpu_used(n, best))
                 best = (int)d;
         }
         dev |= 1u << best;
@@ -54,14 +60,14 @@ uint32_t cache_acct_pick_devices(const cnode *n, const pentry *e)
 }
 
 /* See cache_acct.h. */
-bool cache_acct_devices_valid(const cnode *n, const pentry *e)
+bool cache_acct_devices_valid(const cache_acct_node *n, const pentry *e)
 {
-    uint32_t ngpus = n->pub.ngpus;
+    uint32_t ngpus = *n->ngpus;
     if (!e->gpu_devices || (ngpus < 32 && (e->gpu_devices >> ngpus) != 0) ||
         (uint32_t)__builtin_popcount(e->gpu_devices) != e->gpu_count)
         return false;
     for (uint32_t m = e->gpu_devices; m; m &= m - 1)
-        if (cache_node_gpu_used(&n->pub, __builtin_ctz(m)) + e->gpu_milli > MODEL_GPU_MILLI)
+        if (gpu_used(n, __builtin_ctz(m)) + e->gpu_milli > MODEL_GPU_MILLI)
             return false;
     return true;
 }
@@ -91,31 +97,31 @@ static void rec_unlink(pentry *e)
     e->next = e->prev = NULL;
 }
 
-static void assumed_link(cache *c, pentry *e)
+static void assumed_link(cache_acct *a, pentry *e)
 {
     e->aprev = NULL;
-    e->anext = c->assumed;
-    if (c->assumed)
-        c->assumed->aprev = e;
-    c->assumed = e;
+    e->anext = a->assumed;
+    if (a->assumed)
+        a->assumed->aprev = e;
+    a->assumed = e;
 }
 
 /* See cache_acct.h. */
-void cache_acct_assumed_unlink(cache *c, pentry *e)
+void cache_acct_assumed_unlink(cache_acct *a, pentry *e)
 {
     if (e->aprev)
         e->aprev->anext = e->anext;
     else
-        c->assumed = e->anext;
+        a->assumed = e->anext;
     if (e->anext)
         e->anext->aprev = e->aprev;
     e->anext = e->aprev = NULL;
 }
 
 /* See cache_acct.h. */
-prec *cache_acct_rec_get(cache *c, const char *name, size_t len, bool create)
+prec *cache_acct_rec_get(cache_acct *a, const char *name, size_t len, bool create)
 {
-    prec *r = table_get(&c->recs, name, len);
+    prec *r = table_get(&a->recs, name, len);
     if (r || !create)
         return r;
     r = calloc(1, sizeof *r);
@@ -123,7 +129,7 @@ prec *cache_acct_rec_get(cache *c, const char *name, size_t len, bool create)
         return NULL;
     r->name = strndup(name, len);
     r->len = len;
-    if (!r->name || table_put(&c->recs, r->name, len, r) != AS_OK) {
+    if (!r->name || table_put(&a->recs, r->name, len, r) != AS_OK) {
         free(r->name);
         free(r);
         return NULL;
@@ -132,11 +138,11 @@ prec *cache_acct_rec_get(cache *c, const char *name, size_t len, bool create)
 }
 
 /* See cache_acct.h. */
-void cache_acct_rec_maybe_free(cache *c, prec *r)
+void cache_acct_rec_maybe_free(cache_acct *a, prec *r)
 {
     if (r->node || r->pods)
         return;
-    table_del(&c->recs, r->name, r->len);
+    table_del(&a->recs, r->name, r->len);
     free(r->name);
     free(r);
 }
@@ -188,65 +194,203 @@ bool cache_acct_same_request(const pentry *e, const model_pod *pod)
 }
 
 /* See cache_acct.h. */
-void cache_acct_attach(cache *c, pentry *e, bool choose_devices)
+void cache_acct_attach(cache_acct *a, pentry *e, bool choose_devices)
 {
-    cnode *n = e->rec->node;
+    cache_acct_node *n = e->rec->node;
     if (!n) {
-        c->pods_detached++;
+        a->pods_detached++;
         return;
     }
     if (choose_devices && !cache_acct_devices_valid(n, e))
         e->gpu_devices = cache_acct_pick_devices(n, e);
-    usage_apply(n, e, +1);
+    usage_apply(a, n, e, +1);
 }
 
-static void detach_usage(cache *c, pentry *e)
+static void detach_usage(cache_acct *a, pentry *e)
 {
-    cnode *n = e->rec->node;
+    cache_acct_node *n = e->rec->node;
     if (!n) {
-        c->pods_detached--;
+        a->pods_detached--;
         return;
     }
-    usage_apply(n, e, -1);
+    usage_apply(a, n, e, -1);
 }
 
 /* See cache_acct.h. */
-void cache_acct_drop(cache *c, pentry *e)
+void cache_acct_drop(cache_acct *a, pentry *e)
 {
     prec *r = e->rec;
-    detach_usage(c, e);
+    detach_usage(a, e);
     rec_unlink(e);
-    if (e->state == CACHE_POD_ASSUMED) {
-        cache_acct_assumed_unlink(c, e);
-        c->pods_assumed--;
+    if (e->state == CACHE_ACCT_ASSUMED) {
+        cache_acct_assumed_unlink(a, e);
+        a->pods_assumed--;
     } else {
-        c->pods_bound--;
+        a->pods_bound--;
     }
-    table_del(&c->pods, e->uid, strlen(e->uid));
+    table_del(&a->pods, e->uid, strlen(e->uid));
     free(e);
-    cache_acct_rec_maybe_free(c, r);
+    cache_acct_rec_maybe_free(a, r);
 }
 
 /* See cache_acct.h. */
-as_err cache_acct_insert(cache *c, pentry *e, const char *node, size_t node_len,
-                         cache_pod_state state, bool choose_devices)
+as_err cache_acct_insert(cache_acct *a, pentry *e, const char *node, size_t node_len,
+                         cache_acct_state state, bool choose_devices)
 {
-    prec *r = cache_acct_rec_get(c, node, node_len, true);
+    prec *r = cache_acct_rec_get(a, node, node_len, true);
     if (!r)
         return AS_ENOMEM;
-    if (table_put(&c->pods, e->uid, strlen(e->uid), e) != AS_OK) {
-        cache_acct_rec_maybe_free(c, r);
+    if (table_put(&a->pods, e->uid, strlen(e->uid), e) != AS_OK) {
+        cache_acct_rec_maybe_free(a, r);
         return AS_ENOMEM;
     }
     e->state = (uint8_t)state;
-    e->epoch = c->epoch;
+    e->epoch = a->epoch;
     rec_link(r, e);
-    if (state == CACHE_POD_ASSUMED) {
-        assumed_link(c, e);
-        c->pods_assumed++;
+    if (state == CACHE_ACCT_ASSUMED) {
+        assumed_link(a, e);
+        a->pods_assumed++;
     } else {
-        c->pods_bound++;
+        a->pods_bound++;
     }
-    cache_acct_attach(c, e, choose_devices);
+    cache_acct_attach(a, e, choose_devices);
+    return AS_OK;
+}
+
+/* See cache_acct.h. */
+void cache_acct_free(cache_acct *a)
+{
+    for (size_t i = 0; i < a->pods.cap; i++)
+        if (a->pods.t[i].k)
+            free(a->pods.t[i].v);
+    for (size_t i = 0; i < a->recs.cap; i++)
+        if (a->recs.t[i].k) {
+            prec *r = a->recs.t[i].v;
+            free(r->name);
+            free(r);
+        }
+    table_free(&a->recs);
+    table_free(&a->pods);
+}
+
+/* See cache_acct.h. */
+void cache_acct_confirm(cache_acct *a, pentry *e)
+{
+    if (e->state == CACHE_ACCT_ASSUMED) {
+        cache_acct_assumed_unlink(a, e);
+        a->pods_assumed--;
+        a->pods_bound++;
+        e->state = CACHE_ACCT_BOUND;
+    }
+    e->epoch = a->epoch;
+}
+
+/* See cache_acct.h. */
+void cache_acct_node_attach(cache_acct *a, prec *r, cache_acct_node *n)
+{
+    r->node = n;
+    /* Readers may see usage grow; that is conservative and bumps
+     * bind_version. Two passes: pods whose previous devices are still
+     * valid keep them (pass 0, with every pod that needs no device); the
+     * others are cleared and re-picked afterwards (pass 1), so a re-picked
+     * pod cannot take a keeper's place. */
+    for (int pass = 0; pass < 2; pass++)
+        for (pentry *e = r->pods; e; e = e->next) {
+            bool needs_device = e->gpu_count && *n->ngpus;
+            if (pass == 0) {
+                if (needs_device && !cache_acct_devices_valid(n, e)) {
+                    e->gpu_devices = 0;
+                    continue;
+                }
+                if (!needs_device)
+                    e->gpu_devices = 0;
+            } else if (!needs_device || e->gpu_devices) {
+                continue;
+            }
+            a->pods_detached--;
+            cache_acct_attach(a, e, pass == 1);
+        }
+}
+
+/* See cache_acct.h. */
+void cache_acct_node_detach(cache_acct *a, prec *r)
+{
+    r->node = NULL;
+    a->pods_detached += r->npods;
+}
+
+/* See cache_acct.h. */
+void cache_acct_replace_devices(prec *r)
+{
+    cache_acct_node *n = r->node;
+    int32_t *used = n->gpu_used;
+    for (int d = 0; d < MODEL_MAX_GPUS; d++)
+        __atomic_store_n(&used[d], 0, __ATOMIC_RELAXED);
+    /* Pass 0 keeps every still-valid placement and clears the others; pass
+     * 1 re-picks the cleared ones. */
+    for (int pass = 0; pass < 2; pass++)
+        for (pentry *e = r->pods; e; e = e->next) {
+            if (!e->gpu_count)
+                continue;
+            if (pass == 0 && !cache_acct_devices_valid(n, e)) {
+                e->gpu_devices = 0;
+                continue;
+            }
+            if (pass == 1) {
+                if (e->gpu_devices)
+                    continue;
+                e->gpu_devices = cache_acct_pick_devices(n, e);
+            }
+            for (uint32_t m = e->gpu_devices; m; m &= m - 1)
+                __atomic_add_fetch(&used[__builtin_ctz(m)], e->gpu_milli, __ATOMIC_RELAXED);
+        }
+}
+
+/* See cache_acct.h. */
+size_t cache_acct_expire(cache_acct *a, int64_t now_ms, int64_t ttl_ms)
+{
+    size_t count = 0;
+    pentry *e = a->assumed;
+    while (e) {
+        pentry *next = e->anext;
+        if (e->assumed_at_ms < now_ms - ttl_ms) {
+            cache_acct_drop(a, e);
+            count++;
+        }
+        e = next;
+    }
+    return count;
+}
+
+static bool stale(const pentry *e, uint64_t epoch)
+{
+    return e && e->state == CACHE_ACCT_BOUND && e->epoch < epoch;
+}
+
+/* See cache_acct.h. */
+as_err cache_acct_drop_stale(cache_acct *a, uint64_t epoch, size_t *n)
+{
+    /* Collected first: dropping while walking the index would move
+     * entries under the walk. */
+    size_t ngone = 0;
+    *n = 0;
+    for (size_t i = 0; i < a->pods.cap; i++)
+        if (stale(a->pods.t[i].k ? a->pods.t[i].v : NULL, epoch))
+            ngone++;
+    if (!ngone)
+        return AS_OK;
+    pentry **gone = malloc(ngone * sizeof *gone);
+    if (!gone)
+        return AS_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < a->pods.cap; i++) {
+        pentry *e = a->pods.t[i].k ? a->pods.t[i].v : NULL;
+        if (stale(e, epoch))
+            gone[k++] = e;
+    }
+    for (size_t i = 0; i < ngone; i++)
+        cache_acct_drop(a, gone[i]);
+    free(gone);
+    *n = ngone;
     return AS_OK;
 }
