@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agentsched/base/buf.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/status.h"
 #include "internal.h"
@@ -29,10 +29,7 @@ as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, co
     if (!k || !ns || !name || !type || !status)
         return as_diag_set(diag, AS_EINVAL, NULL, "pod condition: missing argument");
     char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    clock_rfc3339(clock_now_us(), 0, ts, sizeof ts);
     buf body, resp, path;
     buf_init(&body, 64 << 10);
     buf_init(&resp, 64 << 10);
