@@ -988,12 +988,10 @@ int replay_cli_main(int argc, char **argv)
     for (;;) {
         const cli_flag *fl = NULL;
         const char *v = NULL;
-        as_diag d = {0};
-        if (cli_next(&p, &fl, &v, &d) != AS_OK) {
-            cli_refuse(&replay_cli, d.msg);
+        int r = cli_step(&p, &fl, &v);
+        if (r < 0)
             return 2;
-        }
-        if (!fl)
+        if (r == 0)
             break;
         char *end;
         switch (fl->id) {
