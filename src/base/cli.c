@@ -221,6 +221,17 @@ as_err cli_next(cli_parser *p, const cli_flag **flag, const char **value, as_dia
 }
 
 /* See cli.h. */
+int cli_step(cli_parser *p, const cli_flag **flag, const char **value)
+{
+    as_diag d = {0};
+    if (cli_next(p, flag, value, &d) != AS_OK) {
+        cli_refuse(p->spec, d.msg);
+        return -1;
+    }
+    return *flag ? 1 : 0;
+}
+
+/* See cli.h. */
 void cli_refuse(const cli_spec *spec, const char *msg)
 {
     fprintf(stderr, "agentsched %s: %s\nRun 'agentsched %s --help' for the list of flags.\n",

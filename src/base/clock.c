@@ -3,6 +3,8 @@
  */
 #include "agentsched/base/clock.h"
 
+#include <stdio.h>
+
 /* See clock.h. */
 uint64_t clock_mono_ns(void)
 {
@@ -20,9 +22,34 @@ int64_t clock_mono_ms(void)
 /* See clock.h. */
 int64_t clock_now_ms(void)
 {
+    return clock_now_us() / 1000;
+}
+
+/* See clock.h. */
+int64_t clock_now_us(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* See clock.h. */
+void clock_rfc3339(int64_t us, int digits, char *out, size_t len)
+{
+    time_t sec = (time_t)(us / 1000000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    int n = snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    long frac = (long)(us % 1000000);
+    if (digits == 3)
+        snprintf(out + n, len - (size_t)n, ".%03ldZ", frac / 1000);
+    else if (digits == 6)
+        snprintf(out + n, len - (size_t)n, ".%06ldZ", frac);
+    else
+        snprintf(out + n, len - (size_t)n, "Z");
 }
 
 /* See clock.h. */

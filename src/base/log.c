@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "agentsched/base/clock.h"
 
@@ -42,14 +41,12 @@ void log_msg(log_level lvl, const char *fmt, ...)
 {
     if (!log_enabled(lvl))
         return;
-    int64_t now = clock_now_ms();
-    time_t sec = (time_t)(now / 1000);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
     char line[2048];
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (long)(now % 1000), log_names[lvl]);
+    clock_rfc3339(clock_now_us(), 3, line, sizeof line);
+    size_t at = strlen(line);
+    int n = snprintf(line + at, sizeof line - at, " level=%s ", log_names[lvl]);
+    if (n >= 0)
+        n += (int)at;
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line)

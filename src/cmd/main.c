@@ -90,12 +90,10 @@ static int cmd_version(int argc, char **argv)
     for (;;) {
         const cli_flag *fl = NULL;
         const char *value = NULL;
-        as_diag d = {0};
-        if (cli_next(&p, &fl, &value, &d) != AS_OK) {
-            cli_refuse(&version_cli, d.msg);
+        int r = cli_step(&p, &fl, &value);
+        if (r < 0)
             return EXIT_USAGE;
-        }
-        if (!fl)
+        if (r == 0)
             break;
         if (fl->id == VERSION_HELP) {
             cli_usage(stdout, &version_cli);
@@ -289,12 +287,10 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
     for (;;) {
         const cli_flag *fl = NULL;
         const char *value = NULL;
-        as_diag d = {0};
-        if (cli_next(&p, &fl, &value, &d) != AS_OK) {
-            cli_refuse(&serve_cli, d.msg);
+        int r = cli_step(&p, &fl, &value);
+        if (r < 0)
             return EXIT_USAGE;
-        }
-        if (!fl)
+        if (r == 0)
             break;
         unsigned long n = 0;
         switch (fl->id) {

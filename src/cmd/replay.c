@@ -218,6 +218,29 @@ static as_err grow(pool *pl, void **arr, size_t *cap, size_t n, size_t elem)
     return AS_OK;
 }
 
+/* Reads the next row into c->col and makes room for it in *arr (n rows of
+ * elem bytes so far, grown in pl). Returns 1 on a row, 0 at the end, or a
+ * negative number with *err set; what names the rows in messages. */
+static int csv_row(csv *c, const csv_hdr *h, pool *pl, void **arr, size_t *cap, size_t n,
+                   size_t elem, const char *what, as_diag *diag, as_err *err)
+{
+    int r = csv_next(c, diag, err);
+    if (r <= 0)
+        return r;
+    if ((*err = row_width(c, h, diag)))
+        return -1;
+    if (n >= REPLAY_MAX_ROWS) {
+        *err = as_diag_set(diag, AS_ETOOBIG, NULL, "%s:%zu: more than %d %s", c->name, c->line,
+                           REPLAY_MAX_ROWS, what);
+        return -1;
+    }
+    if (grow(pl, arr, cap, n, elem)) {
+        *err = as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", c->name);
+        return -1;
+    }
+    return 1;
+}
+
 static as_err parse_nodes(replay_trace *t, const char *name, const char *text, size_t len,
                           as_diag *diag)
 {
@@ -233,18 +256,12 @@ static as_err parse_nodes(replay_trace *t, const char *name, const char *text, s
     imodel = csv_find(h.ptr, h.n, "model");
     size_t cap = 0;
     for (;;) {
-        int r = csv_next(&c, diag, &err);
+        int r = csv_row(&c, &h, t->pool, (void **)&t->nodes, &cap, t->nnodes, sizeof *t->nodes,
+                        "nodes", diag, &err);
         if (r < 0)
             return err;
         if (r == 0)
             break;
-        if ((err = row_width(&c, &h, diag)))
-            return err;
-        if (t->nnodes >= REPLAY_MAX_ROWS)
-            return as_diag_set(diag, AS_ETOOBIG, NULL, "%s:%zu: more than %d nodes", name, c.line,
-                               REPLAY_MAX_ROWS);
-        if (grow(t->pool, (void **)&t->nodes, &cap, t->nnodes, sizeof *t->nodes))
-            return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
         rnode *n = &t->nodes[t->nnodes];
         const char *sn = c.col[isn];
         if (!*sn || strlen(sn) > 253)
@@ -304,18 +321,12 @@ static as_err parse_pods(replay_trace *t, const char *name, const char *text, si
     int ict = csv_find(h.ptr, h.n, "creation_time");
     size_t cap = 0;
     for (;;) {
-        int r = csv_next(&c, diag, &err);
+        int r = csv_row(&c, &h, t->pool, (void **)&t->pods, &cap, t->npods, sizeof *t->pods, "pods",
+                        diag, &err);
         if (r < 0)
             return err;
         if (r == 0)
             break;
-        if ((err = row_width(&c, &h, diag)))
-            return err;
-        if (t->npods >= REPLAY_MAX_ROWS)
-            return as_diag_set(diag, AS_ETOOBIG, NULL, "%s:%zu: more than %d pods", name, c.line,
-                               REPLAY_MAX_ROWS);
-        if (grow(t->pool, (void **)&t->pods, &cap, t->npods, sizeof *t->pods))
-            return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
         rpod *p = &t->pods[t->npods];
         const char *pn = c.col[iname];
         if (!*pn || strlen(pn) > 200)
@@ -977,12 +988,10 @@ int replay_cli_main(int argc, char **argv)
     for (;;) {
         const cli_flag *fl = NULL;
         const char *v = NULL;
-        as_diag d = {0};
-        if (cli_next(&p, &fl, &v, &d) != AS_OK) {
-            cli_refuse(&replay_cli, d.msg);
+        int r = cli_step(&p, &fl, &v);
+        if (r < 0)
             return 2;
-        }
-        if (!fl)
+        if (r == 0)
             break;
         char *end;
         switch (fl->id) {

@@ -368,12 +368,10 @@ static int parse_flags(ctl *x, int argc, char **argv)
     for (;;) {
         const cli_flag *fl = NULL;
         const char *val = NULL;
-        as_diag d = {0};
-        if (cli_next(&p, &fl, &val, &d) != AS_OK) {
-            cli_refuse(&ctl_cli, d.msg);
+        int r = cli_step(&p, &fl, &val);
+        if (r < 0)
             return EXIT_USAGE;
-        }
-        if (!fl)
+        if (r == 0)
             break;
         switch (fl->id) {
         case CTL_HELP:

@@ -4,6 +4,8 @@
  * pods, under one mutex.
  */
 #include "agentsched/fastpath/queue.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/sync.h"
 
 #include <assert.h>
@@ -72,16 +74,7 @@ struct queue {
 static int64_t mono_ms(void *arg)
 {
     (void)arg;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return clock_mono_ms();
 }
 
 static int64_t q_now(const queue *q)
@@ -105,14 +98,6 @@ const char *queue_where_name(queue_where w)
 {
     static const char *const names[] = {"absent", "active", "backoff", "unschedulable", "inflight"};
     return (unsigned)w < sizeof names / sizeof names[0] ? names[w] : "?";
-}
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h ^ (h >> 31);
 }
 
 /* ---- heaps ----------------------------------------------------------- */
@@ -312,7 +297,7 @@ static void to_active(queue *q, queue_entry *e, int urgent, int64_t now)
     e->urgent = urgent;
     e->seq = ++q->seq;
     e->active_since = now;
-    e->active_ns = real_ns();
+    e->active_ns = clock_mono_ns();
     if (heap_push(&q->active, e, active_key) != AS_OK) {
         e->where = QUEUE_ABSENT;
         index_unlink(q, e);
@@ -419,11 +404,7 @@ as_err queue_new(const queue_config *cfg, queue **out)
         return AS_ENOMEM;
     }
     sync_mutex_init_hot(&q->mu);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&q->cond);
     *out = q;
     return AS_OK;
 }
@@ -458,14 +439,6 @@ int64_t queue_backoff_ms(const queue *q, unsigned attempts)
     for (unsigned i = 1; i < attempts && d < q->cfg.backoff_max_ms; i++)
         d *= 2;
     return d < q->cfg.backoff_max_ms ? d : q->cfg.backoff_max_ms;
-}
-
-static void pod_key(const model_pod *pod, char *out, size_t len)
-{
-    if (pod->uid && pod->uid[0])
-        snprintf(out, len, "%s", pod->uid);
-    else
-        snprintf(out, len, "%s/%s", pod->ns ? pod->ns : "default", pod->name ? pod->name : "");
 }
 
 static bool labels_eq(const model_labels *a, const model_labels *b)
@@ -530,9 +503,12 @@ as_err queue_add(queue *q, model_pod *pod)
 {
     if (!pod)
         return AS_EINVAL;
-    char key[600];
-    pod_key(pod, key, sizeof key);
-    uint64_t h = hash_str(key);
+    /* key may point into pod, which stays alive until the entry is found
+     * or made. */
+    char tmp[600];
+    size_t klen;
+    const char *key = model_pod_key(pod, tmp, sizeof tmp, &klen);
+    uint64_t h = hash_bytes(key, klen);
     as_err err = AS_OK;
     pthread_mutex_lock(&q->mu);
     int64_t now = q_now(q);
@@ -582,7 +558,7 @@ as_err queue_add(queue *q, model_pod *pod)
         goto done;
     }
     e->h = h;
-    e->added_ns = real_ns();
+    e->added_ns = clock_mono_ns();
     e->pod = pod;
     pod = NULL;
     e->seen_epoch = q->epoch;
@@ -628,9 +604,7 @@ bool queue_remove(queue *q, const char *uid)
 as_err queue_pop(queue *q, int64_t timeout_ms, queue_item *out)
 {
     memset(out, 0, sizeof *out);
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    int64_t real_start = (int64_t)deadline.tv_sec * 1000 + deadline.tv_nsec / 1000000;
+    int64_t real_start = clock_mono_ms();
     as_err err = AS_OK;
     pthread_mutex_lock(&q->mu);
     for (;;) {
@@ -664,9 +638,7 @@ as_err queue_pop(queue *q, int64_t timeout_ms, queue_item *out)
         /* Sleep until the next due transition, the caller's deadline or a
          * wake-up, whichever is first (at most a second, so an injected
          * clock that jumps is noticed). */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t real_now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        int64_t real_now = clock_mono_ms();
         int64_t wait = 1000;
         int64_t due = next_due(q);
         if (due != INT64_MAX && due - now < wait)
@@ -680,12 +652,7 @@ as_err queue_pop(queue *q, int64_t timeout_ms, queue_item *out)
             if (left < wait)
                 wait = left;
         }
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = clock_deadline_ms(wait);
         pthread_cond_timedwait(&q->cond, &q->mu, &ts);
     }
     pthread_mutex_unlock(&q->mu);

@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/events.h"
 #include "internal.h"
@@ -65,18 +65,10 @@ void k8s_events_shutdown(k8s_client *k)
     k->erate_ms = NULL;
 }
 
-static void rfc3339(int64_t ms, char *out, size_t len)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
 {
     char ts[32];
-    rfc3339(j->at_ms, ts, sizeof ts);
+    clock_rfc3339(j->at_ms * 1000, 0, ts, sizeof ts);
     char evname[400];
     /* Like client-go's recorder: "<object>.<unix nanos in hex>", unique enough. */
     snprintf(evname, sizeof evname, "%.250s.%llx", j->name,
@@ -152,15 +144,6 @@ static void *event_worker(void *arg)
     return NULL;
 }
 
-static uint64_t fnv(uint64_t h, const char *s)
-{
-    for (; s && *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* See events.h. */
 void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char *uid,
                     const char *type, const char *reason, const char *message)
@@ -168,9 +151,13 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     if (!k || !ns || !name || !reason)
         return;
     int64_t now = clock_now_ms();
-    uint64_t key = fnv(0xcbf29ce484222325ull, uid && *uid ? uid : name);
-    key = fnv(fnv(key, "/"), ns);
-    key = fnv(fnv(key, "|"), reason);
+    /* The rate table lives in memory only, so the key needs no stable
+     * value across processes; mixing between the parts keeps them in
+     * order. */
+    const uint64_t k1 = 0x9e3779b97f4a7c15ull;
+    uint64_t key = hash_str(uid && *uid ? uid : name);
+    key = hash_mix(key ^ hash_str(ns), k1);
+    key = hash_mix(key ^ hash_str(reason), k1);
     if (!key)
         key = 1;
     k8s_event_job j = {0};

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agentsched/base/clock.h"
@@ -32,18 +31,6 @@ struct k8s_lease {
     char acquire_time[40];
     int64_t last_renew_ok_ms;
 };
-
-/* metav1.MicroTime of now, e.g. 2026-11-30T23:59:01.123456Z. */
-static void micro_time(char *out, size_t len)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, len, "%s.%06ldZ", base, ts.tv_nsec / 1000);
-}
 
 /* See lease.h. */
 void k8s_lease_observe(k8s_lease_obs *obs, const json_t *lease, int64_t now_ms)
@@ -157,7 +144,7 @@ static as_err lease_write(k8s_lease *l, const char *method, const char *holder, 
                           int64_t transitions, int64_t now_ms, long *code)
 {
     char now[40];
-    micro_time(now, sizeof now);
+    clock_rfc3339(clock_now_us(), 6, now, sizeof now); /* metav1.MicroTime */
     if (holder[0] && !l->held)
         snprintf(l->acquire_time, sizeof l->acquire_time, "%s", now);
     json_t *meta = json_pack("{s:s,s:s}", "name", l->name, "namespace", l->ns);

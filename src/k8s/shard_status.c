@@ -1,8 +1,8 @@
 /*
  * shard_status.c - NodeShard writes (shard.volcano.sh/v1alpha1): the
  * coordinator's status merge patch and the controller's spec.nodesDesired,
- * plus a PATCH with an explicit Content-Type (k8s_request always sends
- * application/json, which the API server refuses for PATCH).
+ * both through k8s_patch (k8s_request always sends application/json, which
+ * the API server refuses for PATCH).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,35 +46,45 @@ static bool name_ok(const char *name)
     return true;
 }
 
+/* Merge-patches NodeShard name (sub: "/status" for the status subresource,
+ * else "") with doc; *code and resp get the API server's answer. */
+static as_err shard_patch(k8s_client *k, const char *name, const char *sub, const json_t *doc,
+                          buf *resp, long *code, as_diag *diag)
+{
+    as_err err = AS_OK;
+    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    buf path;
+    buf_init(&path, 512);
+    if (!body) {
+        err = AS_ENOMEM;
+        goto done;
+    }
+    buf_printf(&path, SHARD_API "/%s%s", name, sub);
+    if ((err = path.err))
+        goto done;
+    err = k8s_patch(k, path.data, "application/merge-patch+json", body, strlen(body), resp, code,
+                    diag);
+done:
+    free(body);
+    buf_free(&path);
+    return err;
+}
+
 /* See shard_status.h. */
 as_err k8s_shard_patch_status(k8s_client *k, const char *name, const json_t *status, as_diag *diag)
 {
     if (!k || !name_ok(name) || !json_is_object(status))
         return as_diag_set(diag, AS_EINVAL, NULL,
                            "NodeShard status: bad name or status (names are DNS subdomains)");
-    as_err err = AS_OK;
-    char *body = NULL;
-    buf resp, path;
+    buf resp;
     buf_init(&resp, 64 << 10);
-    buf_init(&path, 512);
-    json_t *doc = json_pack("{s:O}", "status", (json_t *)status);
-    if (!doc || !(body = json_dumps(doc, JSON_COMPACT))) {
-        err = AS_ENOMEM;
-        goto done;
-    }
-    buf_printf(&path, SHARD_API "/%s/status", name);
-    if ((err = path.err))
-        goto done;
     long code = 0;
-    if ((err = k8s_patch(k, path.data, "application/merge-patch+json", body, strlen(body), &resp,
-                         &code, diag)))
-        goto done;
-    err = status_err("status of", name, code, &resp, diag);
-done:
+    json_t *doc = json_pack("{s:O}", "status", (json_t *)status);
+    as_err err = shard_patch(k, name, "/status", doc, &resp, &code, diag);
+    if (!err)
+        err = status_err("status of", name, code, &resp, diag);
     json_decref(doc);
-    free(body);
     buf_free(&resp);
-    buf_free(&path);
     return err;
 }
 
@@ -87,9 +97,8 @@ as_err k8s_shard_put_desired(k8s_client *k, const char *name, const char *const 
                            name ? name : "(null)");
     as_err err = AS_OK;
     char *body = NULL;
-    buf resp, path;
+    buf resp;
     buf_init(&resp, 64 << 10);
-    buf_init(&path, 512);
     json_t *arr = json_array();
     json_t *doc = NULL;
     if (!arr) {
@@ -102,22 +111,12 @@ as_err k8s_shard_put_desired(k8s_client *k, const char *name, const char *const 
             goto done;
         }
     doc = json_pack("{s:{s:O}}", "spec", "nodesDesired", arr);
-    if (!doc || !(body = json_dumps(doc, JSON_COMPACT))) {
-        err = AS_ENOMEM;
-        goto done;
-    }
-    buf_printf(&path, SHARD_API "/%s", name);
-    if ((err = path.err))
-        goto done;
     long code = 0;
-    if ((err = k8s_patch(k, path.data, "application/merge-patch+json", body, strlen(body), &resp,
-                         &code, diag)))
+    if ((err = shard_patch(k, name, "", doc, &resp, &code, diag)))
         goto done;
     if (code == 404) {
         /* Absent: create it. */
         json_decref(doc);
-        free(body);
-        body = NULL;
         doc = json_pack("{s:s,s:s,s:{s:s},s:{s:O}}", "apiVersion", "shard.volcano.sh/v1alpha1",
                         "kind", "NodeShard", "metadata", "name", name, "spec", "nodesDesired", arr);
         if (!doc || !(body = json_dumps(doc, JSON_COMPACT))) {
@@ -134,6 +133,5 @@ done:
     json_decref(arr);
     free(body);
     buf_free(&resp);
-    buf_free(&path);
     return err;
 }

@@ -370,19 +370,6 @@ static void apply_node(k8s_stream *s, k8s_event_type ev, json_t *obj)
         log_warn("msg=\"cache rejected node\" node=%s err=%s", name ? name : "?", as_strerror(err));
 }
 
-static void pod_uid(const json_t *obj, char *out, size_t len)
-{
-    const json_t *md = json_object_get(obj, "metadata");
-    const char *uid = json_string_value(json_object_get(md, "uid"));
-    if (uid && *uid) {
-        snprintf(out, len, "%s", uid);
-        return;
-    }
-    const char *ns = json_string_value(json_object_get(md, "namespace"));
-    const char *name = json_string_value(json_object_get(md, "name"));
-    snprintf(out, len, "%s/%s", ns && *ns ? ns : "default", name ? name : "");
-}
-
 static void pod_hook(k8s_stream *s, k8s_event_type ev, model_pod *p)
 {
     k8s_client *k = s->client;
@@ -398,7 +385,7 @@ static void apply_pod(k8s_stream *s, k8s_event_type ev, json_t *obj)
     as_err derr = model_pod_from_json(s->reg, obj, &p, &d);
     if (ev == K8S_EV_DELETED) {
         char uid[600];
-        pod_uid(obj, uid, sizeof uid);
+        model_pod_key_json(obj, uid, sizeof uid);
         cache_pod_delete(s->cache, uid); /* ENOTFOUND: it held no capacity */
         if (!derr)
             pod_hook(s, ev, p);
@@ -407,7 +394,7 @@ static void apply_pod(k8s_stream *s, k8s_event_type ev, json_t *obj)
     if (derr) {
         /* Keep what the cache had: releasing usage could double-book. */
         char uid[600];
-        pod_uid(obj, uid, sizeof uid);
+        model_pod_key_json(obj, uid, sizeof uid);
         log_warn("msg=\"ignoring pod update the model cannot decode\" pod=%s field=%s err=\"%s\"",
                  uid, d.field, d.msg);
         return;

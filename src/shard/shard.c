@@ -8,61 +8,18 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
+#include "agentsched/base/table.h"
 #include "agentsched/k8s/shard_status.h"
 
-/* ------------------------------------------------------------------ */
-/* A borrowed-string hash set (open addressing, power-of-two table)    */
-/* ------------------------------------------------------------------ */
-
-typedef struct sset {
-    const char **t;
-    size_t cap, n;
-} sset;
-
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-static as_err sset_reserve(sset *s, size_t want)
-{
-    size_t cap = 16;
-    while (cap < want * 2)
-        cap *= 2;
-    if (cap <= s->cap)
-        return AS_OK;
-    const char **t = calloc(cap, sizeof *t);
-    if (!t)
-        return AS_ENOMEM;
-    for (size_t i = 0; i < s->cap; i++)
-        if (s->t[i])
-            for (size_t j = str_hash(s->t[i]) & (cap - 1);; j = (j + 1) & (cap - 1))
-                if (!t[j]) {
-                    t[j] = s->t[i];
-                    break;
-                }
-    free(s->t);
-    s->t = t;
-    s->cap = cap;
-    return AS_OK;
-}
+/* A set of borrowed strings is a base table whose values are the keys. */
+typedef table sset;
 
 static bool sset_has(const sset *s, const char *k)
 {
-    if (!s->cap)
-        return false;
-    for (size_t j = str_hash(k) & (s->cap - 1);; j = (j + 1) & (s->cap - 1)) {
-        if (!s->t[j])
-            return false;
-        if (strcmp(s->t[j], k) == 0)
-            return true;
-    }
+    return table_get(s, k, strlen(k)) != NULL;
 }
 
 /* Adds k (borrowed); *added says whether it was new. */
@@ -70,26 +27,18 @@ static as_err sset_add(sset *s, const char *k, bool *added)
 {
     if (added)
         *added = false;
-    as_err err = sset_reserve(s, s->n + 1);
-    if (err)
-        return err;
-    for (size_t j = str_hash(k) & (s->cap - 1);; j = (j + 1) & (s->cap - 1)) {
-        if (!s->t[j]) {
-            s->t[j] = k;
-            s->n++;
-            if (added)
-                *added = true;
-            return AS_OK;
-        }
-        if (strcmp(s->t[j], k) == 0)
-            return AS_OK;
-    }
+    size_t len = strlen(k);
+    if (table_get(s, k, len))
+        return AS_OK;
+    as_err err = table_put(s, k, len, (void *)k);
+    if (!err && added)
+        *added = true;
+    return err;
 }
 
 static void sset_free(sset *s)
 {
-    free(s->t);
-    memset(s, 0, sizeof *s);
+    table_free(s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -292,13 +241,6 @@ struct shard_coord {
     bool logged_absent;
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* See shard.h. */
 as_err shard_coord_new(const shard_coord_config *cfg, shard_coord **out, as_diag *diag)
 {
@@ -318,11 +260,7 @@ as_err shard_coord_new(const shard_coord_config *cfg, shard_coord **out, as_diag
     if (c->cfg.retry_ms <= 0)
         c->cfg.retry_ms = 2000;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    clock_cond_init(&c->cond);
     cache_set_shard_mode(cfg->cache, cfg->mode);
     *out = c;
     return AS_OK;
@@ -527,7 +465,7 @@ as_err shard_coord_publish_now(shard_coord *c, bool *published, as_diag *diag)
             *published = true;
     } else {
         c->st.publish_failed++;
-        c->retry_at_ms = mono_ms() + c->cfg.retry_ms;
+        c->retry_at_ms = clock_mono_ms() + c->cfg.retry_ms;
         if (c->pending_rev == rev)
             c->pending = v; /* retry the same status */
         else
@@ -543,7 +481,7 @@ static void *publisher_main(void *arg)
     pthread_setname_np(pthread_self(), "as-shard-pub");
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
-        int64_t now = mono_ms();
+        int64_t now = clock_mono_ms();
         if (gate_open(c) && now >= c->retry_at_ms) {
             pthread_mutex_unlock(&c->mu);
             as_diag d = {0};
@@ -556,14 +494,7 @@ static void *publisher_main(void *arg)
             continue;
         }
         int64_t wait = c->pending_rev && c->retry_at_ms > now ? c->retry_at_ms - now : 1000;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = clock_deadline_ms(wait);
         pthread_cond_timedwait(&c->cond, &c->mu, &ts);
     }
     pthread_mutex_unlock(&c->mu);
@@ -638,10 +569,7 @@ static json_t *names_json(const shard_names *s)
 as_err shard_publish_k8s(void *arg, const char *name, const shard_view *st, as_diag *diag)
 {
     char ts[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    clock_rfc3339(clock_now_us(), 0, ts, sizeof ts);
     json_t *status = json_pack("{s:o,s:o,s:o,s:s}", "nodesInUse", names_json(&st->usable),
                                "nodesToRemove", names_json(&st->to_remove), "nodesToAdd",
                                names_json(&st->to_add), "lastUpdateTime", ts);

@@ -76,6 +76,11 @@ void cli_parser_init(cli_parser *p, const cli_spec *spec, int argc, char **argv)
  */
 as_err cli_next(cli_parser *p, const cli_flag **flag, const char **value, as_diag *d);
 
+/* cli_step is cli_next for a command's flag loop: what cli_next refuses it
+ * shows through cli_refuse. Returns 1 with *flag (and *value) set, 0 at
+ * the end of the flags, -1 after a refusal (exit with a usage status). */
+int cli_step(cli_parser *p, const cli_flag **flag, const char **value);
+
 /* cli_refuse prints msg (a refusal of cli_next or the command's own) to
  * stderr as "agentsched COMMAND: msg" with a line pointing to --help. */
 void cli_refuse(const cli_spec *spec, const char *msg);

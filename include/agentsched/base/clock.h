@@ -11,6 +11,7 @@
 #define AGENTSCHED_CLOCK_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -19,8 +20,19 @@
 uint64_t clock_mono_ns(void);
 int64_t clock_mono_ms(void);
 
-/* clock_now_ms: CLOCK_REALTIME in milliseconds since the epoch. */
+/* clock_now_ms: CLOCK_REALTIME in milliseconds since the epoch;
+ * clock_now_us the same in microseconds. */
 int64_t clock_now_ms(void);
+int64_t clock_now_us(void);
+
+/*
+ * clock_rfc3339 writes the wall instant us (microseconds since the epoch,
+ * not negative) as RFC 3339 UTC into out[0..len), with digits (0, 3 or 6)
+ * fraction digits: "2026-11-30T23:59:01Z", "...01.123Z", "...01.123456Z".
+ * The API server's Time fields take 0 digits and MicroTime fields 6.
+ * Truncated to len like snprintf; out is always terminated when len > 0.
+ */
+void clock_rfc3339(int64_t us, int digits, char *out, size_t len);
 
 /* clock_deadline_ms returns the CLOCK_MONOTONIC instant ms milliseconds from
  * now (ms <= 0: now), normalised, for pthread_cond_timedwait on a condition

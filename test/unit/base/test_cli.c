@@ -1,5 +1,6 @@
 /* test_cli.c - the shared command-line parser: which flags and values an
- * argv yields, how each mistake is refused, and the generated Flags: list. */
+ * argv yields, how each mistake is refused (cli_step included), and the
+ * generated Flags: list. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,27 @@ Test(cli, refusal_quotes_a_long_word_cut)
     const char *end = strrchr(got, '\'');
     cr_assert_not_null(end);
     cr_assert_eq((unsigned char)end[-1], 0xa9, "%s", got);
+}
+
+Test(cli, step_hands_out_flags_then_ends_or_refuses)
+{
+    char *ok[] = {(char *)"test", (char *)"--once", (char *)"-f", (char *)"pods.yaml"};
+    cli_parser p;
+    cli_parser_init(&p, &exact_spec, 4, ok);
+    const cli_flag *fl = NULL;
+    const char *v = NULL;
+    cr_assert_eq(cli_step(&p, &fl, &v), 1);
+    cr_expect_eq(fl->id, T_ONCE);
+    cr_assert_eq(cli_step(&p, &fl, &v), 1);
+    cr_expect_eq(fl->id, T_FILENAME);
+    cr_expect_str_eq(v, "pods.yaml");
+    cr_expect_eq(cli_step(&p, &fl, &v), 0);
+    cr_expect_null(fl);
+
+    /* The refusal goes to stderr; the caller only learns to stop. */
+    char *bad[] = {(char *)"test", (char *)"--nope"};
+    cli_parser_init(&p, &exact_spec, 2, bad);
+    cr_expect_eq(cli_step(&p, &fl, &v), -1);
 }
 
 /* Returns what print writes, as a string the caller frees. */

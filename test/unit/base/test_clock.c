@@ -1,6 +1,6 @@
 /* test_clock.c - the clocks: monotonic readings never go back, deadlines
  * are normalised, and a condition made by clock_cond_init times out on the
- * monotonic deadline. */
+ * monotonic deadline; wall readings and their RFC 3339 form. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -52,4 +52,28 @@ Test(clock, a_monotonic_condition_times_out)
     pthread_mutex_unlock(&mu);
     cr_expect_geq(clock_mono_ns() - t0, 20u * 1000000u);
     pthread_cond_destroy(&cv);
+}
+
+Test(clock, wall_readings_agree)
+{
+    int64_t ms = clock_now_ms();
+    int64_t us = clock_now_us();
+    cr_expect_geq(us / 1000, ms);
+    cr_expect_leq(us / 1000, ms + 1000);
+}
+
+Test(clock, rfc3339_formats_the_api_server_times)
+{
+    /* 2026-11-30T23:59:01.123456Z */
+    int64_t us = 1796083141123456LL;
+    char out[40];
+    clock_rfc3339(us, 0, out, sizeof out);
+    cr_expect_str_eq(out, "2026-11-30T23:59:01Z");
+    clock_rfc3339(us, 3, out, sizeof out);
+    cr_expect_str_eq(out, "2026-11-30T23:59:01.123Z");
+    clock_rfc3339(us, 6, out, sizeof out);
+    cr_expect_str_eq(out, "2026-11-30T23:59:01.123456Z");
+    char small[8];
+    clock_rfc3339(us, 6, small, sizeof small);
+    cr_expect_str_eq(small, "2026-11");
 }
