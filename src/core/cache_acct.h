@@ -15,7 +15,7 @@
 
 #include "agentsched/base/error.h"
 #include "agentsched/core/cache.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "cache_int.h"
 
 /* cache_acct_pick_devices chooses GPU devices for e on n: best fit first; a
