@@ -1,4 +1,4 @@
-/* test_model_pod.c - v1 Pod decoding, effective requests, selectors, tolerations. */
+/* test_pod.c - v1 Pod decoding, effective requests, selectors, tolerations. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* test_model_node.c - resource registry and v1 Node decoding. */
+/* test_node.c - resource registry and v1 Node decoding. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
