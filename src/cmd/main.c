@@ -12,7 +12,7 @@
 #include "agentsched/base/cli.h"
 #include "agentsched/base/http.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/quantity.h"
 #include "agentsched/api/placement.h"
 #include "agentsched/cmd/place.h"
 #include "agentsched/cmd/replay.h"

@@ -29,7 +29,8 @@
 #include "agentsched/k8s/watch.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/metrics.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/cluster.h"
+#include "agentsched/model/registry.h"
 #include "agentsched/shard/shardctl.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };

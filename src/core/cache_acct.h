@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "cache_int.h"
 
 /* cache_acct_free frees every entry and record of a (not a itself). */

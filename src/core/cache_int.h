@@ -23,7 +23,8 @@
 #include <stdint.h>
 
 #include "agentsched/base/table.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/pod.h"
 
 /* A pod's state in the accounting. The cache's public pod states have the
  * same values (cache.c asserts it), so they convert by a cast. */

@@ -8,6 +8,7 @@
 
 #include "agentsched/base/clock.h"
 #include "agentsched/core/eqcache.h"
+#include "agentsched/model/cluster.h"
 
 /* See context.h. */
 void core_config_defaults(core_config *cfg)

@@ -1,7 +1,7 @@
 /* gpu.c - GPU device choice (best fit on per-device usage). */
 #include "agentsched/core/gpu.h"
 
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 
 /* See gpu.h. */
 bool gpu_choose(uint32_t count, uint32_t milli, const int32_t *used, uint32_t ngpus,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "agentsched/base/doc.h"
+#include "agentsched/model/quantity.h"
 #include "score_int.h"
 
 #define POLICY_FILE_CAP ((size_t)1 << 20)

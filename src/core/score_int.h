@@ -7,7 +7,9 @@
 
 #include <stdint.h>
 
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/registry.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/core/score.h"
 

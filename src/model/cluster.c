@@ -9,7 +9,7 @@
  */
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/cluster.h"
 #include "model_priv.h"
 
 #include <stdio.h>
@@ -213,7 +213,7 @@ static as_err cl_check_dups(cl_dec *d)
     return err;
 }
 
-/* See model.h. */
+/* See cluster.h. */
 as_err model_cluster_from_json(model_registry *reg, const json_t *doc, model_cluster **out,
                                as_diag *diag)
 {
@@ -250,7 +250,7 @@ as_err model_cluster_from_json(model_registry *reg, const json_t *doc, model_clu
     return AS_OK;
 }
 
-/* See model.h. */
+/* See cluster.h. */
 as_err model_cluster_load(model_registry *reg, const char *path, model_cluster **out, as_diag *diag)
 {
     *out = NULL;
@@ -268,7 +268,7 @@ as_err model_cluster_load(model_registry *reg, const char *path, model_cluster *
     return err;
 }
 
-/* See model.h. */
+/* See cluster.h. */
 void model_cluster_free(model_cluster *c)
 {
     if (!c)

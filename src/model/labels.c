@@ -1,10 +1,9 @@
 /* labels.c - label lookup, toleration and node-affinity matching. */
-#include "agentsched/model/model.h"
-#include "model_priv.h"
+#include "agentsched/model/labels.h"
 
 #include <string.h>
 
-/* See model.h. */
+/* See labels.h. */
 const char *model_labels_get(const model_labels *l, const char *key)
 {
     if (!l || !key)
@@ -23,7 +22,7 @@ const char *model_labels_get(const model_labels *l, const char *key)
     return NULL;
 }
 
-/* See model.h. Mirrors v1.Toleration.ToleratesTaint: an empty effect
+/* See labels.h. Mirrors v1.Toleration.ToleratesTaint: an empty effect
  * matches every effect, an empty key every key (the API only allows that
  * with Exists, but the matcher itself does not care), Exists ignores the
  * value, Equal compares it, Lt/Gt compare it as integers. */
@@ -42,12 +41,44 @@ bool model_toleration_matches(const model_toleration *t, const model_taint *tain
     case MODEL_TOL_GT: {
         int64_t tv, nv;
         /* either side not an integer: not tolerated */
-        if (!model_priv_parse_int64(t->value, &tv) || !model_priv_parse_int64(taint->value, &nv))
+        if (!model_labels_parse_int64(t->value, &tv) ||
+            !model_labels_parse_int64(taint->value, &nv))
             return false;
         return t->op == MODEL_TOL_LT ? nv < tv : nv > tv;
     }
     }
     return false;
+}
+
+/* See labels.h. */
+bool model_labels_parse_int64(const char *s, int64_t *out)
+{
+    const char *p = s;
+    bool neg = false;
+    if (*p == '+' || *p == '-') {
+        neg = *p == '-';
+        p++;
+    }
+    if (!*p)
+        return false;
+    uint64_t mag = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        if (mag > (UINT64_MAX - 9) / 10)
+            return false;
+        mag = mag * 10 + (uint64_t)(*p - '0');
+    }
+    if (neg) {
+        if (mag > (uint64_t)INT64_MAX + 1)
+            return false;
+        *out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    } else {
+        if (mag > (uint64_t)INT64_MAX)
+            return false;
+        *out = (int64_t)mag;
+    }
+    return true;
 }
 
 static bool value_in(const model_selector_req *r, const char *v)
@@ -76,7 +107,7 @@ static bool req_matches(const model_selector_req *r, const char *v)
     case MODEL_SEL_LT: {
         int64_t x;
         /* a label that is not an integer never satisfies Gt/Lt */
-        if (!v || !model_priv_parse_int64(v, &x))
+        if (!v || !model_labels_parse_int64(v, &x))
             return false;
         return r->op == MODEL_SEL_GT ? x > r->num : x < r->num;
     }
@@ -102,7 +133,7 @@ static bool term_matches(const model_selector_term *t, const char *node_name,
     return true;
 }
 
-/* See model.h. */
+/* See labels.h. */
 bool model_affinity_matches(const model_affinity *a, const char *node_name,
                             const model_labels *node_labels)
 {

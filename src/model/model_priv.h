@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
-#include "agentsched/model/model.h"
 #include "agentsched/base/pool.h"
+#include "agentsched/model/labels.h"
 
 #define MODEL_PRIV_PATH_MAX 192
 
@@ -76,10 +76,6 @@ as_err model_priv_labels(model_priv_ctx *c, const json_t *obj, const char *path,
  * values are rejected (resources are never negative). */
 as_err model_priv_quantity(model_priv_ctx *c, const json_t *v, bool milli, const char *path,
                            int64_t *out);
-
-/* model_priv_parse_int64 parses an optionally signed base-10 integer that
- * uses the whole of s (like Go's strconv.ParseInt(s, 10, 64)). */
-bool model_priv_parse_int64(const char *s, int64_t *out);
 
 /* model_priv_rfc3339_ms parses an RFC 3339 timestamp into ms since epoch. */
 bool model_priv_rfc3339_ms(const char *s, int64_t *out);

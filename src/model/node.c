@@ -1,6 +1,6 @@
 /* node.c - v1 Node decoder. */
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/node.h"
 #include "model_priv.h"
 
 #include <stdio.h>
@@ -127,7 +127,7 @@ static as_err node_ready(model_priv_ctx *c, const json_t *status, model_node *n)
     return AS_OK;
 }
 
-/* See model.h. */
+/* See node.h. */
 as_err model_node_from_json(model_registry *reg, const json_t *obj, model_node **out, as_diag *diag)
 {
     *out = NULL;
@@ -234,7 +234,7 @@ done:
     return AS_OK;
 }
 
-/* See model.h. */
+/* See node.h. */
 void model_node_free(model_node *n)
 {
     if (n)

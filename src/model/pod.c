@@ -24,7 +24,7 @@
  * vector entry, it only sets gpu_count=1, gpu_milli=value (1..1000). The
  * share and whole GPUs are aggregated with the same sum/max rules.
  */
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "model_priv.h"
 
 #include <assert.h>
@@ -377,7 +377,7 @@ static as_err pod_sel_reqs(pod_dec *d, const json_t *arr, const char *base, bool
             r[i].nvalues = (uint32_t)nv;
         }
         if ((r[i].op == MODEL_SEL_GT || r[i].op == MODEL_SEL_LT) &&
-            !model_priv_parse_int64(r[i].values[0], &r[i].num))
+            !model_labels_parse_int64(r[i].values[0], &r[i].num))
             return model_priv_fail(&d->c, AS_EINVAL, fp,
                                    "operator %s needs an integer value, not \"%.40s\"", ops,
                                    r[i].values[0]);
@@ -476,7 +476,7 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
         } else if (strcmp(op, "Lt") == 0 || strcmp(op, "Gt") == 0) {
             t[i].op = op[0] == 'L' ? MODEL_TOL_LT : MODEL_TOL_GT;
             int64_t num;
-            if (!t[i].key[0] || !model_priv_parse_int64(t[i].value, &num)) {
+            if (!t[i].key[0] || !model_labels_parse_int64(t[i].value, &num)) {
                 snprintf(fp, sizeof fp, "%s.%s", ip, t[i].key[0] ? "value" : "key");
                 return model_priv_fail(&d->c, AS_EINVAL, fp,
                                        "operator %s needs a key and an integer value", op);
@@ -643,7 +643,7 @@ static void spec_copy(model_pod *p, const model_pod *src)
     p->gpu_milli = src->gpu_milli;
 }
 
-/* See model.h. */
+/* See pod.h. */
 as_err model_pod_spec_from_json(const model_registry *reg, const json_t *spec, model_pod_spec **out,
                                 as_diag *diag)
 {
@@ -683,20 +683,20 @@ done:
     return AS_OK;
 }
 
-/* See model.h. */
+/* See pod.h. */
 int model_pod_spec_generation(const model_pod_spec *spec)
 {
     return spec->generation;
 }
 
-/* See model.h. */
+/* See pod.h. */
 model_pod_spec *model_pod_spec_ref(model_pod_spec *spec)
 {
     __atomic_add_fetch(&spec->refs, 1, __ATOMIC_RELAXED);
     return spec;
 }
 
-/* See model.h. */
+/* See pod.h. */
 void model_pod_spec_unref(model_pod_spec *spec)
 {
     if (spec && __atomic_sub_fetch(&spec->refs, 1, __ATOMIC_ACQ_REL) == 0)
@@ -763,14 +763,14 @@ done:
     return AS_OK;
 }
 
-/* See model.h. */
+/* See pod.h. */
 as_err model_pod_from_json(const model_registry *reg, const json_t *obj, model_pod **out,
                            as_diag *diag)
 {
     return pod_decode(reg, obj, NULL, out, diag);
 }
 
-/* See model.h. */
+/* See pod.h. */
 as_err model_pod_from_json_spec(const model_registry *reg, const json_t *obj, model_pod_spec *spec,
                                 model_pod **out, as_diag *diag)
 {
@@ -798,7 +798,7 @@ static int span_kv_cmp(const void *a, const void *b)
     return strcmp(((const model_kv *)a)->key, ((const model_kv *)b)->key);
 }
 
-/* See model.h. Every condition under which pod_decode fails, or builds
+/* See pod.h. Every condition under which pod_decode fails, or builds
  * something else, sends the caller back to it (AS_EUNSUPPORTED); the
  * differential test holds the two to the same pods. */
 as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *f,
@@ -866,7 +866,7 @@ refuse:
     return AS_EUNSUPPORTED;
 }
 
-/* See model.h. */
+/* See pod.h. */
 void model_pod_free(model_pod *p)
 {
     if (p) {
@@ -875,13 +875,13 @@ void model_pod_free(model_pod *p)
     }
 }
 
-/* See model.h. */
+/* See pod.h. */
 bool model_pod_is_terminal(const model_pod *p)
 {
     return p->phase == MODEL_PHASE_SUCCEEDED || p->phase == MODEL_PHASE_FAILED;
 }
 
-/* See model.h. */
+/* See pod.h. */
 const char *model_pod_key(const model_pod *pod, char *tmp, size_t cap, size_t *len)
 {
     if (pod->uid && pod->uid[0]) {
@@ -895,7 +895,7 @@ const char *model_pod_key(const model_pod *pod, char *tmp, size_t cap, size_t *l
     return tmp;
 }
 
-/* See model.h. */
+/* See pod.h. */
 void model_pod_key_json(const json_t *obj, char *out, size_t len)
 {
     const json_t *md = json_object_get(obj, "metadata");

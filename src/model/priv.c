@@ -1,5 +1,6 @@
 /* priv.c - helpers shared by the model decoders (see model_priv.h). */
 #include "model_priv.h"
+#include "agentsched/model/quantity.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -223,37 +224,6 @@ as_err model_priv_quantity(model_priv_ctx *c, const json_t *v, bool milli, const
         return model_priv_fail(c, AS_EINVAL, path,
                                "must not be negative; use 0 or a positive quantity");
     return AS_OK;
-}
-
-/* See model_priv.h. */
-bool model_priv_parse_int64(const char *s, int64_t *out)
-{
-    const char *p = s;
-    bool neg = false;
-    if (*p == '+' || *p == '-') {
-        neg = *p == '-';
-        p++;
-    }
-    if (!*p)
-        return false;
-    uint64_t mag = 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        if (mag > (UINT64_MAX - 9) / 10)
-            return false;
-        mag = mag * 10 + (uint64_t)(*p - '0');
-    }
-    if (neg) {
-        if (mag > (uint64_t)INT64_MAX + 1)
-            return false;
-        *out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
-    } else {
-        if (mag > (uint64_t)INT64_MAX)
-            return false;
-        *out = (int64_t)mag;
-    }
-    return true;
 }
 
 static bool take_digits(const char **p, int n, int *out)

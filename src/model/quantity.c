@@ -15,7 +15,7 @@
  * Deliberately stricter than upstream's scanner: "+", "-", "." and "" are
  * rejected (the grammar needs a digit; upstream reads "+" as 0).
  */
-#include "agentsched/model/model.h"
+#include "agentsched/model/quantity.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -92,7 +92,7 @@ static bool qty_suffix(const char *s, size_t len, int64_t *exp10, int *exp2)
     return true;
 }
 
-/* See model.h. */
+/* See quantity.h. */
 as_err model_quantity_parse(const char *s, size_t len, bool milli, int64_t *out, as_diag *diag)
 {
     if (len == 0)
@@ -201,7 +201,7 @@ static void qty_real_text(double d, char *buf, size_t n)
     }
 }
 
-/* See model.h. */
+/* See quantity.h. */
 as_err model_quantity_from_json(const json_t *v, bool milli, int64_t *out, as_diag *diag)
 {
     if (!v || json_is_null(v)) {

@@ -1,5 +1,5 @@
 /* registry.c - resource name <-> vector index registry. */
-#include "agentsched/model/model.h"
+#include "agentsched/model/registry.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,7 +11,7 @@ static const char *const fixed_names[MODEL_RES_FIRST_EXTENDED] = {
     [MODEL_RES_PODS] = "pods",
 };
 
-/* See model.h. */
+/* See registry.h. */
 void model_registry_init(model_registry *reg)
 {
     memset(reg, 0, sizeof *reg);
@@ -25,13 +25,13 @@ void model_registry_init(model_registry *reg)
     pthread_mutex_init(&reg->mu, NULL);
 }
 
-/* See model.h. */
+/* See registry.h. */
 void model_registry_destroy(model_registry *reg)
 {
     pthread_mutex_destroy(&reg->mu);
 }
 
-/* See model.h. */
+/* See registry.h. */
 int model_registry_lookup(const model_registry *reg, const char *name, size_t len)
 {
     if (len >= MODEL_RES_NAME_MAX)
@@ -46,7 +46,7 @@ int model_registry_lookup(const model_registry *reg, const char *name, size_t le
     return -1;
 }
 
-/* See model.h. */
+/* See registry.h. */
 as_err model_registry_intern(model_registry *reg, const char *name, size_t len, int *idx)
 {
     if (len == 0 || len >= MODEL_RES_NAME_MAX || memchr(name, '\0', len))
@@ -79,13 +79,13 @@ done:
     return err;
 }
 
-/* See model.h. */
+/* See registry.h. */
 int model_registry_count(const model_registry *reg)
 {
     return __atomic_load_n(&reg->n, __ATOMIC_ACQUIRE);
 }
 
-/* See model.h. */
+/* See registry.h. */
 const char *model_registry_name(const model_registry *reg, int i)
 {
     if (i < 0 || i >= model_registry_count(reg))

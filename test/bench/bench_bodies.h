@@ -18,7 +18,7 @@
 #include "agentsched/base/buf.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/base/http.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/node.h"
 #include "agentsched/serve/svc.h"
 #include "bench_clock.h"
 

@@ -49,7 +49,7 @@
 #include "agentsched/base/http.h"
 #include "agentsched/model/skip.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/core/policy.h"
 #include "agentsched/serve/svc.h"

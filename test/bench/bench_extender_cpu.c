@@ -28,7 +28,6 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/api/extender.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/serve/svc.h"
 #include "bench_clock.h"

@@ -17,7 +17,8 @@
 
 #include "agentsched/api/extargs.h"
 #include "agentsched/model/skip.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 #include "fuzz_json.h"
 
 /* valid_json: 1 when jansson agrees the text is JSON (an object when

@@ -6,7 +6,9 @@
 
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "agentsched/model/model.h"
+#include "agentsched/model/quantity.h"
 
 static int64_t ceil_div_1000(int64_t m)
 {

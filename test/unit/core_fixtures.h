@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 #include "agentsched/base/pool.h"
 
 #define FX_UNUSED __attribute__((unused))

@@ -31,7 +31,7 @@
 #include "agentsched/base/pool.h"
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 
 typedef struct extmemo extmemo;
 

@@ -32,7 +32,8 @@
 #include "agentsched/core/context.h"
 #include "agentsched/base/error.h"
 #include "agentsched/base/http.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 #include "agentsched/core/score.h"
 
 #define PLACEMENT_DEFAULT_K 3

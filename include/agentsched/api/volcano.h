@@ -102,7 +102,8 @@
 #include "agentsched/base/error.h"
 #include "agentsched/base/http.h"
 #include "agentsched/core/context.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 #define VOLCANO_PATH_ON_SESSION_OPEN  "/volcano/onSessionOpen"
 #define VOLCANO_PATH_ON_SESSION_CLOSE "/volcano/onSessionClose"

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "agentsched/core/cache.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "agentsched/core/sched.h"
 
 typedef struct binder binder;

@@ -59,7 +59,9 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 typedef enum cache_shard_mode {
     CACHE_SHARD_NONE = 0, /* every node is usable */

@@ -23,7 +23,8 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/core/decision.h"
 #include "agentsched/core/score.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 /* Pod shapes the extender verbs keep evaluations of (eqcache.h): about
  * 48 bytes per node per shape, so 64 shapes cost ~25 MB at 5000 nodes. */

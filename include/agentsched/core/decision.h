@@ -46,7 +46,7 @@
 #include "agentsched/base/error.h"
 #include "agentsched/core/binder.h"
 #include "agentsched/core/sched.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 
 typedef struct decision decision;
 

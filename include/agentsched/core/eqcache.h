@@ -55,7 +55,7 @@
 
 #include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
 

@@ -13,7 +13,7 @@
 
 #include "agentsched/base/error.h"
 #include "agentsched/core/score.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/registry.h"
 
 /*
  * score_policy_load reads a policy YAML file. Every field is validated;

@@ -20,7 +20,9 @@
 #include <stdint.h>
 
 #include "agentsched/core/cache.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 typedef enum pred_code {
     PRED_OK = 0,

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "agentsched/core/cache.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/score.h"
 

@@ -20,7 +20,8 @@
 
 #include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 typedef enum score_strategy {
     SCORE_LEAST_ALLOCATED = 0,

@@ -55,7 +55,7 @@
 #include "agentsched/base/error.h"
 #include "agentsched/core/context.h"
 #include "agentsched/k8s/k8s.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 #include "agentsched/fastpath/queue.h"
 
 /*

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 
 /* Clock: monotonic milliseconds. */
 typedef int64_t (*queue_clock_fn)(void *arg);

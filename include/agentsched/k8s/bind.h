@@ -11,7 +11,8 @@
 
 #include "agentsched/base/error.h"
 #include "agentsched/k8s/transport.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 /*
  * k8s_bind posts a Binding of pod ns/name (uid may be NULL or "") to node,

@@ -32,7 +32,7 @@
 #include "agentsched/base/buf.h"
 #include "agentsched/base/error.h"
 #include "agentsched/k8s/kubeconfig.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/pod.h"
 
 typedef struct k8s_client k8s_client;
 

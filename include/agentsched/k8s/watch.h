@@ -20,7 +20,6 @@
 #include "agentsched/base/error.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/k8s/transport.h"
-#include "agentsched/model/model.h"
 
 /* One NodeShard (shard.volcano.sh/v1alpha1). Strings owned by the table
  * or by the copy returned from k8s_shards_copy. */

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
 
 #define SHARDCTL_MAX_SCHEDULERS       32
 #define SHARDCTL_DEFAULT_WARMUP_LABEL "node.volcano.sh/warmup"

@@ -3,7 +3,8 @@
 #include <criterion/criterion.h>
 
 #include "agentsched/core/gpu.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/pod.h"
 
 Test(gpu, no_demand_takes_nothing)
 {

@@ -4,7 +4,11 @@
 
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/cluster.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 static model_registry reg;
 

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "agentsched/model/model.h"
+#include "agentsched/model/quantity.h"
 
 typedef struct qcase {
     const char *in;

@@ -11,7 +11,10 @@
 
 #include "agentsched/api/extargs.h"
 #include "agentsched/base/doc.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 #include "agentsched/model/skip.h"
 #include "json_count.h"
 

@@ -1,11 +1,13 @@
-/* test_model_node.c - resource registry and v1 Node decoding. */
+/* test_node.c - v1 Node decoding. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/node.h"
+#include "agentsched/model/registry.h"
 
 static model_registry reg;
 
@@ -20,7 +22,6 @@ static void teardown(void)
 }
 
 TestSuite(node, .init = setup, .fini = teardown);
-TestSuite(registry, .init = setup, .fini = teardown);
 
 static json_t *Y(const char *yaml)
 {
@@ -60,51 +61,6 @@ static void bad(const char *yaml, as_err want, const char *field, const char *fr
         cr_expect(strstr(d.msg, frag1) != NULL, "msg lacks \"%s\": %s", frag1, d.msg);
     if (frag2)
         cr_expect(strstr(d.msg, frag2) != NULL, "msg lacks \"%s\": %s", frag2, d.msg);
-}
-
-Test(registry, fixed_and_intern)
-{
-    cr_assert_eq(model_registry_count(&reg), MODEL_RES_FIRST_EXTENDED);
-    cr_assert_eq(model_registry_lookup(&reg, "cpu", 3), MODEL_RES_CPU);
-    cr_assert_eq(model_registry_lookup(&reg, "memory", 6), MODEL_RES_MEMORY);
-    cr_assert_eq(model_registry_lookup(&reg, "ephemeral-storage", 17), MODEL_RES_EPHEMERAL);
-    cr_assert_eq(model_registry_lookup(&reg, "pods", 4), MODEL_RES_PODS);
-    cr_assert_eq(model_registry_lookup(&reg, "cp", 2), -1);
-    cr_assert_eq(model_registry_lookup(&reg, "cpux", 3), MODEL_RES_CPU, "length, not NUL");
-    cr_assert_eq(reg.gpu_res, -1);
-    cr_assert_str_eq(reg.gpu_name, "nvidia.com/gpu");
-    cr_assert_str_eq(reg.gpu_share_name, "agentsched.io/gpu-milli");
-    cr_assert_str_eq(reg.gpu_model_label, "agentsched.io/gpu-model");
-
-    int idx = -1;
-    cr_assert_eq(model_registry_intern(&reg, "example.com/foo", 15, &idx), AS_OK);
-    cr_assert_eq(idx, MODEL_RES_FIRST_EXTENDED);
-    int again = -1;
-    cr_assert_eq(model_registry_intern(&reg, "example.com/foo", 15, &again), AS_OK);
-    cr_assert_eq(again, idx);
-    cr_assert_eq(model_registry_intern(&reg, "nvidia.com/gpu", 14, &idx), AS_OK);
-    cr_assert_eq(reg.gpu_res, idx);
-    cr_assert_str_eq(model_registry_name(&reg, idx), "nvidia.com/gpu");
-    cr_assert_str_eq(model_registry_name(&reg, 99), "");
-}
-
-Test(registry, limits)
-{
-    char longname[MODEL_RES_NAME_MAX + 8];
-    memset(longname, 'a', sizeof longname);
-    int idx;
-    cr_assert_eq(model_registry_intern(&reg, longname, MODEL_RES_NAME_MAX, &idx), AS_EINVAL);
-    cr_assert_eq(model_registry_intern(&reg, "", 0, &idx), AS_EINVAL);
-    for (int i = MODEL_RES_FIRST_EXTENDED; i < MODEL_MAX_RES; i++) {
-        char name[32];
-        int n = snprintf(name, sizeof name, "example.com/r%d", i);
-        cr_assert_eq(model_registry_intern(&reg, name, (size_t)n, &idx), AS_OK);
-        cr_assert_eq(idx, i);
-    }
-    cr_assert_eq(model_registry_intern(&reg, "example.com/full", 16, &idx), AS_ELIMIT);
-    /* existing names still resolve when full */
-    cr_assert_eq(model_registry_intern(&reg, "example.com/r5", 14, &idx), AS_OK);
-    cr_assert_eq(idx, 5);
 }
 
 static const char *full_node = "apiVersion: v1\n"

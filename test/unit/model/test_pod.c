@@ -1,4 +1,4 @@
-/* test_model_pod.c - v1 Pod decoding, effective requests, selectors, tolerations. */
+/* test_pod.c - v1 Pod decoding, effective requests, selectors, tolerations. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,7 +6,9 @@
 
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
-#include "agentsched/model/model.h"
+#include "agentsched/model/labels.h"
+#include "agentsched/model/pod.h"
+#include "agentsched/model/registry.h"
 
 static model_registry reg;
 static int gpu_idx, foo_idx;
