@@ -90,7 +90,7 @@ pred_result pred_check_resources(const model_registry *reg, const model_pod *pod
         return (pred_result){PRED_TOO_MANY_PODS, 0};
     bool devices = node->ngpus > 0;
     int gpu_res = __atomic_load_n(&reg->gpu_res, __ATOMIC_ACQUIRE);
-    /* req_mask (model.h) has a bit for every non-zero request, so only the
+    /* req_mask (pod.h) has a bit for every non-zero request, so only the
      * requested resources are visited. */
     for (uint32_t m = pod->req_mask & ~(1u << MODEL_RES_PODS); m; m &= m - 1) {
         int r = __builtin_ctz(m);
