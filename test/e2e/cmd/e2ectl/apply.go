@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +29,14 @@ func cmdApply(args []string) error {
 	fs := flag.NewFlagSet("apply", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (required)")
 	file := fs.String("f", "", "manifest (required)")
+	kinds := fs.String("kinds", "", "comma-separated kinds to apply, the others skipped (default: all)")
 	_ = fs.Parse(args)
+	only := map[string]bool{}
+	for _, k := range strings.Split(*kinds, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			only[k] = true
+		}
+	}
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {
 		return err
@@ -60,6 +68,10 @@ func cmdApply(args []string) error {
 			continue
 		}
 		gvk := obj.GroupVersionKind()
+		if len(only) > 0 && !only[gvk.Kind] {
+			fmt.Printf("skipped %s %s\n", gvk.Kind, obj.GetName())
+			continue
+		}
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %v", *file, gvk, err)
@@ -93,7 +105,7 @@ func cmdApply(args []string) error {
 		}
 		fmt.Printf("applied %s %s\n", gvk.Kind, obj.GetName())
 	}
-	if n == 0 {
+	if n == 0 && len(only) == 0 {
 		return fmt.Errorf("%s: no objects", *file)
 	}
 	return nil
