@@ -30,6 +30,7 @@ func cmdApply(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (required)")
 	file := fs.String("f", "", "manifest (required)")
 	kinds := fs.String("kinds", "", "comma-separated kinds to apply, the others skipped (default: all)")
+	dryRun := fs.Bool("dry-run", false, "server-side dry run: the API server validates and admits every object, stores none")
 	_ = fs.Parse(args)
 	only := map[string]bool{}
 	for _, k := range strings.Split(*kinds, ",") {
@@ -85,6 +86,19 @@ func cmdApply(args []string) error {
 			ri = dyn.Resource(mapping.Resource).Namespace(ns)
 		}
 		ctx, cancel := ctxTimeout(30 * time.Second)
+		if *dryRun {
+			_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s %s (dry run): %v", gvk.Kind, obj.GetName(), err)
+			}
+			n++
+			fmt.Printf("valid %s %s\n", gvk.Kind, obj.GetName())
+			continue
+		}
 		_, err = ri.Create(ctx, obj, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			var cur *unstructured.Unstructured

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -166,6 +169,60 @@ func scenarioAuthMatrix(c *cluster) {
 		fail("%d answers differ from the intended rights:\n  %s", len(wrong), strings.Join(wrong, "\n  "))
 	}
 	logf("%d questions x %d identities: every answer as intended", len(accessMatrix), len(clients))
+	checkRestrictedPods(c)
+}
+
+// restrictedManifests are the manifests whose Deployments' pods must pass
+// the restricted Pod Security Standard.
+var restrictedManifests = []string{
+	"deploy/kube-scheduler/agentsched-sidecar.yaml",
+	"deploy/standalone/agentsched.yaml",
+	"deploy/shard-controller/deployment.yaml",
+}
+
+// checkRestrictedPods creates each shipped Deployment's pod (a server-side
+// dry run) in a namespace enforcing the restricted Pod Security Standard:
+// the API server's PodSecurity admission refuses any container that may
+// run as root, escalate privileges, keep capabilities or run without a
+// seccomp profile. The priority class is left out (system-cluster-critical
+// is admitted in kube-system only).
+func checkRestrictedPods(c *cluster) {
+	const ns = "e2e-restricted"
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	_, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ns, Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce":         "restricted",
+			"pod-security.kubernetes.io/enforce-version": "latest",
+		}}}, metav1.CreateOptions{})
+	cancel()
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		check(err, "create namespace "+ns)
+	}
+	repo := filepath.Join(filepath.Dir(c.env.need("DEV_CLUSTER")), "..", "..")
+	n := 0
+	for _, m := range restrictedManifests {
+		raw, err := os.ReadFile(filepath.Join(repo, m))
+		check(err, "read "+m)
+		deps, err := deployments(raw)
+		check(err, m)
+		for _, d := range deps {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: ns},
+				Spec: *d.Spec.Template.Spec.DeepCopy()}
+			pod.Spec.PriorityClassName = ""
+			ctx, cancel := ctxTimeout(30 * time.Second)
+			_, err := c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			cancel()
+			if err != nil {
+				fail("%s: the pod of Deployment %s is refused where the restricted Pod Security Standard is "+
+					"enforced: %v", m, d.Name, err)
+			}
+			logf("%s: Deployment %s's pod passes the restricted Pod Security Standard", m, d.Name)
+			n++
+		}
+	}
+	if n < 3 {
+		fail("found %d Deployments in %v, want 3", n, restrictedManifests)
+	}
 }
 
 func canI(cs *kubernetes.Clientset, a accessCheck) bool {

@@ -76,15 +76,15 @@ func cmdSAKubeconfig(args []string) error {
 	return nil
 }
 
-// deploymentContainer finds container cname of Deployment dname in a
-// manifest.
-func deploymentContainer(raw []byte, dname, cname string) (*corev1.Container, error) {
+// deployments returns the Deployments of a manifest.
+func deployments(raw []byte) ([]appsv1.Deployment, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var out []appsv1.Deployment
 	for {
 		var doc map[string]interface{}
 		if err := dec.Decode(&doc); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("no Deployment %s", dname)
+				return out, nil
 			}
 			return nil, err
 		}
@@ -96,9 +96,21 @@ func deploymentContainer(raw []byte, dname, cname string) (*corev1.Container, er
 			return nil, err
 		}
 		var d appsv1.Deployment
-		if err := yaml.Unmarshal(j, &d); err != nil {
+		if err := yaml.UnmarshalStrict(j, &d); err != nil {
 			return nil, err
 		}
+		out = append(out, d)
+	}
+}
+
+// deploymentContainer finds container cname of Deployment dname in a
+// manifest.
+func deploymentContainer(raw []byte, dname, cname string) (*corev1.Container, error) {
+	deps, err := deployments(raw)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range deps {
 		if d.Name != dname {
 			continue
 		}
@@ -109,6 +121,7 @@ func deploymentContainer(raw []byte, dname, cname string) (*corev1.Container, er
 		}
 		return nil, fmt.Errorf("Deployment %s has no container %s", dname, cname)
 	}
+	return nil, fmt.Errorf("no Deployment %s", dname)
 }
 
 // agentschedArgs turns the command line of an agentsched container of
