@@ -176,3 +176,35 @@ func TestDerivedConfigCheckCatchesChanges(t *testing.T) {
 		t.Error("deviations passed the check without being asked for")
 	}
 }
+
+// The harness runs the Deployments' agentsched command lines with only
+// --in-cluster and --listen substituted.
+func TestAgentschedArgsOnlySubstitute(t *testing.T) {
+	for _, m := range []struct{ file, deployment string }{
+		{"deploy/kube-scheduler/agentsched-sidecar.yaml", "agent-scheduler"},
+		{"deploy/standalone/agentsched.yaml", "agentsched"},
+	} {
+		c, err := deploymentContainer(readRepo(t, m.file), m.deployment, "agentsched")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, a := range c.Command[1:] {
+			switch {
+			case a == "--in-cluster":
+				want = append(want, "--kubeconfig", "/state/kc")
+			case strings.HasPrefix(a, "--listen="):
+				want = append(want, "--listen", "127.0.0.1:1234")
+			default:
+				want = append(want, a)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: harness runs %q, want %q", m.file, got, want)
+		}
+	}
+}
