@@ -154,6 +154,14 @@ format_check() {
 }
 format_check
 
+# The sidecar's ConfigMap holds deploy/kube-scheduler/kube-scheduler-config.yaml
+# unchanged (also checked, with more, by the e2e harness's go test).
+if "$ROOT/deploy/kube-scheduler/sync-config.sh" --check; then
+    record "sidecar ConfigMap in sync" ok 0
+else
+    record "sidecar ConfigMap in sync" FAIL 0
+fi
+
 stage "$P" unit integration -- -DCMAKE_BUILD_TYPE=Release -DAGENTSCHED_E2E=OFF
 if [ "$QUICK" -eq 0 ]; then
     stage "$P/asan" unit integration -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \

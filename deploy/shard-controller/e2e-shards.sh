@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e-shards.sh - the NodeShard scenario on a real control plane
-# (test/e2e/dev-cluster: etcd, kube-apiserver, kube-scheduler with agentsched
-# as extender, 4 fake nodes of 8 CPUs, deploy/crds installed):
+# (test/e2e/dev-cluster --layout mixed: etcd, kube-apiserver, kube-scheduler
+# with agentsched as extender, 4 fake nodes of 8 CPUs, deploy/crds installed):
 #
 #   1. agentsched serves in hard shard mode as shard "agent-scheduler";
 #      a second NodeShard "volcano" stands for another scheduler.
@@ -74,7 +74,10 @@ jsonpath() { "$K" get "$1" "$2" -o "jsonpath=$3"; }
 status_is() { [ "$(jsonpath nodeshard agent-scheduler "{.status.$1}")" = "$2" ]; }
 node_of() { jsonpath pod "$1" '{.spec.nodeName}'; }
 
-AGENTSCHED_BIN=$AS bash "$DC" up --state-dir "$STATE" --nodes 4 --node-cpu 8 \
+# The mixed layout: the standalone agentsched (fast path) and kube-scheduler
+# serving default-scheduler with it as extender, so that both paths meet
+# the shards.
+AGENTSCHED_BIN=$AS bash "$DC" up --layout mixed --state-dir "$STATE" --nodes 4 --node-cpu 8 \
 	--agentsched-args "--shard-mode hard --shard-name agent-scheduler" >"$TMP/up.log" 2>&1 ||
 	{ cat "$TMP/up.log" >&2; fail "dev-cluster up"; }
 export KUBECONFIG=$STATE/kubeconfig

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +29,15 @@ func cmdApply(args []string) error {
 	fs := flag.NewFlagSet("apply", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (required)")
 	file := fs.String("f", "", "manifest (required)")
+	kinds := fs.String("kinds", "", "comma-separated kinds to apply, the others skipped (default: all)")
+	dryRun := fs.Bool("dry-run", false, "server-side dry run: the API server validates and admits every object, stores none")
 	_ = fs.Parse(args)
+	only := map[string]bool{}
+	for _, k := range strings.Split(*kinds, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			only[k] = true
+		}
+	}
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {
 		return err
@@ -60,6 +69,10 @@ func cmdApply(args []string) error {
 			continue
 		}
 		gvk := obj.GroupVersionKind()
+		if len(only) > 0 && !only[gvk.Kind] {
+			fmt.Printf("skipped %s %s\n", gvk.Kind, obj.GetName())
+			continue
+		}
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %v", *file, gvk, err)
@@ -73,6 +86,19 @@ func cmdApply(args []string) error {
 			ri = dyn.Resource(mapping.Resource).Namespace(ns)
 		}
 		ctx, cancel := ctxTimeout(30 * time.Second)
+		if *dryRun {
+			_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s %s (dry run): %v", gvk.Kind, obj.GetName(), err)
+			}
+			n++
+			fmt.Printf("valid %s %s\n", gvk.Kind, obj.GetName())
+			continue
+		}
 		_, err = ri.Create(ctx, obj, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			var cur *unstructured.Unstructured
@@ -93,7 +119,7 @@ func cmdApply(args []string) error {
 		}
 		fmt.Printf("applied %s %s\n", gvk.Kind, obj.GetName())
 	}
-	if n == 0 {
+	if n == 0 && len(only) == 0 {
 		return fmt.Errorf("%s: no objects", *file)
 	}
 	return nil

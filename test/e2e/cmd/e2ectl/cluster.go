@@ -126,6 +126,17 @@ func (c *cluster) pods() []corev1.Pod {
 	return l.Items
 }
 
+// agentScheduler is the scheduler name deploy/ serves: the sidecar's
+// kube-scheduler profile, the standalone fast path.
+const agentScheduler = "agent-scheduler"
+
+// agentPod is smallPod for agent-scheduler.
+func agentPod(name, cpu, memory string) *corev1.Pod {
+	p := smallPod(name, cpu, memory)
+	p.Spec.SchedulerName = agentScheduler
+	return p
+}
+
 func smallPod(name, cpu, memory string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "agentsched-e2e"}},

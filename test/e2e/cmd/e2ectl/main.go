@@ -8,8 +8,10 @@
 //	e2ectl kubeconfig --dir DIR --server URL --out FILE [--cert]
 //	e2ectl wait-url --url URL [--ca FILE] [--insecure] [--timeout 60s] [--pid PID]
 //	e2ectl nodes --kubeconfig FILE --count N [--cpu 8] [--memory 32Gi] [--pods 110]
-//	e2ectl apply --kubeconfig FILE -f MANIFEST
-//	e2ectl scheduler-config --in FILE --out FILE --kubeconfig FILE --extender-url URL
+//	e2ectl apply --kubeconfig FILE -f MANIFEST [--kinds K1,K2]
+//	e2ectl sa-kubeconfig --kubeconfig ADMIN --sa NS/NAME --out FILE
+//	e2ectl agentsched-args -f MANIFEST --deployment NAME --kubeconfig FILE --listen HOST:PORT
+//	e2ectl scheduler-config --in FILE --out FILE --kubeconfig FILE --extender-url URL [deviations]
 //	e2ectl scenario NAME --state-dir DIR
 //	e2ectl bench --state-dir DIR --mode MODE [--pods N] [--out FILE] | bench table --in FILE
 package main
@@ -35,6 +37,8 @@ var commands = map[string]command{
 	"nodes":            {cmdNodes, "register fake Ready nodes"},
 	"apply":            {cmdApply, "create or update every object of a manifest"},
 	"scheduler-config": {cmdSchedulerConfig, "derive kube-scheduler's configuration"},
+	"sa-kubeconfig":    {cmdSAKubeconfig, "write a kubeconfig with a ServiceAccount's token (TokenRequest)"},
+	"agentsched-args":  {cmdAgentschedArgs, "print the agentsched command line of a Deployment in deploy/"},
 	"scenario":         {cmdScenario, "run one end-to-end scenario"},
 	"bench":            {cmdBench, "end-to-end throughput benchmark (test/bench/bench_e2e.sh)"},
 }

@@ -36,13 +36,13 @@ const (
 )
 
 // tokenUsers are the static-token users pki creates (token in NAME.token):
-// the admin (system:masters) and one per ServiceAccount that deploy/
-// grants rights to, named as the API server names ServiceAccounts, so that
-// the RBAC in deploy/ applies to them unchanged and nothing else does.
+// the admin (system:masters), and the shard controller named as the API
+// server names its ServiceAccount (deploy/shard-controller/rbac.yaml,
+// applied by its scenario after the cluster is up). The ServiceAccounts
+// that deploy/kube-scheduler and deploy/standalone ship get real tokens
+// from the API server instead (e2ectl sa-kubeconfig).
 var tokenUsers = []struct{ name, user, groups string }{
 	{"admin", "agentsched-e2e-admin", "system:masters"},
-	{"agentsched", "system:serviceaccount:kube-system:agentsched",
-		"system:serviceaccounts,system:serviceaccounts:kube-system"},
 	{"shard-controller", "system:serviceaccount:kube-system:agentsched-shard-controller",
 		"system:serviceaccounts,system:serviceaccounts:kube-system"},
 }
@@ -198,7 +198,7 @@ func cmdKubeconfig(args []string) error {
 	server := fs.String("server", "", "API server URL (required)")
 	out := fs.String("out", "", "output file (required)")
 	useCert := fs.Bool("cert", false, "authenticate with the client certificate instead of the token")
-	userName := fs.String("user", "admin", "token user: admin, agentsched or shard-controller")
+	userName := fs.String("user", "admin", "token user: admin or shard-controller")
 	_ = fs.Parse(args)
 	if *dir == "" || *server == "" || *out == "" {
 		return fmt.Errorf("--dir, --server and --out are required")
@@ -221,7 +221,7 @@ func cmdKubeconfig(args []string) error {
 			known = known || u.name == *userName
 		}
 		if !known {
-			return fmt.Errorf("--user %q: not one of admin, agentsched, shard-controller", *userName)
+			return fmt.Errorf("--user %q: not one of admin, shard-controller", *userName)
 		}
 		tok, err := os.ReadFile(filepath.Join(*dir, *userName+".token"))
 		if err != nil {

@@ -16,16 +16,19 @@ import (
 )
 
 var scenarios = map[string]func(c *cluster){
-	"extender_path":      scenarioExtenderPath,
-	"extender_shortlist": scenarioExtenderShortlist,
-	"extender_tls":       scenarioExtenderTLS,
-	"rejection":          scenarioRejection,
-	"burst":              scenarioBurst,
-	"restart":            scenarioRestart,
-	"agent_fastpath":     scenarioAgentFastpath,
-	"apiserver_restart":  scenarioAPIServerRestart,
-	"etcd_restart":       scenarioEtcdRestart,
-	"leader_election":    scenarioLeaderElection,
+	"extender_path":           scenarioExtenderPath,
+	"extender_shortlist":      scenarioExtenderShortlist,
+	"extender_tls":            scenarioExtenderTLS,
+	"rejection":               scenarioRejection,
+	"burst":                   scenarioBurst,
+	"restart":                 scenarioRestart,
+	"agent_fastpath":          scenarioAgentFastpath,
+	"apiserver_restart":       scenarioAPIServerRestart,
+	"etcd_restart":            scenarioEtcdRestart,
+	"leader_election":         scenarioLeaderElection,
+	"auth_matrix":             scenarioAuthMatrix,
+	"leader_failover_sidecar": scenarioLeaderFailoverSidecar,
+	"gpu_share_sidecar":       scenarioGPUShareSidecar,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
@@ -101,8 +104,9 @@ func (c *cluster) waitAllBound(n int) []corev1.Pod {
 	return pods
 }
 
-// Scenario 1: pods of the default scheduler go through agentsched's filter
-// and prioritize and are bound by agentsched; every bound pod fits.
+// Scenario 1: pods of agent-scheduler go through the shipped sidecar:
+// kube-scheduler's profile calls agentsched's filter and prioritize, and
+// agentsched binds them; every bound pod fits.
 func scenarioExtenderPath(c *cluster) {
 	const n = 40
 	nodes := c.nodes()
@@ -118,7 +122,7 @@ func scenarioExtenderPath(c *cluster) {
 	}
 	logf("%d nodes; agentsched before: binds=%.0f filter=%.0f prioritize=%.0f", len(nodes), b0, f0, p0)
 
-	d := c.createPods("agent", n, smallPod("", "250m", "256Mi"), 8)
+	d := c.createPods("agent", n, agentPod("", "250m", "256Mi"), 8)
 	logf("created %d pods in %.2fs", n, d.Seconds())
 	pods := c.waitAllBound(n)
 	used := map[string]bool{}
@@ -196,7 +200,7 @@ func scenarioExtenderShortlist(c *cluster) {
 		fail("agentsched /metrics has no agentsched_binds_total series; have: %s", metricNames(before))
 	}
 
-	tmpl := smallPod("", "1", "256Mi")
+	tmpl := agentPod("", "1", "256Mi")
 	tmpl.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 			Weight: 100,
@@ -256,7 +260,7 @@ func scenarioRejection(c *cluster) {
 	}
 	logf("marked %d nodes NotReady (no taint)", len(nodes))
 
-	pod := smallPod("rejected", "100m", "64Mi")
+	pod := agentPod("rejected", "100m", "64Mi")
 	pod.Namespace = c.ns
 	// Ask agentsched directly what it says about this pod on these nodes,
 	// waiting until its watch has seen the status change.
@@ -355,7 +359,7 @@ func burstCheck(c *cluster, total, fit int, t tally, pods []corev1.Pod) {
 // Scenario 3: 2000 small pods at once onto nodes that fit ~90% of them.
 func scenarioBurst(c *cluster) {
 	const total = 2000
-	tmpl := smallPod("", "100m", "64Mi")
+	tmpl := agentPod("", "100m", "64Mi")
 	nodes := c.nodes()
 	fit := fitCapacity(nodes, podRequests(tmpl))
 	logf("%d nodes fit %d of %d pods (%.0f%%)", len(nodes), fit, total, 100*float64(fit)/total)
@@ -380,7 +384,7 @@ func scenarioBurst(c *cluster) {
 // again: no pod lost or double-booked, ready again within 5 s.
 func scenarioRestart(c *cluster) {
 	const total = 1000
-	tmpl := smallPod("", "100m", "64Mi")
+	tmpl := agentPod("", "100m", "64Mi")
 	nodes := c.nodes()
 	fit := fitCapacity(nodes, podRequests(tmpl))
 	logf("%d nodes fit %d of %d pods", len(nodes), fit, total)

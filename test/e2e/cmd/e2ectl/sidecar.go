@@ -1,0 +1,325 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// sidecarLease is the Lease the shipped kube-scheduler configuration elects on.
+const sidecarLeaseNS, sidecarLeaseName = "kube-system", "agent-scheduler"
+
+// sidecarPair is one replica of the sidecar Deployment in the dev-cluster:
+// a kube-scheduler (dev-cluster verb prefix, log) and its agentsched.
+type sidecarPair struct {
+	verb, log, agentsched string
+}
+
+func (c *cluster) lease() *coordv1.Lease {
+	ctx, cancel := ctxTimeout(10 * time.Second)
+	defer cancel()
+	l, err := c.cs.CoordinationV1().Leases(sidecarLeaseNS).Get(ctx, sidecarLeaseName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	check(err, "get Lease "+sidecarLeaseNS+"/"+sidecarLeaseName)
+	return l
+}
+
+func holder(l *coordv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// acquiredIn says whether kube-scheduler's log reports it acquired the Lease.
+func (c *cluster) acquiredIn(log string) bool {
+	b, err := os.ReadFile(filepath.Join(c.stateDir, "logs", log))
+	check(err, "read "+log)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(strings.ToLower(line), "successfully acquired lease") &&
+			strings.Contains(line, sidecarLeaseNS+"/"+sidecarLeaseName) {
+			return true
+		}
+	}
+	return false
+}
+
+// extenderCalls sums an agentsched's filter and prioritize requests and
+// its binds.
+func extenderCalls(url string) float64 {
+	m := metricsAt(url)
+	f, _ := verbCount(m, "filter")
+	p, _ := verbCount(m, "prioritize")
+	b, _ := verbCount(m, "bind")
+	return f + p + b
+}
+
+// settledCalls is extenderCalls once it stopped changing for half a
+// second: a pod shows as bound in the API server before agentsched has
+// answered the bind and counted the request.
+func settledCalls(url string) float64 {
+	last := extenderCalls(url)
+	for i := 0; i < 20; i++ {
+		time.Sleep(500 * time.Millisecond)
+		cur := extenderCalls(url)
+		if cur == last {
+			return cur
+		}
+		last = cur
+	}
+	return last
+}
+
+// Scenario: two replicas of the sidecar Deployment (kube-scheduler with
+// leader election on as shipped, each calling its own agentsched). One
+// leads and schedules; only its agentsched gets extender calls. Its
+// kube-scheduler is killed (SIGKILL: no release, the Lease must run out);
+// the other takes the Lease once it ran out (15 s as shipped, plus the
+// elector's retry periods: at most 23.8 s after the kill), pods keep being
+// scheduled, now through the other agentsched alone.
+func scenarioLeaderFailoverSidecar(c *cluster) {
+	const leaseDuration = 15 * time.Second // the shipped default
+	const retryPeriod = 2 * time.Second
+	pairs := []sidecarPair{
+		{"scheduler", "kube-scheduler.log", c.agentschedURL},
+		{"scheduler2", "kube-scheduler-2.log", c.env.need("AGENTSCHED2_URL")},
+	}
+	c.env.need("SCHEDULER2_URL")
+	// Exactly one leads.
+	var leader, standby sidecarPair
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		a, b := c.acquiredIn(pairs[0].log), c.acquiredIn(pairs[1].log)
+		if a && b {
+			fail("both kube-schedulers acquired the Lease")
+		}
+		if a || b {
+			leader, standby = pairs[0], pairs[1]
+			if b {
+				leader, standby = pairs[1], pairs[0]
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("no kube-scheduler acquired Lease %s/%s within 60s", sidecarLeaseNS, sidecarLeaseName)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	first := c.lease()
+	logf("%s leads (Lease holder %q), %s is on standby", leader.verb, holder(first), standby.verb)
+
+	l0, s0 := extenderCalls(leader.agentsched), extenderCalls(standby.agentsched)
+	const n = 30
+	tmpl := agentPod("", "250m", "256Mi")
+	c.createPods("before", n, tmpl, 4)
+	c.waitAllBoundN("before", n)
+	l1, s1 := settledCalls(leader.agentsched), extenderCalls(standby.agentsched)
+	logf("%d pods bound; extender calls: leader's agentsched +%.0f, standby's +%.0f", n, l1-l0, s1-s0)
+	if l1-l0 < n {
+		fail("the leader's agentsched got %.0f extender calls for %d pods", l1-l0, n)
+	}
+	if s1 != s0 {
+		fail("the standby's agentsched got %.0f extender calls while %s led", s1-s0, leader.verb)
+	}
+
+	last := c.lease()
+	killed := time.Now()
+	c.devCluster(leader.verb + "-kill")
+	// Pods created while nobody leads wait in the API server.
+	c.createPods("during", n, tmpl, 4)
+	var taken *coordv1.Lease
+	for {
+		l := c.lease()
+		if h := holder(l); h != "" && h != holder(last) {
+			taken = l
+			break
+		}
+		if time.Since(killed) > leaseDuration+6*retryPeriod {
+			fail("%s's kube-scheduler does not hold the Lease %v after the leader was killed (holder %q)",
+				standby.verb, time.Since(killed).Round(time.Millisecond), holder(l))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	takeover := time.Since(killed)
+	// From the last renewal the killed leader made: the standby may take
+	// the Lease only once it went unrenewed for leaseDuration, and tries
+	// every retryPeriod.
+	var sinceRenew time.Duration
+	if last.Spec.RenewTime != nil && taken.Spec.AcquireTime != nil {
+		sinceRenew = taken.Spec.AcquireTime.Sub(last.Spec.RenewTime.Time)
+	}
+	logf("%s took the Lease %v after the kill (holder %q; %v after the last renewal; lease %v)",
+		standby.verb, takeover.Round(time.Millisecond), holder(taken), sinceRenew.Round(time.Millisecond), leaseDuration)
+	if !c.acquiredIn(standby.log) {
+		fail("the Lease changed hands but %s's log does not say it acquired it", standby.verb)
+	}
+	// client-go's elector tries every retryPeriod plus up to 1.2 of it
+	// (jitter): the standby sees the last renewal up to 4.4 s late, waits
+	// the lease duration from then, and tries again up to 4.4 s later. So
+	// the takeover lands between the lease duration less a renewal period
+	// (the renewal before the kill) and 15 + 2 x 4.4 s after the kill.
+	maxTry := retryPeriod + retryPeriod*12/10
+	if takeover > leaseDuration+2*maxTry {
+		fail("takeover took %v, more than the lease duration %v and two retry periods with jitter (%v)",
+			takeover.Round(time.Millisecond), leaseDuration, leaseDuration+2*maxTry)
+	}
+	if takeover < leaseDuration-retryPeriod {
+		fail("takeover after %v: before the Lease (%v) could have expired", takeover.Round(time.Millisecond),
+			leaseDuration)
+	}
+
+	c.waitAllBoundN("during", n)
+	boundAfter := time.Since(killed)
+	c.createPods("after", n, tmpl, 4)
+	c.waitAllBoundN("after", n)
+	l2, s2 := extenderCalls(leader.agentsched), settledCalls(standby.agentsched)
+	logf("%d pods created during the failover bound %v after the kill, %d more after it; extender calls since: "+
+		"old leader's agentsched +%.0f, new leader's +%.0f", n, boundAfter.Round(time.Millisecond), n, l2-l1, s2-s1)
+	if l2 != l1 {
+		fail("the old leader's agentsched got %.0f extender calls after its kube-scheduler was killed", l2-l1)
+	}
+	if s2-s1 < 2*n {
+		fail("the new leader's agentsched got %.0f extender calls for %d pods", s2-s1, 2*n)
+	}
+	c.checkNoOvercommit()
+	fmt.Printf("sidecar failover: Lease taken %v after the leader's kube-scheduler was killed (lease %v); "+
+		"%d pods bound, through the leader's agentsched only\n", takeover.Round(time.Millisecond), leaseDuration, 3*n)
+}
+
+// waitAllBoundN waits (up to 2 min) for the n pods named prefix-* to be bound.
+func (c *cluster) waitAllBoundN(prefix string, n int) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		bound := 0
+		var unbound []corev1.Pod
+		for _, p := range c.pods() {
+			if !strings.HasPrefix(p.Name, prefix+"-") {
+				continue
+			}
+			if p.Spec.NodeName != "" {
+				bound++
+			} else {
+				unbound = append(unbound, p)
+			}
+		}
+		if bound == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			dumpUnbound(c, unbound, 5)
+			fail("%d of %d %s-* pods bound after 2 min", bound, n, prefix)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+const gpuResource, gpuShareResource = "nvidia.com/gpu", "agentsched.io/gpu-milli"
+
+// Scenario: GPU-share pods (agentsched.io/gpu-milli, 300..600 thousandths
+// of one device; no node advertises that resource) with schedulerName
+// agent-scheduler pass the shipped sidecar configuration
+// (NodeResourcesFit ignores the resource, agentsched filters on the
+// nodes' nvidia.com/gpu devices) and are bound; no node ever carries more
+// share than its devices x 1000, read back from the API server; a node
+// without GPUs gets none.
+func scenarioGPUShareSidecar(c *cluster) {
+	nodes := c.nodes()
+	if len(nodes) < 3 {
+		fail("want 3 nodes, have %d", len(nodes))
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	devices := map[string]int64{nodes[0].Name: 1, nodes[1].Name: 2, nodes[2].Name: 0}
+	for i := range nodes {
+		nd := &nodes[i]
+		if d := devices[nd.Name]; d > 0 {
+			q := *resource.NewQuantity(d, resource.DecimalSI)
+			nd.Status.Capacity[gpuResource] = q
+			nd.Status.Allocatable[gpuResource] = q
+			ctx, cancel := ctxTimeout(30 * time.Second)
+			_, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{})
+			cancel()
+			check(err, "give node "+nd.Name+" GPUs")
+		}
+	}
+	logf("nvidia.com/gpu: %s 1, %s 2, %s none", nodes[0].Name, nodes[1].Name, nodes[2].Name)
+	// Wait until agentsched's cache has the devices: a dry run of one share
+	// must fit somewhere.
+	probe := gpuPod("probe", 300)
+	probe.Namespace = c.ns
+	names := []string{nodes[0].Name, nodes[1].Name, nodes[2].Name}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		passed, failed := c.extenderFilter(probe, names, extenderPrefix(c))
+		if len(passed) == 2 {
+			logf("agentsched's filter: a 300-share fits %v; %v", passed, failed)
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("agentsched's filter still passes %v for a 300-share after 30s (failed %v)", passed, failed)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// 300, 400, 500, 600, ... : 3000 thousandths of devices, 12 pods
+	// asking 5400; at least one per device fits.
+	shares := []int64{300, 400, 500, 600, 300, 400, 500, 600, 300, 400, 500, 600}
+	for i, s := range shares {
+		p := gpuPod(fmt.Sprintf("share-%02d", i), s)
+		ctx, cancel := ctxTimeout(30 * time.Second)
+		_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, p, metav1.CreateOptions{})
+		cancel()
+		check(err, "create pod "+p.Name)
+	}
+	t, pods := c.waitSettled(len(shares), len(shares), 15*time.Second, 3*time.Minute)
+	logf("settled: %s; reasons: %v", t, topReasons(t.reasons, 3))
+	if t.pending > 0 {
+		dumpUnbound(c, pods, 5)
+		fail("%d GPU-share pods neither bound nor Pending with a reason", t.pending)
+	}
+	used := map[string]int64{}
+	count := map[string]int{}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		q := podRequests(&p)[gpuShareResource]
+		used[p.Spec.NodeName] += q.Value()
+		count[p.Spec.NodeName]++
+	}
+	for _, n := range names {
+		logf("  %s: %d GPU(s), %d pods, %d of %d thousandths", n, devices[n], count[n], used[n], devices[n]*1000)
+		if used[n] > devices[n]*1000 {
+			fail("node %s carries %d thousandths of GPU share, has %d device(s)", n, used[n], devices[n])
+		}
+	}
+	if t.bound < 3 {
+		fail("only %d GPU-share pods bound on 3 devices (each fits at least one)", t.bound)
+	}
+	for r := range t.reasons {
+		if strings.Contains(r, "Insufficient "+gpuShareResource) {
+			fail("kube-scheduler's NodeResourcesFit rejected a GPU-share pod: %q", r)
+		}
+	}
+	b, _ := bindsDone(c.metrics())
+	fmt.Printf("gpu share: %d of %d pods bound through kube-scheduler and agentsched (agentsched binds %.0f); "+
+		"no node over its devices\n", t.bound, len(shares), b)
+}
+
+func gpuPod(name string, share int64) *corev1.Pod {
+	p := agentPod(name, "100m", "128Mi")
+	q := *resource.NewQuantity(share, resource.DecimalSI)
+	p.Spec.Containers[0].Resources.Requests[gpuShareResource] = q
+	p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{gpuShareResource: q}
+	return p
+}
