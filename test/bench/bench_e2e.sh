@@ -102,7 +102,9 @@ log "machine: $(nproc) cores, $(uptime)"
 mkdir -p "$(dirname "$STATE")"
 POLICY=$STATE.policy.yaml
 cp "$REPO/policy/default.yaml" "$POLICY"
-bash "$E2E/dev-cluster" up --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
+# The bench layout: kube-scheduler also serves default-scheduler pods and
+# its client is not throttled (the modes compare schedulers, not configs).
+bash "$E2E/dev-cluster" up --layout bench --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
 	--node-memory "$((per_node))Gi" --node-pods "$per_node" --agentsched-args "--policy $POLICY${EXTRA_ARGS:+ $EXTRA_ARGS}"
 # shellcheck disable=SC1091
 . "$STATE/env"
