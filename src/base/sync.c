@@ -196,3 +196,17 @@ void sync_usable_cpus(const char *root, sync_cpus *out)
             out->usable = (unsigned)q;
     }
 }
+
+/* See sync.h. */
+void sync_block_signals(sigset_t *sigs)
+{
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}

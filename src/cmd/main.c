@@ -496,21 +496,10 @@ static int cmd_serve(int argc, char **argv)
         return rc;
     log_set_level((log_level)cfg.log_level);
 
-    /* Signals are taken synchronously by this thread (sigtimedwait): block
-     * them before any other thread exists so every thread inherits the mask
-     * and no handler or global flag is needed. */
+    /* Signals are taken synchronously by this thread (sigtimedwait): blocked
+     * before any other thread exists so every thread inherits the mask. */
     sigset_t sigs;
-    /* A parent may have left them ignored (background jobs of scripts,
-     * nohup), and an ignored signal is discarded rather than queued. */
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sync_block_signals(&sigs);
 
     svc *s = NULL;
     as_diag d = {0};

@@ -28,6 +28,7 @@
 #include "agentsched/k8s/shard_status.h"
 #include "agentsched/k8s/watch.h"
 #include "agentsched/base/log.h"
+#include "agentsched/base/sync.h"
 #include "agentsched/base/metrics.h"
 #include "agentsched/model/cluster.h"
 #include "agentsched/model/registry.h"
@@ -728,15 +729,7 @@ int shard_controller_cli_main(int argc, char **argv)
         k8s_lease_default_identity(x.identity, sizeof x.identity);
 
     sigset_t sigs;
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sync_block_signals(&sigs);
 
     as_diag d = {0};
     if (x.config_path) {

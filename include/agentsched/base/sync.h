@@ -7,6 +7,7 @@
 #define AGENTSCHED_SYNC_H
 
 #include <pthread.h>
+#include <signal.h>
 
 /*
  * sync_mutex_init_hot initialises *mu for a hot, short critical section:
@@ -39,5 +40,14 @@ typedef struct sync_cpus {
  * are missing, unreadable or malformed count as no quota. Never fails.
  */
 void sync_usable_cpus(const char *root, sync_cpus *out);
+
+/* sync_block_signals blocks SIGINT, SIGTERM and SIGHUP in the calling
+ * thread (and every thread it starts afterwards) and fills *sigs with them,
+ * for the command's main thread to take them with sigtimedwait: no signal
+ * handler and no global flag. They are reset to their default first (a
+ * parent may have left them ignored, and an ignored signal is discarded
+ * rather than queued); SIGPIPE is ignored (a vanished peer is a write
+ * error, not a death). Call before starting any thread. */
+void sync_block_signals(sigset_t *sigs);
 
 #endif
