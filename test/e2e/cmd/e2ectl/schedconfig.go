@@ -81,6 +81,8 @@ func cmdSchedulerConfig(args []string) error {
 		"drop the extenders' managedResources so that every pod goes through agentsched")
 	extenderCA := fs.String("extender-ca", "",
 		"CA file kube-scheduler checks agentsched's HTTPS certificate against (tlsConfig.caFile; with an https --extender-url)")
+	extenderCert := fs.String("extender-cert", "", "client certificate kube-scheduler presents to agentsched (tlsConfig.certFile; key in --extender-key)")
+	extenderKey := fs.String("extender-key", "", "the key of --extender-cert (tlsConfig.keyFile)")
 	_ = fs.Parse(args)
 	if *out == "" || *kubeconfig == "" || *extenderURL == "" {
 		return fmt.Errorf("--out, --kubeconfig and --extender-url are required")
@@ -149,7 +151,7 @@ func cmdSchedulerConfig(args []string) error {
 		m["enableHTTPS"] = base.Scheme == "https"
 		delete(m, "tlsConfig")
 		if *extenderCA != "" {
-			m["tlsConfig"] = map[string]interface{}{"caFile": *extenderCA}
+			m["tlsConfig"] = map[string]interface{}{"caFile": *extenderCA, "certFile": *extenderCert, "keyFile": *extenderKey}
 		}
 		if *allPods {
 			delete(m, "managedResources")
