@@ -9,6 +9,9 @@
  * handlers of routes marked blocking run on separate offload threads while
  * their connection is suspended (MHD suspend/resume), so a slow API round
  * trip never holds a pool thread and the connections it serves.
+ * Over HTTPS the serving credentials are handed to each handshake (so they
+ * can be replaced while connections stay open) and, with a client CA,
+ * every route not marked anonymous needs a verified client certificate.
  */
 #ifndef AGENTSCHED_HTTP_H
 #define AGENTSCHED_HTTP_H
