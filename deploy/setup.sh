@@ -40,8 +40,8 @@ done
 # benchmarks' plots and the scripts need.
 PACKAGES=(
     build-essential gcc clang clang-format libclang-rt-14-dev cmake ninja-build pkg-config git
-    libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libyajl-dev
-    libcriterion-dev curl ca-certificates python3 gnuplot-nox procps
+    libmicrohttpd-dev libgnutls28-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libyajl-dev
+    libcriterion-dev curl openssl ca-certificates python3 gnuplot-nox procps
 )
 
 install_deps() {

@@ -1089,11 +1089,11 @@ void extender_free(extender *x)
 }
 
 static const http_route extender_route_table[] = {
-    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false, NULL},
-    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false, NULL},
+    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false, NULL, false},
+    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false, NULL, false},
     /* live mode waits for the API server's answer to the Binding */
-    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true, NULL},
-    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false, NULL},
+    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true, NULL, false},
+    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false, NULL, false},
 };
 
 /* See extender.h. */

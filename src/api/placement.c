@@ -696,7 +696,7 @@ done:
 }
 
 static const http_route placement_route_table[] = {
-    {"POST", PLACEMENT_PATH, placement_handle, false, NULL},
+    {"POST", PLACEMENT_PATH, placement_handle, false, NULL, false},
 };
 
 /* See placement.h. */

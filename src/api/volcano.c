@@ -1160,18 +1160,18 @@ void volcano_handle_job_ready(void *ctx, const http_request *req, http_response 
 }
 
 static const http_route volcano_route_table[] = {
-    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL},
-    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL},
-    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL},
-    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL},
-    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL},
-    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL},
-    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL},
-    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL},
-    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false, NULL},
-    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false, NULL},
+    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL, false},
+    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL, false},
+    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL, false},
+    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL, false},
+    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL, false},
+    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL, false},
+    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL, false},
+    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL, false},
+    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false, NULL, false},
+    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false, NULL, false},
 };
 
 /* See volcano.h. */

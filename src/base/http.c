@@ -3,6 +3,9 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -34,6 +37,42 @@
 #define HTTP_BODY_PRESIZE          ((size_t)1 << 20)
 #define HTTP_DEFAULT_OFFLOAD_QUEUE 4096
 #define HTTP_MAX_OFFLOAD_THREADS   256
+/* Certificates in a serving chain and in a client's chain we look at. */
+#define HTTP_TLS_MAX_CHAIN 16
+/* A connection's client-certificate verdict is reused for its next
+ * requests until the CA changes or it is this old, so that a certificate
+ * expiring under a long keep-alive connection stops being accepted. */
+#define HTTP_TLS_VERDICT_NS ((uint64_t)60 * 1000000000u)
+
+/* One generation of TLS credentials: the serving chain and key handed to
+ * each new handshake, and the client CA requests are checked against.
+ * Reference-counted: the server holds the current generation, each
+ * connection the one it was handshaken with, since GnuTLS keeps pointers
+ * to the chain and key for the session's life. */
+typedef struct http_tls {
+    int refs; /* atomic */
+    gnutls_pcert_st chain[HTTP_TLS_MAX_CHAIN];
+    unsigned nchain;
+    gnutls_privkey_t key;
+    gnutls_x509_trust_list_t ca; /* NULL without client authentication */
+    unsigned gen;                /* 1, 2, ... in the order they were made */
+    /* The CA names the handshake offers to clients come from the CA the
+     * daemon started with (libmicrohttpd cannot change them); once the CA
+     * was replaced they would be stale, so none are offered. */
+    bool omit_ca_names;
+} http_tls;
+
+/* Per connection (MHD's socket context), from its start to its close.
+ * Requests on a connection are handled one after another, so the verdict
+ * cache needs no lock. */
+typedef struct http_conn {
+    http_tls *tls;        /* the generation handshaken with */
+    unsigned verdict_gen; /* the generation `status` was reached with; 0 none */
+    uint64_t verdict_ns;  /* when */
+    int status;           /* 0 verified, 401, 403 */
+    char caller[128];     /* subject CN, "-" */
+    char why[200];        /* why refused */
+} http_conn;
 
 /* Per-request state, created on the first access-handler call and freed by
  * the completion notifier whatever happened (client gone, timeout, ...). */
@@ -45,6 +84,8 @@ typedef struct http_req_state {
     bool too_big;     /* body exceeded the cap while streaming */
     bool answered;
     uint64_t start_ns;
+    const char *caller; /* see http_request.caller */
+    const char *deny;   /* why a 401/403 early_status refused the caller */
     /* Offloaded (blocking route): the job fields below are written by the
      * pool thread before it queues the job, the response by the offload
      * thread before it sets done (release) and resumes the connection;
@@ -72,13 +113,21 @@ struct http_server {
     int oflight; /* (atomic) offloaded requests not yet completed by MHD */
     pthread_t *othreads;
     unsigned nothreads;
-    /* TLS (HTTPS): our copies of the PEM texts, kept until the daemon
-     * stops, and MHD's last message while it starts (why a certificate or
+    /* MHD's last message while it starts (why a certificate or
      * key was refused): starting is set (atomically) only while
      * MHD_start_daemon runs, when only MHD's start-up logs. */
-    char *tls_cert, *tls_key;
     bool starting;
     char start_msg[256];
+    /* The current credentials (tmu guards the pointer; tls_gen mirrors
+     * its gen for a lock-free "did it change" check), whether requests
+     * need a client certificate, the start-up CA PEM (MHD reads it at
+     * start) and the exempt path prefixes. */
+    pthread_mutex_t tmu;
+    http_tls *tls;
+    unsigned tls_gen; /* atomic */
+    bool client_auth;
+    char *tls_ca;
+    char *exempt;
 };
 
 /* ------------------------------------------------------------------ */
@@ -230,6 +279,311 @@ static void http_allow_header(const http_server *s, const char *path, char *out,
 }
 
 /* ------------------------------------------------------------------ */
+/* TLS credentials and client certificates                            */
+/* ------------------------------------------------------------------ */
+
+/* The largest PEM text the server takes (GnuTLS sizes are unsigned). */
+#define HTTP_TLS_MAX_PEM ((size_t)16 << 20)
+
+static void http_printable(char *dst, size_t n, const char *src);
+
+static void http_tls_unref(http_tls *t)
+{
+    if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (unsigned i = 0; i < t->nchain; i++)
+        gnutls_pcert_deinit(&t->chain[i]);
+    if (t->key)
+        gnutls_privkey_deinit(t->key);
+    if (t->ca)
+        gnutls_x509_trust_list_deinit(t->ca, 1);
+    free(t);
+}
+
+/* The current credentials with a reference for the caller; NULL for a
+ * plain-HTTP server. */
+static http_tls *http_tls_current(http_server *s)
+{
+    pthread_mutex_lock(&s->tmu);
+    http_tls *t = s->tls;
+    if (t)
+        __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&s->tmu);
+    return t;
+}
+
+static gnutls_datum_t http_datum(const char *pem)
+{
+    return (gnutls_datum_t){(unsigned char *)pem, (unsigned)strlen(pem)};
+}
+
+/* http_tls_load parses one generation of credentials (ca_pem NULL = no
+ * client authentication) into *out, with one reference. */
+static as_err http_tls_load(const char *cert_pem, const char *key_pem, const char *ca_pem,
+                            http_tls **out, as_diag *diag)
+{
+    *out = NULL;
+    if (strlen(cert_pem) > HTTP_TLS_MAX_PEM || strlen(key_pem) > HTTP_TLS_MAX_PEM ||
+        (ca_pem && strlen(ca_pem) > HTTP_TLS_MAX_PEM))
+        return as_diag_set(diag, AS_EINVAL, "tls-cert", "a TLS PEM file is over %zu bytes",
+                           HTTP_TLS_MAX_PEM);
+    as_err err = AS_OK;
+    gnutls_certificate_credentials_t check = NULL;
+    http_tls *t = calloc(1, sizeof *t);
+    if (!t)
+        return AS_ENOMEM;
+    t->refs = 1;
+    gnutls_datum_t cd = http_datum(cert_pem), kd = http_datum(key_pem);
+    /* GnuTLS's own pairing check, the one a daemon started with the PEM
+     * texts would make: a key that does not match the leaf is refused. */
+    int rc = gnutls_certificate_allocate_credentials(&check);
+    if (rc < 0) {
+        check = NULL;
+        err = AS_ENOMEM;
+        goto done;
+    }
+    rc = gnutls_certificate_set_x509_key_mem(check, &cd, &kd, GNUTLS_X509_FMT_PEM);
+    if (rc < 0) {
+        err = as_diag_set(diag, AS_EINVAL,
+                          rc == GNUTLS_E_CERTIFICATE_KEY_MISMATCH ? "tls-key" : "tls-cert",
+                          "the TLS certificate or key was refused (%s); give a PEM certificate "
+                          "and the PEM private key that matches it",
+                          gnutls_strerror(rc));
+        goto done;
+    }
+    t->nchain = HTTP_TLS_MAX_CHAIN;
+    rc = gnutls_pcert_list_import_x509_raw(t->chain, &t->nchain, &cd, GNUTLS_X509_FMT_PEM, 0);
+    if (rc < 0) {
+        t->nchain = 0;
+        err = as_diag_set(diag, AS_EINVAL, "tls-cert",
+                          "the TLS certificate chain was refused (%s); give at most %d PEM "
+                          "certificates, leaf first",
+                          gnutls_strerror(rc), HTTP_TLS_MAX_CHAIN);
+        goto done;
+    }
+    rc = gnutls_privkey_init(&t->key);
+    if (rc < 0) {
+        t->key = NULL;
+        err = AS_ENOMEM;
+        goto done;
+    }
+    rc = gnutls_privkey_import_x509_raw(t->key, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
+    if (rc < 0) {
+        err = as_diag_set(diag, AS_EINVAL, "tls-key",
+                          "the TLS private key was refused (%s); give an unencrypted PEM key",
+                          gnutls_strerror(rc));
+        goto done;
+    }
+    if (ca_pem) {
+        rc = gnutls_x509_trust_list_init(&t->ca, 0);
+        if (rc < 0) {
+            t->ca = NULL;
+            err = AS_ENOMEM;
+            goto done;
+        }
+        gnutls_datum_t ad = http_datum(ca_pem);
+        rc = gnutls_x509_trust_list_add_trust_mem(t->ca, &ad, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
+        if (rc <= 0) {
+            err = as_diag_set(diag, AS_EINVAL, "tls-client-ca",
+                              "the client CA file holds no usable PEM certificate (%s)",
+                              rc < 0 ? gnutls_strerror(rc) : "none found");
+            goto done;
+        }
+    }
+    *out = t;
+    t = NULL;
+done:
+    if (check)
+        gnutls_certificate_free_credentials(check);
+    http_tls_unref(t);
+    return err;
+}
+
+/* GnuTLS asks for the serving chain at each handshake: the generation the
+ * connection took when it started. */
+static int http_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                             const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
+                             gnutls_pcert_st **pcert, unsigned int *pcert_length,
+                             gnutls_privkey_t *pkey)
+{
+    (void)req_ca_dn;
+    (void)nreqs;
+    (void)pk_algos;
+    (void)pk_algos_length;
+    struct MHD_Connection *conn = gnutls_session_get_ptr(session);
+    const union MHD_ConnectionInfo *ci =
+        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
+    http_conn *hc = ci ? ci->socket_context : NULL;
+    if (!hc || !hc->tls)
+        return -1; /* out of memory when the connection started: fail it */
+    if (hc->tls->omit_ca_names)
+        gnutls_certificate_send_x509_rdn_sequence(session, 1);
+    *pcert = hc->tls->chain;
+    *pcert_length = hc->tls->nchain;
+    *pkey = hc->tls->key;
+    return 0;
+}
+
+static void http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code)
+{
+    (void)conn;
+    http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        http_conn *hc = calloc(1, sizeof *hc);
+        if (hc)
+            hc->tls = http_tls_current(s);
+        *socket_context = hc;
+        return;
+    }
+    http_conn *hc = *socket_context;
+    if (hc) {
+        http_tls_unref(hc->tls);
+        free(hc);
+    }
+    *socket_context = NULL;
+}
+
+/* http_client_verify settles whether hc's client certificate chains to the
+ * current client CA, reusing the last verdict while the CA is unchanged
+ * and it is younger than HTTP_TLS_VERDICT_NS (a connection's peer
+ * certificate cannot change: libmicrohttpd does not renegotiate). */
+static void http_client_verify(http_server *s, struct MHD_Connection *conn, http_conn *hc)
+{
+    uint64_t now = clock_mono_ns();
+    if (hc->verdict_gen == __atomic_load_n(&s->tls_gen, __ATOMIC_ACQUIRE) &&
+        now - hc->verdict_ns < HTTP_TLS_VERDICT_NS)
+        return;
+    http_tls *cur = http_tls_current(s);
+    gnutls_x509_crt_t crts[HTTP_TLS_MAX_CHAIN];
+    unsigned ncrt = 0;
+    hc->verdict_gen = cur ? cur->gen : 0;
+    hc->verdict_ns = now;
+    hc->status = 403;
+    snprintf(hc->caller, sizeof hc->caller, "-");
+    hc->why[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t session = ci ? ci->tls_session : NULL;
+    unsigned n = 0;
+    const gnutls_datum_t *peers = session ? gnutls_certificate_get_peers(session, &n) : NULL;
+    if (!cur || !cur->ca) {
+        snprintf(hc->why, sizeof hc->why, "client certificates are not checked by this server");
+        goto done;
+    }
+    if (!peers || n == 0) {
+        hc->status = 401;
+        snprintf(hc->why, sizeof hc->why,
+                 "a client certificate is required: present one issued by the CA of "
+                 "--tls-client-ca (kube-scheduler: the extender's tlsConfig certFile/keyFile)");
+        goto done;
+    }
+    if (n > HTTP_TLS_MAX_CHAIN) {
+        snprintf(hc->why, sizeof hc->why,
+                 "the client certificate chain has %u certificates, more than %d", n,
+                 HTTP_TLS_MAX_CHAIN);
+        goto done;
+    }
+    bool parsed = true;
+    for (; parsed && ncrt < n; ncrt++) {
+        if (gnutls_x509_crt_init(&crts[ncrt]) < 0)
+            break;
+        parsed = gnutls_x509_crt_import(crts[ncrt], &peers[ncrt], GNUTLS_X509_FMT_DER) >= 0;
+    }
+    if (!parsed || ncrt < n) {
+        snprintf(hc->why, sizeof hc->why, "the client certificate cannot be parsed");
+        goto done;
+    }
+    gnutls_typed_vdata_st purpose = {.type = GNUTLS_DT_KEY_PURPOSE_OID,
+                                     .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT};
+    unsigned vs = 0;
+    int rc = gnutls_x509_trust_list_verify_crt2(cur->ca, crts, ncrt, &purpose, 1, 0, &vs, NULL);
+    if (rc < 0 || vs != 0) {
+        gnutls_datum_t txt = {0};
+        bool printed =
+            rc >= 0 &&
+            gnutls_certificate_verification_status_print(vs, GNUTLS_CRT_X509, &txt, 0) >= 0 &&
+            txt.data;
+        snprintf(hc->why, sizeof hc->why,
+                 "the client certificate does not verify against --tls-client-ca (%s); present "
+                 "one issued by that CA, valid now and allowed for TLS client use",
+                 printed ? (const char *)txt.data : gnutls_strerror(rc));
+        gnutls_free(txt.data);
+        goto done;
+    }
+    hc->status = 0;
+    char cn[128];
+    size_t cnlen = sizeof cn;
+    if (gnutls_x509_crt_get_dn_by_oid(crts[0], GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &cnlen) ==
+            0 &&
+        cn[0])
+        http_printable(hc->caller, sizeof hc->caller, cn);
+done:
+    for (unsigned i = 0; i < ncrt; i++)
+        gnutls_x509_crt_deinit(crts[i]);
+    http_tls_unref(cur);
+}
+
+/* Whether path starts with one of the --tls-client-auth-exempt prefixes. */
+static bool http_exempt(const http_server *s, const char *path)
+{
+    for (const char *p = s->exempt; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0 && strncmp(path, p, len) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* http_authorize decides, on a request's first call, who the caller is and
+ * whether its route may be called: a refusal becomes st's early_status
+ * (401/403) with st->deny saying why, and is logged with the peer. */
+static void http_authorize(http_server *s, struct MHD_Connection *conn, http_req_state *st,
+                           const char *method, const char *url)
+{
+    st->caller = "-";
+    if (!s->client_auth)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_conn *hc = ci ? ci->socket_context : NULL;
+    bool open = st->route && (st->route->anonymous || http_exempt(s, url));
+    if (!hc) {
+        if (!open && st->route) {
+            st->early_status = 503;
+            st->deny = "out of memory";
+        }
+        return;
+    }
+    http_client_verify(s, conn, hc);
+    if (hc->status == 0)
+        st->caller = hc->caller;
+    if (open || !st->route || hc->status == 0)
+        return;
+    st->early_status = hc->status;
+    st->deny = hc->why;
+    char peer[64] = "-";
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ai && ai->client_addr) {
+        socklen_t alen = ai->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                : sizeof(struct sockaddr_in);
+        char host[48], port[8];
+        if (getnameinfo(ai->client_addr, alen, host, sizeof host, port, sizeof port,
+                        NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+            snprintf(peer, sizeof peer, "%s:%s", host, port);
+    }
+    char p[128], m[16];
+    http_printable(p, sizeof p, url);
+    http_printable(m, sizeof m, method);
+    log_warn("msg=\"request refused: client certificate\" status=%d peer=%s method=%s path=%s "
+             "reason=\"%s\"",
+             hc->status, peer, m, p, hc->why);
+}
+
+/* ------------------------------------------------------------------ */
 /* MHD callbacks                                                      */
 /* ------------------------------------------------------------------ */
 
@@ -274,7 +628,8 @@ static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, ht
     if (ret == MHD_YES) {
         st->answered = true;
         if (s->cfg.observe)
-            s->cfg.observe(s->cfg.ctx, method, path, status, clock_mono_ns() - st->start_ns);
+            s->cfg.observe(s->cfg.ctx, method, path, st->caller ? st->caller : "-", status,
+                           clock_mono_ns() - st->start_ns);
     }
     return ret;
 }
@@ -313,6 +668,12 @@ static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *co
         http_error(&resp, 501, NULL,
                    "Transfer-Encoding other than chunked is not supported; send the body with "
                    "Content-Length or Transfer-Encoding: chunked");
+        break;
+    case 401:
+    case 403:
+    case 503:
+        http_error(&resp, status, "client-certificate", "%s",
+                   st->deny ? st->deny : "client certificate refused");
         break;
     case 413:
         http_error(&resp, 413, NULL,
@@ -362,6 +723,7 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
         .body_len = st->body.len,
         .pool = st->pool,
         .conn = conn,
+        .caller = st->caller ? st->caller : "-",
     };
     st->route->fn(st->route->ctx ? st->route->ctx : s->cfg.ctx, &req, resp);
 }
@@ -465,6 +827,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         st->route = http_route_find(s, method, url, &path_known);
         if (!st->route)
             st->early_status = path_known ? 405 : 404;
+        http_authorize(s, conn, st, method, url);
         /* libmicrohttpd decodes chunked bodies only; with another
          * Transfer-Encoding ("gzip, chunked", "identity") it would wait for
          * a body it cannot frame until the idle timeout. Say so at once. */
@@ -637,14 +1000,6 @@ static size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(w - s);
 }
 
-/* http_free_secret wipes and frees a private key's copy. NULL ok. */
-static void http_free_secret(char *p)
-{
-    if (p)
-        explicit_bzero(p, strlen(p));
-    free(p);
-}
-
 /* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT" and resolves it. */
 static as_err http_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen,
                            bool *v6, as_diag *diag)
@@ -750,22 +1105,34 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
                                "this libmicrohttpd was built without TLS; install Debian's "
                                "libmicrohttpd12 (built with GnuTLS) or serve plain HTTP");
         }
-        s->tls_cert = strdup(cfg->tls_cert_pem);
-        s->tls_key = strdup(cfg->tls_key_pem);
-        if (!s->tls_cert || !s->tls_key) {
-            free(s->tls_cert);
-            http_free_secret(s->tls_key);
+        err = http_tls_load(cfg->tls_cert_pem, cfg->tls_key_pem, cfg->tls_client_ca_pem, &s->tls,
+                            diag);
+        if (err == AS_OK && cfg->tls_client_ca_pem &&
+            (!(s->tls_ca = strdup(cfg->tls_client_ca_pem)) ||
+             (cfg->tls_client_exempt && !(s->exempt = strdup(cfg->tls_client_exempt)))))
+            err = AS_ENOMEM;
+        if (err) {
+            http_tls_unref(s->tls);
+            free(s->tls_ca);
             free(s);
-            return AS_ENOMEM;
+            return err;
         }
+        s->tls->gen = 1;
+        s->tls_gen = 1;
+        s->client_auth = cfg->tls_client_ca_pem != NULL;
         flags |= MHD_USE_TLS;
+    } else if (cfg->tls_client_ca_pem) {
+        free(s);
+        return as_diag_set(diag, AS_EINVAL, "tls-client-ca",
+                           "client certificates need HTTPS: give the certificate and key too");
     }
+    pthread_mutex_init(&s->tmu, NULL);
 
     unsigned conn_limit = cfg->conn_limit ? cfg->conn_limit : HTTP_DEFAULT_CONN_LIMIT;
     unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
     /* The logger goes first so that warnings about later options use it;
      * optional options are appended, MHD_OPTION_END closes the array. */
-    struct MHD_OptionItem opts[14];
+    struct MHD_OptionItem opts[16];
     size_t no = 0;
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)http_mhd_log, s};
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &ss};
@@ -780,8 +1147,19 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
     opts[no++] =
         (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)http_unescape, NULL};
     if (tls) {
-        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
-        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+        /* The chain and key are handed over per handshake (not as PEM
+         * options, which fix them for the daemon's life), so that
+         * http_server_set_tls can replace them for new connections. */
+        opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
+                                             (void *)(intptr_t)http_tls_retrieve};
+        opts[no++] =
+            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_conn_notify, s};
+        /* A trust list makes MHD ask each client for a certificate (as
+         * optional: a client without one still completes the handshake and
+         * is refused per route, so probes work); requests are verified by
+         * http_client_verify against the current CA, not by GnuTLS. */
+        if (s->tls_ca)
+            opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, s->tls_ca};
     }
     /* a pool of one thread is the internal polling thread itself */
     if (threads > 1)
@@ -816,8 +1194,10 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
                          : as_diag_set(diag, AS_EIO, "listen",
                                        "cannot listen on %s (address in use or not available%s%s)",
                                        cfg->listen, s->start_msg[0] ? ": " : "", s->start_msg);
-        free(s->tls_cert);
-        http_free_secret(s->tls_key);
+        pthread_mutex_destroy(&s->tmu);
+        http_tls_unref(s->tls);
+        free(s->tls_ca);
+        free(s->exempt);
         free(s);
         return err;
     }
@@ -855,9 +1235,41 @@ void http_server_stop(http_server *s)
         MHD_stop_daemon(s->daemon);
     pthread_cond_destroy(&s->ocv);
     pthread_mutex_destroy(&s->omu);
-    free(s->tls_cert);
-    http_free_secret(s->tls_key);
+    pthread_mutex_destroy(&s->tmu);
+    http_tls_unref(s->tls);
+    free(s->tls_ca);
+    free(s->exempt);
     free(s);
+}
+
+/* See http.h. */
+as_err http_server_set_tls(http_server *s, const char *cert_pem, const char *key_pem,
+                           const char *client_ca_pem, as_diag *diag)
+{
+    if (!s || !s->tls)
+        return as_diag_set(diag, AS_EINVAL, "tls-cert",
+                           "this server does not serve HTTPS; restart it with a certificate");
+    if (!cert_pem || !key_pem)
+        return as_diag_set(diag, AS_EINVAL, cert_pem ? "tls-key" : "tls-cert",
+                           "HTTPS needs both a certificate and its private key");
+    if (!client_ca_pem != !s->client_auth)
+        return as_diag_set(diag, AS_EINVAL, "tls-client-ca",
+                           "client authentication is switched %s only at start-up; restart the "
+                           "server",
+                           s->client_auth ? "off" : "on");
+    http_tls *t = NULL;
+    as_err err = http_tls_load(cert_pem, key_pem, client_ca_pem, &t, diag);
+    if (err)
+        return err;
+    t->omit_ca_names = client_ca_pem && strcmp(client_ca_pem, s->tls_ca) != 0;
+    pthread_mutex_lock(&s->tmu);
+    http_tls *old = s->tls;
+    t->gen = old->gen + 1;
+    s->tls = t;
+    __atomic_store_n(&s->tls_gen, t->gen, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->tmu);
+    http_tls_unref(old);
+    return AS_OK;
 }
 
 /* See http.h. */

@@ -123,6 +123,9 @@ typedef enum serve_flag_id {
     F_LOG_LEVEL,
     F_TLS_CERT,
     F_TLS_KEY,
+    F_TLS_CLIENT_CA,
+    F_TLS_CLIENT_AUTH_EXEMPT,
+    F_METRICS_AUTH,
     F_KUBECONFIG,
     F_IN_CLUSTER,
     F_KUBE_API_QPS,
@@ -170,8 +173,20 @@ static const cli_flag serve_flags[] = {
     {F_LOG_LEVEL, "--log-level", 0, "LEVEL", "error | warn | info | debug (default info)"},
     {F_TLS_CERT, "--tls-cert", 0, "FILE",
      "serve HTTPS with this PEM certificate (chain, leaf first);\n"
-     "needs --tls-key; read at start-up"},
+     "needs --tls-key; re-read on SIGHUP and when it changes"},
     {F_TLS_KEY, "--tls-key", 0, "FILE", "the PEM private key of --tls-cert (unencrypted)"},
+    {F_TLS_CLIENT_CA, "--tls-client-ca", 0, "FILE",
+     "require a client certificate issued by a CA of this PEM file\n"
+     "on every endpoint but /healthz, /readyz and /metrics (401\n"
+     "without one, 403 when it does not verify); needs --tls-cert;\n"
+     "re-read on SIGHUP and when it changes"},
+    {F_TLS_CLIENT_AUTH_EXEMPT, "--tls-client-auth-exempt", 0, "PREFIX[,...]",
+     "with --tls-client-ca: also serve these path prefixes without a\n"
+     "client certificate (e.g. /volcano/ for Volcano's extender\n"
+     "plugin, which cannot present one: protect it by network\n"
+     "placement instead)"},
+    {F_METRICS_AUTH, "--metrics-auth", 0, NULL,
+     "with --tls-client-ca: /metrics needs a client certificate too"},
     {F_KUBECONFIG, "--kubeconfig", 0, "FILE",
      "live mode: follow the cluster of this kubeconfig (current-context)\n"
      "and bind through its API server (instead of --cluster)"},
@@ -216,7 +231,8 @@ static const cli_spec serve_cli = {
                 "       [FLAGS]\n\n"
                 "Loads the cluster into the node cache and serves the HTTP endpoints\n"
                 "(GET /healthz /readyz /version /metrics, POST /v1/placements, ...).\n"
-                "SIGINT/SIGTERM stop it cleanly; SIGHUP reloads the --policy file.\n\n",
+                "SIGINT/SIGTERM stop it cleanly; SIGHUP reloads the --policy file and the\n"
+                "TLS files.\n\n",
     .flags = serve_flags,
     .nflags = SERVE_NFLAGS,
 };
@@ -227,6 +243,19 @@ static int flag_error(const char *flag, const char *fmt, const char *value)
     fprintf(stderr, fmt, value);
     fprintf(stderr, "\n");
     return EXIT_USAGE;
+}
+
+/* exempt_list_ok: every element of a comma-separated list is a path
+ * prefix starting with '/'. */
+static bool exempt_list_ok(const char *v)
+{
+    for (const char *p = v;; p++) {
+        if (*p != '/')
+            return false;
+        p = strchr(p, ',');
+        if (!p)
+            return true;
+    }
 }
 
 static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigned long hi,
@@ -371,6 +400,22 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             else
                 cfg->tls_key_path = value;
             break;
+        case F_TLS_CLIENT_CA:
+            if (!*value)
+                return flag_error(fl->name, "empty file name%s", "");
+            cfg->tls_client_ca_path = value;
+            break;
+        case F_TLS_CLIENT_AUTH_EXEMPT:
+            if (!exempt_list_ok(value))
+                return flag_error(fl->name,
+                                  "'%s' is not a comma-separated list of path prefixes, each "
+                                  "starting with '/' (e.g. /volcano/)",
+                                  value);
+            cfg->tls_client_exempt = value;
+            break;
+        case F_METRICS_AUTH:
+            cfg->metrics_auth = true;
+            break;
         case F_KUBECONFIG:
             if (!*value)
                 return flag_error(fl->name, "empty file name%s", "");
@@ -452,6 +497,17 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                 "private key\n",
                 cfg->tls_cert_path ? "--tls-cert" : "--tls-key",
                 cfg->tls_cert_path ? "--tls-key" : "--tls-cert");
+        return EXIT_USAGE;
+    }
+    if ((cfg->tls_client_ca_path || cfg->tls_client_exempt || cfg->metrics_auth) &&
+        !cfg->tls_cert_path) {
+        fprintf(stderr, "agentsched serve: --tls-client-ca needs --tls-cert and --tls-key: "
+                        "client certificates are asked for in the TLS handshake\n");
+        return EXIT_USAGE;
+    }
+    if ((cfg->tls_client_exempt || cfg->metrics_auth) && !cfg->tls_client_ca_path) {
+        fprintf(stderr, "agentsched serve: --tls-client-auth-exempt and --metrics-auth need "
+                        "--tls-client-ca\n");
         return EXIT_USAGE;
     }
     bool lease_flags = cfg->lease_name[0] || cfg->lease_identity || cfg->lease_duration_ms;
@@ -547,6 +603,17 @@ static int cmd_serve(int argc, char **argv)
             log_info("msg=\"shutting down\" signal=%s", sig == SIGINT ? "SIGINT" : "SIGTERM");
             break;
         }
+        as_diag td = {0};
+        bool tls_reloaded = false;
+        as_err terr = svc_reload_tls(s, sig == SIGHUP, &tls_reloaded, &td);
+        if (tls_reloaded)
+            log_info("msg=\"TLS certificate, key and client CA reloaded\" cert=%s client_ca=%s",
+                     s->cfg.tls_cert_path,
+                     s->cfg.tls_client_ca_path ? s->cfg.tls_client_ca_path : "-");
+        else if (terr)
+            log_error("msg=\"TLS reload failed; new connections keep the current certificate "
+                      "and client CA\" error=\"%s\" field=%s",
+                      td.msg[0] ? td.msg : as_strerror(terr), td.field[0] ? td.field : "-");
         if (sig == SIGHUP) {
             as_diag hd = {0};
             as_err herr = svc_reload_policy(s, &hd);

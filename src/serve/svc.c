@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agentsched/base/doc.h"
 #include "agentsched/core/eqcache.h"
@@ -44,6 +45,10 @@ typedef struct svc_impl {
     pool *strings;
     http_route routes[SVC_MAX_ROUTES];
     size_t nroutes;
+    /* The TLS files as last read (certificate, key, client CA), to see
+     * when one changed, and when they were last looked at. */
+    struct stat tls_seen[3];
+    uint64_t tls_checked_ns;
 } svc_impl;
 
 /* See svc.h. */
@@ -156,10 +161,10 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
 
 /* The server's own endpoints; their context is the svc. */
 static const http_route svc_own_routes[] = {
-    {"GET", "/healthz", svc_healthz, false, NULL},
-    {"GET", "/readyz", svc_readyz, false, NULL},
-    {"GET", "/version", svc_version, false, NULL},
-    {"GET", "/metrics", svc_metrics_endpoint, false, NULL},
+    {"GET", "/healthz", svc_healthz, false, NULL, true},
+    {"GET", "/readyz", svc_readyz, false, NULL, true},
+    {"GET", "/version", svc_version, false, NULL, false},
+    {"GET", "/metrics", svc_metrics_endpoint, false, NULL, true},
 };
 
 /* svc_add_routes appends an entry point's routes, each to run with ctx.
@@ -191,6 +196,9 @@ static as_err svc_build_routes(svc_impl *impl)
     r = volcano_routes(&n);
     if (!err)
         err = svc_add_routes(impl, r, n, s->core);
+    for (size_t i = 0; i < impl->nroutes; i++)
+        if (s->cfg.metrics_auth && strcmp(impl->routes[i].path, "/metrics") == 0)
+            impl->routes[i].anonymous = false;
     return err;
 }
 
@@ -232,7 +240,11 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         (err = svc_dup(impl->strings, &s->cfg.kubeconfig)) ||
         (err = svc_dup(impl->strings, &s->cfg.policy_path)) ||
         (err = svc_dup(impl->strings, &s->cfg.scheduler_name)) ||
-        (err = svc_dup(impl->strings, &s->cfg.shard_name)))
+        (err = svc_dup(impl->strings, &s->cfg.shard_name)) ||
+        (err = svc_dup(impl->strings, &s->cfg.tls_cert_path)) ||
+        (err = svc_dup(impl->strings, &s->cfg.tls_key_path)) ||
+        (err = svc_dup(impl->strings, &s->cfg.tls_client_ca_path)) ||
+        (err = svc_dup(impl->strings, &s->cfg.tls_client_exempt)))
         goto done;
     if (!s->cfg.shard_name)
         s->cfg.shard_name = s->cfg.scheduler_name;
@@ -596,15 +608,15 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
                    as_strerror(err));
 }
 
-static void svc_observe(void *ctx, const char *method, const char *path, int status,
-                        uint64_t elapsed_ns)
+static void svc_observe(void *ctx, const char *method, const char *path, const char *caller,
+                        int status, uint64_t elapsed_ns)
 {
     svc *s = ctx;
     metrics_inc(s->core->m.requests_total);
     if (status >= 400)
         metrics_inc(s->core->m.request_errors_total);
-    log_debug("msg=\"request\" method=%s path=%s status=%d us=%llu", method, path, status,
-              (unsigned long long)(elapsed_ns / 1000));
+    log_debug("msg=\"request\" method=%s path=%s caller=%s status=%d us=%llu", method, path, caller,
+              status, (unsigned long long)(elapsed_ns / 1000));
 }
 
 /* Certificates and keys are small; a cap keeps a wrong path (a disk
@@ -631,6 +643,53 @@ static as_err svc_read_pem(const char *flag, const char *path, char **out, as_di
     return AS_OK;
 }
 
+/* svc_tls_stat notes the identity of the TLS files in impl->tls_seen. */
+static void svc_tls_stat(svc_impl *impl)
+{
+    const char *paths[3] = {impl->pub.cfg.tls_cert_path, impl->pub.cfg.tls_key_path,
+                            impl->pub.cfg.tls_client_ca_path};
+    for (int i = 0; i < 3; i++)
+        if (!paths[i] || stat(paths[i], &impl->tls_seen[i]) != 0)
+            memset(&impl->tls_seen[i], 0, sizeof impl->tls_seen[i]);
+}
+
+/* svc_tls_read reads the configured TLS files (the CA only when client
+ * authentication is on); the caller frees the three (the key wiped). */
+static as_err svc_tls_read(svc *s, char **cert, char **key, char **ca, as_diag *diag)
+{
+    *cert = *key = *ca = NULL;
+    as_err err;
+    if ((err = svc_read_pem("--tls-cert", s->cfg.tls_cert_path, cert, diag)) ||
+        (err = svc_read_pem("--tls-key", s->cfg.tls_key_path, key, diag)) ||
+        (s->cfg.tls_client_ca_path &&
+         (err = svc_read_pem("--tls-client-ca", s->cfg.tls_client_ca_path, ca, diag))))
+        return err;
+    return AS_OK;
+}
+
+static void svc_tls_free(char *cert, char *key, char *ca)
+{
+    /* The key is a secret: do not leave it in freed heap memory. */
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(key);
+    free(cert);
+    free(ca);
+}
+
+/* svc_tls_field turns http's field names for TLS errors into the flags. */
+static void svc_tls_field(as_diag *diag)
+{
+    if (!diag)
+        return;
+    if (strcmp(diag->field, "tls-cert") == 0)
+        snprintf(diag->field, sizeof diag->field, "--tls-cert/--tls-key");
+    else if (strcmp(diag->field, "tls-key") == 0)
+        snprintf(diag->field, sizeof diag->field, "--tls-key");
+    else if (strcmp(diag->field, "tls-client-ca") == 0)
+        snprintf(diag->field, sizeof diag->field, "--tls-client-ca");
+}
+
 /* See svc.h. */
 as_err svc_http_start(svc *s, as_diag *diag)
 {
@@ -638,16 +697,20 @@ as_err svc_http_start(svc *s, as_diag *diag)
         return AS_OK;
     size_t n = 0;
     const http_route *routes = svc_routes(s, &n);
-    char *cert = NULL, *key = NULL;
+    char *cert = NULL, *key = NULL, *ca = NULL;
     as_err err = AS_OK;
     if (!s->cfg.tls_cert_path != !s->cfg.tls_key_path) {
         err = as_diag_set(diag, AS_EINVAL, s->cfg.tls_cert_path ? "--tls-key" : "--tls-cert",
                           "HTTPS needs both --tls-cert and --tls-key");
         goto done;
     }
-    if (s->cfg.tls_cert_path &&
-        ((err = svc_read_pem("--tls-cert", s->cfg.tls_cert_path, &cert, diag)) ||
-         (err = svc_read_pem("--tls-key", s->cfg.tls_key_path, &key, diag))))
+    if (s->cfg.tls_client_ca_path && !s->cfg.tls_cert_path) {
+        err = as_diag_set(diag, AS_EINVAL, "--tls-client-ca",
+                          "client certificates need HTTPS: give --tls-cert and --tls-key too");
+        goto done;
+    }
+    svc_tls_stat((svc_impl *)s);
+    if (s->cfg.tls_cert_path && (err = svc_tls_read(s, &cert, &key, &ca, diag)))
         goto done;
     /* In live mode the extender's bind verb waits for an API round trip;
      * on a pool thread it would stall every connection that thread serves
@@ -665,16 +728,51 @@ as_err svc_http_start(svc *s, as_diag *diag)
         .observe = svc_observe,
         .tls_cert_pem = cert,
         .tls_key_pem = key,
+        .tls_client_ca_pem = ca,
+        .tls_client_exempt = s->cfg.tls_client_exempt,
     };
     err = http_server_start(&hc, &s->http, diag);
-    if (err == AS_EINVAL && diag && strcmp(diag->field, "tls-cert") == 0)
-        snprintf(diag->field, sizeof diag->field, "--tls-cert/--tls-key");
+    if (err == AS_EINVAL)
+        svc_tls_field(diag);
 done:
-    /* The key is a secret: do not leave it in freed heap memory. */
-    if (key)
-        explicit_bzero(key, strlen(key));
-    free(key);
-    free(cert);
+    svc_tls_free(cert, key, ca);
+    return err;
+}
+
+/* See svc.h. */
+as_err svc_reload_tls(svc *s, bool force, bool *reloaded, as_diag *diag)
+{
+    svc_impl *impl = (svc_impl *)s;
+    if (reloaded)
+        *reloaded = false;
+    if (!s->http || !s->cfg.tls_cert_path)
+        return AS_OK;
+    uint64_t now = clock_mono_ns();
+    if (!force && now - impl->tls_checked_ns < 1000000000u)
+        return AS_OK;
+    impl->tls_checked_ns = now;
+    struct stat before[3];
+    memcpy(before, impl->tls_seen, sizeof before);
+    svc_tls_stat(impl);
+    bool changed = false;
+    for (int i = 0; i < 3; i++) {
+        const struct stat *a = &before[i], *b = &impl->tls_seen[i];
+        changed |= a->st_ino != b->st_ino || a->st_dev != b->st_dev || a->st_size != b->st_size ||
+                   a->st_mtim.tv_sec != b->st_mtim.tv_sec ||
+                   a->st_mtim.tv_nsec != b->st_mtim.tv_nsec;
+    }
+    if (!force && !changed)
+        return AS_OK;
+    char *cert, *key, *ca;
+    as_err err = svc_tls_read(s, &cert, &key, &ca, diag);
+    if (!err) {
+        err = http_server_set_tls(s->http, cert, key, ca, diag);
+        if (err == AS_EINVAL)
+            svc_tls_field(diag);
+    }
+    svc_tls_free(cert, key, ca);
+    if (!err && reloaded)
+        *reloaded = true;
     return err;
 }
 

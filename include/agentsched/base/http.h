@@ -9,6 +9,9 @@
  * handlers of routes marked blocking run on separate offload threads while
  * their connection is suspended (MHD suspend/resume), so a slow API round
  * trip never holds a pool thread and the connections it serves.
+ * Over HTTPS the serving credentials are handed to each handshake (so they
+ * can be replaced while connections stay open) and, with a client CA,
+ * every route not marked anonymous needs a verified client certificate.
  */
 #ifndef AGENTSCHED_HTTP_H
 #define AGENTSCHED_HTTP_H
@@ -28,6 +31,11 @@ typedef struct http_request {
     size_t body_len;
     pool *pool; /* per-request scratch, freed after the response */
     void *conn; /* opaque (MHD connection) for http_request_query */
+    /* Who is calling: the subject CN of the verified client certificate
+     * when the server checks them (http_server_config.tls_client_ca_pem),
+     * else "-" (no client authentication, an anonymous route, or a
+     * certificate without a CN). Never NULL. */
+    const char *caller;
 } http_request;
 
 typedef struct http_response {
@@ -50,6 +58,10 @@ typedef struct http_route {
     /* The handler's context; NULL = the server's (http_server_config.ctx).
      * Lets every entry point's routes run with its own state. */
     void *ctx;
+    /* Served without a verified client certificate even when the server
+     * requires them (probes, an unauthenticated /metrics). The zero value
+     * requires one, so a route nobody thought about is protected. */
+    bool anonymous;
 } http_route;
 
 typedef struct http_server_config {
@@ -63,8 +75,9 @@ typedef struct http_server_config {
     unsigned conn_limit; /* max concurrent connections; 0 = 1024 */
     unsigned timeout_s;  /* idle connection timeout; 0 = 30 s */
     /* observe, when set, is called once per answered request (any status,
-     * including 404/405/413) with the elapsed time, from a pool thread. */
-    void (*observe)(void *ctx, const char *method, const char *path, int status,
+     * including 401/403/404/405/413) with the caller (http_request.caller)
+     * and the elapsed time, from a pool thread. */
+    void (*observe)(void *ctx, const char *method, const char *path, const char *caller, int status,
                     uint64_t elapsed_ns);
     /* Threads running the handlers of blocking routes (0 = run them inline
      * on the pool threads) and the cap on requests waiting for one of them
@@ -76,6 +89,16 @@ typedef struct http_server_config {
      * them. */
     const char *tls_cert_pem;
     const char *tls_key_pem;
+    /* Client authentication (needs the two above): PEM CA certificates;
+     * the handshake asks every client for a certificate, and each request
+     * to a route that is not anonymous must carry one that chains to one of
+     * them and allows TLS client use (401 without one, 403 when it does not
+     * verify). NULL = no client authentication. Borrowed. */
+    const char *tls_client_ca_pem;
+    /* Comma-separated path prefixes served as anonymous routes when client
+     * authentication is on (callers that cannot present a certificate and
+     * are protected otherwise). NULL or "" = none. Borrowed. */
+    const char *tls_client_exempt;
 } http_server_config;
 
 typedef struct http_server http_server;
@@ -89,6 +112,19 @@ typedef struct http_server http_server;
  * or either refused by GnuTLS: diag's field says which), AS_EIO (bind
  * failed: port in use). */
 as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag);
+
+/* http_server_set_tls replaces the serving certificate and key, and the
+ * client CA when the server authenticates clients, for the handshakes and
+ * requests that follow: connections already open keep the certificate
+ * they were handshaken with and are not dropped; every request is then
+ * checked against the new CA. client_ca_pem must be given exactly when the
+ * server was started with one (switching client authentication on or off
+ * needs a restart). All-or-nothing: on error the old credentials stay.
+ * AS_EINVAL (not an HTTPS server, a PEM refused, a key that does not match
+ * the certificate, a CA file without certificates: diag's field is
+ * "tls-cert", "tls-key" or "tls-client-ca"), AS_ENOMEM. */
+as_err http_server_set_tls(http_server *s, const char *cert_pem, const char *key_pem,
+                           const char *client_ca_pem, as_diag *diag);
 
 /* http_server_stop stops accepting, waits for in-flight requests, frees. */
 void http_server_stop(http_server *s);

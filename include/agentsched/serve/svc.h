@@ -62,6 +62,15 @@ typedef struct svc_config {
      * neither (NULL = plain HTTP); read by svc_http_start. */
     const char *tls_cert_path;
     const char *tls_key_path;
+    /* Client authentication (needs HTTPS): a PEM file of the CA(s) whose
+     * client certificates may call every endpoint but /healthz, /readyz
+     * and (unless metrics_auth) /metrics; NULL = none. tls_client_exempt:
+     * comma-separated path prefixes also served without one (callers that
+     * cannot present a certificate), NULL = none. The three TLS files are
+     * re-read by svc_reload_tls. */
+    const char *tls_client_ca_path;
+    const char *tls_client_exempt;
+    bool metrics_auth;
 } svc_config;
 
 /* svc_config_defaults fills every field with its default. */
@@ -132,6 +141,16 @@ void *svc_handler_ctx(svc *s, http_handler_fn fn);
  * idempotent. Errors as http_server_start. */
 as_err svc_http_start(svc *s, as_diag *diag);
 void svc_http_stop(svc *s);
+
+/* svc_reload_tls re-reads the TLS certificate, key and client CA files
+ * when force (SIGHUP) or when one of them changed (modification time,
+ * size or inode; looked at most once a second) and hands them to the
+ * server for the connections that follow (http_server_set_tls); open
+ * connections are kept. *reloaded (may be NULL) says whether it did. On an
+ * error (a file unreadable or refused) the running credentials stay and
+ * diag names the flag; the same files are not tried again until they
+ * change or force. AS_OK without doing anything for plain HTTP. */
+as_err svc_reload_tls(svc *s, bool force, bool *reloaded, as_diag *diag);
 
 /* svc_reload_policy re-reads cfg.policy_path (SIGHUP): on success swaps the
  * policy in; on failure keeps the old one and fills diag. AS_ENOTFOUND when

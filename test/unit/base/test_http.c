@@ -82,15 +82,19 @@ static void h_slow(void *ctx, const http_request *req, http_response *resp)
 }
 
 static const http_route routes[] = {
-    {"GET", "/hello", h_hello, false, NULL}, {"POST", "/echo", h_echo, false, NULL},
-    {"PUT", "/echo", h_echo, false, NULL},   {"GET", "/query", h_query, false, NULL},
-    {"POST", "/fail", h_fail, false, NULL},  {"GET", "/overflow", h_overflow, false, NULL},
-    {"POST", "/slow", h_slow, true, NULL},
+    {"GET", "/hello", h_hello, false, NULL, false},
+    {"POST", "/echo", h_echo, false, NULL, false},
+    {"PUT", "/echo", h_echo, false, NULL, false},
+    {"GET", "/query", h_query, false, NULL, false},
+    {"POST", "/fail", h_fail, false, NULL, false},
+    {"GET", "/overflow", h_overflow, false, NULL, false},
+    {"POST", "/slow", h_slow, true, NULL, false},
 };
 
-static void observe(void *ctx, const char *method, const char *path, int status,
+static void observe(void *ctx, const char *method, const char *path, const char *caller, int status,
                     uint64_t elapsed_ns)
 {
+    (void)caller;
     test_ctx *t = ctx;
     __atomic_fetch_add(&t->observed, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&t->last_status, status, __ATOMIC_RELAXED);
@@ -995,7 +999,7 @@ Test(https, key_of_another_certificate_is_refused)
     as_diag d = {0};
     cr_assert_eq(start_tls(TLS_DIR "/cert.pem", TLS_DIR "/other-key.pem", &s, &d), AS_EINVAL);
     cr_assert_null(s);
-    cr_assert_str_eq(d.field, "tls-cert");
+    cr_assert_str_eq(d.field, "tls-key");
     cr_assert_not_null(strstr(d.msg, "refused"), "%s", d.msg);
 }
 
@@ -1006,4 +1010,133 @@ Test(https, garbage_pem_is_refused)
     cr_assert_eq(start_tls(TLS_DIR "/README.md", TLS_DIR "/README.md", &s, &d), AS_EINVAL, "%s",
                  d.msg);
     cr_assert_null(s);
+}
+
+/* ---- client certificates ------------------------------------------- */
+
+/* The caller handlers saw last, and a route open to anyone. */
+static char seen_caller[128];
+
+static void h_whoami(void *ctx, const http_request *req, http_response *resp)
+{
+    snprintf(seen_caller, sizeof seen_caller, "%s", req->caller ? req->caller : "(null)");
+    buf_puts(&resp->body, "ok");
+}
+
+static const http_route mtls_routes[] = {
+    {"GET", "/private", h_whoami, false, NULL, false},
+    {"GET", "/probe", h_whoami, false, NULL, true},
+    {"GET", "/open/x", h_whoami, false, NULL, false},
+};
+
+/* start_mtls serves mtls_routes over HTTPS with the test certificate, its
+ * own self-signed certificate as the client CA (a client without a
+ * certificate is what these tests send) and /open/ exempt. */
+static as_err start_mtls(http_server **out, as_diag *d)
+{
+    char *cert = read_text(TLS_DIR "/cert.pem");
+    char *key = read_text(TLS_DIR "/key.pem");
+    http_server_config cfg = {
+        .listen = "127.0.0.1:0",
+        .threads = 2,
+        .routes = mtls_routes,
+        .nroutes = sizeof mtls_routes / sizeof mtls_routes[0],
+        .timeout_s = 1,
+        .tls_cert_pem = cert,
+        .tls_key_pem = key,
+        .tls_client_ca_pem = cert,
+        .tls_client_exempt = "/nothing,/open/",
+    };
+    as_err err = http_server_start(&cfg, out, d);
+    free(cert);
+    free(key);
+    return err;
+}
+
+static long get_tls(http_server *s, const char *path, reply *r)
+{
+    char url[96];
+    snprintf(url, sizeof url, "https://127.0.0.1:%u%s", http_server_port(s), path);
+    CURL *c = curl_easy_init();
+    memset(r, 0, sizeof *r);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, TLS_DIR "/cert.pem");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    r->rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_cleanup(c);
+    return r->status;
+}
+
+Test(mtls, routes_need_a_client_certificate_unless_anonymous_or_exempt)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    http_server *s = NULL;
+    as_diag d = {0};
+    cr_assert_eq(start_mtls(&s, &d), AS_OK, "%s", d.msg);
+    reply r;
+    cr_assert_eq(get_tls(s, "/private", &r), 401, "rc %d", r.rc);
+    cr_assert_not_null(strstr(r.body, "\"field\": \"client-certificate\""), "%s", r.body);
+    cr_assert_not_null(strstr(r.body, "client certificate is required"), "%s", r.body);
+    seen_caller[0] = '\0';
+    cr_assert_eq(get_tls(s, "/probe", &r), 200);
+    cr_assert_str_eq(seen_caller, "-");
+    cr_assert_eq(get_tls(s, "/open/x", &r), 200, "an exempt prefix");
+    cr_assert_eq(get_tls(s, "/missing", &r), 404);
+    http_server_stop(s);
+    curl_global_cleanup();
+}
+
+Test(mtls, client_ca_needs_https)
+{
+    http_server *s = NULL;
+    as_diag d = {0};
+    char *cert = read_text(TLS_DIR "/cert.pem");
+    http_server_config cfg = {
+        .listen = "127.0.0.1:0",
+        .routes = mtls_routes,
+        .nroutes = 1,
+        .tls_client_ca_pem = cert,
+    };
+    cr_assert_eq(http_server_start(&cfg, &s, &d), AS_EINVAL);
+    cr_assert_null(s);
+    cr_assert_str_eq(d.field, "tls-client-ca");
+    free(cert);
+}
+
+Test(mtls, set_tls_is_all_or_nothing)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    http_server *s = NULL;
+    as_diag d = {0};
+    char *cert = read_text(TLS_DIR "/cert.pem");
+    char *key = read_text(TLS_DIR "/key.pem");
+    char *other = read_text(TLS_DIR "/other-key.pem");
+    char *readme = read_text(TLS_DIR "/README.md");
+    /* a plain-HTTP server has nothing to replace */
+    start_server();
+    cr_assert_eq(http_server_set_tls(srv, cert, key, NULL, &d), AS_EINVAL);
+    stop_server();
+
+    cr_assert_eq(start_mtls(&s, &d), AS_OK, "%s", d.msg);
+    memset(&d, 0, sizeof d);
+    cr_assert_eq(http_server_set_tls(s, cert, key, NULL, &d), AS_EINVAL, "no switching off");
+    cr_assert_str_eq(d.field, "tls-client-ca");
+    cr_assert_eq(http_server_set_tls(s, cert, other, cert, &d), AS_EINVAL);
+    cr_assert_str_eq(d.field, "tls-key");
+    cr_assert_eq(http_server_set_tls(s, cert, key, readme, &d), AS_EINVAL);
+    cr_assert_str_eq(d.field, "tls-client-ca");
+    reply r;
+    cr_assert_eq(get_tls(s, "/probe", &r), 200, "the refused reloads left it serving");
+    cr_assert_eq(http_server_set_tls(s, cert, key, cert, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(get_tls(s, "/probe", &r), 200);
+    cr_assert_eq(get_tls(s, "/private", &r), 401);
+    http_server_stop(s);
+    free(cert);
+    free(key);
+    free(other);
+    free(readme);
+    curl_global_cleanup();
 }

@@ -30,6 +30,8 @@ const (
 	fileAdminKey   = "admin.key"
 	fileASCert     = "agentsched.crt" // agentsched's HTTPS (dev-cluster --agentsched-tls)
 	fileASKey      = "agentsched.key"
+	fileSchedCert  = "kube-scheduler-client.crt" // kube-scheduler's client certificate to agentsched
+	fileSchedKey   = "kube-scheduler-client.key"
 	fileSAKey      = "sa.key"
 	fileSAPub      = "sa.pub"
 	fileTokenCSV   = "tokens.csv"
@@ -139,6 +141,16 @@ func cmdPKI(args []string) error {
 	if err != nil {
 		return err
 	}
+	// kube-scheduler's client certificate to agentsched (tlsConfig.certFile),
+	// which agentsched --tls-client-ca checks against the same CA.
+	schedClient, err := issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-scheduler"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca)
+	if err != nil {
+		return err
+	}
 	admin, err := issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "agentsched-e2e-admin", Organization: []string{"system:masters"}},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -151,7 +163,7 @@ func cmdPKI(args []string) error {
 		kp        *keyPair
 		cert, key string
 	}{{ca, fileCACert, fileCAKey}, {server, fileServerCert, fileServerKey}, {admin, fileAdminCert, fileAdminKey},
-		{asServer, fileASCert, fileASKey}} {
+		{asServer, fileASCert, fileASKey}, {schedClient, fileSchedCert, fileSchedKey}} {
 		if err := w.kp.write(*dir, w.cert, w.key); err != nil {
 			return err
 		}

@@ -161,7 +161,7 @@ func scenarioExtenderTLS(c *cluster) {
 	if err != nil {
 		fail("reading kube-scheduler's config: %v", err)
 	}
-	for _, want := range []string{"enableHTTPS: true", "caFile:", "urlPrefix: https://"} {
+	for _, want := range []string{"enableHTTPS: true", "caFile:", "certFile:", "urlPrefix: https://"} {
 		if !strings.Contains(string(kc), want) {
 			fail("kube-scheduler's config lacks %q", want)
 		}
@@ -172,6 +172,19 @@ func scenarioExtenderTLS(c *cluster) {
 		fail("agentsched answered plain HTTP on its HTTPS port")
 	}
 	scenarioExtenderPath(c)
+	// Mutual TLS: kube-scheduler got through above with its client
+	// certificate; this client has none, so agentsched --tls-client-ca
+	// refuses it on the extender's verbs.
+	resp, err := httpc.Post(c.agentschedURL+extenderPrefix(c)+"/filter", "application/json",
+		strings.NewReader("{}"))
+	if err != nil {
+		fail("POST filter without a client certificate: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		fail("POST filter without a client certificate: status %d, want 401", resp.StatusCode)
+	}
+	logf("extender_tls: a caller without a client certificate gets 401")
 }
 
 // The policy's extender.shortlist, with the real kube-scheduler: agentsched

@@ -58,9 +58,11 @@ type deriveOpts struct {
 	kubeconfig  string
 	extenderURL string // scheme://host:port
 	extenderCA  string
-	profiles    string
-	qps         float64
-	burst       int
+	// kube-scheduler's client certificate to agentsched (mutual TLS)
+	extenderCert, extenderKey string
+	profiles                  string
+	qps                       float64
+	burst                     int
 }
 
 // deviations lists the configuration paths opts may change beyond the
@@ -157,7 +159,11 @@ func deriveSchedulerConfig(shipped map[string]interface{}, o deriveOpts) (map[st
 		if o.extenderCA != "" {
 			u.Scheme = "https"
 			m["enableHTTPS"] = true
-			m["tlsConfig"] = map[string]interface{}{"caFile": o.extenderCA}
+			tc := map[string]interface{}{"caFile": o.extenderCA}
+			if o.extenderCert != "" {
+				tc["certFile"], tc["keyFile"] = o.extenderCert, o.extenderKey
+			}
+			m["tlsConfig"] = tc
 		}
 		m["urlPrefix"] = u.String()
 	}
@@ -340,6 +346,9 @@ func cmdSchedulerConfig(args []string) error {
 	fs.StringVar(&o.extenderURL, "extender-url", "", "agentsched base URL, e.g. http://127.0.0.1:PORT (required)")
 	fs.StringVar(&o.extenderCA, "extender-ca", "",
 		"deviation: call agentsched over HTTPS, checking its certificate against this CA (needs an https --extender-url)")
+	fs.StringVar(&o.extenderCert, "extender-cert", "",
+		"client certificate kube-scheduler presents to agentsched (tlsConfig.certFile; key in --extender-key)")
+	fs.StringVar(&o.extenderKey, "extender-key", "", "the key of --extender-cert (tlsConfig.keyFile)")
 	fs.StringVar(&o.profiles, "profiles", "",
 		"deviation: comma-separated scheduler names to serve, each a copy of the shipped first profile")
 	fs.Float64Var(&o.qps, "qps", 0, "deviation: kube-scheduler client QPS")
