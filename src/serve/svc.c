@@ -232,7 +232,9 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         (err = svc_dup(impl->strings, &s->cfg.kubeconfig)) ||
         (err = svc_dup(impl->strings, &s->cfg.policy_path)) ||
         (err = svc_dup(impl->strings, &s->cfg.scheduler_name)) ||
-        (err = svc_dup(impl->strings, &s->cfg.shard_name)))
+        (err = svc_dup(impl->strings, &s->cfg.shard_name)) ||
+        (err = svc_dup(impl->strings, &s->cfg.extender_scheduler_names)) ||
+        (err = svc_dup(impl->strings, &s->cfg.volcano_scheduler_names)))
         goto done;
     if (!s->cfg.shard_name)
         s->cfg.shard_name = s->cfg.scheduler_name;
@@ -244,6 +246,9 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
     cc.policy_path = s->cfg.policy_path;
     cc.shard_mode = s->cfg.shard_mode;
     cc.candidates = s->cfg.candidates;
+    cc.extender_names =
+        s->cfg.extender_scheduler_names ? s->cfg.extender_scheduler_names : s->cfg.scheduler_name;
+    cc.volcano_names = s->cfg.volcano_scheduler_names;
     if ((err = core_new(&cc, &s->core, diag)))
         goto done;
     s->core->ports = (core_ports){

@@ -28,6 +28,9 @@ typedef struct http_request {
     size_t body_len;
     pool *pool; /* per-request scratch, freed after the response */
     void *conn; /* opaque (MHD connection) for http_request_query */
+    /* The caller's address, "IP:PORT" ("[IPv6]:PORT"); "" when unknown
+     * (a handler called directly). For log lines that name who asked. */
+    const char *remote;
 } http_request;
 
 typedef struct http_response {

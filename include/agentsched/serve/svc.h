@@ -33,13 +33,18 @@
 #define SVC_LIVE_BIND_THREADS 64
 
 typedef struct svc_config {
-    const char *listen;          /* default "127.0.0.1:8888" */
-    const char *cluster_path;    /* embedded mode: Kubernetes List file */
-    const char *kubeconfig;      /* live mode */
-    bool in_cluster;             /* live mode from the service account */
-    const char *policy_path;     /* NULL = built-in default */
-    const char *scheduler_name;  /* default "agent-scheduler" */
-    const char *shard_name;      /* default = scheduler_name */
+    const char *listen;         /* default "127.0.0.1:8888" */
+    const char *cluster_path;   /* embedded mode: Kubernetes List file */
+    const char *kubeconfig;     /* live mode */
+    bool in_cluster;            /* live mode from the service account */
+    const char *policy_path;    /* NULL = built-in default */
+    const char *scheduler_name; /* default "agent-scheduler" */
+    const char *shard_name;     /* default = scheduler_name */
+    /* schedulerNames the extender's bind verb serves (comma list; NULL =
+     * scheduler_name) and Volcano's allocate/deallocate verbs act on
+     * (NULL = "volcano"): core_config's extender_names, volcano_names. */
+    const char *extender_scheduler_names;
+    const char *volcano_scheduler_names;
     cache_shard_mode shard_mode; /* default none */
     unsigned http_threads;       /* 0 = the usable CPUs (sync_usable_cpus) */
     size_t max_body;             /* default 16 MiB */

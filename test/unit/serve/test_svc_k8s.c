@@ -31,6 +31,56 @@ static void write_stub_kubeconfig(k8s_stub *stub, char *dir, char *path, size_t 
     fclose(fp);
 }
 
+/* run_verb runs an extender handler the way the server does; the body of
+ * the answer goes to out. Returns the status. */
+static int run_verb(svc *s, http_handler_fn fn, const char *body, char *out, size_t outlen)
+{
+    http_request req = {0};
+    req.method = "POST";
+    req.path = "/scheduler";
+    req.body = body;
+    req.body_len = strlen(body);
+    req.pool = pool_new(0);
+    req.remote = "192.0.2.1:4242";
+    http_response resp = {0};
+    resp.status = 200;
+    buf_init(&resp.body, 1 << 16);
+    fn(s->ext, &req, &resp);
+    snprintf(out, outlen, "%s", resp.body.data ? resp.body.data : "");
+    int st = resp.status ? resp.status : 200;
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    return st;
+}
+
+/* filter_body is the ExtenderArgs of a filter for pod over node n0. */
+static char *filter_body(const json_t *pod)
+{
+    char *p = json_dumps(pod, JSON_COMPACT);
+    size_t n = strlen(p) + 64;
+    char *b = malloc(n);
+    snprintf(b, n, "{\"Pod\":%s,\"NodeNames\":[\"n0\"]}", p);
+    free(p);
+    return b;
+}
+
+/* stub_pod_on: the stub's pod uid has spec.nodeName node. */
+static bool stub_pod_on(k8s_stub *stub, const char *uid, const char *node)
+{
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    bool on = false;
+    json_array_foreach(pods, i, v)
+    {
+        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")), uid))
+            on = nn && !strcmp(nn, node);
+    }
+    json_decref(pods);
+    return on;
+}
+
 Test(k8s_svc, start_ready_bind_stop)
 {
     log_set_level(LOG_ERROR);
@@ -67,39 +117,38 @@ Test(k8s_svc, start_ready_bind_stop)
     cr_assert_eq(ports->bind(ports->arg, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
     stub_last_auth(stub, why, sizeof why);
     cr_assert_str_eq(why, "Bearer secret");
-    /* Extender bind verb for a pod agentsched never filtered: the live
-     * hooks GET the pod, note it, assume it and post the binding. */
+    /* Extender bind verb for a pod agentsched never filtered: refused
+     * (403), nothing posted; after a filter the same bind goes through. */
     json_t *px = stub_make_pod("default", "x", "uid-x", NULL, "1", "1Gi");
     stub_put(stub, STUB_POD, px);
-    json_decref(px);
     const char *body =
         "{\"PodName\":\"x\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-x\",\"Node\":\"n0\"}";
-    http_request req = {0};
-    req.method = "POST";
-    req.path = "/scheduler/bind";
-    req.body = body;
-    req.body_len = strlen(body);
-    req.pool = pool_new(0);
-    http_response resp = {0};
-    resp.status = 200;
-    buf_init(&resp.body, 1 << 16);
-    extender_handle_bind(s->ext, &req, &resp);
-    cr_assert_str_eq(resp.body.data, "{\"Error\":\"\"}", "%s", resp.body.data);
-    buf_free(&resp.body);
-    pool_free(req.pool);
-    json_t *pods = stub_objects(stub, STUB_POD);
-    size_t i;
-    json_t *v;
-    bool bound = false;
-    json_array_foreach(pods, i, v)
-    {
-        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
-        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")),
-                    "uid-x"))
-            bound = nn && !strcmp(nn, "n0");
-    }
-    json_decref(pods);
-    cr_assert(bound, "the extender bind reached the API server");
+    int st = run_verb(s, extender_handle_bind, body, why, sizeof why);
+    cr_assert_eq(st, 403, "%s", why);
+    cr_assert(strstr(why, "did not filter"), "%s", why);
+    cr_assert_not(stub_pod_on(stub, "uid-x", "n0"));
+    char *fbody = filter_body(px);
+    st = run_verb(s, extender_handle_filter, fbody, why, sizeof why);
+    cr_assert_eq(st, 200, "%s", why);
+    /* live mode: a PodUID is required, and must be the filtered pod's */
+    st = run_verb(s, extender_handle_bind,
+                  "{\"PodName\":\"x\",\"PodNamespace\":\"default\",\"Node\":\"n0\"}", why,
+                  sizeof why);
+    cr_assert_eq(st, 403, "%s", why);
+    cr_assert(strstr(why, "PodUID is required"), "%s", why);
+    st = run_verb(s, extender_handle_bind,
+                  "{\"PodName\":\"w\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-x\","
+                  "\"Node\":\"n0\"}",
+                  why, sizeof why);
+    cr_assert_eq(st, 403, "%s", why);
+    cr_assert(strstr(why, "belongs to pod default/x"), "%s", why);
+    cr_assert_not(stub_pod_on(stub, "uid-x", "n0"));
+    st = run_verb(s, extender_handle_bind, body, why, sizeof why);
+    cr_assert_eq(st, 200, "%s", why);
+    cr_assert_str_eq(why, "{\"Error\":\"\"}");
+    cr_assert(stub_pod_on(stub, "uid-x", "n0"), "the extender bind reached the API server");
+    free(fbody);
+    json_decref(px);
     k8s_metrics_update(s->k8s, s->core->metrics);
     buf m;
     buf_init(&m, 1 << 20);
