@@ -175,6 +175,14 @@ void core_free(core *c)
 /* See context.h. */
 as_err core_load_cluster(core *c, const char *path, as_diag *diag)
 {
+    return core_load_cluster_each(c, path, NULL, NULL, diag);
+}
+
+/* See context.h. */
+as_err core_load_cluster_each(core *c, const char *path,
+                              void (*each)(void *arg, const model_pod *pod), void *arg,
+                              as_diag *diag)
+{
     model_cluster *cl = NULL;
     as_err err = model_cluster_load(&c->reg, path, &cl, diag);
     if (err)
@@ -197,6 +205,8 @@ as_err core_load_cluster(core *c, const char *path, as_diag *diag)
                         p->name, as_strerror(err));
             goto done;
         }
+        if (each)
+            each(arg, p);
     }
     core_set_ready(c);
 done:

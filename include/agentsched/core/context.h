@@ -134,6 +134,12 @@ void core_free(core *c);
  * the core ready. Errors as model_cluster_load and the cache's. */
 as_err core_load_cluster(core *c, const char *path, as_diag *diag);
 
+/* core_load_cluster_each is core_load_cluster that also shows each of the
+ * file's pods (borrowed for the call; bound or not) to each(arg, pod). */
+as_err core_load_cluster_each(core *c, const char *path,
+                              void (*each)(void *arg, const model_pod *pod), void *arg,
+                              as_diag *diag);
+
 /* core_ready: true once the cache is loaded or synced; core_set_ready marks
  * it so (any thread). */
 bool core_ready(const core *c);
