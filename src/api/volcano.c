@@ -1370,17 +1370,19 @@ void volcano_handle_deallocate(void *ctx, const http_request *req, http_response
     char tmp[600];
     const char *key = pod_key(pod, tmp, sizeof tmp);
     if (!allocated_has(v, key)) {
-        /* Not an allocation of this verb: an assumption made by the fast
-         * path or the extender's bind is refused; anything else is
-         * already done (unknown, expired, or BOUND: an eviction is freed
-         * when the API server deletes the pod). */
+        /* Not an allocation of this verb: a pod agentsched does not know
+         * as Volcano's, or an assumption made by the fast path or the
+         * extender's bind, is refused; anything else is already done
+         * (expired, or BOUND: an eviction is freed when the API server
+         * deletes the pod). */
+        if (!authorize(v, req, resp, 1, pod, key))
+            goto done;
         cache_pod_info info;
         cache_pod_lookup(co->cache, key, &info);
         if (info.state == CACHE_POD_ASSUMED) {
-            if (authorize(v, req, resp, 1, pod, key))
-                refuse(v, req, resp, 1, VRULE_NOT_ALLOCATED, pod,
-                       "agentsched did not assume it through allocateFunc; only Volcano's own "
-                       "allocations can be deallocated");
+            refuse(v, req, resp, 1, VRULE_NOT_ALLOCATED, pod,
+                   "agentsched did not assume it through allocateFunc; only Volcano's own "
+                   "allocations can be deallocated");
             goto done;
         }
         reply_errmsg(resp, "");

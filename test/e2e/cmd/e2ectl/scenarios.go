@@ -26,6 +26,7 @@ var scenarios = map[string]func(c *cluster){
 	"apiserver_restart":  scenarioAPIServerRestart,
 	"etcd_restart":       scenarioEtcdRestart,
 	"leader_election":    scenarioLeaderElection,
+	"security_deputy":    scenarioSecurityDeputy,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
