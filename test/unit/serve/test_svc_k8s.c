@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agentsched/api/extender.h"
+#include "agentsched/api/volcano.h"
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/k8s.h"
@@ -218,6 +219,76 @@ Test(k8s_svc, filter_waits_for_first_sync)
         buf_free(&resp.body);
         pool_free(req.pool);
     }
+    svc_free(s);
+    stub_free(stub);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Live mode: Volcano's allocateFunc acts on the pods the watch delivered
+ * with a schedulerName of Volcano's, and on no other. */
+Test(k8s_svc, volcano_allocate_knows_pods_from_the_watch)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    json_t *vp = stub_make_pod("default", "vp", "uid-vp", NULL, "1", "1Gi");
+    json_object_set_new(json_object_get(vp, "spec"), "schedulerName", json_string("volcano"));
+    stub_put(stub, STUB_POD, vp);
+    json_t *ap = stub_make_pod("default", "ap", "uid-ap", NULL, "1", "1Gi");
+    stub_put(stub, STUB_POD, ap);
+    char dir[] = "/tmp/agentsched-kcXXXXXX";
+    char path[600];
+    write_stub_kubeconfig(stub, dir, path, sizeof path);
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.kubeconfig = path;
+    cfg.listen = "127.0.0.1:0";
+    cfg.workers = 0;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    const char *stage = NULL;
+    cr_assert_eq(svc_start(s, &stage, &d), AS_OK, "%s: %s", stage, d.msg);
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    char out[2048];
+    const char *tmpl = "{\"task\":{\"UID\":\"uid-%s\",\"Name\":\"%s\",\"Namespace\":"
+                       "\"default\",\"NodeName\":\"n0\",\"Resreq\":{\"MilliCPU\":1000}}}";
+    char body[512];
+    snprintf(body, sizeof body, tmpl, "vp", "vp");
+    http_request req = {.method = "POST",
+                        .path = "/volcano/allocateFunc",
+                        .body = body,
+                        .body_len = strlen(body),
+                        .pool = pool_new(0),
+                        .remote = "192.0.2.9:1"};
+    http_response resp = {.status = 200};
+    buf_init(&resp.body, 1 << 16);
+    volcano_handle_allocate(s->vol, &req, &resp);
+    snprintf(out, sizeof out, "%s", resp.body.data);
+    cr_expect_eq(resp.status, 200, "%s", out);
+    cr_expect_str_eq(out, "{\"errorMessage\":\"\"}");
+    cache_pod_info info;
+    cache_pod_lookup(s->core->cache, "uid-vp", &info);
+    cr_expect_eq(info.state, CACHE_POD_ASSUMED);
+    /* the fast path's pod and a pod that does not exist are refused */
+    const char *names[] = {"ap", "nope"};
+    const char *says[] = {"schedulerName is not one of Volcano's", "pod watch does not know it"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body, tmpl, names[i], names[i]);
+        req.body_len = strlen(body);
+        buf_reset(&resp.body);
+        resp.status = 200;
+        volcano_handle_allocate(s->vol, &req, &resp);
+        cr_expect_eq(resp.status, 403, "%s", resp.body.data);
+        cr_expect(strstr(resp.body.data, says[i]), "%s", resp.body.data);
+    }
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    json_decref(vp);
+    json_decref(ap);
     svc_free(s);
     stub_free(stub);
     unlink(path);
