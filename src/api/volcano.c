@@ -190,6 +190,7 @@ void volcano_pod_seen(volcano *v, const model_pod *pod, bool deleted)
     if (deleted) {
         if (e)
             free(table_del(&v->pods, key, len));
+        free(table_del(&v->allocated, key, len)); /* the cache released it */
     } else if (e) {
         e->epoch = v->epoch;
         e->volcano = is_volcano;
