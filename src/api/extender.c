@@ -5,6 +5,7 @@
  */
 #include "agentsched/api/extender.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,10 +29,57 @@
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
 
+/* The bind verb's refusal rules (extender.h BIND), one counter each. */
+typedef enum bind_rule {
+    RULE_NOT_FILTERED = 0,
+    RULE_SCHEDULER_NAME,
+    RULE_UID,
+    RULE_COUNT,
+} bind_rule;
+
+static const char *const bind_rule_names[RULE_COUNT] = {"not_filtered", "scheduler_name", "uid"};
+
+/* Pods of schedulerNames agentsched does not serve that it filtered
+ * lately: never noted, remembered only so that a bind for one is refused
+ * under its own rule with its schedulerName in the answer. */
+#define UNSERVED_RING 256
+
+typedef struct unserved {
+    char uid[128];
+    char sched[128];
+} unserved;
+
 struct extender {
     core *core;    /* borrowed */
     extmemo *memo; /* filter -> prioritize, and the Pod spec memo */
+    metrics_counter *refused[RULE_COUNT];
+    pthread_mutex_t unserved_mu;
+    unserved ring[UNSERVED_RING];
+    size_t ring_next;
 };
+
+static void unserved_put(extender *x, const char *uid, const char *sched)
+{
+    pthread_mutex_lock(&x->unserved_mu);
+    unserved *u = &x->ring[x->ring_next++ % UNSERVED_RING];
+    snprintf(u->uid, sizeof u->uid, "%s", uid);
+    snprintf(u->sched, sizeof u->sched, "%s", sched ? sched : "");
+    pthread_mutex_unlock(&x->unserved_mu);
+}
+
+/* unserved_get copies the schedulerName noted for uid; false if none. */
+static bool unserved_get(extender *x, const char *uid, char *sched, size_t len)
+{
+    bool found = false;
+    pthread_mutex_lock(&x->unserved_mu);
+    for (size_t i = 0; i < UNSERVED_RING && !found; i++)
+        if (x->ring[i].uid[0] && strcmp(x->ring[i].uid, uid) == 0) {
+            snprintf(sched, len, "%s", x->ring[i].sched);
+            found = true;
+        }
+    pthread_mutex_unlock(&x->unserved_mu);
+    return found;
+}
 
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
@@ -707,13 +755,23 @@ static void handle_eval(extender *x, const http_request *req, http_response *res
     reply_ok(resp);
 
     /* Remember what was seen for the bind verb (the later verb replaces);
-     * the binder keeps the candidates' incarnations, not their names. */
+     * the binder keeps the candidates' incarnations, not their names. A pod
+     * of a schedulerName agentsched does not serve is answered but never
+     * noted, so no bind can act on it. */
+    if (!core_name_listed(co->extender_names, e.pod->scheduler_name)) {
+        char tmp[600];
+        unserved_put(x, model_pod_key(e.pod, tmp, sizeof tmp, NULL), e.pod->scheduler_name);
+        if (log_enabled(LOG_DEBUG))
+            log_debug("msg=\"extender evaluation not noted: schedulerName not served\" "
+                      "pod=%s/%s scheduler_name=%s",
+                      e.pod->ns, e.pod->name, e.pod->scheduler_name);
+        goto done;
+    }
     err = binder_note(co->binder, e.pod, e.r.cand, e.r.ncand);
     e.pod = NULL; /* the binder owns it now, even on error */
     if (err == AS_ETOOBIG)
         log_warn("msg=\"pod too large to remember for the bind verb (over a quarter of the "
-                 "memo's %zu MiB); its bind will fetch it from the API server, or be refused "
-                 "without one\"",
+                 "memo's %zu MiB); its bind will be refused and kube-scheduler retries\"",
                  (size_t)(BINDER_MEMO_DEFAULT_BYTES >> 20));
     else if (err)
         log_warn("msg=\"cannot note the extender evaluation\" err=%s", as_strerror(err));
@@ -774,15 +832,6 @@ static as_err bind_port(void *arg, const decision *dc, as_diag *d)
     return err;
 }
 
-/* extender_live_fetch_pod: a bind for a pod agentsched never filtered (memo
- * evicted, agentsched restarted between filter and bind) GETs the pod, notes
- * it and retries the bind (live mode only). */
-static as_err extender_live_fetch_pod(core *co, const extargs_binding *b, model_pod **out,
-                                      as_diag *d)
-{
-    return co->ports.fetch_pod(co->ports.arg, b->pod_namespace, b->pod_name, &co->reg, out, d);
-}
-
 static void reply_bind(http_response *resp, const char *error)
 {
     buf *o = &resp->body;
@@ -791,6 +840,95 @@ static void reply_bind(http_response *resp, const char *error)
     buf_json_cstr(o, error ? error : "");
     buf_puts(o, "}");
     reply_ok(resp);
+}
+
+/* bind_refuse answers a bind the authorization rules refuse: 403 with the
+ * ExtenderBindingResult body (kube-scheduler treats any non-200 as a failed
+ * bind and retries the cycle), counted per rule, and logged with the
+ * caller's address. */
+static void bind_refuse(extender *x, const http_request *req, http_response *resp,
+                        const extargs_binding *b, bind_rule rule, const char *what)
+{
+    as_diag d;
+    as_diag_set(&d, AS_EAUTH, rule == RULE_SCHEDULER_NAME ? "PodName" : "PodUID",
+                "agentsched refused to bind pod %s/%s: %s", b->pod_namespace, b->pod_name, what);
+    reply_error(resp, 403, true, &d, AS_EAUTH);
+    metrics_inc(x->refused[rule]);
+    log_warn("msg=\"bind refused\" rule=%s pod=%s/%s uid=%s node=%s caller=%s",
+             bind_rule_names[rule], b->pod_namespace, b->pod_name, b->pod_uid, b->node,
+             req->remote && req->remote[0] ? req->remote : "-");
+}
+
+/* What bind_authorize decided. */
+typedef enum bind_verdict {
+    BIND_ALLOW = 0,  /* noted and served: reserve and bind */
+    BIND_IDEMPOTENT, /* already in place on that node: answer success, do nothing */
+    BIND_REFUSED,    /* answered with a 403 */
+} bind_verdict;
+
+/* bind_authorize applies the rules of extender.h BIND to a decoded
+ * binding whose binder key is uid. */
+static bind_verdict bind_authorize(extender *x, const http_request *req, http_response *resp,
+                                   const extargs_binding *b, const char *uid)
+{
+    core *co = x->core;
+    char what[700];
+    if (core_live(co) && !b->pod_uid[0]) {
+        bind_refuse(x, req, resp, b, RULE_UID,
+                    "PodUID is required when agentsched binds through the API server; send the "
+                    "pod's metadata.uid");
+        return BIND_REFUSED;
+    }
+    char want[600];
+    snprintf(want, sizeof want, "%s/%s", b->pod_namespace[0] ? b->pod_namespace : "default",
+             b->pod_name);
+    char key[600], sched[256];
+    bool noted = binder_noted_pod(co->binder, uid, key, sizeof key, sched, sizeof sched);
+    if (!noted && unserved_get(x, uid, sched, sizeof sched)) {
+        snprintf(key, sizeof key, "%s", want);
+        noted = true; /* the schedulerName rule below refuses it */
+    }
+    if (!noted) {
+        /* A successful bind drops the note; kube-scheduler retries a bind
+         * whose reply was lost, and finding the pod already on that node
+         * changes nothing. */
+        cache_pod_info pi;
+        cache_pod_lookup(co->cache, uid, &pi);
+        if (pi.state != CACHE_POD_ABSENT && strcmp(pi.key, want) == 0) {
+            if (strcmp(pi.node, b->node) == 0)
+                return BIND_IDEMPOTENT;
+            /* as the binder answers a pod bound elsewhere */
+            metrics_inc(co->m.bind_conflicts);
+            snprintf(what, sizeof what,
+                     "agentsched refused to bind pod %.200s/%.200s to node %.200s: already on "
+                     "node %.200s",
+                     b->pod_namespace, b->pod_name, b->node, pi.node);
+            reply_bind(resp, what);
+            return BIND_REFUSED;
+        }
+        bind_refuse(x, req, resp, b, RULE_NOT_FILTERED,
+                    "agentsched did not filter this pod (or its filter note expired, or another "
+                    "replica filtered it); configure agentsched's filterVerb in the same extender "
+                    "entry as its bindVerb, and let kube-scheduler retry the cycle");
+        return BIND_REFUSED;
+    }
+    if (!core_name_listed(co->extender_names, sched)) {
+        snprintf(what, sizeof what,
+                 "its schedulerName %.200s is not one agentsched binds for "
+                 "(--extender-scheduler-names %.300s)",
+                 sched, co->extender_names);
+        bind_refuse(x, req, resp, b, RULE_SCHEDULER_NAME, what);
+        return BIND_REFUSED;
+    }
+    if (strcmp(key, want) != 0) {
+        snprintf(what, sizeof what,
+                 "PodUID %.100s belongs to pod %.400s, not to this one; send the pod's own "
+                 "metadata.uid",
+                 b->pod_uid, key);
+        bind_refuse(x, req, resp, b, RULE_UID, what);
+        return BIND_REFUSED;
+    }
+    return BIND_ALLOW;
 }
 
 /* See extender.h. */
@@ -823,16 +961,19 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
         snprintf(keyuid, sizeof keyuid, "%s/%s", b.pod_namespace, b.pod_name);
         uid = keyuid;
     }
-    err = decision_reserve_noted(&dc, uid, b.node);
-    if (err == AS_ENOTFOUND && core_live(co)) {
-        model_pod *pod = NULL;
-        as_diag fd;
-        memset(&fd, 0, sizeof fd);
-        if (extender_live_fetch_pod(co, &b, &pod, &fd) == AS_OK) {
-            binder_note(co->binder, pod, NULL, 0);
-            err = decision_reserve_noted(&dc, uid, b.node);
-        }
+    switch (bind_authorize(x, req, resp, &b, uid)) {
+    case BIND_ALLOW:
+        break;
+    case BIND_IDEMPOTENT:
+        metrics_inc(co->m.binds_idempotent);
+        log_info("msg=\"bound\" pod=%s/%s node=%s how=idempotent", b.pod_namespace, b.pod_name,
+                 b.node);
+        reply_bind(resp, "");
+        goto done;
+    case BIND_REFUSED:
+        goto done;
     }
+    err = decision_reserve_noted(&dc, uid, b.node);
     const binder_outcome *out = &dc.out;
     switch (err) {
     case AS_OK:
@@ -855,13 +996,9 @@ void extender_handle_bind(void *ctx, const http_request *req, http_response *res
                  (unsigned long long)(bc.api_ns / 1000));
         reply_bind(resp, "");
         break;
-    case AS_ENOTFOUND:
-        snprintf(why, sizeof why,
-                 "agentsched cannot bind pod %s/%s to node %s: it was not filtered by agentsched "
-                 "(or its filter note expired); configure agentsched's filterVerb in the same "
-                 "extender entry as its bindVerb",
-                 b.pod_namespace, b.pod_name, b.node);
-        reply_bind(resp, why);
+    case AS_ENOTFOUND: /* the note expired since bind_authorize */
+        bind_refuse(x, req, resp, &b, RULE_NOT_FILTERED,
+                    "its filter note expired; let kube-scheduler retry the cycle");
         break;
     case AS_ECONFLICT:
         metrics_inc(co->m.bind_conflicts);
@@ -1070,6 +1207,15 @@ as_err extender_new(core *c, extender **out)
     if (!x)
         return AS_ENOMEM;
     x->core = c;
+    pthread_mutex_init(&x->unserved_mu, NULL);
+    for (int r = 0; r < RULE_COUNT; r++) {
+        char name[96];
+        snprintf(name, sizeof name, "agentsched_extender_bind_refused_total{rule=\"%s\"}",
+                 bind_rule_names[r]);
+        x->refused[r] = metrics_new_counter(c->metrics, name,
+                                            "Extender binds refused by the authorization rules "
+                                            "(HTTP 403), by rule.");
+    }
     as_err err = extmemo_new(&x->memo);
     if (err) {
         free(x);
@@ -1085,6 +1231,7 @@ void extender_free(extender *x)
     if (!x)
         return;
     extmemo_free(x->memo);
+    pthread_mutex_destroy(&x->unserved_mu);
     free(x);
 }
 

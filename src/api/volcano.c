@@ -5,6 +5,8 @@
 #include "agentsched/api/volcano.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,7 +17,9 @@
 
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/base/hash.h"
+#include "agentsched/base/table.h"
 #include "agentsched/base/jscan.h"
 #include "agentsched/base/json.h"
 #include "agentsched/base/utf8.h"
@@ -82,6 +86,272 @@ static void finish(http_response *resp, errf kind)
     }
     resp->status = 200;
     resp->content_type = "application/json";
+}
+
+/* ------------------------------------------------------------------ */
+/* State: the pods the verbs may act on, the verb's own allocations     */
+/* ------------------------------------------------------------------ */
+
+/* The refusal rules of volcano.h AUTHORIZATION, one counter per verb. */
+typedef enum vrule {
+    VRULE_UNKNOWN_POD = 0,
+    VRULE_SCHEDULER_NAME,
+    VRULE_NOT_ALLOCATED,
+    VRULE_COUNT,
+} vrule;
+
+static const char *const vrule_names[VRULE_COUNT] = {"unknown_pod", "scheduler_name",
+                                                     "not_allocated"};
+
+/* A pod the watch or the cluster file knows; its key (uid, else
+ * namespace/name) is stored inline. */
+typedef struct vpod {
+    uint64_t epoch; /* the relist that saw it last */
+    bool volcano;   /* its schedulerName is one of Volcano's */
+    char key[];
+} vpod;
+
+/* An allocation made through allocateFunc. */
+typedef struct vgrant {
+    int64_t at_ms;
+    char key[];
+} vgrant;
+
+struct volcano {
+    core *core; /* borrowed */
+    volcano_config cfg;
+    pthread_mutex_t mu; /* guards everything below */
+    table pods;         /* key -> vpod */
+    table allocated;    /* key -> vgrant */
+    uint64_t epoch;
+    bool pods_full_logged;
+    metrics_counter *refused[2][VRULE_COUNT]; /* [0] allocateFunc, [1] deallocateFunc */
+};
+
+/* See volcano.h. */
+as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
+{
+    *out = NULL;
+    volcano *v = calloc(1, sizeof *v);
+    if (!v)
+        return AS_ENOMEM;
+    v->core = c;
+    if (cfg)
+        v->cfg = *cfg;
+    if (v->cfg.assumed_ttl_ms <= 0)
+        v->cfg.assumed_ttl_ms = VOLCANO_DEFAULT_TTL_MS;
+    if (!v->cfg.max_pods)
+        v->cfg.max_pods = VOLCANO_MAX_PODS;
+    if (!v->cfg.max_allocated)
+        v->cfg.max_allocated = VOLCANO_MAX_ALLOCATED;
+    pthread_mutex_init(&v->mu, NULL);
+    static const char *const verbs[2] = {"allocateFunc", "deallocateFunc"};
+    for (int i = 0; i < 2; i++)
+        for (int r = 0; r < VRULE_COUNT; r++) {
+            char name[128];
+            snprintf(name, sizeof name, "agentsched_volcano_refused_total{verb=\"%s\",rule=\"%s\"}",
+                     verbs[i], vrule_names[r]);
+            v->refused[i][r] = metrics_new_counter(
+                c->metrics, name,
+                "Volcano allocate/deallocate events refused (HTTP 403), by rule.");
+        }
+    *out = v;
+    return AS_OK;
+}
+
+static void free_values(table *t)
+{
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->t[i].k)
+            free(t->t[i].v);
+    table_free(t);
+}
+
+/* See volcano.h. */
+void volcano_free(volcano *v)
+{
+    if (!v)
+        return;
+    free_values(&v->pods);
+    free_values(&v->allocated);
+    pthread_mutex_destroy(&v->mu);
+    free(v);
+}
+
+/* See volcano.h. */
+void volcano_pod_seen(volcano *v, const model_pod *pod, bool deleted)
+{
+    char tmp[600];
+    size_t len = 0;
+    const char *key = model_pod_key(pod, tmp, sizeof tmp, &len);
+    bool is_volcano = core_name_listed(v->core->volcano_names, pod->scheduler_name);
+    pthread_mutex_lock(&v->mu);
+    vpod *e = table_get(&v->pods, key, len);
+    if (deleted) {
+        if (e)
+            free(table_del(&v->pods, key, len));
+        free(table_del(&v->allocated, key, len)); /* the cache released it */
+    } else if (e) {
+        e->epoch = v->epoch;
+        e->volcano = is_volcano;
+    } else if (v->pods.n >= v->cfg.max_pods) {
+        if (!v->pods_full_logged)
+            log_warn("msg=\"volcano pod index full: further pods are unknown to allocateFunc\" "
+                     "max=%zu",
+                     v->cfg.max_pods);
+        v->pods_full_logged = true;
+    } else if ((e = malloc(sizeof *e + len + 1))) {
+        e->epoch = v->epoch;
+        e->volcano = is_volcano;
+        memcpy(e->key, key, len);
+        e->key[len] = '\0';
+        if (table_put(&v->pods, e->key, len, e) != AS_OK)
+            free(e);
+    }
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* See volcano.h. */
+void volcano_resync_begin(volcano *v)
+{
+    pthread_mutex_lock(&v->mu);
+    v->epoch++;
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* See volcano.h. */
+void volcano_resync_end(volcano *v)
+{
+    pthread_mutex_lock(&v->mu);
+    /* deleting shifts entries back into visited slots: rescan the slot */
+    for (size_t i = 0; i < v->pods.cap;) {
+        vpod *e = v->pods.t[i].k ? v->pods.t[i].v : NULL;
+        if (e && e->epoch != v->epoch) {
+            table_del(&v->pods, e->key, strlen(e->key));
+            free(e);
+            continue;
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* See volcano.h. */
+size_t volcano_expire(volcano *v, int64_t now_ms)
+{
+    size_t n = 0;
+    bool live = core_live(v->core);
+    pthread_mutex_lock(&v->mu);
+    for (size_t i = 0; i < v->allocated.cap;) {
+        vgrant *a = v->allocated.t[i].k ? v->allocated.t[i].v : NULL;
+        if (a && a->at_ms <= now_ms - v->cfg.assumed_ttl_ms) {
+            /* embedded mode has no watch to confirm or expire it; a BOUND
+             * pod (the cluster file's) is left alone by cache_forget */
+            if (!live)
+                cache_forget(v->core->cache, a->key);
+            table_del(&v->allocated, a->key, strlen(a->key));
+            free(a);
+            n++;
+            continue;
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (n)
+        log_info("msg=\"volcano allocations expired\" n=%zu ttl_ms=%lld", n,
+                 (long long)v->cfg.assumed_ttl_ms);
+    return n;
+}
+
+/* pod_rule: which rule refuses the verb for key, or VRULE_COUNT when the
+ * pod is known and Volcano's. */
+static vrule pod_rule(volcano *v, const char *key)
+{
+    pthread_mutex_lock(&v->mu);
+    vpod *e = table_get(&v->pods, key, strlen(key));
+    vrule r = !e ? VRULE_UNKNOWN_POD : e->volcano ? VRULE_COUNT : VRULE_SCHEDULER_NAME;
+    pthread_mutex_unlock(&v->mu);
+    return r;
+}
+
+/* allocated_has: true when key was allocated through the verb. */
+static bool allocated_has(volcano *v, const char *key)
+{
+    pthread_mutex_lock(&v->mu);
+    bool has = table_get(&v->allocated, key, strlen(key)) != NULL;
+    pthread_mutex_unlock(&v->mu);
+    return has;
+}
+
+/* allocated_put records (or refreshes) key; AS_ELIMIT when the set is full. */
+static as_err allocated_put(volcano *v, const char *key)
+{
+    size_t len = strlen(key);
+    as_err err = AS_OK;
+    pthread_mutex_lock(&v->mu);
+    vgrant *a = table_get(&v->allocated, key, len);
+    if (a) {
+        a->at_ms = clock_mono_ms();
+    } else if (v->allocated.n >= v->cfg.max_allocated) {
+        err = AS_ELIMIT;
+    } else if (!(a = malloc(sizeof *a + len + 1))) {
+        err = AS_ENOMEM;
+    } else {
+        a->at_ms = clock_mono_ms();
+        memcpy(a->key, key, len + 1);
+        if ((err = table_put(&v->allocated, a->key, len, a)))
+            free(a);
+    }
+    pthread_mutex_unlock(&v->mu);
+    return err;
+}
+
+static void allocated_del(volcano *v, const char *key)
+{
+    pthread_mutex_lock(&v->mu);
+    free(table_del(&v->allocated, key, strlen(key)));
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* refuse answers a refused event: 403 {"error", "field", "errorMessage"}
+ * (Volcano fails the event unless ignorable), counted and logged with the
+ * caller. verb 0 = allocateFunc, 1 = deallocateFunc. */
+static void refuse(volcano *v, const http_request *req, http_response *resp, int verb, vrule r,
+                   const model_pod *pod, const char *what)
+{
+    as_diag d;
+    as_diag_set(&d, AS_EAUTH, "task", "agentsched refused to %s pod %s/%s: %s",
+                verb ? "deallocate" : "allocate", pod->ns, pod->name, what);
+    reply_error(resp, 403, ERRF_ERRMSG, &d, AS_EAUTH);
+    metrics_inc(v->refused[verb][r]);
+    log_warn("msg=\"volcano %s refused\" rule=%s pod=%s/%s uid=%s caller=%s",
+             verb ? "deallocateFunc" : "allocateFunc", vrule_names[r], pod->ns, pod->name,
+             pod->uid ? pod->uid : "", req->remote && req->remote[0] ? req->remote : "-");
+}
+
+/* authorize applies the pod rules to an event's pod: false when refused
+ * (answered). */
+static bool authorize(volcano *v, const http_request *req, http_response *resp, int verb,
+                      const model_pod *pod, const char *key)
+{
+    vrule r = pod_rule(v, key);
+    if (r == VRULE_UNKNOWN_POD) {
+        refuse(v, req, resp, verb, r, pod,
+               core_live(v->core)
+                   ? "agentsched's pod watch does not know it (it does not exist, or the watch "
+                     "has not delivered it yet: Volcano retries in its next session)"
+                   : "the cluster file has no such pod");
+        return false;
+    }
+    if (r == VRULE_SCHEDULER_NAME) {
+        char what[1200];
+        snprintf(what, sizeof what,
+                 "its schedulerName is not one of Volcano's (--volcano-scheduler-names %s)",
+                 v->core->volcano_names);
+        refuse(v, req, resp, verb, r, pod, what);
+        return false;
+    }
+    return true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -676,7 +946,9 @@ done:
 /* See volcano.h. */
 void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp)
 {
-    core *co = ctx;
+    volcano *v = ctx;
+    core *co = v->core;
+    volcano_expire(v, clock_mono_ms());
     as_diag d;
     memset(&d, 0, sizeof d);
     volcano_session_stats st;
@@ -730,7 +1002,9 @@ void volcano_handle_on_session_close(void *ctx, const http_request *req, http_re
 /* See volcano.h. */
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
 {
-    core *co = ctx;
+    volcano *v = ctx;
+    core *co = v->core;
+    volcano_expire(v, clock_mono_ms());
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
@@ -801,7 +1075,9 @@ static bool nameset_add(nameset *ns, const char *name)
 /* See volcano.h. */
 void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
 {
-    core *co = ctx;
+    volcano *v = ctx;
+    core *co = v->core;
+    volcano_expire(v, clock_mono_ms());
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
@@ -931,9 +1207,10 @@ static as_err decode_event(core *co, const http_request *req, json_t **root, con
 
 /* commit_allocation assumes pod on node_name through the binder; msg gets
  * the refusal ("" when accepted). */
-static as_err commit_allocation(core *co, const model_pod *pod, const char *key,
+static as_err commit_allocation(volcano *v, const model_pod *pod, const char *key,
                                 const char *node_name, char *msg, size_t len)
 {
+    core *co = v->core;
     msg[0] = '\0';
     cache_pod_info info;
     cache_pod_lookup(co->cache, key, &info);
@@ -947,9 +1224,18 @@ static as_err commit_allocation(core *co, const model_pod *pod, const char *key,
                      pod->ns, pod->name, node_name, info.node);
             return AS_OK;
         }
-        /* assumed elsewhere: Volcano re-decided within its session (or a
-         * deallocate was lost); its latest decision wins */
+        /* assumed elsewhere through this verb: Volcano re-decided within
+         * its session (or a deallocate was lost); its latest decision
+         * wins. Anyone else's assumption stands. */
+        if (!allocated_has(v, key)) {
+            snprintf(msg, len,
+                     "agentsched refused to allocate pod %s/%s to node %s: agentsched assumed "
+                     "it on node %s",
+                     pod->ns, pod->name, node_name, info.node);
+            return AS_OK;
+        }
         cache_forget(co->cache, key);
+        allocated_del(v, key);
     }
     sched_candidate cand;
     memset(&cand, 0, sizeof cand);
@@ -999,7 +1285,9 @@ static as_err commit_allocation(core *co, const model_pod *pod, const char *key,
 /* See volcano.h. */
 void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp)
 {
-    core *co = ctx;
+    volcano *v = ctx;
+    core *co = v->core;
+    volcano_expire(v, clock_mono_ms());
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
@@ -1030,7 +1318,23 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
     }
     char tmp[600], msg[600];
     const char *key = pod_key(pod, tmp, sizeof tmp);
-    err = commit_allocation(co, pod, key, node_name, msg, sizeof msg);
+    if (!authorize(v, req, resp, 0, pod, key))
+        goto done;
+    if (!allocated_has(v, key) && (err = allocated_put(v, key))) {
+        as_diag_set(&d, err, NULL,
+                    "agentsched holds %zu allocations made through allocateFunc already; retry "
+                    "once some are confirmed or expire",
+                    v->cfg.max_allocated);
+        reply_error(resp, 503, ERRF_ERRMSG, &d, err);
+        goto done;
+    }
+    err = commit_allocation(v, pod, key, node_name, msg, sizeof msg);
+    cache_pod_info after;
+    cache_pod_lookup(co->cache, key, &after);
+    if (after.state != CACHE_POD_ASSUMED)
+        allocated_del(v, key); /* refused, or bound already: nothing of ours to expire */
+    else
+        allocated_put(v, key); /* refresh: the assumption's age */
     if (err) {
         as_diag_set(&d, err, NULL, "allocation failed: %s", as_strerror(err));
         reply_error(resp, 500, ERRF_ERRMSG, &d, err);
@@ -1051,7 +1355,9 @@ done:
 /* See volcano.h. */
 void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp)
 {
-    core *co = ctx;
+    volcano *v = ctx;
+    core *co = v->core;
+    volcano_expire(v, clock_mono_ms());
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
@@ -1064,8 +1370,28 @@ void volcano_handle_deallocate(void *ctx, const http_request *req, http_response
     }
     char tmp[600];
     const char *key = pod_key(pod, tmp, sizeof tmp);
-    /* Only an ASSUMED pod is ours to drop; unknown is already done and a
-     * BOUND pod (an eviction) is freed when the API server deletes it. */
+    if (!allocated_has(v, key)) {
+        /* Not an allocation of this verb: a pod agentsched does not know
+         * as Volcano's, or an assumption made by the fast path or the
+         * extender's bind, is refused; anything else is already done
+         * (expired, or BOUND: an eviction is freed when the API server
+         * deletes the pod). */
+        if (!authorize(v, req, resp, 1, pod, key))
+            goto done;
+        cache_pod_info info;
+        cache_pod_lookup(co->cache, key, &info);
+        if (info.state == CACHE_POD_ASSUMED) {
+            refuse(v, req, resp, 1, VRULE_NOT_ALLOCATED, pod,
+                   "agentsched did not assume it through allocateFunc; only Volcano's own "
+                   "allocations can be deallocated");
+            goto done;
+        }
+        reply_errmsg(resp, "");
+        goto done;
+    }
+    allocated_del(v, key);
+    /* Only an ASSUMED pod is ours to drop; a BOUND pod (an eviction) is
+     * freed when the API server deletes it. */
     err = cache_forget(co->cache, key);
     if (err == AS_OK)
         log_debug("msg=\"volcano allocation forgotten\" pod=%s/%s", pod->ns, pod->name);

@@ -7,7 +7,9 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <microhttpd.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -708,12 +710,43 @@ static bool http_content_length(struct MHD_Connection *conn, uint64_t *out)
 /* Offload threads (blocking routes)                                  */
 /* ------------------------------------------------------------------ */
 
+/* http_remote_addr writes the connection's peer as "IP:PORT" ("" when MHD
+ * has none). */
+static void http_remote_addr(struct MHD_Connection *conn, char *out, size_t len)
+{
+    out[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    if (!ci || !ci->client_addr)
+        return;
+    const struct sockaddr *sa = ci->client_addr;
+    char host[INET6_ADDRSTRLEN];
+    const void *a;
+    unsigned port;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        a = &in->sin_addr;
+        port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        a = &in6->sin6_addr;
+        port = ntohs(in6->sin6_port);
+    } else {
+        return;
+    }
+    if (!inet_ntop(sa->sa_family, a, host, sizeof host))
+        return;
+    snprintf(out, len, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
 /* http_run_handler runs st's route handler on its request body (and the
  * pool the caller created) into *resp: the same call on a pool thread or,
  * for a blocking route, on an offload thread. */
 static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Connection *conn,
                              const char *method, const char *url, http_response *resp)
 {
+    char remote[INET6_ADDRSTRLEN + 16];
+    http_remote_addr(conn, remote, sizeof remote);
     *resp = (http_response){.status = 200, .content_type = "application/json"};
     buf_init(&resp->body, HTTP_RESPONSE_CAP);
     http_request req = {
@@ -724,6 +757,7 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
         .pool = st->pool,
         .conn = conn,
         .caller = st->caller ? st->caller : "-",
+        .remote = remote,
     };
     st->route->fn(st->route->ctx ? st->route->ctx : s->cfg.ctx, &req, resp);
 }

@@ -114,6 +114,8 @@ typedef enum serve_flag_id {
     F_LISTEN,
     F_POLICY,
     F_SCHEDULER_NAME,
+    F_EXTENDER_NAMES,
+    F_VOLCANO_NAMES,
     F_SHARD_MODE,
     F_SHARD_NAME,
     F_CANDIDATES,
@@ -151,6 +153,12 @@ static const cli_flag serve_flags[] = {
     {F_POLICY, "--policy", 0, "FILE", "scoring policy YAML (default: built-in); SIGHUP reloads it"},
     {F_SCHEDULER_NAME, "--scheduler-name", 0, "NAME",
      "schedulerName this instance serves (default agent-scheduler)"},
+    {F_EXTENDER_NAMES, "--extender-scheduler-names", 0, "NAME[,NAME...]",
+     "schedulerNames of the pods the extender's bind verb may bind\n"
+     "(default: --scheduler-name); others are refused with 403"},
+    {F_VOLCANO_NAMES, "--volcano-scheduler-names", 0, "NAME[,NAME...]",
+     "schedulerNames of the pods Volcano's allocateFunc/deallocateFunc\n"
+     "may act on (default volcano)"},
     {F_SHARD_MODE, "--shard-mode", 0, "MODE",
      "none | soft (prefer in-shard nodes) | hard (only in-shard nodes);\n"
      "default none"},
@@ -349,6 +357,18 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                                   "adds 'agentsched-' to it, and object names stop at 253)",
                                   value);
             cfg->scheduler_name = value;
+            break;
+        case F_EXTENDER_NAMES:
+        case F_VOLCANO_NAMES:
+            if (!core_names_valid(value))
+                return flag_error(fl->name,
+                                  "'%s' is not NAME[,NAME...] (non-empty names, no spaces, "
+                                  "under 1024 bytes)",
+                                  value);
+            if (fl->id == F_EXTENDER_NAMES)
+                cfg->extender_scheduler_names = value;
+            else
+                cfg->volcano_scheduler_names = value;
             break;
         case F_SHARD_NAME: /* a NodeShard's name */
             if (check_dns(fl->name, value, false))

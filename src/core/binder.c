@@ -231,6 +231,13 @@ as_err binder_note(binder *b, model_pod *pod, const sched_candidate *cands, size
 /* See binder.h. */
 bool binder_noted_key(binder *b, const char *uid, char *key, size_t keylen)
 {
+    return binder_noted_pod(b, uid, key, keylen, NULL, 0);
+}
+
+/* See binder.h. */
+bool binder_noted_pod(binder *b, const char *uid, char *key, size_t keylen, char *sched,
+                      size_t schedlen)
+{
     if (!uid)
         return false;
     uint64_t h = hash_str(uid);
@@ -240,6 +247,8 @@ bool binder_noted_key(binder *b, const char *uid, char *key, size_t keylen)
     if (found && key && keylen)
         snprintf(key, keylen, "%s/%s", n->pod->ns ? n->pod->ns : "default",
                  n->pod->name ? n->pod->name : "");
+    if (found && sched && schedlen)
+        snprintf(sched, schedlen, "%s", n->pod->scheduler_name ? n->pod->scheduler_name : "");
     pthread_mutex_unlock(&b->mu);
     return found;
 }

@@ -18,6 +18,45 @@ void core_config_defaults(core_config *cfg)
     cfg->candidates = 3;
 }
 
+/* See context.h. */
+bool core_names_valid(const char *list)
+{
+    if (!list || !list[0] || strlen(list) >= CORE_NAMES_MAX)
+        return false;
+    size_t run = 0;
+    for (const char *p = list;; p++) {
+        if (*p == ',' || !*p) {
+            if (!run)
+                return false; /* empty name: ",x", "x,,y", "x," */
+            if (!*p)
+                return true;
+            run = 0;
+        } else if (*p == ' ' || *p == '\t' || (unsigned char)*p < 0x20) {
+            return false;
+        } else {
+            run++;
+        }
+    }
+}
+
+/* See context.h. */
+bool core_name_listed(const char *list, const char *name)
+{
+    if (!list || !name || !name[0])
+        return false;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && memcmp(p, name, n) == 0)
+            return true;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return false;
+}
+
 /* The declaration order is the order /metrics lists the series in. */
 static void core_declare_metrics(core *c)
 {
@@ -72,7 +111,21 @@ as_err core_new(const core_config *cfg, core **out, as_diag *diag)
     as_err err = AS_OK;
     c->cfg = *cfg;
     c->cfg.policy_path = NULL; /* borrowed: read here only */
+    const char *en = cfg->extender_names ? cfg->extender_names : CORE_DEFAULT_EXTENDER_NAMES;
+    const char *vn = cfg->volcano_names ? cfg->volcano_names : CORE_DEFAULT_VOLCANO_NAMES;
+    c->cfg.extender_names = c->cfg.volcano_names = NULL; /* borrowed: copied below */
     pthread_mutex_init(&c->policy_mu, NULL);
+    if (!core_names_valid(en) || !core_names_valid(vn)) {
+        err =
+            as_diag_set(diag, AS_EINVAL, core_names_valid(en) ? "volcano_names" : "extender_names",
+                        "a scheduler name list is NAME[,NAME...]: non-empty names without "
+                        "spaces, under %d bytes in all",
+                        CORE_NAMES_MAX);
+        model_registry_init(&c->reg);
+        goto done;
+    }
+    snprintf(c->extender_names, sizeof c->extender_names, "%s", en);
+    snprintf(c->volcano_names, sizeof c->volcano_names, "%s", vn);
     model_registry_init(&c->reg);
     if ((err = cache_new(&c->reg, &c->cache)))
         goto done;
@@ -123,6 +176,14 @@ void core_free(core *c)
 /* See context.h. */
 as_err core_load_cluster(core *c, const char *path, as_diag *diag)
 {
+    return core_load_cluster_each(c, path, NULL, NULL, diag);
+}
+
+/* See context.h. */
+as_err core_load_cluster_each(core *c, const char *path,
+                              void (*each)(void *arg, const model_pod *pod), void *arg,
+                              as_diag *diag)
+{
     model_cluster *cl = NULL;
     as_err err = model_cluster_load(&c->reg, path, &cl, diag);
     if (err)
@@ -145,6 +206,8 @@ as_err core_load_cluster(core *c, const char *path, as_diag *diag)
                         p->name, as_strerror(err));
             goto done;
         }
+        if (each)
+            each(arg, p);
     }
     core_set_ready(c);
 done:

@@ -195,7 +195,7 @@ static as_err svc_build_routes(svc_impl *impl)
         err = svc_add_routes(impl, r, n, s->ext);
     r = volcano_routes(&n);
     if (!err)
-        err = svc_add_routes(impl, r, n, s->core);
+        err = svc_add_routes(impl, r, n, s->vol);
     for (size_t i = 0; i < impl->nroutes; i++)
         if (s->cfg.metrics_auth && strcmp(impl->routes[i].path, "/metrics") == 0)
             impl->routes[i].anonymous = false;
@@ -244,7 +244,9 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         (err = svc_dup(impl->strings, &s->cfg.tls_cert_path)) ||
         (err = svc_dup(impl->strings, &s->cfg.tls_key_path)) ||
         (err = svc_dup(impl->strings, &s->cfg.tls_client_ca_path)) ||
-        (err = svc_dup(impl->strings, &s->cfg.tls_client_exempt)))
+        (err = svc_dup(impl->strings, &s->cfg.tls_client_exempt)) ||
+        (err = svc_dup(impl->strings, &s->cfg.extender_scheduler_names)) ||
+        (err = svc_dup(impl->strings, &s->cfg.volcano_scheduler_names)))
         goto done;
     if (!s->cfg.shard_name)
         s->cfg.shard_name = s->cfg.scheduler_name;
@@ -256,6 +258,9 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
     cc.policy_path = s->cfg.policy_path;
     cc.shard_mode = s->cfg.shard_mode;
     cc.candidates = s->cfg.candidates;
+    cc.extender_names =
+        s->cfg.extender_scheduler_names ? s->cfg.extender_scheduler_names : s->cfg.scheduler_name;
+    cc.volcano_names = s->cfg.volcano_scheduler_names;
     if ((err = core_new(&cc, &s->core, diag)))
         goto done;
     s->core->ports = (core_ports){
@@ -270,6 +275,9 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         .scheduled = svc_port_scheduled,
     };
     if ((err = extender_new(s->core, &s->ext)))
+        goto done;
+    volcano_config vc = {.assumed_ttl_ms = s->cfg.volcano_assumed_ttl_ms};
+    if ((err = volcano_new(s->core, &vc, &s->vol)))
         goto done;
     if ((err = svc_build_routes(impl))) {
         as_diag_set(diag, err, NULL, "more than %d routes: raise SVC_MAX_ROUTES", SVC_MAX_ROUTES);
@@ -292,16 +300,23 @@ void svc_free(svc *s)
         return;
     svc_stop(s);
     extender_free(s->ext);
+    volcano_free(s->vol);
     core_free(s->core);
     svc_impl *impl = (svc_impl *)s;
     pool_free(impl->strings);
     free(impl);
 }
 
+/* svc_cluster_pod shows Volcano's verbs a pod of the cluster file. */
+static void svc_cluster_pod(void *arg, const model_pod *pod)
+{
+    volcano_pod_seen(arg, pod, false);
+}
+
 /* See svc.h. */
 as_err svc_load_cluster(svc *s, const char *path, as_diag *diag)
 {
-    return core_load_cluster(s->core, path, diag);
+    return core_load_cluster_each(s->core, path, svc_cluster_pod, s->vol, diag);
 }
 
 /* See svc.h. */
@@ -408,6 +423,20 @@ void svc_k8s_stop(svc *s)
     k8s_client_free(k);
 }
 
+/* svc_pod_hook is the API client's pod hook: Volcano's verbs see every
+ * pod event, then the fast path (if any) may take the pod. */
+static bool svc_pod_hook(void *arg, k8s_event_type ev, model_pod *pod)
+{
+    svc *s = arg;
+    if (ev == K8S_EV_SYNC_BEGIN)
+        volcano_resync_begin(s->vol);
+    else if (ev == K8S_EV_SYNC_END)
+        volcano_resync_end(s->vol);
+    else if (pod && (ev == K8S_EV_ADDED || ev == K8S_EV_MODIFIED || ev == K8S_EV_DELETED))
+        volcano_pod_seen(s->vol, pod, ev == K8S_EV_DELETED);
+    return s->fp ? fastpath_pod_event(s->fp, ev, pod) : false;
+}
+
 /* ---- lifecycle ---------------------------------------------------------- */
 
 /* svc_connect starts the live mode: the fast path (unless --workers 0),
@@ -437,10 +466,10 @@ static as_err svc_connect(svc *s, as_diag *diag)
     kc.watch_down_ms = cfg->watch_down_ms;
     kc.watch_timeout_ms = cfg->watch_timeout_ms;
     kc.event_qps = cfg->event_qps;
-    if (s->fp) {
-        kc.pod_hook = fastpath_pod_event; /* pending pods of our scheduler name */
-        kc.pod_hook_arg = s->fp;
-    }
+    /* every pod: Volcano's verbs learn which exist; the fast path takes
+     * the pending pods of our scheduler name */
+    kc.pod_hook = svc_pod_hook;
+    kc.pod_hook_arg = s;
     char lease_name[300];
     if (cfg->leader_elect && s->fp) {
         if (cfg->lease_name[0])

@@ -22,11 +22,16 @@
 #include "agentsched/base/log.h"
 #include "agentsched/serve/svc.h"
 
-/* new_svc_from builds a service (quiet logs) over the cluster file. */
-static svc *new_svc_from(const char *cluster_path)
+/* new_svc_names builds a service (quiet logs) over the cluster file whose
+ * extender and Volcano verbs serve the given schedulerNames (NULL = the
+ * server's defaults). */
+static svc *new_svc_names(const char *cluster_path, const char *extender_names,
+                          const char *volcano_names)
 {
     svc_config cfg;
     svc_config_defaults(&cfg);
+    cfg.extender_scheduler_names = extender_names;
+    cfg.volcano_scheduler_names = volcano_names;
     cfg.log_level = 0;
     log_set_level(LOG_ERROR);
     svc *s = NULL;
@@ -34,6 +39,13 @@ static svc *new_svc_from(const char *cluster_path)
     cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "svc_new: %s", d.msg);
     cr_assert_eq(svc_load_cluster(s, cluster_path, &d), AS_OK, "load: %s: %s", d.field, d.msg);
     return s;
+}
+
+/* new_svc_from builds a service over the cluster file that also serves the
+ * fixtures' pods without a schedulerName (default-scheduler). */
+static svc *new_svc_from(const char *cluster_path)
+{
+    return new_svc_names(cluster_path, "agent-scheduler,default-scheduler", NULL);
 }
 
 typedef struct reply {

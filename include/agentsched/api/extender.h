@@ -45,21 +45,38 @@
  * (replacing the filter's note), except when answered from the filter's
  * memo (below): then the filter's note for the same pod stands.
  *
- * BIND. binder_bind_noted(uid = PodUID, or "namespace/name" when empty,
- * Node). 200 {"Error": ""} when bound, also when the pod is already bound
- * to the same node (kube-scheduler retries binds whose reply was lost);
- * 200 {"Error": "<why>"} when refused: bound elsewhere, the node changed
- * and the pod no longer fits, the node is gone, or agentsched never
- * filtered the pod (nor knows it from the cache). In embedded mode
- * (no API port live: core_live) the bind is applied to the in-memory cluster: the
- * pod stays ASSUMED in the cache, which counts its usage exactly as a
- * bound pod; the cache offers no "mark bound" without the full pod, and
- * nothing in embedded mode expires assumed pods. In live mode the bind
- * posts the pods/binding subresource (extender_live_bind -> the core's
- * bind port; on failure the assumed pod is released and Error says
- * why), and a pod agentsched never noted is fetched from the API server
- * (extender_live_fetch_pod -> k8s_get_pod), noted, and bound with a full
- * re-check.
+ * BIND. First the authorization rules (agentsched binds with its own
+ * cluster-wide pods/binding right, so only what kube-scheduler asked it to
+ * decide): refused with 403 and {"error": msg, "field": "PodUID" or
+ * "PodName", "Error": "agentsched refused to bind pod NS/NAME: <rule, what
+ * to do>"}, nothing bound, counted in
+ * agentsched_extender_bind_refused_total{rule} and logged with the
+ * caller's address, unless
+ *   not_filtered    the binder holds a note for the pod's key (PodUID, or
+ *                   "namespace/name" when empty): agentsched answered its
+ *                   filter or prioritize lately. Nothing is fetched from
+ *                   the API server: an expired note, or one another replica
+ *                   took, is refused and kube-scheduler retries the cycle.
+ *   scheduler_name  the noted pod's schedulerName is in the core's
+ *                   extender_names (--extender-scheduler-names). filter and
+ *                   prioritize answer any pod but note only these, and
+ *                   remember the last 256 others only to refuse
+ *                   their binds under this rule.
+ *   uid             in live mode PodUID is not empty (it goes into the
+ *                   Binding's metadata.uid, which the API server checks
+ *                   against the pod), and the note's pod is the request's
+ *                   namespace/name.
+ * A pod without a note that the cache already holds on Node (the note is
+ * dropped on success) is answered 200 {"Error": ""} without any action, so
+ * a retried bind stays idempotent; on another node it is a 200 refusal.
+ * Then binder_bind_noted(key, Node). 200 {"Error": ""} when bound, also
+ * when the pod is already bound to the same node; 200 {"Error": "<why>"}
+ * when refused: bound elsewhere, the node changed and the pod no longer
+ * fits, or the node is gone. In embedded mode (no API port live:
+ * core_live) the bind is applied to the in-memory cluster: the pod stays
+ * ASSUMED in the cache, which counts its usage exactly as a bound pod. In
+ * live mode the bind posts the pods/binding subresource (the core's bind
+ * port; on failure the assumed pod is released and Error says why).
  *
  * PREEMPT. 200 {"NodeNameToMetaVictims": {node: {"Pods":[{"UID":..}],
  * "NumPDBViolations": n}}}: the victims kube-scheduler proposed, per node,

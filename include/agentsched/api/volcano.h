@@ -67,6 +67,21 @@
  *   jobReady       {"job"} -> {"status": true} (Volcano ANDs the plugins'
  *                  answers, so true is "no opinion"; gang decides).
  *
+ * AUTHORIZATION. allocateFunc and deallocateFunc take or give back
+ * capacity, so they act only on pods agentsched knows: in live mode the
+ * ones its pod watch delivered, embedded the cluster file's, whose
+ * schedulerName (from the watch or the file, never from the request) is
+ * one of --volcano-scheduler-names (default "volcano"). deallocateFunc
+ * drops only an assumption allocateFunc made for that UID (a capped set,
+ * VOLCANO_MAX_ALLOCATED), never the fast path's or the extender's. An
+ * allocation not confirmed within assumed_ttl_ms is forgotten (embedded:
+ * checked on every Volcano request; live: the API client's expiry). A
+ * refusal is HTTP 403 with {"error", "field", "errorMessage"}: a
+ * non-ignorable Volcano fails the event (ignorable: it ignores the
+ * answer; either way agentsched holds nothing for it); it is counted in
+ * agentsched_volcano_refused_total{verb,rule} (rule unknown_pod,
+ * scheduler_name, not_allocated) and logged with the caller's address.
+ *
  * SHARDS. predicate, prioritize and allocateFunc judge Volcano's tasks
  * without agentsched's own shard (--shard-mode): Volcano offers only nodes
  * of its own shard (vc-scheduler's NodeShard) and enforces it itself, while
@@ -129,7 +144,45 @@ enum {
 /* Volcano's TaskStatus bit for a pipelined task (api.Pipelined). */
 #define VOLCANO_TASK_PIPELINED 4
 
-/* The handlers (ctx is the core *, borrowed). */
+/* The Volcano verbs' state: the pods the verbs may act on and the
+ * allocations made through allocateFunc (see AUTHORIZATION above). */
+typedef struct volcano volcano;
+
+typedef struct volcano_config {
+    /* an allocation not confirmed this long is forgotten (embedded mode;
+     * in live mode the API client's assumed-pod expiry governs the cache);
+     * 0 = VOLCANO_DEFAULT_TTL_MS */
+    int64_t assumed_ttl_ms;
+    size_t max_pods;      /* pods remembered; 0 = VOLCANO_MAX_PODS */
+    size_t max_allocated; /* allocations remembered; 0 = VOLCANO_MAX_ALLOCATED */
+} volcano_config;
+
+#define VOLCANO_DEFAULT_TTL_MS 30000
+#define VOLCANO_MAX_PODS       ((size_t)1 << 20)
+#define VOLCANO_MAX_ALLOCATED  ((size_t)1 << 16)
+
+/* volcano_new builds the verbs' state over core c (borrowed: must outlive
+ * it); cfg may be NULL. AS_ENOMEM. Caller owns *out (volcano_free; NULL
+ * ok; no handler may still be running). */
+as_err volcano_new(core *c, const volcano_config *cfg, volcano **out);
+void volcano_free(volcano *v);
+
+/* volcano_pod_seen records what the pod watch (or the cluster file) says
+ * of pod (borrowed): present, with its schedulerName, or gone (deleted).
+ * Thread-safe; call with no cache lock held. */
+void volcano_pod_seen(volcano *v, const model_pod *pod, bool deleted);
+
+/* volcano_resync_begin / volcano_resync_end bracket a relist of every pod:
+ * pods not seen again in between are forgotten. */
+void volcano_resync_begin(volcano *v);
+void volcano_resync_end(volcano *v);
+
+/* volcano_expire forgets allocations made through allocateFunc before
+ * now_ms - ttl (embedded mode: their assumed pods too); returns how many.
+ * The verbs call it on every request. Thread-safe. */
+size_t volcano_expire(volcano *v, int64_t now_ms);
+
+/* The handlers (ctx is the volcano *, borrowed). */
 void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp);
 void volcano_handle_on_session_close(void *ctx, const http_request *req, http_response *resp);
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp);
@@ -144,7 +197,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
 void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp);
 
 /* volcano_routes returns the handlers' routes (static; their ctx is NULL:
- * the server runs them with its core). */
+ * the server runs them with the volcano from volcano_new). */
 const http_route *volcano_routes(size_t *n);
 
 /*

@@ -36,6 +36,9 @@ typedef struct http_request {
      * else "-" (no client authentication, an anonymous route, or a
      * certificate without a CN). Never NULL. */
     const char *caller;
+    /* The caller's address, "IP:PORT" ("[IPv6]:PORT"); "" when unknown
+     * (a handler called directly). For log lines that name who asked. */
+    const char *remote;
 } http_request;
 
 typedef struct http_response {

@@ -108,6 +108,11 @@ as_err binder_bind_noted(binder *b, const char *uid, const char *node_name, bind
  * into key (truncated to keylen). */
 bool binder_noted_key(binder *b, const char *uid, char *key, size_t keylen);
 
+/* binder_noted_pod: as binder_noted_key, and copies the noted pod's
+ * schedulerName into sched ("" when it has none; truncated to schedlen). */
+bool binder_noted_pod(binder *b, const char *uid, char *key, size_t keylen, char *sched,
+                      size_t schedlen);
+
 /* binder_get_stats copies the counters into *out (relaxed atomic loads:
  * each exact, not one snapshot together). No lock needed; thread-safe. */
 void binder_get_stats(binder *b, binder_stats *out);

@@ -34,7 +34,18 @@ typedef struct core_config {
     const char *policy_path;     /* NULL = built-in default */
     cache_shard_mode shard_mode; /* default none */
     unsigned candidates;         /* K of a placement request without one */
+    /* Comma-separated schedulerNames whose pods the extender verbs may
+     * bind (NULL = CORE_DEFAULT_EXTENDER_NAMES) and whose pods Volcano's
+     * allocateFunc/deallocateFunc may act on (NULL =
+     * CORE_DEFAULT_VOLCANO_NAMES). Copied by core_new. */
+    const char *extender_names;
+    const char *volcano_names;
 } core_config;
+
+#define CORE_DEFAULT_EXTENDER_NAMES "agent-scheduler"
+#define CORE_DEFAULT_VOLCANO_NAMES  "volcano"
+/* The longest name list core_new accepts (bytes, NUL included). */
+#define CORE_NAMES_MAX 1024
 
 /* Metric handles the entry points update (declared by core_new). */
 typedef struct core_metrics {
@@ -93,15 +104,26 @@ typedef struct core {
     struct eqcache *eq; /* the extender verbs' equivalence cache (eqcache.h) */
     core_ports ports;   /* set once by the server before any request */
     int64_t started_ms;
-    int ready; /* (atomic) 1 once the cache is loaded or synced */
+    int ready;                           /* (atomic) 1 once the cache is loaded or synced */
+    char extender_names[CORE_NAMES_MAX]; /* core_config's, copied */
+    char volcano_names[CORE_NAMES_MAX];
 } core;
 
 /* core_config_defaults fills every field with its default. */
 void core_config_defaults(core_config *cfg);
 
+/* core_names_valid: true when list is a comma-separated list of one or
+ * more non-empty names (no spaces) shorter than CORE_NAMES_MAX in all. */
+bool core_names_valid(const char *list);
+
+/* core_name_listed: true when name is one of list's comma-separated names
+ * (exact match; a NULL or empty name never is). */
+bool core_name_listed(const char *list, const char *name);
+
 /* core_new builds the registry, cache (in cfg's shard mode), binder,
  * equivalence cache, policy (cfg's file or the default) and metrics. Does
- * not load a cluster. AS_ENOMEM, or the policy file's errors (diag says
+ * not load a cluster. AS_ENOMEM, AS_EINVAL for a name list that is not
+ * core_names_valid (diag names it), or the policy file's errors (diag says
  * where). Caller owns *out (core_free). */
 as_err core_new(const core_config *cfg, core **out, as_diag *diag);
 
@@ -112,6 +134,12 @@ void core_free(core *c);
 /* core_load_cluster loads an embedded cluster file into the cache and marks
  * the core ready. Errors as model_cluster_load and the cache's. */
 as_err core_load_cluster(core *c, const char *path, as_diag *diag);
+
+/* core_load_cluster_each is core_load_cluster that also shows each of the
+ * file's pods (borrowed for the call; bound or not) to each(arg, pod). */
+as_err core_load_cluster_each(core *c, const char *path,
+                              void (*each)(void *arg, const model_pod *pod), void *arg,
+                              as_diag *diag);
 
 /* core_ready: true once the cache is loaded or synced; core_set_ready marks
  * it so (any thread). */

@@ -33,24 +33,30 @@
 #define SVC_LIVE_BIND_THREADS 64
 
 typedef struct svc_config {
-    const char *listen;          /* default "127.0.0.1:8888" */
-    const char *cluster_path;    /* embedded mode: Kubernetes List file */
-    const char *kubeconfig;      /* live mode */
-    bool in_cluster;             /* live mode from the service account */
-    const char *policy_path;     /* NULL = built-in default */
-    const char *scheduler_name;  /* default "agent-scheduler" */
-    const char *shard_name;      /* default = scheduler_name */
-    cache_shard_mode shard_mode; /* default none */
-    unsigned http_threads;       /* 0 = the usable CPUs (sync_usable_cpus) */
-    size_t max_body;             /* default 16 MiB */
-    unsigned workers;            /* fast path workers, default 2 */
-    unsigned candidates;         /* K, default 3 */
-    double kube_api_qps;         /* default 1000 */
-    unsigned kube_api_burst;     /* default 2000 */
-    int64_t watch_down_ms;       /* readyz fails after watches down this long */
-    int log_level;               /* 0 error .. 3 debug; default 2 */
-    int64_t watch_timeout_ms;    /* live mode: reconnect a silent watch; 0 = default */
-    double event_qps;            /* live mode: Events a second; 0 = no limit */
+    const char *listen;         /* default "127.0.0.1:8888" */
+    const char *cluster_path;   /* embedded mode: Kubernetes List file */
+    const char *kubeconfig;     /* live mode */
+    bool in_cluster;            /* live mode from the service account */
+    const char *policy_path;    /* NULL = built-in default */
+    const char *scheduler_name; /* default "agent-scheduler" */
+    const char *shard_name;     /* default = scheduler_name */
+    /* schedulerNames the extender's bind verb serves (comma list; NULL =
+     * scheduler_name) and Volcano's allocate/deallocate verbs act on
+     * (NULL = "volcano"): core_config's extender_names, volcano_names. */
+    const char *extender_scheduler_names;
+    const char *volcano_scheduler_names;
+    int64_t volcano_assumed_ttl_ms; /* 0 = VOLCANO_DEFAULT_TTL_MS (volcano.h) */
+    cache_shard_mode shard_mode;    /* default none */
+    unsigned http_threads;          /* 0 = the usable CPUs (sync_usable_cpus) */
+    size_t max_body;                /* default 16 MiB */
+    unsigned workers;               /* fast path workers, default 2 */
+    unsigned candidates;            /* K, default 3 */
+    double kube_api_qps;            /* default 1000 */
+    unsigned kube_api_burst;        /* default 2000 */
+    int64_t watch_down_ms;          /* readyz fails after watches down this long */
+    int log_level;                  /* 0 error .. 3 debug; default 2 */
+    int64_t watch_timeout_ms;       /* live mode: reconnect a silent watch; 0 = default */
+    double event_qps;               /* live mode: Events a second; 0 = no limit */
     /* Leader election of the fast path (live mode; `serve` wires it into
      * k8s_config): only the holder of the Lease schedules. */
     bool leader_elect;
@@ -80,6 +86,7 @@ typedef struct svc {
     svc_config cfg;
     core *core;
     struct extender *ext; /* the extender verbs' state (extender.h) */
+    struct volcano *vol;  /* the Volcano verbs' state (volcano.h) */
     http_server *http;
     volatile sig_atomic_t stop;
     struct k8s_client *k8s;    /* live-mode API client, NULL embedded */

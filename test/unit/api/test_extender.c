@@ -157,8 +157,8 @@ Test(extender, bind_without_filter_is_refused)
     svc *s = new_svc();
     char *b = bind_args("stranger", "uid-stranger", "node1");
     reply r = call(s, extender_handle_bind, b);
-    cr_assert_eq(r.status, 200);
-    cr_assert(strstr(error_of(&r), "not filtered by agentsched"), "%s", r.raw);
+    cr_assert_eq(r.status, 403);
+    cr_assert(strstr(error_of(&r), "agentsched did not filter this pod"), "%s", r.raw);
     reply_free(&r);
     free(b);
     cr_assert_eq(node_cpu(s, "node1"), 0);
@@ -762,7 +762,7 @@ Test(extender, hostile_requests)
         {"bind node number", B, "{\"PodName\":\"p\",\"Node\":5}", 0, 400, "Node"},
         {"bind empty", B, "{}", 0, 400, "PodName"},
         {"bind truncated", B, "{\"PodName\":\"p\",\"Node\":\"node1", 0, 400, ""},
-        {"bind unknown node", B, "{\"PodName\":\"p\",\"PodUID\":\"u\",\"Node\":\"nope\"}", 0, 200,
+        {"bind unknown node", B, "{\"PodName\":\"p\",\"PodUID\":\"u\",\"Node\":\"nope\"}", 0, 403,
          NULL},
         {"preempt map array", X, "{\"Pod\":" POD ",\"NodeNameToVictims\":[]}", 0, 400,
          "NodeNameToVictims"},
@@ -962,6 +962,7 @@ Test(extender, served_by_the_http_server)
     svc_config cfg;
     svc_config_defaults(&cfg);
     cfg.listen = "127.0.0.1:0";
+    cfg.extender_scheduler_names = "agent-scheduler,default-scheduler";
     log_set_level(LOG_ERROR);
     svc *s = NULL;
     as_diag d = {{0}, {0}};
@@ -989,5 +990,113 @@ Test(extender, served_by_the_http_server)
     free(args);
     free(bind);
     svc_http_stop(s);
+    svc_free(s);
+}
+
+/* ---- bind authorization -------------------------------------------- */
+
+/* sched_pod_args: pod_args with a schedulerName. */
+static char *sched_pod_args(const char *name, const char *uid, const char *sched)
+{
+    char *s = NULL;
+    cr_assert(asprintf(&s,
+                       "{\"Pod\":{\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\","
+                       "\"uid\":\"%s\"},\"spec\":{\"schedulerName\":\"%s\",\"containers\":[{"
+                       "\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"100m\"}}}]}},"
+                       "\"NodeNames\":[\"node1\"]}",
+                       name, uid, sched) > 0);
+    return s;
+}
+
+static uint64_t refused_count(svc *s, const char *rule)
+{
+    buf m;
+    buf_init(&m, 1 << 20);
+    cr_assert_eq(metrics_render(s->core->metrics, &m), AS_OK);
+    char want[160];
+    snprintf(want, sizeof want, "agentsched_extender_bind_refused_total{rule=\"%s\"} ", rule);
+    const char *p = strstr(m.data, want);
+    uint64_t v = p ? strtoull(p + strlen(want), NULL, 10) : 0;
+    buf_free(&m);
+    return v;
+}
+
+/* Each case: a filter (when sched is set) for pod fname/fuid with that
+ * schedulerName, then a bind for bname/buid on node1, on a server with the
+ * default --extender-scheduler-names (agent-scheduler). */
+typedef struct bind_case {
+    const char *what;
+    const char *sched; /* NULL: no filter first */
+    const char *fname, *fuid;
+    const char *bname, *buid;
+    int status;
+    const char *says; /* in Error */
+    const char *rule; /* counter bumped, NULL = none */
+} bind_case;
+
+Test(extender, bind_authorization)
+{
+    static const bind_case cases[] = {
+        {"unfiltered pod", NULL, NULL, NULL, "stray", "uid-stray", 403,
+         "agentsched did not filter this pod", "not_filtered"},
+        {"another scheduler's pod", "nobody", "other", "uid-other", "other", "uid-other", 403,
+         "its schedulerName nobody is not one agentsched binds for", "scheduler_name"},
+        {"default-scheduler's pod", "default-scheduler", "dflt", "uid-dflt", "dflt", "uid-dflt",
+         403, "schedulerName default-scheduler", "scheduler_name"},
+        {"uid of another pod", "agent-scheduler", "mine", "uid-mine", "victim", "uid-mine", 403,
+         "PodUID uid-mine belongs to pod default/mine", "uid"},
+        {"served and filtered", "agent-scheduler", "ok", "uid-ok", "ok", "uid-ok", 200, "", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bind_case *c = &cases[i];
+        svc *s = new_svc_names(DATA "/cluster.yaml", NULL, NULL);
+        if (c->sched) {
+            char *f = sched_pod_args(c->fname, c->fuid, c->sched);
+            reply r = call(s, extender_handle_filter, f);
+            /* the filter answers as before, whoever owns the pod */
+            cr_assert_eq(r.status, 200, "%s: %s", c->what, r.raw);
+            cr_assert_eq(json_array_size(json_object_get(r.json, "NodeNames")), 1, "%s: %s",
+                         c->what, r.raw);
+            reply_free(&r);
+            free(f);
+        }
+        char *b = bind_args(c->bname, c->buid, "node1");
+        reply r = call(s, extender_handle_bind, b);
+        cr_expect_eq(r.status, c->status, "%s: %d %s", c->what, r.status, r.raw);
+        cr_expect(strstr(error_of(&r), c->says), "%s: %s", c->what, r.raw);
+        if (c->status == 403) {
+            cr_expect(strstr(error_of(&r), "agentsched refused to bind pod default/"), "%s: %s",
+                      c->what, r.raw);
+            cr_expect_eq(node_cpu(s, "node1"), 0, "%s: nothing bound", c->what);
+            cr_expect_eq(refused_count(s, c->rule), 1, "%s: rule %s", c->what, c->rule);
+        } else {
+            cr_expect_eq(node_cpu(s, "node1"), 100, "%s", c->what);
+            /* a retried bind whose reply was lost stays a success */
+            reply r2 = call(s, extender_handle_bind, b);
+            cr_expect_eq(r2.status, 200, "%s: %s", c->what, r2.raw);
+            cr_expect_str_eq(error_of(&r2), "", "%s: %s", c->what, r2.raw);
+            reply_free(&r2);
+            cr_expect_eq(node_cpu(s, "node1"), 100, "%s", c->what);
+        }
+        reply_free(&r);
+        free(b);
+        svc_free(s);
+    }
+}
+
+/* --extender-scheduler-names lists every name served. */
+Test(extender, bind_authorization_name_list)
+{
+    svc *s = new_svc_names(DATA "/cluster.yaml", "a,agents-2", NULL);
+    char *f = sched_pod_args("p", "uid-p", "agents-2");
+    reply r = call(s, extender_handle_filter, f);
+    reply_free(&r);
+    char *b = bind_args("p", "uid-p", "node1");
+    r = call(s, extender_handle_bind, b);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    cr_assert_str_eq(error_of(&r), "", "%s", r.raw);
+    reply_free(&r);
+    free(b);
+    free(f);
     svc_free(s);
 }

@@ -10,10 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agentsched/base/doc.h"
 #include "agentsched/api/extender.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
+#include "agentsched/core/binder.h"
 #include "agentsched/serve/svc.h"
 #include "agentsched/api/volcano.h"
 
@@ -576,5 +579,159 @@ Test(volcano, shard_neutral)
     r = call(s, volcano_handle_allocate, a);
     expect_errmsg(&r, "");
     free(a);
+    svc_free(s);
+}
+
+/* ---- authorization ---------------------------------------------------- */
+
+static int64_t node_cpu(svc *s, const char *node)
+{
+    cache_read_lock(s->core->cache);
+    const cache_node *n = cache_node_find(s->core->cache, node, strlen(node));
+    int64_t v = n ? cache_node_requested(n, MODEL_RES_CPU) : -1;
+    cache_read_unlock(s->core->cache);
+    return v;
+}
+
+static void expect_refused(reply *r, const char *says)
+{
+    cr_expect_eq(r->status, 403, "%s", r->raw);
+    const char *m = json_string_value(json_object_get(r->json, "errorMessage"));
+    cr_expect(m && strstr(m, says), "want '%s' in %s", says, r->raw);
+    cr_expect_str_eq(json_string_value(json_object_get(r->json, "field")), "task", "%s", r->raw);
+    reply_free(r);
+}
+
+static uint64_t vrefused(svc *s, const char *verb, const char *rule)
+{
+    buf m;
+    buf_init(&m, 1 << 20);
+    cr_assert_eq(metrics_render(s->core->metrics, &m), AS_OK);
+    char want[200];
+    snprintf(want, sizeof want, "agentsched_volcano_refused_total{verb=\"%s\",rule=\"%s\"} ", verb,
+             rule);
+    const char *p = strstr(m.data, want);
+    uint64_t v = p ? strtoull(p + strlen(want), NULL, 10) : 0;
+    buf_free(&m);
+    return v;
+}
+
+Test(volcano, allocate_refuses_unknown_and_foreign_pods)
+{
+    svc *s = new_svc();
+    /* no such pod in the cluster */
+    char *a = event_body("ghost", "1", "node-a", 2);
+    reply r = call(s, volcano_handle_allocate, a);
+    expect_refused(&r, "the cluster file has no such pod");
+    free(a);
+    cr_expect_eq(vrefused(s, "allocateFunc", "unknown_pod"), 1);
+    /* a pod of another scheduler: the request's own schedulerName (volcano
+     * in event_body) is not believed */
+    a = event_body("other", "1", "node-a", 2);
+    r = call(s, volcano_handle_allocate, a);
+    expect_refused(&r, "its schedulerName is not one of Volcano's");
+    free(a);
+    cr_expect_eq(vrefused(s, "allocateFunc", "scheduler_name"), 1);
+    cr_expect_eq(node_cpu(s, "node-a"), 0, "nothing assumed");
+    svc_free(s);
+}
+
+Test(volcano, deallocate_only_drops_its_own_allocations)
+{
+    svc *s = new_svc();
+    /* the extender (kube-scheduler's path) assumes pod agent on node-a */
+    reply r = call(s, extender_handle_filter,
+                   "{\"Pod\": {\"metadata\": {\"name\": \"agent\", \"namespace\": \"default\", "
+                   "\"uid\": \"uid-agent\"}, \"spec\": {\"schedulerName\": \"agent-scheduler\", "
+                   "\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\": {\"cpu\": "
+                   "\"1\"}}}]}}, \"NodeNames\": [\"node-a\"]}");
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    reply_free(&r);
+    r = call(s, extender_handle_bind,
+             "{\"PodName\": \"agent\", \"PodNamespace\": \"default\", \"PodUID\": \"uid-agent\", "
+             "\"Node\": \"node-a\"}");
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    reply_free(&r);
+    cr_assert_eq(node_cpu(s, "node-a"), 1000);
+    /* deallocateFunc for it is refused: the capacity stays held */
+    char *a = event_body("agent", "1", "node-a", 2);
+    r = call(s, volcano_handle_deallocate, a);
+    expect_refused(&r, "agent");
+    free(a);
+    cr_expect_eq(node_cpu(s, "node-a"), 1000);
+    cache_pod_info info;
+    cache_pod_lookup(s->core->cache, "uid-agent", &info);
+    cr_expect_eq(info.state, CACHE_POD_ASSUMED);
+    /* a Volcano pod assumed by someone else than allocateFunc: not_allocated */
+    model_pod *p = NULL;
+    as_diag d = {{0}, {0}};
+    json_t *pj =
+        json_pack("{s:{s:s,s:s,s:s},s:{s:s,s:[{s:s,s:{s:{s:s}}}]}}", "metadata", "name", "vt3",
+                  "namespace", "default", "uid", "uid-vt3", "spec", "schedulerName", "volcano",
+                  "containers", "name", "c", "resources", "requests", "cpu", "1");
+    cr_assert_eq(model_pod_from_json(&s->core->reg, pj, &p, &d), AS_OK, "%s", d.msg);
+    json_decref(pj);
+    cache_read_lock(s->core->cache);
+    const cache_node *cn = cache_node_find(s->core->cache, "node-b", 6);
+    sched_candidate cand = {.slot = cn->slot, .node_id = cn->id, .name = "node-b"};
+    cache_read_unlock(s->core->cache);
+    binder_outcome out;
+    cr_assert_eq(binder_commit(s->core->binder, p, &cand, 1, &out), AS_OK);
+    a = event_body("vt3", "1", "node-b", 2);
+    r = call(s, volcano_handle_deallocate, a);
+    expect_refused(&r, "did not assume it through allocateFunc");
+    cr_expect_eq(vrefused(s, "deallocateFunc", "not_allocated"), 1);
+    cr_expect_eq(node_cpu(s, "node-b"), 1000);
+    free(a);
+    model_pod_free(p);
+    /* allocate then deallocate through the verbs: ok, capacity back */
+    a = event_body("vt1", "1", "tiny", 2);
+    r = call(s, volcano_handle_allocate, a);
+    expect_errmsg(&r, "");
+    cr_expect_eq(node_cpu(s, "tiny"), 1000);
+    r = call(s, volcano_handle_deallocate, a);
+    expect_errmsg(&r, "");
+    cr_expect_eq(node_cpu(s, "tiny"), 0);
+    /* and again: nothing of ours left, nothing assumed: a no-op */
+    r = call(s, volcano_handle_deallocate, a);
+    expect_errmsg(&r, "");
+    free(a);
+    svc_free(s);
+}
+
+Test(volcano, embedded_allocations_expire)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.volcano_assumed_ttl_ms = 50;
+    log_set_level(LOG_ERROR);
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(svc_load_cluster(s, DATA "/cluster.yaml", &d), AS_OK, "%s", d.msg);
+    char *a = event_body("vt1", "1", "tiny", 2);
+    reply r = call(s, volcano_handle_allocate, a);
+    expect_errmsg(&r, "");
+    cr_expect_eq(node_cpu(s, "tiny"), 1000);
+    /* Volcano never binds it: past the TTL the next Volcano request
+     * forgets it */
+    usleep(120 * 1000);
+    r = call(s, volcano_handle_predicate,
+             "{\"task\": {\"Name\": \"vt2\", \"Namespace\": \"default\", \"Resreq\": "
+             "{\"MilliCPU\": 500, \"Memory\": 0}}, \"node\": {\"Name\": \"tiny\"}}");
+    cr_expect_eq(json_integer_value(json_object_get(r.json, "code")), 0, "%s", r.raw);
+    reply_free(&r);
+    cr_expect_eq(volcano_expire(s->vol, clock_mono_ms()), 0, "already expired by the request");
+    cr_expect_eq(node_cpu(s, "tiny"), 0);
+    /* a fresh allocation is held until its own TTL */
+    r = call(s, volcano_handle_allocate, a);
+    expect_errmsg(&r, "");
+    cr_expect_eq(volcano_expire(s->vol, clock_mono_ms()), 0);
+    cr_expect_eq(node_cpu(s, "tiny"), 1000);
+    cr_expect_eq(volcano_expire(s->vol, clock_mono_ms() + 1000), 1);
+    cr_expect_eq(node_cpu(s, "tiny"), 0);
+    free(a);
+    as_diag inv = {{0}, {0}};
+    cr_expect_eq(cache_check_invariants(s->core->cache, &inv), AS_OK, "%s", inv.msg);
     svc_free(s);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agentsched/api/extender.h"
+#include "agentsched/api/volcano.h"
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/k8s.h"
@@ -29,6 +30,56 @@ static void write_stub_kubeconfig(k8s_stub *stub, char *dir, char *path, size_t 
             "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
             stub_url(stub));
     fclose(fp);
+}
+
+/* run_verb runs an extender handler the way the server does; the body of
+ * the answer goes to out. Returns the status. */
+static int run_verb(svc *s, http_handler_fn fn, const char *body, char *out, size_t outlen)
+{
+    http_request req = {0};
+    req.method = "POST";
+    req.path = "/scheduler";
+    req.body = body;
+    req.body_len = strlen(body);
+    req.pool = pool_new(0);
+    req.remote = "192.0.2.1:4242";
+    http_response resp = {0};
+    resp.status = 200;
+    buf_init(&resp.body, 1 << 16);
+    fn(s->ext, &req, &resp);
+    snprintf(out, outlen, "%s", resp.body.data ? resp.body.data : "");
+    int st = resp.status ? resp.status : 200;
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    return st;
+}
+
+/* filter_body is the ExtenderArgs of a filter for pod over node n0. */
+static char *filter_body(const json_t *pod)
+{
+    char *p = json_dumps(pod, JSON_COMPACT);
+    size_t n = strlen(p) + 64;
+    char *b = malloc(n);
+    snprintf(b, n, "{\"Pod\":%s,\"NodeNames\":[\"n0\"]}", p);
+    free(p);
+    return b;
+}
+
+/* stub_pod_on: the stub's pod uid has spec.nodeName node. */
+static bool stub_pod_on(k8s_stub *stub, const char *uid, const char *node)
+{
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    bool on = false;
+    json_array_foreach(pods, i, v)
+    {
+        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
+        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")), uid))
+            on = nn && !strcmp(nn, node);
+    }
+    json_decref(pods);
+    return on;
 }
 
 Test(k8s_svc, start_ready_bind_stop)
@@ -67,39 +118,38 @@ Test(k8s_svc, start_ready_bind_stop)
     cr_assert_eq(ports->bind(ports->arg, "default", "w", "uid-w", "n0", &d), AS_OK, "%s", d.msg);
     stub_last_auth(stub, why, sizeof why);
     cr_assert_str_eq(why, "Bearer secret");
-    /* Extender bind verb for a pod agentsched never filtered: the live
-     * hooks GET the pod, note it, assume it and post the binding. */
+    /* Extender bind verb for a pod agentsched never filtered: refused
+     * (403), nothing posted; after a filter the same bind goes through. */
     json_t *px = stub_make_pod("default", "x", "uid-x", NULL, "1", "1Gi");
     stub_put(stub, STUB_POD, px);
-    json_decref(px);
     const char *body =
         "{\"PodName\":\"x\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-x\",\"Node\":\"n0\"}";
-    http_request req = {0};
-    req.method = "POST";
-    req.path = "/scheduler/bind";
-    req.body = body;
-    req.body_len = strlen(body);
-    req.pool = pool_new(0);
-    http_response resp = {0};
-    resp.status = 200;
-    buf_init(&resp.body, 1 << 16);
-    extender_handle_bind(s->ext, &req, &resp);
-    cr_assert_str_eq(resp.body.data, "{\"Error\":\"\"}", "%s", resp.body.data);
-    buf_free(&resp.body);
-    pool_free(req.pool);
-    json_t *pods = stub_objects(stub, STUB_POD);
-    size_t i;
-    json_t *v;
-    bool bound = false;
-    json_array_foreach(pods, i, v)
-    {
-        const char *nn = json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName"));
-        if (!strcmp(json_string_value(json_object_get(json_object_get(v, "metadata"), "uid")),
-                    "uid-x"))
-            bound = nn && !strcmp(nn, "n0");
-    }
-    json_decref(pods);
-    cr_assert(bound, "the extender bind reached the API server");
+    int st = run_verb(s, extender_handle_bind, body, why, sizeof why);
+    cr_assert_eq(st, 403, "%s", why);
+    cr_assert(strstr(why, "did not filter"), "%s", why);
+    cr_assert_not(stub_pod_on(stub, "uid-x", "n0"));
+    char *fbody = filter_body(px);
+    st = run_verb(s, extender_handle_filter, fbody, why, sizeof why);
+    cr_assert_eq(st, 200, "%s", why);
+    /* live mode: a PodUID is required, and must be the filtered pod's */
+    st = run_verb(s, extender_handle_bind,
+                  "{\"PodName\":\"x\",\"PodNamespace\":\"default\",\"Node\":\"n0\"}", why,
+                  sizeof why);
+    cr_assert_eq(st, 403, "%s", why);
+    cr_assert(strstr(why, "PodUID is required"), "%s", why);
+    st = run_verb(s, extender_handle_bind,
+                  "{\"PodName\":\"w\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-x\","
+                  "\"Node\":\"n0\"}",
+                  why, sizeof why);
+    cr_assert_eq(st, 403, "%s", why);
+    cr_assert(strstr(why, "belongs to pod default/x"), "%s", why);
+    cr_assert_not(stub_pod_on(stub, "uid-x", "n0"));
+    st = run_verb(s, extender_handle_bind, body, why, sizeof why);
+    cr_assert_eq(st, 200, "%s", why);
+    cr_assert_str_eq(why, "{\"Error\":\"\"}");
+    cr_assert(stub_pod_on(stub, "uid-x", "n0"), "the extender bind reached the API server");
+    free(fbody);
+    json_decref(px);
     k8s_metrics_update(s->k8s, s->core->metrics);
     buf m;
     buf_init(&m, 1 << 20);
@@ -169,6 +219,76 @@ Test(k8s_svc, filter_waits_for_first_sync)
         buf_free(&resp.body);
         pool_free(req.pool);
     }
+    svc_free(s);
+    stub_free(stub);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Live mode: Volcano's allocateFunc acts on the pods the watch delivered
+ * with a schedulerName of Volcano's, and on no other. */
+Test(k8s_svc, volcano_allocate_knows_pods_from_the_watch)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "4", "16Gi", 110);
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    json_t *vp = stub_make_pod("default", "vp", "uid-vp", NULL, "1", "1Gi");
+    json_object_set_new(json_object_get(vp, "spec"), "schedulerName", json_string("volcano"));
+    stub_put(stub, STUB_POD, vp);
+    json_t *ap = stub_make_pod("default", "ap", "uid-ap", NULL, "1", "1Gi");
+    stub_put(stub, STUB_POD, ap);
+    char dir[] = "/tmp/agentsched-kcXXXXXX";
+    char path[600];
+    write_stub_kubeconfig(stub, dir, path, sizeof path);
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.kubeconfig = path;
+    cfg.listen = "127.0.0.1:0";
+    cfg.workers = 0;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    const char *stage = NULL;
+    cr_assert_eq(svc_start(s, &stage, &d), AS_OK, "%s: %s", stage, d.msg);
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    char out[2048];
+    const char *tmpl = "{\"task\":{\"UID\":\"uid-%s\",\"Name\":\"%s\",\"Namespace\":"
+                       "\"default\",\"NodeName\":\"n0\",\"Resreq\":{\"MilliCPU\":1000}}}";
+    char body[512];
+    snprintf(body, sizeof body, tmpl, "vp", "vp");
+    http_request req = {.method = "POST",
+                        .path = "/volcano/allocateFunc",
+                        .body = body,
+                        .body_len = strlen(body),
+                        .pool = pool_new(0),
+                        .remote = "192.0.2.9:1"};
+    http_response resp = {.status = 200};
+    buf_init(&resp.body, 1 << 16);
+    volcano_handle_allocate(s->vol, &req, &resp);
+    snprintf(out, sizeof out, "%s", resp.body.data);
+    cr_expect_eq(resp.status, 200, "%s", out);
+    cr_expect_str_eq(out, "{\"errorMessage\":\"\"}");
+    cache_pod_info info;
+    cache_pod_lookup(s->core->cache, "uid-vp", &info);
+    cr_expect_eq(info.state, CACHE_POD_ASSUMED);
+    /* the fast path's pod and a pod that does not exist are refused */
+    const char *names[] = {"ap", "nope"};
+    const char *says[] = {"schedulerName is not one of Volcano's", "pod watch does not know it"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body, tmpl, names[i], names[i]);
+        req.body_len = strlen(body);
+        buf_reset(&resp.body);
+        resp.status = 200;
+        volcano_handle_allocate(s->vol, &req, &resp);
+        cr_expect_eq(resp.status, 403, "%s", resp.body.data);
+        cr_expect(strstr(resp.body.data, says[i]), "%s", resp.body.data);
+    }
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    json_decref(vp);
+    json_decref(ap);
     svc_free(s);
     stub_free(stub);
     unlink(path);

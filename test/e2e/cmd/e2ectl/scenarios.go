@@ -29,6 +29,7 @@ var scenarios = map[string]func(c *cluster){
 	"auth_matrix":             scenarioAuthMatrix,
 	"leader_failover_sidecar": scenarioLeaderFailoverSidecar,
 	"gpu_share_sidecar":       scenarioGPUShareSidecar,
+	"security_deputy":         scenarioSecurityDeputy,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
