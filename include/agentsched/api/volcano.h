@@ -217,24 +217,4 @@ as_err volcano_task_pod(const model_registry *reg, const json_t *task, const cha
  */
 as_err volcano_node_name(const json_t *node, const char *field, const char **name, as_diag *diag);
 
-/* What volcano_session_scan found in an OnSessionOpenRequest. */
-typedef struct volcano_session_stats {
-    size_t jobs;             /* keys of "Jobs" */
-    size_t nodes;            /* keys of "Nodes" */
-    size_t unknown_nodes;    /* of those, names the cache does not hold */
-    char first_unknown[128]; /* the first such name, truncated, with bytes unsafe in
-                                a log line shown as '?'; "" if none */
-} volcano_session_stats;
-
-/*
- * volcano_session_scan validates body[0..len) as one JSON object in a
- * single streaming pass (no DOM; numbers are not converted, so Volcano's
- * "infinite" resources of 1.7976931348623157e+308 pass) and fills *out.
- * Node names are looked up in c (read lock per name). Errors: AS_EPARSE
- * (syntax, with the byte offset), AS_EINVAL (not an object), AS_ETOOBIG
- * (nesting beyond JSON_MAX_DEPTH).
- */
-as_err volcano_session_scan(cache *c, const char *body, size_t len, volcano_session_stats *out,
-                            as_diag *diag);
-
 #endif

@@ -18,6 +18,7 @@
 #include "agentsched/base/log.h"
 #include "agentsched/core/binder.h"
 #include "agentsched/serve/svc.h"
+#include "agentsched/api/vcsession.h"
 #include "agentsched/api/volcano.h"
 
 #define DATA TEST_DATA_DIR "/volcano"
@@ -490,10 +491,9 @@ Test(volcano, session_scan_counts)
     const char *body = "{\"Jobs\": {\"a/j1\": {\"Tasks\": {\"x\": {\"Name\": \"Nodes\"}}}, "
                        "\"a/j2\": null}, \"nodes\": {\"node-a\": {}, \"ghost\": {\"Nodes\": "
                        "{\"inner\": 1}}}, \"Queues\": {}, \"NodeList\": [\"node-a\"]}";
-    volcano_session_stats st;
+    vcsession_stats st;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(volcano_session_scan(s->core->cache, body, strlen(body), &st, &d), AS_OK, "%s",
-                 d.msg);
+    cr_assert_eq(vcsession_scan(s->core->cache, body, strlen(body), &st, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(st.jobs, 2);
     cr_expect_eq(st.nodes, 2);
     cr_expect_eq(st.unknown_nodes, 1);
