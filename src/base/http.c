@@ -26,6 +26,10 @@
  * kube-scheduler holds a few (its parallel binds), bench clients 16. */
 #define HTTP_PER_IP_CONN_LIMIT 256
 #define HTTP_DEFAULT_TIMEOUT_S 30
+/* The idle timeout restarts with every byte, so a client sending one body
+ * byte a second would hold its connection (and its growing body) forever;
+ * the whole request must arrive within this many idle timeouts. */
+#define HTTP_DEADLINE_TIMEOUTS 2
 /* Scratch memory per request: decoded pods and responses are a small
  * multiple of the body, so cap the pool relative to it. */
 #define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
@@ -61,6 +65,7 @@ struct http_server {
     struct MHD_Daemon *daemon;
     http_server_config cfg; /* copy; routes/ctx borrowed */
     size_t max_body;
+    uint64_t deadline_ns; /* a request's whole upload, from its headers */
     uint16_t port;
     unsigned threads; /* pool threads */
     /* Offload threads for blocking routes: a FIFO of suspended requests. */
@@ -268,6 +273,11 @@ static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, ht
         http_allow_header(s, path, allow, sizeof allow);
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     }
+    if (resp->retry_after_s) {
+        char secs[16];
+        snprintf(secs, sizeof secs, "%u", resp->retry_after_s);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, secs);
+    }
     int status = resp->status ? resp->status : 200;
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -363,6 +373,14 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
         .pool = st->pool,
         .conn = conn,
     };
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr &&
+        getnameinfo(ci->client_addr,
+                    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                           : sizeof(struct sockaddr_in),
+                    req.peer, sizeof req.peer, NULL, 0, NI_NUMERICHOST) != 0)
+        req.peer[0] = '\0';
     st->route->fn(st->route->ctx ? st->route->ctx : s->cfg.ctx, &req, resp);
 }
 
@@ -524,6 +542,13 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
     }
 
     if (*upload_data_size > 0) {
+        if (clock_mono_ns() - st->start_ns > s->deadline_ns) {
+            /* A trickled body: MHD cannot answer mid-upload, so close. */
+            log_debug("msg=\"request body not received within the deadline, closing\" path=%s",
+                      url);
+            *upload_data_size = 0;
+            return MHD_NO;
+        }
         if (!st->too_big) {
             if (buf_append(&st->body, upload_data, *upload_data_size) != AS_OK) {
                 st->too_big = st->body.err == AS_ETOOBIG;
@@ -763,6 +788,7 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
 
     unsigned conn_limit = cfg->conn_limit ? cfg->conn_limit : HTTP_DEFAULT_CONN_LIMIT;
     unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
+    s->deadline_ns = (uint64_t)timeout * HTTP_DEADLINE_TIMEOUTS * 1000000000u;
     /* The logger goes first so that warnings about later options use it;
      * optional options are appended, MHD_OPTION_END closes the array. */
     struct MHD_OptionItem opts[14];

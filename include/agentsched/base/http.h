@@ -26,14 +26,16 @@ typedef struct http_request {
     const char *path; /* without query string */
     const char *body; /* NUL-terminated copy; "" when none */
     size_t body_len;
-    pool *pool; /* per-request scratch, freed after the response */
-    void *conn; /* opaque (MHD connection) for http_request_query */
+    pool *pool;    /* per-request scratch, freed after the response */
+    void *conn;    /* opaque (MHD connection) for http_request_query */
+    char peer[64]; /* the client's numeric address ("127.0.0.1"); "" unknown */
 } http_request;
 
 typedef struct http_response {
     int status;               /* default 200 */
     const char *content_type; /* default "application/json" (static string) */
     buf body;
+    unsigned retry_after_s; /* > 0: sent as a Retry-After header */
 } http_response;
 
 typedef void (*http_handler_fn)(void *ctx, const http_request *req, http_response *resp);
@@ -61,7 +63,10 @@ typedef struct http_server_config {
     void *ctx; /* passed to every handler whose route has no ctx of its own */
     /* Connection bounds; zero takes the default. */
     unsigned conn_limit; /* max concurrent connections; 0 = 1024 */
-    unsigned timeout_s;  /* idle connection timeout; 0 = 30 s */
+    unsigned timeout_s;  /* idle connection timeout; 0 = 30 s. A request's body
+                          * must also arrive within 2 x timeout_s of its
+                          * headers (a byte a second resets the idle timer),
+                          * else its connection is closed. */
     /* observe, when set, is called once per answered request (any status,
      * including 404/405/413) with the elapsed time, from a pool thread. */
     void (*observe)(void *ctx, const char *method, const char *path, int status,
