@@ -35,7 +35,16 @@
 #define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
 #define HTTP_RESPONSE_CAP ((size_t)64 << 20)
 /* Most of a body allocated at once from its Content-Length (http_access). */
-#define HTTP_BODY_PRESIZE          ((size_t)1 << 20)
+#define HTTP_BODY_PRESIZE ((size_t)1 << 20)
+/* Request memory held at once across every connection: each of 1024
+ * connections may upload up to the body cap, 16 GiB in all, and a handler
+ * that decodes its body into a DOM spends about HTTP_VALUE_COST bytes a
+ * JSON value (jansson, measured 220..350 bytes: a 15 MB body of "{}," took
+ * 1.1 GB), so bodies are charged as they arrive and again by their values
+ * before their handler runs; the sum must fit in the container
+ * (docs/http.md, Limits). At least one body of the cap always fits. */
+#define HTTP_BODY_BUDGET           ((size_t)512 << 20)
+#define HTTP_VALUE_COST            ((size_t)256)
 #define HTTP_DEFAULT_OFFLOAD_QUEUE 4096
 #define HTTP_MAX_OFFLOAD_THREADS   256
 
@@ -47,6 +56,7 @@ typedef struct http_req_state {
     const http_route *route;
     int early_status; /* 404/405/413 decided from the headers alone */
     bool too_big;     /* body exceeded the cap while streaming */
+    size_t charged;   /* bytes of the server's request budget this request holds */
     bool answered;
     uint64_t start_ns;
     /* Offloaded (blocking route): the job fields below are written by the
@@ -66,6 +76,8 @@ struct http_server {
     http_server_config cfg; /* copy; routes/ctx borrowed */
     size_t max_body;
     uint64_t deadline_ns; /* a request's whole upload, from its headers */
+    size_t body_budget;   /* most request memory held across connections */
+    size_t body_held;     /* (atomic) bytes charged against it */
     uint16_t port;
     unsigned threads; /* pool threads */
     /* Offload threads for blocking routes: a FIFO of suspended requests. */
@@ -324,6 +336,12 @@ static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *co
                    "Transfer-Encoding other than chunked is not supported; send the body with "
                    "Content-Length or Transfer-Encoding: chunked");
         break;
+    case 503:
+        resp.retry_after_s = 1;
+        http_error(&resp, 503, NULL,
+                   "the server holds %zu bytes of request bodies, its limit; retry shortly",
+                   s->body_budget);
+        break;
     case 413:
         http_error(&resp, 413, NULL,
                    "request body larger than %zu bytes; raise --max-body if this is intended",
@@ -466,6 +484,45 @@ static void http_offload_stop(http_server *s)
     s->nothreads = 0;
 }
 
+/* http_json_values counts the values a JSON text would decode to, about:
+ * every '{', '[' and ',' outside strings, plus one. Linear, no memory. */
+static size_t http_json_values(const char *p, size_t n)
+{
+    size_t values = 1;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[' || c == ',') {
+            values++;
+        }
+    }
+    return values;
+}
+
+/* http_charge grows st's share of the body budget to total bytes; false
+ * (nothing charged) when that would take the server past its budget. */
+static bool http_charge(http_server *s, http_req_state *st, size_t total)
+{
+    if (total <= st->charged)
+        return true;
+    size_t more = total - st->charged;
+    size_t held = __atomic_load_n(&s->body_held, __ATOMIC_RELAXED);
+    do {
+        if (held + more > s->body_budget)
+            return false;
+    } while (!__atomic_compare_exchange_n(&s->body_held, &held, held + more, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    st->charged = total;
+    return true;
+}
+
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url,
                                    const char *method, const char *version, const char *upload_data,
                                    size_t *upload_data_size, void **con_cls)
@@ -494,6 +551,11 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         bool has_clen = http_content_length(conn, &clen);
         if (!st->early_status && has_clen && clen > s->max_body)
             st->early_status = 413;
+        /* A body the budget cannot hold now is refused before it is read,
+         * so the client may retry; one streamed without a length is
+         * charged as it arrives (below). */
+        if (!st->early_status && has_clen && clen > 0 && !http_charge(s, st, (size_t)clen))
+            st->early_status = 503;
         if (st->early_status) {
             /* A request without a body (GET, HEAD, an empty POST) is
              * answered on the next call, once MHD holds the whole request,
@@ -549,6 +611,12 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
             *upload_data_size = 0;
             return MHD_NO;
         }
+        if (!http_charge(s, st, st->body.len + *upload_data_size)) {
+            /* Mid-upload MHD cannot answer: close, as for the cap. */
+            log_debug("msg=\"request bodies over the server's budget, closing\" path=%s", url);
+            *upload_data_size = 0;
+            return MHD_NO;
+        }
         if (!st->too_big) {
             if (buf_append(&st->body, upload_data, *upload_data_size) != AS_OK) {
                 st->too_big = st->body.err == AS_ETOOBIG;
@@ -569,7 +637,30 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         return MHD_YES;
     }
 
-    /* Whole request received: run the handler. */
+    /* Whole request received: charge what decoding it will take, then
+     * run the handler. */
+    if (st->body.len > 0) {
+        size_t values = http_json_values(st->body.data, st->body.len);
+        uint64_t need64 = (uint64_t)st->body.len + (uint64_t)values * HTTP_VALUE_COST;
+        size_t need = need64 > SIZE_MAX ? SIZE_MAX : (size_t)need64;
+        if (!http_charge(s, st, need)) {
+            http_response busy = {.status = 503};
+            buf_init(&busy.body, 4096);
+            if (need > s->body_budget) {
+                http_error(&busy, 413, NULL,
+                           "the body holds about %zu JSON values, more than the %zu the "
+                           "server decodes in one request; send fewer",
+                           values, (s->body_budget - st->body.len) / HTTP_VALUE_COST);
+            } else {
+                busy.retry_after_s = 1;
+                http_error(&busy, 503, NULL,
+                           "the server is decoding %zu bytes of requests, its limit; retry "
+                           "shortly",
+                           s->body_budget);
+            }
+            return http_send(s, conn, st, method, url, &busy);
+        }
+    }
     st->pool = pool_new(s->max_body * 8 > HTTP_POOL_MIN_CAP ? s->max_body * 8 : HTTP_POOL_MIN_CAP);
     if (!st->pool)
         return MHD_NO;
@@ -604,6 +695,8 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cl
     if (st->offloaded)
         __atomic_sub_fetch(&s->oflight, 1, __ATOMIC_RELEASE);
     buf_free(&st->body);
+    if (st->charged)
+        __atomic_sub_fetch(&s->body_held, st->charged, __ATOMIC_RELAXED);
     if (st->offloaded)
         buf_free(&st->resp.body); /* http_send frees it; not when never sent */
     pool_free(st->pool);
@@ -739,6 +832,9 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
         return AS_ENOMEM;
     s->cfg = *cfg;
     s->max_body = cfg->max_body ? cfg->max_body : HTTP_DEFAULT_MAX_BODY;
+    s->body_budget = cfg->body_budget ? cfg->body_budget : HTTP_BODY_BUDGET;
+    if (s->body_budget < s->max_body)
+        s->body_budget = s->max_body;
     unsigned threads = cfg->threads;
     if (threads == 0) {
         /* the CPUs this process may use, not the machine's: a container

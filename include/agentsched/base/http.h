@@ -55,9 +55,15 @@ typedef struct http_route {
 } http_route;
 
 typedef struct http_server_config {
-    const char *listen;       /* "HOST:PORT"; port 0 picks a free one */
-    unsigned threads;         /* 0 = sync_usable_cpus; at most HTTP_MAX_THREADS */
-    size_t max_body;          /* bytes; 0 = 16 MiB */
+    const char *listen; /* "HOST:PORT"; port 0 picks a free one */
+    unsigned threads;   /* 0 = sync_usable_cpus; at most HTTP_MAX_THREADS */
+    size_t max_body;    /* bytes; 0 = 16 MiB */
+    /* Request memory held at once across all connections (0 = 512 MiB;
+     * never below max_body): each body as it arrives, then, before its
+     * handler runs, its bytes plus 256 a JSON value (what decoding it
+     * costs). A request that does not fit gets 503 with Retry-After (413
+     * when it alone is over); a chunked one that outgrows it is closed. */
+    size_t body_budget;
     const http_route *routes; /* borrowed, must outlive the server */
     size_t nroutes;
     void *ctx; /* passed to every handler whose route has no ctx of its own */
