@@ -29,6 +29,9 @@ _Static_assert(PLACEMENT_MAX_K == SCHED_MAX_K, "placement K bound mirrors the de
 #define PLACEMENT_MAX_REASONS   64
 #define PLACEMENT_OTHER_REASONS "(other reasons)"
 #define PLACEMENT_RESPONSE_CAP  ((size_t)64 << 20)
+/* An HTTP answer is copied into the server's response, capped at 16 MiB
+ * (base/http.c): building a larger one first would only hold memory. */
+#define PLACEMENT_HTTP_RESPONSE_CAP ((size_t)16 << 20)
 
 /* ------------------------------------------------------------------ */
 /* Overlay: node incarnation -> usage added by earlier pods            */
@@ -660,7 +663,7 @@ void placement_handle(void *ctx, const http_request *req, http_response *resp)
         return;
     }
     buf out;
-    buf_init(&out, PLACEMENT_RESPONSE_CAP);
+    buf_init(&out, PLACEMENT_HTTP_RESPONSE_CAP);
     as_err err = placement_eval(co, req->body, req->body_len, &out, &d);
     if (!err)
         err = buf_append(&resp->body, out.data ? out.data : "", out.len);

@@ -33,7 +33,11 @@
 /* Scratch memory per request: decoded pods and responses are a small
  * multiple of the body, so cap the pool relative to it. */
 #define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
-#define HTTP_RESPONSE_CAP ((size_t)64 << 20)
+/* Every pool thread may build a response at once, and they are as many as
+ * the CPUs: at 64 MiB each a 16-core node's pod could be asked for 1 GiB
+ * of answers. The largest real ones are far smaller (65536 FailedNodes
+ * or 5000 placements with 16 candidates: under 10 MB). */
+#define HTTP_RESPONSE_CAP ((size_t)16 << 20)
 /* Most of a body allocated at once from its Content-Length (http_access). */
 #define HTTP_BODY_PRESIZE ((size_t)1 << 20)
 /* Request memory held at once across every connection: each of 1024
