@@ -3,7 +3,9 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -58,7 +60,7 @@ typedef struct http_req_state {
     pool *pool;
     buf body;
     const http_route *route;
-    int early_status; /* 404/405/413 decided from the headers alone */
+    int early_status; /* 404/405/413/501/503 decided from the headers alone */
     bool too_big;     /* body exceeded the cap while streaming */
     size_t charged;   /* bytes of the server's request budget this request holds */
     bool answered;
@@ -395,13 +397,17 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
         .pool = st->pool,
         .conn = conn,
     };
+    /* The caller's address, for per-caller limits; inet_ntop, not
+     * getnameinfo, so that no request can wait on a resolver. */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ci && ci->client_addr &&
-        getnameinfo(ci->client_addr,
-                    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                           : sizeof(struct sockaddr_in),
-                    req.peer, sizeof req.peer, NULL, 0, NI_NUMERICHOST) != 0)
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    const void *ip =
+        !sa                         ? NULL
+        : sa->sa_family == AF_INET  ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+        : sa->sa_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                                    : NULL;
+    if (!ip || !inet_ntop(sa->sa_family, ip, req.peer, sizeof req.peer))
         req.peer[0] = '\0';
     st->route->fn(st->route->ctx ? st->route->ctx : s->cfg.ctx, &req, resp);
 }

@@ -336,8 +336,9 @@ def rate_limit(binary, work):
         else:
             fail("--placement-qps 1: statuses %s, want [200, 200, 429, 429]" % codes)
         st, hd, rb, _ = got[3]
-        if st == 429 and hd.get("retry-after", "").isdigit() and b"--placement-qps" in rb:
-            ok("429 has Retry-After: %s and names --placement-qps" % hd["retry-after"])
+        if (st == 429 and hd.get("retry-after", "").isdigit() and b"--placement-qps" in rb
+                and b"127.0.0.1" in rb):
+            ok("429 has Retry-After: %s, names --placement-qps and the caller" % hd["retry-after"])
         else:
             fail("429 lacks Retry-After or the flag: %s %r" % (hd, rb[:200]))
         st, _, _, _ = request(port, "POST", "/scheduler/filter", body=b"{}")
