@@ -13,11 +13,13 @@
 
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
@@ -27,6 +29,9 @@ _Static_assert(PLACEMENT_MAX_K == SCHED_MAX_K, "placement K bound mirrors the de
 #define PLACEMENT_MAX_REASONS   64
 #define PLACEMENT_OTHER_REASONS "(other reasons)"
 #define PLACEMENT_RESPONSE_CAP  ((size_t)64 << 20)
+/* An HTTP answer is copied into the server's response, capped at 16 MiB
+ * (base/http.c): building a larger one first would only hold memory. */
+#define PLACEMENT_HTTP_RESPONSE_CAP ((size_t)16 << 20)
 
 /* ------------------------------------------------------------------ */
 /* Overlay: node incarnation -> usage added by earlier pods            */
@@ -532,14 +537,133 @@ done:
 /* HTTP                                                                */
 /* ------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------ */
+/* Per-caller rate limit                                               */
+/* ------------------------------------------------------------------ */
+
+/* Slots a caller's hash probes before evicting the stalest of them. */
+#define PLACEMENT_LIMIT_PROBES 8
+
+typedef struct limit_slot {
+    char peer[64]; /* "" = free */
+    double tokens;
+    uint64_t last_ns; /* last refill */
+} limit_slot;
+
+struct placement_limiter {
+    pthread_mutex_t mu;
+    double rate, burst; /* tokens a second, most tokens held */
+    limit_slot slots[PLACEMENT_LIMIT_SLOTS];
+};
+
+/* See placement.h. */
+as_err placement_limiter_new(unsigned qps, placement_limiter **out)
+{
+    *out = NULL;
+    if (qps == 0)
+        return AS_OK;
+    placement_limiter *l = calloc(1, sizeof *l);
+    if (!l)
+        return AS_ENOMEM;
+    pthread_mutex_init(&l->mu, NULL);
+    l->rate = qps;
+    l->burst = 2.0 * qps;
+    *out = l;
+    return AS_OK;
+}
+
+/* See placement.h. */
+void placement_limiter_free(placement_limiter *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+/* See placement.h. */
+bool placement_limiter_take(placement_limiter *l, const char *peer, uint64_t now_ns,
+                            unsigned *retry_after_s)
+{
+    if (!l)
+        return true;
+    char key[sizeof l->slots[0].peer];
+    snprintf(key, sizeof key, "%s", peer && *peer ? peer : "?");
+    uint64_t h = hash_str(key);
+    bool ok;
+    pthread_mutex_lock(&l->mu);
+    limit_slot *slot = NULL, *stalest = NULL;
+    for (unsigned i = 0; i < PLACEMENT_LIMIT_PROBES; i++) {
+        limit_slot *c = &l->slots[(h + i) % PLACEMENT_LIMIT_SLOTS];
+        if (strcmp(c->peer, key) == 0) {
+            slot = c;
+            break;
+        }
+        if (!stalest || !c->peer[0] || (stalest->peer[0] && c->last_ns < stalest->last_ns))
+            stalest = c;
+    }
+    if (!slot) {
+        /* A caller not seen lately starts with a full bucket; so does one
+         * whose slot was taken, which at worst lets it burst once more. */
+        slot = stalest;
+        memcpy(slot->peer, key, sizeof key);
+        slot->tokens = l->burst;
+        slot->last_ns = now_ns;
+    }
+    if (now_ns > slot->last_ns) {
+        slot->tokens += (double)(now_ns - slot->last_ns) / 1e9 * l->rate;
+        if (slot->tokens > l->burst)
+            slot->tokens = l->burst;
+        slot->last_ns = now_ns;
+    }
+    ok = slot->tokens >= 1.0;
+    if (ok)
+        slot->tokens -= 1.0;
+    else if (retry_after_s)
+        *retry_after_s = (unsigned)ceil((1.0 - slot->tokens) / l->rate);
+    pthread_mutex_unlock(&l->mu);
+    if (!ok && retry_after_s && *retry_after_s == 0)
+        *retry_after_s = 1;
+    return ok;
+}
+
+/* The limiter placement_handle consults. Replaced ones are kept until the
+ * next replacement, since a handler may still hold the old pointer. */
+static placement_limiter *placement_limit;
+static placement_limiter *placement_limit_old;
+static pthread_mutex_t placement_limit_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* See placement.h. */
+as_err placement_limit_configure(unsigned qps)
+{
+    placement_limiter *l = NULL;
+    as_err err = placement_limiter_new(qps, &l);
+    if (err)
+        return err;
+    pthread_mutex_lock(&placement_limit_mu);
+    placement_limiter_free(placement_limit_old);
+    placement_limit_old = __atomic_exchange_n(&placement_limit, l, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&placement_limit_mu);
+    return AS_OK;
+}
+
 /* See placement.h. */
 void placement_handle(void *ctx, const http_request *req, http_response *resp)
 {
     core *co = ctx;
     uint64_t t0 = clock_mono_ns();
     as_diag d = {{0}, {0}};
+    unsigned retry = 0;
+    placement_limiter *lim = __atomic_load_n(&placement_limit, __ATOMIC_ACQUIRE);
+    if (!placement_limiter_take(lim, req->peer, t0, &retry)) {
+        http_error(resp, 429, "--placement-qps",
+                   "more than %.0f dry runs a second from %s (--placement-qps); retry after %u s",
+                   lim->rate, req->peer[0] ? req->peer : "this caller", retry);
+        resp->retry_after_s = retry;
+        return;
+    }
     buf out;
-    buf_init(&out, PLACEMENT_RESPONSE_CAP);
+    buf_init(&out, PLACEMENT_HTTP_RESPONSE_CAP);
     as_err err = placement_eval(co, req->body, req->body_len, &out, &d);
     if (!err)
         err = buf_append(&resp->body, out.data ? out.data : "", out.len);

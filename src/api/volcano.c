@@ -13,7 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 #include "agentsched/api/vcsession.h"
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"

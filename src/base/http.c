@@ -3,11 +3,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <microhttpd.h>
-#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -31,12 +32,29 @@
  * kube-scheduler holds a few (its parallel binds), bench clients 16. */
 #define HTTP_PER_IP_CONN_LIMIT 256
 #define HTTP_DEFAULT_TIMEOUT_S 30
+/* The idle timeout restarts with every byte, so a client sending one body
+ * byte a second would hold its connection (and its growing body) forever;
+ * the whole request must arrive within this many idle timeouts. */
+#define HTTP_DEADLINE_TIMEOUTS 2
 /* Scratch memory per request: decoded pods and responses are a small
  * multiple of the body, so cap the pool relative to it. */
 #define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
-#define HTTP_RESPONSE_CAP ((size_t)64 << 20)
+/* Every pool thread may build a response at once, and they are as many as
+ * the CPUs: at 64 MiB each a 16-core node's pod could be asked for 1 GiB
+ * of answers. The largest real ones are far smaller (65536 FailedNodes
+ * or 5000 placements with 16 candidates: under 10 MB). */
+#define HTTP_RESPONSE_CAP ((size_t)16 << 20)
 /* Most of a body allocated at once from its Content-Length (http_access). */
-#define HTTP_BODY_PRESIZE          ((size_t)1 << 20)
+#define HTTP_BODY_PRESIZE ((size_t)1 << 20)
+/* Request memory held at once across every connection: each of 1024
+ * connections may upload up to the body cap, 16 GiB in all, and a handler
+ * that decodes its body into a DOM spends about HTTP_VALUE_COST bytes a
+ * JSON value (jansson, measured 220..350 bytes: a 15 MB body of "{}," took
+ * 1.1 GB), so bodies are charged as they arrive and again by their values
+ * before their handler runs; the sum must fit in the container
+ * (docs/http.md, Limits). At least one body of the cap always fits. */
+#define HTTP_BODY_BUDGET           ((size_t)512 << 20)
+#define HTTP_VALUE_COST            ((size_t)256)
 #define HTTP_DEFAULT_OFFLOAD_QUEUE 4096
 #define HTTP_MAX_OFFLOAD_THREADS   256
 /* Certificates in a serving chain and in a client's chain we look at. */
@@ -82,8 +100,9 @@ typedef struct http_req_state {
     pool *pool;
     buf body;
     const http_route *route;
-    int early_status; /* 404/405/413 decided from the headers alone */
+    int early_status; /* 404/405/413/501/503 decided from the headers alone */
     bool too_big;     /* body exceeded the cap while streaming */
+    size_t charged;   /* bytes of the server's request budget this request holds */
     bool answered;
     uint64_t start_ns;
     const char *caller; /* see http_request.caller */
@@ -104,6 +123,9 @@ struct http_server {
     struct MHD_Daemon *daemon;
     http_server_config cfg; /* copy; routes/ctx borrowed */
     size_t max_body;
+    uint64_t deadline_ns; /* a request's whole upload, from its headers */
+    size_t body_budget;   /* most request memory held across connections */
+    size_t body_held;     /* (atomic) bytes charged against it */
     uint16_t port;
     unsigned threads; /* pool threads */
     /* Offload threads for blocking routes: a FIFO of suspended requests. */
@@ -539,6 +561,39 @@ static bool http_exempt(const http_server *s, const char *path)
     return false;
 }
 
+/* http_peer_addr writes the client's numeric address into host[0..hlen)
+ * ("127.0.0.1", "::1") and with its port into remote[0..rlen)
+ * ("127.0.0.1:5000", "[::1]:5000"); both "" when unknown. inet_ntop, not
+ * getnameinfo: no request waits on a resolver. */
+static void http_peer_addr(struct MHD_Connection *conn, char *host, size_t hlen, char *remote,
+                           size_t rlen)
+{
+    host[0] = remote[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    if (!ci || !ci->client_addr)
+        return;
+    const struct sockaddr *sa = ci->client_addr;
+    const void *a;
+    unsigned port;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        a = &in->sin_addr;
+        port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        a = &in6->sin6_addr;
+        port = ntohs(in6->sin6_port);
+    } else {
+        return;
+    }
+    if (!inet_ntop(sa->sa_family, a, host, (socklen_t)hlen)) {
+        host[0] = '\0';
+        return;
+    }
+    snprintf(remote, rlen, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
 /* http_authorize decides, on a request's first call, who the caller is and
  * whether its route may be called: a refusal becomes st's early_status
  * (401/403) with st->deny saying why, and is logged with the peer. */
@@ -566,23 +621,14 @@ static void http_authorize(http_server *s, struct MHD_Connection *conn, http_req
         return;
     st->early_status = hc->status;
     st->deny = hc->why;
-    char peer[64] = "-";
-    const union MHD_ConnectionInfo *ai =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ai && ai->client_addr) {
-        socklen_t alen = ai->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                                : sizeof(struct sockaddr_in);
-        char host[48], port[8];
-        if (getnameinfo(ai->client_addr, alen, host, sizeof host, port, sizeof port,
-                        NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-            snprintf(peer, sizeof peer, "%s:%s", host, port);
-    }
+    char host[INET6_ADDRSTRLEN], peer[INET6_ADDRSTRLEN + 16];
+    http_peer_addr(conn, host, sizeof host, peer, sizeof peer);
     char p[128], m[16];
     http_printable(p, sizeof p, url);
     http_printable(m, sizeof m, method);
     log_warn("msg=\"request refused: client certificate\" status=%d peer=%s method=%s path=%s "
              "reason=\"%s\"",
-             hc->status, peer, m, p, hc->why);
+             hc->status, peer[0] ? peer : "-", m, p, hc->why);
 }
 
 /* ------------------------------------------------------------------ */
@@ -623,6 +669,11 @@ static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, ht
         char allow[128];
         http_allow_header(s, path, allow, sizeof allow);
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    }
+    if (resp->retry_after_s) {
+        char secs[16];
+        snprintf(secs, sizeof secs, "%u", resp->retry_after_s);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, secs);
     }
     int status = resp->status ? resp->status : 200;
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)status, r);
@@ -673,9 +724,20 @@ static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *co
         break;
     case 401:
     case 403:
-    case 503:
         http_error(&resp, status, "client-certificate", "%s",
                    st->deny ? st->deny : "client certificate refused");
+        break;
+    case 503:
+        /* refused by the client-certificate check (st->deny says why), or
+         * the request bodies' memory budget is full */
+        if (st->deny) {
+            http_error(&resp, 503, "client-certificate", "%s", st->deny);
+            break;
+        }
+        resp.retry_after_s = 1;
+        http_error(&resp, 503, NULL,
+                   "the server holds %zu bytes of request bodies, its limit; retry shortly",
+                   s->body_budget);
         break;
     case 413:
         http_error(&resp, 413, NULL,
@@ -710,35 +772,6 @@ static bool http_content_length(struct MHD_Connection *conn, uint64_t *out)
 /* Offload threads (blocking routes)                                  */
 /* ------------------------------------------------------------------ */
 
-/* http_remote_addr writes the connection's peer as "IP:PORT" ("" when MHD
- * has none). */
-static void http_remote_addr(struct MHD_Connection *conn, char *out, size_t len)
-{
-    out[0] = '\0';
-    const union MHD_ConnectionInfo *ci =
-        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
-    if (!ci || !ci->client_addr)
-        return;
-    const struct sockaddr *sa = ci->client_addr;
-    char host[INET6_ADDRSTRLEN];
-    const void *a;
-    unsigned port;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
-        a = &in->sin_addr;
-        port = ntohs(in->sin_port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
-        a = &in6->sin6_addr;
-        port = ntohs(in6->sin6_port);
-    } else {
-        return;
-    }
-    if (!inet_ntop(sa->sa_family, a, host, sizeof host))
-        return;
-    snprintf(out, len, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
-}
-
 /* http_run_handler runs st's route handler on its request body (and the
  * pool the caller created) into *resp: the same call on a pool thread or,
  * for a blocking route, on an offload thread. */
@@ -746,7 +779,6 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
                              const char *method, const char *url, http_response *resp)
 {
     char remote[INET6_ADDRSTRLEN + 16];
-    http_remote_addr(conn, remote, sizeof remote);
     *resp = (http_response){.status = 200, .content_type = "application/json"};
     buf_init(&resp->body, HTTP_RESPONSE_CAP);
     http_request req = {
@@ -759,6 +791,7 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
         .caller = st->caller ? st->caller : "-",
         .remote = remote,
     };
+    http_peer_addr(conn, req.peer, sizeof req.peer, remote, sizeof remote);
     st->route->fn(st->route->ctx ? st->route->ctx : s->cfg.ctx, &req, resp);
 }
 
@@ -844,6 +877,45 @@ static void http_offload_stop(http_server *s)
     s->nothreads = 0;
 }
 
+/* http_json_values counts the values a JSON text would decode to, about:
+ * every '{', '[' and ',' outside strings, plus one. Linear, no memory. */
+static size_t http_json_values(const char *p, size_t n)
+{
+    size_t values = 1;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[' || c == ',') {
+            values++;
+        }
+    }
+    return values;
+}
+
+/* http_charge grows st's share of the body budget to total bytes; false
+ * (nothing charged) when that would take the server past its budget. */
+static bool http_charge(http_server *s, http_req_state *st, size_t total)
+{
+    if (total <= st->charged)
+        return true;
+    size_t more = total - st->charged;
+    size_t held = __atomic_load_n(&s->body_held, __ATOMIC_RELAXED);
+    do {
+        if (held + more > s->body_budget)
+            return false;
+    } while (!__atomic_compare_exchange_n(&s->body_held, &held, held + more, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    st->charged = total;
+    return true;
+}
+
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url,
                                    const char *method, const char *version, const char *upload_data,
                                    size_t *upload_data_size, void **con_cls)
@@ -873,6 +945,11 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         bool has_clen = http_content_length(conn, &clen);
         if (!st->early_status && has_clen && clen > s->max_body)
             st->early_status = 413;
+        /* A body the budget cannot hold now is refused before it is read,
+         * so the client may retry; one streamed without a length is
+         * charged as it arrives (below). */
+        if (!st->early_status && has_clen && clen > 0 && !http_charge(s, st, (size_t)clen))
+            st->early_status = 503;
         if (st->early_status) {
             /* A request without a body (GET, HEAD, an empty POST) is
              * answered on the next call, once MHD holds the whole request,
@@ -921,6 +998,19 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
     }
 
     if (*upload_data_size > 0) {
+        if (clock_mono_ns() - st->start_ns > s->deadline_ns) {
+            /* A trickled body: MHD cannot answer mid-upload, so close. */
+            log_debug("msg=\"request body not received within the deadline, closing\" path=%s",
+                      url);
+            *upload_data_size = 0;
+            return MHD_NO;
+        }
+        if (!http_charge(s, st, st->body.len + *upload_data_size)) {
+            /* Mid-upload MHD cannot answer: close, as for the cap. */
+            log_debug("msg=\"request bodies over the server's budget, closing\" path=%s", url);
+            *upload_data_size = 0;
+            return MHD_NO;
+        }
         if (!st->too_big) {
             if (buf_append(&st->body, upload_data, *upload_data_size) != AS_OK) {
                 st->too_big = st->body.err == AS_ETOOBIG;
@@ -941,7 +1031,30 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         return MHD_YES;
     }
 
-    /* Whole request received: run the handler. */
+    /* Whole request received: charge what decoding it will take, then
+     * run the handler. */
+    if (st->body.len > 0) {
+        size_t values = http_json_values(st->body.data, st->body.len);
+        uint64_t need64 = (uint64_t)st->body.len + (uint64_t)values * HTTP_VALUE_COST;
+        size_t need = need64 > SIZE_MAX ? SIZE_MAX : (size_t)need64;
+        if (!http_charge(s, st, need)) {
+            http_response busy = {.status = 503};
+            buf_init(&busy.body, 4096);
+            if (need > s->body_budget) {
+                http_error(&busy, 413, NULL,
+                           "the body holds about %zu JSON values, more than the %zu the "
+                           "server decodes in one request; send fewer",
+                           values, (s->body_budget - st->body.len) / HTTP_VALUE_COST);
+            } else {
+                busy.retry_after_s = 1;
+                http_error(&busy, 503, NULL,
+                           "the server is decoding %zu bytes of requests, its limit; retry "
+                           "shortly",
+                           s->body_budget);
+            }
+            return http_send(s, conn, st, method, url, &busy);
+        }
+    }
     st->pool = pool_new(s->max_body * 8 > HTTP_POOL_MIN_CAP ? s->max_body * 8 : HTTP_POOL_MIN_CAP);
     if (!st->pool)
         return MHD_NO;
@@ -976,6 +1089,8 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cl
     if (st->offloaded)
         __atomic_sub_fetch(&s->oflight, 1, __ATOMIC_RELEASE);
     buf_free(&st->body);
+    if (st->charged)
+        __atomic_sub_fetch(&s->body_held, st->charged, __ATOMIC_RELAXED);
     if (st->offloaded)
         buf_free(&st->resp.body); /* http_send frees it; not when never sent */
     pool_free(st->pool);
@@ -1103,6 +1218,9 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
         return AS_ENOMEM;
     s->cfg = *cfg;
     s->max_body = cfg->max_body ? cfg->max_body : HTTP_DEFAULT_MAX_BODY;
+    s->body_budget = cfg->body_budget ? cfg->body_budget : HTTP_BODY_BUDGET;
+    if (s->body_budget < s->max_body)
+        s->body_budget = s->max_body;
     unsigned threads = cfg->threads;
     if (threads == 0) {
         /* the CPUs this process may use, not the machine's: a container
@@ -1164,6 +1282,7 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
 
     unsigned conn_limit = cfg->conn_limit ? cfg->conn_limit : HTTP_DEFAULT_CONN_LIMIT;
     unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
+    s->deadline_ns = (uint64_t)timeout * HTTP_DEADLINE_TIMEOUTS * 1000000000u;
     /* The logger goes first so that warnings about later options use it;
      * optional options are appended, MHD_OPTION_END closes the array. */
     struct MHD_OptionItem opts[16];

@@ -122,6 +122,8 @@ typedef enum serve_flag_id {
     F_WORKERS,
     F_MAX_BODY,
     F_HTTP_THREADS,
+    F_HTTP_TIMEOUT,
+    F_PLACEMENT_QPS,
     F_LOG_LEVEL,
     F_TLS_CERT,
     F_TLS_KEY,
@@ -178,6 +180,12 @@ static const cli_flag serve_flags[] = {
      "use: its affinity mask, lowered to its cgroup's\n"
      "CPU quota); in live mode extender binds wait for\n"
      "the API server on 64 separate threads, never on these"},
+    {F_HTTP_TIMEOUT, "--http-timeout", 0, "SECONDS",
+     "close a connection idle this long, 1..3600 (default 30); a\n"
+     "request body must arrive within twice this from its headers"},
+    {F_PLACEMENT_QPS, "--placement-qps", 0, "N",
+     "dry runs (POST /v1/placements) a second per caller address,\n"
+     "0..100000, burst 2N; more get 429 (default 50; 0: no limit)"},
     {F_LOG_LEVEL, "--log-level", 0, "LEVEL", "error | warn | info | debug (default info)"},
     {F_TLS_CERT, "--tls-cert", 0, "FILE",
      "serve HTTPS with this PEM certificate (chain, leaf first);\n"
@@ -403,6 +411,16 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             if (parse_uint(fl->name, value, 1, HTTP_MAX_THREADS, &n))
                 return EXIT_USAGE;
             cfg->http_threads = (unsigned)n;
+            break;
+        case F_HTTP_TIMEOUT:
+            if (parse_uint(fl->name, value, 1, 3600, &n))
+                return EXIT_USAGE;
+            cfg->http_timeout_s = (unsigned)n;
+            break;
+        case F_PLACEMENT_QPS:
+            if (parse_uint(fl->name, value, 0, 100000, &n))
+                return EXIT_USAGE;
+            cfg->placement_qps = (unsigned)n;
             break;
         case F_LOG_LEVEL: {
             log_level lvl;

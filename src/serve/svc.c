@@ -61,6 +61,7 @@ void svc_config_defaults(svc_config *cfg)
     cfg->shard_mode = CACHE_SHARD_NONE;
     cfg->http_threads = 0;
     cfg->max_body = SVC_DEFAULT_MAX_BODY;
+    cfg->placement_qps = PLACEMENT_DEFAULT_QPS;
     cfg->workers = 2;
     cfg->candidates = 3;
     cfg->kube_api_qps = 1000;
@@ -751,6 +752,7 @@ as_err svc_http_start(svc *s, as_diag *diag)
         .threads = s->cfg.http_threads,
         .offload_threads = live ? SVC_LIVE_BIND_THREADS : 0,
         .max_body = s->cfg.max_body,
+        .timeout_s = s->cfg.http_timeout_s,
         .routes = routes,
         .nroutes = n,
         .ctx = s,
@@ -760,6 +762,8 @@ as_err svc_http_start(svc *s, as_diag *diag)
         .tls_client_ca_pem = ca,
         .tls_client_exempt = s->cfg.tls_client_exempt,
     };
+    if ((err = placement_limit_configure(s->cfg.placement_qps)))
+        goto done;
     err = http_server_start(&hc, &s->http, diag);
     if (err == AS_EINVAL)
         svc_tls_field(diag);

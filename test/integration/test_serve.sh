@@ -47,6 +47,12 @@ err_has "--shard-mode" "bad --shard-mode names the flag"
 expect_exit 2 "bad --max-body" serve --cluster "$CLUSTER" --max-body lots
 err_has "--max-body" "bad --max-body names the flag"
 expect_exit 2 "bad --http-threads" serve --cluster "$CLUSTER" --http-threads 0
+expect_exit 2 "--http-timeout 0" serve --cluster "$CLUSTER" --http-timeout 0
+err_has "--http-timeout" "bad --http-timeout names the flag"
+expect_exit 2 "--placement-qps negative" serve --cluster "$CLUSTER" --placement-qps -1
+err_has "--placement-qps" "bad --placement-qps names the flag"
+expect_exit 0 "--http-timeout and --placement-qps 0 are accepted" serve --cluster "$CLUSTER" \
+    --http-timeout 5 --placement-qps 0 --check
 expect_exit 2 "bad --log-level" serve --cluster "$CLUSTER" --log-level loud
 expect_exit 2 "bad --candidates" serve --cluster "$CLUSTER" --candidates=99
 expect_exit 2 "bad --scheduler-name" serve --cluster "$CLUSTER" --scheduler-name "a b"

@@ -78,8 +78,43 @@ void placement_pods_free(model_pod **pods, size_t npods);
 as_err placement_eval(core *co, const char *body, size_t len, buf *out, as_diag *diag);
 
 /* placement_handle is the HTTP handler of POST /v1/placements (ctx: core *).
- * 200 with the response; 4xx/5xx with {"error", "field"}. */
+ * 200 with the response; 4xx/5xx with {"error", "field"}; 429 with a
+ * Retry-After header when the caller is over its rate (see below). */
 void placement_handle(void *ctx, const http_request *req, http_response *resp);
+
+/*
+ * Per-caller rate limit of POST /v1/placements. A dry run evaluates every
+ * node for every pod of its body, so a caller looping on it would take the
+ * CPU the extender verbs need; each caller (peer address) gets a token
+ * bucket of qps tokens a second holding at most 2 x qps. Callers live in a
+ * fixed table of PLACEMENT_LIMIT_SLOTS: a new caller takes the slot of the
+ * least recently seen one among those its hash probes, so memory is fixed
+ * however many addresses call.
+ */
+#define PLACEMENT_LIMIT_SLOTS 4096
+#define PLACEMENT_DEFAULT_QPS 50
+typedef struct placement_limiter placement_limiter;
+
+/* placement_limiter_new makes a limiter of qps requests a second per
+ * caller (burst 2 x qps); qps 0 = unlimited (*out is NULL, which
+ * placement_limiter_take accepts). AS_ENOMEM. */
+as_err placement_limiter_new(unsigned qps, placement_limiter **out);
+
+/* placement_limiter_free frees l (NULL ok). */
+void placement_limiter_free(placement_limiter *l);
+
+/* placement_limiter_take spends one of peer's tokens at monotonic time
+ * now_ns: true when it had one (always with a NULL l); false otherwise, with
+ * *retry_after_s the whole seconds until it has one again (at least 1).
+ * Thread-safe. */
+bool placement_limiter_take(placement_limiter *l, const char *peer, uint64_t now_ns,
+                            unsigned *retry_after_s);
+
+/* placement_limit_configure replaces the limiter placement_handle consults
+ * (process-wide; 0 = unlimited, the state before any call) by one of qps
+ * per caller. Call it before serving: a limiter in use is not freed until
+ * the next call or exit. AS_ENOMEM. */
+as_err placement_limit_configure(unsigned qps);
 
 /* placement_routes returns POST PLACEMENT_PATH (static; its ctx is NULL:
  * the server runs it with its core). */

@@ -39,12 +39,16 @@ typedef struct http_request {
     /* The caller's address, "IP:PORT" ("[IPv6]:PORT"); "" when unknown
      * (a handler called directly). For log lines that name who asked. */
     const char *remote;
+    /* The same address without the port ("127.0.0.1"): the key of per-caller
+     * limits, where every connection of one client must count together. */
+    char peer[64];
 } http_request;
 
 typedef struct http_response {
     int status;               /* default 200 */
     const char *content_type; /* default "application/json" (static string) */
     buf body;
+    unsigned retry_after_s; /* > 0: sent as a Retry-After header */
 } http_response;
 
 typedef void (*http_handler_fn)(void *ctx, const http_request *req, http_response *resp);
@@ -68,15 +72,24 @@ typedef struct http_route {
 } http_route;
 
 typedef struct http_server_config {
-    const char *listen;       /* "HOST:PORT"; port 0 picks a free one */
-    unsigned threads;         /* 0 = sync_usable_cpus; at most HTTP_MAX_THREADS */
-    size_t max_body;          /* bytes; 0 = 16 MiB */
+    const char *listen; /* "HOST:PORT"; port 0 picks a free one */
+    unsigned threads;   /* 0 = sync_usable_cpus; at most HTTP_MAX_THREADS */
+    size_t max_body;    /* bytes; 0 = 16 MiB */
+    /* Request memory held at once across all connections (0 = 512 MiB;
+     * never below max_body): each body as it arrives, then, before its
+     * handler runs, its bytes plus 256 a JSON value (what decoding it
+     * costs). A request that does not fit gets 503 with Retry-After (413
+     * when it alone is over); a chunked one that outgrows it is closed. */
+    size_t body_budget;
     const http_route *routes; /* borrowed, must outlive the server */
     size_t nroutes;
     void *ctx; /* passed to every handler whose route has no ctx of its own */
     /* Connection bounds; zero takes the default. */
     unsigned conn_limit; /* max concurrent connections; 0 = 1024 */
-    unsigned timeout_s;  /* idle connection timeout; 0 = 30 s */
+    unsigned timeout_s;  /* idle connection timeout; 0 = 30 s. A request's body
+                          * must also arrive within 2 x timeout_s of its
+                          * headers (a byte a second resets the idle timer),
+                          * else its connection is closed. */
     /* observe, when set, is called once per answered request (any status,
      * including 401/403/404/405/413) with the caller (http_request.caller)
      * and the elapsed time, from a pool thread. */

@@ -222,6 +222,111 @@ Test(placement, nothing_is_bound)
     svc_free(s);
 }
 
+/* Many dry runs, good and bad, interleaved: the cache's usage, pod
+ * counts (assumed, bound) and generation are as before. */
+Test(placement, many_placements_mutate_nothing)
+{
+    svc *s = new_svc();
+    int64_t before[64 * MODEL_MAX_RES], after[64 * MODEL_MAX_RES];
+    size_t nb, na;
+    snapshot_usage(s, before, 64 * MODEL_MAX_RES, &nb);
+    cache_stats st0;
+    cache_get_stats(s->core->cache, &st0);
+    static const char *const bodies[] = {
+        fill_req,
+        "{\"pods\": [{\"metadata\": {\"name\": \"x\"}, \"spec\": {\"nodeName\": \"n1\"}}]}",
+        "{\"pods\": [",
+        "{\"pods\": [{\"spec\": {\"containers\": [{\"name\": \"c\", \"resources\": "
+        "{\"requests\": {\"cpu\": \"-1\"}}}]}}]}",
+        "{\"pods\": [], \"candidates\": 99}",
+    };
+    for (int i = 0; i < 500; i++) {
+        answer a = call_str(s, bodies[i % 5]);
+        cr_assert(a.status == 200 || a.status == 400, "%d: %s", a.status, a.body);
+        free(a.body);
+    }
+    snapshot_usage(s, after, 64 * MODEL_MAX_RES, &na);
+    cr_assert_eq(na, nb);
+    cr_assert_arr_eq(before, after, nb * MODEL_MAX_RES * sizeof before[0]);
+    cache_stats st1;
+    cache_get_stats(s->core->cache, &st1);
+    cr_assert_eq(st1.pods_assumed, st0.pods_assumed);
+    cr_assert_eq(st1.pods_bound, st0.pods_bound);
+    cr_assert_eq(st1.pods_detached, st0.pods_detached);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+}
+
+/* The token bucket: a burst of 2 x qps, then one a 1/qps s; callers are
+ * apart; Retry-After is whole seconds, at least 1; qps 0 is no limit. */
+Test(placement, limiter_per_caller_bucket)
+{
+    placement_limiter *l = NULL;
+    cr_assert_eq(placement_limiter_new(0, &l), AS_OK);
+    cr_assert_null(l);
+    cr_assert(placement_limiter_take(NULL, "1.2.3.4", 0, NULL));
+
+    cr_assert_eq(placement_limiter_new(5, &l), AS_OK);
+    uint64_t t = 1000000000ull;
+    unsigned retry = 0;
+    for (int i = 0; i < 10; i++)
+        cr_assert(placement_limiter_take(l, "10.0.0.1", t, &retry), "burst %d", i);
+    cr_assert_not(placement_limiter_take(l, "10.0.0.1", t, &retry));
+    cr_assert_eq(retry, 1);
+    cr_assert(placement_limiter_take(l, "10.0.0.2", t, &retry), "another caller is apart");
+    cr_assert(placement_limiter_take(l, "", t, &retry), "an unknown peer has a bucket too");
+    /* 200 ms later: one token (5 a second) */
+    cr_assert(placement_limiter_take(l, "10.0.0.1", t + 200000000ull, &retry));
+    cr_assert_not(placement_limiter_take(l, "10.0.0.1", t + 200000000ull, &retry));
+    placement_limiter_free(l);
+
+    cr_assert_eq(placement_limiter_new(1, &l), AS_OK);
+    cr_assert(placement_limiter_take(l, "a", t, &retry));
+    cr_assert(placement_limiter_take(l, "a", t, &retry));
+    cr_assert_not(placement_limiter_take(l, "a", t, &retry));
+    cr_assert_eq(retry, 1);
+    /* more callers than slots: memory stays fixed, every one is answered */
+    char peer[32];
+    for (int i = 0; i < 3 * PLACEMENT_LIMIT_SLOTS; i++) {
+        snprintf(peer, sizeof peer, "10.%d.%d.%d", i >> 16, (i >> 8) & 255, i & 255);
+        cr_assert(placement_limiter_take(l, peer, t + (uint64_t)i, &retry), "%s", peer);
+    }
+    placement_limiter_free(l);
+}
+
+/* Over the rate the handler answers 429 with Retry-After and names the
+ * flag, before decoding the body. */
+Test(placement, handler_answers_429)
+{
+    svc *s = new_svc();
+    cr_assert_eq(placement_limit_configure(1), AS_OK);
+    int codes[3];
+    for (int i = 0; i < 3; i++) {
+        http_request req = {.method = "POST",
+                            .path = PLACEMENT_PATH,
+                            .body = "{\"pods\": []}",
+                            .body_len = 12,
+                            .pool = pool_new(0),
+                            .peer = "192.0.2.7"};
+        http_response resp = {.status = 200, .content_type = "application/json"};
+        buf_init(&resp.body, 0);
+        placement_handle(s->core, &req, &resp);
+        codes[i] = resp.status;
+        if (i == 2) {
+            cr_assert_geq(resp.retry_after_s, 1);
+            cr_assert_not_null(strstr(resp.body.data, "--placement-qps"), "%s", resp.body.data);
+        }
+        buf_free(&resp.body);
+        pool_free(req.pool);
+    }
+    cr_assert_eq(placement_limit_configure(0), AS_OK);
+    cr_assert_eq(codes[0], 200);
+    cr_assert_eq(codes[1], 200);
+    cr_assert_eq(codes[2], 429);
+    svc_free(s);
+}
+
 Test(placement, later_pods_see_earlier_ones)
 {
     svc *s = new_svc();
