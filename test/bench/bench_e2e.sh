@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_e2e.sh - end-to-end scheduling throughput on one real control plane
-# (a benchmark, not a test; issue [e2e] "Benchmark", issue [fastpath]).
+# (a benchmark, not a test; the end-to-end and fast-path targets of docs/performance.md).
 #
 #   test/bench/bench_e2e.sh [--nodes 1000] [--pods 5000] [--workers 64]
 #                           [--modes "plain extender shortlist fastpath ceiling bindonly"]

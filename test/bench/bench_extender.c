@@ -7,7 +7,7 @@
  * thread) keeps 16 keep-alive connections busy, first on GET /healthz,
  * then on POST /scheduler/filter and /scheduler/prioritize with 500
  * NodeNames, and reports req/s, p50/p99 and the ratio to /healthz. The
- * [extender] targets, per verb, in that closed-loop run: >= 0.4x the
+ * extender targets, per verb, in that closed-loop run: >= 0.4x the
  * /healthz rate and p99 < 2 ms; a full-Nodes filter (500 Node objects,
  * one connection) p99 < 5 ms.
  *

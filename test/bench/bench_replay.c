@@ -1,6 +1,6 @@
 /*
  * bench_replay.c - placement quality on the full openb traces, against the
- * targets of issue 9.
+ * placement-quality targets (docs/scoring.md).
  *
  * Reads ../shared/data/openb (next to the repository; override with
  * AGENTSCHED_OPENB_DIR) and replays the default, cpu050, gpushare40 and

@@ -447,7 +447,7 @@ Test(score, observe_while_scoring)
     }
 }
 
-/* Per-device accounting (issue 9): a 600-milli share cannot span two GPUs
+/* Per-device accounting: a 600-milli share cannot span two GPUs
  * that have 400 free each, through the real cache, predicates and sched. */
 Test(score, share_cannot_span_devices)
 {
