@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
-#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <netdb.h>
@@ -23,6 +22,7 @@
 
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
+#include "agentsched/base/tls.h"
 #include "agentsched/base/sync.h"
 
 #define HTTP_DEFAULT_MAX_BODY   ((size_t)16 << 20)
@@ -57,36 +57,16 @@
 #define HTTP_VALUE_COST            ((size_t)256)
 #define HTTP_DEFAULT_OFFLOAD_QUEUE 4096
 #define HTTP_MAX_OFFLOAD_THREADS   256
-/* Certificates in a serving chain and in a client's chain we look at. */
-#define HTTP_TLS_MAX_CHAIN 16
 /* A connection's client-certificate verdict is reused for its next
  * requests until the CA changes or it is this old, so that a certificate
  * expiring under a long keep-alive connection stops being accepted. */
 #define HTTP_TLS_VERDICT_NS ((uint64_t)60 * 1000000000u)
 
-/* One generation of TLS credentials: the serving chain and key handed to
- * each new handshake, and the client CA requests are checked against.
- * Reference-counted: the server holds the current generation, each
- * connection the one it was handshaken with, since GnuTLS keeps pointers
- * to the chain and key for the session's life. */
-typedef struct http_tls {
-    int refs; /* atomic */
-    gnutls_pcert_st chain[HTTP_TLS_MAX_CHAIN];
-    unsigned nchain;
-    gnutls_privkey_t key;
-    gnutls_x509_trust_list_t ca; /* NULL without client authentication */
-    unsigned gen;                /* 1, 2, ... in the order they were made */
-    /* The CA names the handshake offers to clients come from the CA the
-     * daemon started with (libmicrohttpd cannot change them); once the CA
-     * was replaced they would be stale, so none are offered. */
-    bool omit_ca_names;
-} http_tls;
-
 /* Per connection (MHD's socket context), from its start to its close.
  * Requests on a connection are handled one after another, so the verdict
  * cache needs no lock. */
 typedef struct http_conn {
-    http_tls *tls;        /* the generation handshaken with */
+    tls_creds *tls;       /* the generation handshaken with */
     unsigned verdict_gen; /* the generation `status` was reached with; 0 none */
     uint64_t verdict_ns;  /* when */
     int status;           /* 0 verified, 401, 403 */
@@ -147,7 +127,7 @@ struct http_server {
      * need a client certificate, the start-up CA PEM (MHD reads it at
      * start) and the exempt path prefixes. */
     pthread_mutex_t tmu;
-    http_tls *tls;
+    tls_creds *tls;
     unsigned tls_gen; /* atomic */
     bool client_auth;
     char *tls_ca;
@@ -306,121 +286,16 @@ static void http_allow_header(const http_server *s, const char *path, char *out,
 /* TLS credentials and client certificates                            */
 /* ------------------------------------------------------------------ */
 
-/* The largest PEM text the server takes (GnuTLS sizes are unsigned). */
-#define HTTP_TLS_MAX_PEM ((size_t)16 << 20)
-
 static void http_printable(char *dst, size_t n, const char *src);
-
-static void http_tls_unref(http_tls *t)
-{
-    if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
-    for (unsigned i = 0; i < t->nchain; i++)
-        gnutls_pcert_deinit(&t->chain[i]);
-    if (t->key)
-        gnutls_privkey_deinit(t->key);
-    if (t->ca)
-        gnutls_x509_trust_list_deinit(t->ca, 1);
-    free(t);
-}
 
 /* The current credentials with a reference for the caller; NULL for a
  * plain-HTTP server. */
-static http_tls *http_tls_current(http_server *s)
+static tls_creds *http_tls_current(http_server *s)
 {
     pthread_mutex_lock(&s->tmu);
-    http_tls *t = s->tls;
-    if (t)
-        __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+    tls_creds *t = tls_creds_ref(s->tls);
     pthread_mutex_unlock(&s->tmu);
     return t;
-}
-
-static gnutls_datum_t http_datum(const char *pem)
-{
-    return (gnutls_datum_t){(unsigned char *)pem, (unsigned)strlen(pem)};
-}
-
-/* http_tls_load parses one generation of credentials (ca_pem NULL = no
- * client authentication) into *out, with one reference. */
-static as_err http_tls_load(const char *cert_pem, const char *key_pem, const char *ca_pem,
-                            http_tls **out, as_diag *diag)
-{
-    *out = NULL;
-    if (strlen(cert_pem) > HTTP_TLS_MAX_PEM || strlen(key_pem) > HTTP_TLS_MAX_PEM ||
-        (ca_pem && strlen(ca_pem) > HTTP_TLS_MAX_PEM))
-        return as_diag_set(diag, AS_EINVAL, "tls-cert", "a TLS PEM file is over %zu bytes",
-                           HTTP_TLS_MAX_PEM);
-    as_err err = AS_OK;
-    gnutls_certificate_credentials_t check = NULL;
-    http_tls *t = calloc(1, sizeof *t);
-    if (!t)
-        return AS_ENOMEM;
-    t->refs = 1;
-    gnutls_datum_t cd = http_datum(cert_pem), kd = http_datum(key_pem);
-    /* GnuTLS's own pairing check, the one a daemon started with the PEM
-     * texts would make: a key that does not match the leaf is refused. */
-    int rc = gnutls_certificate_allocate_credentials(&check);
-    if (rc < 0) {
-        check = NULL;
-        err = AS_ENOMEM;
-        goto done;
-    }
-    rc = gnutls_certificate_set_x509_key_mem(check, &cd, &kd, GNUTLS_X509_FMT_PEM);
-    if (rc < 0) {
-        err = as_diag_set(diag, AS_EINVAL,
-                          rc == GNUTLS_E_CERTIFICATE_KEY_MISMATCH ? "tls-key" : "tls-cert",
-                          "the TLS certificate or key was refused (%s); give a PEM certificate "
-                          "and the PEM private key that matches it",
-                          gnutls_strerror(rc));
-        goto done;
-    }
-    t->nchain = HTTP_TLS_MAX_CHAIN;
-    rc = gnutls_pcert_list_import_x509_raw(t->chain, &t->nchain, &cd, GNUTLS_X509_FMT_PEM, 0);
-    if (rc < 0) {
-        t->nchain = 0;
-        err = as_diag_set(diag, AS_EINVAL, "tls-cert",
-                          "the TLS certificate chain was refused (%s); give at most %d PEM "
-                          "certificates, leaf first",
-                          gnutls_strerror(rc), HTTP_TLS_MAX_CHAIN);
-        goto done;
-    }
-    rc = gnutls_privkey_init(&t->key);
-    if (rc < 0) {
-        t->key = NULL;
-        err = AS_ENOMEM;
-        goto done;
-    }
-    rc = gnutls_privkey_import_x509_raw(t->key, &kd, GNUTLS_X509_FMT_PEM, NULL, 0);
-    if (rc < 0) {
-        err = as_diag_set(diag, AS_EINVAL, "tls-key",
-                          "the TLS private key was refused (%s); give an unencrypted PEM key",
-                          gnutls_strerror(rc));
-        goto done;
-    }
-    if (ca_pem) {
-        rc = gnutls_x509_trust_list_init(&t->ca, 0);
-        if (rc < 0) {
-            t->ca = NULL;
-            err = AS_ENOMEM;
-            goto done;
-        }
-        gnutls_datum_t ad = http_datum(ca_pem);
-        rc = gnutls_x509_trust_list_add_trust_mem(t->ca, &ad, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
-        if (rc <= 0) {
-            err = as_diag_set(diag, AS_EINVAL, "tls-client-ca",
-                              "the client CA file holds no usable PEM certificate (%s)",
-                              rc < 0 ? gnutls_strerror(rc) : "none found");
-            goto done;
-        }
-    }
-    *out = t;
-    t = NULL;
-done:
-    if (check)
-        gnutls_certificate_free_credentials(check);
-    http_tls_unref(t);
-    return err;
 }
 
 /* GnuTLS asks for the serving chain at each handshake: the generation the
@@ -438,14 +313,8 @@ static int http_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req
     const union MHD_ConnectionInfo *ci =
         conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
     http_conn *hc = ci ? ci->socket_context : NULL;
-    if (!hc || !hc->tls)
-        return -1; /* out of memory when the connection started: fail it */
-    if (hc->tls->omit_ca_names)
-        gnutls_certificate_send_x509_rdn_sequence(session, 1);
-    *pcert = hc->tls->chain;
-    *pcert_length = hc->tls->nchain;
-    *pkey = hc->tls->key;
-    return 0;
+    /* no generation: out of memory when the connection started; fail it */
+    return tls_creds_serve(hc ? hc->tls : NULL, session, pcert, pcert_length, pkey);
 }
 
 static void http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -462,7 +331,7 @@ static void http_conn_notify(void *cls, struct MHD_Connection *conn, void **sock
     }
     http_conn *hc = *socket_context;
     if (hc) {
-        http_tls_unref(hc->tls);
+        tls_creds_unref(hc->tls);
         free(hc);
     }
     *socket_context = NULL;
@@ -478,74 +347,18 @@ static void http_client_verify(http_server *s, struct MHD_Connection *conn, http
     if (hc->verdict_gen == __atomic_load_n(&s->tls_gen, __ATOMIC_ACQUIRE) &&
         now - hc->verdict_ns < HTTP_TLS_VERDICT_NS)
         return;
-    http_tls *cur = http_tls_current(s);
-    gnutls_x509_crt_t crts[HTTP_TLS_MAX_CHAIN];
-    unsigned ncrt = 0;
-    hc->verdict_gen = cur ? cur->gen : 0;
+    tls_creds *cur = http_tls_current(s);
+    hc->verdict_gen = cur ? tls_creds_gen(cur) : 0;
     hc->verdict_ns = now;
-    hc->status = 403;
-    snprintf(hc->caller, sizeof hc->caller, "-");
-    hc->why[0] = '\0';
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    gnutls_session_t session = ci ? ci->tls_session : NULL;
-    unsigned n = 0;
-    const gnutls_datum_t *peers = session ? gnutls_certificate_get_peers(session, &n) : NULL;
-    if (!cur || !cur->ca) {
-        snprintf(hc->why, sizeof hc->why, "client certificates are not checked by this server");
-        goto done;
-    }
-    if (!peers || n == 0) {
-        hc->status = 401;
-        snprintf(hc->why, sizeof hc->why,
-                 "a client certificate is required: present one issued by the CA of "
-                 "--tls-client-ca (kube-scheduler: the extender's tlsConfig certFile/keyFile)");
-        goto done;
-    }
-    if (n > HTTP_TLS_MAX_CHAIN) {
-        snprintf(hc->why, sizeof hc->why,
-                 "the client certificate chain has %u certificates, more than %d", n,
-                 HTTP_TLS_MAX_CHAIN);
-        goto done;
-    }
-    bool parsed = true;
-    for (; parsed && ncrt < n; ncrt++) {
-        if (gnutls_x509_crt_init(&crts[ncrt]) < 0)
-            break;
-        parsed = gnutls_x509_crt_import(crts[ncrt], &peers[ncrt], GNUTLS_X509_FMT_DER) >= 0;
-    }
-    if (!parsed || ncrt < n) {
-        snprintf(hc->why, sizeof hc->why, "the client certificate cannot be parsed");
-        goto done;
-    }
-    gnutls_typed_vdata_st purpose = {.type = GNUTLS_DT_KEY_PURPOSE_OID,
-                                     .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT};
-    unsigned vs = 0;
-    int rc = gnutls_x509_trust_list_verify_crt2(cur->ca, crts, ncrt, &purpose, 1, 0, &vs, NULL);
-    if (rc < 0 || vs != 0) {
-        gnutls_datum_t txt = {0};
-        bool printed =
-            rc >= 0 &&
-            gnutls_certificate_verification_status_print(vs, GNUTLS_CRT_X509, &txt, 0) >= 0 &&
-            txt.data;
-        snprintf(hc->why, sizeof hc->why,
-                 "the client certificate does not verify against --tls-client-ca (%s); present "
-                 "one issued by that CA, valid now and allowed for TLS client use",
-                 printed ? (const char *)txt.data : gnutls_strerror(rc));
-        gnutls_free(txt.data);
-        goto done;
-    }
-    hc->status = 0;
     char cn[128];
-    size_t cnlen = sizeof cn;
-    if (gnutls_x509_crt_get_dn_by_oid(crts[0], GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn, &cnlen) ==
-            0 &&
-        cn[0])
+    hc->status =
+        tls_verify_client(cur, ci ? ci->tls_session : NULL, cn, sizeof cn, hc->why, sizeof hc->why);
+    snprintf(hc->caller, sizeof hc->caller, "-");
+    if (hc->status == 0 && cn[0])
         http_printable(hc->caller, sizeof hc->caller, cn);
-done:
-    for (unsigned i = 0; i < ncrt; i++)
-        gnutls_x509_crt_deinit(crts[i]);
-    http_tls_unref(cur);
+    tls_creds_unref(cur);
 }
 
 /* Whether path starts with one of the --tls-client-auth-exempt prefixes. */
@@ -1257,19 +1070,19 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
                                "this libmicrohttpd was built without TLS; install Debian's "
                                "libmicrohttpd12 (built with GnuTLS) or serve plain HTTP");
         }
-        err = http_tls_load(cfg->tls_cert_pem, cfg->tls_key_pem, cfg->tls_client_ca_pem, &s->tls,
-                            diag);
+        err = tls_creds_load(cfg->tls_cert_pem, cfg->tls_key_pem, cfg->tls_client_ca_pem, false,
+                             &s->tls, diag);
         if (err == AS_OK && cfg->tls_client_ca_pem &&
             (!(s->tls_ca = strdup(cfg->tls_client_ca_pem)) ||
              (cfg->tls_client_exempt && !(s->exempt = strdup(cfg->tls_client_exempt)))))
             err = AS_ENOMEM;
         if (err) {
-            http_tls_unref(s->tls);
+            tls_creds_unref(s->tls);
             free(s->tls_ca);
             free(s);
             return err;
         }
-        s->tls->gen = 1;
+        tls_creds_set_gen(s->tls, 1);
         s->tls_gen = 1;
         s->client_auth = cfg->tls_client_ca_pem != NULL;
         flags |= MHD_USE_TLS;
@@ -1348,7 +1161,7 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
                                        "cannot listen on %s (address in use or not available%s%s)",
                                        cfg->listen, s->start_msg[0] ? ": " : "", s->start_msg);
         pthread_mutex_destroy(&s->tmu);
-        http_tls_unref(s->tls);
+        tls_creds_unref(s->tls);
         free(s->tls_ca);
         free(s->exempt);
         free(s);
@@ -1389,7 +1202,7 @@ void http_server_stop(http_server *s)
     pthread_cond_destroy(&s->ocv);
     pthread_mutex_destroy(&s->omu);
     pthread_mutex_destroy(&s->tmu);
-    http_tls_unref(s->tls);
+    tls_creds_unref(s->tls);
     free(s->tls_ca);
     free(s->exempt);
     free(s);
@@ -1410,18 +1223,18 @@ as_err http_server_set_tls(http_server *s, const char *cert_pem, const char *key
                            "client authentication is switched %s only at start-up; restart the "
                            "server",
                            s->client_auth ? "off" : "on");
-    http_tls *t = NULL;
-    as_err err = http_tls_load(cert_pem, key_pem, client_ca_pem, &t, diag);
+    tls_creds *t = NULL;
+    as_err err = tls_creds_load(cert_pem, key_pem, client_ca_pem,
+                                client_ca_pem && strcmp(client_ca_pem, s->tls_ca) != 0, &t, diag);
     if (err)
         return err;
-    t->omit_ca_names = client_ca_pem && strcmp(client_ca_pem, s->tls_ca) != 0;
     pthread_mutex_lock(&s->tmu);
-    http_tls *old = s->tls;
-    t->gen = old->gen + 1;
+    tls_creds *old = s->tls;
+    tls_creds_set_gen(t, tls_creds_gen(old) + 1);
     s->tls = t;
-    __atomic_store_n(&s->tls_gen, t->gen, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->tls_gen, tls_creds_gen(t), __ATOMIC_RELEASE);
     pthread_mutex_unlock(&s->tmu);
-    http_tls_unref(old);
+    tls_creds_unref(old);
     return AS_OK;
 }
 
