@@ -1027,6 +1027,7 @@ done:
 typedef struct victim {
     bool on_node;         /* the cache has it on the entry's node */
     uint32_t gpu_devices; /* devices it holds there */
+    int32_t gpu_milli;    /* milli-GPU it holds on each (the cache's account) */
     model_pod *pod;       /* decoded full pod (NodeNameToVictims), else NULL */
 } victim;
 
@@ -1055,15 +1056,17 @@ static bool can_host_after(const model_registry *reg, cache_shard_mode mode, con
     for (size_t k = 0; k < nv; k++) {
         if (!v[k].on_node)
             continue;
-        for (int g = 0; g < MODEL_MAX_GPUS; g++) {
-            if (!(v[k].gpu_devices & (1u << g)))
-                continue;
-            /* a share frees its milli; whole GPUs (and MetaVictims, whose
-             * share is unknown) count the device as wholly freed */
-            int32_t freed = MODEL_GPU_MILLI;
-            if (!meta && v[k].pod && v[k].pod->gpu_count == 1 &&
-                v[k].pod->gpu_milli < MODEL_GPU_MILLI)
-                freed = (int32_t)v[k].pod->gpu_milli;
+        /* A victim frees what the cache counted for it, on its own
+         * devices only: a 300-milli share frees 300 on its device (the
+         * preemptor still needs one device holding its whole share), a
+         * whole GPU frees its device. The cache's account, not the
+         * victim's spec, is what gpu_used holds, and is all a MetaVictim
+         * (a UID) offers. */
+        for (uint32_t m = v[k].gpu_devices; m; m &= m - 1) {
+            int g = __builtin_ctz(m);
+            if (g >= MODEL_MAX_GPUS)
+                break;
+            int32_t freed = v[k].gpu_milli;
             tmp.gpu_used[g] = tmp.gpu_used[g] > freed ? tmp.gpu_used[g] - freed : 0;
         }
         if (meta || !v[k].pod)
@@ -1143,6 +1146,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
             if (info.state != CACHE_POD_ABSENT && strcmp(info.node, en->node) == 0) {
                 v->on_node = true;
                 v->gpu_devices = info.gpu_devices;
+                v->gpu_milli = info.gpu_milli;
             }
         }
     }
