@@ -30,7 +30,7 @@
  * single host (a slowloris trickling headers) cannot take every slot;
  * kube-scheduler holds a few (its parallel binds), bench clients 16. */
 #define HTTP_PER_IP_CONN_LIMIT 256
-#define HTTP_DEFAULT_TIMEOUT_S 30
+#define HTTP_DEFAULT_TIMEOUT_S 120 /* idle keep-alive; above Go clients' 90 s IdleConnTimeout */
 /* Scratch memory per request: decoded pods and responses are a small
  * multiple of the body, so cap the pool relative to it. */
 #define HTTP_POOL_MIN_CAP ((size_t)8 << 20)
