@@ -576,19 +576,50 @@ static void write_filter(core *co, eval *e, buf *o, pool *p)
     wr_flush(&w);
 }
 
-/* ext_scores maps the evaluation's [0,100] scores to the extender's 0..10
- * (0 for nodes that do not fit or are unknown) into out[0..e->n). */
-static void ext_scores(const eval *e, const score_policy *policy, int8_t *out)
+/* The extender protocol's top score (extender/v1 MaxExtenderPriority). */
+#define EXT_MAX_PRIORITY 10
+
+/* ext_scores maps the evaluation's scores to the extender's 0..10 (0 for
+ * nodes that do not fit or are unknown) into out[0..e->n). bonus is the
+ * soft-shard bonus sched added to the nodes in the shard (0 outside soft
+ * mode).
+ *
+ * kube-scheduler takes an extender's Score as is (no clamp, no configurable
+ * range): score * weight * MaxNodeScore / MaxExtenderPriority (10). Every
+ * step here scales instead of clipping, so that nodes agentsched tells
+ * apart stay apart up to the 11 levels the protocol has: the scores, up to
+ * 100 + bonus, are compressed onto [0,100] before the policy's mapping
+ * (which clips above its scoreMax, and would tie every in-shard node
+ * scoring 100 - bonus or more), and a policy's maxScore above 10 is scaled
+ * down to 10 (clipping would tie every node in its upper part). */
+static void ext_scores(const eval *e, const score_policy *policy, double bonus, int8_t *out)
 {
     if (!e->r.score) {
         memset(out, 0, e->n);
         return;
     }
     /* nodes that do not fit or are unknown score -1 (sched.h): 0 here */
-    score_to_extender_n(policy, e->r.score, e->n, out);
+    double shrink = bonus > 0 ? 100.0 / (100.0 + bonus) : 1.0;
+    if (shrink == 1.0) {
+        score_to_extender_n(policy, e->r.score, e->n, out);
+    } else {
+        double tmp[256];
+        for (size_t i = 0; i < e->n; i += sizeof tmp / sizeof tmp[0]) {
+            size_t k =
+                e->n - i < sizeof tmp / sizeof tmp[0] ? e->n - i : sizeof tmp / sizeof tmp[0];
+            for (size_t j = 0; j < k; j++) {
+                double x = e->r.score[i + j];
+                tmp[j] = x < 0 ? x : x * shrink;
+            }
+            score_to_extender_n(policy, tmp, k, out + i);
+        }
+    }
+    /* the policy's maxScore: what a top score maps to (scoreMax <= 100) */
+    int max = score_to_extender(policy, 100.0);
+    if (max <= EXT_MAX_PRIORITY)
+        return;
     for (size_t i = 0; i < e->n; i++)
-        if (out[i] > 10) /* the protocol's range, whatever the policy says */
-            out[i] = 10;
+        out[i] = (int8_t)((out[i] * EXT_MAX_PRIORITY + max / 2) / max);
 }
 
 static void write_prioritize(const eval *e, buf *o, const int8_t *scores)
@@ -734,7 +765,11 @@ static void handle_eval(extender *x, const http_request *req, http_response *res
 
     buf *o = &resp->body;
     answer_reset(o, &e);
-    ext_scores(&e, e.policy, scores);
+    ext_scores(&e, e.policy,
+               cache_get_shard_mode(co->cache) == CACHE_SHARD_SOFT
+                   ? score_policy_soft_shard_bonus(e.policy)
+                   : 0,
+               scores);
     if (v == VERB_FILTER) {
         /* Names cut by the shortlist fit; they are left out of the answer,
          * not failed: kube-scheduler preempts only when no node is

@@ -38,9 +38,12 @@
  *
  * PRIORITIZE. 200 [{"Host": name, "Score": 0..10}, ...] for every
  * (de-duplicated) input node in input order: sched_evaluate with
- * score_all, mapped through score_to_extender (soft-shard bonus included
- * by sched; clamped to 0..10). Nodes that do not fit (or are unknown)
- * score 0. kube-scheduler multiplies by the extender's weight and by
+ * score_all, mapped through score_to_extender and scaled, never clipped,
+ * onto 0..10: the soft-shard bonus sched adds is compressed into the
+ * policy's range, and a policy maxScore above 10 is scaled down to 10, so
+ * nodes agentsched tells apart do not tie at 10. Nodes that do not fit (or
+ * are unknown) score 0. kube-scheduler takes the score unclamped and
+ * multiplies it by the extender's weight and by
  * MaxNodeScore/MaxExtenderPriority (10). Also noted in the binder
  * (replacing the filter's note), except when answered from the filter's
  * memo (below): then the filter's note for the same pod stands.
