@@ -576,19 +576,50 @@ static void write_filter(core *co, eval *e, buf *o, pool *p)
     wr_flush(&w);
 }
 
-/* ext_scores maps the evaluation's [0,100] scores to the extender's 0..10
- * (0 for nodes that do not fit or are unknown) into out[0..e->n). */
-static void ext_scores(const eval *e, const score_policy *policy, int8_t *out)
+/* The extender protocol's top score (extender/v1 MaxExtenderPriority). */
+#define EXT_MAX_PRIORITY 10
+
+/* ext_scores maps the evaluation's scores to the extender's 0..10 (0 for
+ * nodes that do not fit or are unknown) into out[0..e->n). bonus is the
+ * soft-shard bonus sched added to the nodes in the shard (0 outside soft
+ * mode).
+ *
+ * kube-scheduler takes an extender's Score as is (no clamp, no configurable
+ * range): score * weight * MaxNodeScore / MaxExtenderPriority (10). Every
+ * step here scales instead of clipping, so that nodes agentsched tells
+ * apart stay apart up to the 11 levels the protocol has: the scores, up to
+ * 100 + bonus, are compressed onto [0,100] before the policy's mapping
+ * (which clips above its scoreMax, and would tie every in-shard node
+ * scoring 100 - bonus or more), and a policy's maxScore above 10 is scaled
+ * down to 10 (clipping would tie every node in its upper part). */
+static void ext_scores(const eval *e, const score_policy *policy, double bonus, int8_t *out)
 {
     if (!e->r.score) {
         memset(out, 0, e->n);
         return;
     }
     /* nodes that do not fit or are unknown score -1 (sched.h): 0 here */
-    score_to_extender_n(policy, e->r.score, e->n, out);
+    double shrink = bonus > 0 ? 100.0 / (100.0 + bonus) : 1.0;
+    if (shrink == 1.0) {
+        score_to_extender_n(policy, e->r.score, e->n, out);
+    } else {
+        double tmp[256];
+        for (size_t i = 0; i < e->n; i += sizeof tmp / sizeof tmp[0]) {
+            size_t k =
+                e->n - i < sizeof tmp / sizeof tmp[0] ? e->n - i : sizeof tmp / sizeof tmp[0];
+            for (size_t j = 0; j < k; j++) {
+                double x = e->r.score[i + j];
+                tmp[j] = x < 0 ? x : x * shrink;
+            }
+            score_to_extender_n(policy, tmp, k, out + i);
+        }
+    }
+    /* the policy's maxScore: what a top score maps to (scoreMax <= 100) */
+    int max = score_to_extender(policy, 100.0);
+    if (max <= EXT_MAX_PRIORITY)
+        return;
     for (size_t i = 0; i < e->n; i++)
-        if (out[i] > 10) /* the protocol's range, whatever the policy says */
-            out[i] = 10;
+        out[i] = (int8_t)((out[i] * EXT_MAX_PRIORITY + max / 2) / max);
 }
 
 static void write_prioritize(const eval *e, buf *o, const int8_t *scores)
@@ -734,7 +765,11 @@ static void handle_eval(extender *x, const http_request *req, http_response *res
 
     buf *o = &resp->body;
     answer_reset(o, &e);
-    ext_scores(&e, e.policy, scores);
+    ext_scores(&e, e.policy,
+               cache_get_shard_mode(co->cache) == CACHE_SHARD_SOFT
+                   ? score_policy_soft_shard_bonus(e.policy)
+                   : 0,
+               scores);
     if (v == VERB_FILTER) {
         /* Names cut by the shortlist fit; they are left out of the answer,
          * not failed: kube-scheduler preempts only when no node is
@@ -1027,6 +1062,7 @@ done:
 typedef struct victim {
     bool on_node;         /* the cache has it on the entry's node */
     uint32_t gpu_devices; /* devices it holds there */
+    int32_t gpu_milli;    /* milli-GPU it holds on each (the cache's account) */
     model_pod *pod;       /* decoded full pod (NodeNameToVictims), else NULL */
 } victim;
 
@@ -1055,15 +1091,17 @@ static bool can_host_after(const model_registry *reg, cache_shard_mode mode, con
     for (size_t k = 0; k < nv; k++) {
         if (!v[k].on_node)
             continue;
-        for (int g = 0; g < MODEL_MAX_GPUS; g++) {
-            if (!(v[k].gpu_devices & (1u << g)))
-                continue;
-            /* a share frees its milli; whole GPUs (and MetaVictims, whose
-             * share is unknown) count the device as wholly freed */
-            int32_t freed = MODEL_GPU_MILLI;
-            if (!meta && v[k].pod && v[k].pod->gpu_count == 1 &&
-                v[k].pod->gpu_milli < MODEL_GPU_MILLI)
-                freed = (int32_t)v[k].pod->gpu_milli;
+        /* A victim frees what the cache counted for it, on its own
+         * devices only: a 300-milli share frees 300 on its device (the
+         * preemptor still needs one device holding its whole share), a
+         * whole GPU frees its device. The cache's account, not the
+         * victim's spec, is what gpu_used holds, and is all a MetaVictim
+         * (a UID) offers. */
+        for (uint32_t m = v[k].gpu_devices; m; m &= m - 1) {
+            int g = __builtin_ctz(m);
+            if (g >= MODEL_MAX_GPUS)
+                break;
+            int32_t freed = v[k].gpu_milli;
             tmp.gpu_used[g] = tmp.gpu_used[g] > freed ? tmp.gpu_used[g] - freed : 0;
         }
         if (meta || !v[k].pod)
@@ -1143,6 +1181,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
             if (info.state != CACHE_POD_ABSENT && strcmp(info.node, en->node) == 0) {
                 v->on_node = true;
                 v->gpu_devices = info.gpu_devices;
+                v->gpu_milli = info.gpu_milli;
             }
         }
     }

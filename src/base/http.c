@@ -31,7 +31,10 @@
  * single host (a slowloris trickling headers) cannot take every slot;
  * kube-scheduler holds a few (its parallel binds), bench clients 16. */
 #define HTTP_PER_IP_CONN_LIMIT 256
-#define HTTP_DEFAULT_TIMEOUT_S 30
+/* Idle keep-alive: above Go clients' 90 s IdleConnTimeout (kube-scheduler's
+ * extender client), so a POST is never sent on a connection this server has
+ * just closed (Go does not resend a POST that may have arrived). */
+#define HTTP_DEFAULT_TIMEOUT_S 120
 /* The idle timeout restarts with every byte, so a client sending one body
  * byte a second would hold its connection (and its growing body) forever;
  * the whole request must arrive within this many idle timeouts. */

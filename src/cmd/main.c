@@ -181,7 +181,7 @@ static const cli_flag serve_flags[] = {
      "CPU quota); in live mode extender binds wait for\n"
      "the API server on 64 separate threads, never on these"},
     {F_HTTP_TIMEOUT, "--http-timeout", 0, "SECONDS",
-     "close a connection idle this long, 1..3600 (default 30); a\n"
+     "close a connection idle this long, 1..3600 (default 120); a\n"
      "request body must arrive within twice this from its headers"},
     {F_PLACEMENT_QPS, "--placement-qps", 0, "N",
      "dry runs (POST /v1/placements) a second per caller address,\n"

@@ -373,6 +373,7 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
         copy_str(out->key, sizeof out->key, e->key, strlen(e->key));
         out->assumed_at_ms = e->assumed_at_ms;
         out->gpu_devices = e->gpu_devices;
+        out->gpu_milli = e->gpu_milli;
     }
     pthread_mutex_unlock(&c->wmu);
 }

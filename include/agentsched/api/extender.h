@@ -38,9 +38,12 @@
  *
  * PRIORITIZE. 200 [{"Host": name, "Score": 0..10}, ...] for every
  * (de-duplicated) input node in input order: sched_evaluate with
- * score_all, mapped through score_to_extender (soft-shard bonus included
- * by sched; clamped to 0..10). Nodes that do not fit (or are unknown)
- * score 0. kube-scheduler multiplies by the extender's weight and by
+ * score_all, mapped through score_to_extender and scaled, never clipped,
+ * onto 0..10: the soft-shard bonus sched adds is compressed into the
+ * policy's range, and a policy maxScore above 10 is scaled down to 10, so
+ * nodes agentsched tells apart do not tie at 10. Nodes that do not fit (or
+ * are unknown) score 0. kube-scheduler takes the score unclamped and
+ * multiplies it by the extender's weight and by
  * MaxNodeScore/MaxExtenderPriority (10). Also noted in the binder
  * (replacing the filter's note), except when answered from the filter's
  * memo (below): then the filter's note for the same pod stands.
@@ -86,11 +89,15 @@
  * resource), or resources that stay insufficient with the victims removed.
  * With full victim Pods (NodeNameToVictims) their requests are subtracted
  * exactly; with MetaVictims (UIDs only) the cache pod index confirms each
- * victim is on that node, but it keeps no per-pod request, so the check is
- * conservative: the node is dropped only if the pod cannot fit even with
- * every pod on it evicted (requested beyond allocatable), and GPU devices
- * held by the victims count as wholly freed. NumPDBViolations is carried
- * through. Pod is required.
+ * victim is on that node, but it keeps no per-pod request, so the CPU,
+ * memory and pods check is conservative: the node is dropped only if the
+ * pod cannot fit even with every pod on it evicted (requested beyond
+ * allocatable). GPUs are exact either way: each victim frees the milli-GPU
+ * the cache counted for it on its own devices only (a 300-milli share
+ * frees 300 on its device, a whole GPU its device), and the pod must then
+ * find devices by the cache's own choice (gpu_choose): a share one device
+ * with room for all of it, whole GPUs fully free devices.
+ * NumPDBViolations is carried through. Pod is required.
  *
  * ERRORS. A malformed body or a missing / wrongly-typed field (including
  * the Pod's own fields, decoded by model_pod_from_json; field "Pod.spec...")

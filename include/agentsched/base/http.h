@@ -86,7 +86,7 @@ typedef struct http_server_config {
     void *ctx; /* passed to every handler whose route has no ctx of its own */
     /* Connection bounds; zero takes the default. */
     unsigned conn_limit; /* max concurrent connections; 0 = 1024 */
-    unsigned timeout_s;  /* idle connection timeout; 0 = 30 s. A request's body
+    unsigned timeout_s;  /* idle connection timeout; 0 = 120 s. A request's body
                           * must also arrive within 2 x timeout_s of its
                           * headers (a byte a second resets the idle timer),
                           * else its connection is closed. */

@@ -49,7 +49,7 @@ typedef struct svc_config {
     cache_shard_mode shard_mode;    /* default none */
     unsigned http_threads;          /* 0 = the usable CPUs (sync_usable_cpus) */
     size_t max_body;                /* default 16 MiB */
-    unsigned http_timeout_s;        /* idle timeout; bodies get 2x (0 = 30 s) */
+    unsigned http_timeout_s;        /* idle timeout; bodies get 2x (0 = 120 s) */
     unsigned placement_qps;         /* dry runs a second per caller; 0 = no limit */
     unsigned workers;               /* fast path workers, default 2 */
     unsigned candidates;            /* K, default 3 */

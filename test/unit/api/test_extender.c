@@ -1100,3 +1100,83 @@ Test(extender, bind_authorization_name_list)
     free(f);
     svc_free(s);
 }
+
+/* prio_scores runs prioritize for a 250m pod over names_json under s's
+ * current policy and shard mode into out (in input order); returns n. */
+static size_t prio_scores(svc *s, const char *uid, const char *names_json, int *out, size_t cap)
+{
+    char *args = pod_args(uid, uid, "250m", names_json);
+    reply r = call(s, extender_handle_prioritize, args);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    size_t n = json_array_size(r.json);
+    cr_assert_leq(n, cap);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *sc = json_object_get(json_array_get(r.json, i), "Score");
+        cr_assert(json_is_integer(sc), "%s", r.raw);
+        out[i] = (int)json_integer_value(sc);
+        cr_assert(out[i] >= 0 && out[i] <= 10, "%s", r.raw);
+    }
+    reply_free(&r);
+    free(args);
+    return n;
+}
+
+/* kube-scheduler takes an extender's Score unclamped (score * weight *
+ * 10), so agentsched's mapping onto 0..10 must scale, never saturate: a
+ * policy's maxScore above 10 and the soft-shard bonus leave the nodes as
+ * far apart as the default mapping does (within rounding), instead of
+ * tying their upper part at 10. */
+Test(extender, prioritize_scales_instead_of_saturating)
+{
+    svc *s = new_svc();
+    const char *names = "[\"node1\",\"nodename\",\"foo\",\"mynode\",\"big-1\",\"last-slot\","
+                        "\"gpu-2a\",\"small-1\"]";
+    enum { N = 8 };
+    int base[N], got[N];
+    set_policy(s, "strategy: least-allocated\n");
+    cr_assert_eq(prio_scores(s, "sc-base", names, base, N), N);
+    int distinct = 0;
+    for (int i = 0; i < N; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++)
+            seen |= base[j] == base[i];
+        distinct += !seen;
+    }
+    cr_assert_geq(distinct, 4, "the nodes must score apart for this test to mean anything");
+    static const char *const wide[] = {
+        "strategy: least-allocated\nextender: {maxScore: 100}\n",
+        "strategy: least-allocated\nextender: {maxScore: 20}\n",
+        "strategy: least-allocated\nextender: {maxScore: 11, rounding: floor}\n",
+    };
+    for (size_t c = 0; c < sizeof wide / sizeof wide[0]; c++) {
+        set_policy(s, wide[c]);
+        char uid[32];
+        snprintf(uid, sizeof uid, "sc-wide-%zu", c);
+        prio_scores(s, uid, names, got, N);
+        for (int i = 0; i < N; i++)
+            cr_assert(got[i] >= base[i] - 1 && got[i] <= base[i] + 1,
+                      "policy %s: node %d scores %d, %d with maxScore 10", wide[c], i, got[i],
+                      base[i]);
+    }
+
+    /* Soft shard, bonus 50 (the default): in-shard nodes score up to 150
+     * before the mapping; they keep their order and do not all tie at 10. */
+    set_policy(s, "strategy: least-allocated\n");
+    cache_set_shard_mode(s->core->cache, CACHE_SHARD_SOFT);
+    const char *shard[] = {"node1", "nodename", "foo", "mynode", "big-1", "last-slot", "gpu-2a"};
+    uint64_t rev;
+    cr_assert_eq(cache_shard_apply(s->core->cache, shard, 7, &rev), AS_OK);
+    prio_scores(s, "sc-soft", names, got, N);
+    for (int i = 0; i < 7; i++) {
+        /* clipped, every in-shard node scoring 50 or more would tie */
+        if (base[i] < 9)
+            cr_assert_lt(got[i], 10, "in-shard node %d (%d without the bonus) saturates", i,
+                         base[i]);
+        for (int j = 0; j < 7; j++)
+            if (base[i] > base[j])
+                cr_assert_geq(got[i], got[j], "node %d above node %d by score", i, j);
+        cr_assert_geq(got[i], base[i], "the bonus lowers no in-shard node");
+    }
+    cr_assert_eq(got[7], 0, "small-1 is full");
+    svc_free(s);
+}

@@ -19,6 +19,7 @@ var scenarios = map[string]func(c *cluster){
 	"extender_path":           scenarioExtenderPath,
 	"extender_shortlist":      scenarioExtenderShortlist,
 	"extender_tls":            scenarioExtenderTLS,
+	"extender_idle":           scenarioExtenderIdle,
 	"rejection":               scenarioRejection,
 	"burst":                   scenarioBurst,
 	"restart":                 scenarioRestart,
