@@ -73,7 +73,6 @@ typedef struct core_metrics {
  *   live        true while an API server client is running
  *   synced      true once its first list of nodes and pods is done
  *   bind        posts a Binding for the pod (k8s_bind's contract)
- *   fetch_pod   GETs one pod and decodes it with reg (k8s_get_pod's)
  *   decision_begin/end  the NodeShard gate (shard.h shard_decision_*)
  *   unschedulable  reports a pod that fits nowhere (condition and Event)
  *   scheduled      reports a pod bound to node (Event)
@@ -84,8 +83,6 @@ typedef struct core_ports {
     bool (*synced)(void *arg);
     as_err (*bind)(void *arg, const char *ns, const char *name, const char *uid, const char *node,
                    as_diag *diag);
-    as_err (*fetch_pod)(void *arg, const char *ns, const char *name, const model_registry *reg,
-                        model_pod **out, as_diag *diag);
     uint64_t (*decision_begin)(void *arg);
     void (*decision_end)(void *arg, uint64_t revision);
     void (*unschedulable)(void *arg, const model_pod *pod, const char *message);
