@@ -69,6 +69,13 @@
  * Requests on a connection are handled one after another, so the verdict
  * cache needs no lock. */
 typedef struct http_conn {
+    /* The header watchdog's view (under the server's cmu): the socket, and
+     * since when the connection has been waiting for a request's headers
+     * (0 while a request is being handled). */
+    struct http_conn *prev, *next;
+    int fd;
+    uint64_t waiting_since_ns;
+    bool cut;             /* shut down once already */
     tls_creds *tls;       /* the generation handshaken with */
     unsigned verdict_gen; /* the generation `status` was reached with; 0 none */
     uint64_t verdict_ns;  /* when */
@@ -135,6 +142,17 @@ struct http_server {
     bool client_auth;
     char *tls_ca;
     char *exempt;
+    /* The header watchdog: libmicrohttpd calls nothing of ours until a
+     * request's headers are complete, and its idle timeout restarts with
+     * every byte, so a client trickling headers a byte a second would hold
+     * its connection forever. Every live connection is listed (cmu); the
+     * watchdog shuts down the socket of one that waited longer than
+     * deadline_ns for its headers, and libmicrohttpd then closes it. */
+    pthread_mutex_t cmu;
+    pthread_cond_t ccv; /* CLOCK_MONOTONIC; wakes the watchdog to stop */
+    http_conn *conns;
+    pthread_t watchdog;
+    bool watchdog_started, watchdog_stop;
 };
 
 /* ------------------------------------------------------------------ */
@@ -323,21 +341,84 @@ static int http_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req
 static void http_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                              enum MHD_ConnectionNotificationCode code)
 {
-    (void)conn;
     http_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         http_conn *hc = calloc(1, sizeof *hc);
-        if (hc)
+        if (hc) {
             hc->tls = http_tls_current(s);
+            const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            hc->fd = ci ? ci->connect_fd : -1;
+            pthread_mutex_lock(&s->cmu);
+            hc->waiting_since_ns = clock_mono_ns();
+            hc->next = s->conns;
+            if (s->conns)
+                s->conns->prev = hc;
+            s->conns = hc;
+            pthread_mutex_unlock(&s->cmu);
+        }
         *socket_context = hc;
         return;
     }
+    /* Closed: libmicrohttpd says so before it closes the socket, so the
+     * watchdog never shuts down a descriptor reused by another. */
     http_conn *hc = *socket_context;
     if (hc) {
+        pthread_mutex_lock(&s->cmu);
+        if (hc->prev)
+            hc->prev->next = hc->next;
+        else
+            s->conns = hc->next;
+        if (hc->next)
+            hc->next->prev = hc->prev;
+        pthread_mutex_unlock(&s->cmu);
         tls_creds_unref(hc->tls);
         free(hc);
     }
     *socket_context = NULL;
+}
+
+/* http_conn_waiting marks conn as waiting for its next request's headers
+ * (since now) or not (a request is being handled). */
+static void http_conn_waiting(http_server *s, struct MHD_Connection *conn, bool waiting)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_conn *hc = ci ? ci->socket_context : NULL;
+    if (!hc)
+        return;
+    pthread_mutex_lock(&s->cmu);
+    hc->waiting_since_ns = waiting ? clock_mono_ns() : 0;
+    pthread_mutex_unlock(&s->cmu);
+}
+
+/* The header watchdog (see struct http_server): every quarter of the
+ * deadline, at most a second. */
+static void *http_watchdog_main(void *arg)
+{
+    http_server *s = arg;
+    pthread_setname_np(pthread_self(), "as-http-wdog");
+    int64_t period_ms = (int64_t)(s->deadline_ns / 4000000u);
+    if (period_ms > 1000)
+        period_ms = 1000;
+    if (period_ms < 10)
+        period_ms = 10;
+    pthread_mutex_lock(&s->cmu);
+    while (!s->watchdog_stop) {
+        struct timespec ts = clock_deadline_ms(period_ms);
+        pthread_cond_timedwait(&s->ccv, &s->cmu, &ts);
+        uint64_t now = clock_mono_ns();
+        for (http_conn *hc = s->conns; hc; hc = hc->next) {
+            if (hc->cut || !hc->waiting_since_ns || hc->fd < 0 ||
+                now - hc->waiting_since_ns <= s->deadline_ns)
+                continue;
+            hc->cut = true;
+            shutdown(hc->fd, SHUT_RDWR);
+            log_debug("msg=\"request headers not received within the deadline, closing\"");
+        }
+    }
+    pthread_mutex_unlock(&s->cmu);
+    return NULL;
 }
 
 /* http_client_verify settles whether hc's client certificate chains to the
@@ -745,6 +826,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
             return MHD_NO;
         *con_cls = st;
         st->start_ns = clock_mono_ns();
+        http_conn_waiting(s, conn, false);
         bool path_known = false;
         st->route = http_route_find(s, method, url, &path_known);
         if (!st->route)
@@ -902,6 +984,8 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cl
     http_req_state *st = *con_cls;
     if (!st)
         return;
+    /* the connection now waits for its next request's headers */
+    http_conn_waiting(s, conn, true);
     if (st->offloaded)
         __atomic_sub_fetch(&s->oflight, 1, __ATOMIC_RELEASE);
     buf_free(&st->body);
@@ -1095,6 +1179,8 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
                            "client certificates need HTTPS: give the certificate and key too");
     }
     pthread_mutex_init(&s->tmu, NULL);
+    pthread_mutex_init(&s->cmu, NULL);
+    clock_cond_init(&s->ccv);
 
     unsigned conn_limit = cfg->conn_limit ? cfg->conn_limit : HTTP_DEFAULT_CONN_LIMIT;
     unsigned timeout = cfg->timeout_s ? cfg->timeout_s : HTTP_DEFAULT_TIMEOUT_S;
@@ -1108,6 +1194,8 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout, NULL};
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_limit, NULL};
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_completed, s};
+    opts[no++] =
+        (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_conn_notify, s};
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 512, NULL};
     opts[no++] = (struct MHD_OptionItem){
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
@@ -1121,8 +1209,6 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
          * http_server_set_tls can replace them for new connections. */
         opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
                                              (void *)(intptr_t)http_tls_retrieve};
-        opts[no++] =
-            (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_conn_notify, s};
         /* A trust list makes MHD ask each client for a certificate (as
          * optional: a client without one still completes the handshake and
          * is refused per route, so probes work); requests are verified by
@@ -1164,12 +1250,21 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
                                        "cannot listen on %s (address in use or not available%s%s)",
                                        cfg->listen, s->start_msg[0] ? ": " : "", s->start_msg);
         pthread_mutex_destroy(&s->tmu);
+        pthread_mutex_destroy(&s->cmu);
+        pthread_cond_destroy(&s->ccv);
         tls_creds_unref(s->tls);
         free(s->tls_ca);
         free(s->exempt);
         free(s);
         return err;
     }
+    if (pthread_create(&s->watchdog, NULL, http_watchdog_main, s) != 0) {
+        http_server_stop(s);
+        return as_diag_set(diag, AS_ENOMEM, NULL,
+                           "cannot start the HTTP header watchdog thread; raise the process "
+                           "thread limit (ulimit -u)");
+    }
+    s->watchdog_started = true;
     if (noff) {
         s->othreads = calloc(noff, sizeof *s->othreads);
         for (unsigned i = 0; s->othreads && i < noff; i++) {
@@ -1200,11 +1295,20 @@ void http_server_stop(http_server *s)
     /* Offloaded requests first: MHD must not be stopped with connections
      * still suspended. */
     http_offload_stop(s);
+    if (s->watchdog_started) {
+        pthread_mutex_lock(&s->cmu);
+        s->watchdog_stop = true;
+        pthread_cond_signal(&s->ccv);
+        pthread_mutex_unlock(&s->cmu);
+        pthread_join(s->watchdog, NULL);
+    }
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
     pthread_cond_destroy(&s->ocv);
     pthread_mutex_destroy(&s->omu);
     pthread_mutex_destroy(&s->tmu);
+    pthread_mutex_destroy(&s->cmu);
+    pthread_cond_destroy(&s->ccv);
     tls_creds_unref(s->tls);
     free(s->tls_ca);
     free(s->exempt);

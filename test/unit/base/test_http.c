@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agentsched/base/clock.h"
 #include "agentsched/base/http.h"
 #include "agentsched/base/sync.h"
 
@@ -435,6 +436,41 @@ Test(http, slow_body_times_out)
     char out[512];
     ssize_t n = read_until_close(fd, out, sizeof out, 5000);
     cr_assert_geq(n, 0, "connection not closed by the idle timeout");
+    close(fd);
+}
+
+/* Headers trickled a byte at a time never let the idle timeout (1 s here)
+ * fire; the header deadline (twice it) closes the connection anyway, and
+ * the server keeps serving others meanwhile. */
+Test(http, trickled_headers_are_cut_at_the_deadline)
+{
+    int fd = raw_connect();
+    const char *line = "GET /hello HTTP/1.1\r\nHost: x\r\n";
+    cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+    uint64_t t0 = clock_mono_ns();
+    bool closed = false;
+    for (int i = 0; i < 60 && !closed; i++) {
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (send(fd, "X", 1, MSG_NOSIGNAL) != 1) {
+            closed = true;
+            break;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        char c;
+        if (poll(&p, 1, 0) > 0 && read(fd, &c, 1) <= 0)
+            closed = true;
+        if (i == 5) {
+            reply r;
+            request("GET", "/hello", NULL, &r);
+            cr_assert_eq(r.status, 200);
+        }
+    }
+    double secs = (double)(clock_mono_ns() - t0) / 1e9;
+    cr_assert(closed, "a connection trickling its headers was not closed in %.1f s", secs);
+    /* the deadline (2 s) plus a watchdog period (0.5 s), with room for a
+     * loaded machine and the sanitizer builds */
+    cr_assert_lt(secs, 8.0, "closed after %.1f s", secs);
     close(fd);
 }
 
