@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +290,59 @@ static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigne
     return EXIT_OK;
 }
 
+/* How a whole-number flag's value lands in svc_config. */
+typedef enum { SERVE_UNSIGNED, SERVE_DOUBLE, SERVE_SECONDS_MS } serve_store;
+
+/* The whole-number flags of serve: their range and where they go. */
+static const struct serve_number {
+    int id;
+    unsigned long lo, hi;
+    size_t offset;
+    serve_store store;
+} serve_numbers[] = {
+    {F_CANDIDATES, 1, PLACEMENT_MAX_K, offsetof(svc_config, candidates), SERVE_UNSIGNED},
+    {F_WORKERS, 0, 256, offsetof(svc_config, workers), SERVE_UNSIGNED},
+    {F_HTTP_THREADS, 1, HTTP_MAX_THREADS, offsetof(svc_config, http_threads), SERVE_UNSIGNED},
+    {F_HTTP_TIMEOUT, 1, 3600, offsetof(svc_config, http_timeout_s), SERVE_UNSIGNED},
+    {F_PLACEMENT_QPS, 0, 100000, offsetof(svc_config, placement_qps), SERVE_UNSIGNED},
+    {F_LEADER_ELECT_DURATION, 2, 3600, offsetof(svc_config, lease_duration_ms), SERVE_SECONDS_MS},
+    {F_KUBE_API_QPS, 1, 100000, offsetof(svc_config, kube_api_qps), SERVE_DOUBLE},
+    {F_KUBE_API_BURST, 1, 100000, offsetof(svc_config, kube_api_burst), SERVE_UNSIGNED},
+    {F_WATCH_TIMEOUT, 1, 86400, offsetof(svc_config, watch_timeout_ms), SERVE_SECONDS_MS},
+    {F_WATCH_DOWN_LIMIT, 1, 86400, offsetof(svc_config, watch_down_ms), SERVE_SECONDS_MS},
+    {F_EVENT_QPS, 0, 100000, offsetof(svc_config, event_qps), SERVE_DOUBLE},
+};
+
+/* If id is one of serve_numbers, parses value into cfg and sets *handled.
+ * Returns EXIT_OK, or EXIT_USAGE after saying what is wrong. */
+static int serve_number_set(svc_config *cfg, const cli_flag *fl, const char *value, bool *handled)
+{
+    *handled = false;
+    for (size_t i = 0; i < sizeof serve_numbers / sizeof serve_numbers[0]; i++) {
+        const struct serve_number *sn = &serve_numbers[i];
+        if (sn->id != fl->id)
+            continue;
+        unsigned long n = 0;
+        *handled = true;
+        if (parse_uint(fl->name, value, sn->lo, sn->hi, &n))
+            return EXIT_USAGE;
+        char *field = (char *)cfg + sn->offset;
+        switch (sn->store) {
+        case SERVE_UNSIGNED:
+            *(unsigned *)(void *)field = (unsigned)n;
+            break;
+        case SERVE_DOUBLE:
+            *(double *)(void *)field = (double)n;
+            break;
+        case SERVE_SECONDS_MS:
+            *(int64_t *)(void *)field = (int64_t)n * 1000;
+            break;
+        }
+        return EXIT_OK;
+    }
+    return EXIT_OK;
+}
+
 /* A Kubernetes object name: a lower-case DNS subdomain (RFC 1123), or with
  * label a DNS label (namespaces), as the API server will insist. */
 static int check_dns(const char *flag, const char *v, bool label)
@@ -337,7 +391,11 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             return EXIT_USAGE;
         if (r == 0)
             break;
-        unsigned long n = 0;
+        bool number = false;
+        if (serve_number_set(cfg, fl, value, &number))
+            return EXIT_USAGE;
+        if (number)
+            continue;
         switch (fl->id) {
         case F_CLUSTER:
             if (!*value)
@@ -387,16 +445,6 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             if (cache_shard_mode_parse(value, &cfg->shard_mode) != AS_OK)
                 return flag_error(fl->name, "'%s' is not one of none, soft, hard", value);
             break;
-        case F_CANDIDATES:
-            if (parse_uint(fl->name, value, 1, PLACEMENT_MAX_K, &n))
-                return EXIT_USAGE;
-            cfg->candidates = (unsigned)n;
-            break;
-        case F_WORKERS:
-            if (parse_uint(fl->name, value, 0, 256, &n))
-                return EXIT_USAGE;
-            cfg->workers = (unsigned)n;
-            break;
         case F_MAX_BODY: {
             int64_t bytes = 0;
             as_diag d = {0};
@@ -407,21 +455,6 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->max_body = (size_t)bytes;
             break;
         }
-        case F_HTTP_THREADS:
-            if (parse_uint(fl->name, value, 1, HTTP_MAX_THREADS, &n))
-                return EXIT_USAGE;
-            cfg->http_threads = (unsigned)n;
-            break;
-        case F_HTTP_TIMEOUT:
-            if (parse_uint(fl->name, value, 1, 3600, &n))
-                return EXIT_USAGE;
-            cfg->http_timeout_s = (unsigned)n;
-            break;
-        case F_PLACEMENT_QPS:
-            if (parse_uint(fl->name, value, 0, 100000, &n))
-                return EXIT_USAGE;
-            cfg->placement_qps = (unsigned)n;
-            break;
         case F_LOG_LEVEL: {
             log_level lvl;
             if (!log_level_parse(value, &lvl))
@@ -487,36 +520,6 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             if (!*value || strlen(value) > 255)
                 return flag_error(fl->name, "'%s' must be 1..255 characters", value);
             cfg->lease_identity = value;
-            break;
-        case F_LEADER_ELECT_DURATION:
-            if (parse_uint(fl->name, value, 2, 3600, &n))
-                return EXIT_USAGE;
-            cfg->lease_duration_ms = (int64_t)n * 1000;
-            break;
-        case F_KUBE_API_QPS:
-            if (parse_uint(fl->name, value, 1, 100000, &n))
-                return EXIT_USAGE;
-            cfg->kube_api_qps = (double)n;
-            break;
-        case F_KUBE_API_BURST:
-            if (parse_uint(fl->name, value, 1, 100000, &n))
-                return EXIT_USAGE;
-            cfg->kube_api_burst = (unsigned)n;
-            break;
-        case F_WATCH_TIMEOUT:
-            if (parse_uint(fl->name, value, 1, 86400, &n))
-                return EXIT_USAGE;
-            cfg->watch_timeout_ms = (int64_t)n * 1000;
-            break;
-        case F_WATCH_DOWN_LIMIT:
-            if (parse_uint(fl->name, value, 1, 86400, &n))
-                return EXIT_USAGE;
-            cfg->watch_down_ms = (int64_t)n * 1000;
-            break;
-        case F_EVENT_QPS:
-            if (parse_uint(fl->name, value, 0, 100000, &n))
-                return EXIT_USAGE;
-            cfg->event_qps = (double)n;
             break;
         case F_HELP:
             cli_usage(stdout, &serve_cli);
