@@ -6,6 +6,7 @@
 #                           [--modes "plain extender shortlist fastpath ceiling bindonly"]
 #                           [--shortlist 10] [--rate 0] [--timeout 10m]
 #                           [--state-dir build/bench-e2e] [--agentsched-args "..."]
+#                           [--shipped-qps]
 #
 # Brings up a dev-cluster (test/e2e/dev-cluster: etcd, kube-apiserver,
 # kube-scheduler with agentsched as extender, agentsched serve --kubeconfig
@@ -24,6 +25,12 @@
 #   ceiling   (d) no scheduler: the client creates each pod and posts a
 #             precomputed Binding as soon as the create returns
 #   bindonly  (d') pods pre-created untimed, then only Bindings timed
+# Both kube-schedulers' clients run at QPS 5000, burst 10000, so that the
+# modes compare schedulers, not client limits; --shipped-qps leaves
+# clientConnection as deploy/ ships it (kube-scheduler's defaults, QPS 50,
+# burst 100) in both: the extender mode then runs the shipped configuration
+# (the dev-cluster's mixed layout, which differs from the sidecar only in
+# serving default-scheduler pods).
 # --rate R paces the creates (binds in bindonly) at R pods/s, open loop, so
 # that latency is measured below saturation; 0 (default) creates as fast as
 # the workers can, which measures throughput. --agentsched-args adds flags to
@@ -63,6 +70,7 @@ while [ $# -gt 0 ]; do
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--state-dir) STATE=$2; shift 2 ;;
 	--agentsched-args) EXTRA_ARGS=$2; shift 2 ;;
+	--shipped-qps) SCHED_QPS="" SCHED_BURST=""; shift ;;
 	-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "bench_e2e: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -104,7 +112,9 @@ POLICY=$STATE.policy.yaml
 cp "$REPO/policy/default.yaml" "$POLICY"
 # The bench layout: kube-scheduler also serves default-scheduler pods and
 # its client is not throttled (the modes compare schedulers, not configs).
-bash "$E2E/dev-cluster" up --layout bench --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
+layout=bench
+[ -n "$SCHED_QPS" ] || layout=mixed
+bash "$E2E/dev-cluster" up --layout "$layout" --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
 	--node-memory "$((per_node))Gi" --node-pods "$per_node" --agentsched-args "--policy $POLICY${EXTRA_ARGS:+ $EXTRA_ARGS}"
 # shellcheck disable=SC1091
 . "$STATE/env"
@@ -119,9 +129,9 @@ apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: $KUBECONFIG
-  qps: $SCHED_QPS
+${SCHED_QPS:+  qps: $SCHED_QPS
   burst: $SCHED_BURST
-leaderElection:
+}leaderElection:
   leaderElect: false
 profiles:
 - schedulerName: bench-plain
@@ -132,7 +142,7 @@ YAML
 	PLAIN_PID=$!
 	"$BIN/e2ectl" wait-url --url "https://127.0.0.1:$port/healthz" --insecure --timeout 180s --pid "$PLAIN_PID" >&2 ||
 		{ tail -n 30 "$STATE/logs/kube-scheduler-plain.log" >&2; exit 1; }
-	log "plain kube-scheduler (pid $PLAIN_PID, qps $SCHED_QPS burst $SCHED_BURST, no extenders) ready"
+	log "plain kube-scheduler (pid $PLAIN_PID, qps ${SCHED_QPS:-default} burst ${SCHED_BURST:-default}, no extenders) ready"
 }
 
 # A mode's wall-clock budget: its bind timeout plus creation and cleanup.
@@ -281,7 +291,7 @@ stop_plain
 echo
 echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
 [ -n "$EXTRA_ARGS" ] && echo "agentsched flags added: $EXTRA_ARGS"
-echo "kube-scheduler client qps=$SCHED_QPS burst=$SCHED_BURST (both instances); bench client qps 20000 burst 40000; (b') extender.shortlist $SHORTLIST"
+echo "kube-scheduler client qps=${SCHED_QPS:-default} burst=${SCHED_BURST:-default} (both instances); bench client qps 20000 burst 40000; (b') extender.shortlist $SHORTLIST"
 [ -s "$RESULTS" ] && "$BIN/e2ectl" bench table --in "$RESULTS"
 echo
 echo "CPU per mode (whole mode: creates, scheduling, cleanup wait), per process group:"
