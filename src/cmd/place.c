@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agentsched/base/cli.h"
 #include "agentsched/base/doc.h"
@@ -29,6 +30,9 @@ enum {
     PLACE_POLICY,
     PLACE_OUTPUT,
     PLACE_TIMEOUT,
+    PLACE_CACERT,
+    PLACE_CERT,
+    PLACE_KEY,
     PLACE_HELP,
 };
 
@@ -50,6 +54,14 @@ static const cli_flag place_flags[] = {
      "table (default) or json (the HTTP API's answer, indented)"},
     {PLACE_TIMEOUT, "--timeout", 0, "S",
      "with --server: give up after S seconds, 1..3600 (default 30)"},
+    {PLACE_CACERT, "--cacert", 0, "FILE",
+     "with an https:// --server: verify the server's certificate\n"
+     "against the CA certificates of FILE (PEM) instead of the\n"
+     "system's trusted CAs"},
+    {PLACE_CERT, "--cert", 0, "FILE",
+     "with an https:// --server: present this client certificate (PEM),\n"
+     "as a server started with --tls-client-ca requires; needs --key"},
+    {PLACE_KEY, "--key", 0, "FILE", "the private key of --cert (PEM)"},
     {PLACE_HELP, "--help", 'h', NULL, "print this help"},
 };
 
@@ -60,6 +72,7 @@ static const cli_spec place_cli = {
         "  agentsched place --cluster FILE -f PODS [--candidates K] [--policy FILE]"
         " [-o table|json]\n"
         "  agentsched place --server URL  -f PODS [--candidates K] [-o table|json] [--timeout S]\n"
+        "                   [--cacert FILE] [--cert FILE --key FILE]\n"
         "\n"
         "Dry-run placement: for each pod of PODS, in order, print the node it would get, its\n"
         "best candidates with their scores and how many nodes rejected it for which reason.\n"
@@ -80,6 +93,9 @@ typedef struct place_opts {
     const char *server;
     const char *pods_path;
     const char *policy;
+    const char *cacert; /* CA bundle for the server's certificate */
+    const char *cert;   /* client certificate, with key */
+    const char *key;
     long candidates; /* 0 = default */
     long timeout_s;
     bool json;
@@ -379,8 +395,33 @@ static void server_error(const place_opts *o, const pod_src *ps, long code, cons
     } else {
         fprintf(stderr, "agentsched place: %s answered HTTP %ld: %s%s%s\n", o->server, code, f,
                 f[0] ? ": " : "", json_string_value(msg));
+        if (strcmp(f, "client-certificate") == 0)
+            fprintf(stderr, "agentsched place: %s\n",
+                    o->cert ? "--cert was presented and refused: give one the server's "
+                              "--tls-client-ca issued, allowed for TLS client use"
+                            : "the server requires a client certificate: give --cert FILE "
+                              "--key FILE");
     }
     json_decref(e);
+}
+
+/* curl_hint is what to try after a failed transfer, or "". */
+static const char *curl_hint(const place_opts *o, CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_COULDNT_CONNECT:
+        return " (is `agentsched serve` running there?)";
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return o->cacert ? " (is the server's certificate issued by a CA of --cacert, for the "
+                           "host name of the URL?)"
+                         : " (give the CA that issued the server's certificate with --cacert)";
+    case CURLE_SSL_CACERT_BADFILE:
+        return " (check the --cacert file: PEM certificates)";
+    case CURLE_SSL_CERTPROBLEM:
+        return " (check --cert and --key: a PEM certificate and its private key)";
+    default:
+        return "";
+    }
 }
 
 static int run_server(const place_opts *o, const pod_src *ps)
@@ -439,6 +480,14 @@ static int run_server(const place_opts *o, const pod_src *ps)
     curl_easy_setopt(h, CURLOPT_TIMEOUT, o->timeout_s);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    if (o->cacert)
+        curl_easy_setopt(h, CURLOPT_CAINFO, o->cacert);
+    if (o->cert) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, o->cert);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(h, CURLOPT_SSLKEY, o->key);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
     CURLcode cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
         if (cc == CURLE_WRITE_ERROR && resp.err == AS_ETOOBIG)
@@ -446,8 +495,7 @@ static int run_server(const place_opts *o, const pod_src *ps)
                     (size_t)PLACE_MAX_RESPONSE);
         else
             fprintf(stderr, "agentsched place: cannot reach agentsched at %s: %s%s\n", url,
-                    errbuf[0] ? errbuf : curl_easy_strerror(cc),
-                    cc == CURLE_COULDNT_CONNECT ? " (is `agentsched serve` running there?)" : "");
+                    errbuf[0] ? errbuf : curl_easy_strerror(cc), curl_hint(o, cc));
         goto done;
     }
     long code = 0;
@@ -482,6 +530,43 @@ static int parse_long(const char *s, long lo, long hi, long *out)
     if (errno || end == s || *end || v < lo || v > hi)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* readable: 0 if path opens for reading, else an error naming flag. */
+static int readable(const char *flag, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "agentsched place: %s %s: %s\n", flag, path, strerror(errno));
+        return 1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* check_tls_flags applies the rules of --cacert, --cert and --key: 0, 2 on a
+ * usage error, 1 if a file cannot be read. */
+static int check_tls_flags(const place_opts *o)
+{
+    if (!o->cacert && !o->cert && !o->key)
+        return 0;
+    const char *first = o->cacert ? "--cacert" : o->cert ? "--cert" : "--key";
+    if (!o->server)
+        return usage_error("%s applies to --server only: it secures the connection to a "
+                           "running agentsched",
+                           first);
+    if (!o->cert != !o->key)
+        return usage_error(o->cert ? "--cert needs --key: a client certificate is presented with "
+                                     "its private key%s"
+                                   : "--key needs --cert: give the client certificate of the "
+                                     "key%s",
+                           "");
+    if (strncasecmp(o->server, "https://", 8) != 0)
+        return usage_error("%s needs an https:// --server URL", first);
+    if ((o->cacert && readable("--cacert", o->cacert)) ||
+        (o->cert && readable("--cert", o->cert)) || (o->key && readable("--key", o->key)))
+        return 1;
     return 0;
 }
 
@@ -528,6 +613,15 @@ int place_cli_main(int argc, char **argv)
             if (parse_long(v, 1, 3600, &o.timeout_s))
                 return usage_error("--timeout %s: give whole seconds from 1 to 3600", v);
             break;
+        case PLACE_CACERT:
+            o.cacert = v;
+            break;
+        case PLACE_CERT:
+            o.cert = v;
+            break;
+        case PLACE_KEY:
+            o.key = v;
+            break;
         case PLACE_HELP:
             cli_usage(stdout, &place_cli);
             return 0;
@@ -541,6 +635,9 @@ int place_cli_main(int argc, char **argv)
         return usage_error("%s--policy applies to --cluster only; a server scores with its own "
                            "policy",
                            "");
+    int trc = check_tls_flags(&o);
+    if (trc)
+        return trc;
 
     pod_src ps = {0};
     int rc = load_pods(o.pods_path, &ps);

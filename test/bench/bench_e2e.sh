@@ -177,7 +177,9 @@ cpu_snapshot() { # prints "name ticks" for the dev-cluster's processes and the p
 # (agentsched_fastpath_stage_seconds: sum, count and cumulative buckets, so
 # a p99 bound can be read off the mode's difference) over a mode.
 verb_stats() {
-	curl -s "$AGENTSCHED_URL/metrics" 2>/dev/null |
+	# HTTPS in the bench layout (the standalone manifest's); /metrics needs
+	# no client certificate.
+	curl -s ${AGENTSCHED_CA:+--cacert "$AGENTSCHED_CA"} "$AGENTSCHED_URL/metrics" 2>/dev/null |
 		awk '/^agentsched_request_duration_seconds_(sum|count)\{verb="(filter|prioritize|bind)"\}/ {
 			split($1, a, "\""); print a[2], ($1 ~ /_sum/ ? "sum" : "count"), $2 }
 		/^agentsched_fastpath_stage_seconds_(sum|count|bucket)\{/ {

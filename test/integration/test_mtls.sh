@@ -10,6 +10,7 @@ BIN=${1:?usage: test_mtls.sh path/to/agentsched}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER=${AGENTSCHED_TEST_CLUSTER:-$ROOT/deploy/examples/cluster.yaml}
 FX=$ROOT/test/unit/data/extender/filter/names_mixed
+PODS=$ROOT/test/integration/data/place/pods.yaml
 WORK=$(mktemp -d)
 PID=
 CONN_PID=
@@ -73,6 +74,21 @@ err_has "starting with '/'" "a bad exempt prefix is explained"
 expect_exit 1 "--tls-client-ca not PEM" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 \
     --tls-cert "$P/server-a.pem" --tls-key "$P/server-a.key" --tls-client-ca "$CLUSTER"
 err_has "--tls-client-ca" "a bad client CA file names the flag"
+expect_exit 2 "place --cert without --key" place --server https://127.0.0.1:1 -f "$PODS" \
+    --cert "$P/kube-scheduler.pem"
+err_has "--cert needs --key" "place --cert alone names the missing flag"
+expect_exit 2 "place --key without --cert" place --server https://127.0.0.1:1 -f "$PODS" \
+    --key "$P/kube-scheduler.key"
+err_has "--key needs --cert" "place --key alone names the missing flag"
+expect_exit 2 "place --cacert with --cluster" place --cluster "$CLUSTER" -f "$PODS" \
+    --cacert "$P/ca-one.pem"
+err_has "--cacert applies to --server only" "place --cacert offline is refused"
+expect_exit 2 "place --cert with an http:// server" place --server http://127.0.0.1:1 \
+    -f "$PODS" --cert "$P/kube-scheduler.pem" --key "$P/kube-scheduler.key"
+err_has "needs an https:// --server" "place --cert on plain HTTP is refused"
+expect_exit 1 "place --cacert of a missing file" place --server https://127.0.0.1:1 -f "$PODS" \
+    --cacert "$P/nothing.pem"
+err_has "--cacert $P/nothing.pem" "a missing --cacert file is named"
 
 # ---- serving ----------------------------------------------------------
 # start_serve LOG ARGS...: starts serve on a free port, sets PID and URL.
@@ -146,6 +162,24 @@ if start_serve "$LOG" --tls-cert "$WORK/tls.crt" --tls-key "$WORK/tls.key" \
     check "/v1/placements without a certificate: 401" [ "$(status -X POST -d '{}' \
         "$URL/v1/placements")" = 401 ]
     check "an unknown path stays 404" [ "$(status "$URL/nowhere")" = 404 ]
+
+    # `agentsched place --server` as a client of the mutual-TLS server.
+    expect_exit 0 "place --server https with --cacert, --cert and --key" place --server "$URL" \
+        --cacert "$P/ca-one.pem" --cert "$P/kube-scheduler.pem" --key "$P/kube-scheduler.key" \
+        -f "$PODS"
+    out_has "shop/web-1" "place printed the pods' placements"
+    check "the request log names place's certificate" grep -q \
+        'path=/v1/placements.*caller=kube-scheduler status=200' "$LOG"
+    expect_exit 1 "place --server https without --cert" place --server "$URL" \
+        --cacert "$P/ca-one.pem" -f "$PODS"
+    err_has "HTTP 401" "place says the server answered 401"
+    err_has "give --cert FILE --key FILE" "place says which flags to give"
+    expect_exit 1 "place --server https with a certificate of another CA" place --server "$URL" \
+        --cacert "$P/ca-one.pem" --cert "$P/stranger.pem" --key "$P/stranger.key" -f "$PODS"
+    err_has "HTTP 403" "place says the server answered 403"
+    expect_exit 1 "place --server https without --cacert" place --server "$URL" \
+        --cert "$P/kube-scheduler.pem" --key "$P/kube-scheduler.key" -f "$PODS"
+    err_has "--cacert" "an unverified server certificate points at --cacert"
 
     # A connection opened now, kept across the reloads below.
     mkfifo "$WORK/conn.in"

@@ -9,7 +9,8 @@
 /*
  * place_cli_main is `agentsched place` (argv[0] is the command name):
  *   place --cluster FILE -f PODS [--candidates K] [--policy FILE] [-o table|json]
- *   place --server URL  -f PODS [--candidates K] [-o table|json]
+ *   place --server URL  -f PODS [--candidates K] [-o table|json] [--timeout S]
+ *         [--cacert FILE] [--cert FILE --key FILE]
  * Returns the process exit status: 0 on success (unplaceable pods are
  * reported, not failures), 1 on an evaluation / connection / server error,
  * 2 on a usage error.

@@ -365,19 +365,36 @@ func (t tally) String() string {
 
 var httpc = &http.Client{Timeout: 5 * time.Second}
 
+// httpNoCert is httpc without a client certificate: what a caller that
+// has none gets from agentsched.
+var httpNoCert = httpc
+
 // trustAgentschedCA makes httpc check agentsched's HTTPS certificate
-// against the PEM CA bundle in file (dev-cluster --agentsched-tls).
-func trustAgentschedCA(file string) error {
-	pem, err := os.ReadFile(file)
+// against the PEM CA bundle in caFile (agentsched serving HTTPS: the
+// standalone manifest, or dev-cluster --agentsched-tls) and, if certFile
+// is given, present that client certificate (keyFile its key) to an
+// agentsched with --tls-client-ca. httpNoCert checks the CA only.
+func trustAgentschedCA(caFile, certFile, keyFile string) error {
+	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		return err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("%s: no PEM certificate", file)
+		return fmt.Errorf("%s: no PEM certificate", caFile)
+	}
+	httpNoCert = &http.Client{Timeout: 5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	httpc = httpNoCert
+	if certFile == "" && keyFile == "" {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("client certificate %s, key %s: %v", certFile, keyFile, err)
 	}
 	httpc = &http.Client{Timeout: 5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
 	return nil
 }
 

@@ -124,11 +124,18 @@ func deploymentContainer(raw []byte, dname, cname string) (*corev1.Container, er
 	return nil, fmt.Errorf("no Deployment %s", dname)
 }
 
+// tlsFileFlags are agentsched's flags naming a certificate or key file,
+// the paths of a Secret volume in a Deployment, which the harness replaces
+// with files of its own PKI.
+var tlsFileFlags = []string{"--tls-cert", "--tls-key", "--tls-client-ca"}
+
 // agentschedArgs turns the command line of an agentsched container of
 // deploy/ into the harness's, substituting only how it reaches the API
-// server (--in-cluster becomes --kubeconfig FILE) and where it listens
-// (--listen). Everything else stays as shipped.
-func agentschedArgs(c *corev1.Container, kubeconfig, listen string) ([]string, error) {
+// server (--in-cluster becomes --kubeconfig FILE), where it listens
+// (--listen) and the certificate and key files of tlsFileFlags (tlsFiles:
+// flag -> the harness's file; a flag the manifest gives without a
+// replacement is an error). Everything else stays as shipped.
+func agentschedArgs(c *corev1.Container, kubeconfig, listen string, tlsFiles map[string]string) ([]string, error) {
 	cmd := append(append([]string{}, c.Command...), c.Args...)
 	if len(cmd) < 2 || filepath.Base(cmd[0]) != "agentsched" || cmd[1] != "serve" {
 		return nil, fmt.Errorf("container %s does not run `agentsched serve`: %q", c.Name, cmd)
@@ -151,6 +158,19 @@ func agentschedArgs(c *corev1.Container, kubeconfig, listen string) ([]string, e
 		case a == "--kubeconfig" || strings.HasPrefix(a, "--kubeconfig=") || a == "--cluster" ||
 			strings.HasPrefix(a, "--cluster="):
 			return nil, fmt.Errorf("container %s: %s: the harness expects --in-cluster", c.Name, a)
+		case tlsFileFlag(a) != "":
+			f := tlsFileFlag(a)
+			if !strings.Contains(a, "=") {
+				if i++; i == len(cmd) {
+					return nil, fmt.Errorf("container %s: %s without a value", c.Name, a)
+				}
+			}
+			file, ok := tlsFiles[f]
+			if !ok || file == "" {
+				return nil, fmt.Errorf("container %s: %s: the harness has no file to put there (give agentsched-args %s)",
+					c.Name, a, f)
+			}
+			out = append(out, f, file)
 		default:
 			out = append(out, a)
 		}
@@ -164,9 +184,20 @@ func agentschedArgs(c *corev1.Container, kubeconfig, listen string) ([]string, e
 	return out, nil
 }
 
+// tlsFileFlag is the flag of tlsFileFlags that argument a is ("--tls-key"
+// for "--tls-key" and "--tls-key=FILE"), or "".
+func tlsFileFlag(a string) string {
+	for _, f := range tlsFileFlags {
+		if a == f || strings.HasPrefix(a, f+"=") {
+			return f
+		}
+	}
+	return ""
+}
+
 // cmdAgentschedArgs prints, one per line, the arguments (after the
 // binary) of the agentsched container of a Deployment in deploy/, with the
-// harness's kubeconfig and listen address substituted.
+// harness's kubeconfig, listen address and certificate files substituted.
 func cmdAgentschedArgs(args []string) error {
 	fs := flag.NewFlagSet("agentsched-args", flag.ExitOnError)
 	file := fs.String("f", "", "manifest (required)")
@@ -174,6 +205,14 @@ func cmdAgentschedArgs(args []string) error {
 	container := fs.String("container", "agentsched", "container name")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --in-cluster (required)")
 	listen := fs.String("listen", "", "HOST:PORT (required)")
+	tlsFiles := map[string]string{}
+	for _, f := range tlsFileFlags {
+		name := strings.TrimPrefix(f, "--")
+		fs.Func(name, "the harness's file for the manifest's "+f, func(v string) error {
+			tlsFiles[f] = v
+			return nil
+		})
+	}
 	_ = fs.Parse(args)
 	if *file == "" || *deployment == "" || *kubeconfig == "" || *listen == "" {
 		return fmt.Errorf("-f, --deployment, --kubeconfig and --listen are required")
@@ -186,7 +225,7 @@ func cmdAgentschedArgs(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", *file, err)
 	}
-	a, err := agentschedArgs(c, *kubeconfig, *listen)
+	a, err := agentschedArgs(c, *kubeconfig, *listen, tlsFiles)
 	if err != nil {
 		return fmt.Errorf("%s: %v", *file, err)
 	}

@@ -28,13 +28,17 @@ const (
 	fileServerKey  = "apiserver.key"
 	fileAdminCert  = "admin.crt"
 	fileAdminKey   = "admin.key"
-	fileASCert     = "agentsched.crt" // agentsched's HTTPS (dev-cluster --agentsched-tls)
+	fileASCert     = "agentsched.crt" // agentsched's HTTPS (the standalone manifest's, or --agentsched-tls)
 	fileASKey      = "agentsched.key"
 	fileSchedCert  = "kube-scheduler-client.crt" // kube-scheduler's client certificate to agentsched
 	fileSchedKey   = "kube-scheduler-client.key"
-	fileSAKey      = "sa.key"
-	fileSAPub      = "sa.pub"
-	fileTokenCSV   = "tokens.csv"
+	// the scenarios' and bench's client certificate to agentsched
+	// (AGENTSCHED_CLIENT_CERT in the env file)
+	fileE2EClientCert = "e2e-client.crt"
+	fileE2EClientKey  = "e2e-client.key"
+	fileSAKey         = "sa.key"
+	fileSAPub         = "sa.pub"
+	fileTokenCSV      = "tokens.csv"
 )
 
 // tokenUsers are the static-token users pki creates (token in NAME.token):
@@ -129,8 +133,9 @@ func cmdPKI(args []string) error {
 	if err != nil {
 		return err
 	}
-	// agentsched's serving certificate, for dev-cluster --agentsched-tls:
-	// kube-scheduler checks it against the same CA (tlsConfig.caFile).
+	// agentsched's serving certificate, in place of the standalone
+	// manifest's (or for dev-cluster --agentsched-tls): kube-scheduler and
+	// the scenarios check it against the same CA (tlsConfig.caFile).
 	asServer, err := issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "agentsched"},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -151,6 +156,16 @@ func cmdPKI(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The scenarios' own client certificate to agentsched, for its routes
+	// that need one (/scheduler/*, /v1/placements, /version).
+	e2eClient, err := issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "agentsched-e2e-client"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca)
+	if err != nil {
+		return err
+	}
 	admin, err := issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "agentsched-e2e-admin", Organization: []string{"system:masters"}},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -163,7 +178,8 @@ func cmdPKI(args []string) error {
 		kp        *keyPair
 		cert, key string
 	}{{ca, fileCACert, fileCAKey}, {server, fileServerCert, fileServerKey}, {admin, fileAdminCert, fileAdminKey},
-		{asServer, fileASCert, fileASKey}, {schedClient, fileSchedCert, fileSchedKey}} {
+		{asServer, fileASCert, fileASKey}, {schedClient, fileSchedCert, fileSchedKey},
+		{e2eClient, fileE2EClientCert, fileE2EClientKey}} {
 		if err := w.kp.write(*dir, w.cert, w.key); err != nil {
 			return err
 		}

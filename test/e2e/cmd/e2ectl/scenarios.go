@@ -64,9 +64,11 @@ func cmdScenario(args []string) (err error) {
 		return fmt.Errorf("state env has no AGENTSCHED_URL")
 	}
 	if ca := e["AGENTSCHED_CA"]; ca != "" {
-		// dev-cluster --agentsched-tls: agentsched serves HTTPS only, its
-		// certificate issued by the harness CA.
-		if err := trustAgentschedCA(ca); err != nil {
+		// agentsched serves HTTPS only (the standalone manifest, or
+		// dev-cluster --agentsched-tls), its certificate issued by the
+		// harness CA; with --tls-client-ca its routes but the probes,
+		// /metrics and /volcano/ need the client certificate.
+		if err := trustAgentschedCA(ca, e["AGENTSCHED_CLIENT_CERT"], e["AGENTSCHED_CLIENT_KEY"]); err != nil {
 			return err
 		}
 	}
@@ -175,9 +177,9 @@ func scenarioExtenderTLS(c *cluster) {
 	}
 	scenarioExtenderPath(c)
 	// Mutual TLS: kube-scheduler got through above with its client
-	// certificate; this client has none, so agentsched --tls-client-ca
-	// refuses it on the extender's verbs.
-	resp, err := httpc.Post(c.agentschedURL+extenderPrefix(c)+"/filter", "application/json",
+	// certificate; a client without one is refused on the extender's
+	// verbs by agentsched --tls-client-ca.
+	resp, err := httpNoCert.Post(c.agentschedURL+extenderPrefix(c)+"/filter", "application/json",
 		strings.NewReader("{}"))
 	if err != nil {
 		fail("POST filter without a client certificate: %v", err)

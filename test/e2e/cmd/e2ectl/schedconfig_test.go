@@ -178,8 +178,10 @@ func TestDerivedConfigCheckCatchesChanges(t *testing.T) {
 }
 
 // The harness runs the Deployments' agentsched command lines with only
-// --in-cluster and --listen substituted.
+// --in-cluster, --listen and the certificate files substituted.
 func TestAgentschedArgsOnlySubstitute(t *testing.T) {
+	files := map[string]string{"--tls-cert": "/pki/as.crt", "--tls-key": "/pki/as.key",
+		"--tls-client-ca": "/pki/ca.crt"}
 	for _, m := range []struct{ file, deployment string }{
 		{"deploy/kube-scheduler/agentsched-sidecar.yaml", "agent-scheduler"},
 		{"deploy/standalone/agentsched.yaml", "agentsched"},
@@ -188,17 +190,20 @@ func TestAgentschedArgsOnlySubstitute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234")
+		got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", files)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var want []string
 		for _, a := range c.Command[1:] {
+			flag, _, _ := strings.Cut(a, "=")
 			switch {
 			case a == "--in-cluster":
 				want = append(want, "--kubeconfig", "/state/kc")
 			case strings.HasPrefix(a, "--listen="):
 				want = append(want, "--listen", "127.0.0.1:1234")
+			case files[flag] != "" && strings.Contains(a, "="):
+				want = append(want, flag, files[flag])
 			default:
 				want = append(want, a)
 			}
@@ -206,5 +211,35 @@ func TestAgentschedArgsOnlySubstitute(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("%s: harness runs %q, want %q", m.file, got, want)
 		}
+	}
+}
+
+// The standalone Deployment serves mutual TLS from its Secret volume: the
+// harness runs it with its own PKI there, and refuses to run it without.
+func TestAgentschedArgsStandaloneTLS(t *testing.T) {
+	c, err := deploymentContainer(readRepo(t, "deploy/standalone/agentsched.yaml"), "agentsched", "agentsched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"--tls-cert": "/pki/as.crt", "--tls-key": "/pki/as.key",
+		"--tls-client-ca": "/pki/ca.crt"}
+	got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(got, " ")
+	for _, want := range []string{"--tls-cert /pki/as.crt", "--tls-key /pki/as.key", "--tls-client-ca /pki/ca.crt",
+		"--tls-client-auth-exempt=/volcano/"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("harness runs %q: no %q", line, want)
+		}
+	}
+	if strings.Contains(line, "/etc/agentsched-tls") {
+		t.Errorf("harness runs %q: a path of the Secret volume is left", line)
+	}
+	delete(files, "--tls-client-ca")
+	if _, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", files); err == nil ||
+		!strings.Contains(err.Error(), "--tls-client-ca") {
+		t.Errorf("without a client CA to substitute: err %v, want one naming --tls-client-ca", err)
 	}
 }

@@ -14,9 +14,20 @@ import (
 // postAgentsched POSTs body (marshalled) to agentsched's path: status and
 // answer.
 func (c *cluster) postAgentsched(path string, body interface{}) (int, string) {
+	return c.postAgentschedWith(httpc, path, body)
+}
+
+// postVolcano is postAgentsched as Volcano's extender plugin calls: a
+// client without a certificate (agentsched's /volcano/ routes are served
+// without one).
+func (c *cluster) postVolcano(path string, body interface{}) (int, string) {
+	return c.postAgentschedWith(httpNoCert, path, body)
+}
+
+func (c *cluster) postAgentschedWith(hc *http.Client, path string, body interface{}) (int, string) {
 	b, err := json.Marshal(body)
 	check(err, "marshal "+path)
-	resp, err := httpc.Post(c.agentschedURL+path, "application/json", strings.NewReader(string(b)))
+	resp, err := hc.Post(c.agentschedURL+path, "application/json", strings.NewReader(string(b)))
 	check(err, "POST "+path)
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -56,6 +67,14 @@ func scenarioSecurityDeputy(c *cluster) {
 	logf("filter for the nobody pod answered (%d node(s) pass); it is not noted", len(passed))
 	bind := map[string]string{"PodName": created.Name, "PodNamespace": c.ns,
 		"PodUID": string(created.UID), "Node": node}
+	if c.env["AGENTSCHED_CLIENT_CERT"] != "" {
+		// Mutual TLS (the standalone manifest's): without a client
+		// certificate the bind is not even considered.
+		if st, body := c.postAgentschedWith(httpNoCert, extenderPrefix(c)+"/bind", bind); st != http.StatusUnauthorized {
+			fail("bind without a client certificate: HTTP %d %s (want 401)", st, body)
+		}
+		logf("bind without a client certificate: 401; the binds below present the scenario's")
+	}
 	st, body := c.postAgentsched(extenderPrefix(c)+"/bind", bind)
 	if st != http.StatusForbidden || !strings.Contains(body, "agentsched refused to bind pod") {
 		fail("bind of the nobody pod: HTTP %d %s (want 403 and a refusal)", st, body)
@@ -99,7 +118,7 @@ func scenarioSecurityDeputy(c *cluster) {
 	}
 	for i := range fast {
 		q := &fast[i]
-		st, body := c.postAgentsched("/volcano/deallocateFunc", volcanoTask(q, q.Spec.NodeName))
+		st, body := c.postVolcano("/volcano/deallocateFunc", volcanoTask(q, q.Spec.NodeName))
 		if st != http.StatusForbidden {
 			fail("deallocateFunc of fast-path pod %s: HTTP %d %s (want 403)", q.Name, st, body)
 		}
@@ -121,7 +140,7 @@ func scenarioSecurityDeputy(c *cluster) {
 	ghost.Namespace = c.ns
 	ghost.UID = "00000000-0000-0000-0000-00000000dead"
 	ghost.Spec.SchedulerName = "volcano"
-	st, body = c.postAgentsched("/volcano/allocateFunc", volcanoTask(ghost, node))
+	st, body = c.postVolcano("/volcano/allocateFunc", volcanoTask(ghost, node))
 	if st != http.StatusForbidden {
 		fail("allocateFunc for a pod that does not exist: HTTP %d %s (want 403)", st, body)
 	}
