@@ -34,16 +34,17 @@ import (
 // the second scheduler is named vc-agent-scheduler (its shard: the shard
 // name vc-agent-scheduler is given with --scheduler-sharding-name, since
 // both schedulers default to the shard agent-scheduler) instead of
-// volcano, and shardSyncPeriod is 20s instead of 60s so that full resyncs
-// run while the bursts do. The bands stay the example's: agent-scheduler
+// volcano, and shardSyncPeriod is 20s instead of 60s so that a periodic
+// full resync runs within the scenario (it is waited for). The bands stay the example's: agent-scheduler
 // takes nodes at 0.7..1.0 CPU utilisation, vc-agent-scheduler those at
 // 0.0..0.69. Two of the four 16-CPU nodes carry a resident load of 12 CPU
 // (0.75, pods bound by nodeName), so the assignment is decided by the
 // bands alone; ties (where Volcano's order is its informer's map order)
 // never matter, and the bursts are sized so that no node leaves its band
-// (agent pods fill the busy nodes up to 1.0, vc-agent-scheduler's leave the
-// idle ones below 0.5 even if all land on one node). No node changes shard
-// while pods are placed, so "a node used by one shard only" is exact.
+// by them (agentsched's 250m pods only fill the busy nodes further up to
+// 1.0; vc-agent-scheduler's 48 pods of 125m, 6 CPU in all, keep an idle
+// node below 0.4 even if all land on it). Only step 3 moves a node, on
+// purpose.
 //
 //  1. The ConfigMap applied, vc-controller-manager restarts with
 //     sharding-controller; its NodeShards: agent-scheduler = the busy
@@ -56,19 +57,30 @@ import (
 //     join: one idle (goes to vc-agent-scheduler, whose nodesInUse must
 //     follow), one with the resident load (to agent-scheduler). A second
 //     burst for each.
+//  3. A resident load (11.5 CPU: 0.72 with no other pod, at most 0.85 with
+//     all of vc-agent-scheduler's second burst) lifts the idle node that
+//     joined above 0.7 as a third
+//     burst for each starts: the controller moves it to agent-scheduler,
+//     vc-agent-scheduler releases it from its nodesInUse, and only then
+//     does agentsched place pods there (when the burst left it alone, one
+//     more agent pod sized to fit only there must bind there).
 //
 // Checked: every pod bound; no overcommit; the two shards' nodesInUse
 // never intersect at any revision the NodeShard watch saw; every bind (at
 // its etcd revision) was onto a node in the binding scheduler's
-// nodesDesired and outside the other shard's nodesInUse at that revision;
-// no node carries pods of both schedulers; each scheduler's pods lie
-// inside its own shard.
+// nodesDesired (or still in its nodesInUse: a decision made just before the
+// node left) and outside the other shard's nodesInUse at that revision;
+// no node but the moved one carries pods of both schedulers, and there
+// every vc-agent-scheduler bind precedes (in revisions) the release and
+// every agentsched bind follows it; each scheduler's pods lie inside its
+// own shard.
 func scenarioVolcanoShards(c *cluster) {
 	const (
 		agentShard = "agent-scheduler"
 		vcShard    = "vc-agent-scheduler"
 		burst      = 16
-		podCPU     = "250m"
+		agentCPU   = "250m"
+		vcCPU      = "125m"
 	)
 	if c.env["VOLCANO"] != "1" || c.env["VOLCANO_AGENT"] != "1" {
 		fail("needs dev-cluster --volcano --volcano-agent")
@@ -106,7 +118,7 @@ func scenarioVolcanoShards(c *cluster) {
 	rec.waitShards(map[string][]string{agentShard: busy, vcShard: idle}, 60*time.Second,
 		"Volcano's sharding controller")
 
-	c.parallelBursts(burst, podCPU, "as1", "vc1")
+	c.parallelBursts(burst, agentCPU, vcCPU, "as1", "vc1")
 	// A periodic full resync (shardSyncPeriod 20s) after the bursts moves
 	// nothing either.
 	deadline := time.Now().Add(40 * time.Second)
@@ -144,19 +156,20 @@ func scenarioVolcanoShards(c *cluster) {
 	rec.waitShards(map[string][]string{agentShard: wantBusy, vcShard: wantIdle}, 60*time.Second,
 		"agentsched shard-controller, after two nodes joined")
 
-	c.parallelBursts(burst, podCPU, "as2", "vc2")
+	c.parallelBursts(burst, agentCPU, vcCPU, "as2", "vc2")
 
-	// 3. A node moves while both schedulers place pods: resident load of
-	// 9 CPU lifts node-0004 (about 2.5 of 16 CPU requested by
-	// vc-agent-scheduler's pods) above 0.7; the controller moves it to
-	// agent-scheduler, vc-agent-scheduler must release it (nodesInUse)
-	// before agentsched places anything there.
-	c.residentPod("resident-3", newIdle, "9")
-	c.parallelBursts(burst, podCPU, "as3", "vc3")
+	// 3. A node moves while both schedulers place pods: a resident load of
+	// 11.5 CPU lifts node-0004 above 0.7 (whatever vc-agent-scheduler put
+	// there, at most 2 CPU); the controller moves it to agent-scheduler,
+	// vc-agent-scheduler must release it (nodesInUse) before agentsched
+	// places anything there.
+	c.residentPod("resident-3", newIdle, "11500m")
+	c.parallelBursts(burst, agentCPU, vcCPU, "as3", "vc3")
 	wantBusy = append(wantBusy, newIdle)
 	sort.Strings(wantBusy)
 	rec.waitShards(map[string][]string{agentShard: wantBusy, vcShard: idle}, 60*time.Second,
 		"agentsched shard-controller, after "+newIdle+" crossed into agent-scheduler's band")
+	c.agentPodOnlyOn(newIdle, wantBusy)
 	m := metricsAt(ctl.url)
 	logf("shard-controller: leader=%.0f writes ok=%.0f failed=%.0f unassigned(no_fit)=%.0f",
 		m["agentsched_shardctl_leader"], m[`agentsched_shardctl_nodeshard_writes_total{result="ok"}`],
@@ -232,6 +245,49 @@ func scenarioVolcanoShards(c *cluster) {
 	logf("per node: %v", perNode)
 	logf("%d NodeShard versions, %d binds checked at their revisions; shards %s",
 		len(snap.hist), binds, snap.describe())
+}
+
+// agentPodOnlyOn makes sure agentsched placed something on node (one of
+// shard): when the third burst left it alone, one agent pod asking for
+// all of node's free CPU, more than any other node of shard has free, must
+// bind there.
+func (c *cluster) agentPodOnlyOn(node string, shard []string) {
+	used := map[string]int64{}
+	placed := 0
+	for _, p := range c.pods() {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		q := podRequests(&p)[corev1.ResourceCPU]
+		used[p.Spec.NodeName] += q.MilliValue()
+		if p.Spec.NodeName == node && p.Spec.SchedulerName == agentScheduler {
+			placed++
+		}
+	}
+	if placed > 0 {
+		logf("agentsched placed %d pods on %s after it moved", placed, node)
+		return
+	}
+	free := map[string]int64{}
+	for _, n := range c.nodes() {
+		q := n.Status.Allocatable[corev1.ResourceCPU]
+		free[n.Name] = q.MilliValue() - used[n.Name]
+	}
+	for _, n := range shard {
+		if n != node && free[n] >= free[node] {
+			logf("%s has %dm free, %s %dm: no pod fits %s alone", n, free[n], node, free[node], node)
+			return
+		}
+	}
+	cpu := fmt.Sprintf("%dm", free[node])
+	c.createPods("as4", 1, agentPod("", cpu, "64Mi"), 1)
+	c.waitAllBoundN("as4", 1)
+	for _, p := range c.pods() {
+		if strings.HasPrefix(p.Name, "as4-") && p.Spec.NodeName != node {
+			fail("pod %s of %s CPU, which fits only %s, bound to %s", p.Name, cpu, node, p.Spec.NodeName)
+		}
+	}
+	logf("agentsched bound a %s CPU pod, which fits only %s, there", cpu, node)
 }
 
 // countInFile counts the lines of path holding s (0 when unreadable).
@@ -314,10 +370,11 @@ func (c *cluster) applyVolcanoShardingConfigMap() string {
 	return cm.Data["sharding.yaml"]
 }
 
-// parallelBursts creates n agent-scheduler pods (prefix asPrefix) and n
-// vc-agent-scheduler pods (vcPrefix) at once and waits for all to bind.
-func (c *cluster) parallelBursts(n int, cpu, asPrefix, vcPrefix string) {
-	vc := smallPod("", cpu, "64Mi")
+// parallelBursts creates n agent-scheduler pods of asCPU (prefix asPrefix)
+// and n vc-agent-scheduler pods of vcCPU (vcPrefix) at once and waits for
+// all to bind.
+func (c *cluster) parallelBursts(n int, asCPU, vcCPU, asPrefix, vcPrefix string) {
+	vc := smallPod("", vcCPU, "64Mi")
 	vc.Spec.SchedulerName = c.env.need("VC_AGENT_NAME")
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -325,7 +382,7 @@ func (c *cluster) parallelBursts(n int, cpu, asPrefix, vcPrefix string) {
 	for _, b := range []struct {
 		prefix string
 		tmpl   *corev1.Pod
-	}{{asPrefix, agentPod("", cpu, "64Mi")}, {vcPrefix, vc}} {
+	}{{asPrefix, agentPod("", asCPU, "64Mi")}, {vcPrefix, vc}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -343,8 +400,8 @@ func (c *cluster) parallelBursts(n int, cpu, asPrefix, vcPrefix string) {
 	for r := range errs {
 		panic(r)
 	}
-	logf("bursts %s and %s: 2 x %d pods of %s CPU bound in %.1fs", asPrefix, vcPrefix, n, cpu,
-		time.Since(start).Seconds())
+	logf("bursts %s (%d x %s CPU) and %s (%d x %s CPU) bound in %.1fs", asPrefix, n, asCPU, vcPrefix, n,
+		vcCPU, time.Since(start).Seconds())
 }
 
 // ---- agentsched shard-controller --------------------------------------
