@@ -32,6 +32,7 @@ var scenarios = map[string]func(c *cluster){
 	"gpu_share_sidecar":       scenarioGPUShareSidecar,
 	"security_deputy":         scenarioSecurityDeputy,
 	"volcano_shards":          scenarioVolcanoShards,
+	"volcano_extender":        scenarioVolcanoExtender,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
