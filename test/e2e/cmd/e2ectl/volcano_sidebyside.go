@@ -51,7 +51,7 @@ var sideBySideConflicts = []string{
 // beyond its allocatable (cpu, memory, pods) was counted by agentsched
 // (agentsched_cache_foreign_overcommits_total; with E2E_STRICT_OVERCOMMIT=1
 // any overcommit fails), and agentsched's conflict counters (those and the
-// binder's refusals of nodes the other filled) moved.
+// binder's refusals of nodes the other filled) are printed.
 func scenarioVolcanoSideBySide(c *cluster) {
 	const total = 2000
 	vcName := c.env["VC_AGENT_NAME"]
@@ -146,10 +146,15 @@ func scenarioVolcanoSideBySide(c *cluster) {
 			by[agentScheduler].bound, vcName, by[vcName].bound)
 	}
 	if refused+foreign == 0 {
-		// The capacity was exact and both filled the same nodes, so at
-		// least the last slots were fought over; a silent counter means
-		// agentsched does not see what it lost.
-		fail("agentsched counted no bind lost to %s although the nodes were filled to the last slot by both", vcName)
+		// Not a failure: the two may happen not to collide on any last
+		// slot (21 and 27 of run-scenario's 200 nodes did in two runs;
+		// with 20 nodes of 100 slots, 0 to 5); what is checked above is
+		// that every collision is counted.
+		logf("WARNING: no contention seen in this run (no binder refusal, no node past allocatable)")
+	}
+	if foreign > float64(excess) {
+		logf("agentsched counted %.0f foreign binds past allocatable, more than the %d pods beyond allocatable at the end",
+			foreign, excess)
 	}
 	logf("agentsched lost %.0f decisions to %s (binder refusals) and saw %.0f foreign binds past allocatable",
 		refused, vcName, foreign)
