@@ -45,7 +45,10 @@
 # vc-agent-scheduler (vc-agent); none for ceiling and bindonly.
 #
 # Environment: AGENTSCHED_BIN (default build/agentsched), E2E_SKIP_BUILD
-# (default 1: use test/e2e/bin as built; 0 rebuilds, seconds when warm).
+# (default 1: use test/e2e/bin as built; 0 rebuilds, seconds when warm),
+# E2E_BIN_DIR (the binaries, vc-agent-scheduler among them), VOLCANO_SRC
+# (Volcano's source: its CRDs and agent-scheduler.conf; default
+# ../shared/volcano beside the repository).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 E2E=$REPO/test/e2e
