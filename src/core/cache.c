@@ -58,6 +58,7 @@ struct cache {
 
     uint64_t next_id;
     uint64_t node_events, pod_events;
+    uint64_t foreign_overcommits, foreign_overcommits_assumed; /* see cache_stats */
     cache_acct acct; /* pods, records, counters, change log */
 };
 
@@ -378,6 +379,36 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
     pthread_mutex_unlock(&c->wmu);
 }
 
+/* count_foreign_overcommit: e was just charged BOUND on its node, and this
+ * cache had not assumed it there (another scheduler bound it, or it moved).
+ * If that pushed a resource e requests past the node's allocatable, capacity
+ * the cache had already counted as taken went to e twice: count it, and
+ * whether pods of ours were still assumed (in flight) on that node. Writer
+ * mutex held; O(pods on the node) only when overcommitted. */
+static void count_foreign_overcommit(cache *c, const pentry *e)
+{
+    const cache_acct_node *an = e->rec->node;
+    if (!an)
+        return; /* detached: no node to overcommit yet */
+    const cnode *n = c->nodes[*an->slot];
+    const model_node *spec = n->pub.spec;
+    bool over = false;
+    for (uint32_t m = e->req_mask; m && !over; m &= m - 1) {
+        int r = __builtin_ctz(m);
+        bool devices_cover =
+            r == __atomic_load_n(&c->reg->gpu_res, __ATOMIC_ACQUIRE) && spec->ngpus > 0;
+        over = !devices_cover && cache_node_requested(&n->pub, r) > spec->alloc.v[r];
+    }
+    if (!over)
+        return;
+    c->foreign_overcommits++;
+    for (const pentry *p = e->rec->pods; p; p = p->next)
+        if (p->state == CACHE_ACCT_ASSUMED) {
+            c->foreign_overcommits_assumed++;
+            break;
+        }
+}
+
 /* See cache.h. */
 as_err cache_pod_upsert(cache *c, const model_pod *pod)
 {
@@ -428,6 +459,8 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
     err = cache_acct_insert(&c->acct, ne, node, node_len, CACHE_ACCT_BOUND, true);
     if (err != AS_OK)
         free(ne);
+    else
+        count_foreign_overcommit(c, ne);
 done:
     pthread_mutex_unlock(&c->wmu);
     return err;
@@ -905,6 +938,8 @@ void cache_get_stats(cache *c, cache_stats *out)
     out->pods_detached = c->acct.pods_detached;
     out->node_events = c->node_events;
     out->pod_events = c->pod_events;
+    out->foreign_overcommits = c->foreign_overcommits;
+    out->foreign_overcommits_assumed = c->foreign_overcommits_assumed;
     pthread_mutex_unlock(&c->wmu);
 }
 

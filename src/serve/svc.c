@@ -605,6 +605,12 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
     const char *ev = "Cache mutations applied, by object kind.";
     svc_counter_set(s, "agentsched_cache_events_total{kind=\"node\"}", ev, cs.node_events);
     svc_counter_set(s, "agentsched_cache_events_total{kind=\"pod\"}", ev, cs.pod_events);
+    const char *fo = "Pods bound by another scheduler that pushed a node past its allocatable, "
+                     "by whether pods of ours were still in flight (assumed) there.";
+    svc_counter_set(s, "agentsched_cache_foreign_overcommits_total{ours_in_flight=\"true\"}", fo,
+                    cs.foreign_overcommits_assumed);
+    svc_counter_set(s, "agentsched_cache_foreign_overcommits_total{ours_in_flight=\"false\"}", fo,
+                    cs.foreign_overcommits - cs.foreign_overcommits_assumed);
     binder_stats bs;
     binder_get_stats(s->core->binder, &bs);
     const char *bh = "Versioned binder outcomes since start.";

@@ -7,6 +7,7 @@
 #                           [--shortlist 10] [--rate 0] [--timeout 10m]
 #                           [--state-dir build/bench-e2e] [--agentsched-args "..."]
 #                           [--shipped-qps]
+#                           [--vc-agent-workers 1]
 #
 # Brings up a dev-cluster (test/e2e/dev-cluster: etcd, kube-apiserver,
 # kube-scheduler with agentsched as extender, agentsched serve --kubeconfig
@@ -22,6 +23,12 @@
 #             --shortlist N (agentsched runs with --policy, a copy of
 #             policy/default.yaml, reloaded with SIGHUP before and after)
 #   fastpath  (c) agentsched standalone, pods of agent-scheduler
+#   vc-agent  (v) Volcano's vc-agent-scheduler (dev-cluster --volcano-agent:
+#             Volcano's shipped agent-scheduler.conf, its default client
+#             QPS 2000 / burst 2000, --scheduler-worker-count
+#             --vc-agent-workers, default 1 as Volcano ships it), the same
+#             pods with schedulerName vc-agent-scheduler; started only when
+#             the modes name it, idle in the other modes
 #   ceiling   (d) no scheduler: the client creates each pod and posts a
 #             precomputed Binding as soon as the create returns
 #   bindonly  (d') pods pre-created untimed, then only Bindings timed
@@ -36,11 +43,19 @@
 # the workers can, which measures throughput. --agentsched-args adds flags to
 # agentsched's command line (e.g. "--event-qps 20").
 # Each mode's pods are deleted (grace 0) before the next mode starts. Prints
-# the table (pods/s, p50/p99 create->bound) and the ratios b/a, c/a, c/d, and
+# the table (pods/s, p50/p99 create->bound, the scheduler's CPU seconds per
+# 1000 pods) and the ratios b/a, c/a, c/d and fastpath/vc-agent, and
 # tears the cluster down at the end, also on failure or Ctrl-C.
+# The scheduler's CPU is read from /proc over the timed window (first create
+# to last bind) for its process groups: agentsched (fastpath), kube-scheduler
+# and agentsched (extender, shortlist), the plain kube-scheduler (plain),
+# vc-agent-scheduler (vc-agent); none for ceiling and bindonly.
 #
 # Environment: AGENTSCHED_BIN (default build/agentsched), E2E_SKIP_BUILD
-# (default 1: use test/e2e/bin as built; 0 rebuilds, seconds when warm).
+# (default 1: use test/e2e/bin as built; 0 rebuilds, seconds when warm),
+# E2E_BIN_DIR (the binaries, vc-agent-scheduler among them), VOLCANO_SRC
+# (Volcano's source: its CRDs and agent-scheduler.conf; default
+# ../shared/volcano beside the repository).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 E2E=$REPO/test/e2e
@@ -56,6 +71,7 @@ STATE=$REPO/build/bench-e2e
 EXTRA_ARGS=
 SCHED_QPS=5000
 SCHED_BURST=10000
+VC_AGENT_WORKERS=1
 export AGENTSCHED_BIN=${AGENTSCHED_BIN:-$REPO/build/agentsched}
 export E2E_SKIP_BUILD=${E2E_SKIP_BUILD:-1}
 
@@ -71,6 +87,7 @@ while [ $# -gt 0 ]; do
 	--state-dir) STATE=$2; shift 2 ;;
 	--agentsched-args) EXTRA_ARGS=$2; shift 2 ;;
 	--shipped-qps) SCHED_QPS="" SCHED_BURST=""; shift ;;
+	--vc-agent-workers) VC_AGENT_WORKERS=$2; shift 2 ;;
 	-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "bench_e2e: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
@@ -112,10 +129,16 @@ POLICY=$STATE.policy.yaml
 cp "$REPO/policy/default.yaml" "$POLICY"
 # The bench layout: kube-scheduler also serves default-scheduler pods and
 # its client is not throttled (the modes compare schedulers, not configs).
+# vc-agent-scheduler, when asked for, with its own defaults but the worker count.
+VC_UP=()
+case " $MODES " in *" vc-agent "*)
+	VC_UP=(--volcano-agent --volcano-agent-args "--scheduler-worker-count $VC_AGENT_WORKERS") ;;
+esac
 layout=bench
 [ -n "$SCHED_QPS" ] || layout=mixed
 bash "$E2E/dev-cluster" up --layout "$layout" --state-dir "$STATE" --nodes "$NODES" --node-cpu "$((per_node))" \
-	--node-memory "$((per_node))Gi" --node-pods "$per_node" --agentsched-args "--policy $POLICY${EXTRA_ARGS:+ $EXTRA_ARGS}"
+	--node-memory "$((per_node))Gi" --node-pods "$per_node" --agentsched-args "--policy $POLICY${EXTRA_ARGS:+ $EXTRA_ARGS}" \
+	"${VC_UP[@]}"
 # shellcheck disable=SC1091
 . "$STATE/env"
 log "kube-scheduler (extender) client settings: $(grep -A4 '^clientConnection:' "$STATE/kube-scheduler.yaml" | grep -E 'qps|burst' | tr -s ' \n' ' ')"
@@ -232,6 +255,20 @@ set_shortlist() {
 	log "agentsched did not reload $POLICY (see $alog)"
 	exit 1
 }
+# cpu_groups MODE: NAME:PGID of the processes that schedule MODE's pods
+cpu_groups() {
+	local names="" n out=""
+	case "$1" in
+	fastpath) names=agentsched ;;
+	extender | shortlist) names="kube-scheduler agentsched" ;;
+	vc-agent) names=vc-agent-scheduler ;;
+	plain) echo "kube-scheduler-plain:$PLAIN_PID"; return 0 ;;
+	esac
+	for n in $names; do
+		[ -f "$STATE/pids/$n" ] && out="$out${out:+,}$n:$(cat "$STATE/pids/$n")"
+	done
+	echo "$out"
+}
 case " $MODES " in *" plain "*) start_plain ;; esac
 for mode in $MODES; do
 	[ "$mode" = shortlist ] && set_shortlist "$SHORTLIST"
@@ -242,7 +279,7 @@ for mode in $MODES; do
 	cbefore=$(child_cpu)
 	t0=$(date +%s%N)
 	if ! timeout -k 10 "$budget" "$BIN/e2ectl" bench --state-dir "$STATE" --mode "$mode" --pods "$PODS" \
-		--workers "$WORKERS" --rate "$RATE" --timeout "$TIMEOUT" --out "$RESULTS"; then
+		--workers "$WORKERS" --rate "$RATE" --timeout "$TIMEOUT" --out "$RESULTS" --cpu-groups "$(cpu_groups "$mode")"; then
 		log "mode $mode failed (see above); continuing"
 		failed=1
 	fi
@@ -294,6 +331,7 @@ echo
 echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
 [ -n "$EXTRA_ARGS" ] && echo "agentsched flags added: $EXTRA_ARGS"
 echo "kube-scheduler client qps=${SCHED_QPS:-default} burst=${SCHED_BURST:-default} (both instances); bench client qps 20000 burst 40000; (b') extender.shortlist $SHORTLIST"
+[ ${#VC_UP[@]} -gt 0 ] && echo "vc-agent-scheduler: Volcano's agent-scheduler.conf, --scheduler-worker-count $VC_AGENT_WORKERS, default client qps 2000 burst 2000"
 [ -s "$RESULTS" ] && "$BIN/e2ectl" bench table --in "$RESULTS"
 echo
 echo "CPU per mode (whole mode: creates, scheduling, cleanup wait), per process group:"

@@ -333,6 +333,14 @@ typedef struct cache_stats {
     size_t pods_detached; /* on a node the cache does not hold */
     uint64_t node_events;
     uint64_t pod_events;
+    /* Bound pods applied by cache_pod_upsert that this cache had not
+     * assumed on that node (another scheduler's binds) and that pushed a
+     * resource they request past the node's allocatable: capacity already
+     * counted as taken (by pods of ours or anyone's) was given twice. Of
+     * those, _assumed: the node still held pods of ours in flight (assumed,
+     * not yet confirmed), the bind lost to the other scheduler's. */
+    uint64_t foreign_overcommits;
+    uint64_t foreign_overcommits_assumed;
 } cache_stats;
 
 /* cache_get_stats fills *out with one consistent snapshot, O(nodes). Takes

@@ -583,6 +583,46 @@ Test(cache, invariants_catch_overcommit_by_assumed_pod)
     model_pod_free(a);
 }
 
+Test(cache, foreign_bind_past_allocatable_is_counted)
+{
+    add_node("n1", 1000);
+    add_node("n2", 1000);
+    cache_stats st;
+    /* ours: 600m assumed on n1, then a foreign 500m bound there (another
+     * scheduler that had not seen ours): counted, with ours in flight */
+    model_pod *ours = fx_pod("ours", "uo", 600, 0);
+    cr_assert_eq(assume(ours, "n1"), CACHE_ASSUME_FAST);
+    model_pod *f1 = fx_pod("f1", "uf1", 500, 0);
+    fx_pod_bind(f1, "n1");
+    cr_assert_eq(cache_pod_upsert(c, f1), AS_OK);
+    cache_get_stats(c, &st);
+    cr_assert_eq(st.foreign_overcommits, 1);
+    cr_assert_eq(st.foreign_overcommits_assumed, 1);
+    /* our own bind confirmed: neither foreign nor counted */
+    fx_pod_bind(ours, "n1");
+    cr_assert_eq(cache_pod_upsert(c, ours), AS_OK);
+    /* a repeat of the same foreign event changes nothing */
+    cr_assert_eq(cache_pod_upsert(c, f1), AS_OK);
+    cache_get_stats(c, &st);
+    cr_assert_eq(st.foreign_overcommits, 1);
+    /* a foreign pod that fits is not counted; one past allocatable on a
+     * node with ours confirmed is, without ours in flight */
+    model_pod *f2 = fx_pod("f2", "uf2", 900, 0);
+    fx_pod_bind(f2, "n2");
+    cr_assert_eq(cache_pod_upsert(c, f2), AS_OK);
+    model_pod *f3 = fx_pod("f3", "uf3", 200, 0);
+    fx_pod_bind(f3, "n2");
+    cr_assert_eq(cache_pod_upsert(c, f3), AS_OK);
+    cache_get_stats(c, &st);
+    cr_assert_eq(st.foreign_overcommits, 2);
+    cr_assert_eq(st.foreign_overcommits_assumed, 1);
+    cr_assert_eq(used("n1", MODEL_RES_CPU), 1100, "the cache keeps the API server's truth");
+    model_pod_free(ours);
+    model_pod_free(f1);
+    model_pod_free(f2);
+    model_pod_free(f3);
+}
+
 /* ---- detach / reattach -------------------------------------------- */
 
 Test(cache, detached_pods_reattach_when_node_returns)

@@ -12,6 +12,8 @@ package main
 //	extender  kube-scheduler + agentsched (filter, prioritize, bind):
 //	          "default-scheduler", the dev-cluster's kube-scheduler
 //	fastpath  agentsched standalone: "agent-scheduler"
+//	vc-agent  Volcano's vc-agent-scheduler (dev-cluster --volcano-agent):
+//	          the env file's VC_AGENT_NAME ("vc-agent-scheduler")
 //	ceiling   nobody schedules ("bench-none"): each client worker posts the
 //	          pod and, as soon as the create returns, a precomputed Binding
 //	          (round-robin over the nodes); the API server's create+bind limit
@@ -22,6 +24,11 @@ package main
 // Binding call's start in bindonly) to the first informer event that shows
 // spec.nodeName, not from creationTimestamp (1 s resolution). Throughput is
 // bound pods / (first create call start .. last bound event).
+//
+// --cpu-groups names the scheduler's processes (NAME:PGID,...: every process
+// in each process group, from /proc); the CPU seconds (user+system) they
+// used from the first create to the last bound event are recorded, per
+// 1000 bound pods, so that schedulers are compared by their cost per pod.
 
 import (
 	"bufio"
@@ -31,6 +38,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +59,7 @@ var benchSchedulerNames = map[string]string{
 	// extender.shortlist and reloaded it (SIGHUP)
 	"shortlist": "default-scheduler",
 	"fastpath":  "agent-scheduler",
+	"vc-agent":  "vc-agent-scheduler", // VC_AGENT_NAME of the env file when set
 	"ceiling":   "bench-none",
 	"bindonly":  "bench-none",
 }
@@ -69,6 +79,11 @@ type benchResult struct {
 	MaxMs     float64 `json:"max_ms"`
 	TimedOut  bool    `json:"timed_out"`
 	ClientQPS float32 `json:"client_qps"`
+	// CPU seconds of the --cpu-groups processes over the timed window, and
+	// per 1000 bound pods; SchedGroups names them.
+	SchedCPUS     float64 `json:"sched_cpu_s,omitempty"`
+	SchedCPUPer1k float64 `json:"sched_cpu_s_per_1k,omitempty"`
+	SchedGroups   string  `json:"sched_groups,omitempty"`
 }
 
 func cmdBench(args []string) error {
@@ -77,7 +92,7 @@ func cmdBench(args []string) error {
 	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	stateDir := fs.String("state-dir", "", "dev-cluster state directory (required)")
-	mode := fs.String("mode", "", "plain|extender|shortlist|fastpath|ceiling|bindonly (required)")
+	mode := fs.String("mode", "", "plain|extender|shortlist|fastpath|vc-agent|ceiling|bindonly (required)")
 	pods := fs.Int("pods", 1000, "pods to create")
 	workers := fs.Int("workers", 64, "concurrent client goroutines")
 	qps := fs.Float64("qps", 20000, "client QPS (burst = 2x)")
@@ -85,14 +100,27 @@ func cmdBench(args []string) error {
 	out := fs.String("out", "", "append the JSON result line to this file")
 	rate := fs.Float64("rate", 0, "arrival rate in pods/s (creates, or binds in bindonly); 0: as fast as the workers go")
 	cleanup := fs.Bool("cleanup", true, "delete the benchmark's pods afterwards (grace 0)")
+	cpuGroups := fs.String("cpu-groups", "", "NAME:PGID,... the scheduler's process groups, whose CPU seconds over the timed window are recorded")
 	_ = fs.Parse(args)
 	sched, ok := benchSchedulerNames[*mode]
 	if *stateDir == "" || !ok || *pods < 1 || *workers < 1 {
-		return fmt.Errorf("usage: bench --state-dir DIR --mode plain|extender|shortlist|fastpath|ceiling|bindonly [--pods N] [--workers W]")
+		return fmt.Errorf("usage: bench --state-dir DIR --mode plain|extender|shortlist|fastpath|vc-agent|ceiling|bindonly [--pods N] [--workers W]")
+	}
+	groups, err := parseCPUGroups(*cpuGroups)
+	if err != nil {
+		return err
 	}
 	e, err := loadEnv(*stateDir)
 	if err != nil {
 		return err
+	}
+	if *mode == "vc-agent" {
+		if e["VOLCANO_AGENT"] != "1" {
+			return fmt.Errorf("mode vc-agent: the dev-cluster runs no vc-agent-scheduler (up --volcano-agent)")
+		}
+		if n := e["VC_AGENT_NAME"]; n != "" {
+			sched = n
+		}
 	}
 	cfg, err := restConfig(e["KUBECONFIG"])
 	if err != nil {
@@ -256,6 +284,7 @@ func cmdBench(args []string) error {
 		}
 		logf("created %d pods (untimed), binding", n)
 	}
+	cpu0 := groupsCPU(groups)
 	t0 := time.Now()
 	err = parallel(func(i int) error {
 		if *mode == "bindonly" {
@@ -283,9 +312,17 @@ func cmdBench(args []string) error {
 	case <-time.After(*timeout):
 		timedOut = true
 	}
+	cpu1 := groupsCPU(groups)
 	mu.Lock()
 	res := benchResult{Mode: *mode, Pods: n, Nodes: len(nodes), Bound: nbound, Workers: *workers, Rate: *rate,
 		CreateS: createD.Seconds(), TimedOut: timedOut, ClientQPS: cfg.QPS}
+	if len(groups) > 0 {
+		res.SchedCPUS = cpu1 - cpu0
+		res.SchedGroups = *cpuGroups
+		if nbound > 0 {
+			res.SchedCPUPer1k = res.SchedCPUS / float64(nbound) * 1000
+		}
+	}
 	var lat []float64
 	for i := 0; i < n; i++ {
 		if bound[i].IsZero() {
@@ -310,6 +347,9 @@ func cmdBench(args []string) error {
 	logf("bench %s: %d/%d bound in %.2fs: %.0f pods/s, create->bound p50 %.1f ms p99 %.1f ms max %.1f ms%s",
 		*mode, nbound, n, res.ElapsedS, res.PodsPerS, res.P50Ms, res.P99Ms, res.MaxMs,
 		map[bool]string{true: " (TIMED OUT)", false: ""}[timedOut])
+	if len(groups) > 0 {
+		logf("bench %s: scheduler CPU (%s) %.2f s, %.3f s per 1000 pods", *mode, *cpuGroups, res.SchedCPUS, res.SchedCPUPer1k)
+	}
 	if *out != "" {
 		b, _ := json.Marshal(res)
 		f, err := os.OpenFile(*out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -400,12 +440,13 @@ func benchTable(args []string) error {
 		"extender":  "(b) kube-scheduler + agentsched extender",
 		"shortlist": "(b') the same, extender.shortlist set",
 		"fastpath":  "(c) agentsched standalone fast path",
+		"vc-agent":  "(v) Volcano vc-agent-scheduler",
 		"ceiling":   "(d) binding ceiling (create + bind)",
 		"bindonly":  "(d') bindings only (pods pre-created)",
 	}
-	fmt.Printf("| %-42s | %5s | %5s | %7s | %8s | %7s | %7s | %8s | %8s | %8s |\n",
-		"mode", "nodes", "pods", "arrival", "create/s", "bound", "pods/s", "p50 ms", "p99 ms", "max ms")
-	fmt.Printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", dash(44), dash(7), dash(7), dash(9), dash(10), dash(9), dash(9), dash(10), dash(10), dash(10))
+	fmt.Printf("| %-42s | %5s | %5s | %7s | %8s | %7s | %7s | %8s | %8s | %8s | %11s |\n",
+		"mode", "nodes", "pods", "arrival", "create/s", "bound", "pods/s", "p50 ms", "p99 ms", "max ms", "CPU s/1k")
+	fmt.Printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", dash(44), dash(7), dash(7), dash(9), dash(10), dash(9), dash(9), dash(10), dash(10), dash(10), dash(13))
 	for _, m := range order {
 		r := res[m]
 		l := label[m]
@@ -420,8 +461,12 @@ func benchTable(args []string) error {
 		if r.CreateS > 0 {
 			cps = float64(r.Pods) / r.CreateS
 		}
-		fmt.Printf("| %-42s | %5d | %5d | %7s | %8.0f | %7d | %7.0f | %8.1f | %8.1f | %8.1f |\n",
-			l, r.Nodes, r.Pods, arr, cps, r.Bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.MaxMs)
+		cpu := "-"
+		if r.SchedGroups != "" {
+			cpu = fmt.Sprintf("%.3f", r.SchedCPUPer1k)
+		}
+		fmt.Printf("| %-42s | %5d | %5d | %7s | %8.0f | %7d | %7.0f | %8.1f | %8.1f | %8.1f | %11s |\n",
+			l, r.Nodes, r.Pods, arr, cps, r.Bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.MaxMs, cpu)
 	}
 	ratio := func(name, x, y string) {
 		rx, okx := res[x]
@@ -442,7 +487,90 @@ func benchTable(args []string) error {
 	if _, ok := res["bindonly"]; ok {
 		ratio("c/d'", "fastpath", "bindonly")
 	}
+	fmt.Println("CPU s/1k: CPU seconds (user+system) of the scheduler's processes from the first create to the last bind, per 1000 bound pods")
+	for _, m := range order {
+		if g := res[m].SchedGroups; g != "" {
+			fmt.Printf("  %s: %s\n", m, g)
+		}
+	}
+	if c, v := res["fastpath"], res["vc-agent"]; c.Mode != "" && v.Mode != "" {
+		fmt.Println()
+		fmt.Println("fast path against vc-agent-scheduler (same pods, same control plane):")
+		if v.PodsPerS > 0 {
+			fmt.Printf("  pods/s       fastpath/vc-agent = %.2f (%.0f / %.0f)\n", c.PodsPerS/v.PodsPerS, c.PodsPerS, v.PodsPerS)
+		}
+		if c.SchedCPUPer1k > 0 && v.SchedCPUPer1k > 0 {
+			fmt.Printf("  CPU per pod  fastpath/vc-agent = %.3f (%.3f / %.3f s per 1000 pods; vc-agent uses %.1fx the CPU)\n",
+				c.SchedCPUPer1k/v.SchedCPUPer1k, c.SchedCPUPer1k, v.SchedCPUPer1k, v.SchedCPUPer1k/c.SchedCPUPer1k)
+		}
+		if v.P99Ms > 0 {
+			fmt.Printf("  p99          fastpath/vc-agent = %.3f (%.1f / %.1f ms)\n", c.P99Ms/v.P99Ms, c.P99Ms, v.P99Ms)
+		}
+	}
 	return nil
+}
+
+type cpuGroup struct {
+	name string
+	pgid int
+}
+
+// parseCPUGroups reads NAME:PGID,NAME:PGID ("" is none).
+func parseCPUGroups(s string) ([]cpuGroup, error) {
+	var out []cpuGroup
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		i := strings.LastIndexByte(f, ':')
+		pgid, err := strconv.Atoi(f[i+1:])
+		if i <= 0 || err != nil || pgid <= 1 {
+			return nil, fmt.Errorf("--cpu-groups: %q is not NAME:PGID", f)
+		}
+		out = append(out, cpuGroup{f[:i], pgid})
+	}
+	return out, nil
+}
+
+// groupsCPU sums the CPU seconds (utime+stime, and those of reaped
+// children) of every process whose process group is one of groups.
+func groupsCPU(groups []cpuGroup) float64 {
+	if len(groups) == 0 {
+		return 0
+	}
+	want := map[int]bool{}
+	for _, g := range groups {
+		want[g.pgid] = true
+	}
+	ents, _ := os.ReadDir("/proc")
+	var ticks int64
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// after "(comm)": state ppid pgrp ... utime(14) stime cutime cstime
+		st := string(b)
+		j := strings.LastIndexByte(st, ')')
+		if j < 0 {
+			continue
+		}
+		f := strings.Fields(st[j+1:])
+		if len(f) < 15 {
+			continue
+		}
+		if pg, _ := strconv.Atoi(f[2]); !want[pg] {
+			continue
+		}
+		for _, k := range []int{11, 12, 13, 14} {
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			ticks += v
+		}
+	}
+	return float64(ticks) / 100 // USER_HZ: 100 on Linux
 }
 
 func dash(n int) string {

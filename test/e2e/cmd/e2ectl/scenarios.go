@@ -33,6 +33,7 @@ var scenarios = map[string]func(c *cluster){
 	"security_deputy":         scenarioSecurityDeputy,
 	"volcano_shards":          scenarioVolcanoShards,
 	"volcano_extender":        scenarioVolcanoExtender,
+	"volcano_sidebyside":      scenarioVolcanoSideBySide,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
