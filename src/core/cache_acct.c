@@ -201,7 +201,7 @@ void cache_acct_attach(cache_acct *a, pentry *e, bool choose_devices)
         a->pods_detached++;
         return;
     }
-    if (choose_devices && !cache_acct_devices_valid(n, e))
+    if (choose_devices && !e->gpu_pinned && !cache_acct_devices_valid(n, e))
         e->gpu_devices = cache_acct_pick_devices(n, e);
     usage_apply(a, n, e, +1);
 }
@@ -298,7 +298,7 @@ void cache_acct_node_attach(cache_acct *a, prec *r, cache_acct_node *n)
         for (pentry *e = r->pods; e; e = e->next) {
             bool needs_device = e->gpu_count && *n->ngpus;
             if (pass == 0) {
-                if (needs_device && !cache_acct_devices_valid(n, e)) {
+                if (needs_device && !e->gpu_pinned && !cache_acct_devices_valid(n, e)) {
                     e->gpu_devices = 0;
                     continue;
                 }
@@ -332,7 +332,7 @@ void cache_acct_replace_devices(prec *r)
         for (pentry *e = r->pods; e; e = e->next) {
             if (!e->gpu_count)
                 continue;
-            if (pass == 0 && !cache_acct_devices_valid(n, e)) {
+            if (pass == 0 && !e->gpu_pinned && !cache_acct_devices_valid(n, e)) {
                 e->gpu_devices = 0;
                 continue;
             }
