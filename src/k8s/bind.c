@@ -1,4 +1,5 @@
-/* bind.c - pods/binding over a bounded pool of keep-alive connections. */
+/* bind.c - pods/binding over a bounded pool of keep-alive connections;
+ * the GPU device annotations' patch; a single-Pod GET. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
