@@ -101,6 +101,27 @@ typedef enum vrule {
 static const char *const vrule_names[VRULE_COUNT] = {"unknown_pod", "scheduler_name",
                                                      "not_allocated"};
 
+/* What the verbs answered, one counter each (refusals with 403 are
+ * counted by rule above). */
+typedef enum vout {
+    VOUT_PRED_FIT = 0,
+    VOUT_PRED_UNSCHEDULABLE,
+    VOUT_PRED_UNRESOLVABLE,
+    VOUT_PRIORITIZE_SCORED,
+    VOUT_ALLOC_ASSUMED,
+    VOUT_ALLOC_REFUSED,
+    VOUT_ALLOC_PIPELINED,
+    VOUT_DEALLOC_FORGOTTEN,
+    VOUT_DEALLOC_NOOP,
+    VOUT_COUNT,
+} vout;
+
+static const char *const vout_series[VOUT_COUNT][2] = {
+    {"predicate", "fit"},          {"predicate", "unschedulable"},  {"predicate", "unresolvable"},
+    {"prioritize", "scored"},      {"allocateFunc", "assumed"},     {"allocateFunc", "refused"},
+    {"allocateFunc", "pipelined"}, {"deallocateFunc", "forgotten"}, {"deallocateFunc", "noop"},
+};
+
 /* A pod the watch or the cluster file knows; its key (uid, else
  * namespace/name) is stored inline. */
 typedef struct vpod {
@@ -124,6 +145,7 @@ struct volcano {
     uint64_t epoch;
     bool pods_full_logged;
     metrics_counter *refused[2][VRULE_COUNT]; /* [0] allocateFunc, [1] deallocateFunc */
+    metrics_counter *answered[VOUT_COUNT];
 };
 
 /* See volcano.h. */
@@ -153,6 +175,13 @@ as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
                 c->metrics, name,
                 "Volcano allocate/deallocate events refused (HTTP 403), by rule.");
         }
+    for (int o = 0; o < VOUT_COUNT; o++) {
+        char name[128];
+        snprintf(name, sizeof name, "agentsched_volcano_answers_total{verb=\"%s\",result=\"%s\"}",
+                 vout_series[o][0], vout_series[o][1]);
+        v->answered[o] = metrics_new_counter(
+            c->metrics, name, "Volcano verbs answered with 200, by verb and verdict.");
+    }
     *out = v;
     return AS_OK;
 }
@@ -752,6 +781,10 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     buf_json_cstr(o, why);
     buf_printf(o, ",\"code\":%d}", code);
     finish(resp, ERRF_STATUS);
+    if (resp->status == 200)
+        metrics_inc(v->answered[code == VOLCANO_CODE_SUCCESS        ? VOUT_PRED_FIT
+                                : code == VOLCANO_CODE_UNRESOLVABLE ? VOUT_PRED_UNRESOLVABLE
+                                                                    : VOUT_PRED_UNSCHEDULABLE]);
     log_debug("msg=\"volcano predicate\" pod=%s/%s node=%s code=%d", pod->ns, pod->name, name,
               code);
 done:
@@ -874,6 +907,8 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     }
     buf_puts(o, "},\"errorMessage\":\"\"}");
     finish(resp, ERRF_ERRMSG);
+    if (resp->status == 200)
+        metrics_inc(v->answered[VOUT_PRIORITIZE_SCORED]);
     log_debug("msg=\"volcano prioritize\" pod=%s/%s nodes=%zu feasible=%zu", pod->ns, pod->name, n,
               feasible);
 done:
@@ -1037,6 +1072,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
         log_debug("msg=\"volcano pipelined task not assumed\" pod=%s/%s node=%s", pod->ns,
                   pod->name, node_name);
         reply_errmsg(resp, "");
+        metrics_inc(v->answered[VOUT_ALLOC_PIPELINED]);
         goto done;
     }
     char tmp[600], msg[600];
@@ -1070,6 +1106,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
         log_debug("msg=\"volcano allocation assumed\" pod=%s/%s node=%s", pod->ns, pod->name,
                   node_name);
     reply_errmsg(resp, msg);
+    metrics_inc(v->answered[msg[0] ? VOUT_ALLOC_REFUSED : VOUT_ALLOC_ASSUMED]);
 done:
     model_pod_free(pod);
     json_decref(root);
@@ -1110,6 +1147,7 @@ void volcano_handle_deallocate(void *ctx, const http_request *req, http_response
             goto done;
         }
         reply_errmsg(resp, "");
+        metrics_inc(v->answered[VOUT_DEALLOC_NOOP]);
         goto done;
     }
     allocated_del(v, key);
@@ -1124,6 +1162,7 @@ void volcano_handle_deallocate(void *ctx, const http_request *req, http_response
         goto done;
     }
     reply_errmsg(resp, "");
+    metrics_inc(v->answered[err == AS_OK ? VOUT_DEALLOC_FORGOTTEN : VOUT_DEALLOC_NOOP]);
 done:
     model_pod_free(pod);
     json_decref(root);

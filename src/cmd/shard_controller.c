@@ -79,7 +79,8 @@ static shardctl_node_info node_info(const cache_node *n)
     return (shardctl_node_info){
         .name = n->spec->name,
         .cpu_requested = cache_node_requested(n, MODEL_RES_CPU),
-        .cpu_allocatable = n->alloc.v[MODEL_RES_CPU],
+        .cpu_capacity = n->spec->capacity.v[MODEL_RES_CPU] > 0 ? n->spec->capacity.v[MODEL_RES_CPU]
+                                                               : n->alloc.v[MODEL_RES_CPU],
         .labels = &n->spec->labels,
         /* generation changes with every usage or spec change; the id with
          * every incarnation. */

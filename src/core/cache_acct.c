@@ -193,17 +193,102 @@ bool cache_acct_same_request(const pentry *e, const model_pod *pod)
     return e->gpu_count == pod->gpu_count && (uint32_t)e->gpu_milli == pod->gpu_milli;
 }
 
-/* See cache_acct.h. */
-void cache_acct_attach(cache_acct *a, pentry *e, bool choose_devices)
+/* by_size orders GPU pods largest first: more devices, then larger shares,
+ * then by uid (a placement that does not depend on arrival order). */
+static int by_size(const void *x, const void *y)
+{
+    const pentry *a = *(const pentry *const *)x, *b = *(const pentry *const *)y;
+    if (a->gpu_count != b->gpu_count)
+        return a->gpu_count > b->gpu_count ? -1 : 1;
+    if (a->gpu_milli != b->gpu_milli)
+        return a->gpu_milli > b->gpu_milli ? -1 : 1;
+    return strcmp(a->uid, b->uid);
+}
+
+/* repack re-places every GPU pod charged on r's node best fit, largest
+ * first, when that places each one within its devices' capacity; else it
+ * leaves the placement as it is. Pinned pods (their devices from their
+ * annotation) stay where they are and are charged first. Called when a bound pod found no device
+ * set that holds it: a best-fit pass in arrival order (a restart lists
+ * pods by name) can strand a share that a packing in size order places
+ * (250 x 4 then 600 x 4 on four devices stacks the 250s on one device
+ * and leaves the last 600 nowhere). Every pod of r must be charged. */
+static void repack(cache_acct *a, prec *r)
+{
+    cache_acct_node *n = r->node;
+    uint32_t ngpus = n ? *n->ngpus : 0;
+    if (ngpus > MODEL_MAX_GPUS)
+        ngpus = MODEL_MAX_GPUS;
+    size_t k = 0;
+    for (pentry *e = r->pods; e; e = e->next)
+        k += e->gpu_count != 0 && !e->gpu_pinned;
+    if (!ngpus || !k)
+        return;
+    pentry **v = malloc(k * sizeof *v);
+    uint32_t *dev = malloc(k * sizeof *dev);
+    if (!v || !dev)
+        goto done; /* keep the placement: counted, only less well packed */
+    int32_t want[MODEL_MAX_GPUS];
+    memset(want, 0, sizeof want);
+    k = 0;
+    for (pentry *e = r->pods; e; e = e->next)
+        if (e->gpu_count && !e->gpu_pinned)
+            v[k++] = e;
+        else if (e->gpu_count)
+            for (uint32_t m = e->gpu_devices; m; m &= m - 1)
+                if ((uint32_t)__builtin_ctz(m) < ngpus)
+                    want[__builtin_ctz(m)] += e->gpu_milli;
+    qsort(v, k, sizeof *v, by_size);
+    for (size_t i = 0; i < k; i++) {
+        if (!gpu_choose(v[i]->gpu_count, (uint32_t)v[i]->gpu_milli, want, ngpus, &dev[i]))
+            goto done;
+        for (uint32_t m = dev[i]; m; m &= m - 1)
+            want[__builtin_ctz(m)] += v[i]->gpu_milli;
+    }
+    /* Devices that gain first, then the bind version (a pod that fitted
+     * may not any more), then those that lose (more pods fit). */
+    int32_t *used = n->gpu_used;
+    for (uint32_t d = 0; d < ngpus; d++)
+        if (want[d] > gpu_used(n, (int)d))
+            __atomic_store_n(&used[d], want[d], __ATOMIC_RELAXED);
+    for (size_t i = 0; i < k; i++)
+        v[i]->gpu_devices = dev[i];
+    bump_generation(n);
+    bump_bind_version(n);
+    for (uint32_t d = 0; d < ngpus; d++)
+        if (want[d] < gpu_used(n, (int)d))
+            __atomic_store_n(&used[d], want[d], __ATOMIC_RELAXED);
+    bump_generation(n);
+    log_node(a, n);
+done:
+    free(dev);
+    free(v);
+}
+
+/* attach is cache_acct_attach; *stranded is set when e's devices had to
+ * be re-picked and no set held it (it went to the least used). */
+static void attach(cache_acct *a, pentry *e, bool choose_devices, bool *stranded)
 {
     cache_acct_node *n = e->rec->node;
     if (!n) {
         a->pods_detached++;
         return;
     }
-    if (choose_devices && !e->gpu_pinned && !cache_acct_devices_valid(n, e))
+    if (choose_devices && !e->gpu_pinned && !cache_acct_devices_valid(n, e)) {
         e->gpu_devices = cache_acct_pick_devices(n, e);
+        if (e->gpu_devices && !cache_acct_devices_valid(n, e))
+            *stranded = true;
+    }
     usage_apply(a, n, e, +1);
+}
+
+/* See cache_acct.h. */
+void cache_acct_attach(cache_acct *a, pentry *e, bool choose_devices)
+{
+    bool stranded = false;
+    attach(a, e, choose_devices, &stranded);
+    if (stranded)
+        repack(a, e->rec);
 }
 
 static void detach_usage(cache_acct *a, pentry *e)
@@ -289,11 +374,13 @@ void cache_acct_confirm(cache_acct *a, pentry *e)
 void cache_acct_node_attach(cache_acct *a, prec *r, cache_acct_node *n)
 {
     r->node = n;
+    bool stranded = false;
     /* Readers may see usage grow; that is conservative and bumps
      * bind_version. Two passes: pods whose previous devices are still
      * valid keep them (pass 0, with every pod that needs no device); the
      * others are cleared and re-picked afterwards (pass 1), so a re-picked
-     * pod cannot take a keeper's place. */
+     * pod cannot take a keeper's place. A re-picked pod that no device set
+     * holds has every pod of the node re-placed, largest first. */
     for (int pass = 0; pass < 2; pass++)
         for (pentry *e = r->pods; e; e = e->next) {
             bool needs_device = e->gpu_count && *n->ngpus;
@@ -308,8 +395,10 @@ void cache_acct_node_attach(cache_acct *a, prec *r, cache_acct_node *n)
                 continue;
             }
             a->pods_detached--;
-            cache_acct_attach(a, e, pass == 1);
+            attach(a, e, pass == 1, &stranded);
         }
+    if (stranded)
+        repack(a, r);
 }
 
 /* See cache_acct.h. */

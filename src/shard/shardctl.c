@@ -599,21 +599,37 @@ void shardctl_engine_free(shardctl_engine *e)
     free(e);
 }
 
+/* Volcano's allocation-rate compares utilisation and band in hundredths:
+ * 0.695 is 0.70, so the bands [0, 0.69] and [0.7, 1] leave no gap. */
+static double util_round(double u)
+{
+    return round(u * 100) / 100;
+}
+
+/* See shardctl.h. */
+double shardctl_node_util(const shardctl_node_info *n)
+{
+    if (n->cpu_capacity <= 0)
+        return -1;
+    double u = (double)n->cpu_requested / (double)n->cpu_capacity;
+    return util_round(u > 1 ? 1 : u);
+}
+
 /* Filter and score node n for scheduler sc; false when filtered out. */
 static bool eval_sched(const shardctl_sched *sc, const shardctl_node_info *n, double *score)
 {
-    bool known = n->cpu_allocatable > 0;
-    double util = known ? (double)n->cpu_requested / (double)n->cpu_allocatable : 0;
+    double util = shardctl_node_util(n);
     double sum = 0;
     for (size_t j = 0; j < sc->npol; j++) {
         const shardctl_policy *p = &sc->pol[j];
         switch (p->kind) {
         case SHARDCTL_POL_ALLOCATION_RATE: {
             /* Missing metrics or outside the band: not this scheduler's. */
-            if (!known || util < p->min_util || util > p->max_util)
+            double lo = util_round(p->min_util), hi = util_round(p->max_util);
+            if (util < 0 || util < lo || util > hi)
                 return false;
-            double span = p->max_util - p->min_util;
-            double v = span > 0 ? (util - p->min_util) / span : 1.0;
+            double span = hi - lo;
+            double v = span > 0 ? (util - lo) / span : 1.0;
             sum += p->weight * (v < 0 ? 0 : v > 1 ? 1 : v);
             break;
         }

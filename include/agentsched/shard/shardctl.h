@@ -138,11 +138,21 @@ as_err shardctl_duration_parse(const char *s, int64_t *ms);
 /* What the engine needs of one node; borrowed for the call only. */
 typedef struct shardctl_node_info {
     const char *name;
-    int64_t cpu_requested;      /* milli-CPU of the pods on it */
-    int64_t cpu_allocatable;    /* milli-CPU; <= 0: utilisation unknown */
+    int64_t cpu_requested; /* milli-CPU of the pods on it */
+    /* milli-CPU of status.capacity (allocatable when capacity is absent):
+     * the denominator Volcano's controller uses; <= 0: utilisation unknown */
+    int64_t cpu_capacity;
     const model_labels *labels; /* may be NULL */
     uint64_t tag;               /* caller's change marker (e.g. cache generation) */
 } shardctl_node_info;
+
+/*
+ * shardctl_node_util is the CPU utilisation the allocation-rate policy
+ * judges, as Volcano's controller computes it: requests / capacity, capped
+ * at 1 and rounded to hundredths (the band's limits are rounded the same
+ * way). -1 when the capacity is unknown (no scheduler's band accepts it).
+ */
+double shardctl_node_util(const shardctl_node_info *n);
 
 typedef struct shardctl_engine shardctl_engine;
 

@@ -735,3 +735,50 @@ Test(volcano, embedded_allocations_expire)
     cr_expect_eq(cache_check_invariants(s->core->cache, &inv), AS_OK, "%s", inv.msg);
     svc_free(s);
 }
+
+static uint64_t vanswers(svc *s, const char *verb, const char *result)
+{
+    buf m;
+    buf_init(&m, 1 << 20);
+    cr_assert_eq(metrics_render(s->core->metrics, &m), AS_OK);
+    char want[200];
+    snprintf(want, sizeof want, "agentsched_volcano_answers_total{verb=\"%s\",result=\"%s\"} ",
+             verb, result);
+    const char *p = strstr(m.data, want);
+    cr_assert(p, "no series %s", want);
+    uint64_t v = strtoull(p + strlen(want), NULL, 10);
+    buf_free(&m);
+    return v;
+}
+
+Test(volcano, answers_counted_by_verdict)
+{
+    svc *s = new_svc();
+    const char *pred = "{\"task\": {\"Name\": \"vt2\", \"Namespace\": \"default\", \"Resreq\": "
+                       "{\"MilliCPU\": 500, \"Memory\": 0}}, \"node\": {\"Name\": \"tiny\"}}";
+    reply r = call(s, volcano_handle_predicate, pred);
+    reply_free(&r);
+    char *alloc = event_body("vt1", "1", "tiny", 2);
+    r = call(s, volcano_handle_allocate, alloc);
+    expect_errmsg(&r, "");
+    r = call(s, volcano_handle_predicate, pred); /* tiny is full now */
+    reply_free(&r);
+    char *alloc2 = event_body("vt3", "500m", "tiny", 2);
+    r = call(s, volcano_handle_allocate, alloc2);
+    expect_errmsg(&r,
+                  "agentsched refused to allocate pod default/vt3 to node tiny: Insufficient cpu");
+    r = call(s, volcano_handle_deallocate, alloc);
+    expect_errmsg(&r, "");
+    r = call(s, volcano_handle_deallocate, alloc); /* already done */
+    expect_errmsg(&r, "");
+    cr_expect_eq(vanswers(s, "predicate", "fit"), 1);
+    cr_expect_eq(vanswers(s, "predicate", "unschedulable"), 1);
+    cr_expect_eq(vanswers(s, "predicate", "unresolvable"), 0);
+    cr_expect_eq(vanswers(s, "allocateFunc", "assumed"), 1);
+    cr_expect_eq(vanswers(s, "allocateFunc", "refused"), 1);
+    cr_expect_eq(vanswers(s, "deallocateFunc", "forgotten"), 1);
+    cr_expect_eq(vanswers(s, "deallocateFunc", "noop"), 1);
+    free(alloc);
+    free(alloc2);
+    svc_free(s);
+}

@@ -983,3 +983,102 @@ Test(cache, confirmed_binding_takes_the_annotated_devices)
     check_invariants();
     model_pod_free(a);
 }
+
+/* Upserts a bound GPU-share pod named uid on node g. */
+static void bound_share(const char *uid, uint32_t milli)
+{
+    model_pod *p = fx_pod(uid, uid, 100, 0);
+    fx_pod_gpu(&reg, p, 1, milli);
+    fx_pod_bind(p, "g");
+    cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+    model_pod_free(p);
+}
+
+/* Does a share of milli fit one of g's devices? */
+static bool share_fits(uint32_t milli)
+{
+    model_pod *p = fx_pod("probe", "uprobe", 100, 0);
+    fx_pod_gpu(&reg, p, 1, milli);
+    cache_read_lock(c);
+    cache_node *n = cache_node_find(c, "g", 1);
+    uint32_t dev = 0;
+    bool ok =
+        pred_check(&reg, CACHE_SHARD_NONE, p, n).code == PRED_OK && pred_gpu_choose(p, n, &dev);
+    cache_read_unlock(c);
+    model_pod_free(p);
+    return ok;
+}
+
+Test(cache, bound_shares_repacked_when_arrival_order_strands_one)
+{
+    /* A restart lists the pods by name: four 250 shares before four 600
+     * shares. Best fit in that order stacks the 250s on device 0 and finds
+     * no device for the last 600; the node is re-placed largest first
+     * (600 + 250 on each device), so no device is over 1000 and a 300
+     * share, which no placement of these pods can hold, is refused. */
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 4)), AS_OK);
+    const char *small[] = {"a0", "a1", "a2", "a3"}, *big[] = {"b0", "b1", "b2", "b3"};
+    for (int i = 0; i < 4; i++)
+        bound_share(small[i], 250);
+    for (int i = 0; i < 4; i++)
+        bound_share(big[i], 600);
+    int32_t used[4];
+    gpu_used_of("g", used);
+    for (int d = 0; d < 4; d++)
+        cr_assert_eq(used[d], 850, "device %d holds %d", d, used[d]);
+    cr_assert(!share_fits(300));
+    cr_assert(share_fits(150));
+    check_invariants();
+}
+
+Test(cache, pods_before_their_node_repacked_when_stranded)
+{
+    /* The same pods listed before their node, attached when it arrives
+     * (in the reverse of their arrival: the 250s first). */
+    const char *small[] = {"a0", "a1", "a2", "a3"}, *big[] = {"b0", "b1", "b2", "b3"};
+    for (int i = 0; i < 4; i++)
+        bound_share(big[i], 600);
+    for (int i = 0; i < 4; i++)
+        bound_share(small[i], 250);
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 4)), AS_OK);
+    int32_t used[4];
+    gpu_used_of("g", used);
+    for (int d = 0; d < 4; d++)
+        cr_assert_eq(used[d], 850, "device %d holds %d", d, used[d]);
+    cr_assert(!share_fits(300));
+    check_invariants();
+}
+
+Test(cache, repacking_keeps_annotated_pods_in_place)
+{
+    /* 500 pinned on device 0; then in this order 400 (best fit: device 0),
+     * 600 (device 1), 500 (100 and 400 free: no device holds it). The
+     * re-placement, largest first, moves the others around the pinned
+     * pod (unpinned, it would have put the 600 on device 0 and moved the
+     * pinned 500 to device 1). */
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    static const struct {
+        const char *uid;
+        uint32_t milli;
+        bool pinned;
+    } pods[] = {
+        {"p500", 500, true}, {"a400", 400, false}, {"b600", 600, false}, {"c500", 500, false}};
+    for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+        model_pod *p = fx_pod(pods[i].uid, pods[i].uid, 100, 0);
+        fx_pod_gpu(&reg, p, 1, pods[i].milli);
+        if (pods[i].pinned)
+            annotate(p, 1u, pods[i].milli, "g");
+        fx_pod_bind(p, "g");
+        cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+        model_pod_free(p);
+    }
+    cr_expect_eq(devices_of("p500"), 1u, "the annotated pod never moves");
+    cr_expect_eq(devices_of("c500"), 1u);
+    cr_expect_eq(devices_of("b600"), 2u);
+    cr_expect_eq(devices_of("a400"), 2u);
+    int32_t u[4];
+    gpu_used_of("g", u);
+    cr_expect_eq(u[0], 1000);
+    cr_expect_eq(u[1], 1000);
+    check_invariants();
+}

@@ -190,11 +190,11 @@ Test(shardctl_config, bad_update_is_rejected_and_the_old_config_kept)
 static model_labels warm_labels;
 static model_kv warm_kv = {"node.volcano.sh/warmup", "true"};
 
-static shardctl_node_info ni(const char *name, int64_t req, int64_t alloc, bool warm)
+static shardctl_node_info ni(const char *name, int64_t req, int64_t cap, bool warm)
 {
     warm_labels.items = &warm_kv;
     warm_labels.n = 1;
-    return (shardctl_node_info){name, req, alloc, warm ? &warm_labels : NULL, 0};
+    return (shardctl_node_info){name, req, cap, warm ? &warm_labels : NULL, 0};
 }
 
 static const char *band_cfg = "schedulerConfigs:\n"
@@ -237,6 +237,40 @@ Test(shardctl_engine, allocation_rate_band_and_unfit_nodes)
     cr_assert_eq(st.unfit, 1);
     cr_assert_geq(st.fast_updates, 2, "unsaturated events reassign one node");
     cr_assert_eq(st.passes, 1, "only the resync ran a selection pass");
+    shardctl_engine_free(e);
+    shardctl_config_free(c);
+}
+
+/* Volcano's example bands, [0.7, 1] and [0, 0.69]: utilisation and limits
+ * in hundredths, so a node between 0.69 and 0.7 still has a shard. */
+static const char *volcano_example_cfg = "schedulerConfigs:\n"
+                                         "- {name: agent-scheduler, type: agent, "
+                                         "cpuUtilizationMin: 0.7, cpuUtilizationMax: 1.0}\n"
+                                         "- {name: volcano, type: volcano, "
+                                         "cpuUtilizationMin: 0.0, cpuUtilizationMax: 0.69}\n";
+
+Test(shardctl_engine, utilisation_rounded_to_hundredths_as_volcano)
+{
+    shardctl_node_info a = ni("a", 11150, 16000, false); /* 0.696875 -> 0.70 */
+    shardctl_node_info b = ni("b", 11100, 16000, false); /* 0.69375 -> 0.69 */
+    shardctl_node_info over = ni("over", 20000, 16000, false);
+    shardctl_node_info none = ni("none", 100, 0, false);
+    cr_assert_float_eq(shardctl_node_util(&a), 0.70, 1e-9);
+    cr_assert_float_eq(shardctl_node_util(&b), 0.69, 1e-9);
+    cr_assert_float_eq(shardctl_node_util(&over), 1.0, 1e-9, "capped at 1");
+    cr_assert_lt(shardctl_node_util(&none), 0);
+    shardctl_config *c = parse_ok(volcano_example_cfg);
+    shardctl_engine *e = NULL;
+    cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
+    shardctl_node_info v[] = {a, b, over, none};
+    cr_assert_eq(shardctl_engine_resync(e, v, 4, 1), AS_OK);
+    cr_assert_eq(shardctl_engine_owner(e, "a"), 0);
+    cr_assert_eq(shardctl_engine_owner(e, "b"), 1);
+    cr_assert_eq(shardctl_engine_owner(e, "over"), 0, "over capacity counts as full");
+    cr_assert_eq(shardctl_engine_owner(e, "none"), -1);
+    shardctl_engine_stats st;
+    shardctl_engine_get_stats(e, &st);
+    cr_assert_eq(st.unfit, 1, "only the node without capacity fits no band");
     shardctl_engine_free(e);
     shardctl_config_free(c);
 }

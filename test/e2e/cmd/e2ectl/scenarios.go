@@ -31,6 +31,8 @@ var scenarios = map[string]func(c *cluster){
 	"leader_failover_sidecar": scenarioLeaderFailoverSidecar,
 	"gpu_share_sidecar":       scenarioGPUShareSidecar,
 	"security_deputy":         scenarioSecurityDeputy,
+	"volcano_shards":          scenarioVolcanoShards,
+	"volcano_extender":        scenarioVolcanoExtender,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
