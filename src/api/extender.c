@@ -861,8 +861,16 @@ static as_err bind_port(void *arg, const decision *dc, as_diag *d)
         return AS_OK;
     const extargs_binding *b = bc->b;
     uint64_t t = clock_mono_ns();
-    as_err err = bc->co->ports.bind(bc->co->ports.arg, b->pod_namespace, b->pod_name, b->pod_uid,
-                                    b->node, d);
+    /* PreBind: a pod that got devices has them written on it first, with
+     * its uid and the resourceVersion of the Pod noted at filter time as
+     * preconditions; a conflict fails the bind (unreserved; kube-scheduler
+     * retries the cycle with the pod as it is now). */
+    as_err err = core_gpu_prebind(bc->co, b->pod_namespace, b->pod_name, b->pod_uid,
+                                  dc->out.resource_version, b->node, dc->out.gpu_devices,
+                                  dc->out.gpu_milli, d);
+    if (!err)
+        err = bc->co->ports.bind(bc->co->ports.arg, b->pod_namespace, b->pod_name, b->pod_uid,
+                                 b->node, d);
     bc->api_ns = clock_mono_ns() - t;
     return err;
 }

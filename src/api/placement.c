@@ -282,8 +282,9 @@ static void eval_node(run_ctx *x, cache_shard_mode mode, double bonus, const mod
     topk_offer(in, node, score);
 }
 
-/* commit_overlay records pod as placed on node in the private overlay. */
-static void commit_overlay(run_ctx *x, const model_pod *pod, const cache_node *node)
+/* commit_overlay records pod as placed on node in the private overlay;
+ * returns the GPU devices it takes there (0: none). */
+static uint32_t commit_overlay(run_ctx *x, const model_pod *pod, const cache_node *node)
 {
     ov_entry *e = overlay_slot(&x->ov, node->id);
     if (!e->used) {
@@ -308,6 +309,7 @@ static void commit_overlay(run_ctx *x, const model_pod *pod, const cache_node *n
     for (int d = 0; d < MODEL_MAX_GPUS; d++)
         if (devices & (1u << d))
             e->gpu[d] += (int32_t)pod->gpu_milli;
+    return devices;
 }
 
 static void place_one(run_ctx *x, const model_pod *pod, buf *out)
@@ -331,15 +333,18 @@ static void place_one(run_ctx *x, const model_pod *pod, buf *out)
             eval_node(x, mode, bonus, pod, cache_node_at(x->c, i), &in, &out_shard);
     }
     const topk *win = in.n > 0 ? &in : &out_shard;
-    if (win->n > 0)
-        commit_overlay(x, pod, win->c[0].node);
+    uint32_t devices = win->n > 0 ? commit_overlay(x, pod, win->c[0].node) : 0;
 
     /* Names are borrowed from node specs: render before unlocking. */
     buf_puts(out, "{\"pod\":");
     put_pod_key(out, &x->key, pod);
     buf_puts(out, ",\"node\":");
     buf_json_cstr(out, win->n > 0 ? win->c[0].node->spec->name : NULL);
-    buf_puts(out, ",\"candidates\":[");
+    /* the devices a bind would write on the pod (gpuannot.h) */
+    buf_puts(out, ",\"gpuDevices\":[");
+    for (uint32_t m = devices; m; m &= m - 1)
+        buf_printf(out, "%s%d", m == devices ? "" : ",", __builtin_ctz(m));
+    buf_puts(out, "],\"candidates\":[");
     for (uint32_t i = 0; i < win->n; i++) {
         buf_puts(out, i ? ",{\"node\":" : "{\"node\":");
         buf_json_cstr(out, win->c[i].node->spec->name);
@@ -736,7 +741,16 @@ static as_err row_fill(const json_t *p, row *r)
         !json_is_array(cands) || !json_is_object(reasons))
         return AS_EINVAL;
     r->col[0] = strdup(json_string_value(pod));
-    r->col[1] = strdup(json_is_string(node) ? json_string_value(node) : "<none>");
+    /* NODE notes the GPU devices the pod would take there: "node-t gpu:0,2"
+     * (a server from before gpuDevices answers without them) */
+    const json_t *gd = json_object_get(p, "gpuDevices");
+    buf nb;
+    buf_init(&nb, 1 << 16);
+    buf_puts(&nb, json_is_string(node) ? json_string_value(node) : "<none>");
+    for (size_t gi = 0; json_is_array(gd) && gi < json_array_size(gd); gi++)
+        buf_printf(&nb, "%s%lld",
+                   gi ? "," : " gpu:", (long long)json_integer_value(json_array_get(gd, gi)));
+    r->col[1] = take_or_null(&nb);
     const json_t *first = json_array_get(cands, 0);
     const json_t *first_score = first ? json_object_get(first, "score") : NULL;
     r->col[2] = json_is_number(first_score) && json_is_string(node) ? fmt_score_str(first_score)

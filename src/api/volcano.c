@@ -1019,6 +1019,23 @@ static as_err commit_allocation(volcano *v, const model_pod *pod, const char *ke
     if (err == AS_ECONFLICT)
         snprintf(msg, len, "agentsched refused to allocate pod %s/%s to node %s: %s", pod->ns,
                  pod->name, node_name, dc.out.reason[0] ? dc.out.reason : "it does not fit");
+    if (!err && dc.out.gpu_devices) {
+        /* PreBind before Volcano's own: the devices go on the pod now,
+         * with the uid and resourceVersion of Volcano's copy of it as
+         * preconditions. Volcano binds only allocations whose callbacks
+         * succeeded, so a refusal here rolls this one back and the pod is
+         * never bound without its devices; a later allocation writes them
+         * again (docs/gpu.md). */
+        as_diag pd = {{0}, {0}};
+        as_err perr = core_gpu_prebind(co, pod->ns, pod->name, pod->uid, pod->resource_version,
+                                       node_name, dc.out.gpu_devices, dc.out.gpu_milli, &pd);
+        if (perr) {
+            decision_unreserve(&dc);
+            snprintf(msg, len,
+                     "agentsched could not write the GPU devices of pod %s/%s on node %s: %s",
+                     pod->ns, pod->name, node_name, pd.msg);
+        }
+    }
     decision_end(&dc);
     return err == AS_ECONFLICT ? AS_OK : err;
 }

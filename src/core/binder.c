@@ -308,6 +308,8 @@ as_err binder_commit(binder *b, const model_pod *pod, const sched_candidate *can
                        : res == CACHE_ASSUME_RECHECKED ? BINDER_RECHECKED
                                                        : BINDER_IDEMPOTENT;
             out->gpu_devices = dev;
+            out->gpu_milli = dev ? (pod->gpu_milli ? pod->gpu_milli : MODEL_GPU_MILLI) : 0;
+            copy_name(out->resource_version, sizeof out->resource_version, pod->resource_version);
             stat_inc(res == CACHE_ASSUME_FAST        ? &b->st.accepted_fast
                      : res == CACHE_ASSUME_RECHECKED ? &b->st.accepted_rechecked
                                                      : &b->st.idempotent);
@@ -395,6 +397,7 @@ as_err binder_bind_noted(binder *b, const char *uid, const char *node_name, bind
         out->chosen = 0;
         out->how = BINDER_IDEMPOTENT;
         out->gpu_devices = info.gpu_devices;
+        out->gpu_milli = info.gpu_devices ? (uint32_t)info.gpu_milli : 0;
         copy_name(out->node, sizeof out->node, info.node);
         stat_inc(&b->st.idempotent);
         return AS_OK;

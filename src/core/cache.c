@@ -409,6 +409,21 @@ static void count_foreign_overcommit(cache *c, const pentry *e)
         }
 }
 
+/* annotated_devices: the devices pod's annotation (model_pod
+ * annot_gpu_*) gives it on node, or 0 when it has none for that node or
+ * they do not match its demand (as many devices as it asks for, at the
+ * milli it asks for). */
+static uint32_t annotated_devices(const model_pod *pod, const char *node)
+{
+    uint32_t devs = pod->annot_gpu_devices;
+    if (!devs || !pod->gpu_count || !pod->annot_gpu_node || strcmp(pod->annot_gpu_node, node) != 0)
+        return 0;
+    uint32_t milli = pod->gpu_milli ? pod->gpu_milli : MODEL_GPU_MILLI;
+    if ((uint32_t)__builtin_popcount(devs) != pod->gpu_count || pod->annot_gpu_milli != milli)
+        return 0;
+    return devs;
+}
+
 /* See cache.h. */
 as_err cache_pod_upsert(cache *c, const model_pod *pod)
 {
@@ -434,9 +449,12 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
     }
 
     size_t node_len = strlen(node);
+    uint32_t pinned = annotated_devices(pod, node);
     if (e && e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0 &&
-        cache_acct_same_request(e, pod)) {
+        cache_acct_same_request(e, pod) && (!pinned || pinned == e->gpu_devices)) {
         cache_acct_confirm(&c->acct, e);
+        if (pinned)
+            e->gpu_pinned = 1;
         goto done;
     }
     /* New, moved, or resized: replace the entry wholesale. A pod resized
@@ -455,7 +473,8 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
         err = AS_ENOMEM;
         goto done;
     }
-    ne->gpu_devices = keep_devices;
+    ne->gpu_devices = pinned ? pinned : keep_devices;
+    ne->gpu_pinned = pinned != 0;
     err = cache_acct_insert(&c->acct, ne, node, node_len, CACHE_ACCT_BOUND, true);
     if (err != AS_OK)
         free(ne);

@@ -207,7 +207,8 @@ static int by_size(const void *x, const void *y)
 
 /* repack re-places every GPU pod charged on r's node best fit, largest
  * first, when that places each one within its devices' capacity; else it
- * leaves the placement as it is. Called when a bound pod found no device
+ * leaves the placement as it is. Pinned pods (their devices from their
+ * annotation) stay where they are and are charged first. Called when a bound pod found no device
  * set that holds it: a best-fit pass in arrival order (a restart lists
  * pods by name) can strand a share that a packing in size order places
  * (250 x 4 then 600 x 4 on four devices stacks the 250s on one device
@@ -220,20 +221,24 @@ static void repack(cache_acct *a, prec *r)
         ngpus = MODEL_MAX_GPUS;
     size_t k = 0;
     for (pentry *e = r->pods; e; e = e->next)
-        k += e->gpu_count != 0;
+        k += e->gpu_count != 0 && !e->gpu_pinned;
     if (!ngpus || !k)
         return;
     pentry **v = malloc(k * sizeof *v);
     uint32_t *dev = malloc(k * sizeof *dev);
     if (!v || !dev)
         goto done; /* keep the placement: counted, only less well packed */
-    k = 0;
-    for (pentry *e = r->pods; e; e = e->next)
-        if (e->gpu_count)
-            v[k++] = e;
-    qsort(v, k, sizeof *v, by_size);
     int32_t want[MODEL_MAX_GPUS];
     memset(want, 0, sizeof want);
+    k = 0;
+    for (pentry *e = r->pods; e; e = e->next)
+        if (e->gpu_count && !e->gpu_pinned)
+            v[k++] = e;
+        else if (e->gpu_count)
+            for (uint32_t m = e->gpu_devices; m; m &= m - 1)
+                if ((uint32_t)__builtin_ctz(m) < ngpus)
+                    want[__builtin_ctz(m)] += e->gpu_milli;
+    qsort(v, k, sizeof *v, by_size);
     for (size_t i = 0; i < k; i++) {
         if (!gpu_choose(v[i]->gpu_count, (uint32_t)v[i]->gpu_milli, want, ngpus, &dev[i]))
             goto done;
@@ -269,7 +274,7 @@ static void attach(cache_acct *a, pentry *e, bool choose_devices, bool *stranded
         a->pods_detached++;
         return;
     }
-    if (choose_devices && !cache_acct_devices_valid(n, e)) {
+    if (choose_devices && !e->gpu_pinned && !cache_acct_devices_valid(n, e)) {
         e->gpu_devices = cache_acct_pick_devices(n, e);
         if (e->gpu_devices && !cache_acct_devices_valid(n, e))
             *stranded = true;
@@ -380,7 +385,7 @@ void cache_acct_node_attach(cache_acct *a, prec *r, cache_acct_node *n)
         for (pentry *e = r->pods; e; e = e->next) {
             bool needs_device = e->gpu_count && *n->ngpus;
             if (pass == 0) {
-                if (needs_device && !cache_acct_devices_valid(n, e)) {
+                if (needs_device && !e->gpu_pinned && !cache_acct_devices_valid(n, e)) {
                     e->gpu_devices = 0;
                     continue;
                 }
@@ -416,7 +421,7 @@ void cache_acct_replace_devices(prec *r)
         for (pentry *e = r->pods; e; e = e->next) {
             if (!e->gpu_count)
                 continue;
-            if (pass == 0 && !cache_acct_devices_valid(n, e)) {
+            if (pass == 0 && !e->gpu_pinned && !cache_acct_devices_valid(n, e)) {
                 e->gpu_devices = 0;
                 continue;
             }

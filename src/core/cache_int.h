@@ -76,7 +76,8 @@ struct pentry {
     uint32_t gpu_devices;
     int32_t gpu_milli;
     uint16_t gpu_count;
-    uint8_t state; /* cache_acct_state */
+    uint8_t gpu_pinned; /* gpu_devices come from the pod's annotation: never re-picked */
+    uint8_t state;      /* cache_acct_state */
     uint8_t nreq;
     char *uid;
     char *key;

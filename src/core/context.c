@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "agentsched/base/clock.h"
+#include "agentsched/base/buf.h"
 #include "agentsched/core/eqcache.h"
+#include "agentsched/model/gpuannot.h"
 #include "agentsched/model/cluster.h"
 
 /* See context.h. */
@@ -99,6 +101,14 @@ static void core_declare_metrics(core *c)
         metrics_new_counter(m, "agentsched_extender_pod_spec_memo_total{result=\"hit\"}", spec);
     c->m.spec_memo_misses =
         metrics_new_counter(m, "agentsched_extender_pod_spec_memo_total{result=\"miss\"}", spec);
+    const char *ga = "GPU device annotations patched onto pods before their Binding: written, "
+                     "refused by a precondition (conflict), or failed otherwise (error).";
+    c->m.gpu_annot_written =
+        metrics_new_counter(m, "agentsched_gpu_annotations_total{result=\"written\"}", ga);
+    c->m.gpu_annot_conflicts =
+        metrics_new_counter(m, "agentsched_gpu_annotations_total{result=\"conflict\"}", ga);
+    c->m.gpu_annot_errors =
+        metrics_new_counter(m, "agentsched_gpu_annotations_total{result=\"error\"}", ga);
 }
 
 /* See context.h. */
@@ -271,6 +281,36 @@ void core_decision_end(const core *c, uint64_t revision)
 {
     if (c->ports.decision_end)
         c->ports.decision_end(c->ports.arg, revision);
+}
+
+/* See context.h. */
+as_err core_gpu_prebind(core *c, const char *ns, const char *name, const char *uid,
+                        const char *resource_version, const char *node, uint32_t devices,
+                        uint32_t milli, as_diag *diag)
+{
+    if (!devices || !c->ports.patch_pod || !core_live(c))
+        return AS_OK;
+    score_policy *p = core_policy_get(c);
+    uint32_t contracts = score_policy_gpu_annotations(p);
+    score_policy_unref(p);
+    if (!contracts)
+        return AS_OK;
+    gpuannot_patch gp = {uid,       resource_version,     node, devices, milli,
+                         contracts, clock_now_us() * 1000};
+    buf body;
+    buf_init(&body, 8192);
+    as_err err = gpuannot_patch_body(&gp, &body);
+    if (err) {
+        as_diag_set(diag, err, NULL, "GPU device annotation of pod %s/%s: %s", ns, name,
+                    as_strerror(err));
+    } else {
+        err = c->ports.patch_pod(c->ports.arg, ns, name, body.data, body.len, diag);
+    }
+    buf_free(&body);
+    metrics_inc(err == AS_OK          ? c->m.gpu_annot_written
+                : err == AS_ECONFLICT ? c->m.gpu_annot_conflicts
+                                      : c->m.gpu_annot_errors);
+    return err;
 }
 
 /* See context.h. */

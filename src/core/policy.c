@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "agentsched/base/doc.h"
+#include "agentsched/model/gpuannot.h"
 #include "agentsched/model/quantity.h"
 #include "score_int.h"
 
@@ -227,9 +228,34 @@ static as_err load_best_fit(ld_ctx *c, const json_t *obj)
     return AS_OK;
 }
 
+/* load_gpu_annotations reads gpu.annotations: a list of device annotation
+ * contracts (gpuannot.h), each named once; [] writes none. */
+static as_err load_gpu_annotations(ld_ctx *c, const json_t *v)
+{
+    if (!json_is_array(v))
+        return fail(c, AS_EINVAL, "gpu.annotations",
+                    "must be a list of annotation contracts (agentsched, volcano), not %s",
+                    type_name(v));
+    uint32_t set = 0;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        char f[64];
+        snprintf(f, sizeof f, "gpu.annotations[%zu]", i);
+        const json_t *s = json_array_get(v, i);
+        uint32_t bit = 0;
+        if (!json_is_string(s) || gpuannot_contract_parse(json_string_value(s), &bit) != AS_OK)
+            return fail(c, AS_EINVAL, f, "unknown annotation contract; use agentsched or volcano");
+        if (set & bit)
+            return fail(c, AS_EINVAL, f, "%s is listed twice", gpuannot_contract_name(bit));
+        set |= bit;
+    }
+    c->p->gpu_annotations = set;
+    return AS_OK;
+}
+
 static as_err load_gpu(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"resourceName", "shareResourceName", "modelLabel", NULL};
+    static const char *const keys[] = {"resourceName", "shareResourceName", "modelLabel",
+                                       "annotations", NULL};
     as_err err = check_keys(c, obj, "gpu", keys);
     if (err)
         return err;
@@ -247,6 +273,8 @@ static as_err load_gpu(ld_ctx *c, const json_t *obj)
         return err;
     if (strcmp(p->gpu_name, p->gpu_share_name) == 0)
         return fail(c, AS_EINVAL, "gpu.shareResourceName", "must differ from gpu.resourceName");
+    if ((v = json_object_get(obj, "annotations")))
+        return load_gpu_annotations(c, v);
     return AS_OK;
 }
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/model/gpuannot.h"
 #include "score_int.h"
 
 #define MAX_NODE_SCORE 100
@@ -109,6 +110,7 @@ score_policy *score_policy_alloc(score_strategy s)
     strcpy(p->gpu_name, "nvidia.com/gpu");
     strcpy(p->gpu_share_name, "agentsched.io/gpu-milli");
     strcpy(p->gpu_model_label, "agentsched.io/gpu-model");
+    p->gpu_annotations = GPUANNOT_AGENTSCHED;
     static const char *const sched[] = {"agent-scheduler"};
     p->agent_sched = (const char **)sched;
     p->nagent_sched = 1;
@@ -479,6 +481,12 @@ void score_policy_gpu_names(const score_policy *p, const char **gpu_name, const 
     *gpu_name = p->gpu_name;
     *share_name = p->gpu_share_name;
     *model_label = p->gpu_model_label;
+}
+
+/* See score.h. */
+uint32_t score_policy_gpu_annotations(const score_policy *p)
+{
+    return p->gpu_annotations;
 }
 
 /* See score.h. */

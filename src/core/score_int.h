@@ -67,6 +67,9 @@ struct score_policy {
     char gpu_name[MODEL_RES_NAME_MAX];
     char gpu_share_name[MODEL_RES_NAME_MAX];
     char gpu_model_label[MODEL_RES_NAME_MAX];
+    /* Device annotation contracts written before a Binding (gpuannot.h
+     * GPUANNOT_* bits; score_policy_gpu_annotations). */
+    uint32_t gpu_annotations;
 
     /* Agent pods: schedulerName in names, or every label in labels. */
     const char **agent_sched;

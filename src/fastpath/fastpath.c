@@ -384,7 +384,15 @@ static bool bind_wake_locked(fastpath *fp, uint64_t now, bool flush)
 static as_err fp_bind_port(void *arg, const decision *dc, as_diag *d)
 {
     fastpath *fp = arg;
-    return fp->ops.bind(fp->ops.arg, dc->pod, dc->out.node, d);
+    /* PreBind: the devices go on the pod first (a GPU pod only), with
+     * the pod's uid and resourceVersion as preconditions; a conflict is
+     * a failed bind like any other (unreserved, requeued with backoff). */
+    const model_pod *p = dc->pod;
+    as_err err = core_gpu_prebind(fp->core, p->ns, p->name, p->uid, p->resource_version,
+                                  dc->out.node, dc->out.gpu_devices, dc->out.gpu_milli, d);
+    if (err)
+        return err;
+    return fp->ops.bind(fp->ops.arg, p, dc->out.node, d);
 }
 
 static void bind_push(fastpath *fp, const bind_job *j)

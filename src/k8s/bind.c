@@ -1,4 +1,5 @@
-/* bind.c - pods/binding over a bounded pool of keep-alive connections. */
+/* bind.c - pods/binding over a bounded pool of keep-alive connections;
+ * the GPU device annotations' patch; a single-Pod GET. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,6 +435,76 @@ as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const cha
     pthread_mutex_unlock(&k->bmu);
     if (err)
         job_free(&j);
+    return err;
+}
+
+/* See bind.h. */
+as_err k8s_patch_status(long status, const char *resp, size_t len, const char *ns, const char *name,
+                        bool *retry, as_diag *diag)
+{
+    char msg[256];
+    buf b = {.data = (char *)resp, .len = resp ? len : 0};
+    *retry = false;
+    if (status >= 200 && status < 300)
+        return AS_OK;
+    const char *why = status_message(&b, msg, sizeof msg);
+    if (status == 409)
+        return as_diag_set(diag, AS_ECONFLICT, NULL,
+                           "pod %s/%s changed since agentsched read it (409): %s", ns, name, why);
+    if (status == 422 && resp && memmem(resp, len, "metadata.uid", 12))
+        return as_diag_set(diag, AS_ECONFLICT, NULL,
+                           "pod %s/%s is another pod now (its uid changed: 422): %s", ns, name,
+                           why);
+    if (status == 404)
+        return as_diag_set(diag, AS_ENOTFOUND, NULL, "pod %s/%s no longer exists (404)", ns, name);
+    if (status == 401 || status == 403)
+        return as_diag_set(diag, AS_EAUTH, NULL,
+                           "patch of pod %s/%s refused (%ld): %s; the scheduler needs patch on "
+                           "pods to write GPU device annotations",
+                           ns, name, status, why);
+    *retry = status == 429 || status >= 500;
+    return as_diag_set(diag, AS_EHTTP, NULL, "patch of pod %s/%s failed (%ld): %s", ns, name,
+                       status, why);
+}
+
+/* See bind.h. */
+as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char *body, size_t len,
+                     as_diag *diag)
+{
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
+    if (!ns || !*ns || !name || !*name || !body)
+        return as_diag_set(diag, AS_EINVAL, NULL, "a pod patch needs a namespace, a name, a body");
+    buf path, resp;
+    buf_init(&path, 1024);
+    buf_init(&resp, BIND_RESP_CAP);
+    buf_printf(&path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+    as_err err = path.err;
+    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)&path;
+    for (unsigned attempt = 0; !err; attempt++) {
+        long status = 0;
+        bool retry = false;
+        as_diag d = {{0}, {0}};
+        buf_reset(&resp);
+        err =
+            k8s_patch(k, path.data, "application/merge-patch+json", body, len, &resp, &status, &d);
+        if (err) {
+            retry = err == AS_EIO || err == AS_ETIMEOUT;
+            err = as_diag_set(diag, err == AS_ETIMEOUT ? AS_EIO : err, NULL,
+                              "patch of pod %s/%s: %s", ns, name, d.msg);
+        } else {
+            err = k8s_patch_status(status, resp.data, resp.len, ns, name, &retry, diag);
+        }
+        if (!err || !retry || attempt >= k->cfg.bind_retries || k8s_stopping(k))
+            break;
+        k8s_count(k, &k->st.bind_retries, 1);
+        if (!k8s_sleep_ms(k, k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32,
+                                            attempt, &rng)))
+            break;
+        err = AS_OK;
+    }
+    buf_free(&path);
+    buf_free(&resp);
     return err;
 }
 

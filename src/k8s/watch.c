@@ -22,7 +22,7 @@ const struct json_skip *k8s_stream_skip(k8s_kind kind)
     case K8S_KIND_NODE:
         return model_skip_node();
     case K8S_KIND_POD:
-        return model_skip_pod();
+        return model_skip_pod_watch();
     default:
         return NULL; /* NodeShards: small, and read whole */
     }

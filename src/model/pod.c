@@ -25,6 +25,8 @@
  * share and whole GPUs are aggregated with the same sum/max rules.
  */
 #include "agentsched/model/pod.h"
+#include "agentsched/model/gpuannot.h"
+#include "agentsched/model/node.h"
 #include "model_priv.h"
 
 #include <assert.h>
@@ -535,6 +537,41 @@ static as_err pod_phase(pod_dec *d, const json_t *status)
                            ph);
 }
 
+/* annot_str: annotations[key] as a string without NUL, or NULL. */
+static const char *annot_str(const json_t *annots, const char *key, size_t *len)
+{
+    const json_t *v = json_object_get(annots, key);
+    const char *s = json_string_value(v);
+    if (!s || strlen(s) != json_string_length(v))
+        return NULL;
+    *len = json_string_length(v);
+    return s;
+}
+
+/* pod_gpu_annotations reads agentsched's device annotations (gpuannot.h)
+ * into annot_gpu_*: all three well formed, or none. Anything else in
+ * metadata.annotations is not read. */
+static as_err pod_gpu_annotations(pod_dec *d, const json_t *annots)
+{
+    model_pod *p = d->pod;
+    size_t ld = 0, lm = 0, ln = 0;
+    if (!json_is_object(annots))
+        return AS_OK;
+    const char *devs = annot_str(annots, GPUANNOT_DEVICES, &ld);
+    const char *milli = annot_str(annots, GPUANNOT_MILLI, &lm);
+    const char *node = annot_str(annots, GPUANNOT_NODE, &ln);
+    uint32_t mask, m;
+    if (!devs || !milli || !node || !ln ||
+        !gpuannot_parse_devices(devs, ld, MODEL_MAX_GPUS, &mask) ||
+        !gpuannot_parse_milli(milli, lm, &m))
+        return AS_OK;
+    if (!(p->annot_gpu_node = pool_strdup(d->c.pool, node)))
+        return model_priv_oom(&d->c, "metadata.annotations");
+    p->annot_gpu_devices = mask;
+    p->annot_gpu_milli = m;
+    return AS_OK;
+}
+
 static as_err pod_metadata(pod_dec *d, const json_t *obj)
 {
     model_pod *p = d->pod;
@@ -574,6 +611,8 @@ static as_err pod_metadata(pod_dec *d, const json_t *obj)
                               JSON_STRING, &v)))
         return err;
     p->terminating = v != NULL;
+    if ((err = pod_gpu_annotations(d, json_object_get(meta, "annotations"))))
+        return err;
     if ((err = model_priv_get(&d->c, meta, "creationTimestamp", "metadata.creationTimestamp",
                               JSON_STRING, &v)))
         return err;

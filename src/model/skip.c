@@ -10,6 +10,11 @@
 #include "agentsched/base/json.h"
 
 static const char *const skip_meta[] = {"managedFields", "annotations", "ownerReferences", NULL};
+/* The watch reads a pod's annotations for agentsched's own (gpuannot.h);
+ * the one that can be big is left out. */
+static const char *const skip_watch_meta[] = {"managedFields", "ownerReferences", NULL};
+static const char *const skip_annotations[] = {"kubectl.kubernetes.io/last-applied-configuration",
+                                               NULL};
 static const char *const skip_pod_spec[] = {
     "volumes",   "ephemeralContainers", "readinessGates",   "securityContext",
     "dnsConfig", "hostAliases",         "imagePullSecrets", "topologySpreadConstraints",
@@ -38,6 +43,15 @@ static const json_skip pod_skip[] = {
     {"containers", skip_container}, {"initContainers", skip_container},
     {"status", skip_pod_status},    {NULL, NULL},
 };
+static const json_skip pod_watch_skip[] = {
+    {"metadata", skip_watch_meta},
+    {"annotations", skip_annotations},
+    {"spec", skip_pod_spec},
+    {"containers", skip_container},
+    {"initContainers", skip_container},
+    {"status", skip_pod_status},
+    {NULL, NULL},
+};
 static const json_skip node_skip[] = {
     {"metadata", skip_meta},
     {"status", skip_node_status},
@@ -47,6 +61,12 @@ static const json_skip node_skip[] = {
 const struct json_skip *model_skip_pod(void)
 {
     return pod_skip;
+}
+
+/* See skip.h. */
+const struct json_skip *model_skip_pod_watch(void)
+{
+    return pod_watch_skip;
 }
 
 /* See skip.h. */

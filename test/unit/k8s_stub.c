@@ -667,6 +667,78 @@ static bool serve_binding(k8s_stub *s, int fd, const char *ns, const char *name,
     return ok;
 }
 
+static bool same_rv(const json_t *md_a, const json_t *md_b);
+
+/* serve_pod_patch applies a JSON merge patch of metadata.annotations to
+ * pod ns/name as the API server does with the patch's preconditions: a
+ * metadata.uid that is not the pod's is 422 (immutable field), a
+ * metadata.resourceVersion that is not the stored one 409. */
+static bool serve_pod_patch(k8s_stub *s, int fd, const char *ns, const char *name, const char *body)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    json_t *bmd = json_object_get(b, "metadata");
+    pthread_mutex_lock(&s->mu);
+    json_t *pod = NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s->objs[STUB_POD], k, v)
+    {
+        json_t *md = json_object_get(v, "metadata");
+        if (!strcmp(json_string_value(json_object_get(md, "name")), name) &&
+            !strcmp(json_string_value(json_object_get(md, "namespace")), ns))
+            pod = v;
+    }
+    bool ok;
+    char m[1024];
+    json_t *md = json_object_get(pod, "metadata");
+    const char *uid = json_string_value(json_object_get(bmd, "uid"));
+    const char *rv = json_string_value(json_object_get(bmd, "resourceVersion"));
+    if (!b) {
+        pthread_mutex_unlock(&s->mu);
+        ok = send_status(fd, 400, "BadRequest", "not JSON");
+    } else if (!pod) {
+        pthread_mutex_unlock(&s->mu);
+        snprintf(m, sizeof m, "pods \"%s\" not found", name);
+        ok = send_status(fd, 404, "NotFound", m);
+    } else if (uid && strcmp(uid, json_string_value(json_object_get(md, "uid")))) {
+        pthread_mutex_unlock(&s->mu);
+        snprintf(m, sizeof m,
+                 "Pod \"%s\" is invalid: metadata.uid: Invalid value: \"%s\": field is immutable",
+                 name, uid);
+        ok = send_status(fd, 422, "Invalid", m);
+    } else if (rv && !same_rv(bmd, md)) {
+        pthread_mutex_unlock(&s->mu);
+        snprintf(m, sizeof m,
+                 "Operation cannot be fulfilled on pods \"%s\": the object has been modified; "
+                 "please apply your changes to the latest version and try again",
+                 name);
+        ok = send_status(fd, 409, "Conflict", m);
+    } else {
+        json_t *np = json_deep_copy(pod);
+        json_t *nmd = json_object_get(np, "metadata");
+        json_t *an = json_object_get(nmd, "annotations");
+        if (!json_is_object(an)) {
+            an = json_object();
+            json_object_set_new(nmd, "annotations", an);
+        }
+        json_object_foreach(json_object_get(bmd, "annotations"), k, v)
+        {
+            if (json_is_null(v))
+                json_object_del(an, k);
+            else
+                json_object_set(an, k, v);
+        }
+        pthread_mutex_unlock(&s->mu);
+        stub_put(s, STUB_POD, np);
+        char *out = json_dumps(np, JSON_COMPACT);
+        ok = send_response(fd, 200, out);
+        free(out);
+        json_decref(np);
+    }
+    json_decref(b);
+    return ok;
+}
+
 static bool same_rv(const json_t *md_a, const json_t *md_b)
 {
     const char *a = json_string_value(json_object_get(md_a, "resourceVersion"));
@@ -751,7 +823,10 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
     const char *query = q ? q + 1 : NULL;
     char wb[16];
     bool watch = query_get(query, "watch", wb, sizeof wb) && !strcmp(wb, "true");
-    stub_req type = !strcmp(method, "POST") ? STUB_POST : watch ? STUB_WATCH : STUB_LIST;
+    stub_req type = !strcmp(method, "POST")    ? STUB_POST
+                    : !strcmp(method, "PATCH") ? STUB_PATCH
+                    : watch                    ? STUB_WATCH
+                                               : STUB_LIST;
     stub_faultq f = {0};
     pthread_mutex_lock(&s->mu);
     if (s->nreq < 4096) {
@@ -806,6 +881,9 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
         free(b);
         return ok;
     }
+    if (type == STUB_PATCH &&
+        sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]%7s", ns, name, rest) == 2)
+        return serve_pod_patch(s, fd, ns, name, body);
     if (type == STUB_POST &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]/binding", ns, name) == 2)
         return serve_binding(s, fd, ns, name, body, !(have_f && f.f == STUB_F_APPLY_CLOSE));

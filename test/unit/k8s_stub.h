@@ -7,7 +7,9 @@
  * does: paginated lists with continue tokens (consistent snapshots),
  * chunked newline-delimited watch streams from a resourceVersion (ERROR 410
  * when it was compacted), pods/binding with the real 409 message, Leases
- * (coordination.k8s.io/v1, resourceVersion-checked), and Events. Faults are queued per (path
+ * (coordination.k8s.io/v1, resourceVersion-checked), Events, and JSON
+ * merge patches of a pod's annotations with the API server's preconditions
+ * (metadata.resourceVersion: 409; metadata.uid: 422). Faults are queued per (path
  * prefix, request type) and consumed in order by the next matching request.
  *
  * Included as a .c by each test (the build makes one executable per test).
@@ -28,6 +30,7 @@ typedef enum stub_req {
     STUB_WATCH = 1,
     STUB_POST = 2,
     STUB_ANY = 3,
+    STUB_PATCH = 4,
 } stub_req;
 
 typedef enum stub_fault_kind {

@@ -52,7 +52,12 @@
  *                  unknown, errorMessage says why, and Volcano rolls the
  *                  allocation back (it collects AllocateFunc errors). A
  *                  task with Status Pipelined (4) waits for resources being
- *                  released and is not assumed (answer "").
+ *                  released and is not assumed (answer ""). A pod that got
+ *                  GPU devices has them written on it (core_gpu_prebind,
+ *                  live mode, the task's Pod uid and resourceVersion as
+ *                  preconditions) before the answer; when that fails the
+ *                  assumption is dropped and errorMessage says why, so
+ *                  Volcano never binds it without them.
  *   deallocateFunc {"task"} -> {"errorMessage": ""}: forgets the ASSUMED
  *                  pod (any node). Idempotent: an unknown pod is success;
  *                  a BOUND pod (Volcano evicting a running task) is left to

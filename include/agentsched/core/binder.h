@@ -66,8 +66,13 @@ typedef struct binder_outcome {
     int chosen; /* index into cands, -1 when none */
     binder_accept how;
     uint32_t gpu_devices; /* device bitmask taken on the chosen node */
+    uint32_t gpu_milli;   /* milli-GPU on each of them (1000: whole); 0 without devices */
     char node[256];       /* chosen node name */
-    char reason[256];     /* why the last candidate was refused (on conflict) */
+    /* the reserved pod's metadata.resourceVersion as agentsched saw it
+     * ("" when unknown: a retried bind answered from the cache), the
+     * precondition of the device annotation's patch */
+    char resource_version[64];
+    char reason[256]; /* why the last candidate was refused (on conflict) */
 } binder_outcome;
 
 /*

@@ -247,6 +247,12 @@ as_err cache_node_remove(cache *c, const char *name);
  * unbound -> its usage is released, except that an ASSUMED pod seen
  * unbound is kept (the watch may lag behind our own bind; see
  * cache_expire_assumed). Pods with no uid use "namespace/name" as uid.
+ * GPU devices: a bound pod whose device annotation (model_pod
+ * annot_gpu_*, written before agentsched's Binding) names its node and
+ * matches its demand occupies exactly those devices, pinned: never
+ * re-picked (not on a node's return or spec change either), even past a
+ * device's capacity; any other GPU pod keeps the devices it held on that
+ * node when they still fit, or gets devices picked (best fit) as before.
  * AS_ELIMIT for a new pod when CACHE_MAX_PODS are held.
  */
 as_err cache_pod_upsert(cache *c, const model_pod *pod);

@@ -64,6 +64,8 @@ typedef struct core_metrics {
     metrics_counter *memo_misses;      /* prioritize evaluated afresh */
     metrics_counter *spec_memo_hits;   /* a Pod's spec reused (extender.c) */
     metrics_counter *spec_memo_misses; /* a Pod's spec decoded */
+    /* device annotations written before a Binding (core_gpu_prebind) */
+    metrics_counter *gpu_annot_written, *gpu_annot_conflicts, *gpu_annot_errors;
 } core_metrics;
 
 /*
@@ -73,6 +75,8 @@ typedef struct core_metrics {
  *   live        true while an API server client is running
  *   synced      true once its first list of nodes and pods is done
  *   bind        posts a Binding for the pod (k8s_bind's contract)
+ *   patch_pod   sends a JSON merge patch to the pod (k8s_patch_pod's
+ *               contract: AS_ECONFLICT when a precondition failed)
  *   decision_begin/end  the NodeShard gate (shard.h shard_decision_*)
  *   unschedulable  reports a pod that fits nowhere (condition and Event)
  *   scheduled      reports a pod bound to node (Event)
@@ -83,6 +87,8 @@ typedef struct core_ports {
     bool (*synced)(void *arg);
     as_err (*bind)(void *arg, const char *ns, const char *name, const char *uid, const char *node,
                    as_diag *diag);
+    as_err (*patch_pod)(void *arg, const char *ns, const char *name, const char *body, size_t len,
+                        as_diag *diag);
     uint64_t (*decision_begin)(void *arg);
     void (*decision_end)(void *arg, uint64_t revision);
     void (*unschedulable)(void *arg, const model_pod *pod, const char *message);
@@ -155,6 +161,23 @@ bool core_live(const core *c);
 bool core_synced(const core *c);
 uint64_t core_decision_begin(const core *c);
 void core_decision_end(const core *c, uint64_t revision);
+
+/*
+ * core_gpu_prebind is the PreBind of a reservation that took GPU devices:
+ * it writes them on pod ns/name before the Binding, as the policy's
+ * gpu.annotations contracts say (gpuannot.h), with the preconditions uid
+ * and resource_version (each skipped when NULL or ""), in one JSON merge
+ * patch through the patch_pod port. AS_OK without a call when devices is
+ * 0, the policy lists no contract, or there is no API server (not live, or
+ * no patch_pod port). Otherwise the port's result: AS_ECONFLICT when the
+ * pod changed since agentsched read it (409) or is another pod now (a
+ * lost race: the caller unreserves and retries), AS_ENOTFOUND, AS_EAUTH
+ * (pods patch not granted), other errors; diag says what happened.
+ * Counted in agentsched_gpu_annotations_total{result}.
+ */
+as_err core_gpu_prebind(core *c, const char *ns, const char *name, const char *uid,
+                        const char *resource_version, const char *node, uint32_t devices,
+                        uint32_t milli, as_diag *diag);
 
 /* core_decision_ports returns the ports of a decision (decision.h) taken
  * on this core: its gate is the server's (core_ports.decision_begin/end,

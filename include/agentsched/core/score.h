@@ -53,6 +53,12 @@ as_err score_policy_new_strategy(model_registry *reg, score_strategy s, score_po
 void score_policy_gpu_names(const score_policy *p, const char **gpu_name, const char **share_name,
                             const char **model_label);
 
+/* score_policy_gpu_annotations returns the device annotation contracts
+ * (gpuannot.h GPUANNOT_* bits) the policy's gpu.annotations lists:
+ * written on a pod that got devices, before its Binding. Default
+ * GPUANNOT_AGENTSCHED. */
+uint32_t score_policy_gpu_annotations(const score_policy *p);
+
 /* score_policy_candidates: top-K the standalone path keeps (1..16);
  * score_policy_min_score: standalone candidates scoring below are dropped. */
 uint32_t score_policy_candidates(const score_policy *p);

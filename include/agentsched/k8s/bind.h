@@ -53,6 +53,29 @@ as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const cha
 as_err k8s_get_pod(k8s_client *k, const char *ns, const char *name, const model_registry *reg,
                    model_pod **out, as_diag *diag);
 
+/*
+ * k8s_patch_pod sends body (a JSON merge patch, e.g. gpuannot_patch_body's
+ * with its metadata.uid / metadata.resourceVersion preconditions) to pod
+ * ns/name. 200: AS_OK. 409 (the resourceVersion is not the pod's: it
+ * changed since it was read) and 422 naming metadata.uid (the pod was
+ * created again under its name): AS_ECONFLICT. 404: AS_ENOTFOUND.
+ * 401/403: AS_EAUTH (the scheduler needs patch on pods). 429/5xx and
+ * transport errors are retried (cfg.bind_retries times, with backoff),
+ * then AS_EHTTP / AS_EIO; an attempt applied unheard makes its retry a
+ * 409, so the caller sees a conflict and tries again with the pod as the
+ * watch shows it. Other statuses: AS_EHTTP. k NULL: AS_EUNSUPPORTED.
+ */
+as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char *body, size_t len,
+                     as_diag *diag);
+
+/* k8s_patch_status maps the HTTP status of a pod PATCH with
+ * preconditions to k8s_patch_pod's result (the answer's body,
+ * resp[0..len), is read for a 422's cause and the message); *retry is set
+ * for the statuses k8s_patch_pod retries (429, 5xx: AS_EHTTP). diag names
+ * pod ns/name. For k8s_patch_pod and its tests. */
+as_err k8s_patch_status(long status, const char *resp, size_t len, const char *ns, const char *name,
+                        bool *retry, as_diag *diag);
+
 /* k8s_conflict_node extracts X from a 409 body/message "... is already
  * assigned to node \"X\"" into out; false when absent. */
 bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen);

@@ -54,6 +54,14 @@ typedef struct model_pod {
      * for a share above 1000, is a decode error. */
     uint32_t gpu_count;
     uint32_t gpu_milli;
+    /* The devices agentsched wrote on the pod before binding it
+     * (gpuannot.h): set only when agentsched.io/gpu-devices, gpu-milli and
+     * gpu-node are all present and well formed (devices below
+     * MODEL_MAX_GPUS), else 0, 0, NULL. Malformed ones are ignored, never a
+     * decode error. */
+    uint32_t annot_gpu_devices;
+    uint32_t annot_gpu_milli;
+    const char *annot_gpu_node;
     model_labels labels;
     model_labels node_selector;
     model_affinity affinity;

@@ -20,6 +20,12 @@ struct json_skip;
  * rule whose parent is NULL, never NULL. Thread-safe. */
 const struct json_skip *model_skip_pod(void);
 
+/* model_skip_pod_watch is model_skip_pod keeping metadata.annotations
+ * (less kubectl's last-applied-configuration): the watch's table, for the
+ * device annotations of bound pods (model_pod annot_gpu_*). The extender's
+ * pods are pending: it keeps model_skip_pod, so they never carry them. */
+const struct json_skip *model_skip_pod_watch(void);
+
 /* model_skip_node returns the rule table for a v1 Node, as model_skip_pod. */
 const struct json_skip *model_skip_node(void);
 

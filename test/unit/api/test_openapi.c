@@ -351,10 +351,11 @@ Test(openapi, checker_self_test)
     const json_t *resp = schema_named(doc, "PlacementResponse");
     static const char *good[] = {
         "{\"placements\": []}",
-        "{\"placements\": [{\"pod\": \"a/b\", \"node\": null, \"candidates\": [], \"reasons\": "
-        "{}}]}",
-        "{\"placements\": [{\"pod\": \"a/b\", \"node\": \"n\", \"candidates\": [{\"node\": "
-        "\"n\", \"score\": 1.5}], \"reasons\": {\"Insufficient cpu\": 2}}]}",
+        "{\"placements\": [{\"pod\": \"a/b\", \"node\": null, \"gpuDevices\": [], "
+        "\"candidates\": [], \"reasons\": {}}]}",
+        "{\"placements\": [{\"pod\": \"a/b\", \"node\": \"n\", \"gpuDevices\": [0, 3], "
+        "\"candidates\": [{\"node\": \"n\", \"score\": 1.5}], \"reasons\": "
+        "{\"Insufficient cpu\": 2}}]}",
     };
     static const char *bad[] = {
         "{}",
@@ -367,6 +368,8 @@ Test(openapi, checker_self_test)
         "{\"x\": 1.5}}]}",
         "{\"placements\": [{\"pod\": \"a/b\", \"node\": null, \"candidates\": [], \"reasons\": "
         "{\"x\": 0}}]}",
+        "{\"placements\": [{\"pod\": \"a/b\", \"node\": \"n\", \"gpuDevices\": [-1], "
+        "\"candidates\": [], \"reasons\": {}}]}",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         json_t *v = json_loads(good[i], 0, NULL);

@@ -649,14 +649,15 @@ Test(placement, run_direct_and_k_bounds)
 
 Test(placement, table_printer)
 {
-    json_t *r = json_loads(
-        "{\"placements\": ["
-        "{\"pod\": \"default/a\", \"node\": \"node-c\", \"candidates\": [{\"node\": \"node-c\", "
-        "\"score\": 75}, {\"node\": \"node-a\", \"score\": 18.75}], \"reasons\": "
-        "{\"node(s) were unschedulable\": 1}},"
-        "{\"pod\": \"default/b\", \"node\": null, \"candidates\": [], \"reasons\": "
-        "{\"Insufficient cpu\": 3, \"node(s) were unschedulable\": 1}}]}",
-        0, NULL);
+    json_t *r =
+        json_loads("{\"placements\": ["
+                   "{\"pod\": \"default/a\", \"node\": \"node-c\", \"gpuDevices\": [0, 2], "
+                   "\"candidates\": [{\"node\": \"node-c\", "
+                   "\"score\": 75}, {\"node\": \"node-a\", \"score\": 18.75}], \"reasons\": "
+                   "{\"node(s) were unschedulable\": 1}},"
+                   "{\"pod\": \"default/b\", \"node\": null, \"candidates\": [], \"reasons\": "
+                   "{\"Insufficient cpu\": 3, \"node(s) were unschedulable\": 1}}]}",
+                   0, NULL);
     cr_assert_not_null(r);
     char *text = NULL;
     size_t len = 0;
@@ -668,6 +669,7 @@ Test(placement, table_printer)
                   strstr(text, "REASONS"),
               "%s", text);
     cr_expect(strstr(text, "node-c(75),node-a(18.75)"), "%s", text);
+    cr_expect(strstr(text, "node-c gpu:0,2 "), "%s", text);
     cr_expect(strstr(text, "<none>"), "%s", text);
     cr_expect(strstr(text, "3 Insufficient cpu, 1 node(s) were unschedulable"), "%s", text);
     free(text);

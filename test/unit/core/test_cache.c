@@ -904,6 +904,126 @@ Test(cache, resized_pod_keeps_its_gpu_device)
     model_pod_free(x);
 }
 
+/* annotate gives pod the device annotation agentsched writes before its
+ * Binding (model_pod annot_gpu_*; node is a literal, never freed). */
+static void annotate(model_pod *pod, uint32_t devices, uint32_t milli, const char *node)
+{
+    pod->annot_gpu_devices = devices;
+    pod->annot_gpu_milli = milli;
+    pod->annot_gpu_node = node;
+}
+
+static uint32_t devices_of(const char *uid)
+{
+    cache_pod_info info;
+    cache_pod_lookup(c, uid, &info);
+    cr_assert_neq(info.state, CACHE_POD_ABSENT, "%s", uid);
+    return info.gpu_devices;
+}
+
+Test(cache, bound_pods_occupy_their_annotated_devices)
+{
+    /* After a restart the pods are listed in any order. Best fit would put
+     * the 300 on device 0 and the first 600 on device 1; their annotations
+     * say 3 and 2, and 2 already holds the 600 it names. */
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 4)), AS_OK);
+    static const struct {
+        const char *uid;
+        uint32_t count, milli, devices;
+        const char *node;
+    } pods[] = {
+        {"s300", 1, 300, 1u << 3, "g"},
+        {"s600", 1, 600, 1u << 2, "g"},
+        {"s400", 1, 400, 1u << 2, "g"},
+        {"whole", 2, 0, (1u << 0) | (1u << 1), "g"},
+        /* annotated for another node (a Binding that lost): picked as before */
+        {"elsewhere", 1, 500, 1u << 3, "other"},
+    };
+    for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+        model_pod *p = fx_pod(pods[i].uid, pods[i].uid, 100, 0);
+        fx_pod_gpu(&reg, p, pods[i].count, pods[i].milli);
+        annotate(p, pods[i].devices, pods[i].milli ? pods[i].milli : MODEL_GPU_MILLI, pods[i].node);
+        fx_pod_bind(p, "g");
+        cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+        model_pod_free(p);
+    }
+    cr_expect_eq(devices_of("s300"), 1u << 3);
+    cr_expect_eq(devices_of("s600"), 1u << 2);
+    cr_expect_eq(devices_of("s400"), 1u << 2);
+    cr_expect_eq(devices_of("whole"), 3u);
+    /* 300 on 3 leaves 700 there: best fit takes it */
+    cr_expect_eq(devices_of("elsewhere"), 1u << 3);
+    int32_t u[4];
+    gpu_used_of("g", u);
+    cr_expect_eq(u[0], 1000);
+    cr_expect_eq(u[1], 1000);
+    cr_expect_eq(u[2], 1000);
+    cr_expect_eq(u[3], 800);
+    check_invariants();
+
+    /* the node goes and returns smaller: annotated pods are never re-picked */
+    cr_assert_eq(cache_node_remove(c, "g"), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 4)), AS_OK);
+    cr_expect_eq(devices_of("s300"), 1u << 3);
+    cr_expect_eq(devices_of("whole"), 3u);
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 3)), AS_OK);
+    cr_expect_eq(devices_of("s300"), 1u << 3, "pinned even past the node's devices");
+    cr_expect_eq(devices_of("s600"), 1u << 2);
+    cr_expect_neq(devices_of("elsewhere"), 1u << 3, "a picked pod moves to a device that exists");
+    check_invariants();
+}
+
+Test(cache, annotation_not_matching_the_demand_is_ignored)
+{
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    model_pod *x = fx_pod("x", "ux", 100, 0);
+    fx_pod_gpu(&reg, x, 1, 900);
+    fx_pod_bind(x, "g");
+    cr_assert_eq(cache_pod_upsert(c, x), AS_OK); /* device 0 (best fit on empty: lowest) */
+    cr_assert_eq(devices_of("ux"), 1u);
+    /* two devices named for one share, or another milli: picked as today */
+    model_pod *a = fx_pod("a", "ua", 100, 0);
+    fx_pod_gpu(&reg, a, 1, 500);
+    annotate(a, 3u, 500, "g");
+    fx_pod_bind(a, "g");
+    cr_assert_eq(cache_pod_upsert(c, a), AS_OK);
+    cr_expect_eq(devices_of("ua"), 2u);
+    model_pod *b = fx_pod("b", "ub", 100, 0);
+    fx_pod_gpu(&reg, b, 1, 100);
+    annotate(b, 2u, 200, "g");
+    fx_pod_bind(b, "g");
+    cr_assert_eq(cache_pod_upsert(c, b), AS_OK);
+    cr_expect_eq(devices_of("ub"), 1u, "best fit: device 0 has 100 free");
+    check_invariants();
+    model_pod_free(a);
+    model_pod_free(b);
+    model_pod_free(x);
+}
+
+Test(cache, confirmed_binding_takes_the_annotated_devices)
+{
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    model_pod *a = fx_pod("a", "ua", 100, 0);
+    fx_pod_gpu(&reg, a, 1, 500);
+    cr_assert_eq(assume(a, "g"), CACHE_ASSUME_FAST);
+    cr_assert_eq(devices_of("ua"), 1u);
+    /* the watch shows it bound with its annotation: same devices, kept */
+    annotate(a, 1u, 500, "g");
+    fx_pod_bind(a, "g");
+    cr_assert_eq(cache_pod_upsert(c, a), AS_OK);
+    cr_expect_eq(devices_of("ua"), 1u);
+    /* another replica's annotation said device 1: the API server's word wins */
+    annotate(a, 2u, 500, "g");
+    cr_assert_eq(cache_pod_upsert(c, a), AS_OK);
+    cr_expect_eq(devices_of("ua"), 2u);
+    int32_t u[4];
+    gpu_used_of("g", u);
+    cr_expect_eq(u[0], 0);
+    cr_expect_eq(u[1], 500);
+    check_invariants();
+    model_pod_free(a);
+}
+
 /* Upserts a bound GPU-share pod named uid on node g. */
 static void bound_share(const char *uid, uint32_t milli)
 {
@@ -966,5 +1086,39 @@ Test(cache, pods_before_their_node_repacked_when_stranded)
     for (int d = 0; d < 4; d++)
         cr_assert_eq(used[d], 850, "device %d holds %d", d, used[d]);
     cr_assert(!share_fits(300));
+    check_invariants();
+}
+
+Test(cache, repacking_keeps_annotated_pods_in_place)
+{
+    /* 500 pinned on device 0; then in this order 400 (best fit: device 0),
+     * 600 (device 1), 500 (100 and 400 free: no device holds it). The
+     * re-placement, largest first, moves the others around the pinned
+     * pod (unpinned, it would have put the 600 on device 0 and moved the
+     * pinned 500 to device 1). */
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    static const struct {
+        const char *uid;
+        uint32_t milli;
+        bool pinned;
+    } pods[] = {
+        {"p500", 500, true}, {"a400", 400, false}, {"b600", 600, false}, {"c500", 500, false}};
+    for (size_t i = 0; i < sizeof pods / sizeof pods[0]; i++) {
+        model_pod *p = fx_pod(pods[i].uid, pods[i].uid, 100, 0);
+        fx_pod_gpu(&reg, p, 1, pods[i].milli);
+        if (pods[i].pinned)
+            annotate(p, 1u, pods[i].milli, "g");
+        fx_pod_bind(p, "g");
+        cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+        model_pod_free(p);
+    }
+    cr_expect_eq(devices_of("p500"), 1u, "the annotated pod never moves");
+    cr_expect_eq(devices_of("c500"), 1u);
+    cr_expect_eq(devices_of("b600"), 2u);
+    cr_expect_eq(devices_of("a400"), 2u);
+    int32_t u[4];
+    gpu_used_of("g", u);
+    cr_expect_eq(u[0], 1000);
+    cr_expect_eq(u[1], 1000);
     check_invariants();
 }

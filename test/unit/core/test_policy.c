@@ -9,6 +9,7 @@
 
 #include "agentsched/core/policy.h"
 #include "agentsched/core/score.h"
+#include "agentsched/model/gpuannot.h"
 
 static model_registry reg;
 
@@ -222,4 +223,25 @@ Test(policy, missing_file)
     cr_assert_eq(score_policy_load(&reg, "/nonexistent/policy.yaml", &p, &d), AS_EIO);
     cr_assert_null(p);
     cr_assert(strstr(d.msg, "/nonexistent/policy.yaml"), "%s", d.msg);
+}
+
+Test(policy, gpu_annotations)
+{
+    score_policy *p = parse_ok("strategy: fragment\n");
+    cr_assert_eq(score_policy_gpu_annotations(p), GPUANNOT_AGENTSCHED, "default: agentsched's");
+    score_policy_unref(p);
+    p = parse_ok("gpu: {annotations: [agentsched, volcano]}\n");
+    cr_assert_eq(score_policy_gpu_annotations(p), GPUANNOT_AGENTSCHED | GPUANNOT_VOLCANO);
+    score_policy_unref(p);
+    p = parse_ok("gpu: {annotations: [volcano]}\n");
+    cr_assert_eq(score_policy_gpu_annotations(p), GPUANNOT_VOLCANO);
+    score_policy_unref(p);
+    p = parse_ok("gpu: {annotations: []}\n");
+    cr_assert_eq(score_policy_gpu_annotations(p), 0, "[] writes nothing");
+    score_policy_unref(p);
+    parse_bad("gpu: {annotations: agentsched}\n", AS_EINVAL, "gpu.annotations", "list");
+    parse_bad("gpu: {annotations: [aliyun]}\n", AS_EINVAL, "gpu.annotations[0]",
+              "agentsched or volcano");
+    parse_bad("gpu: {annotations: [volcano, 3]}\n", AS_EINVAL, "gpu.annotations[1]", "unknown");
+    parse_bad("gpu: {annotations: [volcano, volcano]}\n", AS_EINVAL, "gpu.annotations[1]", "twice");
 }

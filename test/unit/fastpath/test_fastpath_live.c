@@ -15,6 +15,7 @@
 #include "agentsched/base/doc.h"
 #include "agentsched/fastpath/fastpath.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/model/gpuannot.h"
 #include "agentsched/base/log.h"
 #include "agentsched/serve/svc.h"
 #include "k8s_stub.c"
@@ -362,4 +363,141 @@ Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
         json_decref(doc);
     }
     json_decref(served);
+}
+
+/* The annotation key of pod name at the stub ("" when absent). */
+static void stub_annotation(k8s_stub *stub, const char *name, const char *key, char *out,
+                            size_t len)
+{
+    out[0] = 0;
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pods, i, v)
+    {
+        json_t *md = json_object_get(v, "metadata");
+        if (strcmp(json_string_value(json_object_get(md, "name")), name) != 0)
+            continue;
+        const char *a = json_string_value(json_object_get(json_object_get(md, "annotations"), key));
+        snprintf(out, len, "%s", a ? a : "");
+    }
+    json_decref(pods);
+}
+
+/* Share pods get their devices written on them before the Binding: a
+ * precondition that fails (409) is a lost race, requeued and retried;
+ * CPU pods are bound without a patch; after a restart the cache holds
+ * each pod on the devices its annotation names. */
+Test(fastpath_live, gpu_devices_written_before_the_binding_and_read_back)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("g0", "32", "64Gi", 110);
+    json_object_set_new(json_object_get(json_object_get(n, "status"), "allocatable"),
+                        "nvidia.com/gpu", json_string("2"));
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    enum { NSHARE = 3 };
+    for (int i = 0; i < NSHARE; i++) {
+        char name[16], uid[24];
+        snprintf(name, sizeof name, "s%d", i);
+        snprintf(uid, sizeof uid, "uid-%s", name);
+        json_t *p = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
+        json_t *c0 = json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0);
+        json_object_set_new(json_object_get(json_object_get(c0, "resources"), "requests"),
+                            "agentsched.io/gpu-milli", json_string("600"));
+        stub_put(stub, STUB_POD, p);
+        json_decref(p);
+    }
+    put_pods(stub, "cpu", 0, 1);
+    /* the first patch of s0 loses a race */
+    stub_fault(stub, "/api/v1/namespaces/default/pods/s0", STUB_PATCH, STUB_F_STATUS, 409);
+
+    svc *s = NULL;
+    fastpath *fp = live_start(stub, 2, false, &s);
+    as_diag d = {{0}, {0}};
+    /* 3 shares of 600 on 2 devices: two bound, one waits */
+    int64_t end = mono_ms() + 10000;
+    while (bound_on(stub, NULL, NULL) < 3 && mono_ms() < end)
+        usleep(5000);
+    usleep(200000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 3, "two shares and the CPU pod");
+    cr_assert_eq(bound_on(stub, NULL, "cpu0"), 1);
+    cr_assert_eq(stub_count(stub, "/api/v1/namespaces/default/pods/cpu0", STUB_PATCH), 0,
+                 "a CPU pod is bound without a patch");
+    cr_assert_eq(stub_faults_pending(stub), 0, "the 409 was served");
+    cr_assert_geq(metrics_counter_get(s->core->m.gpu_annot_conflicts), 1);
+    cr_assert_geq(metrics_counter_get(s->core->m.gpu_annot_written), 2);
+    int32_t per_dev[2] = {0, 0};
+    char devs[64], milli[16], node[64];
+    for (int i = 0; i < NSHARE; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "s%d", i);
+        stub_annotation(stub, name, GPUANNOT_DEVICES, devs, sizeof devs);
+        if (!bound_on(stub, NULL, name)) {
+            /* pending: annotated only if a Binding lost after its patch */
+            continue;
+        }
+        stub_annotation(stub, name, GPUANNOT_MILLI, milli, sizeof milli);
+        stub_annotation(stub, name, GPUANNOT_NODE, node, sizeof node);
+        cr_assert(devs[0], "%s bound without its annotation", name);
+        cr_assert_str_eq(milli, "600");
+        cr_assert_str_eq(node, "g0");
+        uint32_t m = 0;
+        cr_assert(gpuannot_parse_devices(devs, strlen(devs), 2, &m), "%s", devs);
+        cr_assert_eq(__builtin_popcount(m), 1);
+        per_dev[__builtin_ctz(m)] += 600;
+        cache_pod_info info;
+        char uid[24];
+        snprintf(uid, sizeof uid, "uid-%s", name);
+        cache_pod_lookup(s->core->cache, uid, &info);
+        cr_assert_eq(info.gpu_devices, m, "%s: the cache holds the written devices", name);
+    }
+    cr_assert_leq(per_dev[0], 1000);
+    cr_assert_leq(per_dev[1], 1000);
+    live_stop(s, fp);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+
+    /* A restart: a fresh replica lists the bound pods and holds them where
+     * their annotations say, not where its own best fit would. Swap the
+     * devices on the API server to tell the two apart. */
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pods, i, v)
+    {
+        json_t *an = json_object_get(json_object_get(v, "metadata"), "annotations");
+        const char *dv = json_string_value(json_object_get(an, GPUANNOT_DEVICES));
+        if (!dv || !json_string_value(json_object_get(json_object_get(v, "spec"), "nodeName")))
+            continue;
+        json_object_set_new(an, GPUANNOT_DEVICES, json_string(strcmp(dv, "0") ? "0" : "1"));
+        stub_put(stub, STUB_POD, v);
+    }
+    json_decref(pods);
+    fp = live_start(stub, 2, false, &s);
+    end = mono_ms() + 5000;
+    int held = 0;
+    while (held < 2 && mono_ms() < end) {
+        held = 0;
+        for (int k = 0; k < NSHARE; k++) {
+            char name[16], uid[24];
+            snprintf(name, sizeof name, "s%d", k);
+            snprintf(uid, sizeof uid, "uid-%s", name);
+            if (!bound_on(stub, NULL, name))
+                continue;
+            stub_annotation(stub, name, GPUANNOT_DEVICES, devs, sizeof devs);
+            cache_pod_info info;
+            cache_pod_lookup(s->core->cache, uid, &info);
+            if (info.state == CACHE_POD_BOUND && info.gpu_devices == (devs[0] == '0' ? 1u : 2u))
+                held++;
+        }
+        usleep(5000);
+    }
+    cr_assert_eq(held, 2, "the relisted pods sit on their annotated devices");
+    usleep(100000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 3, "the third share still does not fit");
+    live_stop(s, fp);
+    svc_free(s);
+    stub_free(stub);
 }

@@ -13,6 +13,7 @@
 #include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/events.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/model/gpuannot.h"
 #include "agentsched/base/log.h"
 #include "k8s_stub.c"
 
@@ -619,5 +620,147 @@ Test(k8s_bind, after_stop)
     cr_assert_eq(k8s_bind_async(f.k, "default", "x", NULL, "n0", NULL, NULL), AS_EINVAL);
     cr_assert_eq(k8s_bind(f.k, "default", "x", NULL, "n0", &d), AS_EIO);
     k8s_event_post(f.k, "default", "x", NULL, "Normal", "Scheduled", "m");
+    bfx_fini(&f);
+}
+
+/* ---- the device annotation's patch (k8s_patch_pod) ---------------- */
+
+static as_err err_named(const char *s)
+{
+    static const struct {
+        const char *name;
+        as_err err;
+    } t[] = {{"OK", AS_OK},
+             {"ECONFLICT", AS_ECONFLICT},
+             {"EHTTP", AS_EHTTP},
+             {"EAUTH", AS_EAUTH},
+             {"ENOTFOUND", AS_ENOTFOUND}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(t[i].name, s))
+            return t[i].err;
+    cr_assert_fail("unknown error name %s", s);
+    return AS_EINTERNAL;
+}
+
+Test(k8s_bind, patch_statuses_as_data)
+{
+    json_error_t je;
+    json_t *cases = json_load_file(TEST_DATA_DIR "/k8s/patch_status.json", 0, &je);
+    cr_assert_not_null(cases, "%s", je.text);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c)
+    {
+        long status = (long)json_integer_value(json_object_get(c, "status"));
+        const char *body = json_string_value(json_object_get(c, "body"));
+        bool retry = true;
+        as_diag d = {{0}, {0}};
+        as_err err = k8s_patch_status(status, body, strlen(body), "ns", "p", &retry, &d);
+        cr_expect_eq(err, err_named(json_string_value(json_object_get(c, "err"))),
+                     "case %zu (%ld): %s", i, status, d.msg);
+        cr_expect_eq(retry, json_is_true(json_object_get(c, "retry")), "case %zu (%ld)", i, status);
+        if (err)
+            cr_expect(strstr(d.msg, "ns/p"), "case %zu names the pod: %s", i, d.msg);
+    }
+    json_decref(cases);
+}
+
+/* stub_pod_annotation: the annotation key of pod uid at the stub, "" when
+ * absent. */
+static const char *stub_pod_annotation(bfx *f, const char *uid, const char *key)
+{
+    static char out[256];
+    out[0] = 0;
+    json_t *pods = stub_objects(f->stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pods, i, v)
+    {
+        json_t *md = json_object_get(v, "metadata");
+        if (!strcmp(json_string_value(json_object_get(md, "uid")), uid)) {
+            const char *a =
+                json_string_value(json_object_get(json_object_get(md, "annotations"), key));
+            snprintf(out, sizeof out, "%s", a ? a : "");
+        }
+    }
+    json_decref(pods);
+    return out;
+}
+
+static const char *stub_pod_rv(bfx *f, const char *uid)
+{
+    static char out[64];
+    out[0] = 0;
+    json_t *pods = stub_objects(f->stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pods, i, v)
+    {
+        json_t *md = json_object_get(v, "metadata");
+        if (!strcmp(json_string_value(json_object_get(md, "uid")), uid))
+            snprintf(out, sizeof out, "%s",
+                     json_string_value(json_object_get(md, "resourceVersion")));
+    }
+    json_decref(pods);
+    return out;
+}
+
+static void patch_body(const char *uid, const char *rv, buf *b)
+{
+    gpuannot_patch p = {uid, rv, "n1", 0x5, 600, GPUANNOT_ALL, 1700000000000000000};
+    buf_reset(b);
+    cr_assert_eq(gpuannot_patch_body(&p, b), AS_OK);
+}
+
+Test(k8s_bind, patch_with_preconditions)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    put_pod(&f, "g", NULL);
+    buf b;
+    buf_init(&b, 1 << 16);
+    as_diag d = {{0}, {0}};
+    char rv[64];
+    snprintf(rv, sizeof rv, "%s", stub_pod_rv(&f, "uid-g"));
+    cr_assert(rv[0]);
+
+    /* a resourceVersion that is not the pod's: 409, nothing written */
+    patch_body("uid-g", "1", &b);
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "g", b.data, b.len, &d), AS_ECONFLICT, "%s", d.msg);
+    cr_expect(strstr(d.msg, "409"), "%s", d.msg);
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-g", GPUANNOT_DEVICES), "");
+    /* a uid that is not the pod's (created again under its name): a conflict too */
+    patch_body("uid-other", rv, &b);
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "g", b.data, b.len, &d), AS_ECONFLICT, "%s", d.msg);
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-g", GPUANNOT_DEVICES), "");
+    /* the pod as read: written, with both contracts */
+    patch_body("uid-g", rv, &b);
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "g", b.data, b.len, &d), AS_OK, "%s", d.msg);
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-g", GPUANNOT_DEVICES), "0,2");
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-g", GPUANNOT_MILLI), "600");
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-g", GPUANNOT_NODE), "n1");
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-g", GPUANNOT_VOLCANO_INDEX), "0,2");
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-g", GPUANNOT_VOLCANO_TIME),
+                     "1700000000000000000");
+    /* the same patch again: the resourceVersion moved, so a conflict */
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "g", b.data, b.len, &d), AS_ECONFLICT, "%s", d.msg);
+    /* gone: 404 */
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "nope", b.data, b.len, &d), AS_ENOTFOUND, "%s",
+                 d.msg);
+    /* 5xx is retried, then written */
+    snprintf(rv, sizeof rv, "%s", stub_pod_rv(&f, "uid-g"));
+    patch_body("uid-g", rv, &b);
+    stub_fault(f.stub, "/api/v1/namespaces/default/pods/g", STUB_PATCH, STUB_F_STATUS, 503);
+    int before = stub_count(f.stub, "/api/v1/namespaces/default/pods/g", STUB_PATCH);
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "g", b.data, b.len, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(stub_count(f.stub, "/api/v1/namespaces/default/pods/g", STUB_PATCH), before + 2);
+    /* 403: no retry, the message says which permission */
+    snprintf(rv, sizeof rv, "%s", stub_pod_rv(&f, "uid-g"));
+    patch_body("uid-g", rv, &b);
+    stub_fault(f.stub, "/api/v1/namespaces/default/pods/g", STUB_PATCH, STUB_F_STATUS, 403);
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "g", b.data, b.len, &d), AS_EAUTH, "%s", d.msg);
+    cr_expect(strstr(d.msg, "patch on pods"), "%s", d.msg);
+    cr_assert_eq(k8s_patch_pod(NULL, "default", "g", b.data, b.len, &d), AS_EUNSUPPORTED);
+    buf_free(&b);
     bfx_fini(&f);
 }

@@ -682,7 +682,7 @@ Test(k8s_stream, pod_events_fixture)
 
 Test(k8s_stream, skip_rules_by_kind)
 {
-    cr_assert_eq(k8s_stream_skip(K8S_KIND_POD), model_skip_pod());
+    cr_assert_eq(k8s_stream_skip(K8S_KIND_POD), model_skip_pod_watch());
     cr_assert_eq(k8s_stream_skip(K8S_KIND_NODE), model_skip_node());
     cr_assert_null(k8s_stream_skip(K8S_KIND_NODESHARD));
 }

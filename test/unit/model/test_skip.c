@@ -197,6 +197,27 @@ Test(model_skip, skip_rules_keep_the_pod_model)
     cr_assert_eq(model_pod_from_json(&reg, whole, &a, &d), AS_OK, "%s: %s", d.field, d.msg);
     cr_assert_eq(model_pod_from_json(&reg, skipped, &b, &d), AS_OK, "%s: %s", d.field, d.msg);
     same_pod(a, b);
+    /* the extender's table leaves the device annotations out (its pods
+     * are pending), the watch's keeps them */
+    cr_assert_eq(a->annot_gpu_devices, 0xa);
+    cr_assert_eq(a->annot_gpu_milli, 1000);
+    cr_assert_str_eq(a->annot_gpu_node, "n1");
+    cr_assert_eq(b->annot_gpu_devices, 0);
+    cr_assert_null(b->annot_gpu_node);
+    model_pod_free(b);
+    json_decref(skipped);
+    b = NULL;
+    json_t *w;
+    parse_both("full_pod.json", model_skip_pod_watch(), &w, &skipped);
+    json_decref(w);
+    cr_assert_null(
+        json_object_get(json_object_get(json_object_get(skipped, "metadata"), "annotations"),
+                        "kubectl.kubernetes.io/last-applied-configuration"));
+    cr_assert_eq(model_pod_from_json(&reg, skipped, &b, &d), AS_OK, "%s: %s", d.field, d.msg);
+    same_pod(a, b);
+    cr_assert_eq(b->annot_gpu_devices, a->annot_gpu_devices);
+    cr_assert_eq(b->annot_gpu_milli, a->annot_gpu_milli);
+    cr_assert_str_eq(b->annot_gpu_node, a->annot_gpu_node);
     /* the fixture exercises what the model reads */
     cr_assert_eq(a->phase, MODEL_PHASE_RUNNING);
     cr_assert_eq(a->ntolerations, 2);

@@ -13,6 +13,7 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/model/gpuannot.h"
 #include "agentsched/serve/svc.h"
 #include "k8s_stub.c"
 
@@ -289,6 +290,180 @@ Test(k8s_svc, volcano_allocate_knows_pods_from_the_watch)
     pool_free(req.pool);
     json_decref(vp);
     json_decref(ap);
+    svc_free(s);
+    stub_free(stub);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* gpu_pod: a pending pod of sched asking for a share of milli. */
+static json_t *gpu_pod(const char *name, const char *sched, const char *milli)
+{
+    char uid[64];
+    snprintf(uid, sizeof uid, "uid-%s", name);
+    json_t *p = stub_make_pod("default", name, uid, NULL, "1", "1Gi");
+    json_object_set_new(json_object_get(p, "spec"), "schedulerName", json_string(sched));
+    json_t *c0 = json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0);
+    json_object_set_new(json_object_get(json_object_get(c0, "resources"), "requests"),
+                        "agentsched.io/gpu-milli", json_string(milli));
+    return p;
+}
+
+/* stub_annotation_of: annotation key of the stub's pod uid ("" if none). */
+static void stub_annotation_of(k8s_stub *stub, const char *uid, const char *key, char *out,
+                               size_t len)
+{
+    out[0] = 0;
+    json_t *pods = stub_objects(stub, STUB_POD);
+    size_t i;
+    json_t *v;
+    json_array_foreach(pods, i, v)
+    {
+        json_t *md = json_object_get(v, "metadata");
+        if (strcmp(json_string_value(json_object_get(md, "uid")), uid) != 0)
+            continue;
+        const char *a = json_string_value(json_object_get(json_object_get(md, "annotations"), key));
+        snprintf(out, len, "%s", a ? a : "");
+    }
+    json_decref(pods);
+}
+
+/* allocate_task runs Volcano's allocateFunc for pod (its JSON as the
+ * task's Pod) on n0; the answer's body goes to out. */
+static int allocate_task(svc *s, const json_t *pod, char *out, size_t outlen)
+{
+    char *pj = json_dumps(pod, JSON_COMPACT);
+    json_t *md = json_object_get(pod, "metadata");
+    char body[8192];
+    snprintf(body, sizeof body,
+             "{\"task\":{\"UID\":\"%s\",\"Name\":\"%s\",\"Namespace\":\"default\","
+             "\"NodeName\":\"n0\",\"Pod\":%s}}",
+             json_string_value(json_object_get(md, "uid")),
+             json_string_value(json_object_get(md, "name")), pj);
+    free(pj);
+    http_request req = {.method = "POST",
+                        .path = "/volcano/allocateFunc",
+                        .body = body,
+                        .body_len = strlen(body),
+                        .pool = pool_new(0),
+                        .remote = "192.0.2.9:1"};
+    http_response resp = {.status = 200};
+    buf_init(&resp.body, 1 << 16);
+    volcano_handle_allocate(s->vol, &req, &resp);
+    snprintf(out, outlen, "%s", resp.body.data ? resp.body.data : "");
+    buf_free(&resp.body);
+    pool_free(req.pool);
+    return resp.status;
+}
+
+/* The extender's bind and Volcano's allocateFunc write a GPU pod's devices
+ * on it before the Binding (or before Volcano's), with the pod's uid and
+ * resourceVersion as preconditions; a precondition that fails unreserves
+ * and says so; CPU pods are never patched. */
+Test(k8s_svc, gpu_devices_written_by_the_extender_bind_and_allocate_func)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    json_t *n = stub_make_node("n0", "16", "64Gi", 110);
+    json_object_set_new(json_object_get(json_object_get(n, "status"), "allocatable"),
+                        "nvidia.com/gpu", json_string("2"));
+    stub_put(stub, STUB_NODE, n);
+    json_decref(n);
+    json_t *xg = gpu_pod("xg", "agent-scheduler", "600");
+    json_t *xc = stub_make_pod("default", "xc", "uid-xc", NULL, "1", "1Gi");
+    json_t *vg = gpu_pod("vg", "volcano", "600");
+    json_t *vs = gpu_pod("vs", "volcano", "300");
+    stub_put(stub, STUB_POD, xg);
+    stub_put(stub, STUB_POD, xc);
+    stub_put(stub, STUB_POD, vg);
+    stub_put(stub, STUB_POD, vs);
+    char dir[] = "/tmp/agentsched-kcXXXXXX";
+    char path[600];
+    write_stub_kubeconfig(stub, dir, path, sizeof path);
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.kubeconfig = path;
+    cfg.listen = "127.0.0.1:0";
+    cfg.workers = 0;
+    svc *s = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    const char *stage = NULL;
+    cr_assert_eq(svc_start(s, &stage, &d), AS_OK, "%s: %s", stage, d.msg);
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    char why[2048], a[128];
+    cache_pod_info info;
+
+    /* extender: the first patch loses a race (409): the bind fails and
+     * unreserves, nothing is bound; kube-scheduler's retry goes through */
+    stub_fault(stub, "/api/v1/namespaces/default/pods/xg", STUB_PATCH, STUB_F_STATUS, 409);
+    char *fb = filter_body(xg);
+    const char *bind_xg =
+        "{\"PodName\":\"xg\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-xg\",\"Node\":\"n0\"}";
+    cr_assert_eq(run_verb(s, extender_handle_filter, fb, why, sizeof why), 200, "%s", why);
+    cr_assert_eq(run_verb(s, extender_handle_bind, bind_xg, why, sizeof why), 200, "%s", why);
+    cr_assert(strstr(why, "could not bind") && strstr(why, "409"), "%s", why);
+    cache_pod_lookup(s->core->cache, "uid-xg", &info);
+    cr_assert_eq(info.state, CACHE_POD_ABSENT, "unreserved after the conflict");
+    cr_assert_not(stub_pod_on(stub, "uid-xg", "n0"));
+    cr_assert_eq(run_verb(s, extender_handle_filter, fb, why, sizeof why), 200, "%s", why);
+    cr_assert_eq(run_verb(s, extender_handle_bind, bind_xg, why, sizeof why), 200, "%s", why);
+    cr_assert_str_eq(why, "{\"Error\":\"\"}");
+    cr_assert(stub_pod_on(stub, "uid-xg", "n0"));
+    stub_annotation_of(stub, "uid-xg", GPUANNOT_DEVICES, a, sizeof a);
+    cr_assert_str_eq(a, "0");
+    stub_annotation_of(stub, "uid-xg", GPUANNOT_MILLI, a, sizeof a);
+    cr_assert_str_eq(a, "600");
+    stub_annotation_of(stub, "uid-xg", GPUANNOT_NODE, a, sizeof a);
+    cr_assert_str_eq(a, "n0");
+    free(fb);
+
+    /* a CPU pod: bound with no patch */
+    fb = filter_body(xc);
+    cr_assert_eq(run_verb(s, extender_handle_filter, fb, why, sizeof why), 200, "%s", why);
+    cr_assert_eq(run_verb(s, extender_handle_bind,
+                          "{\"PodName\":\"xc\",\"PodNamespace\":\"default\",\"PodUID\":\"uid-xc\","
+                          "\"Node\":\"n0\"}",
+                          why, sizeof why),
+                 200, "%s", why);
+    cr_assert_str_eq(why, "{\"Error\":\"\"}");
+    cr_assert_eq(stub_count(stub, "/api/v1/namespaces/default/pods/xc", STUB_PATCH), 0);
+    free(fb);
+
+    /* Volcano: Volcano's copy with a stale resourceVersion loses (409):
+     * errorMessage says so and nothing stays assumed */
+    json_t *stale = json_deep_copy(vg);
+    json_object_set_new(json_object_get(stale, "metadata"), "resourceVersion", json_string("1"));
+    cr_assert_eq(allocate_task(s, stale, why, sizeof why), 200, "%s", why);
+    cr_assert(strstr(why, "could not write the GPU devices") && strstr(why, "409"), "%s", why);
+    cache_pod_lookup(s->core->cache, "uid-vg", &info);
+    cr_assert_eq(info.state, CACHE_POD_ABSENT);
+    json_decref(stale);
+    /* the current copy: written, assumed on device 1 (600 + 600 > 1000) */
+    cr_assert_eq(allocate_task(s, vg, why, sizeof why), 200, "%s", why);
+    cr_assert_str_eq(why, "{\"errorMessage\":\"\"}");
+    cache_pod_lookup(s->core->cache, "uid-vg", &info);
+    cr_assert_eq(info.state, CACHE_POD_ASSUMED);
+    cr_assert_eq(info.gpu_devices, 2u);
+    stub_annotation_of(stub, "uid-vg", GPUANNOT_DEVICES, a, sizeof a);
+    cr_assert_str_eq(a, "1");
+    /* Volcano repeats the callback: nothing written again */
+    int patches = stub_count(stub, "/api/v1/namespaces/default/pods/vg", STUB_PATCH);
+    cr_assert_eq(allocate_task(s, vg, why, sizeof why), 200, "%s", why);
+    cr_assert_str_eq(why, "{\"errorMessage\":\"\"}");
+    cr_assert_eq(stub_count(stub, "/api/v1/namespaces/default/pods/vg", STUB_PATCH), patches);
+    /* the 300 share goes where 400 are free: device 0 (best fit) */
+    cr_assert_eq(allocate_task(s, vs, why, sizeof why), 200, "%s", why);
+    cr_assert_str_eq(why, "{\"errorMessage\":\"\"}");
+    stub_annotation_of(stub, "uid-vs", GPUANNOT_DEVICES, a, sizeof a);
+    cr_assert_str_eq(a, "0");
+    stub_annotation_of(stub, "uid-vs", GPUANNOT_MILLI, a, sizeof a);
+    cr_assert_str_eq(a, "300");
+
+    json_decref(xg);
+    json_decref(xc);
+    json_decref(vg);
+    json_decref(vs);
     svc_free(s);
     stub_free(stub);
     unlink(path);

@@ -71,6 +71,8 @@ var accessMatrix = []accessCheck{
 	{verb: "get", resource: "pods", ns: "default", want: [3]bool{no, yes, yes},
 		note: "the extender's bind of a pod it never filtered"},
 	{verb: "create", resource: "pods", sub: "binding", ns: "default", want: all},
+	{verb: "patch", resource: "pods", ns: "default", want: [3]bool{yes, yes, no},
+		note: "a GPU pod's device annotations before its Binding (docs/gpu.md)"},
 	{verb: "patch", resource: "pods", sub: "status", ns: "default", want: [3]bool{yes, no, yes},
 		note: "the fast path's Unschedulable condition; kube-scheduler's own"},
 	{verb: "create", resource: "events", ns: "default", want: [3]bool{yes, no, yes},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -231,8 +232,10 @@ const gpuResource, gpuShareResource = "nvidia.com/gpu", "agentsched.io/gpu-milli
 // agent-scheduler pass the shipped sidecar configuration
 // (NodeResourcesFit ignores the resource, agentsched filters on the
 // nodes' nvidia.com/gpu devices) and are bound; no node ever carries more
-// share than its devices x 1000, read back from the API server; a node
-// without GPUs gets none.
+// share than its devices x 1000, read back from the API server; every
+// bound pod carries the device agentsched chose in its annotations
+// (docs/gpu.md), on its node, and no device holds more than 1000
+// thousandths by them; a node without GPUs gets none.
 func scenarioGPUShareSidecar(c *cluster) {
 	nodes := c.nodes()
 	if len(nodes) < 3 {
@@ -306,6 +309,7 @@ func scenarioGPUShareSidecar(c *cluster) {
 	if t.bound < 3 {
 		fail("only %d GPU-share pods bound on 3 devices (each fits at least one)", t.bound)
 	}
+	checkDeviceAnnotations(pods, devices)
 	for r := range t.reasons {
 		if strings.Contains(r, "Insufficient "+gpuShareResource) {
 			fail("kube-scheduler's NodeResourcesFit rejected a GPU-share pod: %q", r)
@@ -314,6 +318,47 @@ func scenarioGPUShareSidecar(c *cluster) {
 	b, _ := bindsDone(c.metrics())
 	fmt.Printf("gpu share: %d of %d pods bound through kube-scheduler and agentsched (agentsched binds %.0f); "+
 		"no node over its devices\n", t.bound, len(shares), b)
+}
+
+// checkDeviceAnnotations reads every bound share pod's device annotations
+// as the API server holds them: one device of its node, its share, its
+// node; and sums the shares per device, none above 1000.
+func checkDeviceAnnotations(pods []corev1.Pod, devices map[string]int64) {
+	perDevice := map[string]int64{}
+	annotated := 0
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		a := p.Annotations
+		devs, milli, node := a["agentsched.io/gpu-devices"], a["agentsched.io/gpu-milli"], a["agentsched.io/gpu-node"]
+		if devs == "" {
+			fail("pod %s bound to %s without agentsched.io/gpu-devices (annotations %v)", p.Name, p.Spec.NodeName, a)
+		}
+		q := podRequests(&p)[gpuShareResource]
+		if milli != strconv.FormatInt(q.Value(), 10) || node != p.Spec.NodeName {
+			fail("pod %s (share %d on %s): gpu-milli %q, gpu-node %q", p.Name, q.Value(), p.Spec.NodeName, milli, node)
+		}
+		d, err := strconv.Atoi(devs)
+		if err != nil || d < 0 || int64(d) >= devices[p.Spec.NodeName] {
+			fail("pod %s on %s (%d device(s)): gpu-devices %q is not one of its devices", p.Name, p.Spec.NodeName,
+				devices[p.Spec.NodeName], devs)
+		}
+		perDevice[fmt.Sprintf("%s/%d", p.Spec.NodeName, d)] += q.Value()
+		annotated++
+	}
+	keys := make([]string, 0, len(perDevice))
+	for k := range perDevice {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		logf("  device %s: %d thousandths by the pods' annotations", k, perDevice[k])
+		if perDevice[k] > 1000 {
+			fail("device %s holds %d thousandths by the pods' annotations", k, perDevice[k])
+		}
+	}
+	logf("every bound share pod (%d) carries its device; none over 1000", annotated)
 }
 
 func gpuPod(name string, share int64) *corev1.Pod {
