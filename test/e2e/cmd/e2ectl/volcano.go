@@ -367,10 +367,11 @@ func (c *cluster) deletePending(prefixes ...string) int {
 //  4. a Volcano burst and a fast-path burst at once on the same nodes: no
 //     device or node over capacity, every pod bound or Pending with a
 //     reason; allocateFunc assumed every Volcano allocation.
-//  5. agentsched killed: with extender.ignorable true vc-scheduler's
-//     jobReady callback answers false on the error, so no job is committed
-//     and nothing is bound; started again, the pods are bound and nothing
-//     is double-booked.
+//  5. agentsched killed: the shipped conf registers only verbs Volcano
+//     calls for managed tasks, with extender.ignorable false, so a
+//     CPU-only Volcano pod is bound while agentsched is away and GPU-share
+//     pods wait (their predicate fails); started again, those are bound
+//     and nothing is double-booked.
 func scenarioVolcanoExtender(c *cluster) {
 	if c.env["VOLCANO"] != "1" {
 		fail("the dev-cluster runs without --volcano")
@@ -613,12 +614,25 @@ func scenarioVolcanoExtender(c *cluster) {
 	jr, pf := c.countLog("vc-scheduler.log", "JobReady failed")-jr0, c.countLog("vc-scheduler.log", "Predicate failed")-pf0
 	logf("agentsched down 12s: %d of %d new Volcano pods bound (2 GPU shares, 1 CPU-only); vc-scheduler logged "+
 		"%d 'JobReady failed', %d 'Predicate failed'", boundDown, len(down), jr, pf)
-	if boundDown != 0 {
-		fail("vc-scheduler bound %d pods while agentsched was down (expected none: jobReady's error counts as "+
-			"not ready with extender.ignorable true)", boundDown)
+	var cpuNode string
+	for _, p := range c.pods() {
+		if p.Name == cpuOnly.Name {
+			cpuNode = p.Spec.NodeName
+		} else if strings.HasPrefix(p.Name, "vc-down-") && p.Spec.NodeName != "" {
+			fail("vc-scheduler bound GPU-share pod %s to %s while agentsched was down (its predicate must fail "+
+				"every node with extender.ignorable false)", p.Name, p.Spec.NodeName)
+		}
 	}
-	if jr == 0 {
-		fail("vc-scheduler logged no 'JobReady failed' while agentsched was down")
+	if cpuNode == "" {
+		fail("the CPU-only Volcano pod was not bound while agentsched was down: a Volcano job without a managed " +
+			"resource must not wait on agentsched")
+	}
+	if jr != 0 {
+		fail("vc-scheduler logged %d 'JobReady failed' while agentsched was down: the shipped conf registers "+
+			"no jobReady verb", jr)
+	}
+	if pf == 0 {
+		fail("vc-scheduler logged no 'Predicate failed' while agentsched was down: were the GPU pods sent?")
 	}
 	c.devCluster("agentsched-start")
 	if ok, why := c.waitAgentschedOK("/readyz", time.Now(), 30*time.Second); !ok {
@@ -633,6 +647,7 @@ func scenarioVolcanoExtender(c *cluster) {
 	c.checkNoOvercommit()
 	fmt.Printf("volcano extender: %d/%d 600 shares on agentsched's top node, none on the node only agentsched "+
 		"knew full; singles and a gang of 8 bound; bursts bound %d Volcano + %d fast-path pods with no device "+
-		"over 1000; agentsched down: nothing bound (%d JobReady failures), all bound after its restart\n",
-		picks[packed], trials, bound[volcanoScheduler], bound[agentScheduler], jr)
+		"over 1000; agentsched down: the CPU-only pod bound, GPU shares waited (%d predicate failures), all bound "+
+		"after its restart\n",
+		picks[packed], trials, bound[volcanoScheduler], bound[agentScheduler], pf)
 }
