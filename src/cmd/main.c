@@ -18,6 +18,7 @@
 #include "agentsched/cmd/place.h"
 #include "agentsched/cmd/replay.h"
 #include "agentsched/shard/shard.h"
+#include "agentsched/cmd/gpu_share_advertiser.h"
 #include "agentsched/cmd/shard_controller.h"
 #include "agentsched/serve/svc.h"
 #include "agentsched/base/sync.h"
@@ -49,6 +50,8 @@ static const cli_command cli_commands[] = {
     {"replay", "compare placement policies on a GPU cluster trace (openb CSV)", replay_cli_main},
     {"shard-controller", "compute and write NodeShards (node partitions between schedulers)",
      shard_controller_cli_main},
+    {"gpu-share-advertiser", "keep agentsched.io/gpu-milli on GPU nodes at devices x 1000",
+     gpu_share_advertiser_cli_main},
     {"version", "print the version, commit and build type", cmd_version},
 };
 #define CLI_NCOMMANDS (sizeof cli_commands / sizeof cli_commands[0])
