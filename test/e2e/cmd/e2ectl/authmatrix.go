@@ -20,13 +20,14 @@ var shippedIdentities = []struct{ sa, what string }{
 	{"agentsched", "standalone agentsched (fast path)"},
 	{"agentsched-sidecar", "agentsched in the sidecar (extender)"},
 	{"agent-scheduler", "the sidecar's kube-scheduler"},
+	{"agentsched-gpu-share-advertiser", "the GPU share advertiser (deploy/gpu-share)"},
 }
 
 // accessCheck is one question asked of every identity, and the answer
 // each must get (in shippedIdentities' order).
 type accessCheck struct {
 	verb, group, resource, sub, ns, name string
-	want                                 [3]bool
+	want                                 [4]bool
 	note                                 string
 }
 
@@ -57,48 +58,53 @@ const coord, shardGroup, rbacGroup = "coordination.k8s.io", "shard.volcano.sh", 
 
 var (
 	yes, no = true, false
-	// standalone, sidecar agentsched, sidecar kube-scheduler
-	all  = [3]bool{yes, yes, yes}
-	none = [3]bool{no, no, no}
+	// standalone, sidecar agentsched, sidecar kube-scheduler, GPU share
+	// advertiser. all: the three schedulers' identities; nodesAll: the
+	// schedulers' and the advertiser's.
+	all      = [4]bool{yes, yes, yes, no}
+	none     = [4]bool{no, no, no, no}
+	nodesAll = [4]bool{yes, yes, yes, yes}
 )
 
 var accessMatrix = []accessCheck{
 	// What each one uses.
-	{verb: "list", resource: "nodes", want: all},
-	{verb: "watch", resource: "nodes", want: all},
+	{verb: "list", resource: "nodes", want: nodesAll},
+	{verb: "watch", resource: "nodes", want: nodesAll},
+	{verb: "patch", resource: "nodes", sub: "status", name: "node-0000", want: [4]bool{no, no, no, yes},
+		note: "agentsched.io/gpu-milli in capacity and allocatable (docs/gpu.md)"},
 	{verb: "list", resource: "pods", want: all},
 	{verb: "watch", resource: "pods", want: all},
-	{verb: "get", resource: "pods", ns: "default", want: [3]bool{no, yes, yes},
+	{verb: "get", resource: "pods", ns: "default", want: [4]bool{no, yes, yes, no},
 		note: "the extender's bind of a pod it never filtered"},
 	{verb: "create", resource: "pods", sub: "binding", ns: "default", want: all},
-	{verb: "patch", resource: "pods", ns: "default", want: [3]bool{yes, yes, no},
+	{verb: "patch", resource: "pods", ns: "default", want: [4]bool{yes, yes, no, no},
 		note: "a GPU pod's device annotations before its Binding (docs/gpu.md)"},
-	{verb: "patch", resource: "pods", sub: "status", ns: "default", want: [3]bool{yes, no, yes},
+	{verb: "patch", resource: "pods", sub: "status", ns: "default", want: [4]bool{yes, no, yes, no},
 		note: "the fast path's Unschedulable condition; kube-scheduler's own"},
-	{verb: "create", resource: "events", ns: "default", want: [3]bool{yes, no, yes},
+	{verb: "create", resource: "events", ns: "default", want: [4]bool{yes, no, yes, no},
 		note: "the fast path's Scheduled/FailedScheduling; kube-scheduler's own"},
-	{verb: "list", resource: "nodeshards", group: shardGroup, want: [3]bool{yes, yes, no}},
+	{verb: "list", resource: "nodeshards", group: shardGroup, want: [4]bool{yes, yes, no, no}},
 	{verb: "patch", resource: "nodeshards", group: shardGroup, sub: "status", name: "agent-scheduler",
-		want: [3]bool{yes, yes, no}},
+		want: [4]bool{yes, yes, no, no}},
 	{verb: "get", resource: "leases", group: coord, ns: "kube-system", name: "agentsched-agent-scheduler",
-		want: [3]bool{yes, no, no}, note: "the fast path's Lease"},
+		want: [4]bool{yes, no, no, no}, note: "the fast path's Lease"},
 	{verb: "update", resource: "leases", group: coord, ns: "kube-system", name: "agentsched-agent-scheduler",
-		want: [3]bool{yes, no, no}},
+		want: [4]bool{yes, no, no, no}},
 	{verb: "get", resource: "leases", group: coord, ns: "kube-system", name: "agent-scheduler",
-		want: [3]bool{no, no, yes}, note: "the sidecar kube-scheduler's Lease"},
+		want: [4]bool{no, no, yes, no}, note: "the sidecar kube-scheduler's Lease"},
 	{verb: "update", resource: "leases", group: coord, ns: "kube-system", name: "agent-scheduler",
-		want: [3]bool{no, no, yes}},
-	{verb: "create", resource: "leases", group: coord, ns: "kube-system", want: [3]bool{yes, no, yes},
+		want: [4]bool{no, no, yes, no}},
+	{verb: "create", resource: "leases", group: coord, ns: "kube-system", want: [4]bool{yes, no, yes, no},
 		note: "cannot be scoped by name"},
 	{verb: "get", resource: "configmaps", ns: "kube-system", name: "extension-apiserver-authentication",
-		want: [3]bool{no, no, yes}, note: "kube-scheduler's delegated authentication"},
-	{verb: "delete", resource: "pods", ns: "default", want: [3]bool{no, no, yes},
+		want: [4]bool{no, no, yes, no}, note: "kube-scheduler's delegated authentication"},
+	{verb: "delete", resource: "pods", ns: "default", want: [4]bool{no, no, yes, no},
 		note: "kube-scheduler's preemption (system:kube-scheduler)"},
 	// Other Leases.
 	{verb: "update", resource: "leases", group: coord, ns: "kube-system", name: "kube-controller-manager", want: none},
 	{verb: "get", resource: "leases", group: coord, ns: "kube-system", name: "agentsched-shard-controller", want: none},
 	{verb: "update", resource: "leases", group: coord, ns: "kube-system", name: "kube-scheduler",
-		want: [3]bool{no, no, yes}, note: "inherited from system:kube-scheduler (the default scheduler's Lease)"},
+		want: [4]bool{no, no, yes, no}, note: "inherited from system:kube-scheduler (the default scheduler's Lease)"},
 	{verb: "update", resource: "leases", group: coord, ns: "default", name: "agentsched-agent-scheduler", want: none},
 	{verb: "update", resource: "leases", group: coord, ns: "default", name: "agent-scheduler", want: none},
 	{verb: "list", resource: "leases", group: coord, ns: "kube-system", want: none},
@@ -116,10 +122,10 @@ var accessMatrix = []accessCheck{
 	{verb: "delete", resource: "nodes", want: none},
 	{verb: "create", resource: "nodeshards", group: shardGroup, want: none},
 	{verb: "update", resource: "nodeshards", group: shardGroup, name: "agent-scheduler", want: none},
-	{verb: "get", resource: "nodes", name: "node-0000", want: [3]bool{no, no, yes},
-		note: "agentsched only lists and watches"},
-	{verb: "list", resource: "namespaces", want: [3]bool{no, no, yes}, note: "system:kube-scheduler"},
-	{verb: "create", resource: "events", group: "events.k8s.io", ns: "default", want: [3]bool{no, no, yes},
+	{verb: "get", resource: "nodes", name: "node-0000", want: [4]bool{no, no, yes, yes},
+		note: "agentsched only lists and watches; the advertiser's role grants get"},
+	{verb: "list", resource: "namespaces", want: [4]bool{no, no, yes, no}, note: "system:kube-scheduler"},
+	{verb: "create", resource: "events", group: "events.k8s.io", ns: "default", want: [4]bool{no, no, yes, no},
 		note: "system:kube-scheduler"},
 	{verb: "update", resource: "clusterroles", group: rbacGroup, name: "agentsched", want: none},
 	{verb: "create", resource: "rolebindings", group: rbacGroup, ns: "kube-system", want: none},
@@ -180,6 +186,7 @@ var restrictedManifests = []string{
 	"deploy/kube-scheduler/agentsched-sidecar.yaml",
 	"deploy/standalone/agentsched.yaml",
 	"deploy/shard-controller/deployment.yaml",
+	"deploy/gpu-share/deployment.yaml",
 }
 
 // checkRestrictedPods creates each shipped Deployment's pod (a server-side
@@ -222,8 +229,8 @@ func checkRestrictedPods(c *cluster) {
 			n++
 		}
 	}
-	if n < 3 {
-		fail("found %d Deployments in %v, want 3", n, restrictedManifests)
+	if n < 4 {
+		fail("found %d Deployments in %v, want 4", n, restrictedManifests)
 	}
 }
 

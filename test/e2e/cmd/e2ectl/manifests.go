@@ -137,10 +137,10 @@ var tlsFileFlags = []string{"--tls-cert", "--tls-key", "--tls-client-ca"}
 // replacement is an error). Everything else stays as shipped.
 func agentschedArgs(c *corev1.Container, kubeconfig, listen string, tlsFiles map[string]string) ([]string, error) {
 	cmd := append(append([]string{}, c.Command...), c.Args...)
-	if len(cmd) < 2 || filepath.Base(cmd[0]) != "agentsched" || cmd[1] != "serve" {
-		return nil, fmt.Errorf("container %s does not run `agentsched serve`: %q", c.Name, cmd)
+	if len(cmd) < 2 || filepath.Base(cmd[0]) != "agentsched" || (cmd[1] != "serve" && cmd[1] != "gpu-share-advertiser") {
+		return nil, fmt.Errorf("container %s does not run `agentsched serve` (or gpu-share-advertiser): %q", c.Name, cmd)
 	}
-	out := []string{"serve"}
+	out := []string{cmd[1]}
 	inCluster, listened := false, false
 	for i := 2; i < len(cmd); i++ {
 		a := cmd[i]

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,9 @@ import (
 
 // e2eNodeLabel marks the fake nodes the harness registered.
 const e2eNodeLabel = "agentsched.io/e2e-node"
+
+// gpuModelLabel is the label agentsched reads a node's GPU model from.
+const gpuModelLabel = "agentsched.io/gpu-model"
 
 func fakeNode(name, cpu, memory, pods string, ready bool) (*corev1.Node, error) {
 	res := corev1.ResourceList{}
@@ -72,7 +76,17 @@ func cmdNodes(args []string) error {
 	memory := fs.String("memory", "32Gi", "allocatable memory")
 	pods := fs.String("pods", "110", "allocatable pods")
 	ready := fs.Bool("ready", true, "Ready condition")
+	gpus := fs.Int("gpus", 0, "nvidia.com/gpu devices on each GPU node (0: none)")
+	gpuNodes := fs.Int("gpu-nodes", -1, "how many of the nodes (the first ones) have --gpus devices; the rest are CPU-only (-1: all)")
+	gpuModels := fs.String("gpu-models", "", "comma-separated "+gpuModelLabel+" values given to the GPU nodes in turn (empty: no label)")
 	_ = fs.Parse(args)
+	var models []string
+	if *gpuModels != "" {
+		models = strings.Split(*gpuModels, ",")
+	}
+	if *gpuNodes < 0 || *gpuNodes > *count {
+		*gpuNodes = *count
+	}
 	cs, _, err := clientset(*kubeconfig)
 	if err != nil {
 		return err
@@ -85,6 +99,17 @@ func cmdNodes(args []string) error {
 		n, err := fakeNode(fmt.Sprintf("%s%04d", *prefix, i), *cpu, *memory, *pods, *ready)
 		if err != nil {
 			return err
+		}
+		if *gpus > 0 && i < *gpuNodes {
+			// What the kubelet writes for a device plugin's resource:
+			// capacity and allocatable (devices); the share resource is
+			// the advertiser's to write.
+			q := *resource.NewQuantity(int64(*gpus), resource.DecimalSI)
+			n.Status.Capacity[gpuResource] = q
+			n.Status.Allocatable[gpuResource] = q.DeepCopy()
+			if len(models) > 0 {
+				n.Labels[gpuModelLabel] = models[i%len(models)]
+			}
 		}
 		wg.Add(1)
 		go func() {
@@ -114,7 +139,7 @@ func cmdNodes(args []string) error {
 	for err := range errs {
 		return err
 	}
-	fmt.Printf("registered %d nodes (cpu=%s memory=%s pods=%s ready=%v) in %.1fs\n",
-		*count, *cpu, *memory, *pods, *ready, time.Since(start).Seconds())
+	fmt.Printf("registered %d nodes (cpu=%s memory=%s pods=%s ready=%v gpus=%d on %d, models %q) in %.1fs\n",
+		*count, *cpu, *memory, *pods, *ready, *gpus, *gpuNodes, models, time.Since(start).Seconds())
 	return nil
 }

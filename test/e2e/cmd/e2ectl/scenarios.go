@@ -34,6 +34,7 @@ var scenarios = map[string]func(c *cluster){
 	"volcano_shards":          scenarioVolcanoShards,
 	"volcano_extender":        scenarioVolcanoExtender,
 	"volcano_sidebyside":      scenarioVolcanoSideBySide,
+	"gpu_all_paths":           scenarioGPUAllPaths,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and

@@ -385,16 +385,18 @@ func scenarioVolcanoExtender(c *cluster) {
 	gpuNodes := []string{full, packed, spread}
 	for i := 0; i < 3; i++ {
 		nd := &nodes[i]
-		for k, v := range map[corev1.ResourceName]int64{gpuResource: devicesPerNode, gpuShareResource: devicesPerNode * 1000} {
-			q := *resource.NewQuantity(v, resource.DecimalSI)
-			nd.Status.Capacity[k] = q
-			nd.Status.Allocatable[k] = q
-		}
+		q := *resource.NewQuantity(devicesPerNode, resource.DecimalSI)
+		nd.Status.Capacity[gpuResource] = q
+		nd.Status.Allocatable[gpuResource] = q
 		ctx, cancel := ctxTimeout(30 * time.Second)
 		_, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{})
 		cancel()
 		check(err, "give node "+nd.Name+" GPUs")
 	}
+	// The harness's gpu-share-advertiser writes the share resource that
+	// Volcano's predicates count (it refuses a resource no node lists).
+	c.waitShareAdvertised(map[string]int64{full: devicesPerNode, packed: devicesPerNode, spread: devicesPerNode, plain: 0},
+		30*time.Second)
 	logf("GPU nodes (%d x %s, %d %s): full %s, packed %s, spread %s; no GPUs: %s", devicesPerNode, gpuResource,
 		devicesPerNode*1000, gpuShareResource, full, packed, spread, plain)
 
