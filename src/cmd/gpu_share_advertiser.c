@@ -59,8 +59,7 @@ typedef struct adv {
     buf line;
     bool relist;
     metrics *m;
-    metrics_counter *patch_ok, *patch_failed, *relists, *stood_down, *advertised, *synced;
-    int64_t advertised_n, stood_down_n;
+    metrics_counter *patch_ok, *patch_failed, *relists, *stood_down, *synced;
     http_server *http;
 } adv;
 

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/model/gpuannot.h"
 #include "agentsched/model/pod.h"
 #include "agentsched/model/quantity.h"
 
