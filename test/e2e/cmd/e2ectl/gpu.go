@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // waitShareAdvertised waits until every node of devices carries
@@ -325,4 +327,152 @@ func scenarioGPUAllPaths(c *cluster) {
 		"none over 1000, no node over capacity\n",
 		t.bound, len(pods), boundBy["ks"], boundBy["vc"], boundBy["fp"], kindBound["share"], kindBound["whole"],
 		kindBound["multi"], modelPods, len(before), len(perDevice))
+}
+
+// patchNodeStatus sends a merge patch of nodes/NAME/status as the admin
+// (what a kubelet or a device plugin writing node status would send).
+func (c *cluster) patchNodeStatus(name, body string) {
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	defer cancel()
+	_, err := c.cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status")
+	check(err, "patch node "+name+" status")
+}
+
+// setDevices gives node n devices nvidia.com/gpu (0: removes it).
+func (c *cluster) setDevices(name string, n int64) {
+	v := "null"
+	if n > 0 {
+		v = fmt.Sprintf("%q", strconv.FormatInt(n, 10))
+	}
+	c.patchNodeStatus(name, fmt.Sprintf(`{"status":{"capacity":{%q:%s},"allocatable":{%q:%s}}}`,
+		gpuResource, v, gpuResource, v))
+}
+
+// shareOn reads a node's agentsched.io/gpu-milli capacity ("" if absent).
+func (c *cluster) shareOn(name string) string {
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	defer cancel()
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	check(err, "get node "+name)
+	q, ok := n.Status.Capacity[gpuShareResource]
+	if !ok {
+		return ""
+	}
+	return strconv.FormatInt(q.Value(), 10)
+}
+
+// advertiserMetrics scrapes the harness's gpu-share-advertiser.
+func (c *cluster) advertiserMetrics() map[string]float64 {
+	return metricsAt(strings.TrimSuffix(c.env.need("GPU_SHARE_ADVERTISER_METRICS_URL"), "/metrics"))
+}
+
+// Scenario: the harness's gpu-share-advertiser (deploy/gpu-share as its
+// ServiceAccount) follows the nodes: the share written at start-up;
+// devices lowered, removed, added to a CPU-only node; a node annotated
+// agentsched.io/gpu-share-advertiser=off left alone; a writer replacing
+// the value (as the kubelet does for a device plugin registering the same
+// name) three times makes it stand down on that node until the device
+// count changes; killed and started again it writes nothing where the
+// values are right.
+func scenarioGPUShareAdvertiser(c *cluster) {
+	nodes := c.nodes()
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	if len(nodes) < 4 {
+		fail("want 4 nodes, have %d", len(nodes))
+	}
+	info := gpuNodesOf(nodes)
+	devices := map[string]int64{}
+	for n, in := range info {
+		devices[n] = in.devices
+	}
+	a, b, d, cpu := nodes[0].Name, nodes[1].Name, nodes[2].Name, nodes[3].Name
+	if devices[a] == 0 || devices[b] == 0 || devices[d] == 0 || devices[cpu] != 0 {
+		fail("want three GPU nodes and a CPU-only one (dev-cluster --gpus N --gpu-nodes 3): %v", devices)
+	}
+	c.waitShareAdvertised(devices, 30*time.Second)
+
+	// Devices move: 4 -> 2 on a, removed on b, 3 on the CPU-only node.
+	c.setDevices(a, 2)
+	c.setDevices(b, 0)
+	c.setDevices(cpu, 3)
+	devices[a], devices[b], devices[cpu] = 2, 0, 3
+	c.waitShareAdvertised(devices, 30*time.Second)
+	logf("followed: %s 2 devices, %s none, %s 3", a, b, cpu)
+
+	// Opted out: a hand-written value stays.
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	_, err := c.cs.CoreV1().Nodes().Patch(ctx, cpu, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"agentsched.io/gpu-share-advertiser":"off"}}}`), metav1.PatchOptions{})
+	cancel()
+	check(err, "annotate "+cpu)
+	c.patchNodeStatus(cpu, fmt.Sprintf(`{"status":{"capacity":{%q:"7"},"allocatable":{%q:"7"}}}`,
+		gpuShareResource, gpuShareResource))
+	time.Sleep(2 * time.Second)
+	if v := c.shareOn(cpu); v != "7" {
+		fail("node %s is annotated off, yet its share was rewritten to %q", cpu, v)
+	}
+	logf("%s annotated off: its hand-written share 7 stays", cpu)
+
+	// A fight: another writer replaces d's value; the advertiser restores
+	// it twice, then stands down.
+	want := strconv.FormatInt(devices[d]*1000, 10)
+	for i := 1; i <= 3; i++ {
+		c.patchNodeStatus(d, fmt.Sprintf(`{"status":{"capacity":{%q:"8"},"allocatable":{%q:"8"}}}`,
+			gpuShareResource, gpuShareResource))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			v := c.shareOn(d)
+			if i < 3 && v == want {
+				break
+			}
+			if i == 3 && time.Now().After(deadline.Add(-8*time.Second)) {
+				if v != "8" {
+					fail("after the 3rd replacement the advertiser wrote %s's share again (%q)", d, v)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				fail("replacement %d: %s's share is %q, want %s restored", i, d, v, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if m := c.advertiserMetrics(); m["agentsched_gpushare_nodes_stood_down"] != 1 {
+		fail("agentsched_gpushare_nodes_stood_down = %v, want 1", m["agentsched_gpushare_nodes_stood_down"])
+	}
+	logf("%s: replaced 3 times, the advertiser stood down (the other writer's 8 stays)", d)
+	c.setDevices(d, 1)
+	devices[d] = 1
+	delete(devices, cpu)
+	c.waitShareAdvertised(devices, 30*time.Second)
+	logf("%s: its device count changed to 1, the advertiser writes again", d)
+
+	// A restart writes nothing where the values are right.
+	c.devCluster("gpu-share-advertiser-kill")
+	c.devCluster("gpu-share-advertiser-start")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var m map[string]float64
+		if code, _, err := getAt(strings.TrimSuffix(c.env.need("GPU_SHARE_ADVERTISER_METRICS_URL"), "/metrics"),
+			"/metrics"); err == nil && code == 200 {
+			m = c.advertiserMetrics()
+		}
+		if m != nil && m["agentsched_gpushare_synced"] == 1 {
+			if m[`agentsched_gpushare_patches_total{result="ok"}`] != 0 {
+				fail("restarted, the advertiser patched %v nodes whose share was right",
+					m[`agentsched_gpushare_patches_total{result="ok"}`])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("the restarted advertiser did not list the nodes within 30s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.waitShareAdvertised(devices, 5*time.Second)
+	if v := c.shareOn(cpu); v != "7" {
+		fail("restarted, the advertiser rewrote %s (annotated off) to %q", cpu, v)
+	}
+	fmt.Printf("gpu share advertiser: followed device changes on 4 nodes, left an opted-out node alone, " +
+		"stood down after 3 replacements, wrote nothing after a restart\n")
 }

@@ -35,6 +35,7 @@ var scenarios = map[string]func(c *cluster){
 	"volcano_extender":        scenarioVolcanoExtender,
 	"volcano_sidebyside":      scenarioVolcanoSideBySide,
 	"gpu_all_paths":           scenarioGPUAllPaths,
+	"gpu_share_advertiser":    scenarioGPUShareAdvertiser,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
