@@ -20,6 +20,7 @@ static const char *const manifests[] = {
     AGENTSCHED_SOURCE_DIR "/deploy/kube-scheduler/agentsched-sidecar.yaml",
     AGENTSCHED_SOURCE_DIR "/deploy/standalone/agentsched.yaml",
     AGENTSCHED_SOURCE_DIR "/deploy/shard-controller/deployment.yaml",
+    AGENTSCHED_SOURCE_DIR "/deploy/gpu-share/deployment.yaml",
 };
 
 /* Runs the binary with argv (NULL-terminated, argv[0] ignored); returns the
@@ -124,7 +125,7 @@ Test(deploy, manifests_pass_flags_the_binary_accepts)
         checked += here;
         json_decref(docs);
     }
-    cr_assert_eq(checked, 3);
+    cr_assert_eq(checked, 4);
 }
 
 Test(deploy, a_serve_command_line_without_a_cluster_source_is_caught)
