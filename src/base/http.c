@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agentsched/base/clock.h"
+#include "agentsched/base/listen.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/tls.h"
 #include "agentsched/base/sync.h"
@@ -1049,57 +1050,6 @@ static size_t http_unescape(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(w - s);
 }
 
-/* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT" and resolves it. */
-static as_err http_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen,
-                           bool *v6, as_diag *diag)
-{
-    if (!listen || !*listen)
-        return as_diag_set(diag, AS_EINVAL, "listen", "listen address is empty; use HOST:PORT");
-    char host[256];
-    const char *colon = strrchr(listen, ':');
-    if (!colon)
-        return as_diag_set(diag, AS_EINVAL, "listen",
-                           "listen address '%s' has no port; use HOST:PORT (e.g. 127.0.0.1:8888)",
-                           listen);
-    size_t hlen = (size_t)(colon - listen);
-    const char *h = listen;
-    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
-        h++;
-        hlen -= 2;
-    }
-    if (hlen >= sizeof host)
-        return as_diag_set(diag, AS_EINVAL, "listen", "listen host in '%s' is too long", listen);
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    const char *port = colon + 1;
-    char *end = NULL;
-    errno = 0;
-    long p = strtol(port, &end, 10);
-    if (!*port || errno || *end || p < 0 || p > 65535)
-        return as_diag_set(diag, AS_EINVAL, "listen",
-                           "listen port '%s' in '%s' is not a number in 0..65535", port, listen);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int rc = getaddrinfo(hlen ? host : NULL, port, &hints, &res);
-    if (rc != 0 || !res)
-        return as_diag_set(diag, AS_EINVAL, "listen", "cannot resolve listen host '%s': %s", host,
-                           gai_strerror(rc));
-    /* Prefer IPv4 when a name resolves to both (localhost). */
-    struct addrinfo *pick = res;
-    for (struct addrinfo *a = res; a; a = a->ai_next)
-        if (a->ai_family == AF_INET) {
-            pick = a;
-            break;
-        }
-    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
-    *sslen = pick->ai_addrlen;
-    *v6 = pick->ai_family == AF_INET6;
-    freeaddrinfo(res);
-    return AS_OK;
-}
-
 /* See http.h. */
 as_err http_server_start(const http_server_config *cfg, http_server **out, as_diag *diag)
 {
@@ -1109,7 +1059,7 @@ as_err http_server_start(const http_server_config *cfg, http_server **out, as_di
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
     bool v6 = false;
-    as_err err = http_resolve(cfg->listen, &ss, &sslen, &v6, diag);
+    as_err err = listen_resolve(cfg->listen, &ss, &sslen, &v6, diag);
     if (err)
         return err;
 
