@@ -83,6 +83,9 @@ AGENTSCHED_BIN=$AS bash "$DC" up --layout mixed --state-dir "$STATE" --nodes 4 -
 export KUBECONFIG=$STATE/kubeconfig
 # The controllers run as ServiceAccount kube-system/agentsched-shard-controller
 # with exactly the RBAC of rbac.yaml (Lease and ConfigMap in kube-system).
+# Its Role on Volcano's Lease lives in volcano-system (no Volcano here: the
+# Lease is absent and the controller writes).
+"$K" get namespace volcano-system >/dev/null 2>&1 || "$K" create namespace volcano-system >/dev/null
 "$REPO/test/e2e/bin/e2ectl" apply --kubeconfig "$KUBECONFIG" -f "$REPO/deploy/shard-controller/rbac.yaml" >/dev/null
 CTL_KC=$STATE/kubeconfig-shard-controller
 
