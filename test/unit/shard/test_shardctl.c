@@ -45,7 +45,7 @@ Test(shardctl_config, shipped_sample_loads)
     cr_assert_eq(shardctl_config_load(AGENTSCHED_SOURCE_DIR "/policy/sharding.yaml", &c, &d), AS_OK,
                  "%s", d.msg);
     cr_assert_eq(c->n, 2);
-    cr_assert_str_eq(c->sched[0].name, "agent-scheduler");
+    cr_assert_str_eq(c->sched[0].name, "agentsched");
     cr_assert_str_eq(c->sched[0].type, "agent");
     cr_assert_eq(c->sched[0].npol, 3);
     cr_assert_eq(c->sched[0].pol[0].kind, SHARDCTL_POL_ALLOCATION_RATE);
@@ -486,7 +486,7 @@ Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
     json_t *shards = json_object_get(doc, "shards");
     cr_assert_eq(json_array_size(shards), 2);
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(shards, 0), "name")),
-                     "agent-scheduler");
+                     "agentsched");
     json_decref(doc);
 
     snprintf(cmd, sizeof cmd, "%s shard-controller --cluster x --once 2>/dev/null",
