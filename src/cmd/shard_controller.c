@@ -287,8 +287,8 @@ static void foreign_step(ctl *x, int64_t now)
     if (k8s_shards_copy(x->k, &cur, &ncur) != AS_OK)
         goto done;
     bool was = x->foreign, now_foreign = false;
-    if (shard_owner_step(&x->owner, shard_owner_lease_live(&x->foreign_obs, now), cur, ncur,
-                         &now_foreign))
+    if (shard_owner_step(&x->owner, shard_owner_lease_live(&x->foreign_obs, now),
+                         x->foreign_obs.acquire_time, cur, ncur, &now_foreign))
         goto done;
     x->foreign = now_foreign;
     metrics_set(x->cm.foreign, now_foreign);

@@ -69,6 +69,7 @@ Test(shard_owner, lease_live)
 typedef struct round {
     const char *what;
     bool lease_live;
+    const char *acquire; /* the Lease's acquireTime; NULL: unknown */
     const char *shards[3];
     bool foreign;
 } round;
@@ -91,7 +92,7 @@ static void run_rounds(const round *r, size_t n)
             snprintf(sh[j].desired_time, sizeof sh[j].desired_time, "%s", at + 1);
         }
         bool f = !r[i].foreign;
-        cr_assert_eq(shard_owner_step(&o, r[i].lease_live, sh, ns, &f), AS_OK);
+        cr_assert_eq(shard_owner_step(&o, r[i].lease_live, r[i].acquire, sh, ns, &f), AS_OK);
         cr_assert_eq(f, r[i].foreign, "round %zu (%s): foreign=%d, want %d (%s)", i, r[i].what, f,
                      r[i].foreign, o.why);
         cr_assert_eq(o.foreign, f);
@@ -104,34 +105,42 @@ Test(shard_owner, stand_down_and_take_over)
     static const round r[] = {
         {"Volcano's controller runs the shards",
          true,
+         NULL,
          {"a=vc-controller-manager@t1", "b=vc-controller-manager@t1"},
          true},
         {"it renews and rewrites one",
          true,
+         NULL,
          {"a=vc-controller-manager@t2", "b=vc-controller-manager@t1"},
          true},
         {"vc-controller-manager stopped: its Lease expired",
          false,
+         NULL,
          {"a=vc-controller-manager@t2", "b=vc-controller-manager@t1"},
          false},
         {"we rewrote a; b unchanged keeps its old entry",
          false,
+         NULL,
          {"a=agentsched@t3", "b=vc-controller-manager@t1"},
          false},
         {"it restarts without its sharding-controller: old entries do not count",
          true,
+         NULL,
          {"a=agentsched@t3", "b=vc-controller-manager@t1"},
          false},
         {"its sharding-controller writes again",
          true,
+         NULL,
          {"a=agentsched@t3", "b=vc-controller-manager@t4"},
          true},
         {"it also creates a NodeShard",
          true,
+         NULL,
          {"a=agentsched@t3", "b=vc-controller-manager@t4", "c=vc-controller-manager@t4"},
          true},
         {"stopped again",
          false,
+         NULL,
          {"a=agentsched@t3", "b=vc-controller-manager@t4", "c=vc-controller-manager@t4"},
          false},
     };
@@ -143,9 +152,9 @@ Test(shard_owner, lease_without_sharding_controller)
     /* vc-controller-manager with pg/queue controllers only: the Lease is
      * live but no NodeShard is its: we write. */
     static const round r[] = {
-        {"no NodeShards yet", true, {NULL}, false},
-        {"ours only", true, {"a=agentsched@t1", "b=agentsched@t1"}, false},
-        {"another manager (not the one watched) wrote", true, {"a=kubectl-edit@t2"}, false},
+        {"no NodeShards yet", true, NULL, {NULL}, false},
+        {"ours only", true, NULL, {"a=agentsched@t1", "b=agentsched@t1"}, false},
+        {"another manager (not the one watched) wrote", true, NULL, {"a=kubectl-edit@t2"}, false},
     };
     run_rounds(r, sizeof r / sizeof r[0]);
 }
@@ -154,10 +163,41 @@ Test(shard_owner, first_round_counts_every_entry)
 {
     /* Started while Volcano's controller owns the shards: stand down at
      * once, before any write. Its Lease not live: take them. */
-    static const round live[] = {{"start", true, {"a=vc-controller-manager@t1"}, true}};
+    static const round live[] = {{"start", true, NULL, {"a=vc-controller-manager@t1"}, true}};
     run_rounds(live, 1);
     static const round dead[] = {
-        {"start", false, {"a=vc-controller-manager@t1"}, false},
-        {"a live Lease with the same entry", true, {"a=vc-controller-manager@t1"}, false}};
+        {"start", false, NULL, {"a=vc-controller-manager@t1"}, false},
+        {"a live Lease with the same entry", true, NULL, {"a=vc-controller-manager@t1"}, false}};
     run_rounds(dead, 2);
+}
+
+Test(shard_owner, entries_before_the_holder_acquired_do_not_count)
+{
+    /* vc-controller-manager's sharding-controller wrote at 10:00; it was
+     * restarted with only its other controllers and re-acquired its Lease
+     * at 10:05 (the hand-over to agentsched's controller): the old entries
+     * are an earlier process's. Its sharding-controller back at 10:20 wrote
+     * within the skew of acquiring: counts. */
+    static const round r[] = {
+        {"written by the current holder",
+         true,
+         "2026-12-03T09:59:00.123456Z",
+         {"a=vc-controller-manager@2026-12-03T10:00:00Z"},
+         true},
+        {"a new holder without sharding-controller",
+         true,
+         "2026-12-03T10:05:00.000000Z",
+         {"a=vc-controller-manager@2026-12-03T10:00:00Z"},
+         false},
+        {"a new holder with it, first write 3 s before acquireTime (skew)",
+         true,
+         "2026-12-03T10:20:03.000000Z",
+         {"a=vc-controller-manager@2026-12-03T10:20:00Z"},
+         true},
+    };
+    run_rounds(r, sizeof r / sizeof r[0]);
+    cr_assert_eq(shard_owner_parse_time("2026-12-03T10:00:00Z"), 1796292000);
+    cr_assert_eq(shard_owner_parse_time("2026-12-03T10:00:00.5Z"), 1796292000);
+    cr_assert_eq(shard_owner_parse_time("yesterday"), -1);
+    cr_assert_eq(shard_owner_parse_time(NULL), -1);
 }
