@@ -32,6 +32,7 @@ var scenarios = map[string]func(c *cluster){
 	"gpu_share_sidecar":       scenarioGPUShareSidecar,
 	"security_deputy":         scenarioSecurityDeputy,
 	"volcano_shards":          scenarioVolcanoShards,
+	"volcano_shard_owner":     scenarioVolcanoShardOwner,
 	"volcano_extender":        scenarioVolcanoExtender,
 	"volcano_sidebyside":      scenarioVolcanoSideBySide,
 }
