@@ -214,6 +214,10 @@ static as_err parse_policy(const json_t *pj, shardctl_policy *p, const char *fie
     p->max_util = 1;
     if ((err = get_num(pj, "weight", 0, 1e6, &p->weight, field, origin, diag)))
         return err;
+    /* As Volcano's controller: 0 is "omitted", the default 1 (a policy
+     * cannot be switched off by its weight). */
+    if (p->weight == 0)
+        p->weight = 1;
     json_t *args = json_object_get(pj, "arguments");
     snprintf(f, sizeof f, "%s.arguments", field);
     if (args && !json_is_object(args) && !json_is_null(args))

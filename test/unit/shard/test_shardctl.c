@@ -59,6 +59,26 @@ Test(shardctl_config, shipped_sample_loads)
     shardctl_config_free(c);
 }
 
+Test(shardctl_config, weight_zero_means_one)
+{
+    /* Volcano reads an omitted weight as 0 and makes it 1; so does an
+     * explicit 0. */
+    static const struct {
+        const char *weight;
+        double want;
+    } rows[] = {{"0", 1}, {"1", 1}, {"3", 3}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char yaml[200];
+        snprintf(yaml, sizeof yaml,
+                 "schedulerConfigs: [{name: a, policies: [{name: warmup, weight: %s}]}]\n",
+                 rows[i].weight);
+        shardctl_config *c = parse_ok(yaml);
+        cr_assert_float_eq(c->sched[0].pol[0].weight, rows[i].want, 1e-9, "weight %s",
+                           rows[i].weight);
+        shardctl_config_free(c);
+    }
+}
+
 Test(shardctl_config, defaults_and_warmup_label)
 {
     shardctl_config *c = parse_ok("schedulerConfigs:\n"
