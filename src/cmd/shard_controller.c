@@ -662,6 +662,10 @@ static void config_apply(ctl *x, shardctl_config *next, const char *source)
     metrics_inc(x->cm.reload_ok);
     log_info("msg=\"sharding config loaded\" source=%s schedulers=%zu sync_period_ms=%lld", source,
              x->cfg->n, (long long)x->cfg->sync_period_ms);
+    if (x->cfg->unknown[0])
+        log_warn("msg=\"sharding config: unknown fields ignored (as Volcano ignores them)\" "
+                 "source=%s fields=\"%s\"",
+                 source, x->cfg->unknown);
     x->last_full_ms = 0; /* recompute from scratch now */
 }
 
@@ -852,6 +856,10 @@ int shard_controller_cli_main(int argc, char **argv)
                     d.msg[0] ? d.msg : as_strerror(err));
             return EXIT_FAIL;
         }
+        if (x.cfg->unknown[0])
+            log_warn("msg=\"sharding config: unknown fields ignored (as Volcano ignores them)\" "
+                     "source=%s fields=\"%s\"",
+                     x.config_path, x.cfg->unknown);
     }
     model_registry_init(&x.reg);
     rc = EXIT_FAIL;

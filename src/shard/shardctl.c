@@ -95,20 +95,26 @@ static bool key_in(const char *k, const char *const *allowed)
     return false;
 }
 
-/* Rejects keys of obj outside allowed; field is obj's path. */
+/* The config being parsed on this thread: where check_keys lists the
+ * unknown fields (NULL outside shardctl_config_parse). */
+static __thread shardctl_config *parsing;
+
+/* Lists keys of obj outside allowed in parsing->unknown (Volcano ignores
+ * them; the caller warns); field is obj's path. Never fails. */
 static as_err check_keys(const json_t *obj, const char *const *allowed, const char *field,
                          const char *origin, as_diag *diag)
 {
+    (void)origin;
+    (void)diag;
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)obj, k, v)
     {
         (void)v;
-        if (!key_in(k, allowed)) {
-            char f[192];
-            snprintf(f, sizeof f, "%s%s%s", field, *field ? "." : "", k);
-            return as_diag_set(diag, AS_EINVAL, f, "%s: unknown field %s (check the spelling)",
-                               origin, f);
+        if (!key_in(k, allowed) && parsing) {
+            size_t used = strlen(parsing->unknown);
+            snprintf(parsing->unknown + used, sizeof parsing->unknown - used, "%s%s%s%s",
+                     used ? ", " : "", field, *field ? "." : "", k);
         }
     }
     return AS_OK;
@@ -405,11 +411,37 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
         }
         return err;
     }
+    /* Volcano's ConfigMap as a whole, or its data excerpt: the text under
+     * sharding.yaml is the config. */
+    const json_t *cm_data = NULL;
+    bool wrapped = false;
+    if (json_is_object(doc)) {
+        const char *kind = json_string_value(json_object_get(doc, "kind"));
+        if (kind && strcmp(kind, "ConfigMap") == 0) {
+            cm_data = json_object_get(doc, "data");
+            wrapped = true;
+        } else if (json_object_size(doc) == 1 &&
+                   json_is_string(json_object_get(doc, "sharding.yaml"))) {
+            cm_data = doc;
+            wrapped = true;
+        }
+    }
+    if (wrapped) {
+        const char *text = json_string_value(json_object_get(cm_data, "sharding.yaml"));
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s (sharding.yaml)", origin);
+        err = text ? shardctl_config_parse(text, strlen(text), inner, out, diag)
+                   : as_diag_set(diag, AS_ENOTFOUND, "data.sharding.yaml",
+                                 "%s: a ConfigMap without data.sharding.yaml", origin);
+        json_decref(doc);
+        return err;
+    }
     shardctl_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) {
         json_decref(doc);
         return AS_ENOMEM;
     }
+    parsing = cfg;
     cfg->sync_period_ms = 60000;
     cfg->node_event_trigger = true;
     static const char *const keys[] = {"schedulerConfigs", "shardSyncPeriod",
@@ -480,6 +512,7 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
         cfg->node_event_trigger = json_is_true(et);
     }
 done:
+    parsing = NULL;
     json_decref(doc);
     if (err) {
         shardctl_config_free(cfg);
