@@ -105,6 +105,48 @@ Test(shardctl_config, volcano_configmap_as_a_whole_or_its_key)
               "without data.sharding.yaml");
 }
 
+/* Policies mixed with the flat fields, and scheduler-level arguments, as
+ * Volcano fills them in: one row per scheduler config, the policy chain
+ * expected (kind:min-max or kind:cap) and what is listed as ignored. */
+Test(shardctl_config, flat_fields_as_volcano_fills_them_in)
+{
+    static const struct {
+        const char *sched, *chain, *unknown;
+    } rows[] = {
+        {"{name: a, maxNodes: 3, policies: [{name: warmup}]}", "warmup node-limit:3", ""},
+        {"{name: a, maxNodes: 3, policies: [{name: node-limit, arguments: {maxNodes: 5}}]}",
+         "node-limit:5", ""},
+        {"{name: a, cpuUtilizationMin: 0.5, preferWarmupNodes: true, policies: [{name: warmup}]}",
+         "warmup", "schedulerConfigs[0].cpuUtilizationMin, schedulerConfigs[0].preferWarmupNodes"},
+        {"{name: a, arguments: {minCPUUtil: 0.2, maxCPUUtil: 0.4}, cpuUtilizationMin: 0.9}",
+         "allocation-rate:0.20-0.40", ""},
+        {"{name: a, cpuUtilizationMin: 0.1, cpuUtilizationMax: 0.3, preferWarmupNodes: true, "
+         "minNodes: 1, maxNodes: 7}",
+         "allocation-rate:0.10-0.30 warmup node-limit:7", ""},
+        {"{name: a, cpuUtilizationMax: 0.5}", "allocation-rate:0.00-0.50", ""},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char yaml[400], chain[200] = "";
+        snprintf(yaml, sizeof yaml, "schedulerConfigs: [%s]\n", rows[i].sched);
+        shardctl_config *c = parse_ok(yaml);
+        for (size_t j = 0; j < c->sched[0].npol; j++) {
+            const shardctl_policy *p = &c->sched[0].pol[j];
+            size_t used = strlen(chain);
+            if (p->kind == SHARDCTL_POL_ALLOCATION_RATE)
+                snprintf(chain + used, sizeof chain - used, "%sallocation-rate:%.2f-%.2f",
+                         used ? " " : "", p->min_util, p->max_util);
+            else if (p->kind == SHARDCTL_POL_WARMUP)
+                snprintf(chain + used, sizeof chain - used, "%swarmup", used ? " " : "");
+            else
+                snprintf(chain + used, sizeof chain - used, "%snode-limit:%ld", used ? " " : "",
+                         p->max_nodes);
+        }
+        cr_assert_str_eq(chain, rows[i].chain, "row %zu: %s", i, rows[i].sched);
+        cr_assert_str_eq(c->unknown, rows[i].unknown, "row %zu", i);
+        shardctl_config_free(c);
+    }
+}
+
 Test(shardctl_config, weight_zero_means_one)
 {
     /* Volcano reads an omitted weight as 0 and makes it 1; so does an
@@ -182,8 +224,6 @@ Test(shardctl_config, validation_errors_name_the_field)
     parse_bad("schedulerConfigs: [{name: a}]\nshardSyncPeriod: soon\n", "shardSyncPeriod",
               "duration");
     parse_bad("schedulerConfigs: [{name: a}]\nshardSyncPeriod: 10ms\n", "shardSyncPeriod", NULL);
-    parse_bad("schedulerConfigs: [{name: a, maxNodes: 3, policies: [{name: warmup}]}]\n",
-              "schedulerConfigs[0]", "mixes");
     parse_bad("- just\n- a list\n", "", "mapping");
     parse_bad("schedulerConfigs: [{name: a}\n", NULL, NULL); /* syntax */
 }
