@@ -33,6 +33,7 @@ var scenarios = map[string]func(c *cluster){
 	"security_deputy":         scenarioSecurityDeputy,
 	"volcano_shards":          scenarioVolcanoShards,
 	"volcano_shard_owner":     scenarioVolcanoShardOwner,
+	"volcano_shard_parity":    scenarioVolcanoShardParity,
 	"volcano_extender":        scenarioVolcanoExtender,
 	"volcano_sidebyside":      scenarioVolcanoSideBySide,
 }
