@@ -25,7 +25,11 @@ import (
 //     Lease expired (15 s), agentsched's controller takes over (gauge 0,
 //     log line), every NodeShard is still there with the same nodes, and a
 //     node that joins then is assigned by agentsched (its field manager now
-//     owns that nodesDesired).
+//     owns that nodesDesired);
+//  3. vc-controller-manager returns, leader-elected, without
+//     sharding-controller: its old nodesDesired entry predates its new
+//     Lease holder, so agentsched keeps writing (a node joins and is
+//     assigned).
 func scenarioVolcanoShardOwner(c *cluster) {
 	const (
 		agentShard = "agent-scheduler"
@@ -120,6 +124,30 @@ func scenarioVolcanoShardOwner(c *cluster) {
 	m = metricsAt(ctl.url)
 	logf("after take-over: writes ok=%v, nodesDesired owners %v",
 		m[`agentsched_shardctl_nodeshard_writes_total{result="ok"}`], owners)
+
+	// 3. vc-controller-manager returns, leader-elected, without its
+	// sharding-controller: its Lease is live again and it still owns
+	// agent-scheduler's nodesDesired from before, but that entry predates
+	// its new holder's acquireTime: agentsched keeps writing.
+	c.devClusterArgs("vc-controller-manager-start", "--volcano-controllers", "pg-controller,queue-controller")
+	holder2 := c.waitVolcanoLease(60 * time.Second)
+	if holder2 == holder {
+		fail("the restarted vc-controller-manager holds its Lease as %q, the old identity", holder2)
+	}
+	if owners[agentShard] != "vc-controller-manager" {
+		fail("NodeShard %s: nodesDesired owned by %q, want vc-controller-manager's old entry", agentShard, owners[agentShard])
+	}
+	time.Sleep(3 * time.Second) // a few of the controller's rounds
+	c.addNode("node-0006", "16", "64Gi")
+	wantIdle = append(wantIdle, "node-0006")
+	waitDesired(dyn, map[string][]string{agentShard: busy, vcShard: wantIdle}, 30*time.Second,
+		"agentsched shard-controller, beside vc-controller-manager without sharding-controller")
+	m = metricsAt(ctl.url)
+	if m["agentsched_shardctl_foreign_owner"] != 0 || m["agentsched_shardctl_stand_downs_total"] != 1 {
+		fail("stood down for a vc-controller-manager without sharding-controller: foreign_owner=%v stand_downs=%v",
+			m["agentsched_shardctl_foreign_owner"], m["agentsched_shardctl_stand_downs_total"])
+	}
+	logf("vc-controller-manager back without sharding-controller (holder %s): agentsched kept writing", holder2)
 }
 
 // waitVolcanoLease waits for vc-controller-manager's Lease to be held and
