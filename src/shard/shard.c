@@ -254,7 +254,7 @@ as_err shard_coord_new(const shard_coord_config *cfg, shard_coord **out, as_diag
         return as_diag_set(diag, AS_EINVAL, NULL, "shard coordinator: no cache");
     if (!cfg->name || !*cfg->name)
         return as_diag_set(diag, AS_EINVAL, "shard-name",
-                           "--shard-name is empty: give the NodeShard name (the scheduler name)");
+                           "--shard-name is empty: give the NodeShard name (default agentsched)");
     shard_coord *c = calloc(1, sizeof *c);
     if (!c || !(c->name = strdup(cfg->name))) {
         free(c);
