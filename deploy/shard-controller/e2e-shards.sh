@@ -189,6 +189,13 @@ printf 'schedulerConfigs: [{name: agent-scheduler, policies: [{name: nope}]}]\n'
 wait_for "configmap: bad edit rejected, old config kept" grep -q 'rejected; keeping the current one' "$TMP/ctl-c.log"
 wait_for "configmap: dry run computed the shards" grep -q 'dry run: would write NodeShard" shard=agent-scheduler' "$TMP/ctl-c.log"
 
+# another writer of agentsched's own NodeShard status (kubectl here, as a
+# second scheduler would be): agentsched warns, naming its field manager
+"$K" patch nodeshard agent-scheduler --subresource=status --type=merge \
+	-p "{\"status\":{\"lastUpdateTime\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}}" >/dev/null
+wait_for "agentsched warns of another status writer on its NodeShard" \
+	grep -q 'another scheduler publishes status on our NodeShard.*manager=kubectl' "$STATE/logs/agentsched.log"
+
 # invariant: in hard mode nothing was bound outside what agentsched used
 for p in $("$K" get pods -o 'jsonpath={.items[*].metadata.name}'); do
 	n=$(node_of "$p")
