@@ -83,6 +83,9 @@ AGENTSCHED_BIN=$AS bash "$DC" up --layout mixed --state-dir "$STATE" --nodes 4 -
 export KUBECONFIG=$STATE/kubeconfig
 # The controllers run as ServiceAccount kube-system/agentsched-shard-controller
 # with exactly the RBAC of rbac.yaml (Lease and ConfigMap in kube-system).
+# Its Role on Volcano's Lease lives in volcano-system (no Volcano here: the
+# Lease is absent and the controller writes).
+"$K" get namespace volcano-system >/dev/null 2>&1 || "$K" create namespace volcano-system >/dev/null
 "$REPO/test/e2e/bin/e2ectl" apply --kubeconfig "$KUBECONFIG" -f "$REPO/deploy/shard-controller/rbac.yaml" >/dev/null
 CTL_KC=$STATE/kubeconfig-shard-controller
 
@@ -185,6 +188,13 @@ printf 'schedulerConfigs: [{name: agent-scheduler, policies: [{name: nope}]}]\n'
 	--dry-run=client -o yaml | "$K" apply -f - >/dev/null
 wait_for "configmap: bad edit rejected, old config kept" grep -q 'rejected; keeping the current one' "$TMP/ctl-c.log"
 wait_for "configmap: dry run computed the shards" grep -q 'dry run: would write NodeShard" shard=agent-scheduler' "$TMP/ctl-c.log"
+
+# another writer of agentsched's own NodeShard status (kubectl here, as a
+# second scheduler would be): agentsched warns, naming its field manager
+"$K" patch nodeshard agent-scheduler --subresource=status --type=merge \
+	-p "{\"status\":{\"lastUpdateTime\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}}" >/dev/null
+wait_for "agentsched warns of another status writer on its NodeShard" \
+	grep -q 'another scheduler publishes status on our NodeShard.*manager=kubectl' "$STATE/logs/agentsched.log"
 
 # invariant: in hard mode nothing was bound outside what agentsched used
 for p in $("$K" get pods -o 'jsonpath={.items[*].metadata.name}'); do

@@ -168,7 +168,9 @@ static const cli_flag serve_flags[] = {
     {F_SHARD_MODE, "--shard-mode", 0, "MODE",
      "none | soft (prefer in-shard nodes) | hard (only in-shard nodes);\n"
      "default none"},
-    {F_SHARD_NAME, "--shard-name", 0, "NAME", "shard to use (default: the scheduler name)"},
+    {F_SHARD_NAME, "--shard-name", 0, "NAME",
+     "NodeShard to use (default agentsched, distinct from\n"
+     "vc-agent-scheduler's default agent-scheduler)"},
     {F_CANDIDATES, "--candidates", 0, "K",
      "candidates per decision, 1..16 (default 3; placement reports them)"},
     {F_WORKERS, "--workers", 0, "N",

@@ -32,13 +32,14 @@
 #include "agentsched/base/metrics.h"
 #include "agentsched/model/cluster.h"
 #include "agentsched/model/registry.h"
+#include "agentsched/shard/owner.h"
 #include "agentsched/shard/shardctl.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 typedef struct ctl_metrics {
     metrics_counter *nodes, *unfit, *capped, *leader, *recompute_incr, *recompute_full, *reload_ok,
-        *reload_failed, *writes_ok, *writes_failed;
+        *reload_failed, *writes_ok, *writes_failed, *foreign, *stand_downs;
 } ctl_metrics;
 
 typedef struct ctl {
@@ -70,6 +71,13 @@ typedef struct ctl {
     uint64_t written[SHARDCTL_MAX_SCHEDULERS];
     bool written_ok[SHARDCTL_MAX_SCHEDULERS];
     int leader_gauge; /* (atomic) for /healthz */
+    /* another sharding controller (owner.h); foreign_ns "" = not watched */
+    char foreign_ns[254], foreign_name[254];
+    const char *foreign_manager;
+    k8s_lease_obs foreign_obs;
+    shard_owner owner;
+    bool foreign, foreign_decided, foreign_lease_denied;
+    int64_t next_foreign_ms;
 } ctl;
 
 /* ---- engine feeding --------------------------------------------------- */
@@ -243,6 +251,66 @@ static void report_dry_run(ctl *x)
     }
 }
 
+/* ---- another controller ------------------------------------------------- */
+
+/* Reads the other controller's Lease and decides whether it owns the
+ * NodeShards; logs and counts each change. Without a readable Lease (403,
+ * network) the last observation ages out: after its duration we write. */
+static void foreign_step(ctl *x, int64_t now)
+{
+    if (!x->foreign_ns[0] || !x->k)
+        return;
+    char path[700];
+    snprintf(path, sizeof path, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
+             x->foreign_ns, x->foreign_name);
+    buf resp;
+    buf_init(&resp, 16 << 10);
+    long code = 0;
+    as_diag d = {0};
+    json_t *obj = NULL;
+    k8s_shard *cur = NULL;
+    size_t ncur = 0;
+    as_err err = k8s_request(x->k, "GET", path, NULL, 0, &resp, &code, &d);
+    if (!err && code == 200 && (obj = json_loadb(resp.data ? resp.data : "", resp.len, 0, NULL)))
+        k8s_lease_observe(&x->foreign_obs, obj, now);
+    else if (!err && code == 404)
+        k8s_lease_observe(&x->foreign_obs, NULL, now);
+    else if (!x->foreign_lease_denied) {
+        x->foreign_lease_denied = true;
+        log_warn("msg=\"cannot read the other sharding controller's Lease\" lease=%s/%s "
+                 "status=%ld error=\"%s\"",
+                 x->foreign_ns, x->foreign_name, code,
+                 err ? (d.msg[0] ? d.msg : as_strerror(err)) : "-");
+    }
+    if (!err && (code == 200 || code == 404))
+        x->foreign_lease_denied = false;
+    if (k8s_shards_copy(x->k, &cur, &ncur) != AS_OK)
+        goto done;
+    bool was = x->foreign, now_foreign = false;
+    if (shard_owner_step(&x->owner, shard_owner_lease_live(&x->foreign_obs, now),
+                         x->foreign_obs.acquire_time, cur, ncur, &now_foreign))
+        goto done;
+    x->foreign = now_foreign;
+    metrics_set(x->cm.foreign, now_foreign);
+    if (now_foreign && (!was || !x->foreign_decided)) {
+        metrics_inc(x->cm.stand_downs);
+        log_warn("msg=\"another sharding controller manages the NodeShards; standing down "
+                 "(no NodeShard written, created or deleted)\" lease=%s/%s holder=%s "
+                 "why=\"%s\"",
+                 x->foreign_ns, x->foreign_name, x->foreign_obs.holder, x->owner.why);
+    } else if (!now_foreign && was) {
+        log_info("msg=\"the other sharding controller stopped; taking over the NodeShards\" "
+                 "lease=%s/%s why=\"%s\"",
+                 x->foreign_ns, x->foreign_name, x->owner.why);
+        memset(x->written_ok, 0, sizeof x->written_ok); /* re-check (and re-create) each */
+    }
+    x->foreign_decided = true;
+done:
+    k8s_shards_free(cur, ncur);
+    json_decref(obj);
+    buf_free(&resp);
+}
+
 /* ---- leader election ---------------------------------------------------- */
 
 static void set_leader(ctl *x, bool on)
@@ -311,6 +379,8 @@ enum {
     CTL_LEASE_DURATION,
     CTL_LISTEN,
     CTL_LOG_LEVEL,
+    CTL_FOREIGN_LEASE,
+    CTL_FOREIGN_MANAGER,
     CTL_HELP,
 };
 
@@ -334,6 +404,11 @@ static const cli_flag ctl_flags[] = {
      "/metrics and /healthz (default 127.0.0.1:8889; none: off)"},
     {CTL_LOG_LEVEL, "--log-level", 0, "LEVEL",
      "error | warn | info | debug, or 0..3 (default info)"},
+    {CTL_FOREIGN_LEASE, "--foreign-lease", 0, "NS/NAME",
+     "another sharding controller's Lease; stand down while it is live and its field "
+     "manager writes nodesDesired (default volcano-system/vc-controller-manager; none: off)"},
+    {CTL_FOREIGN_MANAGER, "--foreign-field-manager", 0, "NAME",
+     "that controller's field manager (default vc-controller-manager)"},
     {CTL_HELP, "--help", 'h', NULL, "show this help"},
 };
 
@@ -408,6 +483,31 @@ static int parse_flags(ctl *x, int argc, char **argv)
         }
         case CTL_CONFIGMAP_KEY:
             x->cm_key = val;
+            break;
+        case CTL_FOREIGN_LEASE: {
+            if (strcmp(val, "none") == 0) {
+                x->foreign_ns[0] = x->foreign_name[0] = 0;
+                break;
+            }
+            const char *slash = strchr(val, '/');
+            if (!slash || slash == val || !slash[1] ||
+                (size_t)(slash - val) >= sizeof x->foreign_ns ||
+                strlen(slash + 1) >= sizeof x->foreign_name || strchr(slash + 1, '/')) {
+                fprintf(stderr, "agentsched shard-controller: --foreign-lease wants "
+                                "NAMESPACE/NAME or none\n");
+                return EXIT_USAGE;
+            }
+            snprintf(x->foreign_ns, sizeof x->foreign_ns, "%.*s", (int)(slash - val), val);
+            snprintf(x->foreign_name, sizeof x->foreign_name, "%s", slash + 1);
+            break;
+        }
+        case CTL_FOREIGN_MANAGER:
+            if (!*val || strlen(val) >= sizeof x->owner.manager) {
+                fprintf(stderr, "agentsched shard-controller: --foreign-field-manager: 1..63 "
+                                "characters\n");
+                return EXIT_USAGE;
+            }
+            x->foreign_manager = val;
             break;
         case CTL_CONTEXT:
             x->context = val;
@@ -562,6 +662,10 @@ static void config_apply(ctl *x, shardctl_config *next, const char *source)
     metrics_inc(x->cm.reload_ok);
     log_info("msg=\"sharding config loaded\" source=%s schedulers=%zu sync_period_ms=%lld", source,
              x->cfg->n, (long long)x->cfg->sync_period_ms);
+    if (x->cfg->unknown[0])
+        log_warn("msg=\"sharding config: unknown fields ignored (as Volcano ignores them)\" "
+                 "source=%s fields=\"%s\"",
+                 source, x->cfg->unknown);
     x->last_full_ms = 0; /* recompute from scratch now */
 }
 
@@ -703,7 +807,15 @@ static int run_live(ctl *x, sigset_t *sigs)
             lease_step(x);
             x->next_lease_ms = now + x->retry_ms;
         }
-        if (x->leader && !x->dry_run && now >= x->next_write_ms)
+        if (now >= x->next_foreign_ms) {
+            foreign_step(x, now);
+            x->next_foreign_ms = now + x->retry_ms;
+        }
+        if (x->foreign_ns[0] && !x->foreign_decided)
+            continue; /* never write before knowing who owns the NodeShards */
+        if (x->foreign)
+            ; /* standing down: another controller writes them */
+        else if (x->leader && !x->dry_run && now >= x->next_write_ms)
             write_shards(x, full);
         else if (x->dry_run)
             report_dry_run(x);
@@ -721,9 +833,13 @@ int shard_controller_cli_main(int argc, char **argv)
     x.lease_ns = "kube-system";
     x.lease_name = "agentsched-shard-controller";
     x.lease_ms = 15000;
+    snprintf(x.foreign_ns, sizeof x.foreign_ns, "%s", SHARD_OWNER_VOLCANO_LEASE_NS);
+    snprintf(x.foreign_name, sizeof x.foreign_name, "%s", SHARD_OWNER_VOLCANO_LEASE_NAME);
+    x.foreign_manager = SHARD_OWNER_VOLCANO_MANAGER;
     int rc = parse_flags(&x, argc, argv);
     if (rc >= 0)
         return rc;
+    shard_owner_init(&x.owner, x.foreign_manager);
     x.renew_deadline_ms = x.lease_ms * 2 / 3;
     x.retry_ms = x.lease_ms / 7 > 500 ? x.lease_ms / 7 : 500;
     if (!x.identity[0])
@@ -740,6 +856,10 @@ int shard_controller_cli_main(int argc, char **argv)
                     d.msg[0] ? d.msg : as_strerror(err));
             return EXIT_FAIL;
         }
+        if (x.cfg->unknown[0])
+            log_warn("msg=\"sharding config: unknown fields ignored (as Volcano ignores them)\" "
+                     "source=%s fields=\"%s\"",
+                     x.config_path, x.cfg->unknown);
     }
     model_registry_init(&x.reg);
     rc = EXIT_FAIL;
@@ -770,6 +890,13 @@ int shard_controller_cli_main(int argc, char **argv)
         x.m, "agentsched_shardctl_nodeshard_writes_total{result=\"ok\"}", "NodeShard writes.");
     x.cm.writes_failed = metrics_new_counter(
         x.m, "agentsched_shardctl_nodeshard_writes_total{result=\"failed\"}", "NodeShard writes.");
+    x.cm.foreign = metrics_new_gauge(
+        x.m, "agentsched_shardctl_foreign_owner",
+        "1 while another sharding controller (--foreign-lease) manages the NodeShards and this "
+        "one writes none.");
+    x.cm.stand_downs =
+        metrics_new_counter(x.m, "agentsched_shardctl_stand_downs_total",
+                            "Times this controller stood down for another sharding controller.");
     rc = x.once ? run_once(&x) : run_live(&x, &sigs);
 done:
     if (x.http)
@@ -778,6 +905,7 @@ done:
     k8s_client_free(x.k);
     shardctl_engine_free(x.eng);
     shardctl_config_free(x.cfg);
+    shard_owner_free(&x.owner);
     cache_free(x.cache);
     metrics_free(x.m);
     model_registry_destroy(&x.reg);

@@ -52,6 +52,8 @@ void k8s_lease_observe(k8s_lease_obs *obs, const json_t *lease, int64_t now_ms)
     k8s_lease_obs next = {.exists = true};
     snprintf(next.holder, sizeof next.holder, "%s", holder ? holder : "");
     snprintf(next.renew_time, sizeof next.renew_time, "%s", renew ? renew : "");
+    const char *acq = json_string_value(json_object_get(spec, "acquireTime"));
+    snprintf(next.acquire_time, sizeof next.acquire_time, "%s", acq ? acq : "");
     snprintf(next.resource_version, sizeof next.resource_version, "%s", rv ? rv : "");
     /* Range-checked before scaling: a hostile value must neither overflow
      * nor make the lease never (or instantly) expire. */

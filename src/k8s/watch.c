@@ -106,6 +106,41 @@ static as_err strv_copy(char *const *src, size_t n, char ***out)
     return AS_OK;
 }
 
+/* See watch.h. Entries are compared by their RFC 3339 times, which the
+ * apiserver writes in UTC with a fixed width, so strcmp orders them. */
+void k8s_shard_managers(const json_t *managed_fields, k8s_shard *s)
+{
+    s->desired_manager[0] = s->desired_time[0] = 0;
+    s->status_manager[0] = s->status_time[0] = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(managed_fields, i, e)
+    {
+        const char *mgr = json_string_value(json_object_get(e, "manager"));
+        const char *t = json_string_value(json_object_get(e, "time"));
+        const char *sub = json_string_value(json_object_get(e, "subresource"));
+        const json_t *f = json_object_get(e, "fieldsV1");
+        if (!mgr || !*mgr)
+            continue;
+        if (!t)
+            t = "";
+        if (sub && strcmp(sub, "status") == 0) {
+            if (json_object_get(f, "f:status") && strcmp(t, s->status_time) >= 0) {
+                snprintf(s->status_manager, sizeof s->status_manager, "%s", mgr);
+                snprintf(s->status_time, sizeof s->status_time, "%s", t);
+            }
+            continue;
+        }
+        /* Ownership of a field moves to the writer that changes it, so one
+         * entry owns nodesDesired; the newest wins should two claim it. */
+        if (json_object_get(json_object_get(f, "f:spec"), "f:nodesDesired") &&
+            strcmp(t, s->desired_time) >= 0) {
+            snprintf(s->desired_manager, sizeof s->desired_manager, "%s", mgr);
+            snprintf(s->desired_time, sizeof s->desired_time, "%s", t);
+        }
+    }
+}
+
 static as_err shard_from_json(const json_t *obj, k8s_shard *s)
 {
     memset(s, 0, sizeof *s);
@@ -128,6 +163,7 @@ static as_err shard_from_json(const json_t *obj, k8s_shard *s)
                               &s->n_to_remove)) ||
         (err = strv_from_json(json_object_get(st, "nodesToAdd"), &s->nodes_to_add, &s->n_to_add)))
         goto fail;
+    k8s_shard_managers(json_object_get(md, "managedFields"), s);
     return AS_OK;
 fail:
     shard_free_fields(s);
@@ -154,6 +190,10 @@ static as_err shard_copy(const k8s_shard *src, k8s_shard *dst)
     if ((err = strv_copy(src->nodes_to_add, src->n_to_add, &dst->nodes_to_add)))
         goto fail;
     dst->n_to_add = src->n_to_add;
+    memcpy(dst->desired_manager, src->desired_manager, sizeof dst->desired_manager);
+    memcpy(dst->desired_time, src->desired_time, sizeof dst->desired_time);
+    memcpy(dst->status_manager, src->status_manager, sizeof dst->status_manager);
+    memcpy(dst->status_time, src->status_time, sizeof dst->status_time);
     return AS_OK;
 fail:
     shard_free_fields(dst);

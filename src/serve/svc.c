@@ -57,7 +57,7 @@ void svc_config_defaults(svc_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->listen = "127.0.0.1:8888";
     cfg->scheduler_name = "agent-scheduler";
-    cfg->shard_name = NULL; /* = scheduler_name */
+    cfg->shard_name = NULL; /* = SHARD_DEFAULT_NAME */
     cfg->shard_mode = CACHE_SHARD_NONE;
     cfg->http_threads = 0;
     cfg->max_body = SVC_DEFAULT_MAX_BODY;
@@ -250,7 +250,7 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         (err = svc_dup(impl->strings, &s->cfg.volcano_scheduler_names)))
         goto done;
     if (!s->cfg.shard_name)
-        s->cfg.shard_name = s->cfg.scheduler_name;
+        s->cfg.shard_name = SHARD_DEFAULT_NAME;
     if (!s->cfg.max_body)
         s->cfg.max_body = SVC_DEFAULT_MAX_BODY;
 
@@ -352,7 +352,7 @@ static as_err svc_shard_start(svc *s, as_diag *diag)
     if (s->cfg.shard_mode == CACHE_SHARD_NONE || s->shard)
         return AS_OK;
     shard_coord_config cc = {
-        .name = s->cfg.shard_name ? s->cfg.shard_name : s->cfg.scheduler_name,
+        .name = s->cfg.shard_name ? s->cfg.shard_name : SHARD_DEFAULT_NAME,
         .mode = s->cfg.shard_mode,
         .cache = s->core->cache,
         .publish = svc_shard_publish,

@@ -6,8 +6,10 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
@@ -239,6 +241,9 @@ struct shard_coord {
     bool thread_started, stop;
     pthread_t thread;
     bool logged_absent;
+    bool have_last; /* last_desired holds our shard's last nodesDesired */
+    shard_names last_desired;
+    char foreign_seen[40]; /* status time of the last foreign-status warning */
 };
 
 /* See shard.h. */
@@ -249,7 +254,7 @@ as_err shard_coord_new(const shard_coord_config *cfg, shard_coord **out, as_diag
         return as_diag_set(diag, AS_EINVAL, NULL, "shard coordinator: no cache");
     if (!cfg->name || !*cfg->name)
         return as_diag_set(diag, AS_EINVAL, "shard-name",
-                           "--shard-name is empty: give the NodeShard name (the scheduler name)");
+                           "--shard-name is empty: give the NodeShard name (default agentsched)");
     shard_coord *c = calloc(1, sizeof *c);
     if (!c || !(c->name = strdup(cfg->name))) {
         free(c);
@@ -361,22 +366,105 @@ static as_err names_copy(const shard_names *src, shard_names *dst)
 }
 
 /* See shard.h. */
+bool shard_foreign_status(const k8s_shard *s, const char *own_manager, int64_t now_unix_s,
+                          int64_t window_s, int64_t *age_s)
+{
+    if (age_s)
+        *age_s = -1;
+    if (!s || !s->status_manager[0] || (own_manager && strcmp(s->status_manager, own_manager) == 0))
+        return false;
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = strptime(s->status_time, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!end || (*end != 'Z' && *end != '.'))
+        return true;
+    int64_t age = now_unix_s - (int64_t)timegm(&tm);
+    if (age_s)
+        *age_s = age;
+    return age <= window_s;
+}
+
+/* Own NodeShard absent: the last nodesDesired seen stands in for it (no
+ * status of its own), so the usable set is that minus the other shards'
+ * nodesInUse. */
+static as_err compute_with_last(shard_coord *c, const k8s_shard *shards, size_t n, shard_view *v)
+{
+    k8s_shard *all = calloc(n + 1, sizeof *all);
+    if (!all)
+        return AS_ENOMEM;
+    if (n)
+        memcpy(all, shards, n * sizeof *all);
+    all[n].name = c->name;
+    all[n].nodes_desired = c->last_desired.v;
+    all[n].n_desired = c->last_desired.n;
+    as_err err = shard_compute(all, n + 1, c->name, v);
+    free(all);
+    return err;
+}
+
+static void check_foreign_status(shard_coord *c, const k8s_shard *shards, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const k8s_shard *s = &shards[i];
+        if (!s->name || strcmp(s->name, c->name) != 0)
+            continue;
+        int64_t age = -1;
+        if (!shard_foreign_status(s, SHARD_OWN_MANAGER, (int64_t)time(NULL), 300, &age) ||
+            strcmp(c->foreign_seen, s->status_time) == 0)
+            return;
+        snprintf(c->foreign_seen, sizeof c->foreign_seen, "%s", s->status_time);
+        pthread_mutex_lock(&c->mu);
+        c->st.foreign_status++;
+        pthread_mutex_unlock(&c->mu);
+        log_warn("msg=\"another scheduler publishes status on our NodeShard; give one of them "
+                 "another shard (--shard-name)\" shard=%s manager=%s written=%s age_s=%lld",
+                 c->name, s->status_manager, s->status_time, (long long)age);
+        return;
+    }
+}
+
+/* See shard.h. */
 as_err shard_coord_update(shard_coord *c, const k8s_shard *shards, size_t n)
 {
     shard_view v;
     as_err err = shard_compute(shards, n, c->name, &v);
     if (err)
         return err;
+    bool kept = false;
+    if (v.own_present) {
+        shard_names last;
+        if ((err = names_copy(&v.desired, &last))) {
+            shard_view_free(&v);
+            return err;
+        }
+        shard_names_free(&c->last_desired);
+        c->last_desired = last;
+        c->have_last = true;
+        c->logged_absent = false;
+        check_foreign_status(c, shards, n);
+    } else if (c->have_last) {
+        /* As Volcano's schedulers: the last node set stays (less what
+         * other shards now use) until the NodeShard returns. */
+        shard_view_free(&v);
+        if ((err = compute_with_last(c, shards, n, &v)))
+            return err;
+        v.own_present = false;
+        kept = true;
+    }
     if (!v.own_present && !c->logged_absent) {
         c->logged_absent = true;
-        log_warn("msg=\"own NodeShard absent: usable set is empty\" shard=%s mode=%s", c->name,
-                 cache_shard_mode_name(c->cfg.mode));
-    } else if (v.own_present) {
-        c->logged_absent = false;
+        if (kept)
+            log_warn("msg=\"own NodeShard absent: keeping its last nodesDesired\" shard=%s "
+                     "mode=%s desired=%zu usable=%zu",
+                     c->name, cache_shard_mode_name(c->cfg.mode), v.desired.n, v.usable.n);
+        else
+            log_warn("msg=\"own NodeShard absent: usable set is empty\" shard=%s mode=%s", c->name,
+                     cache_shard_mode_name(c->cfg.mode));
     }
     pthread_mutex_lock(&c->mu);
     c->st.updates++;
     c->st.own_present = v.own_present;
+    c->st.kept_last = kept;
     c->st.usable = v.usable.n;
     c->st.to_add = v.to_add.n;
     bool changed = !c->have_applied || !names_equal(&c->applied, &v.usable);
@@ -525,6 +613,7 @@ void shard_coord_free(shard_coord *c)
         pthread_join(c->thread, NULL);
     }
     shard_names_free(&c->applied);
+    shard_names_free(&c->last_desired);
     shard_view_free(&c->pending);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cond);

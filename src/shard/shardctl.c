@@ -95,20 +95,26 @@ static bool key_in(const char *k, const char *const *allowed)
     return false;
 }
 
-/* Rejects keys of obj outside allowed; field is obj's path. */
+/* The config being parsed on this thread: where check_keys lists the
+ * unknown fields (NULL outside shardctl_config_parse). */
+static __thread shardctl_config *parsing;
+
+/* Lists keys of obj outside allowed in parsing->unknown (Volcano ignores
+ * them; the caller warns); field is obj's path. Never fails. */
 static as_err check_keys(const json_t *obj, const char *const *allowed, const char *field,
                          const char *origin, as_diag *diag)
 {
+    (void)origin;
+    (void)diag;
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)obj, k, v)
     {
         (void)v;
-        if (!key_in(k, allowed)) {
-            char f[192];
-            snprintf(f, sizeof f, "%s%s%s", field, *field ? "." : "", k);
-            return as_diag_set(diag, AS_EINVAL, f, "%s: unknown field %s (check the spelling)",
-                               origin, f);
+        if (!key_in(k, allowed) && parsing) {
+            size_t used = strlen(parsing->unknown);
+            snprintf(parsing->unknown + used, sizeof parsing->unknown - used, "%s%s%s%s",
+                     used ? ", " : "", field, *field ? "." : "", k);
         }
     }
     return AS_OK;
@@ -214,6 +220,10 @@ static as_err parse_policy(const json_t *pj, shardctl_policy *p, const char *fie
     p->max_util = 1;
     if ((err = get_num(pj, "weight", 0, 1e6, &p->weight, field, origin, diag)))
         return err;
+    /* As Volcano's controller: 0 is "omitted", the default 1 (a policy
+     * cannot be switched off by its weight). */
+    if (p->weight == 0)
+        p->weight = 1;
     json_t *args = json_object_get(pj, "arguments");
     snprintf(f, sizeof f, "%s.arguments", field);
     if (args && !json_is_object(args) && !json_is_null(args))
@@ -265,37 +275,87 @@ static as_err parse_policy(const json_t *pj, shardctl_policy *p, const char *fie
     return err;
 }
 
-/* Deprecated flat fields -> policies (Volcano's ConfigMap format). */
+/* Appends a node-limit policy from the scheduler-level minNodes/maxNodes. */
+static as_err flat_node_limit(const json_t *sj, shardctl_sched *s, const char *field,
+                              const char *origin, as_diag *diag)
+{
+    shardctl_policy nl = {.kind = SHARDCTL_POL_NODE_LIMIT};
+    as_err err;
+    if ((err = get_int(sj, "minNodes", 0, 1000000, &nl.min_nodes, field, origin, diag)) ||
+        (err = get_int(sj, "maxNodes", -1, 1000000, &nl.max_nodes, field, origin, diag)))
+        return err;
+    if (nl.max_nodes > 0 && nl.max_nodes < nl.min_nodes)
+        return as_diag_set(diag, AS_ERANGE, field, "%s: %s: maxNodes is below minNodes", origin,
+                           field);
+    if (nl.min_nodes > 0 || nl.max_nodes > 0)
+        s->pol[s->npol++] = nl;
+    return AS_OK;
+}
+
+/*
+ * Deprecated flat fields -> policies, as Volcano's controller fills them in
+ * (its applyPolicyDefaults): without policies, an allocation-rate from the
+ * scheduler-level arguments (minCPUUtil/maxCPUUtil) when given, else from
+ * cpuUtilizationMin/Max, plus a warmup of weight 1 for preferWarmupNodes;
+ * with policies those three are ignored (listed as unknown, for the
+ * warning). Either way minNodes/maxNodes become a node-limit when the chain
+ * has none. s->pol has room for three more.
+ */
 static as_err legacy_policies(const json_t *sj, shardctl_sched *s, const char *field,
                               const char *origin, as_diag *diag)
 {
     bool any = false;
-    static const char *const legacy[] = {"cpuUtilizationMin", "cpuUtilizationMax",
-                                         "preferWarmupNodes", "minNodes",
-                                         "maxNodes",          NULL};
+    static const char *const legacy[] = {"cpuUtilizationMin",
+                                         "cpuUtilizationMax",
+                                         "preferWarmupNodes",
+                                         "minNodes",
+                                         "maxNodes",
+                                         "arguments",
+                                         NULL};
     for (const char *const *k = legacy; *k; k++)
         any |= json_object_get(sj, *k) != NULL;
     if (!any)
         return AS_OK;
-    if (s->npol)
-        return as_diag_set(diag, AS_EINVAL, field,
-                           "%s: %s mixes policies with the deprecated flat fields; use only "
-                           "policies",
-                           origin, field);
-    s->pol = calloc(3, sizeof *s->pol);
-    if (!s->pol)
-        return AS_ENOMEM;
     as_err err;
-    shardctl_policy *ar = &s->pol[s->npol++];
-    ar->kind = SHARDCTL_POL_ALLOCATION_RATE;
-    ar->weight = 1;
-    ar->max_util = 1;
-    if ((err = get_num(sj, "cpuUtilizationMin", 0, 1, &ar->min_util, field, origin, diag)) ||
-        (err = get_num(sj, "cpuUtilizationMax", 0, 1, &ar->max_util, field, origin, diag)))
-        return err;
-    if (ar->min_util > ar->max_util)
-        return as_diag_set(diag, AS_ERANGE, field,
-                           "%s: %s: cpuUtilizationMin is above cpuUtilizationMax", origin, field);
+    if (s->npol) {
+        static const char *const ignored[] = {"cpuUtilizationMin", "cpuUtilizationMax",
+                                              "preferWarmupNodes", "arguments", NULL};
+        for (const char *const *k = ignored; *k; k++)
+            if (json_object_get(sj, *k) && parsing) {
+                size_t used = strlen(parsing->unknown);
+                snprintf(parsing->unknown + used, sizeof parsing->unknown - used, "%s%s.%s",
+                         used ? ", " : "", field, *k);
+            }
+        for (size_t j = 0; j < s->npol; j++)
+            if (s->pol[j].kind == SHARDCTL_POL_NODE_LIMIT)
+                return AS_OK;
+        return flat_node_limit(sj, s, field, origin, diag);
+    }
+    json_t *args = json_object_get(sj, "arguments");
+    if (json_is_object(args) && json_object_size(args)) {
+        json_t *pj = json_pack("{s:s,s:O}", "name", "allocation-rate", "arguments", args);
+        char f[192];
+        snprintf(f, sizeof f, "%s", field);
+        if (!pj)
+            return AS_ENOMEM;
+        err = parse_policy(pj, &s->pol[s->npol], f, origin, diag);
+        json_decref(pj);
+        if (err)
+            return err;
+        s->npol++;
+    } else {
+        shardctl_policy *ar = &s->pol[s->npol++];
+        ar->kind = SHARDCTL_POL_ALLOCATION_RATE;
+        ar->weight = 1;
+        ar->max_util = 1;
+        if ((err = get_num(sj, "cpuUtilizationMin", 0, 1, &ar->min_util, field, origin, diag)) ||
+            (err = get_num(sj, "cpuUtilizationMax", 0, 1, &ar->max_util, field, origin, diag)))
+            return err;
+        if (ar->min_util > ar->max_util)
+            return as_diag_set(diag, AS_ERANGE, field,
+                               "%s: %s: cpuUtilizationMin is above cpuUtilizationMax", origin,
+                               field);
+    }
     json_t *w = json_object_get(sj, "preferWarmupNodes");
     if (w && !json_is_boolean(w))
         return as_diag_set(diag, AS_EINVAL, field, "%s: %s.preferWarmupNodes must be a boolean",
@@ -308,14 +368,8 @@ static as_err legacy_policies(const json_t *sj, shardctl_sched *s, const char *f
             !(wp->label_value = strdup("true")))
             return AS_ENOMEM;
     }
-    shardctl_policy *nl = &s->pol[s->npol++];
-    nl->kind = SHARDCTL_POL_NODE_LIMIT;
-    if ((err = get_int(sj, "minNodes", 0, 1000000, &nl->min_nodes, field, origin, diag)) ||
-        (err = get_int(sj, "maxNodes", -1, 1000000, &nl->max_nodes, field, origin, diag)))
+    if ((err = flat_node_limit(sj, s, field, origin, diag)))
         return err;
-    if (nl->max_nodes > 0 && nl->max_nodes < nl->min_nodes)
-        return as_diag_set(diag, AS_ERANGE, field, "%s: %s: maxNodes is below minNodes", origin,
-                           field);
     log_warn("msg=\"deprecated flat scheduler fields; use policies\" scheduler=%s", s->name);
     return AS_OK;
 }
@@ -331,6 +385,7 @@ static as_err parse_sched(const json_t *sj, shardctl_sched *s, const char *field
                                        "preferWarmupNodes",
                                        "minNodes",
                                        "maxNodes",
+                                       "arguments",
                                        NULL};
     as_err err;
     if (!json_is_object(sj))
@@ -358,7 +413,8 @@ static as_err parse_sched(const json_t *sj, shardctl_sched *s, const char *field
     size_t np = json_array_size(pols);
     if (np > 16)
         return as_diag_set(diag, AS_ELIMIT, f, "%s: %s: at most 16 policies", origin, f);
-    if (np && !(s->pol = calloc(np, sizeof *s->pol)))
+    /* + 3: what the flat fields may add (legacy_policies). */
+    if (!(s->pol = calloc(np + 3, sizeof *s->pol)))
         return AS_ENOMEM;
     for (size_t j = 0; j < np; j++) {
         char pf[192];
@@ -401,11 +457,37 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
         }
         return err;
     }
+    /* Volcano's ConfigMap as a whole, or its data excerpt: the text under
+     * sharding.yaml is the config. */
+    const json_t *cm_data = NULL;
+    bool wrapped = false;
+    if (json_is_object(doc)) {
+        const char *kind = json_string_value(json_object_get(doc, "kind"));
+        if (kind && strcmp(kind, "ConfigMap") == 0) {
+            cm_data = json_object_get(doc, "data");
+            wrapped = true;
+        } else if (json_object_size(doc) == 1 &&
+                   json_is_string(json_object_get(doc, "sharding.yaml"))) {
+            cm_data = doc;
+            wrapped = true;
+        }
+    }
+    if (wrapped) {
+        const char *text = json_string_value(json_object_get(cm_data, "sharding.yaml"));
+        char inner[256];
+        snprintf(inner, sizeof inner, "%s (sharding.yaml)", origin);
+        err = text ? shardctl_config_parse(text, strlen(text), inner, out, diag)
+                   : as_diag_set(diag, AS_ENOTFOUND, "data.sharding.yaml",
+                                 "%s: a ConfigMap without data.sharding.yaml", origin);
+        json_decref(doc);
+        return err;
+    }
     shardctl_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) {
         json_decref(doc);
         return AS_ENOMEM;
     }
+    parsing = cfg;
     cfg->sync_period_ms = 60000;
     cfg->node_event_trigger = true;
     static const char *const keys[] = {"schedulerConfigs", "shardSyncPeriod",
@@ -476,6 +558,7 @@ as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
         cfg->node_event_trigger = json_is_true(et);
     }
 done:
+    parsing = NULL;
     json_decref(doc);
     if (err) {
         shardctl_config_free(cfg);

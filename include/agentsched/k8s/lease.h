@@ -17,8 +17,9 @@
 /* What a candidate last observed of the Lease. */
 typedef struct k8s_lease_obs {
     bool exists;
-    char holder[256];    /* spec.holderIdentity ("" = free) */
-    char renew_time[64]; /* spec.renewTime as written */
+    char holder[256];      /* spec.holderIdentity ("" = free) */
+    char renew_time[64];   /* spec.renewTime as written */
+    char acquire_time[64]; /* spec.acquireTime as written (the holder's clock) */
     char resource_version[64];
     int64_t duration_ms; /* spec.leaseDurationSeconds */
     int64_t transitions; /* spec.leaseTransitions */

@@ -13,6 +13,7 @@
 #ifndef AGENTSCHED_K8S_WATCH_H
 #define AGENTSCHED_K8S_WATCH_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,7 +36,17 @@ typedef struct k8s_shard {
     char **nodes_to_add;
     size_t n_to_add;
     char *last_update_time; /* NULL when absent */
+    /* From metadata.managedFields (the apiserver's record, "" when absent):
+     * the manager owning spec.nodesDesired and the time of its entry; the
+     * manager of the newest status-subresource entry and its time. A manager
+     * is the writer's fieldManager, by default its User-Agent up to '/'. */
+    char desired_manager[64], desired_time[40];
+    char status_manager[64], status_time[40];
 } k8s_shard;
+
+/* k8s_shard_managers fills the four managedFields fields of s from an
+ * object's metadata.managedFields (borrowed; NULL or malformed: all ""). */
+void k8s_shard_managers(const json_t *managed_fields, k8s_shard *s);
 
 /* k8s_shards_copy copies the current NodeShard table (sorted by name).
  * Caller frees with k8s_shards_free. *n = 0 when the CRD is absent. */

@@ -39,7 +39,7 @@ typedef struct svc_config {
     bool in_cluster;            /* live mode from the service account */
     const char *policy_path;    /* NULL = built-in default */
     const char *scheduler_name; /* default "agent-scheduler" */
-    const char *shard_name;     /* default = scheduler_name */
+    const char *shard_name;     /* default SHARD_DEFAULT_NAME ("agentsched") */
     /* schedulerNames the extender's bind verb serves (comma list; NULL =
      * scheduler_name) and Volcano's allocate/deallocate verbs act on
      * (NULL = "volcano"): core_config's extender_names, volcano_names. */

@@ -51,6 +51,24 @@
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/k8s/watch.h"
 
+/* agentsched's default shard (--shard-name): distinct from Volcano's
+ * vc-agent-scheduler's default, agent-scheduler, so that the two never
+ * share a NodeShard by default. */
+#define SHARD_DEFAULT_NAME "agentsched"
+
+/* The field manager agentsched's writes carry (its User-Agent up to '/'). */
+#define SHARD_OWN_MANAGER "agentsched"
+
+/*
+ * shard_foreign_status: does NodeShard s carry a status written by another
+ * live scheduler? True when its newest status entry in managedFields is
+ * another manager's than own_manager, written at most window_s seconds
+ * before now_unix_s (RFC 3339 UTC time; an unparsable one counts as
+ * recent). *age_s (may be NULL) gets the entry's age (-1 when unknown).
+ */
+bool shard_foreign_status(const k8s_shard *s, const char *own_manager, int64_t now_unix_s,
+                          int64_t window_s, int64_t *age_s);
+
 /* A sorted, de-duplicated set of node names (all strings owned). */
 typedef struct shard_names {
     char **v;
@@ -156,6 +174,8 @@ typedef struct shard_coord_stats {
     size_t usable; /* nodes in the usable set */
     size_t to_add;
     bool own_present;
+    bool kept_last;          /* own NodeShard absent: the last desired set is used */
+    uint64_t foreign_status; /* status writes seen from another live scheduler */
 } shard_coord_stats;
 
 /* shard_coord_get_stats copies the counters as one snapshot (under the

@@ -75,6 +75,10 @@ typedef struct shardctl_config {
     size_t n;
     int64_t sync_period_ms;  /* shardSyncPeriod; default 60 s */
     bool node_event_trigger; /* enableNodeEventTrigger; default true */
+    /* Fields Volcano's format does not have, ignored as Volcano ignores
+     * them, by path ("schedulerConfigs[0].foo, ..."; "" when none, cut at
+     * the buffer's end): the caller warns naming them. */
+    char unknown[512];
 } shardctl_config;
 
 /*
@@ -83,9 +87,13 @@ typedef struct shardctl_config {
  * (schedulerConfigs[] {name, type, policies[] {name, weight, arguments}},
  * shardSyncPeriod, enableNodeEventTrigger) and its deprecated flat fields
  * (cpuUtilizationMin/Max, preferWarmupNodes, minNodes, maxNodes), which
- * become policies. Unknown fields and policies are errors (a typo must
- * not silently change the shards). AS_EPARSE / AS_EINVAL / AS_ERANGE with
- * diag naming the field. Caller owns *out (shardctl_config_free).
+ * become policies. The document may also be the whole ConfigMap Volcano
+ * reads (apiVersion v1, kind ConfigMap: its data's sharding.yaml), or a
+ * mapping with only the key sharding.yaml (a data excerpt). Unknown fields
+ * are ignored as Volcano ignores them and listed in (*out)->unknown for
+ * the caller to warn; unknown policies are errors (Volcano rejects them
+ * too). AS_EPARSE / AS_EINVAL / AS_ERANGE with diag naming the field.
+ * Caller owns *out (shardctl_config_free).
  */
 as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
                              shardctl_config **out, as_diag *diag);

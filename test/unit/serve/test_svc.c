@@ -89,7 +89,8 @@ Test(svc, new_copies_config_strings_and_defaults_shard_name)
     memset(name, 'y', sizeof name - 1);
     cr_assert_str_eq(s->cfg.listen, "127.0.0.1:0");
     cr_assert_str_eq(s->cfg.scheduler_name, "my-sched");
-    cr_assert_str_eq(s->cfg.shard_name, "my-sched");
+    /* Not the scheduler name: agentsched's own default NodeShard. */
+    cr_assert_str_eq(s->cfg.shard_name, "agentsched");
     cr_assert_eq(cache_get_shard_mode(s->core->cache), CACHE_SHARD_HARD);
     cr_assert_not_null(s->core->binder);
     cr_assert_not_null(s->core->metrics);

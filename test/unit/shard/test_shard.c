@@ -433,3 +433,71 @@ Test(shard_coord, gate_holds_under_concurrent_decisions)
     cr_assert_eq(S.violations, 0);
     cr_assert_gt(S.published, 0);
 }
+
+/* ---- own NodeShard absent: the last nodesDesired stays -------------- */
+
+Test(shard_coord, absent_own_shard_keeps_the_last_desired_set)
+{
+    shard_coord *sc = coord(CACHE_SHARD_HARD);
+    /* Never seen: nothing usable (as Volcano's agent scheduler starts). */
+    k8s_shard other[1];
+    mk(&other[0], "volcano", NS("x"), 0, NS("n9"), 1);
+    cr_assert_eq(shard_coord_update(sc, other, 1), AS_OK);
+    cr_assert_not(in_shard("n1"));
+    free_table(other, 1);
+    update(sc, NS("n1", "n2", "n3"), 3, NS("x"), 0, NS("x"), 0);
+    cr_assert(in_shard("n1") && in_shard("n2") && in_shard("n3"));
+    /* Deleted: n1..n3 stay usable, but a node another shard now uses is
+     * given up (the one difference from Volcano, which freezes its set). */
+    mk(&other[0], "volcano", NS("x"), 0, NS("n3"), 1);
+    cr_assert_eq(shard_coord_update(sc, other, 1), AS_OK);
+    free_table(other, 1);
+    cr_assert(in_shard("n1") && in_shard("n2"));
+    cr_assert_not(in_shard("n3"));
+    shard_coord_stats st;
+    shard_coord_get_stats(sc, &st);
+    cr_assert_not(st.own_present);
+    cr_assert(st.kept_last);
+    cr_assert_eq(st.usable, 2);
+    /* Back: its nodesDesired rules again. */
+    update(sc, NS("n4"), 1, NS("x"), 0, NS("x"), 0);
+    cr_assert(in_shard("n4"));
+    cr_assert_not(in_shard("n1"));
+    shard_coord_get_stats(sc, &st);
+    cr_assert(st.own_present);
+    cr_assert_not(st.kept_last);
+    shard_coord_free(sc);
+}
+
+/* ---- another scheduler's status on our NodeShard --------------------- */
+
+Test(shard_foreign_status, table)
+{
+    /* now = 2026-12-03T10:00:00Z */
+    const int64_t now = 1796292000;
+    static const struct {
+        const char *manager, *time;
+        bool want;
+        int64_t age;
+    } rows[] = {
+        {"", "", false, -1},                               /* no status entry */
+        {"agentsched", "2026-12-03T09:59:59Z", false, -1}, /* ours */
+        {"vc-agent-scheduler", "2026-12-03T09:59:00Z", true, 60},
+        {"vc-agent-scheduler", "2026-12-03T09:55:00Z", true, 300},  /* the window's edge */
+        {"vc-agent-scheduler", "2026-12-03T09:54:59Z", false, 301}, /* stale: not live */
+        {"vc-agent-scheduler", "garbage", true, -1},                /* unknown age: warn */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        k8s_shard s;
+        memset(&s, 0, sizeof s);
+        s.name = "agentsched";
+        snprintf(s.status_manager, sizeof s.status_manager, "%s", rows[i].manager);
+        snprintf(s.status_time, sizeof s.status_time, "%s", rows[i].time);
+        int64_t age = 0;
+        cr_assert_eq(shard_foreign_status(&s, SHARD_OWN_MANAGER, now, 300, &age), rows[i].want,
+                     "row %zu", i);
+        cr_assert_eq(age, rows[i].age, "row %zu: age %lld", i, (long long)age);
+    }
+    cr_assert_str_eq(SHARD_DEFAULT_NAME, "agentsched");
+    cr_assert_str_neq(SHARD_DEFAULT_NAME, "agent-scheduler", "vc-agent-scheduler's default");
+}

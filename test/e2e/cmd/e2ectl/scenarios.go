@@ -32,6 +32,8 @@ var scenarios = map[string]func(c *cluster){
 	"gpu_share_sidecar":       scenarioGPUShareSidecar,
 	"security_deputy":         scenarioSecurityDeputy,
 	"volcano_shards":          scenarioVolcanoShards,
+	"volcano_shard_owner":     scenarioVolcanoShardOwner,
+	"volcano_shard_parity":    scenarioVolcanoShardParity,
 	"volcano_extender":        scenarioVolcanoExtender,
 	"volcano_sidebyside":      scenarioVolcanoSideBySide,
 	"gpu_all_paths":           scenarioGPUAllPaths,
