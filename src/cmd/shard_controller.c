@@ -55,8 +55,8 @@ typedef struct ctl {
     bool in_cluster, once, dry_run;
     int64_t lease_ms, renew_deadline_ms, retry_ms;
     /* state */
-    shardctl_config *cfg;
-    shardctl_file_stamp stamp;
+    shardcfg_config *cfg;
+    shardcfg_file_stamp stamp;
     shardctl_engine *eng;
     model_registry reg;
     cache *cache;
@@ -68,8 +68,8 @@ typedef struct ctl {
     bool leader;
     int64_t next_lease_ms, last_full_ms, next_reload_ms, next_write_ms;
     uint64_t epoch, seen_node_ev, seen_pod_ev;
-    uint64_t written[SHARDCTL_MAX_SCHEDULERS];
-    bool written_ok[SHARDCTL_MAX_SCHEDULERS];
+    uint64_t written[SHARDCFG_MAX_SCHEDULERS];
+    bool written_ok[SHARDCFG_MAX_SCHEDULERS];
     int leader_gauge; /* (atomic) for /healthz */
     /* another sharding controller (owner.h); foreign_ns "" = not watched */
     char foreign_ns[254], foreign_name[254];
@@ -647,15 +647,15 @@ static void config_rejected(ctl *x, as_err err, const as_diag *d)
 }
 
 /* Swaps in a new config (takes it) with a fresh engine. */
-static void config_apply(ctl *x, shardctl_config *next, const char *source)
+static void config_apply(ctl *x, shardcfg_config *next, const char *source)
 {
     shardctl_engine *eng = NULL;
     if (shardctl_engine_new(next, &eng)) {
-        shardctl_config_free(next);
+        shardcfg_free(next);
         return;
     }
     shardctl_engine_free(x->eng);
-    shardctl_config_free(x->cfg);
+    shardcfg_free(x->cfg);
     x->eng = eng;
     x->cfg = next;
     memset(x->written_ok, 0, sizeof x->written_ok);
@@ -671,9 +671,9 @@ static void config_apply(ctl *x, shardctl_config *next, const char *source)
 
 static void maybe_reload(ctl *x)
 {
-    shardctl_config *next = NULL;
+    shardcfg_config *next = NULL;
     as_diag d = {0};
-    as_err err = shardctl_config_reload(x->config_path, &x->stamp, &next, &d);
+    as_err err = shardcfg_reload(x->config_path, &x->stamp, &next, &d);
     if (err)
         config_rejected(x, err, &d);
     else if (next)
@@ -687,7 +687,7 @@ static void configmap_poll(ctl *x)
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", x->cm_ns, x->cm_name);
     snprintf(origin, sizeof origin, "ConfigMap %s/%s", x->cm_ns, x->cm_name);
     buf resp;
-    buf_init(&resp, SHARDCTL_CONFIG_MAX * 2);
+    buf_init(&resp, SHARDCFG_CONFIG_MAX * 2);
     long code = 0;
     as_diag d = {0};
     as_err err = k8s_request(x->k, "GET", path, NULL, 0, &resp, &code, &d);
@@ -708,8 +708,8 @@ static void configmap_poll(ctl *x)
     if (rv && strcmp(rv, x->cm_rv) == 0)
         goto done;
     snprintf(x->cm_rv, sizeof x->cm_rv, "%s", rv ? rv : "");
-    shardctl_config *next = NULL;
-    if ((err = shardctl_config_from_configmap(cm, x->cm_key, origin, &next, &d)))
+    shardcfg_config *next = NULL;
+    if ((err = shardcfg_from_configmap(cm, x->cm_key, origin, &next, &d)))
         config_rejected(x, err, &d);
     else
         config_apply(x, next, origin);
@@ -850,7 +850,7 @@ int shard_controller_cli_main(int argc, char **argv)
 
     as_diag d = {0};
     if (x.config_path) {
-        as_err err = shardctl_config_reload(x.config_path, &x.stamp, &x.cfg, &d);
+        as_err err = shardcfg_reload(x.config_path, &x.stamp, &x.cfg, &d);
         if (err || !x.cfg) {
             fprintf(stderr, "agentsched shard-controller: %s\n",
                     d.msg[0] ? d.msg : as_strerror(err));
@@ -904,7 +904,7 @@ done:
     k8s_lease_free(x.lease);
     k8s_client_free(x.k);
     shardctl_engine_free(x.eng);
-    shardctl_config_free(x.cfg);
+    shardcfg_free(x.cfg);
     shard_owner_free(&x.owner);
     cache_free(x.cache);
     metrics_free(x.m);

@@ -54,9 +54,9 @@ static const char *cfg_capped = "schedulerConfigs:\n"
 
 static int run(const char *label, const char *text, size_t nn, size_t nev)
 {
-    shardctl_config *cfg = NULL;
+    shardcfg_config *cfg = NULL;
     as_diag d = {0};
-    if (shardctl_config_parse(text, strlen(text), label, &cfg, &d)) {
+    if (shardcfg_parse(text, strlen(text), label, &cfg, &d)) {
         fprintf(stderr, "config: %s\n", d.msg);
         return 1;
     }
@@ -103,7 +103,7 @@ static int run(const char *label, const char *text, size_t nn, size_t nev)
     free(v);
     free(names);
     shardctl_engine_free(e);
-    shardctl_config_free(cfg);
+    shardcfg_free(cfg);
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_shardcfg.c - libFuzzer target for the sharding-controller config:
- * shardctl_config_parse on arbitrary bytes (YAML or JSON). On success the
+ * shardcfg_parse on arbitrary bytes (YAML or JSON). On success the
  * config must satisfy the validated invariants and drive an engine over a
  * few nodes; on failure nothing is returned and diag names an origin.
  * Must not crash, hang or leak.
@@ -15,25 +15,25 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     log_set_level(LOG_ERROR);
-    shardctl_config *c = NULL;
+    shardcfg_config *c = NULL;
     as_diag d;
     memset(&d, 0, sizeof d);
-    if (shardctl_config_parse((const char *)data, size, "fuzz", &c, &d) != AS_OK) {
+    if (shardcfg_parse((const char *)data, size, "fuzz", &c, &d) != AS_OK) {
         if (c || !strstr(d.msg, "fuzz"))
             abort();
         return 0;
     }
-    if (!c || c->n == 0 || c->n > SHARDCTL_MAX_SCHEDULERS || c->sync_period_ms < 1000)
+    if (!c || c->n == 0 || c->n > SHARDCFG_MAX_SCHEDULERS || c->sync_period_ms < 1000)
         abort();
     for (size_t i = 0; i < c->n; i++) {
-        const shardctl_sched *s = &c->sched[i];
+        const shardcfg_sched *s = &c->sched[i];
         if (!s->name || !s->name[0] || !s->type)
             abort();
         for (size_t j = 0; j < s->npol; j++) {
-            const shardctl_policy *p = &s->pol[j];
+            const shardcfg_policy *p = &s->pol[j];
             if (p->weight < 0 || p->min_util < 0 || p->max_util > 1 || p->min_util > p->max_util)
                 abort();
-            if (p->kind == SHARDCTL_POL_WARMUP && (!p->label || !p->label_value))
+            if (p->kind == SHARDCFG_POL_WARMUP && (!p->label || !p->label_value))
                 abort();
         }
     }
@@ -49,6 +49,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         shardctl_engine_remove_node(e, "b");
         shardctl_engine_free(e);
     }
-    shardctl_config_free(c);
+    shardcfg_free(c);
     return 0;
 }

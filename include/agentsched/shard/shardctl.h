@@ -5,7 +5,7 @@
  * at a time (a coordination.k8s.io/v1 Lease).
  *
  * Layers, each testable on its own:
- *   shardctl_config  parse + validate the config (YAML or JSON via doc.h)
+ *   shardcfg_config  parse + validate the config (YAML or JSON via doc.h)
  *   shardctl_engine  the assignment: per scheduler, in config order,
  *                    filter (every filter policy accepts) -> weighted score
  *                    -> select (node-limit caps the WHOLE shard), a node
@@ -36,108 +36,7 @@
 
 #include "agentsched/base/error.h"
 #include "agentsched/model/labels.h"
-
-#define SHARDCTL_MAX_SCHEDULERS       32
-#define SHARDCTL_DEFAULT_WARMUP_LABEL "node.volcano.sh/warmup"
-#define SHARDCTL_CONFIG_MAX           (1 << 20) /* config file cap */
-
-/* ------------------------------------------------------------------ */
-/* Config                                                              */
-/* ------------------------------------------------------------------ */
-
-typedef enum shardctl_policy_kind {
-    SHARDCTL_POL_ALLOCATION_RATE = 0, /* filter + score on CPU request ratio */
-    SHARDCTL_POL_WARMUP,              /* score: 1 with the label, else 0 */
-    SHARDCTL_POL_NODE_LIMIT,          /* select: minNodes / maxNodes */
-} shardctl_policy_kind;
-
-typedef struct shardctl_policy {
-    shardctl_policy_kind kind;
-    double weight;   /* >= 0, default 1 */
-    double min_util; /* allocation-rate: [0,1] */
-    double max_util;
-    char *label;       /* warmup: key (owned) */
-    char *label_value; /* warmup: value (owned) */
-    long min_nodes;    /* node-limit: informational floor (reported) */
-    long max_nodes;    /* node-limit: <= 0 = no cap */
-} shardctl_policy;
-
-typedef struct shardctl_sched {
-    char *name; /* the NodeShard's name */
-    char *type; /* "agent", "volcano", ... (informational) */
-    shardctl_policy *pol;
-    size_t npol;
-    long min_nodes, max_nodes; /* from node-limit (0 / 0 without it) */
-} shardctl_sched;
-
-typedef struct shardctl_config {
-    shardctl_sched *sched;
-    size_t n;
-    int64_t sync_period_ms;  /* shardSyncPeriod; default 60 s */
-    bool node_event_trigger; /* enableNodeEventTrigger; default true */
-    /* Fields Volcano's format does not have, ignored as Volcano ignores
-     * them, by path ("schedulerConfigs[0].foo, ..."; "" when none, cut at
-     * the buffer's end): the caller warns naming them. */
-    char unknown[512];
-} shardctl_config;
-
-/*
- * shardctl_config_parse parses and validates a config document (YAML or
- * JSON). origin names it in messages. Accepts Volcano's format
- * (schedulerConfigs[] {name, type, policies[] {name, weight, arguments}},
- * shardSyncPeriod, enableNodeEventTrigger) and its deprecated flat fields
- * (cpuUtilizationMin/Max, preferWarmupNodes, minNodes, maxNodes), which
- * become policies. The document may also be the whole ConfigMap Volcano
- * reads (apiVersion v1, kind ConfigMap: its data's sharding.yaml), or a
- * mapping with only the key sharding.yaml (a data excerpt). Unknown fields
- * are ignored as Volcano ignores them and listed in (*out)->unknown for
- * the caller to warn; unknown policies are errors (Volcano rejects them
- * too). AS_EPARSE / AS_EINVAL / AS_ERANGE with diag naming the field.
- * Caller owns *out (shardctl_config_free).
- */
-as_err shardctl_config_parse(const char *data, size_t len, const char *origin,
-                             shardctl_config **out, as_diag *diag);
-
-/* shardctl_config_load reads path (capped at SHARDCTL_CONFIG_MAX) and
- * parses it. AS_EIO when unreadable. */
-as_err shardctl_config_load(const char *path, shardctl_config **out, as_diag *diag);
-
-/* shardctl_config_free frees the config and every scheduler, policy and
- * string in it. NULL ok. Free the engines that borrow it first. */
-void shardctl_config_free(shardctl_config *cfg);
-
-/* Identity of a config file's current content (stat fields). */
-typedef struct shardctl_file_stamp {
-    int64_t mtime_ns;
-    int64_t size;
-    uint64_t ino;
-    bool valid;
-} shardctl_file_stamp;
-
-/*
- * shardctl_config_reload checks path against *stamp; when the file changed
- * it updates *stamp and re-reads it. Valid: *next gets the new config
- * (caller swaps it in and frees the old one). Invalid: *next stays NULL and
- * the error is returned with diag (the caller keeps its current config;
- * the same bad content is not reported again). Unchanged: AS_OK, *next
- * NULL. A file that vanished is AS_EIO (the current config is kept).
- */
-as_err shardctl_config_reload(const char *path, shardctl_file_stamp *stamp, shardctl_config **next,
-                              as_diag *diag);
-
-/*
- * shardctl_config_from_configmap parses the config held in a v1 ConfigMap
- * object (borrowed JSON) under data[key] (NULL key = "sharding.yaml", as
- * Volcano's controller uses). origin names it in messages. AS_ENOTFOUND
- * when the key is absent; otherwise as shardctl_config_parse.
- */
-struct json_t;
-as_err shardctl_config_from_configmap(const struct json_t *cm, const char *key, const char *origin,
-                                      shardctl_config **out, as_diag *diag);
-
-/* shardctl_duration_parse parses a Go duration ("60s", "1m30s", "500ms",
- * "2h") or a plain number of seconds into ms. AS_EINVAL on bad input. */
-as_err shardctl_duration_parse(const char *s, int64_t *ms);
+#include "agentsched/shard/shardcfg.h"
 
 /* ------------------------------------------------------------------ */
 /* Engine                                                              */
@@ -166,7 +65,7 @@ typedef struct shardctl_engine shardctl_engine;
 
 /* shardctl_engine_new: cfg is borrowed and must outlive the engine (a
  * config reload builds a new engine). Caller owns. */
-as_err shardctl_engine_new(const shardctl_config *cfg, shardctl_engine **out);
+as_err shardctl_engine_new(const shardcfg_config *cfg, shardctl_engine **out);
 void shardctl_engine_free(shardctl_engine *e);
 
 /* Nodes an engine holds at most (the node cache's CACHE_MAX_NODES): only a
@@ -216,8 +115,8 @@ typedef struct shardctl_engine_stats {
     size_t nodes;
     size_t unfit;  /* nodes no scheduler's filter accepts */
     size_t capped; /* fit some scheduler but every fitting one is full */
-    size_t members[SHARDCTL_MAX_SCHEDULERS];
-    bool below_min[SHARDCTL_MAX_SCHEDULERS]; /* fewer members than minNodes */
+    size_t members[SHARDCFG_MAX_SCHEDULERS];
+    bool below_min[SHARDCFG_MAX_SCHEDULERS]; /* fewer members than minNodes */
     uint64_t fast_updates;                   /* node events reassigned in O(S) */
     uint64_t passes;                         /* linear selection passes (saturated events) */
     uint64_t resyncs;                        /* full recomputes */

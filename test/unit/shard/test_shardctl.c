@@ -13,20 +13,20 @@
 #include "agentsched/shard/shardctl.h"
 #include "core_fixtures.h"
 
-static shardctl_config *parse_ok(const char *yaml)
+static shardcfg_config *parse_ok(const char *yaml)
 {
-    shardctl_config *c = NULL;
+    shardcfg_config *c = NULL;
     as_diag d = {0};
-    as_err err = shardctl_config_parse(yaml, strlen(yaml), "test.yaml", &c, &d);
+    as_err err = shardcfg_parse(yaml, strlen(yaml), "test.yaml", &c, &d);
     cr_assert_eq(err, AS_OK, "%s (field %s)", d.msg, d.field);
     return c;
 }
 
 static void parse_bad(const char *yaml, const char *field, const char *text)
 {
-    shardctl_config *c = NULL;
+    shardcfg_config *c = NULL;
     as_diag d = {0};
-    as_err err = shardctl_config_parse(yaml, strlen(yaml), "test.yaml", &c, &d);
+    as_err err = shardcfg_parse(yaml, strlen(yaml), "test.yaml", &c, &d);
     cr_assert_neq(err, AS_OK, "accepted: %s", yaml);
     cr_assert_null(c);
     if (field)
@@ -38,31 +38,31 @@ static void parse_bad(const char *yaml, const char *field, const char *text)
 
 /* ---- config ----------------------------------------------------------- */
 
-Test(shardctl_config, shipped_sample_loads)
+Test(shardcfg_config, shipped_sample_loads)
 {
-    shardctl_config *c = NULL;
+    shardcfg_config *c = NULL;
     as_diag d = {0};
-    cr_assert_eq(shardctl_config_load(AGENTSCHED_SOURCE_DIR "/policy/sharding.yaml", &c, &d), AS_OK,
-                 "%s", d.msg);
+    cr_assert_eq(shardcfg_load(AGENTSCHED_SOURCE_DIR "/policy/sharding.yaml", &c, &d), AS_OK, "%s",
+                 d.msg);
     cr_assert_eq(c->n, 2);
     cr_assert_str_eq(c->sched[0].name, "agentsched");
     cr_assert_str_eq(c->sched[0].type, "agent");
     cr_assert_eq(c->sched[0].npol, 3);
-    cr_assert_eq(c->sched[0].pol[0].kind, SHARDCTL_POL_ALLOCATION_RATE);
+    cr_assert_eq(c->sched[0].pol[0].kind, SHARDCFG_POL_ALLOCATION_RATE);
     cr_assert_float_eq(c->sched[0].pol[0].min_util, 0.7, 1e-9);
-    cr_assert_eq(c->sched[0].pol[1].kind, SHARDCTL_POL_WARMUP);
+    cr_assert_eq(c->sched[0].pol[1].kind, SHARDCFG_POL_WARMUP);
     cr_assert_float_eq(c->sched[0].pol[1].weight, 5, 1e-9);
     cr_assert_eq(c->sched[0].max_nodes, 100);
     cr_assert_eq(c->sched[0].min_nodes, 1);
     cr_assert_eq(c->sync_period_ms, 60000);
     cr_assert(c->node_event_trigger);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
-Test(shardctl_config, unknown_fields_are_listed_not_rejected)
+Test(shardcfg_config, unknown_fields_are_listed_not_rejected)
 {
     /* Volcano's controller ignores them; ours names them for a warning. */
-    shardctl_config *c = parse_ok("foo: 1\n"
+    shardcfg_config *c = parse_ok("foo: 1\n"
                                   "schedulerConfigs:\n"
                                   "- name: a\n"
                                   "  colour: red\n"
@@ -73,34 +73,34 @@ Test(shardctl_config, unknown_fields_are_listed_not_rejected)
         c->unknown,
         "foo, schedulerConfigs[0].colour, schedulerConfigs[0].policies[0].arguments.maxNode");
     cr_assert_eq(c->sched[0].max_nodes, 0, "the misspelt cap is not applied");
-    shardctl_config_free(c);
+    shardcfg_free(c);
     c = parse_ok("schedulerConfigs: [{name: a}]\n");
     cr_assert_str_eq(c->unknown, "");
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
-Test(shardctl_config, volcano_configmap_as_a_whole_or_its_key)
+Test(shardcfg_config, volcano_configmap_as_a_whole_or_its_key)
 {
     /* A ConfigMap in Volcano's shape, and the data excerpt. */
-    shardctl_config *c = NULL;
+    shardcfg_config *c = NULL;
     as_diag d = {0};
-    cr_assert_eq(shardctl_config_load(
-                     AGENTSCHED_SOURCE_DIR "/test/unit/shard/data/volcano-configmap.yaml", &c, &d),
-                 AS_OK, "%s", d.msg);
+    cr_assert_eq(
+        shardcfg_load(AGENTSCHED_SOURCE_DIR "/test/unit/shard/data/volcano-configmap.yaml", &c, &d),
+        AS_OK, "%s", d.msg);
     cr_assert_eq(c->n, 2);
     cr_assert_str_eq(c->sched[0].name, "agentsched");
     cr_assert_str_eq(c->sched[1].name, "agent-scheduler");
     cr_assert_eq(c->sched[1].max_nodes, 100);
-    shardctl_config_free(c);
+    shardcfg_free(c);
     c = parse_ok("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n"
                  "  sharding.yaml: |\n    schedulerConfigs: [{name: a}, {name: b}]\n"
                  "    shardSyncPeriod: 30s\n");
     cr_assert_eq(c->n, 2);
     cr_assert_eq(c->sync_period_ms, 30000);
-    shardctl_config_free(c);
+    shardcfg_free(c);
     c = parse_ok("sharding.yaml: |\n  schedulerConfigs: [{name: only}]\n");
     cr_assert_str_eq(c->sched[0].name, "only");
-    shardctl_config_free(c);
+    shardcfg_free(c);
     parse_bad("apiVersion: v1\nkind: ConfigMap\ndata: {other.yaml: x}\n", "data.sharding.yaml",
               "without data.sharding.yaml");
 }
@@ -108,7 +108,7 @@ Test(shardctl_config, volcano_configmap_as_a_whole_or_its_key)
 /* Policies mixed with the flat fields, and scheduler-level arguments, as
  * Volcano fills them in: one row per scheduler config, the policy chain
  * expected (kind:min-max or kind:cap) and what is listed as ignored. */
-Test(shardctl_config, flat_fields_as_volcano_fills_them_in)
+Test(shardcfg_config, flat_fields_as_volcano_fills_them_in)
 {
     static const struct {
         const char *sched, *chain, *unknown;
@@ -128,14 +128,14 @@ Test(shardctl_config, flat_fields_as_volcano_fills_them_in)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char yaml[400], chain[200] = "";
         snprintf(yaml, sizeof yaml, "schedulerConfigs: [%s]\n", rows[i].sched);
-        shardctl_config *c = parse_ok(yaml);
+        shardcfg_config *c = parse_ok(yaml);
         for (size_t j = 0; j < c->sched[0].npol; j++) {
-            const shardctl_policy *p = &c->sched[0].pol[j];
+            const shardcfg_policy *p = &c->sched[0].pol[j];
             size_t used = strlen(chain);
-            if (p->kind == SHARDCTL_POL_ALLOCATION_RATE)
+            if (p->kind == SHARDCFG_POL_ALLOCATION_RATE)
                 snprintf(chain + used, sizeof chain - used, "%sallocation-rate:%.2f-%.2f",
                          used ? " " : "", p->min_util, p->max_util);
-            else if (p->kind == SHARDCTL_POL_WARMUP)
+            else if (p->kind == SHARDCFG_POL_WARMUP)
                 snprintf(chain + used, sizeof chain - used, "%swarmup", used ? " " : "");
             else
                 snprintf(chain + used, sizeof chain - used, "%snode-limit:%ld", used ? " " : "",
@@ -143,11 +143,11 @@ Test(shardctl_config, flat_fields_as_volcano_fills_them_in)
         }
         cr_assert_str_eq(chain, rows[i].chain, "row %zu: %s", i, rows[i].sched);
         cr_assert_str_eq(c->unknown, rows[i].unknown, "row %zu", i);
-        shardctl_config_free(c);
+        shardcfg_free(c);
     }
 }
 
-Test(shardctl_config, weight_zero_means_one)
+Test(shardcfg_config, weight_zero_means_one)
 {
     /* Volcano reads an omitted weight as 0 and makes it 1; so does an
      * explicit 0. */
@@ -160,16 +160,16 @@ Test(shardctl_config, weight_zero_means_one)
         snprintf(yaml, sizeof yaml,
                  "schedulerConfigs: [{name: a, policies: [{name: warmup, weight: %s}]}]\n",
                  rows[i].weight);
-        shardctl_config *c = parse_ok(yaml);
+        shardcfg_config *c = parse_ok(yaml);
         cr_assert_float_eq(c->sched[0].pol[0].weight, rows[i].want, 1e-9, "weight %s",
                            rows[i].weight);
-        shardctl_config_free(c);
+        shardcfg_free(c);
     }
 }
 
-Test(shardctl_config, defaults_and_warmup_label)
+Test(shardcfg_config, defaults_and_warmup_label)
 {
-    shardctl_config *c = parse_ok("schedulerConfigs:\n"
+    shardcfg_config *c = parse_ok("schedulerConfigs:\n"
                                   "- name: a\n"
                                   "  policies:\n"
                                   "  - name: warmup\n"
@@ -183,24 +183,24 @@ Test(shardctl_config, defaults_and_warmup_label)
     cr_assert_eq(c->sched[0].max_nodes, 0); /* no node-limit: no cap */
     cr_assert_eq(c->sync_period_ms, 90000);
     cr_assert_not(c->node_event_trigger);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
-Test(shardctl_config, deprecated_flat_fields_become_policies)
+Test(shardcfg_config, deprecated_flat_fields_become_policies)
 {
-    shardctl_config *c = parse_ok("{\"schedulerConfigs\":[{\"name\":\"agent-scheduler\","
+    shardcfg_config *c = parse_ok("{\"schedulerConfigs\":[{\"name\":\"agent-scheduler\","
                                   "\"type\":\"agent\",\"cpuUtilizationMin\":0.7,"
                                   "\"cpuUtilizationMax\":1.0,\"preferWarmupNodes\":true,"
                                   "\"minNodes\":1,\"maxNodes\":100}],"
                                   "\"shardSyncPeriod\":\"60s\"}");
     cr_assert_eq(c->sched[0].npol, 3);
     cr_assert_float_eq(c->sched[0].pol[0].min_util, 0.7, 1e-9);
-    cr_assert_eq(c->sched[0].pol[1].kind, SHARDCTL_POL_WARMUP);
+    cr_assert_eq(c->sched[0].pol[1].kind, SHARDCFG_POL_WARMUP);
     cr_assert_eq(c->sched[0].max_nodes, 100);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
-Test(shardctl_config, validation_errors_name_the_field)
+Test(shardcfg_config, validation_errors_name_the_field)
 {
     parse_bad("schedulerConfigs: []\n", "schedulerConfigs", "at least one");
 
@@ -228,21 +228,21 @@ Test(shardctl_config, validation_errors_name_the_field)
     parse_bad("schedulerConfigs: [{name: a}\n", NULL, NULL); /* syntax */
 }
 
-Test(shardctl_config, duration_parse)
+Test(shardcfg_config, duration_parse)
 {
     int64_t ms = 0;
-    cr_assert_eq(shardctl_duration_parse("60s", &ms), AS_OK);
+    cr_assert_eq(shardcfg_duration_parse("60s", &ms), AS_OK);
     cr_assert_eq(ms, 60000);
-    cr_assert_eq(shardctl_duration_parse("1h2m3s", &ms), AS_OK);
+    cr_assert_eq(shardcfg_duration_parse("1h2m3s", &ms), AS_OK);
     cr_assert_eq(ms, 3723000);
-    cr_assert_eq(shardctl_duration_parse("250ms", &ms), AS_OK);
+    cr_assert_eq(shardcfg_duration_parse("250ms", &ms), AS_OK);
     cr_assert_eq(ms, 250);
-    cr_assert_eq(shardctl_duration_parse("45", &ms), AS_OK);
+    cr_assert_eq(shardcfg_duration_parse("45", &ms), AS_OK);
     cr_assert_eq(ms, 45000);
-    cr_assert_eq(shardctl_duration_parse("", &ms), AS_EINVAL);
-    cr_assert_eq(shardctl_duration_parse("5x", &ms), AS_EINVAL);
-    cr_assert_eq(shardctl_duration_parse("-5s", &ms), AS_EINVAL);
-    cr_assert_eq(shardctl_duration_parse("s", &ms), AS_EINVAL);
+    cr_assert_eq(shardcfg_duration_parse("", &ms), AS_EINVAL);
+    cr_assert_eq(shardcfg_duration_parse("5x", &ms), AS_EINVAL);
+    cr_assert_eq(shardcfg_duration_parse("-5s", &ms), AS_EINVAL);
+    cr_assert_eq(shardcfg_duration_parse("s", &ms), AS_EINVAL);
 }
 
 static void write_file(const char *path, const char *text)
@@ -253,39 +253,39 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
-Test(shardctl_config, bad_update_is_rejected_and_the_old_config_kept)
+Test(shardcfg_config, bad_update_is_rejected_and_the_old_config_kept)
 {
     char path[] = "/tmp/shardctl-test-XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     close(fd);
     write_file(path, "schedulerConfigs: [{name: a}]\n");
-    shardctl_file_stamp stamp = {0};
-    shardctl_config *cur = NULL, *next = NULL;
+    shardcfg_file_stamp stamp = {0};
+    shardcfg_config *cur = NULL, *next = NULL;
     as_diag d = {0};
-    cr_assert_eq(shardctl_config_reload(path, &stamp, &cur, &d), AS_OK);
+    cr_assert_eq(shardcfg_reload(path, &stamp, &cur, &d), AS_OK);
     cr_assert_not_null(cur);
     /* unchanged file: nothing */
-    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_OK);
+    cr_assert_eq(shardcfg_reload(path, &stamp, &next, &d), AS_OK);
     cr_assert_null(next);
     /* a bad edit: error, no new config; the caller keeps `cur` */
     write_file(path, "schedulerConfigs: [{name: a, policies: [{name: nope}]}]\n# longer\n");
-    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_EINVAL);
+    cr_assert_eq(shardcfg_reload(path, &stamp, &next, &d), AS_EINVAL);
     cr_assert_null(next);
     cr_assert(strstr(d.msg, "unknown policy"), "%s", d.msg);
     cr_assert_str_eq(cur->sched[0].name, "a");
     /* the same bad content is not reported again */
-    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_OK);
+    cr_assert_eq(shardcfg_reload(path, &stamp, &next, &d), AS_OK);
     cr_assert_null(next);
     /* a good edit replaces it */
     write_file(path, "schedulerConfigs: [{name: b}, {name: c}]\n");
-    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_OK);
+    cr_assert_eq(shardcfg_reload(path, &stamp, &next, &d), AS_OK);
     cr_assert_not_null(next);
     cr_assert_eq(next->n, 2);
-    shardctl_config_free(cur);
-    shardctl_config_free(next);
+    shardcfg_free(cur);
+    shardcfg_free(next);
     unlink(path);
-    cr_assert_eq(shardctl_config_reload(path, &stamp, &next, &d), AS_EIO);
+    cr_assert_eq(shardcfg_reload(path, &stamp, &next, &d), AS_EIO);
 }
 
 /* ---- engine ----------------------------------------------------------- */
@@ -313,7 +313,7 @@ static const char *band_cfg = "schedulerConfigs:\n"
 
 Test(shardctl_engine, allocation_rate_band_and_unfit_nodes)
 {
-    shardctl_config *c = parse_ok(band_cfg);
+    shardcfg_config *c = parse_ok(band_cfg);
     shardctl_engine *e = NULL;
     cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
     shardctl_node_info v[] = {
@@ -341,7 +341,7 @@ Test(shardctl_engine, allocation_rate_band_and_unfit_nodes)
     cr_assert_geq(st.fast_updates, 2, "unsaturated events reassign one node");
     cr_assert_eq(st.passes, 1, "only the resync ran a selection pass");
     shardctl_engine_free(e);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
 /* Volcano's example bands, [0.7, 1] and [0, 0.69]: utilisation and limits
@@ -362,7 +362,7 @@ Test(shardctl_engine, utilisation_rounded_to_hundredths_as_volcano)
     cr_assert_float_eq(shardctl_node_util(&b), 0.69, 1e-9);
     cr_assert_float_eq(shardctl_node_util(&over), 1.0, 1e-9, "capped at 1");
     cr_assert_lt(shardctl_node_util(&none), 0);
-    shardctl_config *c = parse_ok(volcano_example_cfg);
+    shardcfg_config *c = parse_ok(volcano_example_cfg);
     shardctl_engine *e = NULL;
     cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
     shardctl_node_info v[] = {a, b, over, none};
@@ -375,7 +375,7 @@ Test(shardctl_engine, utilisation_rounded_to_hundredths_as_volcano)
     shardctl_engine_get_stats(e, &st);
     cr_assert_eq(st.unfit, 1, "only the node without capacity fits no band");
     shardctl_engine_free(e);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
 static const char *limit_cfg = "schedulerConfigs:\n"
@@ -390,7 +390,7 @@ static const char *limit_cfg = "schedulerConfigs:\n"
 
 Test(shardctl_engine, max_nodes_caps_the_whole_shard_and_order_matters)
 {
-    shardctl_config *c = parse_ok(limit_cfg);
+    shardcfg_config *c = parse_ok(limit_cfg);
     shardctl_engine *e = NULL;
     cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
     /* 150 busy nodes: agent (first) may take at most 60 of them in total
@@ -420,7 +420,7 @@ Test(shardctl_engine, max_nodes_caps_the_whole_shard_and_order_matters)
     cr_assert_not(st.below_min[0]);
     cr_assert_eq(st.unfit + st.capped, 0);
     shardctl_engine_free(e);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
 /* Deterministic PRNG. */
@@ -456,7 +456,7 @@ static void expect_same(shardctl_engine *a, shardctl_engine *b, size_t ns)
 
 static void incremental_equals_scratch(const char *cfg_text)
 {
-    shardctl_config *c = parse_ok(cfg_text);
+    shardcfg_config *c = parse_ok(cfg_text);
     shardctl_engine *inc = NULL;
     cr_assert_eq(shardctl_engine_new(c, &inc), AS_OK);
     enum { N = 120 };
@@ -499,7 +499,7 @@ static void incremental_equals_scratch(const char *cfg_text)
         shardctl_engine_free(ref);
     }
     shardctl_engine_free(inc);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
 Test(shardctl_engine, incremental_matches_from_scratch_unsaturated)
@@ -545,7 +545,7 @@ Test(shardctl_engine, incremental_matches_from_scratch_all_capped)
 
 Test(shardctl_engine, seen_and_sweep_drop_vanished_nodes)
 {
-    shardctl_config *c = parse_ok(band_cfg);
+    shardcfg_config *c = parse_ok(band_cfg);
     shardctl_engine *e = NULL;
     cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
     shardctl_node_info a = ni("a", 900, 1000, false), b = ni("b", 100, 1000, false);
@@ -565,7 +565,7 @@ Test(shardctl_engine, seen_and_sweep_drop_vanished_nodes)
     cr_assert_eq(shardctl_engine_set_node(e, &b, 3), AS_OK);
     cr_assert_eq(shardctl_engine_owner(e, "b"), 1);
     shardctl_engine_free(e);
-    shardctl_config_free(c);
+    shardcfg_free(c);
 }
 
 /* ---- CLI, offline ------------------------------------------------------- */
@@ -597,22 +597,21 @@ Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
     cr_assert_eq(WEXITSTATUS(system(cmd)), 2, "--config is required");
 }
 
-Test(shardctl_config, from_configmap)
+Test(shardcfg_config, from_configmap)
 {
     json_t *cm = json_pack("{s:{s:s},s:{s:s}}", "metadata", "resourceVersion", "7", "data",
                            "sharding.yaml", "schedulerConfigs: [{name: agent}]\n");
-    shardctl_config *c = NULL;
+    shardcfg_config *c = NULL;
     as_diag d = {0};
-    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_OK, "%s",
-                 d.msg);
+    cr_assert_eq(shardcfg_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_OK, "%s", d.msg);
     cr_assert_str_eq(c->sched[0].name, "agent");
-    shardctl_config_free(c);
-    cr_assert_eq(shardctl_config_from_configmap(cm, "other.yaml", "ConfigMap ns/cm", &c, &d),
+    shardcfg_free(c);
+    cr_assert_eq(shardcfg_from_configmap(cm, "other.yaml", "ConfigMap ns/cm", &c, &d),
                  AS_ENOTFOUND);
     cr_assert_str_eq(d.field, "data.other.yaml");
     json_object_set_new(json_object_get(cm, "data"), "sharding.yaml",
                         json_string("schedulerConfigs: [{name: agent, type: [1]}]\n"));
-    cr_assert_eq(shardctl_config_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_EINVAL);
+    cr_assert_eq(shardcfg_from_configmap(cm, NULL, "ConfigMap ns/cm", &c, &d), AS_EINVAL);
     cr_assert(strstr(d.msg, "ConfigMap ns/cm"), "%s", d.msg);
     cr_assert_null(c);
     json_decref(cm);
