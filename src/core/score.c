@@ -822,6 +822,41 @@ static double score_balanced(const score_policy *p, const model_pod *pod, const 
     return (double)(int64_t)((1 - sd) * MAX_NODE_SCORE);
 }
 
+/* best-fit, measure fraction (the FGD paper's simulator): the weighted mean
+ * over the weighted resources of (free - pod) / allocatable after placement,
+ * lower is better, as 100 * (1 - mean). Unlike the kube-scheduler
+ * strategies the GPU counts for pods without GPUs too (their leftover is the
+ * node's free GPU), and a resource the node lacks counts as 0 with its
+ * weight, so a CPU pod prefers a node without GPUs. */
+static double best_fit_fraction(const score_policy *p, const model_pod *pod, const cache_node *node,
+                                const model_registry *reg)
+{
+    double left = 0, wsum = 0;
+    int n;
+    const model_resvec *nalloc = hot_alloc(node, &n);
+    for (int i = 0; i < p->nw; i++) {
+        const score_weight *w = &p->w[i];
+        if (w->weight <= 0)
+            continue;
+        double alloc, l;
+        if (w->gpu) {
+            int64_t used = 0;
+            for (int d = 0; d < n; d++)
+                used += cache_node_gpu_used(node, d);
+            alloc = (double)n * MODEL_GPU_MILLI;
+            l = alloc - (double)used - (double)pod->gpu_count * pod->gpu_milli;
+        } else {
+            int r = weight_index(w, reg);
+            alloc = r >= 0 ? (double)nalloc->v[r] : 0;
+            l = r >= 0 ? alloc - (double)cache_node_requested(node, r) - (double)pod->req.v[r] : 0;
+        }
+        wsum += w->weight;
+        if (alloc > 0)
+            left += w->weight * (l > 0 ? l : 0) / alloc;
+    }
+    return wsum > 0 ? 100.0 * (1.0 - left / wsum) : 0;
+}
+
 /* best-fit: the weighted leftover after placement in the resources' units
  * (absolute, so a small node that the pod fills snugly wins), mapped
  * monotonically onto (0, 100]. */
@@ -829,6 +864,8 @@ static double score_best_fit(const score_policy *p, const model_pod *pod, const 
                              const model_registry *reg)
 {
     double left = 0, wsum = 0;
+    if (p->bf_fraction)
+        return best_fit_fraction(p, pod, node, reg);
     for (int i = 0; i < p->nw; i++) {
         const score_weight *w = &p->w[i];
         int64_t alloc, req, podreq;

@@ -84,6 +84,7 @@ struct score_policy {
     uint32_t ext_shortlist; /* filter answers this many best nodes; 0: all */
     uint32_t candidates;    /* standalone top-K */
     double min_score;       /* standalone: candidates below are dropped */
+    bool bf_fraction;       /* best-fit: leftover as a fraction of allocatable */
 
     /* fgd / fragment: task-shape popularity. */
     bool learn;
