@@ -26,8 +26,12 @@
  * instead, prints the same tables and target lines per file, and then a
  * summary table of the goal ratios, one row per file.
  *
+ * --candidate POLICY (a strategy or policy file, as `agentsched replay
+ * --policy` takes) is judged in place of fragment, to try a policy change
+ * on every trace before making it the default.
+ *
  * Usage: bench_replay [--trace NAME|cpu-only|score-cost]... [--pods FILE]...
- *                     [--inflate X] [--seed S]
+ *                     [--candidate POLICY] [--inflate X] [--seed S]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +44,9 @@
 #include "agentsched/core/score.h"
 
 static const char *const traces[] = {"default", "cpu050", "gpushare40", "multigpu20"};
-static const char *const policies[] = {"least-allocated", "most-allocated", "best-fit", "fgd",
-                                       "fragment"};
+/* The last one is the policy judged ("fragment"; --candidate replaces it). */
+static const char *policies[] = {"least-allocated", "most-allocated", "best-fit", "fgd",
+                                 "fragment"};
 #define NPOL 5
 #define FRAG 4
 #define FGD  3
@@ -346,13 +351,16 @@ int main(int argc, char **argv)
             only[nonly++] = argv[++i];
         else if (strcmp(argv[i], "--pods") == 0 && i + 1 < argc && npods < 64)
             podfiles[npods++] = argv[++i];
+        else if (strcmp(argv[i], "--candidate") == 0 && i + 1 < argc)
+            policies[FRAG] = argv[++i];
         else if (strcmp(argv[i], "--inflate") == 0 && i + 1 < argc)
             o.inflate = atof(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
             o.seed = strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr,
-                    "usage: %s [--trace NAME]... [--pods FILE]... [--inflate X] [--seed S]\n",
+                    "usage: %s [--trace NAME]... [--pods FILE]... [--candidate POLICY] "
+                    "[--inflate X] [--seed S]\n",
                     argv[0]);
             return 2;
         }

@@ -7,7 +7,8 @@
 #
 # Usage: test/bench/stress_replay.sh [BENCH_REPLAY] [stress_variants.py flags...]
 #   BENCH_REPLAY defaults to build-rel/bench_replay, else build/bench_replay.
-#   The data folder is AGENTSCHED_OPENB_DIR (default ../shared/data/openb).
+#   The data folder is AGENTSCHED_OPENB_DIR (default ../shared/data/openb);
+#   STRESS_CANDIDATE=POLICY judges that policy (file) in place of fragment.
 # Exit status: bench_replay's (1 when a target is missed on some variant).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,4 +33,4 @@ fi
 mapfile -t files < <(python3 "$here/stress_variants.py" --out "$repo/build/variants" "$@")
 args=()
 for f in "${files[@]}"; do args+=(--pods "$f"); done
-exec nice "$bench" "${args[@]}"
+exec nice "$bench" "${args[@]}" ${STRESS_CANDIDATE:+--candidate "$STRESS_CANDIDATE"}

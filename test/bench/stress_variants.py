@@ -14,9 +14,10 @@ into the shared data folder):
   cpu0, cpu100,      CPU-only pods are 0%, 100%, 250% of the GPU pods: CPU-only
   cpu250             pods removed, or copies of random CPU-only pods added at
                      random existing creation times
-  multi20, multi50   multi-GPU pods (2+ devices) are 20% / 50% of the GPU pods:
-                     GPU pods drawn at random take the shape of a random
-                     multi-GPU pod
+  multi20, multi50   multi-GPU pods (2+ devices) carry 20% / 50% of the GPU
+                     demand (as in openb's multigpu20, whose name counts
+                     demand): single-GPU pods drawn at random take the shape
+                     of a random multi-GPU pod
 
 A shape change keeps the pod's name and times. Rows keep the shared file's
 columns. Prints the path of every file written.
@@ -63,6 +64,32 @@ def reshape(rows, rng, frac, has, donors):
     return rows
 
 
+def demand(r):
+    """GPU demand of a pod in milli-GPU."""
+    n = int(r["num_gpu"])
+    return n * int(r["gpu_milli"]) if n == 1 else n * 1000
+
+
+def reshape_demand(rows, rng, frac, donors):
+    """Gives single-GPU pods drawn at random the shape of a random multi-GPU
+    donor until multi-GPU pods carry `frac` of the GPU demand (the openb
+    multigpu20 trace's measure)."""
+    gpu = [i for i, r in enumerate(rows) if is_gpu(r)]
+    total = sum(demand(rows[i]) for i in gpu)
+    multi = sum(demand(rows[i]) for i in gpu if is_multi(rows[i]))
+    cand = [i for i in gpu if not is_multi(rows[i])]
+    rng.shuffle(cand)
+    for i in cand:
+        if multi >= frac * total:
+            break
+        d = rng.choice(donors)
+        total += demand(d) - demand(rows[i])
+        multi += demand(d)
+        for k in SHAPE:
+            rows[i][k] = d[k]
+    return rows
+
+
 def build(name, rows, nodes, rng):
     rows = [dict(r) for r in rows]
     if name.startswith("share"):
@@ -70,7 +97,7 @@ def build(name, rows, nodes, rng):
         return reshape(rows, rng, int(name[5:]) / 100, is_share, donors)
     if name.startswith("multi"):
         donors = [r for r in rows if is_multi(r)]
-        return reshape(rows, rng, int(name[5:]) / 100, is_multi, donors)
+        return reshape_demand(rows, rng, int(name[5:]) / 100, donors)
     if name == "pin33":
         models = {}
         for n in nodes:
