@@ -1018,7 +1018,9 @@ static double score_fgd(const score_policy *p, const model_pod *pod, const cache
 
 /* Expected unusable GPU (milli) of a view: GPU that the node's remaining
  * CPU or memory cannot feed (stranded), plus partial devices weighted by
- * the chance that the next GPU demand does not fit in them. */
+ * the chance that the next GPU demand does not fit in them, plus (with
+ * multiGpu) the node's free GPU weighted by the chance that the next GPU
+ * pod needs more fully free devices than it has. */
 static double frag_waste(const score_policy *p, const view *v)
 {
     gpu_sum g = view_gpu(v);
@@ -1039,9 +1041,9 @@ static double frag_waste(const score_policy *p, const view *v)
         if (f > 0 && f < MODEL_GPU_MILLI)
             frag += (double)f * ld(&p->t_p_above[f / 50]);
     }
-    /* Whole free devices are lost to pods that need more of them. */
-    double multi =
-        p->f_multi > 0 ? (double)g.nfull * MODEL_GPU_MILLI * ld(&p->t_k_above[g.nfull]) : 0;
+    /* A GPU pod that needs more fully free devices than the node has
+     * cannot use any of its free GPU (FGD's rule for whole-GPU demands). */
+    double multi = p->f_multi > 0 ? (double)g.total * ld(&p->t_k_above[g.nfull]) : 0;
     return p->f_strand * strand + p->f_frag * frag + p->f_multi * multi;
 }
 
