@@ -581,9 +581,11 @@ void score_observe_pod(score_policy *p, const model_pod *pod)
                            __ATOMIC_RELAXED);
         uint32_t d = pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli;
         __atomic_add_fetch(&p->hist[d / 50], pod->gpu_count, __ATOMIC_RELAXED);
-        __atomic_add_fetch(
-            &p->khist[pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count], 1,
-            __ATOMIC_RELAXED);
+        /* Fully free devices needed: none for a share. */
+        uint32_t k = pod->gpu_milli < MODEL_GPU_MILLI  ? 0
+                     : pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS
+                                                       : pod->gpu_count;
+        __atomic_add_fetch(&p->khist[k], 1, __ATOMIC_RELAXED);
     } else {
         __atomic_add_fetch(&p->cpu_pods, 1, __ATOMIC_RELAXED);
     }
