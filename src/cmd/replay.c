@@ -556,15 +556,40 @@ static bool policy_is_file(const char *s)
            (n > 4 && strcmp(s + n - 4, ".yml") == 0);
 }
 
+/* The classic baselines by their published definitions (the FGD paper's
+ * simulator, kube-scheduler's NodeResourcesFit): least- and most-allocated
+ * over cpu and the GPU, best-fit as the smallest mean leftover fraction of
+ * cpu and GPU after placement. The `-cmg` and `-units` names are the
+ * strategies as `serve` builds them without a policy file (cpu, memory and
+ * GPU weighted 1; best-fit in units of a core, 4Gi and a GPU). */
+static const struct {
+    const char *name;
+    const char *yaml;
+} baselines[] = {
+    {"least-allocated", "strategy: least-allocated\nresources:\n  cpu: 1\n  nvidia.com/gpu: 1\n"},
+    {"most-allocated", "strategy: most-allocated\nresources:\n  cpu: 1\n  nvidia.com/gpu: 1\n"},
+    {"best-fit", "strategy: best-fit\nresources:\n  cpu: 1\n  nvidia.com/gpu: 1\n"
+                 "bestFit:\n  measure: fraction\n"},
+    {"least-allocated-cmg", "strategy: least-allocated\n"},
+    {"most-allocated-cmg", "strategy: most-allocated\n"},
+    {"best-fit-units", "strategy: best-fit\n"},
+};
+
 static as_err make_policy(model_registry *reg, const char *spec, score_policy **out, as_diag *diag)
 {
     if (policy_is_file(spec))
         return score_policy_load(reg, spec, out, diag);
+    for (size_t i = 0; i < sizeof baselines / sizeof baselines[0]; i++)
+        if (strcmp(spec, baselines[i].name) == 0)
+            return score_policy_parse(reg, spec, baselines[i].yaml, strlen(baselines[i].yaml), out,
+                                      diag);
     score_strategy s;
     if (score_strategy_parse(spec, &s))
         return as_diag_set(diag, AS_EINVAL, "policy",
                            "unknown policy \"%s\": use least-allocated, most-allocated, "
-                           "balanced-allocation, best-fit, fgd, fragment or a policy YAML file",
+                           "best-fit (the published baselines), least-allocated-cmg, "
+                           "most-allocated-cmg, best-fit-units, balanced-allocation, fgd, "
+                           "fragment or a policy YAML file",
                            spec);
     as_err err = score_policy_new_strategy(reg, s, out);
     if (err)
@@ -800,9 +825,10 @@ static const cli_flag replay_flags[] = {
     {REPLAY_PODS, "--pods", 0, "FILE",
      "pod list: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,...]"},
     {REPLAY_POLICY, "--policy", 0, "LIST",
-     "comma-separated strategies (least-allocated, most-allocated,\n"
-     "balanced-allocation, best-fit, fgd, fragment) or policy files\n"
-     "(default fragment)"},
+     "comma-separated policies or policy files (default fragment):\n"
+     "least-allocated, most-allocated, best-fit (published baselines over\n"
+     "cpu and GPU), least-allocated-cmg, most-allocated-cmg, best-fit-units\n"
+     "(the strategies' built-in weights), balanced-allocation, fgd, fragment"},
     {REPLAY_INFLATE, "--inflate", 0, "X",
      "arrived GPU demand to reach, x capacity, 1..100 (default 1.3)"},
     {REPLAY_SEED, "--seed", 0, "S", "sampling seed (default 42)"},

@@ -197,10 +197,20 @@ static as_err load_resources(ld_ctx *c, const json_t *obj)
 
 static as_err load_best_fit(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"units", NULL};
+    static const char *const keys[] = {"units", "measure", NULL};
     as_err err = check_keys(c, obj, "bestFit", keys);
     if (err)
         return err;
+    const json_t *measure = json_object_get(obj, "measure");
+    if (measure) {
+        const char *m = json_is_string(measure) ? json_string_value(measure) : "";
+        if (strcmp(m, "units") == 0)
+            c->p->bf_fraction = false;
+        else if (strcmp(m, "fraction") == 0)
+            c->p->bf_fraction = true;
+        else
+            return fail(c, AS_EINVAL, "bestFit.measure", "must be units or fraction");
+    }
     const json_t *units = json_object_get(obj, "units");
     if (!units)
         return AS_OK;

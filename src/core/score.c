@@ -581,9 +581,11 @@ void score_observe_pod(score_policy *p, const model_pod *pod)
                            __ATOMIC_RELAXED);
         uint32_t d = pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli;
         __atomic_add_fetch(&p->hist[d / 50], pod->gpu_count, __ATOMIC_RELAXED);
-        __atomic_add_fetch(
-            &p->khist[pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count], 1,
-            __ATOMIC_RELAXED);
+        /* Fully free devices needed: none for a share. */
+        uint32_t k = pod->gpu_milli < MODEL_GPU_MILLI  ? 0
+                     : pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS
+                                                       : pod->gpu_count;
+        __atomic_add_fetch(&p->khist[k], 1, __ATOMIC_RELAXED);
     } else {
         __atomic_add_fetch(&p->cpu_pods, 1, __ATOMIC_RELAXED);
     }
@@ -822,6 +824,41 @@ static double score_balanced(const score_policy *p, const model_pod *pod, const 
     return (double)(int64_t)((1 - sd) * MAX_NODE_SCORE);
 }
 
+/* best-fit, measure fraction (the FGD paper's simulator): the weighted mean
+ * over the weighted resources of (free - pod) / allocatable after placement,
+ * lower is better, as 100 * (1 - mean). Unlike the kube-scheduler
+ * strategies the GPU counts for pods without GPUs too (their leftover is the
+ * node's free GPU), and a resource the node lacks counts as 0 with its
+ * weight, so a CPU pod prefers a node without GPUs. */
+static double best_fit_fraction(const score_policy *p, const model_pod *pod, const cache_node *node,
+                                const model_registry *reg)
+{
+    double left = 0, wsum = 0;
+    int n;
+    const model_resvec *nalloc = hot_alloc(node, &n);
+    for (int i = 0; i < p->nw; i++) {
+        const score_weight *w = &p->w[i];
+        if (w->weight <= 0)
+            continue;
+        double alloc, l;
+        if (w->gpu) {
+            int64_t used = 0;
+            for (int d = 0; d < n; d++)
+                used += cache_node_gpu_used(node, d);
+            alloc = (double)n * MODEL_GPU_MILLI;
+            l = alloc - (double)used - (double)pod->gpu_count * pod->gpu_milli;
+        } else {
+            int r = weight_index(w, reg);
+            alloc = r >= 0 ? (double)nalloc->v[r] : 0;
+            l = r >= 0 ? alloc - (double)cache_node_requested(node, r) - (double)pod->req.v[r] : 0;
+        }
+        wsum += w->weight;
+        if (alloc > 0)
+            left += w->weight * (l > 0 ? l : 0) / alloc;
+    }
+    return wsum > 0 ? 100.0 * (1.0 - left / wsum) : 0;
+}
+
 /* best-fit: the weighted leftover after placement in the resources' units
  * (absolute, so a small node that the pod fills snugly wins), mapped
  * monotonically onto (0, 100]. */
@@ -829,6 +866,8 @@ static double score_best_fit(const score_policy *p, const model_pod *pod, const 
                              const model_registry *reg)
 {
     double left = 0, wsum = 0;
+    if (p->bf_fraction)
+        return best_fit_fraction(p, pod, node, reg);
     for (int i = 0; i < p->nw; i++) {
         const score_weight *w = &p->w[i];
         int64_t alloc, req, podreq;
@@ -981,7 +1020,9 @@ static double score_fgd(const score_policy *p, const model_pod *pod, const cache
 
 /* Expected unusable GPU (milli) of a view: GPU that the node's remaining
  * CPU or memory cannot feed (stranded), plus partial devices weighted by
- * the chance that the next GPU demand does not fit in them. */
+ * the chance that the next GPU demand does not fit in them, plus (with
+ * multiGpu) the node's free GPU weighted by the chance that the next GPU
+ * pod needs more fully free devices than it has. */
 static double frag_waste(const score_policy *p, const view *v)
 {
     gpu_sum g = view_gpu(v);
@@ -1002,9 +1043,9 @@ static double frag_waste(const score_policy *p, const view *v)
         if (f > 0 && f < MODEL_GPU_MILLI)
             frag += (double)f * ld(&p->t_p_above[f / 50]);
     }
-    /* Whole free devices are lost to pods that need more of them. */
-    double multi =
-        p->f_multi > 0 ? (double)g.nfull * MODEL_GPU_MILLI * ld(&p->t_k_above[g.nfull]) : 0;
+    /* A GPU pod that needs more fully free devices than the node has
+     * cannot use any of its free GPU (FGD's rule for whole-GPU demands). */
+    double multi = p->f_multi > 0 ? (double)g.total * ld(&p->t_k_above[g.nfull]) : 0;
     return p->f_strand * strand + p->f_frag * frag + p->f_multi * multi;
 }
 

@@ -84,6 +84,7 @@ struct score_policy {
     uint32_t ext_shortlist; /* filter answers this many best nodes; 0: all */
     uint32_t candidates;    /* standalone top-K */
     double min_score;       /* standalone: candidates below are dropped */
+    bool bf_fraction;       /* best-fit: leftover as a fraction of allocatable */
 
     /* fgd / fragment: task-shape popularity. */
     bool learn;
@@ -106,7 +107,7 @@ struct score_policy {
     uint64_t gpu_pods, gpu_milli_sum, gpu_cpu_sum, gpu_mem_mib_sum;
     uint64_t cpu_pods;
     uint64_t hist[SCORE_HIST_BUCKETS];  /* per-device demand, 50-milli buckets */
-    uint64_t khist[MODEL_MAX_GPUS + 1]; /* GPU pods by device count */
+    uint64_t khist[MODEL_MAX_GPUS + 1]; /* GPU pods by fully free devices needed */
 
     /* fragment parameters. */
     double f_strand;  /* weight of GPU stranded by exhausted CPU/memory */
@@ -121,7 +122,7 @@ struct score_policy {
     double t_cpu_per_milli;               /* cpu millicores per milli-GPU */
     double t_mem_per_milli;               /* memory bytes per milli-GPU */
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
-    double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n devices) */
+    double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
 
     /* Bumped (release) after a table rebuild that changed a value the

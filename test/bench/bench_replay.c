@@ -21,7 +21,17 @@
  *
  * Also the cost of score_node alone per strategy (5000 synthetic nodes).
  *
- * Usage: bench_replay [--trace NAME|cpu-only|score-cost]... [--inflate X] [--seed S]
+ * With --pods FILE (repeatable; e.g. the pod-mix variants of
+ * stress_variants.py) it replays those pod lists on the same cluster
+ * instead, prints the same tables and target lines per file, and then a
+ * summary table of the goal ratios, one row per file.
+ *
+ * --candidate POLICY (a strategy or policy file, as `agentsched replay
+ * --policy` takes) is judged in place of fragment, to try a policy change
+ * on every trace before making it the default.
+ *
+ * Usage: bench_replay [--trace NAME|cpu-only|score-cost]... [--pods FILE]...
+ *                     [--candidate POLICY] [--inflate X] [--seed S]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +44,9 @@
 #include "agentsched/core/score.h"
 
 static const char *const traces[] = {"default", "cpu050", "gpushare40", "multigpu20"};
-static const char *const policies[] = {"least-allocated", "most-allocated", "best-fit", "fgd",
-                                       "fragment"};
+/* The last one is the policy judged ("fragment"; --candidate replaces it). */
+static const char *policies[] = {"least-allocated", "most-allocated", "best-fit", "fgd",
+                                 "fragment"};
 #define NPOL 5
 #define FRAG 4
 #define FGD  3
@@ -242,6 +253,86 @@ out:
     model_registry_destroy(&reg);
 }
 
+/* A trace's goal figures, for the summary of --pods runs. */
+typedef struct goal_row {
+    char label[64];
+    double a100, aend, un, cpu;
+    double frag_unalloc, best_unalloc;
+} goal_row;
+
+/* Replays pods_path on nodes with every policy, prints the table and the
+ * target ratios, fills *g. Returns the number of targets missed (the time
+ * target only for the default trace), -1 when the trace cannot be loaded. */
+static int run_trace(const char *label, const char *nodes, const char *pods,
+                     const replay_options *po, goal_row *g)
+{
+    replay_options o = *po;
+    replay_trace *t = NULL;
+    as_diag d = {{0}, {0}};
+    if (replay_trace_load(nodes, pods, &t, &d)) {
+        printf("bench_replay: %s: %s; skipping\n", label, d.msg);
+        return -1;
+    }
+    replay_result r[NPOL];
+    double w0 = wall(), c0 = cpu_time();
+    for (int i = 0; i < NPOL; i++) {
+        if (replay_run(t, policies[i], &o, &r[i], &d)) {
+            fprintf(stderr, "bench_replay: %s %s: %s\n", label, policies[i], d.msg);
+            exit(1);
+        }
+    }
+    double w = wall() - w0, c = cpu_time() - c0;
+    printf("\n== %s: %zu nodes, %zu pods, %.0f GPUs, inflate %.2f, seed %llu ==\n", label,
+           replay_trace_nnodes(t), replay_trace_npods(t),
+           (double)replay_trace_gpu_capacity(t) / 1000, o.inflate, (unsigned long long)o.seed);
+    printf("%-16s %7s %7s %9s %8s %8s %8s %8s %8s %8s %11s\n", "policy", "placed", "failed",
+           "cpu-pods", "gpu@100", "gpu_end", "cpu_end", "mem_end", "unalloc", "frag",
+           "decisions/s");
+    for (int i = 0; i < NPOL; i++)
+        printf("%-16s %7llu %7llu %9llu %8.4f %8.4f %8.4f %8.4f %8.1f %8.1f %11.0f\n", r[i].policy,
+               (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
+               (unsigned long long)r[i].cpu_pods_placed, r[i].gpu_alloc_ratio_at_100,
+               r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end, r[i].mem_alloc_ratio_end,
+               r[i].unallocated_gpus_end, r[i].fragmentation_end, r[i].decisions_per_sec);
+    double best_unalloc = 1e18;
+    uint64_t best_cpu = 0;
+    for (int i = 0; i < 3; i++) {
+        if (r[i].unallocated_gpus_end < best_unalloc)
+            best_unalloc = r[i].unallocated_gpus_end;
+    }
+    for (int i = 0; i < FRAG; i++)
+        if (r[i].cpu_pods_placed > best_cpu)
+            best_cpu = r[i].cpu_pods_placed;
+    double a100 = r[FRAG].gpu_alloc_ratio_at_100 / r[FGD].gpu_alloc_ratio_at_100;
+    double aend = r[FRAG].gpu_alloc_ratio_end / r[FGD].gpu_alloc_ratio_end;
+    double un = r[FRAG].unallocated_gpus_end / best_unalloc;
+    double cpu = best_cpu ? (double)r[FRAG].cpu_pods_placed / (double)best_cpu : 1;
+    bool ok100 = a100 >= 1, okend = aend >= 1, okun = un <= 0.8, okcpu = cpu >= 1;
+    printf("targets: fragment/fgd gpu@100 %.4f (>= 1 %s)  gpu_end %.4f (>= 1 %s)  "
+           "unalloc vs best baseline %.3f (<= 0.8 %s)  cpu-only pods vs best %.3f "
+           "(>= 1 %s)\n",
+           a100, ok100 ? "ok" : "MISS", aend, okend ? "ok" : "MISS", un, okun ? "ok" : "MISS", cpu,
+           okcpu ? "ok" : "MISS");
+    int misses = !ok100 + !okend + !okun + !okcpu;
+    printf("time: five replays %.2f s wall, %.2f s CPU", w, c);
+    if (strcmp(label, "default") == 0) {
+        printf(" (target < 10 s: %s)", w < 10 ? "ok" : c < 10 ? "CPU ok, machine loaded" : "MISS");
+        misses += c >= 10;
+    }
+    printf("\n");
+    snprintf(g->label, sizeof g->label, "%s", label);
+    g->a100 = a100;
+    g->aend = aend;
+    g->un = un;
+    g->cpu = cpu;
+    g->frag_unalloc = r[FRAG].unallocated_gpus_end;
+    g->best_unalloc = best_unalloc;
+    for (int i = 0; i < NPOL; i++)
+        replay_result_free(&r[i]);
+    replay_trace_free(t);
+    return misses;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = getenv("AGENTSCHED_OPENB_DIR");
@@ -253,19 +344,28 @@ int main(int argc, char **argv)
     replay_options o = {1.3, 42, false};
     const char *only[4];
     size_t nonly = 0;
+    const char *podfiles[64];
+    size_t npods = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc && nonly < 4)
             only[nonly++] = argv[++i];
+        else if (strcmp(argv[i], "--pods") == 0 && i + 1 < argc && npods < 64)
+            podfiles[npods++] = argv[++i];
+        else if (strcmp(argv[i], "--candidate") == 0 && i + 1 < argc)
+            policies[FRAG] = argv[++i];
         else if (strcmp(argv[i], "--inflate") == 0 && i + 1 < argc)
             o.inflate = atof(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
             o.seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--trace NAME]... [--inflate X] [--seed S]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--trace NAME]... [--pods FILE]... [--candidate POLICY] "
+                    "[--inflate X] [--seed S]\n",
+                    argv[0]);
             return 2;
         }
     }
-    bool cost = !nonly;
+    bool cost = !nonly && !npods;
     for (size_t k = 0; k < nonly; k++)
         cost |= strcmp(only[k], "score-cost") == 0;
     if (cost)
@@ -279,7 +379,7 @@ int main(int argc, char **argv)
         return 0;
     }
     int misses = 0;
-    for (size_t ti = 0; ti < sizeof traces / sizeof traces[0]; ti++) {
+    for (size_t ti = 0; ti < sizeof traces / sizeof traces[0] && !npods; ti++) {
         if (nonly) {
             bool want = false;
             for (size_t k = 0; k < nonly; k++)
@@ -289,66 +389,36 @@ int main(int argc, char **argv)
         }
         char pods[4200];
         snprintf(pods, sizeof pods, "%s/openb_pod_list_%s.csv", dir, traces[ti]);
-        replay_trace *t = NULL;
-        as_diag d = {{0}, {0}};
-        if (replay_trace_load(nodes, pods, &t, &d)) {
-            printf("bench_replay: %s: %s; skipping\n", traces[ti], d.msg);
-            continue;
-        }
-        replay_result r[NPOL];
-        double w0 = wall(), c0 = cpu_time();
-        for (int i = 0; i < NPOL; i++) {
-            if (replay_run(t, policies[i], &o, &r[i], &d)) {
-                fprintf(stderr, "bench_replay: %s %s: %s\n", traces[ti], policies[i], d.msg);
-                return 1;
-            }
-        }
-        double w = wall() - w0, c = cpu_time() - c0;
-        printf("\n== %s: %zu nodes, %zu pods, %.0f GPUs, inflate %.2f, seed %llu ==\n", traces[ti],
-               replay_trace_nnodes(t), replay_trace_npods(t),
-               (double)replay_trace_gpu_capacity(t) / 1000, o.inflate, (unsigned long long)o.seed);
-        printf("%-16s %7s %7s %9s %8s %8s %8s %8s %8s %8s %11s\n", "policy", "placed", "failed",
-               "cpu-pods", "gpu@100", "gpu_end", "cpu_end", "mem_end", "unalloc", "frag",
-               "decisions/s");
-        for (int i = 0; i < NPOL; i++)
-            printf("%-16s %7llu %7llu %9llu %8.4f %8.4f %8.4f %8.4f %8.1f %8.1f %11.0f\n",
-                   r[i].policy, (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
-                   (unsigned long long)r[i].cpu_pods_placed, r[i].gpu_alloc_ratio_at_100,
-                   r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end, r[i].mem_alloc_ratio_end,
-                   r[i].unallocated_gpus_end, r[i].fragmentation_end, r[i].decisions_per_sec);
-        double best_unalloc = 1e18;
-        uint64_t best_cpu = 0;
-        for (int i = 0; i < 3; i++) {
-            if (r[i].unallocated_gpus_end < best_unalloc)
-                best_unalloc = r[i].unallocated_gpus_end;
-        }
-        for (int i = 0; i < FRAG; i++)
-            if (r[i].cpu_pods_placed > best_cpu)
-                best_cpu = r[i].cpu_pods_placed;
-        double a100 = r[FRAG].gpu_alloc_ratio_at_100 / r[FGD].gpu_alloc_ratio_at_100;
-        double aend = r[FRAG].gpu_alloc_ratio_end / r[FGD].gpu_alloc_ratio_end;
-        double un = r[FRAG].unallocated_gpus_end / best_unalloc;
-        double cpu = best_cpu ? (double)r[FRAG].cpu_pods_placed / (double)best_cpu : 1;
-        bool ok100 = a100 >= 1, okend = aend >= 1, okun = un <= 0.8, okcpu = cpu >= 1;
-        printf("targets: fragment/fgd gpu@100 %.4f (>= 1 %s)  gpu_end %.4f (>= 1 %s)  "
-               "unalloc vs best baseline %.3f (<= 0.8 %s)  cpu-only pods vs best %.3f "
-               "(>= 1 %s)\n",
-               a100, ok100 ? "ok" : "MISS", aend, okend ? "ok" : "MISS", un, okun ? "ok" : "MISS",
-               cpu, okcpu ? "ok" : "MISS");
-        misses += !ok100 + !okend + !okun + !okcpu;
-        printf("time: five replays %.2f s wall, %.2f s CPU", w, c);
-        if (strcmp(traces[ti], "default") == 0) {
-            printf(" (target < 10 s: %s)", w < 10   ? "ok"
-                                           : c < 10 ? "CPU ok, machine loaded"
-                                                    : "MISS");
-            misses += c >= 10;
-        }
-        printf("\n");
-        for (int i = 0; i < NPOL; i++)
-            replay_result_free(&r[i]);
-        replay_trace_free(t);
+        goal_row g;
+        int m = run_trace(traces[ti], nodes, pods, &o, &g);
+        misses += m > 0 ? m : 0;
     }
-    bool cpu_only = !nonly;
+    if (npods) {
+        goal_row *rows = calloc(npods, sizeof *rows);
+        size_t nrows = 0;
+        for (size_t k = 0; rows && k < npods; k++) {
+            const char *base = strrchr(podfiles[k], '/');
+            base = base ? base + 1 : podfiles[k];
+            char label[64];
+            snprintf(label, sizeof label, "%.*s", (int)strcspn(base, "."), base);
+            int m = run_trace(label, nodes, podfiles[k], &o, &rows[nrows]);
+            if (m >= 0)
+                nrows++;
+            misses += m > 0 ? m : 0;
+        }
+        printf("\n| variant | fragment/fgd GPU alloc @100%% | ... at the end | unallocated GPUs "
+               "vs best classic | goal |\n| --- | ---: | ---: | ---: | --- |\n");
+        for (size_t k = 0; k < nrows; k++) {
+            const goal_row *g = &rows[k];
+            bool ok = g->a100 >= 1 && g->aend >= 1 && g->un <= 0.8;
+            printf("| %s | %.3f | %.3f | %.3f (%.1f vs %.1f) | %s%s%s%s |\n", g->label, g->a100,
+                   g->aend, g->un, g->frag_unalloc, g->best_unalloc,
+                   ok ? "met" : "missed:", g->a100 < 1 ? " @100" : "", g->aend < 1 ? " end" : "",
+                   g->un > 0.8 ? " unalloc" : "");
+        }
+        free(rows);
+    }
+    bool cpu_only = !nonly && !npods;
     for (size_t k = 0; k < nonly; k++)
         cpu_only |= strcmp(only[k], "cpu-only") == 0;
     if (cpu_only)

@@ -165,6 +165,7 @@ Test(policy, negative_or_bad_weights)
     parse_bad("bestFit: {units: {cpu: \"-2\"}}\n", AS_ERANGE, "bestFit.units[cpu]",
               "greater than zero");
     parse_bad("bestFit: {units: {cpu: 2x}}\n", AS_EINVAL, "bestFit.units[cpu]", "quantity");
+    parse_bad("bestFit: {measure: leftover}\n", AS_EINVAL, "bestFit.measure", "units or fraction");
 }
 
 Test(policy, wrong_types)

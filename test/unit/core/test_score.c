@@ -169,6 +169,40 @@ Test(score, best_fit_leftover)
     model_node_free(big.spec);
 }
 
+/* best-fit with measure fraction (the FGD paper's simulator): 100 x (1 -
+ * mean over cpu and GPU of the leftover fraction after placement). A share
+ * of 400 on 2 GPUs with 500 used, 16 of 32 cores used, pod 4 cores:
+ * cpu (32 - 16 - 4) / 32 = .375, GPU (2000 - 500 - 400) / 2000 = .55,
+ * score 100 x (1 - .4625) = 53.75. A CPU pod's GPU term is the node's free
+ * GPU, and 0 on a node without GPUs (with its weight kept). */
+Test(score, best_fit_fraction)
+{
+    static const char yaml[] = "strategy: best-fit\nresources: {cpu: 1, nvidia.com/gpu: 1}\n"
+                               "bestFit: {measure: fraction}\n";
+    score_policy *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t", yaml, strlen(yaml), &p, &d), AS_OK, "%s", d.msg);
+    hnode g, c;
+    hnode_init(&g, 32000, 64 * FX_GI, 2);
+    hnode_use(&g, 16000, 0);
+    g.cn.gpu_used[0] = 500;
+    hnode_init(&c, 32000, 64 * FX_GI, 0);
+    hnode_use(&c, 16000, 0);
+    model_pod *share = fx_pod("s", "s", 4000, FX_GI);
+    share->gpu_count = 1;
+    share->gpu_milli = 400;
+    cr_assert_float_eq(score_node(p, share, &g.cn), 53.75, 1e-9);
+    model_pod *cpu = fx_pod("c", "c", 4000, FX_GI);
+    /* GPU node: (.375 + 1500 / 2000) / 2 = .5625; CPU node: .375 / 2. */
+    cr_assert_float_eq(score_node(p, cpu, &g.cn), 43.75, 1e-9);
+    cr_assert_float_eq(score_node(p, cpu, &c.cn), 81.25, 1e-9);
+    model_pod_free(share);
+    model_pod_free(cpu);
+    model_node_free(g.spec);
+    model_node_free(c.spec);
+    score_policy_unref(p);
+}
+
 /* FGD fragment: node with 2 GPUs free 1000 and 300, plenty of CPU.
  * Shapes: share of 500 (pop .5): fits, fragment = free below 500 = 300;
  * whole GPU (pop .25): one full device, fragment = 1300 - 1000 = 300;
