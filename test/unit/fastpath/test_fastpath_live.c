@@ -20,6 +20,10 @@
 #include "agentsched/serve/svc.h"
 #include "k8s_stub.c"
 
+/* How long a test waits for binds to show: a cap, not a timing (loaded and
+ * sanitized runs are slow). */
+#define WAIT_CAP_MS 30000
+
 static int64_t mono_ms(void)
 {
     struct timespec ts;
@@ -151,7 +155,7 @@ Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
     fastpath *fp = live_start(stub, 3, false, &s);
     as_diag d = {{0}, {0}};
 
-    int64_t end = mono_ms() + 30000; /* a cap, not a timing: loaded and sanitized runs are slow */
+    int64_t end = mono_ms() + WAIT_CAP_MS;
     while (bound_on(stub, NULL, NULL) < 8 && mono_ms() < end)
         usleep(5000);
     cr_assert_eq(bound_on(stub, NULL, NULL), 8);
@@ -207,7 +211,7 @@ Test(fastpath_live, replicas_under_leader_election_schedule_one_at_a_time)
 
     /* Both replicas see every pending pod; only the leader binds. */
     put_pods(stub, "p", 0, 10);
-    end = mono_ms() + 30000; /* a cap, not a timing: loaded and sanitized runs are slow */
+    end = mono_ms() + WAIT_CAP_MS;
     while (bound_on(stub, NULL, NULL) < 10 && mono_ms() < end)
         usleep(5000);
     cr_assert_eq(bound_on(stub, NULL, NULL), 10);
@@ -232,7 +236,7 @@ Test(fastpath_live, replicas_under_leader_election_schedule_one_at_a_time)
               "the stopped leader did not release the Lease (holder %s)", holder);
     json_decref(lease);
     put_pods(stub, "q", 0, 6);
-    end = mono_ms() + 30000; /* a cap, not a timing: loaded and sanitized runs are slow */
+    end = mono_ms() + WAIT_CAP_MS;
     while (bound_on(stub, NULL, NULL) < 16 && mono_ms() < end)
         usleep(5000);
     cr_assert_eq(bound_on(stub, NULL, NULL), 16);
@@ -417,7 +421,7 @@ Test(fastpath_live, gpu_devices_written_before_the_binding_and_read_back)
     fastpath *fp = live_start(stub, 2, false, &s);
     as_diag d = {{0}, {0}};
     /* 3 shares of 600 on 2 devices: two bound, one waits */
-    int64_t end = mono_ms() + 30000; /* a cap, not a timing: loaded and sanitized runs are slow */
+    int64_t end = mono_ms() + WAIT_CAP_MS;
     while (bound_on(stub, NULL, NULL) < 3 && mono_ms() < end)
         usleep(5000);
     usleep(200000);
