@@ -236,7 +236,9 @@ const gpuResource, gpuShareResource = "nvidia.com/gpu", "agentsched.io/gpu-milli
 // share than its devices x 1000, read back from the API server; every
 // bound pod carries the device agentsched chose in its annotations
 // (docs/gpu.md), on its node, and no device holds more than 1000
-// thousandths by them; a node without GPUs gets none.
+// thousandths by them; a node without GPUs gets none. Then, the shares
+// deleted, a 2-GPU and a 1-GPU pod go through the same sidecar and carry
+// their devices.
 func scenarioGPUShareSidecar(c *cluster) {
 	nodes := c.nodes()
 	if len(nodes) < 3 {
@@ -317,9 +319,39 @@ func scenarioGPUShareSidecar(c *cluster) {
 			fail("a GPU-share pod is Pending for another reason than its share: %q", r)
 		}
 	}
+	// Whole and two-GPU pods through the same sidecar, on emptied devices:
+	// the pair first (only the 2-device node holds it), then one device
+	// (only the 1-device node is left).
+	for _, p := range pods {
+		c.deletePodGone(p.Name)
+	}
+	whole := []struct {
+		name  string
+		k     int64
+		node  string
+		annot string
+	}{{"two-gpu", 2, nodes[1].Name, "0,1"}, {"one-gpu", 1, nodes[0].Name, "0"}}
+	for _, w := range whole {
+		c.createPod(wholeGPUPod(w.name, w.k))
+		if at := c.waitBoundNamed([]string{w.name}, 60*time.Second); at[w.name] != w.node {
+			fail("%d-GPU pod %s bound to %q, want %s", w.k, w.name, at[w.name], w.node)
+		}
+	}
+	for _, p := range c.pods() {
+		for _, w := range whole {
+			a := p.Annotations
+			if p.Name == w.name && (a["agentsched.io/gpu-devices"] != w.annot ||
+				a["agentsched.io/gpu-milli"] != "1000" || a["agentsched.io/gpu-node"] != w.node) {
+				fail("%d-GPU pod %s on %s carries devices %q, milli %q, node %q; want %q, 1000, %s", w.k, p.Name,
+					p.Spec.NodeName, a["agentsched.io/gpu-devices"], a["agentsched.io/gpu-milli"],
+					a["agentsched.io/gpu-node"], w.annot, w.node)
+			}
+		}
+	}
 	b, _ := bindsDone(c.metrics())
 	fmt.Printf("gpu share: %d of %d pods bound through kube-scheduler and agentsched (agentsched binds %.0f); "+
-		"no node over its devices\n", t.bound, len(shares), b)
+		"no node over its devices; a 2-GPU and a 1-GPU pod bound with their devices on the pod\n",
+		t.bound, len(shares), b)
 }
 
 // checkDeviceAnnotations reads every bound share pod's device annotations
