@@ -22,7 +22,9 @@
  * gpu_milli=1000, so the vector accounting still counts whole devices; the
  * share resource (reg->gpu_share_name, milli-GPU of one device) is not a
  * vector entry, it only sets gpu_count=1, gpu_milli=value (1..1000). The
- * share and whole GPUs are aggregated with the same sum/max rules.
+ * share and whole GPUs are aggregated with the same sum/max rules. Whole
+ * GPUs leave the vector only while no node has the resource (nothing to
+ * index it by yet); a GPU pod is never unknown_res.
  */
 #include "agentsched/model/pod.h"
 #include "agentsched/model/gpuannot.h"
@@ -109,13 +111,16 @@ static as_err pod_reslist(pod_dec *d, const json_t *map, const json_t *skip, con
                 snprintf(d->share_path, sizeof d->share_path, "%s", fp);
             continue;
         }
-        if (strcmp(key, reg->gpu_name) == 0) {
+        bool whole = strcmp(key, reg->gpu_name) == 0;
+        if (whole) {
             a->v[ACC_WHOLE] = q;
             a->present |= 1u << ACC_WHOLE;
             if (q && !d->whole_path[0])
                 snprintf(d->whole_path, sizeof d->whole_path, "%s", fp);
         }
         int idx = model_registry_lookup(reg, key, klen);
+        if (idx < 0 && whole)
+            continue; /* gpu_count carries it; see the share below */
         if (idx < 0) {
             /* no node has it: remember, but never intern on behalf of a pod */
             if (q && !d->pod->unknown_res) {
@@ -269,13 +274,12 @@ static as_err pod_requests(pod_dec *d, const json_t *spec)
                                    (long long)share, d->reg->gpu_name);
         p->gpu_count = 1;
         p->gpu_milli = (uint32_t)share;
-        if (__atomic_load_n(&d->reg->gpu_res, __ATOMIC_ACQUIRE) < 0 && !p->unknown_res) {
-            /* no node has GPUs at all */
-            p->unknown_res = pool_strdup(d->c.pool, d->reg->gpu_share_name);
-            if (!p->unknown_res)
-                return model_priv_oom(&d->c, d->share_path);
-        }
     }
+    /* A GPU pod decoded while no node has GPUs is not unknown_res: that
+     * would stay with the decoded pod (pods are decoded once per version),
+     * and the pod would fit nowhere after a GPU node joins, or when its
+     * list came before the nodes' at start-up. gpu_count alone already
+     * fits it on no node without devices (pred's device check). */
     return AS_OK;
 }
 

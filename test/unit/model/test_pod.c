@@ -221,11 +221,12 @@ Test(pod, whole_gpus_stay_in_the_vector)
     model_pod_free(p);
 }
 
-Test(pod, whole_gpus_without_gpu_nodes_are_unknown)
+Test(pod, whole_gpus_without_gpu_nodes_wait_for_devices)
 {
+    /* Not unknown_res: the decoded pod must fit once a GPU node joins. */
     model_pod *p = P(HDR "spec:\n  containers:\n"
                          "  - resources: {requests: {nvidia.com/gpu: 1}}\n");
-    cr_assert_str_eq(p->unknown_res, "nvidia.com/gpu");
+    cr_assert_null(p->unknown_res);
     cr_assert_eq(p->gpu_count, 1);
     cr_assert_eq(p->gpu_milli, MODEL_GPU_MILLI);
     model_pod_free(p);
@@ -244,11 +245,12 @@ Test(pod, gpu_share)
     model_pod_free(p);
 }
 
-Test(pod, gpu_share_without_gpu_nodes_is_unknown)
+Test(pod, gpu_share_without_gpu_nodes_waits_for_devices)
 {
     model_pod *p = P(HDR "spec:\n  containers:\n"
                          "  - resources: {requests: {agentsched.io/gpu-milli: 300}}\n");
-    cr_assert_str_eq(p->unknown_res, "agentsched.io/gpu-milli");
+    cr_assert_null(p->unknown_res);
+    cr_assert_eq(p->gpu_count, 1);
     cr_assert_eq(p->gpu_milli, 300);
     model_pod_free(p);
 }
