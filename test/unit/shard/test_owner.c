@@ -66,15 +66,15 @@ Test(shard_owner, lease_live)
 
 /* One round: the Lease, up to three NodeShards as "name=manager@time"
  * (manager of nodesDesired), and the expected decision. */
-typedef struct round {
+typedef struct owner_round {
     const char *what;
     bool lease_live;
     const char *acquire; /* the Lease's acquireTime; NULL: unknown */
     const char *shards[3];
     bool foreign;
-} round;
+} owner_round;
 
-static void run_rounds(const round *r, size_t n)
+static void run_rounds(const owner_round *r, size_t n)
 {
     shard_owner o;
     shard_owner_init(&o, "vc-controller-manager");
@@ -102,7 +102,7 @@ static void run_rounds(const round *r, size_t n)
 
 Test(shard_owner, stand_down_and_take_over)
 {
-    static const round r[] = {
+    static const owner_round r[] = {
         {"Volcano's controller runs the shards",
          true,
          NULL,
@@ -151,7 +151,7 @@ Test(shard_owner, lease_without_sharding_controller)
 {
     /* vc-controller-manager with pg/queue controllers only: the Lease is
      * live but no NodeShard is its: we write. */
-    static const round r[] = {
+    static const owner_round r[] = {
         {"no NodeShards yet", true, NULL, {NULL}, false},
         {"ours only", true, NULL, {"a=agentsched@t1", "b=agentsched@t1"}, false},
         {"another manager (not the one watched) wrote", true, NULL, {"a=kubectl-edit@t2"}, false},
@@ -163,9 +163,9 @@ Test(shard_owner, first_round_counts_every_entry)
 {
     /* Started while Volcano's controller owns the shards: stand down at
      * once, before any write. Its Lease not live: take them. */
-    static const round live[] = {{"start", true, NULL, {"a=vc-controller-manager@t1"}, true}};
+    static const owner_round live[] = {{"start", true, NULL, {"a=vc-controller-manager@t1"}, true}};
     run_rounds(live, 1);
-    static const round dead[] = {
+    static const owner_round dead[] = {
         {"start", false, NULL, {"a=vc-controller-manager@t1"}, false},
         {"a live Lease with the same entry", true, NULL, {"a=vc-controller-manager@t1"}, false}};
     run_rounds(dead, 2);
@@ -178,7 +178,7 @@ Test(shard_owner, entries_before_the_holder_acquired_do_not_count)
      * at 10:05 (the hand-over to agentsched's controller): the old entries
      * are an earlier process's. Its sharding-controller back at 10:20 wrote
      * within the skew of acquiring: counts. */
-    static const round r[] = {
+    static const owner_round r[] = {
         {"written by the current holder",
          true,
          "2026-12-03T09:59:00.123456Z",
