@@ -232,11 +232,9 @@ func podRequests(p *corev1.Pod) corev1.ResourceList {
 	return sum
 }
 
-// checkNoOvercommit fails if any node carries more requests (of any
-// resource it advertises, and pods) than its allocatable. It counts every
-// pod in every namespace bound to the node. Returns the bound pod count per node.
-func (c *cluster) checkNoOvercommit() map[string]int {
-	nodes := c.nodes()
+// boundRequests sums, per node, the requests of the pods bound to it in
+// every namespace that have not terminated, and counts them.
+func (c *cluster) boundRequests() (map[string]corev1.ResourceList, map[string]int) {
 	ctx, cancel := ctxTimeout(60 * time.Second)
 	defer cancel()
 	all, err := c.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
@@ -260,6 +258,15 @@ func (c *cluster) checkNoOvercommit() map[string]int {
 			u[k] = q
 		}
 	}
+	return used, count
+}
+
+// checkNoOvercommit fails if any node carries more requests (of any
+// resource it advertises, and pods) than its allocatable. It counts every
+// pod in every namespace bound to the node. Returns the bound pod count per node.
+func (c *cluster) checkNoOvercommit() map[string]int {
+	nodes := c.nodes()
+	used, count := c.boundRequests()
 	known := map[string]bool{}
 	var bad []string
 	for _, n := range nodes {

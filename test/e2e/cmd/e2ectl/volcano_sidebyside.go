@@ -201,29 +201,7 @@ func (c *cluster) createInterleaved(prefix string, n int, tmpls []*corev1.Pod, w
 // pods, and any other resource it advertises; and how many pods of
 // requests req are held beyond allocatable on all nodes together.
 func overcommittedNodes(c *cluster, nodes []corev1.Node, req corev1.ResourceList) ([]string, int) {
-	ctx, cancel := ctxTimeout(60 * time.Second)
-	defer cancel()
-	all, err := c.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	check(err, "list all pods")
-	used := map[string]corev1.ResourceList{}
-	count := map[string]int64{}
-	for i := range all.Items {
-		p := &all.Items[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		count[p.Spec.NodeName]++
-		u := used[p.Spec.NodeName]
-		if u == nil {
-			u = corev1.ResourceList{}
-			used[p.Spec.NodeName] = u
-		}
-		for k, v := range podRequests(p) {
-			q := u[k]
-			q.Add(v)
-			u[k] = q
-		}
-	}
+	used, count := c.boundRequests()
 	var bad []string
 	excess := 0
 	known := map[string]bool{}
@@ -243,9 +221,9 @@ func overcommittedNodes(c *cluster, nodes []corev1.Node, req corev1.ResourceList
 				}
 			}
 		}
-		if mp := alloc.Pods().Value(); count[n.Name] > mp {
+		if mp := alloc.Pods().Value(); int64(count[n.Name]) > mp {
 			over = append(over, fmt.Sprintf("pods %d > %d", count[n.Name], mp))
-			if e := int(count[n.Name] - mp); e > extra {
+			if e := count[n.Name] - int(mp); e > extra {
 				extra = e
 			}
 		}
