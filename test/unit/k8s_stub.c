@@ -286,13 +286,28 @@ int stub_faults_pending(k8s_stub *s)
     return n;
 }
 
+/* A prefix ending in '$' matches only paths whose rest has no further
+ * segment: ".../pods/s$" takes ".../pods/s0" but not ".../pods/s0/status". */
+static bool fault_path_matches(const char *prefix, const char *path)
+{
+    size_t n = strlen(prefix);
+    bool leaf = n > 0 && prefix[n - 1] == '$';
+    if (leaf)
+        n--;
+    if (strncmp(path, prefix, n) != 0)
+        return false;
+    if (!leaf)
+        return true;
+    size_t rest = strcspn(path + n, "?");
+    return memchr(path + n, '/', rest) == NULL;
+}
+
 /* Pops the first fault matching path/type (under mu); false when none. */
 static bool take_fault(k8s_stub *s, const char *path, stub_req type, stub_faultq *out)
 {
     for (int i = 0; i < s->nfaults; i++) {
         stub_faultq *q = &s->faults[i];
-        if (strncmp(path, q->prefix, strlen(q->prefix)) == 0 &&
-            (q->type == STUB_ANY || q->type == type)) {
+        if (fault_path_matches(q->prefix, path) && (q->type == STUB_ANY || q->type == type)) {
             *out = *q;
             memmove(q, q + 1, (size_t)(s->nfaults - i - 1) * sizeof *q);
             s->nfaults--;

@@ -64,6 +64,9 @@ void stub_pause_watches(k8s_stub *s, bool paused);
 void stub_drop_watches(k8s_stub *s);
 void stub_set_shards_installed(k8s_stub *s, bool installed);
 
+/* Queue a one-shot fault for the first request of type whose path starts
+ * with path_prefix; a prefix ending in '$' takes only paths with no further
+ * segment after it (no subresource such as /status). */
 void stub_fault(k8s_stub *s, const char *path_prefix, stub_req type, stub_fault_kind f, int arg);
 /* Faults still queued (not yet consumed). */
 int stub_faults_pending(k8s_stub *s);

@@ -414,8 +414,9 @@ Test(fastpath_live, gpu_devices_written_before_the_binding_and_read_back)
         json_decref(p);
     }
     put_pods(stub, "cpu", 0, 1);
-    /* the first patch of s0 loses a race */
-    stub_fault(stub, "/api/v1/namespaces/default/pods/s0", STUB_PATCH, STUB_F_STATUS, 409);
+    /* the first device patch of a share pod loses a race (whichever share
+     * comes first; the one left waiting only patches its status) */
+    stub_fault(stub, "/api/v1/namespaces/default/pods/s$", STUB_PATCH, STUB_F_STATUS, 409);
 
     svc *s = NULL;
     fastpath *fp = live_start(stub, 2, false, &s);
