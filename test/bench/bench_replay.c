@@ -151,16 +151,16 @@ static int cpu_only_scenario(const char *dir, const char *nodes)
         printf("cpu-only scenario: skipped\n");
         return 0;
     }
-    replay_trace *t = NULL;
+    trace *t = NULL;
     as_diag d = {{0}, {0}};
     int miss = 0;
-    if (replay_trace_parse(nodes, ntext, nlen, "cpu-only pods", ptext, plen, &t, &d)) {
+    if (trace_parse(nodes, ntext, nlen, "cpu-only pods", ptext, plen, &t, &d)) {
         printf("cpu-only scenario: %s\n", d.msg);
         miss = 1;
     } else {
         printf("\n== cpu-only agent pods: %zu CPU-only pods from the default trace (CPU demand "
                "1.3 x the cluster's CPU), replayed once ==\n",
-               replay_trace_npods(t));
+               t->npods);
         uint64_t placed[NPOL], best = 0;
         for (int i = 0; i < NPOL; i++) {
             replay_result r;
@@ -182,7 +182,7 @@ static int cpu_only_scenario(const char *dir, const char *nodes)
                    ratio >= 1 ? "ok" : "MISS");
             miss = ratio < 1;
         }
-        replay_trace_free(t);
+        trace_free(t);
     }
     free(ntext);
     free(ptext);
@@ -267,9 +267,9 @@ static int run_trace(const char *label, const char *nodes, const char *pods,
                      const replay_options *po, goal_row *g)
 {
     replay_options o = *po;
-    replay_trace *t = NULL;
+    trace *t = NULL;
     as_diag d = {{0}, {0}};
-    if (replay_trace_load(nodes, pods, &t, &d)) {
+    if (trace_load(nodes, pods, &t, &d)) {
         printf("bench_replay: %s: %s; skipping\n", label, d.msg);
         return -1;
     }
@@ -283,8 +283,7 @@ static int run_trace(const char *label, const char *nodes, const char *pods,
     }
     double w = wall() - w0, c = cpu_time() - c0;
     printf("\n== %s: %zu nodes, %zu pods, %.0f GPUs, inflate %.2f, seed %llu ==\n", label,
-           replay_trace_nnodes(t), replay_trace_npods(t),
-           (double)replay_trace_gpu_capacity(t) / 1000, o.inflate, (unsigned long long)o.seed);
+           t->nnodes, t->npods, (double)t->gpu_cap / 1000, o.inflate, (unsigned long long)o.seed);
     printf("%-16s %7s %7s %9s %8s %8s %8s %8s %8s %8s %11s\n", "policy", "placed", "failed",
            "cpu-pods", "gpu@100", "gpu_end", "cpu_end", "mem_end", "unalloc", "frag",
            "decisions/s");
@@ -329,7 +328,7 @@ static int run_trace(const char *label, const char *nodes, const char *pods,
     g->best_unalloc = best_unalloc;
     for (int i = 0; i < NPOL; i++)
         replay_result_free(&r[i]);
-    replay_trace_free(t);
+    trace_free(t);
     return misses;
 }
 

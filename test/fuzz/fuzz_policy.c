@@ -52,12 +52,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     /* Same bytes as a node list and a pod list. */
-    replay_trace *t = NULL;
+    trace *t = NULL;
     size_t half = size / 2;
-    err = replay_trace_parse("nodes.csv", (const char *)data, half, "pods.csv",
-                             (const char *)data + half, size - half, &t, &d);
+    err = trace_parse("nodes.csv", (const char *)data, half, "pods.csv", (const char *)data + half,
+                      size - half, &t, &d);
     if (err == AS_OK)
-        replay_trace_free(t);
+        trace_free(t);
     else if (t)
         abort();
     model_registry_destroy(&reg);

@@ -1,10 +1,7 @@
 /*
  * replay.h - trace replay: compare placement policies on a production trace.
  *
- * Reads the openb trace format (Alibaba cluster-trace-gpu-v2023, Weng et
- * al., ATC '23): a node list `sn,cpu_milli,memory_mib,gpu,model` and a pod
- * list `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...,
- * creation_time,...]`. Method (following the paper):
+ * Replays a trace read by trace.h. Method (following the paper):
  *   - nodes become cluster nodes (GPU model as the policy's model label,
  *     GPUs as the whole-GPU resource);
  *   - pods are submitted in trace order (creation_time, then name; file
@@ -25,34 +22,7 @@
 #include <stdint.h>
 
 #include "agentsched/base/error.h"
-
-#define REPLAY_MAX_LINE 4096       /* longest CSV line accepted */
-#define REPLAY_FILE_CAP (64 << 20) /* largest CSV file accepted */
-#define REPLAY_MAX_ROWS 1000000
-
-typedef struct replay_trace replay_trace;
-
-/*
- * replay_trace_load reads both CSV files. Errors (AS_EIO, AS_EPARSE,
- * AS_EINVAL, AS_ETOOBIG) name the file, line and column in diag. Caller
- * owns *out (replay_trace_free).
- */
-as_err replay_trace_load(const char *nodes_csv, const char *pods_csv, replay_trace **out,
-                         as_diag *diag);
-
-/* replay_trace_parse is replay_trace_load on CSV text already in memory;
- * the names stand for the files in messages. */
-as_err replay_trace_parse(const char *nodes_name, const char *nodes_text, size_t nodes_len,
-                          const char *pods_name, const char *pods_text, size_t pods_len,
-                          replay_trace **out, as_diag *diag);
-
-/* replay_trace_free frees the trace and everything it holds. NULL ok. */
-void replay_trace_free(replay_trace *t);
-
-/* Counts of the trace: nodes, pods in the list, GPU capacity in milli-GPU. */
-size_t replay_trace_nnodes(const replay_trace *t);
-size_t replay_trace_npods(const replay_trace *t);
-int64_t replay_trace_gpu_capacity(const replay_trace *t);
+#include "agentsched/cmd/trace.h"
 
 typedef struct replay_options {
     double inflate; /* arrived GPU demand to reach, x capacity (default 1.3) */
@@ -94,8 +64,8 @@ typedef struct replay_result {
  * ending in .yaml/.yml). Builds its own registry, cache and binder. o may
  * be NULL (defaults). Free the result with replay_result_free.
  */
-as_err replay_run(const replay_trace *t, const char *policy, const replay_options *o,
-                  replay_result *out, as_diag *diag);
+as_err replay_run(const trace *t, const char *policy, const replay_options *o, replay_result *out,
+                  as_diag *diag);
 
 /* replay_result_free frees the curve r owns and empties it; *r itself is
  * the caller's storage and its other fields stay. NULL ok; idempotent.

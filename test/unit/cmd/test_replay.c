@@ -15,28 +15,28 @@
 
 #define DATA TEST_DATA_DIR "/replay"
 
-static replay_trace *parse(const char *nodes, const char *pods)
+static trace *parse(const char *nodes, const char *pods)
 {
-    replay_trace *t = NULL;
+    trace *t = NULL;
     as_diag d = {{0}, {0}};
-    as_err err = replay_trace_parse("nodes.csv", nodes, strlen(nodes), "pods.csv", pods,
-                                    strlen(pods), &t, &d);
+    as_err err =
+        trace_parse("nodes.csv", nodes, strlen(nodes), "pods.csv", pods, strlen(pods), &t, &d);
     cr_assert_eq(err, AS_OK, "%s", d.msg);
     return t;
 }
 
 static void parse_bad(const char *nodes, const char *pods, as_err want, const char *text)
 {
-    replay_trace *t = (replay_trace *)0x1;
+    trace *t = (trace *)0x1;
     as_diag d = {{0}, {0}};
-    as_err err = replay_trace_parse("nodes.csv", nodes, strlen(nodes), "pods.csv", pods,
-                                    strlen(pods), &t, &d);
+    as_err err =
+        trace_parse("nodes.csv", nodes, strlen(nodes), "pods.csv", pods, strlen(pods), &t, &d);
     cr_assert_eq(err, want, "got %d: %s", err, d.msg);
     cr_assert_null(t);
     cr_assert(strstr(d.msg, text), "message \"%s\" lacks \"%s\"", d.msg, text);
 }
 
-static replay_result run(const replay_trace *t, const char *policy, double inflate)
+static replay_result run(const trace *t, const char *policy, double inflate)
 {
     replay_options o = {inflate, 42, false};
     replay_result r;
@@ -52,12 +52,11 @@ static const char pods_hdr[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_
 /* The shipped sample replays to exactly the recorded results. */
 Test(replay, shipped_sample_exact)
 {
-    replay_trace *t = NULL;
+    trace *t = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(replay_trace_load(DATA "/nodes.csv", DATA "/pods.csv", &t, &d), AS_OK, "%s",
-                 d.msg);
-    cr_assert_eq(replay_trace_nnodes(t), 41);
-    cr_assert_eq(replay_trace_npods(t), 227);
+    cr_assert_eq(trace_load(DATA "/nodes.csv", DATA "/pods.csv", &t, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(t->nnodes, 41);
+    cr_assert_eq(t->npods, 227);
     json_error_t je;
     json_t *exp = json_load_file(DATA "/expected.json", 0, &je);
     cr_assert(exp, "%s", je.text);
@@ -95,20 +94,20 @@ Test(replay, shipped_sample_exact)
         replay_result_free(&r);
     }
     json_decref(exp);
-    replay_trace_free(t);
+    trace_free(t);
 }
 
 /* fragment beats fgd and the kube-scheduler baselines on the sample too. */
 Test(replay, sample_fragment_leads)
 {
-    replay_trace *t = NULL;
+    trace *t = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(replay_trace_load(DATA "/nodes.csv", DATA "/pods.csv", &t, &d), AS_OK);
+    cr_assert_eq(trace_load(DATA "/nodes.csv", DATA "/pods.csv", &t, &d), AS_OK);
     replay_result fr = run(t, "fragment", 1.3), fg = run(t, "fgd", 1.3),
                   la = run(t, "least-allocated", 1.3);
     cr_assert_geq(fr.gpu_alloc_ratio_end, fg.gpu_alloc_ratio_end);
     cr_assert_lt(fr.unallocated_gpus_end, la.unallocated_gpus_end);
-    replay_trace_free(t);
+    trace_free(t);
 }
 
 /* Trace order is creation_time then name, not file order: the share
@@ -123,7 +122,7 @@ Test(replay, creation_time_order)
              "%sbig,1000,1024,1,1000,,LS,Running,10,0,0\n"
              "small,1000,1024,1,500,,LS,Running,5,0,0\n",
              pods_hdr);
-    replay_trace *t = parse(nodes, pods);
+    trace *t = parse(nodes, pods);
     replay_result r = run(t, "fragment", 1.3);
     cr_assert_eq(r.submitted, 2);
     cr_assert_eq(r.placed, 1);
@@ -131,7 +130,7 @@ Test(replay, creation_time_order)
     cr_assert_float_eq(r.unallocated_gpus_end, 0.5, 1e-12);
     /* at 100%: reached by the second pod */
     cr_assert_float_eq(r.gpu_alloc_ratio_at_100, 0.5, 1e-12);
-    replay_trace_free(t);
+    trace_free(t);
 
     /* Without a creation_time column: file order (big first). */
     snprintf(pods, sizeof pods,
@@ -140,7 +139,7 @@ Test(replay, creation_time_order)
     t = parse(nodes, pods);
     r = run(t, "fragment", 1.3);
     cr_assert_float_eq(r.gpu_alloc_ratio_end, 1.0, 1e-12);
-    replay_trace_free(t);
+    trace_free(t);
 }
 
 /* Sampling continues until inflate x capacity has arrived, deterministic
@@ -153,8 +152,8 @@ Test(replay, sampling_until_inflated)
              "%sa,1000,1024,1,250,,LS,Running,1,0,0\n"
              "b,100,128,0,0,,LS,Running,2,0,0\n",
              pods_hdr);
-    replay_trace *t = parse(nodes, pods);
-    cr_assert_eq(replay_trace_gpu_capacity(t), 8000);
+    trace *t = parse(nodes, pods);
+    cr_assert_eq(t->gpu_cap, 8000);
     replay_result r1 = run(t, "least-allocated", 2.0);
     replay_result r2 = run(t, "least-allocated", 2.0);
     cr_assert_eq(r1.submitted, r2.submitted);
@@ -163,7 +162,7 @@ Test(replay, sampling_until_inflated)
     /* The GPU fills exactly: 32 shares of 250. */
     cr_assert_float_eq(r1.gpu_alloc_ratio_end, 1.0, 1e-12);
     cr_assert_float_eq(r1.gpu_alloc_ratio_at_100, 1.0, 1e-12);
-    replay_trace_free(t);
+    trace_free(t);
 }
 
 /* gpu_spec restricts pods to the listed models (node affinity). */
@@ -175,12 +174,12 @@ Test(replay, gpu_spec_is_affinity)
              "%sa,1000,1024,1,1000,T4,LS,Running,1,0,0\n"
              "b,1000,1024,1,1000,T4|G2,LS,Running,2,0,0\n",
              pods_hdr);
-    replay_trace *t = parse(nodes, pods);
+    trace *t = parse(nodes, pods);
     replay_result r = run(t, "fgd", 1.0);
     cr_assert_eq(r.submitted, 2);
     cr_assert_eq(r.placed, 1);
     cr_assert_eq(r.failed, 1);
-    replay_trace_free(t);
+    trace_free(t);
 }
 
 /* A cluster without GPUs replays the list once. */
@@ -192,14 +191,14 @@ Test(replay, cpu_only_cluster)
              "%sa,3000,1024,0,0,,LS,Running,1,0,0\n"
              "b,3000,1024,0,0,,LS,Running,2,0,0\n",
              pods_hdr);
-    replay_trace *t = parse(nodes, pods);
+    trace *t = parse(nodes, pods);
     replay_result r = run(t, "fragment", 1.3);
     cr_assert_eq(r.submitted, 2);
     cr_assert_eq(r.placed, 1);
     cr_assert_eq(r.cpu_pods_placed, 1);
     cr_assert_eq(r.cpu_pods_failed, 1);
     cr_assert_float_eq(r.cpu_alloc_ratio_end, 0.75, 1e-12);
-    replay_trace_free(t);
+    trace_free(t);
 }
 
 Test(replay, policy_file_and_unknown_policy)
@@ -207,7 +206,7 @@ Test(replay, policy_file_and_unknown_policy)
     char nodes[256], pods[512];
     snprintf(nodes, sizeof nodes, "%sn1,8000,32768,1,T4\n", nodes_hdr);
     snprintf(pods, sizeof pods, "%sa,1000,1024,1,500,,LS,Running,1,0,0\n", pods_hdr);
-    replay_trace *t = parse(nodes, pods);
+    trace *t = parse(nodes, pods);
     replay_result r = run(t, AGENTSCHED_SOURCE_DIR "/policy/default.yaml", 1.3);
     cr_assert_eq(r.placed, 2);
     replay_options o = {1.3, 1, false};
@@ -215,7 +214,7 @@ Test(replay, policy_file_and_unknown_policy)
     cr_assert_eq(replay_run(t, "spread", &o, &r, &d), AS_EINVAL);
     cr_assert(strstr(d.msg, "unknown policy"), "%s", d.msg);
     cr_assert_eq(replay_run(t, "/nonexistent.yaml", &o, &r, &d), AS_EIO);
-    replay_trace_free(t);
+    trace_free(t);
 }
 
 Test(replay, csv_errors)
@@ -245,7 +244,7 @@ Test(replay, csv_errors)
               "pods.csv:2: column cpu_milli");
     parse_bad(n, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", AS_EINVAL, "pods.csv: no pods");
     /* A line over the cap. */
-    size_t big = REPLAY_MAX_LINE + 100;
+    size_t big = TRACE_MAX_LINE + 100;
     char *longp = malloc(big + 64);
     cr_assert(longp);
     strcpy(longp, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n");
@@ -258,9 +257,9 @@ Test(replay, csv_errors)
 
 Test(replay, missing_files)
 {
-    replay_trace *t = NULL;
+    trace *t = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(replay_trace_load("/nonexistent/nodes.csv", DATA "/pods.csv", &t, &d), AS_EIO);
+    cr_assert_eq(trace_load("/nonexistent/nodes.csv", DATA "/pods.csv", &t, &d), AS_EIO);
     cr_assert(strstr(d.msg, "/nonexistent/nodes.csv"), "%s", d.msg);
     cr_assert_null(t);
 }
@@ -268,12 +267,11 @@ Test(replay, missing_files)
 /* Windows line endings and blank lines are accepted. */
 Test(replay, crlf_and_blank_lines)
 {
-    replay_trace *t =
-        parse("sn,cpu_milli,memory_mib,gpu,model\r\n\r\nn1,8000,1024,1,T4\r\n",
-              "name,cpu_milli,memory_mib,num_gpu,gpu_milli\r\np,1000,512,1,1000\r\n\r\n");
-    cr_assert_eq(replay_trace_nnodes(t), 1);
-    cr_assert_eq(replay_trace_npods(t), 1);
-    replay_trace_free(t);
+    trace *t = parse("sn,cpu_milli,memory_mib,gpu,model\r\n\r\nn1,8000,1024,1,T4\r\n",
+                     "name,cpu_milli,memory_mib,num_gpu,gpu_milli\r\np,1000,512,1,1000\r\n\r\n");
+    cr_assert_eq(t->nnodes, 1);
+    cr_assert_eq(t->npods, 1);
+    trace_free(t);
 }
 
 static char *run_cli(const char *args, int *status)
