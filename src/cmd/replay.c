@@ -8,6 +8,7 @@
  */
 #include "agentsched/cmd/replay.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -34,7 +35,7 @@
 #define MIB               (1024LL * 1024)
 #define MAX_SUBMISSIONS   20000000ULL
 #define REPLAY_MAX_POLICY 16
-#define CURVE_STEP        0.005 /* record the curve every 0.5% of arrived demand */
+#define CURVE_STEP        0.005 /* record the curve every 0.5% of the x axis */
 
 /* ------------------------------------------------------------------ */
 /* Building the cluster                                                */
@@ -226,169 +227,409 @@ void replay_result_free(replay_result *r)
     r->ncurve = 0;
 }
 
+/* One policy's run: its registry, policy, cache and binder, the decoded
+ * pods, and the scheduling time spent so far. */
+typedef struct run {
+    model_registry reg;
+    score_policy *pol;
+    cache *c;
+    binder *b;
+    model_pod **pods; /* one per trace pod */
+    score_task_shape *shapes;
+    size_t nshapes;
+    sched_result res;
+    double busy; /* seconds in decisions and commits */
+    /* allocated now: GPU milli, millicores, MiB */
+    int64_t galloc, calloc_, malloc_;
+} run;
+
+static as_err run_setup(run *r, const trace *t, const char *policy, as_diag *diag)
+{
+    as_err err;
+    if ((err = make_policy(&r->reg, policy, &r->pol, diag)))
+        return err;
+    if ((err = score_policy_apply_gpu_names(r->pol, &r->reg)))
+        return as_diag_set(diag, err, NULL, "%s: cannot apply its GPU resource names", policy);
+    if ((err = cache_new(&r->reg, &r->c)) || (err = binder_new(r->c, NULL, &r->b)))
+        return as_diag_set(diag, err, NULL, "cannot create the cache: %s", as_strerror(err));
+    for (size_t i = 0; i < t->nnodes; i++) {
+        model_node *n = NULL;
+        if ((err = build_node(&r->reg, &t->nodes[i], &n, diag)))
+            return err;
+        if ((err = cache_node_upsert(r->c, n)))
+            return as_diag_set(diag, err, NULL, "node %s: %s", t->nodes[i].name, as_strerror(err));
+    }
+    if (!(r->pods = calloc(t->npods, sizeof *r->pods)))
+        return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < t->npods; i++)
+        if ((err = build_pod(&r->reg, &t->pods[i], &r->pods[i], diag)))
+            return err;
+    if ((err = trace_shapes(t, &r->shapes, &r->nshapes)))
+        return as_diag_set(diag, err, NULL, "out of memory");
+    return AS_OK;
+}
+
+static void run_teardown(run *r, const trace *t)
+{
+    sched_result_free(&r->res);
+    if (r->pods)
+        for (size_t i = 0; i < t->npods; i++)
+            model_pod_free(r->pods[i]);
+    free(r->pods);
+    free(r->shapes);
+    binder_free(r->b);
+    cache_free(r->c);
+    if (r->pol)
+        score_policy_unref(r->pol);
+    model_registry_destroy(&r->reg);
+}
+
+/* Schedules trace pod idx as the distinct pod uid through the decision
+ * core, as the service does; *ok when it was placed (then counted in the
+ * allocation). */
+static as_err run_place(run *r, const trace *t, size_t idx, const char *uid, bool *ok,
+                        as_diag *diag)
+{
+    model_pod *pod = r->pods[idx];
+    const trace_pod *tp = &t->pods[idx];
+    const char *saved_uid = pod->uid;
+    pod->uid = uid;
+    uint64_t t0 = clock_mono_ns();
+    score_observe_pod(r->pol, pod);
+    sched_request rq = {.pod = pod, .policy = r->pol, .k = 1};
+    sched_result_free(&r->res);
+    sched_result_init(&r->res);
+    as_err err = sched_evaluate(r->c, &rq, &r->res);
+    *ok = false;
+    if (!err && r->res.ncand) {
+        binder_outcome bo;
+        as_err berr = binder_commit(r->b, pod, r->res.cand, r->res.ncand, &bo);
+        *ok = berr == AS_OK && bo.chosen >= 0;
+        if (berr && berr != AS_ECONFLICT)
+            err = berr;
+    }
+    r->busy += (double)(clock_mono_ns() - t0) * 1e-9;
+    pod->uid = saved_uid;
+    if (err)
+        return as_diag_set(diag, err, NULL, "scheduling pod %s failed: %s", tp->name,
+                           as_strerror(err));
+    if (*ok) {
+        r->galloc += tp->num_gpu * tp->gpu_milli;
+        r->calloc_ += tp->cpu;
+        r->malloc_ += tp->mem_mib;
+    }
+    return AS_OK;
+}
+
+static as_err curve_add(replay_result *out, size_t *cap, double x, double y, as_diag *diag)
+{
+    if (out->ncurve == *cap) {
+        size_t nc = *cap ? *cap * 2 : 512;
+        replay_point *np = realloc(out->curve, nc * sizeof *np);
+        if (!np)
+            return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+        out->curve = np;
+        *cap = nc;
+    }
+    out->curve[out->ncurve++] = (replay_point){x, y};
+    return AS_OK;
+}
+
+static void count(replay_result *out, const trace_pod *tp, bool ok)
+{
+    out->submitted++;
+    if (ok) {
+        out->placed++;
+        if (!tp->num_gpu)
+            out->cpu_pods_placed++;
+    } else {
+        out->failed++;
+        if (!tp->num_gpu)
+            out->cpu_pods_failed++;
+    }
+}
+
+/* Fill: pods arrive and never leave (the paper's method, replay.h). */
+static as_err run_fill(run *r, const trace *t, const replay_options *o, replay_result *out,
+                       as_diag *diag)
+{
+    /* Without GPU capacity or GPU demand the inflation target is
+     * meaningless: submit the list once. */
+    bool sample = t->gpu_cap > 0 && t->gpu_demand > 0;
+    double target = sample ? o->inflate * (double)t->gpu_cap : 0;
+    uint64_t rng = o->seed;
+    int64_t arrived = 0;
+    bool at100 = false;
+    double next_curve = 0;
+    size_t curve_cap = 0;
+    char uid[300];
+    as_err err;
+    for (uint64_t seq = 0;; seq++) {
+        if (sample ? (double)arrived >= target || seq >= MAX_SUBMISSIONS : seq >= t->npods)
+            break;
+        size_t idx = seq < t->npods ? (size_t)seq : (size_t)(splitmix(&rng) % t->npods);
+        const trace_pod *tp = &t->pods[idx];
+        snprintf(uid, sizeof uid, "%s#%llu", tp->name, (unsigned long long)seq);
+        int64_t demand = tp->num_gpu * tp->gpu_milli;
+        arrived += demand;
+        bool ok;
+        if ((err = run_place(r, t, idx, uid, &ok, diag)))
+            return err;
+        count(out, tp, ok);
+        if (!at100 && sample && arrived >= t->gpu_cap) {
+            at100 = true;
+            out->gpu_alloc_ratio_at_100 = (double)r->galloc / (double)t->gpu_cap;
+            out->cpu_alloc_ratio_at_100 = (double)r->calloc_ / (double)t->cpu_cap;
+            out->mem_alloc_ratio_at_100 = (double)r->malloc_ / (double)t->mem_cap;
+        }
+        if (o->curve && sample && demand && (double)arrived / (double)t->gpu_cap >= next_curve) {
+            double x = (double)arrived / (double)t->gpu_cap;
+            if ((err = curve_add(out, &curve_cap, x, (double)r->galloc / (double)t->gpu_cap, diag)))
+                return err;
+            next_curve = x + CURVE_STEP;
+        }
+    }
+    if (!at100) {
+        out->gpu_alloc_ratio_at_100 = t->gpu_cap > 0 ? (double)r->galloc / (double)t->gpu_cap : 0;
+        out->cpu_alloc_ratio_at_100 = (double)r->calloc_ / (double)t->cpu_cap;
+        out->mem_alloc_ratio_at_100 = (double)r->malloc_ / (double)t->mem_cap;
+    }
+    return AS_OK;
+}
+
+/* A placed pod's departure: trace pod idx submitted as number seq. */
+typedef struct departure {
+    double when;
+    uint64_t seq;
+    size_t idx;
+} departure;
+
+typedef struct dheap {
+    departure *v;
+    size_t n, cap;
+} dheap;
+
+static bool dheap_push(dheap *h, departure d)
+{
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? h->cap * 2 : 1024;
+        if (nc > REPLAY_MAX_ARRIVALS)
+            nc = REPLAY_MAX_ARRIVALS;
+        departure *nv = nc > h->n ? realloc(h->v, nc * sizeof *nv) : NULL;
+        if (!nv)
+            return false;
+        h->v = nv;
+        h->cap = nc;
+    }
+    size_t i = h->n++;
+    while (i && h->v[(i - 1) / 2].when > d.when) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = d;
+    return true;
+}
+
+static departure dheap_pop(dheap *h)
+{
+    assert(h->n > 0);
+    departure top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && h->v[c + 1].when < h->v[c].when)
+            c++;
+        if (h->v[c].when >= last.when)
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n)
+        h->v[i] = last;
+    return top;
+}
+
+static double unit_draw(uint64_t *rng)
+{
+    /* 53 random bits in (0, 1]: never 0, so log() is finite */
+    return ((double)(splitmix(rng) >> 11) + 1.0) / 9007199254740992.0;
+}
+
+/* The demand a pod adds to the load measure: GPU milli when the trace has
+ * GPUs and GPU demand, else millicores. */
+static int64_t load_demand(const trace *t, const trace_pod *p)
+{
+    return t->gpu_cap > 0 && t->gpu_demand > 0 ? p->num_gpu * p->gpu_milli : p->cpu;
+}
+
+/* What is allocated now, in the load measure's unit. */
+static double level(const run *r, bool gpu)
+{
+    return gpu ? (double)r->galloc : (double)r->calloc_;
+}
+
+/* The part of [from, to] after win. */
+static double in_window(double from, double to, double win)
+{
+    double a = from > win ? from : win;
+    return to > a ? to - a : 0;
+}
+
+/* Churn: pods arrive as a Poisson process and leave after their lifetime
+ * (replay.h); judged over the second half of the simulated time. */
+static as_err run_churn(run *r, const trace *t, const replay_options *o, replay_result *out,
+                        as_diag *diag)
+{
+    size_t narr = o->arrivals ? o->arrivals : 3 * t->npods;
+    if (narr > REPLAY_MAX_ARRIVALS)
+        return as_diag_set(diag, AS_EINVAL, "arrivals", "at most %d arrivals", REPLAY_MAX_ARRIVALS);
+    bool gpu = t->gpu_cap > 0 && t->gpu_demand > 0;
+    double cap = gpu ? (double)t->gpu_cap : (double)t->cpu_cap;
+    double *lives = calloc(t->npods, sizeof *lives), *arr = calloc(narr, sizeof *arr);
+    dheap h = {0};
+    as_err err = AS_OK;
+    if (!lives || !arr) {
+        err = as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+        goto done;
+    }
+    /* The trace's own lifetimes; pods without one draw from them (or,
+     * when no pod has one, from an exponential of mean 1). */
+    size_t nlives = 0;
+    double life_sum = 0;
+    for (size_t i = 0; i < t->npods; i++)
+        if (t->pods[i].deleted > t->pods[i].created) {
+            lives[nlives] = (double)(t->pods[i].deleted - t->pods[i].created);
+            life_sum += lives[nlives++];
+        }
+    double mean_life = nlives ? life_sum / (double)nlives : 1.0;
+    /* The arrival rate makes the load offered in the middle of the judged
+     * window (the second half of the time) inflate x capacity: rate x the
+     * mean over the list of demand x lifetime, lifetimes cut at three
+     * quarters of the span (older arrivals have left or are still there,
+     * so a longer life adds nothing then). The span is arrivals / rate:
+     * solve for the rate by bisection. */
+    double target = o->inflate * cap, lo = 1e-12, hi = 1e12, lambda = 1;
+    for (int it = 0; it < 200; it++) {
+        lambda = sqrt(lo * hi);
+        double mid = 0.75 * (double)narr / lambda, work = 0;
+        for (size_t i = 0; i < t->npods; i++) {
+            const trace_pod *p = &t->pods[i];
+            double l = p->deleted > p->created ? (double)(p->deleted - p->created) : mean_life;
+            work += (double)load_demand(t, p) * (l < mid ? l : mid);
+        }
+        double offered = lambda * work / (double)t->npods;
+        if (!(offered > 0)) {
+            err = as_diag_set(diag, AS_EINVAL, "pods", "churn needs pods with GPU or CPU demand");
+            goto done;
+        }
+        if (offered < target)
+            lo = lambda;
+        else
+            hi = lambda;
+        if (hi / lo < 1.000001)
+            break;
+    }
+    uint64_t rng_arr = o->seed ^ 0xA5A5A5A5DEADBEEFull, rng_pick = o->seed,
+             rng_life = o->seed ^ 0x5bd1e9955bd1e995ull;
+    double now = 0;
+    for (size_t k = 0; k < narr; k++) {
+        now += -log(unit_draw(&rng_arr)) / lambda;
+        arr[k] = now;
+    }
+    double t_end = arr[narr - 1], win = t_end / 2, last = 0, area = 0;
+    double arrived_win = 0, refused_win = 0, next_curve = 0;
+    size_t curve_cap = 0;
+    char uid[300];
+    for (size_t seq = 0; seq < narr; seq++) {
+        double ta = arr[seq];
+        /* departures first, each a pod deletion as the service sees it */
+        while (h.n && h.v[0].when <= ta) {
+            departure d = dheap_pop(&h);
+            const trace_pod *tp = &t->pods[d.idx];
+            area += level(r, gpu) * in_window(last, d.when, win);
+            last = d.when;
+            snprintf(uid, sizeof uid, "%s#%llu", tp->name, (unsigned long long)d.seq);
+            if ((err = cache_pod_delete(r->c, uid))) {
+                as_diag_set(diag, err, NULL, "pod %s could not leave: %s", uid, as_strerror(err));
+                goto done;
+            }
+            r->galloc -= tp->num_gpu * tp->gpu_milli;
+            r->calloc_ -= tp->cpu;
+            r->malloc_ -= tp->mem_mib;
+        }
+        area += level(r, gpu) * in_window(last, ta, win);
+        last = ta;
+        size_t idx = seq < t->npods ? seq : (size_t)(splitmix(&rng_pick) % t->npods);
+        const trace_pod *tp = &t->pods[idx];
+        double life = tp->deleted > tp->created ? (double)(tp->deleted - tp->created)
+                      : nlives                  ? lives[splitmix(&rng_life) % nlives]
+                                                : -log(unit_draw(&rng_life));
+        snprintf(uid, sizeof uid, "%s#%llu", tp->name, (unsigned long long)seq);
+        bool ok;
+        if ((err = run_place(r, t, idx, uid, &ok, diag)))
+            goto done;
+        count(out, tp, ok);
+        if (ta > win) {
+            arrived_win += (double)load_demand(t, tp);
+            if (!ok)
+                refused_win += (double)load_demand(t, tp);
+        }
+        if (ok && !dheap_push(&h, (departure){ta + life, seq, idx})) {
+            err = as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+            goto done;
+        }
+        if (o->curve && ta / t_end >= next_curve) {
+            if ((err = curve_add(out, &curve_cap, ta / t_end, level(r, gpu) / cap, diag)))
+                goto done;
+            next_curve = ta / t_end + CURVE_STEP;
+        }
+    }
+    out->churn_alloc_mean = win > 0 ? area / ((t_end - win) * cap) : 0;
+    out->churn_refused = arrived_win > 0 ? refused_win / arrived_win : 0;
+    out->churn_live_end = h.n;
+done:
+    free(h.v);
+    free(lives);
+    free(arr);
+    return err;
+}
+
 /* See replay.h. */
 as_err replay_run(const trace *t, const char *policy, const replay_options *o, replay_result *out,
                   as_diag *diag)
 {
-    replay_options def = {1.3, 42, false};
+    replay_options def = {.inflate = 1.3, .seed = 42};
     if (!o)
         o = &def;
     memset(out, 0, sizeof *out);
     snprintf(out->policy, sizeof out->policy, "%s", policy);
     if (!(o->inflate > 0) || o->inflate > 100)
         return as_diag_set(diag, AS_EINVAL, "inflate", "inflate must be in (0, 100]");
-
-    model_registry reg;
-    model_registry_init(&reg);
-    score_policy *pol = NULL;
-    cache *c = NULL;
-    binder *b = NULL;
-    model_pod **pods = NULL;
-    score_task_shape *shapes = NULL;
-    size_t nshapes = 0, curve_cap = 0;
+    run r;
+    memset(&r, 0, sizeof r);
+    model_registry_init(&r.reg);
+    sched_result_init(&r.res);
     as_err err;
-    sched_result res;
-    sched_result_init(&res);
-
-    if ((err = make_policy(&reg, policy, &pol, diag)))
+    if ((err = run_setup(&r, t, policy, diag)) ||
+        (err = o->churn ? run_churn(&r, t, o, out, diag) : run_fill(&r, t, o, out, diag)))
         goto done;
-    if ((err = score_policy_apply_gpu_names(pol, &reg))) {
-        as_diag_set(diag, err, NULL, "%s: cannot apply its GPU resource names", policy);
-        goto done;
-    }
-    if ((err = cache_new(&reg, &c)) || (err = binder_new(c, NULL, &b))) {
-        as_diag_set(diag, err, NULL, "cannot create the cache: %s", as_strerror(err));
-        goto done;
-    }
-    for (size_t i = 0; i < t->nnodes; i++) {
-        model_node *n = NULL;
-        if ((err = build_node(&reg, &t->nodes[i], &n, diag)))
-            goto done;
-        if ((err = cache_node_upsert(c, n))) {
-            as_diag_set(diag, err, NULL, "node %s: %s", t->nodes[i].name, as_strerror(err));
-            goto done;
-        }
-    }
-    if (!(pods = calloc(t->npods, sizeof *pods))) {
-        err = as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < t->npods; i++)
-        if ((err = build_pod(&reg, &t->pods[i], &pods[i], diag)))
-            goto done;
-    if ((err = trace_shapes(t, &shapes, &nshapes))) {
-        as_diag_set(diag, err, NULL, "out of memory");
-        goto done;
-    }
-
-    /* Without GPU capacity or GPU demand the inflation target is
-     * meaningless: submit the list once. */
-    bool sample = t->gpu_cap > 0 && t->gpu_demand > 0;
-    double target = sample ? o->inflate * (double)t->gpu_cap : 0;
-    uint64_t rng = o->seed;
-    int64_t arrived = 0, galloc = 0, calloc_ = 0, malloc_ = 0;
-    bool at100 = false;
-    double next_curve = 0, busy = 0;
-    char uid[300];
-    for (uint64_t seq = 0;; seq++) {
-        if (sample ? (double)arrived >= target || seq >= MAX_SUBMISSIONS : seq >= t->npods)
-            break;
-        size_t idx = seq < t->npods ? (size_t)seq : (size_t)(splitmix(&rng) % t->npods);
-        model_pod *pod = pods[idx];
-        const trace_pod *rp = &t->pods[idx];
-        snprintf(uid, sizeof uid, "%s#%llu", rp->name, (unsigned long long)seq);
-        const char *saved_uid = pod->uid;
-        pod->uid = uid; /* every submission is a distinct pod */
-        int64_t demand = rp->num_gpu * rp->gpu_milli;
-        arrived += demand;
-        out->submitted++;
-
-        uint64_t t0 = clock_mono_ns();
-        score_observe_pod(pol, pod);
-        sched_request rq = {.pod = pod, .policy = pol, .k = 1};
-        sched_result_free(&res);
-        sched_result_init(&res);
-        err = sched_evaluate(c, &rq, &res);
-        bool ok = false;
-        if (!err && res.ncand) {
-            binder_outcome bo;
-            as_err berr = binder_commit(b, pod, res.cand, res.ncand, &bo);
-            ok = berr == AS_OK && bo.chosen >= 0;
-            if (berr && berr != AS_ECONFLICT)
-                err = berr;
-        }
-        busy += (double)(clock_mono_ns() - t0) * 1e-9;
-        pod->uid = saved_uid;
-        if (err) {
-            as_diag_set(diag, err, NULL, "scheduling pod %s failed: %s", rp->name,
-                        as_strerror(err));
-            goto done;
-        }
-        if (ok) {
-            out->placed++;
-            galloc += demand;
-            calloc_ += rp->cpu;
-            malloc_ += rp->mem_mib;
-            if (!rp->num_gpu)
-                out->cpu_pods_placed++;
-        } else {
-            out->failed++;
-            if (!rp->num_gpu)
-                out->cpu_pods_failed++;
-        }
-        if (!at100 && sample && arrived >= t->gpu_cap) {
-            at100 = true;
-            out->gpu_alloc_ratio_at_100 = (double)galloc / (double)t->gpu_cap;
-            out->cpu_alloc_ratio_at_100 = (double)calloc_ / (double)t->cpu_cap;
-            out->mem_alloc_ratio_at_100 = (double)malloc_ / (double)t->mem_cap;
-        }
-        if (o->curve && sample && demand && (double)arrived / (double)t->gpu_cap >= next_curve) {
-            if (out->ncurve == curve_cap) {
-                size_t nc = curve_cap ? curve_cap * 2 : 512;
-                replay_point *np = realloc(out->curve, nc * sizeof *np);
-                if (!np) {
-                    err = as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
-                    goto done;
-                }
-                out->curve = np;
-                curve_cap = nc;
-            }
-            double x = (double)arrived / (double)t->gpu_cap;
-            out->curve[out->ncurve++] = (replay_point){x, (double)galloc / (double)t->gpu_cap};
-            next_curve = x + CURVE_STEP;
-        }
-    }
     double gcap = t->gpu_cap > 0 ? (double)t->gpu_cap : 1;
-    out->gpu_alloc_ratio_end = t->gpu_cap > 0 ? (double)galloc / gcap : 0;
-    out->cpu_alloc_ratio_end = (double)calloc_ / (double)t->cpu_cap;
-    out->mem_alloc_ratio_end = (double)malloc_ / (double)t->mem_cap;
-    if (!at100) {
-        out->gpu_alloc_ratio_at_100 = out->gpu_alloc_ratio_end;
-        out->cpu_alloc_ratio_at_100 = out->cpu_alloc_ratio_end;
-        out->mem_alloc_ratio_at_100 = out->mem_alloc_ratio_end;
-    }
-    out->unallocated_gpus_end = (double)(t->gpu_cap - galloc) / MODEL_GPU_MILLI;
+    out->gpu_alloc_ratio_end = t->gpu_cap > 0 ? (double)r.galloc / gcap : 0;
+    out->cpu_alloc_ratio_end = (double)r.calloc_ / (double)t->cpu_cap;
+    out->mem_alloc_ratio_end = (double)r.malloc_ / (double)t->mem_cap;
+    out->unallocated_gpus_end = (double)(t->gpu_cap - r.galloc) / MODEL_GPU_MILLI;
     double frag = 0;
-    cache_read_lock(c);
-    for (size_t i = 0; i < cache_node_count(c); i++)
-        frag += score_fgd_fragment(cache_node_at(c, i), shapes, nshapes);
-    cache_read_unlock(c);
+    cache_read_lock(r.c);
+    for (size_t i = 0; i < cache_node_count(r.c); i++)
+        frag += score_fgd_fragment(cache_node_at(r.c, i), r.shapes, r.nshapes);
+    cache_read_unlock(r.c);
     out->fragmentation_end = frag / MODEL_GPU_MILLI;
-    out->seconds = busy;
-    out->decisions_per_sec = busy > 0 ? (double)out->submitted / busy : 0;
-    err = AS_OK;
+    out->seconds = r.busy;
+    out->decisions_per_sec = r.busy > 0 ? (double)out->submitted / r.busy : 0;
 done:
-    sched_result_free(&res);
-    if (pods)
-        for (size_t i = 0; i < t->npods; i++)
-            model_pod_free(pods[i]);
-    free(pods);
-    free(shapes);
-    binder_free(b);
-    cache_free(c);
-    if (pol)
-        score_policy_unref(pol);
-    model_registry_destroy(&reg);
+    run_teardown(&r, t);
     if (err)
         replay_result_free(out);
     return err;
@@ -406,6 +647,8 @@ enum {
     REPLAY_SEED,
     REPLAY_FORMAT,
     REPLAY_PLOT,
+    REPLAY_CHURN,
+    REPLAY_ARRIVALS,
     REPLAY_HELP,
 };
 
@@ -424,6 +667,11 @@ static const cli_flag replay_flags[] = {
     {REPLAY_FORMAT, "--format", 0, "F", "table (default), json or csv"},
     {REPLAY_PLOT, "--plot", 0, "FILE.png",
      "draw GPU allocation against arrived demand (needs gnuplot)"},
+    {REPLAY_CHURN, "--churn", 0, NULL,
+     "pods also leave: Poisson arrivals at an offered load of\n"
+     "inflate x capacity, each placed pod deleted after its trace\n"
+     "lifetime; judged over the second half of the time"},
+    {REPLAY_ARRIVALS, "--arrivals", 0, "N", "with --churn: pods submitted (default 3 x the list)"},
     {REPLAY_HELP, "--help", 'h', NULL, "show this help"},
 };
 
@@ -431,11 +679,13 @@ static const cli_spec replay_cli = {
     .command = "replay",
     .synopsis = "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv [--policy a,b,c]\n"
                 "                         [--inflate 1.3] [--seed S] [--format table|json|csv]\n"
-                "                         [--plot FILE.png]\n\n"
+                "                         [--plot FILE.png] [--churn [--arrivals N]]\n\n"
                 "Replays an openb GPU trace (Alibaba cluster-trace-gpu-v2023) through the\n"
                 "scheduling core with each policy and compares placement quality. Pods arrive\n"
                 "in trace order and are never deleted; then pods are sampled from the list\n"
-                "(with the seed) until the arrived GPU demand reaches inflate x capacity.\n\n",
+                "(with the seed) until the arrived GPU demand reaches inflate x capacity.\n"
+                "With --churn the same pods arrive over time and leave after their\n"
+                "lifetimes (docs/scoring.md, \"Churn\").\n\n",
     .flags = replay_flags,
     .nflags = sizeof replay_flags / sizeof replay_flags[0],
     /* Scripts may abbreviate long names (--inf): getopt_long, which parsed
@@ -443,9 +693,30 @@ static const cli_spec replay_cli = {
     .abbrev = true,
 };
 
+static void print_churn_table(FILE *f, const trace *t, const replay_options *o,
+                              const replay_result *r, size_t n)
+{
+    fprintf(f,
+            "trace: %zu nodes, %zu pods, %.0f GPUs; churn: offered load %.2f x capacity, "
+            "%llu arrivals, seed %llu; over the second half of the time:\n",
+            t->nnodes, t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, o->inflate,
+            (unsigned long long)r[0].submitted, (unsigned long long)o->seed);
+    fprintf(f, "%-20s %7s %7s %9s %9s %9s %9s %11s\n", "policy", "placed", "failed", "alloc",
+            "refused", "live_end", "frag_end", "decisions/s");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%-20s %7llu %7llu %9.4f %9.4f %9zu %9.1f %11.0f\n", r[i].policy,
+                (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
+                r[i].churn_alloc_mean, r[i].churn_refused, r[i].churn_live_end,
+                r[i].fragmentation_end, r[i].decisions_per_sec);
+}
+
 static void print_table(FILE *f, const trace *t, const replay_options *o, const replay_result *r,
                         size_t n)
 {
+    if (o->churn) {
+        print_churn_table(f, t, o, r, n);
+        return;
+    }
     fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; inflate %.2f, seed %llu\n", t->nnodes,
             t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, o->inflate,
             (unsigned long long)o->seed);
@@ -460,7 +731,7 @@ static void print_table(FILE *f, const trace *t, const replay_options *o, const 
                 r[i].unallocated_gpus_end, r[i].fragmentation_end, r[i].decisions_per_sec);
 }
 
-static as_err render_json(buf *b, const replay_result *r, size_t n)
+static as_err render_json(buf *b, const replay_result *r, size_t n, bool churn)
 {
     buf_puts(b, "{\"policies\": [");
     for (size_t i = 0; i < n; i++) {
@@ -470,27 +741,37 @@ static as_err render_json(buf *b, const replay_result *r, size_t n)
                    ", \"placed\": %llu, \"failed\": %llu, \"gpu_alloc_ratio_at_100\": %.6f, "
                    "\"gpu_alloc_ratio_end\": %.6f, \"cpu_alloc_ratio_end\": %.6f, "
                    "\"mem_alloc_ratio_end\": %.6f, \"unallocated_gpus_end\": %.3f, "
-                   "\"fragmentation_end\": %.3f, \"decisions_per_sec\": %.1f}",
+                   "\"fragmentation_end\": %.3f, \"decisions_per_sec\": %.1f",
                    (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
                    r[i].gpu_alloc_ratio_at_100, r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end,
                    r[i].mem_alloc_ratio_end, r[i].unallocated_gpus_end, r[i].fragmentation_end,
                    r[i].decisions_per_sec);
+        if (churn)
+            buf_printf(b, ", \"churn_alloc_mean\": %.6f, \"churn_refused\": %.6f",
+                       r[i].churn_alloc_mean, r[i].churn_refused);
+        buf_puts(b, "}");
     }
     buf_puts(b, "]}\n");
     return b->err;
 }
 
-static void print_csv(FILE *f, const replay_result *r, size_t n)
+static void print_csv(FILE *f, const replay_result *r, size_t n, bool churn)
 {
-    fprintf(f, "policy,placed,failed,gpu_alloc_ratio_at_100,gpu_alloc_ratio_end,"
-               "cpu_alloc_ratio_end,mem_alloc_ratio_end,unallocated_gpus_end,"
-               "fragmentation_end,decisions_per_sec\n");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%s,%llu,%llu,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.1f\n", r[i].policy,
+    fprintf(f,
+            "policy,placed,failed,gpu_alloc_ratio_at_100,gpu_alloc_ratio_end,"
+            "cpu_alloc_ratio_end,mem_alloc_ratio_end,unallocated_gpus_end,"
+            "fragmentation_end,decisions_per_sec%s\n",
+            churn ? ",churn_alloc_mean,churn_refused" : "");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s,%llu,%llu,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.1f", r[i].policy,
                 (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
                 r[i].gpu_alloc_ratio_at_100, r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end,
                 r[i].mem_alloc_ratio_end, r[i].unallocated_gpus_end, r[i].fragmentation_end,
                 r[i].decisions_per_sec);
+        if (churn)
+            fprintf(f, ",%.6f,%.6f", r[i].churn_alloc_mean, r[i].churn_refused);
+        fputc('\n', f);
+    }
 }
 
 static bool in_path(const char *prog)
@@ -520,7 +801,7 @@ static bool plain_path(const char *s)
 }
 
 /* Draws every policy's curve into png with gnuplot (data in a temp file). */
-static int plot(const char *png, const replay_result *r, size_t n)
+static int plot(const char *png, const replay_result *r, size_t n, bool churn)
 {
     if (!plain_path(png)) {
         fprintf(stderr,
@@ -570,12 +851,15 @@ static int plot(const char *png, const replay_result *r, size_t n)
     fprintf(gp,
             "set terminal pngcairo size 960,600 font ',11'\n"
             "set output '%s'\n"
-            "set title 'GPU allocation ratio against arrived GPU demand'\n"
-            "set xlabel 'arrived GPU demand / GPU capacity'\n"
+            "set title '%s'\n"
+            "set xlabel '%s'\n"
             "set ylabel 'GPU allocation ratio'\n"
             "set key bottom right\nset grid\nset xrange [0:*]\nset yrange [0:1]\n"
             "plot ",
-            png);
+            png,
+            churn ? "GPU allocation ratio over time, pods arriving and leaving"
+                  : "GPU allocation ratio against arrived GPU demand",
+            churn ? "time / last arrival" : "arrived GPU demand / GPU capacity");
     for (size_t i = 0; i < n; i++) {
         char title[128];
         size_t k = 0;
@@ -599,7 +883,7 @@ static int plot(const char *png, const replay_result *r, size_t n)
 int replay_cli_main(int argc, char **argv)
 {
     const char *nodes = NULL, *pods = NULL, *policies = "fragment", *format = "table", *png = NULL;
-    replay_options o = {1.3, 42, false};
+    replay_options o = {.inflate = 1.3, .seed = 42};
     cli_parser p;
     cli_parser_init(&p, &replay_cli, argc, argv);
     for (;;) {
@@ -651,10 +935,27 @@ int replay_cli_main(int argc, char **argv)
             png = v;
             o.curve = true;
             break;
+        case REPLAY_CHURN:
+            o.churn = true;
+            break;
+        case REPLAY_ARRIVALS:
+            errno = 0;
+            unsigned long long na = strtoull(v, &end, 10);
+            if (*end || errno || *v == '-' || !*v || na < 1 || na > REPLAY_MAX_ARRIVALS) {
+                fprintf(stderr, "agentsched replay: --arrivals %s: use an integer from 1 to %d\n",
+                        v, REPLAY_MAX_ARRIVALS);
+                return 2;
+            }
+            o.arrivals = (size_t)na;
+            break;
         case REPLAY_HELP:
             cli_usage(stdout, &replay_cli);
             return 0;
         }
+    }
+    if (o.arrivals && !o.churn) {
+        fprintf(stderr, "agentsched replay: --arrivals needs --churn\n");
+        return 2;
     }
     if (!nodes || !pods) {
         fprintf(stderr, "agentsched replay: --nodes and --pods are required\n\n");
@@ -704,18 +1005,18 @@ int replay_cli_main(int argc, char **argv)
     if (strcmp(format, "json") == 0) {
         buf b;
         buf_init(&b, 0);
-        if (render_json(&b, res, n) == AS_OK)
+        if (render_json(&b, res, n, o.churn) == AS_OK)
             fputs(b.data, stdout);
         else
             rc = 1;
         buf_free(&b);
     } else if (strcmp(format, "csv") == 0) {
-        print_csv(stdout, res, n);
+        print_csv(stdout, res, n, o.churn);
     } else {
         print_table(stdout, t, &o, res, n);
     }
     if (png && !rc) {
-        rc = plot(png, res, n);
+        rc = plot(png, res, n, o.churn);
         if (!rc && strcmp(format, "table") == 0)
             printf("plot: %s\n", png);
     }

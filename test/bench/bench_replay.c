@@ -51,7 +51,7 @@ static const char *policies[] = {"least-allocated", "most-allocated", "best-fit"
 #define FRAG 4
 #define FGD  3
 
-static const replay_options o_default = {1.3, 42, false};
+static const replay_options o_default = {.inflate = 1.3, .seed = 42};
 
 static double wall(void)
 {
@@ -340,7 +340,7 @@ int main(int argc, char **argv)
         snprintf(dflt, sizeof dflt, "%s/../shared/data/openb", AGENTSCHED_SOURCE_DIR);
         dir = dflt;
     }
-    replay_options o = {1.3, 42, false};
+    replay_options o = {.inflate = 1.3, .seed = 42};
     const char *only[4];
     size_t nonly = 0;
     const char *podfiles[64];

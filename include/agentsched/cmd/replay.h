@@ -13,6 +13,22 @@
  *     nodes (K = 1) and binder_commit, exactly as the service schedules.
  * The pod sequence depends only on the trace and the seed, so every policy
  * sees the same pods.
+ *
+ * With churn, pods also leave, so packing is judged as a cluster lives:
+ *   - the same sequence of pods (the list, then samples) arrives as a
+ *     Poisson process, options.arrivals pods in all;
+ *   - each placed pod leaves after its lifetime: deletion_time minus
+ *     creation_time where the trace has both, else one drawn (with the
+ *     seed) from the trace's observed lifetimes, else an exponential of
+ *     mean 1 when no pod has one;
+ *   - the arrival rate makes the offered load (rate x mean demand x mean
+ *     lifetime over the list) inflate x the capacity, in GPU milli (CPU
+ *     for a trace without GPU demand); refused pods are dropped;
+ *   - a departure is a pod deletion in the cache, as the service sees it;
+ *   - judged over the second half of the simulated time: mean allocation
+ *     and the share of arrived demand refused; the curve is allocation
+ *     against time / the last arrival's time.
+ * Every policy sees the same arrivals and lifetimes; placements differ.
  */
 #ifndef AGENTSCHED_REPLAY_H
 #define AGENTSCHED_REPLAY_H
@@ -25,10 +41,14 @@
 #include "agentsched/cmd/trace.h"
 
 typedef struct replay_options {
-    double inflate; /* arrived GPU demand to reach, x capacity (default 1.3) */
-    uint64_t seed;  /* sampling seed (default 42) */
-    bool curve;     /* record allocation against arrived demand (for plots) */
+    double inflate;  /* arrived GPU demand to reach, x capacity (default 1.3) */
+    uint64_t seed;   /* sampling seed (default 42) */
+    bool curve;      /* record allocation against arrived demand (for plots) */
+    bool churn;      /* pods leave: see below */
+    size_t arrivals; /* churn: pods submitted (0: three times the list) */
 } replay_options;
+
+#define REPLAY_MAX_ARRIVALS 2000000
 
 /* One point of the curve: arrived GPU demand / capacity -> GPU allocation. */
 typedef struct replay_point {
@@ -53,6 +73,13 @@ typedef struct replay_result {
     double fragmentation_end;    /* FGD measure over the trace's task shapes, GPUs */
     double seconds;              /* scheduling time (decisions and commits) */
     double decisions_per_sec;
+    /* churn only, over the second half of the simulated time: the mean
+     * allocation (GPU, or CPU for a trace without GPU demand) / capacity,
+     * the share of arrived demand that was refused; pods still placed at
+     * the end */
+    double churn_alloc_mean;
+    double churn_refused;
+    size_t churn_live_end;
     replay_point *curve; /* owned; NULL unless options.curve */
     size_t ncurve;
 } replay_result;

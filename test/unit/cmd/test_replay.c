@@ -38,7 +38,7 @@ static void parse_bad(const char *nodes, const char *pods, as_err want, const ch
 
 static replay_result run(const trace *t, const char *policy, double inflate)
 {
-    replay_options o = {inflate, 42, false};
+    replay_options o = {.inflate = inflate, .seed = 42};
     replay_result r;
     as_diag d = {{0}, {0}};
     cr_assert_eq(replay_run(t, policy, &o, &r, &d), AS_OK, "%s: %s", policy, d.msg);
@@ -66,8 +66,8 @@ Test(replay, shipped_sample_exact)
     for (size_t i = 0; i < json_array_size(pols); i++) {
         json_t *e = json_array_get(pols, i);
         const char *name = json_string_value(json_object_get(e, "policy"));
-        replay_options o = {inflate, (uint64_t)json_integer_value(json_object_get(exp, "seed")),
-                            false};
+        replay_options o = {.inflate = inflate,
+                            .seed = (uint64_t)json_integer_value(json_object_get(exp, "seed"))};
         replay_result r;
         cr_assert_eq(replay_run(t, name, &o, &r, &d), AS_OK, "%s: %s", name, d.msg);
         cr_assert_eq(r.placed, (uint64_t)json_integer_value(json_object_get(e, "placed")), "%s",
@@ -209,7 +209,7 @@ Test(replay, policy_file_and_unknown_policy)
     trace *t = parse(nodes, pods);
     replay_result r = run(t, AGENTSCHED_SOURCE_DIR "/policy/default.yaml", 1.3);
     cr_assert_eq(r.placed, 2);
-    replay_options o = {1.3, 1, false};
+    replay_options o = {.inflate = 1.3, .seed = 1};
     as_diag d = {{0}, {0}};
     cr_assert_eq(replay_run(t, "spread", &o, &r, &d), AS_EINVAL);
     cr_assert(strstr(d.msg, "unknown policy"), "%s", d.msg);
@@ -338,6 +338,10 @@ Test(replay, cli_usage_errors)
     cr_assert_eq(WEXITSTATUS(st), 2);
     cr_assert(strstr(out, "table, json or csv"), "%s", out);
     free(out);
+    out = run_cli("--nodes a --pods b --arrivals 10", &st);
+    cr_assert_eq(WEXITSTATUS(st), 2);
+    cr_assert(strstr(out, "--arrivals needs --churn"), "%s", out);
+    free(out);
     out = run_cli("--nodes a --pods b --inflate 0.5", &st);
     cr_assert_eq(WEXITSTATUS(st), 2);
     free(out);
@@ -351,4 +355,55 @@ Test(replay, cli_usage_errors)
     cr_assert_eq(st, 0);
     cr_assert(strncmp(out, "policy,placed,failed,", 21) == 0, "%s", out);
     free(out);
+}
+
+/* Churn: pods leave after their trace lifetimes; the run is the same for
+ * the same seed, never holds more than the cluster fits, and an offered
+ * load below capacity is mostly placed. */
+Test(replay, churn_pods_leave)
+{
+    char nodes[256], pods[1024];
+    snprintf(nodes, sizeof nodes, "%sn1,64000,262144,2,T4\nn2,64000,262144,2,T4\n", nodes_hdr);
+    /* lifetimes 10 and 30 s; one pod without a deletion time draws one */
+    snprintf(pods, sizeof pods,
+             "%sa,1000,1024,1,1000,,LS,Running,0,10,0\nb,1000,1024,2,1000,,LS,Running,5,35,5\n"
+             "c,1000,1024,1,500,,LS,Running,7,,7\n",
+             pods_hdr);
+    trace *t = parse(nodes, pods);
+    cr_assert(t->has_lifetimes);
+    cr_assert_eq(t->pods[2].deleted, -1, "an empty deletion_time is no lifetime");
+    replay_options o = {.inflate = 0.5, .seed = 7, .churn = true, .arrivals = 4000};
+    replay_result r1, r2;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(replay_run(t, "fragment", &o, &r1, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(replay_run(t, "fragment", &o, &r2, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(r1.submitted, 4000);
+    cr_assert_eq(r1.placed + r1.failed, 4000);
+    cr_assert_eq(r1.placed, r2.placed, "the same seed, the same run");
+    cr_assert_float_eq(r1.churn_alloc_mean, r2.churn_alloc_mean, 1e-12);
+    cr_assert_leq(r1.churn_live_end, 4, "at most the 4 GPUs' worth of pods stay");
+    cr_assert_lt(r1.churn_live_end, r1.placed, "pods left");
+    /* offered 0.5 x capacity: about half the GPUs in use, most placed */
+    cr_assert(r1.churn_alloc_mean > 0.3 && r1.churn_alloc_mean < 0.65, "alloc %f",
+              r1.churn_alloc_mean);
+    cr_assert_lt(r1.churn_refused, 0.35, "refused %f", r1.churn_refused);
+    /* twice the capacity offered: much is refused, the GPUs stay busy */
+    o.inflate = 2.0;
+    replay_result r3;
+    cr_assert_eq(replay_run(t, "fragment", &o, &r3, &d), AS_OK, "%s", d.msg);
+    cr_assert_gt(r3.churn_refused, r1.churn_refused);
+    cr_assert_gt(r3.churn_alloc_mean, r1.churn_alloc_mean);
+    trace_free(t);
+
+    /* No times at all (the multi-GPU files): exponential lifetimes. */
+    snprintf(pods, sizeof pods,
+             "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1000,1024,1,1000\nb,1000,1024,0,0\n");
+    t = parse(nodes, pods);
+    cr_assert(!t->has_lifetimes);
+    o.inflate = 0.5;
+    cr_assert_eq(replay_run(t, "least-allocated", &o, &r1, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(r1.placed + r1.failed, 4000);
+    cr_assert(r1.churn_alloc_mean > 0.3 && r1.churn_alloc_mean < 0.65, "alloc %f",
+              r1.churn_alloc_mean);
+    trace_free(t);
 }
