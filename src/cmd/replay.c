@@ -284,12 +284,14 @@ static void run_teardown(run *r, const trace *t)
     model_registry_destroy(&r->reg);
 }
 
-/* Schedules trace pod idx as the distinct pod uid through the decision
+/* Schedules trace pod idx as submission seq (a distinct pod) through the decision
  * core, as the service does; *ok when it was placed (then counted in the
  * allocation). */
-static as_err run_place(run *r, const trace *t, size_t idx, const char *uid, bool *ok,
-                        as_diag *diag)
+static as_err run_place(run *r, const trace *t, size_t idx, uint64_t seq, bool *ok,
+                        FILE *placements, as_diag *diag)
 {
+    char uid[300];
+    snprintf(uid, sizeof uid, "%s#%llu", t->pods[idx].name, (unsigned long long)seq);
     model_pod *pod = r->pods[idx];
     const trace_pod *tp = &t->pods[idx];
     const char *saved_uid = pod->uid;
@@ -307,7 +309,13 @@ static as_err run_place(run *r, const trace *t, size_t idx, const char *uid, boo
         *ok = berr == AS_OK && bo.chosen >= 0;
         if (berr && berr != AS_ECONFLICT)
             err = berr;
+        /* the candidate's name is the node's own: nodes never leave here */
+        if (*ok && placements)
+            fprintf(placements, "%llu,%s,%s\n", (unsigned long long)seq, t->pods[idx].name,
+                    r->res.cand[bo.chosen].name);
     }
+    if (!err && !*ok && placements)
+        fprintf(placements, "%llu,%s,\n", (unsigned long long)seq, t->pods[idx].name);
     r->busy += (double)(clock_mono_ns() - t0) * 1e-9;
     pod->uid = saved_uid;
     if (err)
@@ -355,25 +363,23 @@ static as_err run_fill(run *r, const trace *t, const replay_options *o, replay_r
 {
     /* Without GPU capacity or GPU demand the inflation target is
      * meaningless: submit the list once. */
-    bool sample = t->gpu_cap > 0 && t->gpu_demand > 0;
+    bool sample = !o->once && t->gpu_cap > 0 && t->gpu_demand > 0;
     double target = sample ? o->inflate * (double)t->gpu_cap : 0;
     uint64_t rng = o->seed;
     int64_t arrived = 0;
     bool at100 = false;
     double next_curve = 0;
     size_t curve_cap = 0;
-    char uid[300];
     as_err err;
     for (uint64_t seq = 0;; seq++) {
         if (sample ? (double)arrived >= target || seq >= MAX_SUBMISSIONS : seq >= t->npods)
             break;
         size_t idx = seq < t->npods ? (size_t)seq : (size_t)(splitmix(&rng) % t->npods);
         const trace_pod *tp = &t->pods[idx];
-        snprintf(uid, sizeof uid, "%s#%llu", tp->name, (unsigned long long)seq);
         int64_t demand = tp->num_gpu * tp->gpu_milli;
         arrived += demand;
         bool ok;
-        if ((err = run_place(r, t, idx, uid, &ok, diag)))
+        if ((err = run_place(r, t, idx, seq, &ok, o->placements, diag)))
             return err;
         count(out, tp, ok);
         if (!at100 && sample && arrived >= t->gpu_cap) {
@@ -566,9 +572,8 @@ static as_err run_churn(run *r, const trace *t, const replay_options *o, replay_
         double life = tp->deleted > tp->created ? (double)(tp->deleted - tp->created)
                       : nlives                  ? lives[splitmix(&rng_life) % nlives]
                                                 : -log(unit_draw(&rng_life));
-        snprintf(uid, sizeof uid, "%s#%llu", tp->name, (unsigned long long)seq);
         bool ok;
-        if ((err = run_place(r, t, idx, uid, &ok, diag)))
+        if ((err = run_place(r, t, idx, seq, &ok, o->placements, diag)))
             goto done;
         count(out, tp, ok);
         if (ta > win) {
@@ -649,6 +654,8 @@ enum {
     REPLAY_PLOT,
     REPLAY_CHURN,
     REPLAY_ARRIVALS,
+    REPLAY_ONCE,
+    REPLAY_PLACEMENTS,
     REPLAY_HELP,
 };
 
@@ -672,6 +679,10 @@ static const cli_flag replay_flags[] = {
      "inflate x capacity, each placed pod deleted after its trace\n"
      "lifetime; judged over the second half of the time"},
     {REPLAY_ARRIVALS, "--arrivals", 0, "N", "with --churn: pods submitted (default 3 x the list)"},
+    {REPLAY_ONCE, "--once", 0, NULL, "submit the list once, in trace order (no sampling)"},
+    {REPLAY_PLACEMENTS, "--placements", 0, "FILE",
+     "with one policy: write submission,pod,node per pod (node\n"
+     "empty when refused) to FILE (- for standard output)"},
     {REPLAY_HELP, "--help", 'h', NULL, "show this help"},
 };
 
@@ -679,7 +690,8 @@ static const cli_spec replay_cli = {
     .command = "replay",
     .synopsis = "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv [--policy a,b,c]\n"
                 "                         [--inflate 1.3] [--seed S] [--format table|json|csv]\n"
-                "                         [--plot FILE.png] [--churn [--arrivals N]]\n\n"
+                "                         [--plot FILE.png] [--churn [--arrivals N] | --once]\n"
+                "                         [--placements FILE]\n\n"
                 "Replays an openb GPU trace (Alibaba cluster-trace-gpu-v2023) through the\n"
                 "scheduling core with each policy and compares placement quality. Pods arrive\n"
                 "in trace order and are never deleted; then pods are sampled from the list\n"
@@ -717,9 +729,13 @@ static void print_table(FILE *f, const trace *t, const replay_options *o, const 
         print_churn_table(f, t, o, r, n);
         return;
     }
-    fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; inflate %.2f, seed %llu\n", t->nnodes,
-            t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, o->inflate,
-            (unsigned long long)o->seed);
+    if (o->once)
+        fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; the list once, in trace order\n",
+                t->nnodes, t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI);
+    else
+        fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; inflate %.2f, seed %llu\n", t->nnodes,
+                t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, o->inflate,
+                (unsigned long long)o->seed);
     fprintf(f, "%-20s %7s %7s %8s %8s %8s %8s %8s %9s %9s %11s\n", "policy", "placed", "failed",
             "cpu-pods", "gpu@100", "gpu_end", "cpu_end", "mem_end", "unalloc", "frag",
             "decisions/s");
@@ -882,7 +898,8 @@ static int plot(const char *png, const replay_result *r, size_t n, bool churn)
 /* See replay.h. */
 int replay_cli_main(int argc, char **argv)
 {
-    const char *nodes = NULL, *pods = NULL, *policies = "fragment", *format = "table", *png = NULL;
+    const char *nodes = NULL, *pods = NULL, *policies = "fragment", *format = "table", *png = NULL,
+               *placements = NULL;
     replay_options o = {.inflate = 1.3, .seed = 42};
     cli_parser p;
     cli_parser_init(&p, &replay_cli, argc, argv);
@@ -948,6 +965,12 @@ int replay_cli_main(int argc, char **argv)
             }
             o.arrivals = (size_t)na;
             break;
+        case REPLAY_ONCE:
+            o.once = true;
+            break;
+        case REPLAY_PLACEMENTS:
+            placements = v;
+            break;
         case REPLAY_HELP:
             cli_usage(stdout, &replay_cli);
             return 0;
@@ -955,6 +978,10 @@ int replay_cli_main(int argc, char **argv)
     }
     if (o.arrivals && !o.churn) {
         fprintf(stderr, "agentsched replay: --arrivals needs --churn\n");
+        return 2;
+    }
+    if (o.once && o.churn) {
+        fprintf(stderr, "agentsched replay: --once and --churn exclude each other\n");
         return 2;
     }
     if (!nodes || !pods) {
@@ -983,6 +1010,10 @@ int replay_cli_main(int argc, char **argv)
         fprintf(stderr, "agentsched replay: --policy needs at least one policy\n");
         return 2;
     }
+    if (placements && n != 1) {
+        fprintf(stderr, "agentsched replay: --placements needs exactly one --policy\n");
+        return 2;
+    }
 
     as_diag diag = {{0}, {0}};
     trace *t = NULL;
@@ -993,6 +1024,16 @@ int replay_cli_main(int argc, char **argv)
     if (trace_load(nodes, pods, &t, &diag)) {
         fprintf(stderr, "agentsched replay: %s\n", diag.msg);
         return 1;
+    }
+    if (placements) {
+        o.placements = strcmp(placements, "-") ? fopen(placements, "w") : stdout;
+        if (!o.placements) {
+            fprintf(stderr, "agentsched replay: --placements %s: %s\n", placements,
+                    strerror(errno));
+            trace_free(t);
+            return 1;
+        }
+        fprintf(o.placements, "submission,pod,node\n");
     }
     for (size_t i = 0; i < n; i++) {
         if (replay_run(t, names[i], &o, &res[i], &diag)) {
@@ -1021,6 +1062,10 @@ int replay_cli_main(int argc, char **argv)
             printf("plot: %s\n", png);
     }
 out:
+    if (o.placements && o.placements != stdout && fclose(o.placements) != 0) {
+        fprintf(stderr, "agentsched replay: --placements %s: %s\n", placements, strerror(errno));
+        rc = 1;
+    }
     for (size_t i = 0; i < done_n; i++)
         replay_result_free(&res[i]);
     trace_free(t);

@@ -36,16 +36,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "agentsched/base/error.h"
 #include "agentsched/cmd/trace.h"
 
 typedef struct replay_options {
-    double inflate;  /* arrived GPU demand to reach, x capacity (default 1.3) */
-    uint64_t seed;   /* sampling seed (default 42) */
-    bool curve;      /* record allocation against arrived demand (for plots) */
-    bool churn;      /* pods leave: see below */
-    size_t arrivals; /* churn: pods submitted (0: three times the list) */
+    double inflate;   /* arrived GPU demand to reach, x capacity (default 1.3) */
+    uint64_t seed;    /* sampling seed (default 42) */
+    bool curve;       /* record allocation against arrived demand (for plots) */
+    bool churn;       /* pods leave: see below */
+    size_t arrivals;  /* churn: pods submitted (0: three times the list) */
+    bool once;        /* fill: submit the list once, in trace order, no samples */
+    FILE *placements; /* not NULL: one line "submission,pod,node" per pod
+                       * submitted (node empty when refused); borrowed */
 } replay_options;
 
 #define REPLAY_MAX_ARRIVALS 2000000

@@ -38,6 +38,7 @@ var scenarios = map[string]func(c *cluster){
 	"volcano_sidebyside":      scenarioVolcanoSideBySide,
 	"gpu_all_paths":           scenarioGPUAllPaths,
 	"gpu_share_advertiser":    scenarioGPUShareAdvertiser,
+	"live_equals_replay":      scenarioLiveEqualsReplay,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
