@@ -669,11 +669,13 @@ static const cli_flag replay_flags[] = {
      "cpu and GPU), least-allocated-cmg, most-allocated-cmg, best-fit-units\n"
      "(the strategies' built-in weights), balanced-allocation, fgd, fragment"},
     {REPLAY_INFLATE, "--inflate", 0, "X",
-     "arrived GPU demand to reach, x capacity, 1..100 (default 1.3)"},
+     "arrived GPU demand to reach, x capacity, 1..100 (default 1.3);\n"
+     "with --churn the offered load, x capacity"},
     {REPLAY_SEED, "--seed", 0, "S", "sampling seed (default 42)"},
     {REPLAY_FORMAT, "--format", 0, "F", "table (default), json or csv"},
     {REPLAY_PLOT, "--plot", 0, "FILE.png",
-     "draw GPU allocation against arrived demand (needs gnuplot)"},
+     "draw GPU allocation against arrived demand, or against\n"
+     "time with --churn (needs gnuplot)"},
     {REPLAY_CHURN, "--churn", 0, NULL,
      "pods also leave: Poisson arrivals at an offered load of\n"
      "inflate x capacity, each placed pod deleted after its trace\n"
