@@ -233,8 +233,11 @@ static as_err parse_policy(const json_t *pj, shardcfg_policy *p, const char *fie
      * maxCPUUtil is 0, not 1. */
     p->min_util = 0;
     p->max_util = 0;
-    if ((err = get_num(pj, "weight", 0, 1e6, &p->weight, field, origin, diag)))
+    /* Volcano's weights are integers: its config decoding fails on 0.5. */
+    long w = 1;
+    if ((err = get_int(pj, "weight", 0, 1000000, &w, field, origin, diag)))
         return err;
+    p->weight = (double)w;
     /* As Volcano's controller: 0 is "omitted", the default 1 (a policy
      * cannot be switched off by its weight). */
     if (p->weight == 0)

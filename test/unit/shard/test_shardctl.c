@@ -246,6 +246,8 @@ Test(shardcfg_config, validation_errors_name_the_field)
     parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup, arguments: {maxNodes: "
               "3}}]}]\n",
               "schedulerConfigs[0].policies[0].arguments", "only supported by the node-limit");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup, weight: 0.5}]}]\n",
+              "schedulerConfigs[0].policies[0].weight", "integer");
     parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup, weight: -1}]}]\n",
               "schedulerConfigs[0].policies[0].weight", "outside");
     parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup}, {name: warmup}]}]\n",
@@ -663,8 +665,8 @@ Test(shardctl_engine, incremental_matches_from_scratch_all_capped)
     incremental_equals_scratch("schedulerConfigs:\n"
                                "- name: a\n"
                                "  policies:\n"
-                               "  - {name: warmup, weight: 1}\n"
-                               "  - {name: allocation-rate, weight: 0.5, arguments: "
+                               "  - {name: warmup, weight: 2}\n"
+                               "  - {name: allocation-rate, weight: 1, arguments: "
                                "{minCPUUtil: 0.2, maxCPUUtil: 1.0}}\n"
                                "  - {name: node-limit, arguments: {maxNodes: 10}}\n"
                                "- name: b\n"
