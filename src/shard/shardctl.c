@@ -70,6 +70,9 @@ struct shardctl_engine {
      * (valid while the node set is unchanged); batched: the owners were
      * last computed batch by batch (the boundaries are stale). */
     bool any_cap, order_valid, batched;
+    /* Nodes joined or left in batched mode: every batch is reselected at
+     * the next read (settle), once for a burst of joins. */
+    bool stale;
     uint32_t *order;
     size_t norder, cap_order;
 };
@@ -427,6 +430,18 @@ static as_err relayout(shardctl_engine *e)
     return err;
 }
 
+/* settle brings the owners up to date before a read: the relayout that
+ * joins and departures in batched mode put off. */
+static void settle(shardctl_engine *e)
+{
+    if (!e->stale)
+        return;
+    e->stale = false;
+    if (relayout(e))
+        log_error("msg=\"shardctl engine: out of memory for the batches; whole-shard "
+                  "selection until the next change\"");
+}
+
 /* Node x's batch again after x changed (x already out of the unassigned
  * counts): the other batches cannot change. */
 static void reselect_batch(shardctl_engine *e, uint32_t x)
@@ -667,17 +682,16 @@ as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *in
     e->fast_updates++;
     if (!was_live)
         e->order_valid = false; /* a new name shifts the batches after it */
-    if (e->batched || want_batched(e)) {
-        if (was_live && !moved) {
+    if (e->stale || e->batched || want_batched(e)) {
+        if (e->stale || !was_live || !e->order_valid) {
+            e->stale = true; /* settle recounts everything */
+            return err;
+        }
+        if (!moved)
             count_unassigned(e, i, +1);
-            return err;
-        }
-        if (was_live && e->batched && e->order_valid) {
+        else
             reselect_batch(e, i);
-            return err;
-        }
-        as_err rerr = relayout(e);
-        return err ? err : rerr;
+        return err;
     }
     if (was_live && !moved) {
         /* No sorted array changed: neither did any owner. */
@@ -696,7 +710,7 @@ static void drop_node(shardctl_engine *e, uint32_t i)
 {
     enode *n = &e->nodes[i];
     /* Batched before or after: the batches after its name shift. */
-    bool rebatch = e->batched || (e->any_cap && e->live - 1 > SHARDCTL_BATCH);
+    bool rebatch = e->stale || e->batched || (e->any_cap && e->live - 1 > SHARDCTL_BATCH);
     count_unassigned(e, i, -1);
     for (size_t s = 0; s < e->ns; s++)
         if ((n->elig >> s) & 1)
@@ -718,9 +732,7 @@ static void drop_node(shardctl_engine *e, uint32_t i)
     e->free_ids[e->nfree++] = i;
     if (rebatch) {
         e->order_valid = false;
-        if (relayout(e))
-            log_error("msg=\"shardctl engine: out of memory for the batches; whole-shard "
-                      "selection until the next change\"");
+        e->stale = true;
     }
 }
 
@@ -839,6 +851,7 @@ as_err shardctl_engine_resync(shardctl_engine *e, const shardctl_node_info *node
         es->n = m;
     }
     e->order_valid = false;
+    e->stale = false;
     if ((err = relayout(e)))
         goto done;
     if (e->unfit) {
@@ -876,6 +889,7 @@ as_err shardctl_engine_members(shardctl_engine *e, size_t s, const char ***names
     *n = 0;
     if (s >= e->ns)
         return AS_EINVAL;
+    settle(e);
     const char **v = calloc(e->s[s].members + 1, sizeof *v);
     if (!v)
         return AS_ENOMEM;
@@ -892,21 +906,24 @@ as_err shardctl_engine_members(shardctl_engine *e, size_t s, const char ***names
 }
 
 /* See shardctl.h. */
-uint64_t shardctl_engine_version(const shardctl_engine *e, size_t i)
+uint64_t shardctl_engine_version(shardctl_engine *e, size_t i)
 {
+    settle(e);
     return i < e->ns ? e->s[i].version : 0;
 }
 
 /* See shardctl.h. */
 int shardctl_engine_owner(shardctl_engine *e, const char *name)
 {
+    settle(e);
     long i = map_find(e, name);
     return i < 0 ? -1 : e->nodes[i].owner;
 }
 
 /* See shardctl.h. */
-void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out)
+void shardctl_engine_get_stats(shardctl_engine *e, shardctl_engine_stats *out)
 {
+    settle(e);
     memset(out, 0, sizeof *out);
     out->nodes = e->live;
     out->unfit = e->unfit;

@@ -36,8 +36,10 @@
  * possible answers; the engine's is by name). Batches are independent: a
  * node's change reselects its own batch (SHARDCTL_BATCH nodes times the
  * schedulers); a node added or removed shifts the batches after its name,
- * so the engine re-sorts the names and reselects every batch. Without a
- * cap the batches change nothing and the cascade above applies.
+ * so the engine re-sorts the names and reselects every batch, once, at the
+ * next read (members, version, owner, stats), however many nodes joined or
+ * left meanwhile. Without a cap the batches change nothing and the cascade
+ * above applies.
  */
 #ifndef AGENTSCHED_SHARDCTL_H
 #define AGENTSCHED_SHARDCTL_H
@@ -125,7 +127,7 @@ as_err shardctl_engine_members(shardctl_engine *e, size_t i, const char ***names
 
 /* shardctl_engine_version: scheduler i's membership counter (as
  * shardctl_engine_members reports it), without building the list. */
-uint64_t shardctl_engine_version(const shardctl_engine *e, size_t i);
+uint64_t shardctl_engine_version(shardctl_engine *e, size_t i);
 
 /* shardctl_engine_owner: index of the scheduler owning name, -1 when
  * unassigned or unknown. */
@@ -144,8 +146,9 @@ typedef struct shardctl_engine_stats {
 
 /* shardctl_engine_get_stats fills *out from the engine's current state
  * (entries beyond the config's schedulers are 0). The engine has no lock:
- * like every engine call, not concurrently with a mutation. */
-void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out);
+ * like every engine call (reads too, which settle the batches), not
+ * concurrently with a mutation. */
+void shardctl_engine_get_stats(shardctl_engine *e, shardctl_engine_stats *out);
 
 /*
  * shardctl_needs_write is Volcano's rule for rewriting a NodeShard's

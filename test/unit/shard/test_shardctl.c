@@ -564,8 +564,11 @@ static void expect_same(shardctl_engine *a, shardctl_engine *b, size_t ns)
 }
 
 /* Random node events on up to n nodes (at most 120); a removal in
- * remove_in events (so the count wanders across 50 when n is near it). */
-static void incremental_equals_scratch_n(const char *cfg_text, int n, int remove_in)
+ * remove_in events (so the count wanders across 50 when n is near it);
+ * compared with a from-scratch engine every check_every events (the
+ * events between are a burst the engine may settle at once). */
+static void incremental_equals_scratch_n(const char *cfg_text, int n, int remove_in,
+                                         int check_every)
 {
     shardcfg_config *c = parse_ok(cfg_text);
     shardctl_engine *inc = NULL;
@@ -599,6 +602,8 @@ static void incremental_equals_scratch_n(const char *cfg_text, int n, int remove
             shardctl_node_info one = ni(names[i], req[i], 1000, warm[i]);
             cr_assert_eq(shardctl_engine_set_node(inc, &one, 1), AS_OK);
         }
+        if (step % check_every)
+            continue;
         shardctl_node_info cur[NMAX];
         size_t k = 0;
         for (int j = 0; j < N; j++)
@@ -616,7 +621,7 @@ static void incremental_equals_scratch_n(const char *cfg_text, int n, int remove
 
 static void incremental_equals_scratch(const char *cfg_text)
 {
-    incremental_equals_scratch_n(cfg_text, 120, 10);
+    incremental_equals_scratch_n(cfg_text, 120, 10, 1);
 }
 
 Test(shardctl_engine, incremental_matches_from_scratch_across_50_nodes)
@@ -633,7 +638,23 @@ Test(shardctl_engine, incremental_matches_from_scratch_across_50_nodes)
                                  "  policies:\n"
                                  "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.8}}\n"
                                  "  - {name: node-limit, arguments: {maxNodes: 9}}\n",
-                                 58, 3);
+                                 58, 3, 1);
+}
+
+Test(shardctl_engine, incremental_matches_from_scratch_after_bursts)
+{
+    /* Joins, departures and changes between two reads, in batched mode. */
+    incremental_equals_scratch_n("schedulerConfigs:\n"
+                                 "- name: a\n"
+                                 "  policies:\n"
+                                 "  - {name: allocation-rate, arguments: {minCPUUtil: 0.2, "
+                                 "maxCPUUtil: 1.0}}\n"
+                                 "  - {name: warmup, weight: 3}\n"
+                                 "  - {name: node-limit, arguments: {maxNodes: 17}}\n"
+                                 "- name: b\n"
+                                 "  policies:\n"
+                                 "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.9}}\n",
+                                 120, 4, 7);
 }
 
 Test(shardctl_engine, incremental_matches_from_scratch_unsaturated)
