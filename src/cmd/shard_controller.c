@@ -86,9 +86,11 @@ static shardctl_node_info node_info(const cache_node *n)
 {
     return (shardctl_node_info){
         .name = n->spec->name,
-        .cpu_requested = cache_node_requested(n, MODEL_RES_CPU),
-        .cpu_capacity = n->spec->capacity.v[MODEL_RES_CPU] > 0 ? n->spec->capacity.v[MODEL_RES_CPU]
-                                                               : n->alloc.v[MODEL_RES_CPU],
+        /* Volcano's numerator and denominator: the containers' CPU
+         * requests of the node's pods (not the scheduler's effective
+         * request) over status.capacity (not allocatable). */
+        .cpu_requested = cache_node_containers_cpu(n),
+        .cpu_capacity = n->spec->capacity.v[MODEL_RES_CPU],
         .labels = &n->spec->labels,
         /* generation changes with every usage or spec change; the id with
          * every incarnation. */
@@ -155,30 +157,8 @@ static void update_gauges(ctl *x)
 
 /* ---- writing NodeShards ----------------------------------------------- */
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Does the object's nodesDesired (any order) equal names (sorted)? */
-static bool same_names(const k8s_shard *cur, const char **names, size_t n)
-{
-    if (!cur || cur->n_desired != n)
-        return false;
-    char **v = malloc((n ? n : 1) * sizeof *v);
-    if (!v)
-        return false;
-    if (n)
-        memcpy(v, cur->nodes_desired, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_str);
-    bool eq = true;
-    for (size_t i = 0; i < n && eq; i++)
-        eq = strcmp(v[i], names[i]) == 0;
-    free(v);
-    return eq;
-}
-
-/* Writes every scheduler's nodesDesired that differs from the object. */
+/* Writes every scheduler's nodesDesired that Volcano's controller would
+ * rewrite (shardctl_needs_write), comparing with the object. */
 static void write_shards(ctl *x, bool force)
 {
     /* Only look at the objects when some membership moved. */
@@ -209,7 +189,8 @@ static void write_shards(ctl *x, bool force)
                 obj = &cur[i];
         as_err err = AS_OK;
         as_diag d = {0};
-        if (!same_names(obj, names, n)) {
+        if (!obj || shardctl_needs_write((const char *const *)obj->nodes_desired, obj->n_desired,
+                                         names, n)) {
             err = k8s_shard_put_desired(x->k, sname, names, n, &d);
             if (err) {
                 failed = true;
@@ -220,6 +201,10 @@ static void write_shards(ctl *x, bool force)
                 metrics_inc(x->cm.writes_ok);
                 log_info("msg=\"NodeShard written\" shard=%s nodes_desired=%zu", sname, n);
             }
+        } else if (obj && obj->n_desired == n) {
+            log_debug("msg=\"NodeShard kept: too few new nodes for a rewrite (Volcano's "
+                      "rule)\" shard=%s nodes_desired=%zu",
+                      sname, n);
         }
         x->written_ok[s] = err == AS_OK;
         x->written[s] = version;

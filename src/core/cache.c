@@ -94,6 +94,7 @@ static cnode *cnode_alloc(cache *c)
     n->acct = (cache_acct_node){
         .requested = n->pub.requested,
         .gpu_used = n->pub.gpu_used,
+        .containers_cpu = &n->pub.containers_cpu,
         .generation = &n->pub.generation,
         .bind_version = &n->pub.bind_version,
         .slot = &n->pub.slot,
@@ -1002,9 +1003,11 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
         int64_t sum[MODEL_MAX_RES] = {0}, asum[MODEL_MAX_RES] = {0};
         int32_t gsum[MODEL_MAX_GPUS] = {0};
         uint32_t gassumed = 0;
+        int64_t csum = 0;
         size_t npods = 0;
         for (const pentry *e = n->rec->pods; e; e = e->next) {
             int k = 0;
+            csum += e->containers_cpu;
             for (uint32_t m = e->req_mask; m; m &= m - 1) {
                 int r = __builtin_ctz(m);
                 sum[r] += e->req[k];
@@ -1017,6 +1020,12 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
             if (e->state == CACHE_ACCT_ASSUMED)
                 gassumed |= e->gpu_devices;
             npods++;
+        }
+        if (cache_node_containers_cpu(&n->pub) != csum) {
+            err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                              "node %s: containers_cpu = %lld but its pods sum to %lld", spec->name,
+                              (long long)cache_node_containers_cpu(&n->pub), (long long)csum);
+            goto done;
         }
         if (npods != n->rec->npods) {
             err = as_diag_set(diag, AS_EINTERNAL, NULL, "node %s: pod list length", spec->name);

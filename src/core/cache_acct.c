@@ -30,6 +30,8 @@ static void usage_apply(cache_acct *a, const cache_acct_node *n, const pentry *e
         int d = __builtin_ctz(m);
         __atomic_add_fetch(&used[d], sign * e->gpu_milli, __ATOMIC_RELAXED);
     }
+    if (e->containers_cpu)
+        __atomic_add_fetch(n->containers_cpu, sign * e->containers_cpu, __ATOMIC_RELAXED);
     bump_generation(n);
     if (sign > 0)
         bump_bind_version(n);
@@ -175,6 +177,7 @@ pentry *cache_acct_entry_new(const char *uid, size_t uid_len, const model_pod *p
     e->uid[uid_len] = '\0';
     e->key = e->uid + uid_len + 1;
     snprintf(e->key, key_len + 1, "%s/%s", ns, name);
+    e->containers_cpu = pod->mirror ? 0 : pod->containers_cpu;
     e->gpu_count = (uint16_t)(pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count);
     e->gpu_milli = (int32_t)(pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli);
     return e;
@@ -190,7 +193,8 @@ bool cache_acct_same_request(const pentry *e, const model_pod *pod)
         if (in ? e->req[k++] != want : want != 0)
             return false;
     }
-    return e->gpu_count == pod->gpu_count && (uint32_t)e->gpu_milli == pod->gpu_milli;
+    return e->gpu_count == pod->gpu_count && (uint32_t)e->gpu_milli == pod->gpu_milli &&
+           e->containers_cpu == (pod->mirror ? 0 : pod->containers_cpu);
 }
 
 /* by_size orders GPU pods largest first: more devices, then larger shares,

@@ -53,7 +53,7 @@ void cache_acct_rec_maybe_free(cache_acct *a, prec *r);
 pentry *cache_acct_entry_new(const char *uid, size_t uid_len, const model_pod *pod);
 
 /* cache_acct_same_request: does the entry already hold exactly the pod's
- * demand? */
+ * demand (request, GPUs and the containers' CPU it counts)? */
 bool cache_acct_same_request(const pentry *e, const model_pod *pod);
 
 /* cache_acct_attach places e's usage on its record's node (if any; else it

@@ -44,8 +44,9 @@ typedef enum cache_acct_state {
  * very counters readers load.
  */
 typedef struct cache_acct_node {
-    int64_t *requested; /* [MODEL_MAX_RES] (atomic) */
-    int32_t *gpu_used;  /* [MODEL_MAX_GPUS] (atomic) */
+    int64_t *requested;      /* [MODEL_MAX_RES] (atomic) */
+    int32_t *gpu_used;       /* [MODEL_MAX_GPUS] (atomic) */
+    int64_t *containers_cpu; /* (atomic) */
     uint64_t *generation;
     uint64_t *bind_version;
     const uint32_t *slot;  /* where the node sits in the dense array */
@@ -71,6 +72,7 @@ struct pentry {
     pentry *next, *prev;   /* on rec->pods */
     pentry *anext, *aprev; /* on the assumed list (state ASSUMED only) */
     int64_t assumed_at_ms;
+    int64_t containers_cpu; /* the pod's containers_cpu; 0 for a mirror pod */
     uint64_t epoch;
     uint32_t req_mask;
     uint32_t gpu_devices;

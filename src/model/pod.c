@@ -189,6 +189,7 @@ static as_err pod_requests(pod_dec *d, const json_t *spec)
         if ((err = acc_add(d, &total, &one, base)))
             return err;
     }
+    int64_t containers_cpu = total.v[MODEL_RES_CPU];
     for (size_t i = 0; i < json_array_size(inits); i++) {
         bool sidecar;
         snprintf(base, sizeof base, "spec.initContainers[%zu]", i);
@@ -251,6 +252,7 @@ static as_err pod_requests(pod_dec *d, const json_t *spec)
     for (int i = 0; i < MODEL_MAX_RES; i++)
         p->req.v[i] = total.v[i];
     p->req.v[MODEL_RES_PODS] = 1;
+    p->containers_cpu = containers_cpu;
     p->req_mask = 0;
     for (int i = 0; i < MODEL_MAX_RES; i++) {
         if (p->req.v[i])
@@ -615,7 +617,9 @@ static as_err pod_metadata(pod_dec *d, const json_t *obj)
                               JSON_STRING, &v)))
         return err;
     p->terminating = v != NULL;
-    if ((err = pod_gpu_annotations(d, json_object_get(meta, "annotations"))))
+    const json_t *annots = json_object_get(meta, "annotations");
+    p->mirror = json_is_object(annots) && json_object_get(annots, "kubernetes.io/config.mirror");
+    if ((err = pod_gpu_annotations(d, annots)))
         return err;
     if ((err = model_priv_get(&d->c, meta, "creationTimestamp", "metadata.creationTimestamp",
                               JSON_STRING, &v)))
@@ -681,6 +685,7 @@ static void spec_copy(model_pod *p, const model_pod *src)
     p->ntolerations = src->ntolerations;
     p->req = src->req;
     p->req_mask = src->req_mask;
+    p->containers_cpu = src->containers_cpu;
     p->unknown_res = src->unknown_res;
     p->gpu_count = src->gpu_count;
     p->gpu_milli = src->gpu_milli;

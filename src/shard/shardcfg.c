@@ -188,6 +188,20 @@ static bool dns_name_ok(const char *s)
 
 static const char *const policy_names[] = {"allocation-rate", "warmup", "node-limit"};
 
+/* Volcano rejects minNodes/maxNodes in the arguments of any policy but
+ * node-limit (its validatePolicies). */
+static as_err node_limit_args_elsewhere(const json_t *args, const char *field, const char *origin,
+                                        as_diag *diag)
+{
+    static const char *const nk[] = {"minNodes", "maxNodes"};
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_get(args, nk[i]))
+            return as_diag_set(diag, AS_EINVAL, field,
+                               "%s: %s: %s is only supported by the node-limit policy", origin,
+                               field, nk[i]);
+    return AS_OK;
+}
+
 static as_err parse_policy(const json_t *pj, shardcfg_policy *p, const char *field,
                            const char *origin, as_diag *diag)
 {
@@ -215,10 +229,15 @@ static as_err parse_policy(const json_t *pj, shardcfg_policy *p, const char *fie
     memset(p, 0, sizeof *p);
     p->kind = (shardcfg_policy_kind)kind;
     p->weight = 1;
+    /* Volcano's allocation-rate reads both limits into zeroes: an omitted
+     * maxCPUUtil is 0, not 1. */
     p->min_util = 0;
-    p->max_util = 1;
-    if ((err = get_num(pj, "weight", 0, 1e6, &p->weight, field, origin, diag)))
+    p->max_util = 0;
+    /* Volcano's weights are integers: its config decoding fails on 0.5. */
+    long w = 1;
+    if ((err = get_int(pj, "weight", 0, 1000000, &w, field, origin, diag)))
         return err;
+    p->weight = (double)w;
     /* As Volcano's controller: 0 is "omitted", the default 1 (a policy
      * cannot be switched off by its weight). */
     if (p->weight == 0)
@@ -235,17 +254,24 @@ static as_err parse_policy(const json_t *pj, shardcfg_policy *p, const char *fie
     switch (p->kind) {
     case SHARDCFG_POL_ALLOCATION_RATE: {
         static const char *const ak[] = {"minCPUUtil", "maxCPUUtil", NULL};
-        if ((err = check_keys(args, ak, f, origin, diag)) ||
+        if ((err = node_limit_args_elsewhere(args, f, origin, diag)) ||
+            (err = check_keys(args, ak, f, origin, diag)) ||
             (err = get_num(args, "minCPUUtil", 0, 1, &p->min_util, f, origin, diag)) ||
             (err = get_num(args, "maxCPUUtil", 0, 1, &p->max_util, f, origin, diag)))
             break;
         if (p->min_util > p->max_util)
-            err = as_diag_set(diag, AS_ERANGE, f, "%s: %s: minCPUUtil %g is above maxCPUUtil %g",
-                              origin, f, p->min_util, p->max_util);
+            err = as_diag_set(diag, AS_ERANGE, f, "%s: %s: minCPUUtil %g is above maxCPUUtil %g%s",
+                              origin, f, p->min_util, p->max_util,
+                              json_object_get(args, "maxCPUUtil")
+                                  ? ""
+                                  : " (omitted, it is 0 as in Volcano: set maxCPUUtil: 1.0)");
         break;
     }
     case SHARDCFG_POL_WARMUP: {
         static const char *const ak[] = {"warmupLabel", "warmupLabelValue", NULL};
+        err = node_limit_args_elsewhere(args, f, origin, diag);
+        if (err)
+            break;
         if ((err = check_keys(args, ak, f, origin, diag)) ||
             (err = get_str(args, "warmupLabel", &p->label, f, origin, diag)) ||
             (err = get_str(args, "warmupLabelValue", &p->label_value, f, origin, diag)))
@@ -313,8 +339,6 @@ static as_err legacy_policies(const json_t *sj, shardcfg_sched *s, const char *f
                                          NULL};
     for (const char *const *k = legacy; *k; k++)
         any |= json_object_get(sj, *k) != NULL;
-    if (!any)
-        return AS_OK;
     as_err err;
     if (s->npol) {
         static const char *const ignored[] = {"cpuUtilizationMin", "cpuUtilizationMax",
@@ -343,17 +367,14 @@ static as_err legacy_policies(const json_t *sj, shardcfg_sched *s, const char *f
             return err;
         s->npol++;
     } else {
+        /* Omitted limits are 0 (checked by volcano_sched_checks): a
+         * scheduler with neither policies nor limits takes idle nodes only. */
         shardcfg_policy *ar = &s->pol[s->npol++];
         ar->kind = SHARDCFG_POL_ALLOCATION_RATE;
         ar->weight = 1;
-        ar->max_util = 1;
         if ((err = get_num(sj, "cpuUtilizationMin", 0, 1, &ar->min_util, field, origin, diag)) ||
             (err = get_num(sj, "cpuUtilizationMax", 0, 1, &ar->max_util, field, origin, diag)))
             return err;
-        if (ar->min_util > ar->max_util)
-            return as_diag_set(diag, AS_ERANGE, field,
-                               "%s: %s: cpuUtilizationMin is above cpuUtilizationMax", origin,
-                               field);
     }
     json_t *w = json_object_get(sj, "preferWarmupNodes");
     if (w && !json_is_boolean(w))
@@ -369,7 +390,36 @@ static as_err legacy_policies(const json_t *sj, shardcfg_sched *s, const char *f
     }
     if ((err = flat_node_limit(sj, s, field, origin, diag)))
         return err;
-    log_warn("msg=\"deprecated flat scheduler fields; use policies\" scheduler=%s", s->name);
+    if (any)
+        log_warn("msg=\"deprecated flat scheduler fields; use policies\" scheduler=%s", s->name);
+    return AS_OK;
+}
+
+/* Volcano checks the scheduler-level fields whether or not policies are
+ * given (its ParseShardingConfig), an omitted one being 0: both limits in
+ * [0, 1] with cpuUtilizationMin <= cpuUtilizationMax, and 0 <= minNodes <=
+ * maxNodes. */
+static as_err volcano_sched_checks(const json_t *sj, const char *field, const char *origin,
+                                   as_diag *diag)
+{
+    double cmin = 0, cmax = 0;
+    long nmin = 0, nmax = 0;
+    as_err err;
+    if ((err = get_num(sj, "cpuUtilizationMin", 0, 1, &cmin, field, origin, diag)) ||
+        (err = get_num(sj, "cpuUtilizationMax", 0, 1, &cmax, field, origin, diag)) ||
+        (err = get_int(sj, "minNodes", 0, 1000000, &nmin, field, origin, diag)) ||
+        (err = get_int(sj, "maxNodes", 0, 1000000, &nmax, field, origin, diag)))
+        return err;
+    if (cmin > cmax)
+        return as_diag_set(diag, AS_ERANGE, field,
+                           "%s: %s: cpuUtilizationMin %g is above cpuUtilizationMax %g (an "
+                           "omitted one is 0; Volcano rejects this config too)",
+                           origin, field, cmin, cmax);
+    if (nmax < nmin)
+        return as_diag_set(diag, AS_ERANGE, field,
+                           "%s: %s: maxNodes %ld is below minNodes %ld (an omitted one is 0; "
+                           "Volcano rejects this config too)",
+                           origin, field, nmax, nmin);
     return AS_OK;
 }
 
@@ -428,7 +478,8 @@ static as_err parse_sched(const json_t *sj, shardcfg_sched *s, const char *field
                 return as_diag_set(diag, AS_EINVAL, pf, "%s: %s: policy %s given twice", origin, pf,
                                    policy_names[s->pol[j].kind]);
     }
-    if ((err = legacy_policies(sj, s, field, origin, diag)))
+    if ((err = volcano_sched_checks(sj, field, origin, diag)) ||
+        (err = legacy_policies(sj, s, field, origin, diag)))
         return err;
     for (size_t j = 0; j < s->npol; j++)
         if (s->pol[j].kind == SHARDCFG_POL_NODE_LIMIT) {

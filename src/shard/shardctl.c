@@ -28,6 +28,7 @@ typedef struct enode {
     int owner;      /* scheduler index, -1 none */
     int pass_owner; /* scratch of a selection pass */
     uint64_t dmark; /* == engine dgen while in the dirty list */
+    uint32_t batch; /* batched mode: its batch (rank by name / SHARDCTL_BATCH) */
     double *score;  /* per scheduler (valid where elig) */
     bool live;
 } enode;
@@ -64,6 +65,16 @@ struct shardctl_engine {
     uint32_t *dirty;
     size_t ndirty, cap_dirty;
     uint64_t dgen;
+    /* Batched mode (see shardctl.h): some scheduler has a cap and more
+     * than SHARDCTL_BATCH nodes are live. order: the live nodes by name
+     * (valid while the node set is unchanged); batched: the owners were
+     * last computed batch by batch (the boundaries are stale). */
+    bool any_cap, order_valid, batched;
+    /* Nodes joined or left in batched mode: every batch is reselected at
+     * the next read (settle), once for a burst of joins. */
+    bool stale;
+    uint32_t *order;
+    size_t norder, cap_order;
 };
 
 /* Index of name, or -1. */
@@ -95,6 +106,8 @@ as_err shardctl_engine_new(const shardcfg_config *cfg, shardctl_engine **out)
         return AS_ENOMEM;
     e->cfg = cfg;
     e->ns = cfg->n;
+    for (size_t s = 0; s < cfg->n; s++)
+        e->any_cap |= cfg->sched[s].max_nodes > 0;
     *out = e;
     return AS_OK;
 }
@@ -112,6 +125,7 @@ void shardctl_engine_free(shardctl_engine *e)
     free(e->free_ids);
     table_free(&e->map);
     free(e->dirty);
+    free(e->order);
     for (size_t s = 0; s < e->ns; s++)
         free(e->s[s].v);
     free(e);
@@ -128,7 +142,7 @@ static double util_round(double u)
 double shardctl_node_util(const shardctl_node_info *n)
 {
     if (n->cpu_capacity <= 0)
-        return -1;
+        return 0;
     double u = (double)n->cpu_requested / (double)n->cpu_capacity;
     return util_round(u > 1 ? 1 : u);
 }
@@ -142,9 +156,9 @@ static bool eval_sched(const shardcfg_sched *sc, const shardctl_node_info *n, do
         const shardcfg_policy *p = &sc->pol[j];
         switch (p->kind) {
         case SHARDCFG_POL_ALLOCATION_RATE: {
-            /* Missing metrics or outside the band: not this scheduler's. */
+            /* Outside the band: not this scheduler's. */
             double lo = util_round(p->min_util), hi = util_round(p->max_util);
-            if (util < 0 || util < lo || util > hi)
+            if (util < lo || util > hi)
                 return false;
             double span = hi - lo;
             double v = span > 0 ? (util - lo) / span : 1.0;
@@ -292,6 +306,158 @@ static void select_pass(shardctl_engine *e)
     }
     for (size_t s = 0; s < e->ns; s++)
         fix_boundary(e, s, e->s[s].n ? e->s[s].n - 1 : 0);
+}
+
+/* ---- batched mode --------------------------------------------------- */
+
+static bool want_batched(const shardctl_engine *e)
+{
+    return e->any_cap && e->live > SHARDCTL_BATCH;
+}
+
+typedef struct name_ent {
+    const char *name;
+    uint32_t node;
+} name_ent;
+
+static int name_ent_cmp(const void *a, const void *b)
+{
+    return strcmp(((const name_ent *)a)->name, ((const name_ent *)b)->name);
+}
+
+/* Puts the live nodes in name order and gives each its batch. */
+static as_err build_order(shardctl_engine *e)
+{
+    if (e->order_valid)
+        return AS_OK;
+    as_err err = AS_OK;
+    name_ent *tmp = malloc((e->live ? e->live : 1) * sizeof *tmp);
+    if (!tmp)
+        return AS_ENOMEM;
+    if (e->cap_order < e->live) {
+        uint32_t *v = realloc(e->order, e->live * sizeof *v);
+        if (!v) {
+            err = AS_ENOMEM;
+            goto done;
+        }
+        e->order = v;
+        e->cap_order = e->live;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < e->nnodes && k < e->live; i++)
+        if (e->nodes[i].live)
+            tmp[k++] = (name_ent){e->nodes[i].name, (uint32_t)i};
+    qsort(tmp, k, sizeof *tmp, name_ent_cmp);
+    for (size_t j = 0; j < k; j++) {
+        e->order[j] = tmp[j].node;
+        e->nodes[tmp[j].node].batch = (uint32_t)(j / SHARDCTL_BATCH);
+    }
+    e->norder = k;
+    e->order_valid = true;
+done:
+    free(tmp);
+    return err;
+}
+
+/*
+ * select_batch runs batch b's selection as Volcano's controller runs each
+ * batch: schedulers in config order, each taking, among the batch's nodes
+ * its filter accepts and no earlier scheduler took, the first max_nodes by
+ * score (descending; a stable sort of the batch in name order, so ties go
+ * by name). Sets pass_owner of the batch's nodes.
+ */
+static void select_batch(shardctl_engine *e, size_t b)
+{
+    size_t lo = b * SHARDCTL_BATCH, hi = lo + SHARDCTL_BATCH;
+    if (hi > e->norder)
+        hi = e->norder;
+    for (size_t k = lo; k < hi; k++)
+        e->nodes[e->order[k]].pass_owner = -1;
+    for (size_t s = 0; s < e->ns; s++) {
+        uint32_t cand[SHARDCTL_BATCH];
+        size_t m = 0;
+        for (size_t k = lo; k < hi; k++) {
+            uint32_t y = e->order[k];
+            const enode *n = &e->nodes[y];
+            if (!((n->elig >> s) & 1) || n->pass_owner >= 0)
+                continue;
+            size_t j = m++;
+            while (j > 0 && e->nodes[cand[j - 1]].score[s] < n->score[s]) {
+                cand[j] = cand[j - 1];
+                j--;
+            }
+            cand[j] = y;
+        }
+        long max = e->cfg->sched[s].max_nodes;
+        size_t take = max > 0 && (size_t)max < m ? (size_t)max : m;
+        for (size_t j = 0; j < take; j++)
+            e->nodes[cand[j]].pass_owner = (int)s;
+    }
+}
+
+/* Every batch's selection; the owners and unassigned counts from it. */
+static as_err batched_pass(shardctl_engine *e)
+{
+    as_err err = build_order(e);
+    if (err)
+        return err;
+    e->passes++;
+    for (size_t b = 0; b * SHARDCTL_BATCH < e->norder; b++)
+        select_batch(e, b);
+    e->unfit = e->capped = 0;
+    for (size_t i = 0; i < e->nnodes; i++) {
+        if (!e->nodes[i].live)
+            continue;
+        set_owner(e, (uint32_t)i, e->nodes[i].pass_owner);
+        count_unassigned(e, (uint32_t)i, +1);
+    }
+    for (size_t s = 0; s < e->ns; s++)
+        e->s[s].bvalid = false;
+    e->batched = true;
+    return AS_OK;
+}
+
+/* relayout recomputes every owner: batch by batch in batched mode, else
+ * the whole-shard pass (which also sets the boundaries the cascade needs,
+ * and stands in when the batches cannot be built). */
+static as_err relayout(shardctl_engine *e)
+{
+    as_err err = AS_OK;
+    if (want_batched(e) && !(err = batched_pass(e)))
+        return AS_OK;
+    e->batched = false;
+    select_pass(e);
+    return err;
+}
+
+/* settle brings the owners up to date before a read: the relayout that
+ * joins and departures in batched mode put off. */
+static void settle(shardctl_engine *e)
+{
+    if (!e->stale)
+        return;
+    e->stale = false;
+    if (relayout(e))
+        log_error("msg=\"shardctl engine: out of memory for the batches; whole-shard "
+                  "selection until the next change\"");
+}
+
+/* Node x's batch again after x changed (x already out of the unassigned
+ * counts): the other batches cannot change. */
+static void reselect_batch(shardctl_engine *e, uint32_t x)
+{
+    size_t b = e->nodes[x].batch;
+    size_t lo = b * SHARDCTL_BATCH, hi = lo + SHARDCTL_BATCH;
+    if (hi > e->norder)
+        hi = e->norder;
+    for (size_t k = lo; k < hi; k++)
+        if (e->order[k] != x)
+            count_unassigned(e, e->order[k], -1);
+    select_batch(e, b);
+    for (size_t k = lo; k < hi; k++) {
+        set_owner(e, e->order[k], e->nodes[e->order[k]].pass_owner);
+        count_unassigned(e, e->order[k], +1);
+    }
 }
 
 static bool avail(const shardctl_engine *e, uint32_t y, size_t s)
@@ -514,6 +680,19 @@ as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *in
     err = rescore(e, i, info, &moved);
     log_unfit_transition(n, old_elig, was_live);
     e->fast_updates++;
+    if (!was_live)
+        e->order_valid = false; /* a new name shifts the batches after it */
+    if (e->stale || e->batched || want_batched(e)) {
+        if (e->stale || !was_live || !e->order_valid) {
+            e->stale = true; /* settle recounts everything */
+            return err;
+        }
+        if (!moved)
+            count_unassigned(e, i, +1);
+        else
+            reselect_batch(e, i);
+        return err;
+    }
     if (was_live && !moved) {
         /* No sorted array changed: neither did any owner. */
         count_unassigned(e, i, +1);
@@ -530,15 +709,19 @@ as_err shardctl_engine_set_node(shardctl_engine *e, const shardctl_node_info *in
 static void drop_node(shardctl_engine *e, uint32_t i)
 {
     enode *n = &e->nodes[i];
+    /* Batched before or after: the batches after its name shift. */
+    bool rebatch = e->stale || e->batched || (e->any_cap && e->live - 1 > SHARDCTL_BATCH);
     count_unassigned(e, i, -1);
     for (size_t s = 0; s < e->ns; s++)
         if ((n->elig >> s) & 1)
             ent_remove(e, &e->s[s], n->score[s], i);
     n->elig = 0;
     /* Its slots go to the next in line (the name is still valid here). */
-    if (cascade(e, i))
-        select_pass(e);
-    count_unassigned(e, i, -1);
+    if (!rebatch) {
+        if (cascade(e, i))
+            select_pass(e);
+        count_unassigned(e, i, -1);
+    }
     set_owner(e, i, -1);
     map_del(e, n->name);
     free(n->name);
@@ -547,6 +730,10 @@ static void drop_node(shardctl_engine *e, uint32_t i)
     n->live = false;
     e->live--;
     e->free_ids[e->nfree++] = i;
+    if (rebatch) {
+        e->order_valid = false;
+        e->stale = true;
+    }
 }
 
 /* See shardctl.h. */
@@ -663,7 +850,10 @@ as_err shardctl_engine_resync(shardctl_engine *e, const shardctl_node_info *node
             es->v[k] = (eent){tmp[k].score, tmp[k].node};
         es->n = m;
     }
-    select_pass(e);
+    e->order_valid = false;
+    e->stale = false;
+    if ((err = relayout(e)))
+        goto done;
     if (e->unfit) {
         /* One line per resync (they recur every shardSyncPeriod); node
          * events log each transition. */
@@ -699,6 +889,7 @@ as_err shardctl_engine_members(shardctl_engine *e, size_t s, const char ***names
     *n = 0;
     if (s >= e->ns)
         return AS_EINVAL;
+    settle(e);
     const char **v = calloc(e->s[s].members + 1, sizeof *v);
     if (!v)
         return AS_ENOMEM;
@@ -715,21 +906,24 @@ as_err shardctl_engine_members(shardctl_engine *e, size_t s, const char ***names
 }
 
 /* See shardctl.h. */
-uint64_t shardctl_engine_version(const shardctl_engine *e, size_t i)
+uint64_t shardctl_engine_version(shardctl_engine *e, size_t i)
 {
+    settle(e);
     return i < e->ns ? e->s[i].version : 0;
 }
 
 /* See shardctl.h. */
 int shardctl_engine_owner(shardctl_engine *e, const char *name)
 {
+    settle(e);
     long i = map_find(e, name);
     return i < 0 ? -1 : e->nodes[i].owner;
 }
 
 /* See shardctl.h. */
-void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out)
+void shardctl_engine_get_stats(shardctl_engine *e, shardctl_engine_stats *out)
 {
+    settle(e);
     memset(out, 0, sizeof *out);
     out->nodes = e->live;
     out->unfit = e->unfit;
@@ -741,4 +935,28 @@ void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *
     out->fast_updates = e->fast_updates;
     out->passes = e->passes;
     out->resyncs = e->resyncs;
+}
+
+static int cmp_cstr_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* See shardctl.h. */
+bool shardctl_needs_write(const char *const *cur, size_t ncur, const char *const *next, size_t n)
+{
+    if (!cur || ncur != n)
+        return true;
+    const char **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return true;
+    if (n)
+        memcpy(v, cur, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_cstr_ptr);
+    size_t threshold = n / 10 > 1 ? n / 10 : 1, fresh = 0;
+    for (size_t i = 0; i < n && fresh < threshold; i++)
+        if (!bsearch(&next[i], v, n, sizeof *v, cmp_cstr_ptr))
+            fresh++;
+    free(v);
+    return fresh >= threshold;
 }

@@ -32,25 +32,27 @@ static uint64_t rnd(void)
     return rng;
 }
 
-static const char *cfg_unsat = "schedulerConfigs:\n"
-                               "- name: agent-scheduler\n"
-                               "  policies:\n"
-                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.7}}\n"
-                               "  - {name: warmup, weight: 5}\n"
-                               "- name: volcano\n"
-                               "  policies:\n"
-                               "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.69}}\n";
+static const char *cfg_unsat =
+    "schedulerConfigs:\n"
+    "- name: agent-scheduler\n"
+    "  policies:\n"
+    "  - {name: allocation-rate, arguments: {minCPUUtil: 0.7, maxCPUUtil: 1.0}}\n"
+    "  - {name: warmup, weight: 5}\n"
+    "- name: volcano\n"
+    "  policies:\n"
+    "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.69}}\n";
 
-static const char *cfg_capped = "schedulerConfigs:\n"
-                                "- name: agent-scheduler\n"
-                                "  policies:\n"
-                                "  - {name: allocation-rate, arguments: {minCPUUtil: 0.5}}\n"
-                                "  - {name: warmup, weight: 5}\n"
-                                "  - {name: node-limit, arguments: {maxNodes: 1000}}\n"
-                                "- name: volcano\n"
-                                "  policies:\n"
-                                "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.9}}\n"
-                                "  - {name: node-limit, arguments: {maxNodes: 3000}}\n";
+static const char *cfg_capped =
+    "schedulerConfigs:\n"
+    "- name: agent-scheduler\n"
+    "  policies:\n"
+    "  - {name: allocation-rate, arguments: {minCPUUtil: 0.5, maxCPUUtil: 1.0}}\n"
+    "  - {name: warmup, weight: 5}\n"
+    "  - {name: node-limit, arguments: {maxNodes: 20}}\n"
+    "- name: volcano\n"
+    "  policies:\n"
+    "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.9}}\n"
+    "  - {name: node-limit, arguments: {maxNodes: 30}}\n";
 
 static int run(const char *label, const char *text, size_t nn, size_t nev)
 {

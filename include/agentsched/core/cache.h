@@ -98,11 +98,19 @@ typedef struct cache_node {
     uint32_t ntaints;   /* spec->ntaints */
     uint32_t ngpus;     /* spec->ngpus, capped at MODEL_MAX_GPUS */
     model_resvec alloc; /* spec->alloc */
+    /* (atomic) what Volcano's sharding controller counts of the same pods:
+     * their containers' CPU requests (model_pod containers_cpu), mirror
+     * pods left out. Only the shard controller reads it. */
+    int64_t containers_cpu;
 } cache_node;
 
 static inline int64_t cache_node_requested(const cache_node *n, int r)
 {
     return __atomic_load_n(&n->requested[r], __ATOMIC_RELAXED);
+}
+static inline int64_t cache_node_containers_cpu(const cache_node *n)
+{
+    return __atomic_load_n(&n->containers_cpu, __ATOMIC_RELAXED);
 }
 static inline int32_t cache_node_gpu_used(const cache_node *n, int dev)
 {

@@ -45,7 +45,12 @@ typedef struct model_pod {
      * + sum(restartable init containers), each init container + the
      * restartable ones before it) + overhead. req.v[MODEL_RES_PODS] = 1. */
     model_resvec req;
-    uint32_t req_mask;       /* bit r set when req.v[r] != 0 */
+    uint32_t req_mask; /* bit r set when req.v[r] != 0 */
+    /* The sum of spec.containers' CPU requests alone (milli-CPU; limits
+     * standing in for missing requests, as above): no init containers,
+     * pod-level resources or overhead. What Volcano's sharding controller
+     * counts of a pod (shardctl.h). */
+    int64_t containers_cpu;
     const char *unknown_res; /* first requested resource no node has, or NULL */
     /* GPU demand: whole GPUs (count=k, milli=1000) or a share of one
      * (count=1, milli=reg->gpu_share_name's value, 1..1000). count=0: none.
@@ -70,6 +75,7 @@ typedef struct model_pod {
     int32_t priority;
     model_phase phase;
     bool terminating;   /* metadata.deletionTimestamp set */
+    bool mirror;        /* a static pod's mirror (annotation kubernetes.io/config.mirror) */
     int64_t created_ms; /* metadata.creationTimestamp, ms since epoch; 0 if absent */
     /* A reference to the shared spec the spec-derived fields above point
      * into (model_pod_from_json_spec); NULL when the pod's pool owns them. */

@@ -61,13 +61,17 @@ typedef struct shardcfg_config {
  * (schedulerConfigs[] {name, type, policies[] {name, weight, arguments}},
  * shardSyncPeriod, enableNodeEventTrigger) and its deprecated flat fields
  * (cpuUtilizationMin/Max, preferWarmupNodes, minNodes, maxNodes), which
- * become policies. The document may also be the whole ConfigMap Volcano
- * reads (apiVersion v1, kind ConfigMap: its data's sharding.yaml), or a
- * mapping with only the key sharding.yaml (a data excerpt). Unknown fields
- * are ignored as Volcano ignores them and listed in (*out)->unknown for
- * the caller to warn; unknown policies are errors (Volcano rejects them
- * too). AS_EPARSE / AS_EINVAL / AS_ERANGE with diag naming the field.
- * Caller owns *out (shardcfg_free).
+ * become policies. Omitted limits are 0 as in Volcano (maxCPUUtil too, so
+ * a scheduler with neither policies nor limits takes idle nodes only), and
+ * what Volcano's parsing or its policies reject is rejected (a minimum
+ * above its maximum, minNodes/maxNodes outside node-limit). The document
+ * may also be the whole ConfigMap Volcano reads (apiVersion v1, kind
+ * ConfigMap: its data's sharding.yaml), or a mapping with only the key
+ * sharding.yaml (a data excerpt). Unknown fields are ignored as Volcano
+ * ignores them and listed in (*out)->unknown for the caller to warn;
+ * unknown policies are errors (Volcano rejects them too). AS_EPARSE /
+ * AS_EINVAL / AS_ERANGE with diag naming the field. Caller owns *out
+ * (shardcfg_free).
  */
 as_err shardcfg_parse(const char *data, size_t len, const char *origin, shardcfg_config **out,
                       as_diag *diag);

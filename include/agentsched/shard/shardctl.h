@@ -6,11 +6,14 @@
  *
  * Layers, each testable on its own:
  *   shardcfg_config  parse + validate the config (YAML or JSON via doc.h)
- *   shardctl_engine  the assignment: per scheduler, in config order,
- *                    filter (every filter policy accepts) -> weighted score
- *                    -> select (node-limit caps the WHOLE shard), a node
- *                    going to the first scheduler that selects it. Node
- *                    events update it incrementally.
+ *   shardctl_engine  the assignment as Volcano's controller computes it:
+ *                    per scheduler, in config order, filter (every filter
+ *                    policy accepts) -> weighted score -> select
+ *                    (node-limit's maxNodes), a node going to the first
+ *                    scheduler that selects it; past SHARDCTL_BATCH nodes,
+ *                    per batch of that many (cut in name order), maxNodes
+ *                    capping each batch. Node events update it
+ *                    incrementally.
  * The command that runs it (k8s client, config hot reload, loop) is
  * cmd/shard_controller.h.
  *
@@ -26,6 +29,17 @@
  * (those already owned by earlier schedulers); no re-scoring, sorting or
  * pass over all nodes. A full resync rebuilds everything from scratch and
  * is the reference the tests compare the incremental result with.
+ *
+ * BATCHES. With more than SHARDCTL_BATCH live nodes and some scheduler
+ * capped, the selection runs per batch (Volcano's controller cuts its
+ * informer's list, in map order, so any fixed order gives one of its
+ * possible answers; the engine's is by name). Batches are independent: a
+ * node's change reselects its own batch (SHARDCTL_BATCH nodes times the
+ * schedulers); a node added or removed shifts the batches after its name,
+ * so the engine re-sorts the names and reselects every batch, once, at the
+ * next read (members, version, owner, stats), however many nodes joined or
+ * left meanwhile. Without a cap the batches change nothing and the cascade
+ * above applies.
  */
 #ifndef AGENTSCHED_SHARDCTL_H
 #define AGENTSCHED_SHARDCTL_H
@@ -45,9 +59,12 @@
 /* What the engine needs of one node; borrowed for the call only. */
 typedef struct shardctl_node_info {
     const char *name;
-    int64_t cpu_requested; /* milli-CPU of the pods on it */
-    /* milli-CPU of status.capacity (allocatable when capacity is absent):
-     * the denominator Volcano's controller uses; <= 0: utilisation unknown */
+    /* milli-CPU of its pods as Volcano's controller counts them: the
+     * containers' requests of the bound pods neither Succeeded nor Failed,
+     * mirror pods left out (cache_node_containers_cpu) */
+    int64_t cpu_requested;
+    /* milli-CPU of status.capacity (not allocatable), the denominator
+     * Volcano's controller uses; <= 0: utilisation 0, as there */
     int64_t cpu_capacity;
     const model_labels *labels; /* may be NULL */
     uint64_t tag;               /* caller's change marker (e.g. cache generation) */
@@ -57,7 +74,7 @@ typedef struct shardctl_node_info {
  * shardctl_node_util is the CPU utilisation the allocation-rate policy
  * judges, as Volcano's controller computes it: requests / capacity, capped
  * at 1 and rounded to hundredths (the band's limits are rounded the same
- * way). -1 when the capacity is unknown (no scheduler's band accepts it).
+ * way); 0 when the capacity is absent or 0.
  */
 double shardctl_node_util(const shardctl_node_info *n);
 
@@ -67,6 +84,11 @@ typedef struct shardctl_engine shardctl_engine;
  * config reload builds a new engine). Caller owns. */
 as_err shardctl_engine_new(const shardcfg_config *cfg, shardctl_engine **out);
 void shardctl_engine_free(shardctl_engine *e);
+
+/* Volcano's controller selects per batch of this many nodes (in its
+ * informer's list order; the engine's batches are cut in name order) once
+ * there are more nodes than that. */
+#define SHARDCTL_BATCH 50
 
 /* Nodes an engine holds at most (the node cache's CACHE_MAX_NODES): only a
  * runaway source reaches it; new nodes past it are refused with AS_ELIMIT. */
@@ -105,7 +127,7 @@ as_err shardctl_engine_members(shardctl_engine *e, size_t i, const char ***names
 
 /* shardctl_engine_version: scheduler i's membership counter (as
  * shardctl_engine_members reports it), without building the list. */
-uint64_t shardctl_engine_version(const shardctl_engine *e, size_t i);
+uint64_t shardctl_engine_version(shardctl_engine *e, size_t i);
 
 /* shardctl_engine_owner: index of the scheduler owning name, -1 when
  * unassigned or unknown. */
@@ -124,7 +146,19 @@ typedef struct shardctl_engine_stats {
 
 /* shardctl_engine_get_stats fills *out from the engine's current state
  * (entries beyond the config's schedulers are 0). The engine has no lock:
- * like every engine call, not concurrently with a mutation. */
-void shardctl_engine_get_stats(const shardctl_engine *e, shardctl_engine_stats *out);
+ * like every engine call (reads too, which settle the batches), not
+ * concurrently with a mutation. */
+void shardctl_engine_get_stats(shardctl_engine *e, shardctl_engine_stats *out);
+
+/*
+ * shardctl_needs_write is Volcano's rule for rewriting a NodeShard's
+ * nodesDesired (its controller's assignmentNeedsUpdate), compared with the
+ * object, not with time: cur (ncur names, the object's nodesDesired; NULL
+ * when there is no object) is replaced by next (n names) when the count
+ * differs, or when at least max(1, n / 10) (integer division) of next's
+ * names are not in cur. So with the count unchanged, fewer new names than
+ * that leave the object as it is, at every later check too.
+ */
+bool shardctl_needs_write(const char *const *cur, size_t ncur, const char *const *next, size_t n);
 
 #endif

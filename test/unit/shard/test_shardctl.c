@@ -1,7 +1,7 @@
 /* test_shardctl.c - the sharding controller: config parsing and
- * validation, hot reload keeping the old config, the policies, whole-shard
- * maxNodes, config order, unfit nodes, incremental == from-scratch (the
- * lease it leads by: test_k8s_lease.c). */
+ * validation, hot reload keeping the old config, the policies, maxNodes per
+ * batch of 50, config order, unfit nodes, Volcano's rewrite rule,
+ * incremental == from-scratch (the lease it leads by: test_k8s_lease.c). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -116,10 +116,21 @@ Test(shardcfg_config, flat_fields_as_volcano_fills_them_in)
         {"{name: a, maxNodes: 3, policies: [{name: warmup}]}", "warmup node-limit:3", ""},
         {"{name: a, maxNodes: 3, policies: [{name: node-limit, arguments: {maxNodes: 5}}]}",
          "node-limit:5", ""},
-        {"{name: a, cpuUtilizationMin: 0.5, preferWarmupNodes: true, policies: [{name: warmup}]}",
-         "warmup", "schedulerConfigs[0].cpuUtilizationMin, schedulerConfigs[0].preferWarmupNodes"},
-        {"{name: a, arguments: {minCPUUtil: 0.2, maxCPUUtil: 0.4}, cpuUtilizationMin: 0.9}",
+        {"{name: a, cpuUtilizationMin: 0.5, cpuUtilizationMax: 0.9, preferWarmupNodes: true, "
+         "policies: [{name: warmup}]}",
+         "warmup",
+         "schedulerConfigs[0].cpuUtilizationMin, schedulerConfigs[0].cpuUtilizationMax, "
+         "schedulerConfigs[0].preferWarmupNodes"},
+        {"{name: a, arguments: {minCPUUtil: 0.2, maxCPUUtil: 0.4}, cpuUtilizationMin: 0.9, "
+         "cpuUtilizationMax: 1.0}",
          "allocation-rate:0.20-0.40", ""},
+        /* Neither policies nor limits: Volcano's default band is [0, 0]
+         * (idle nodes only); an omitted maxCPUUtil is 0 too. */
+        {"{name: a}", "allocation-rate:0.00-0.00", ""},
+        {"{name: a, policies: []}", "allocation-rate:0.00-0.00", ""},
+        {"{name: a, maxNodes: 3}", "allocation-rate:0.00-0.00 node-limit:3", ""},
+        {"{name: a, arguments: {minCPUUtil: 0.0}}", "allocation-rate:0.00-0.00", ""},
+        {"{name: a, policies: [{name: allocation-rate}]}", "allocation-rate:0.00-0.00", ""},
         {"{name: a, cpuUtilizationMin: 0.1, cpuUtilizationMax: 0.3, preferWarmupNodes: true, "
          "minNodes: 1, maxNodes: 7}",
          "allocation-rate:0.10-0.30 warmup node-limit:7", ""},
@@ -179,7 +190,7 @@ Test(shardcfg_config, defaults_and_warmup_label)
     cr_assert_str_eq(c->sched[0].pol[0].label, "node.volcano.sh/warmup");
     cr_assert_str_eq(c->sched[0].pol[0].label_value, "true");
     cr_assert_float_eq(c->sched[0].pol[0].weight, 1, 1e-9);
-    cr_assert_float_eq(c->sched[0].pol[1].max_util, 1, 1e-9);
+    cr_assert_float_eq(c->sched[0].pol[1].max_util, 0, 1e-9, "as Volcano: omitted is 0");
     cr_assert_eq(c->sched[0].max_nodes, 0); /* no node-limit: no cap */
     cr_assert_eq(c->sync_period_ms, 90000);
     cr_assert_not(c->node_event_trigger);
@@ -217,6 +228,26 @@ Test(shardcfg_config, validation_errors_name_the_field)
     parse_bad("schedulerConfigs: [{name: a, policies: [{name: node-limit, arguments: "
               "{minNodes: 5, maxNodes: 2}}]}]\n",
               "schedulerConfigs[0].policies[0].arguments", "below minNodes");
+    /* What Volcano's config parsing or its policies' Initialize rejects
+     * (omitted limits being 0), whether or not policies are given. */
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: allocation-rate, arguments: "
+              "{minCPUUtil: 0.5}}]}]\n",
+              "schedulerConfigs[0].policies[0].arguments", "omitted, it is 0");
+    parse_bad("schedulerConfigs: [{name: a, arguments: {minCPUUtil: 0.5}}]\n",
+              "schedulerConfigs[0].arguments", "omitted, it is 0");
+    parse_bad("schedulerConfigs: [{name: a, cpuUtilizationMin: 0.3}]\n", "schedulerConfigs[0]",
+              "cpuUtilizationMin 0.3 is above cpuUtilizationMax 0");
+    parse_bad("schedulerConfigs: [{name: a, cpuUtilizationMin: 0.3, policies: [{name: warmup}]}]\n",
+              "schedulerConfigs[0]", "Volcano rejects");
+    parse_bad("schedulerConfigs: [{name: a, minNodes: 2}]\n", "schedulerConfigs[0]",
+              "maxNodes 0 is below minNodes 2");
+    parse_bad("schedulerConfigs: [{name: a, minNodes: 2, policies: [{name: warmup}]}]\n",
+              "schedulerConfigs[0]", "maxNodes 0 is below minNodes 2");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup, arguments: {maxNodes: "
+              "3}}]}]\n",
+              "schedulerConfigs[0].policies[0].arguments", "only supported by the node-limit");
+    parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup, weight: 0.5}]}]\n",
+              "schedulerConfigs[0].policies[0].weight", "integer");
     parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup, weight: -1}]}]\n",
               "schedulerConfigs[0].policies[0].weight", "outside");
     parse_bad("schedulerConfigs: [{name: a, policies: [{name: warmup}, {name: warmup}]}]\n",
@@ -319,16 +350,16 @@ Test(shardctl_engine, allocation_rate_band_and_unfit_nodes)
     shardctl_node_info v[] = {
         ni("busy", 800, 1000, false), ni("idle", 100, 1000, false),
         ni("mid", 600, 1000, false), /* in neither band */
-        ni("noalloc", 0, 0, false),  /* no metrics: fits no allocation-rate filter */
+        ni("noalloc", 0, 0, false),  /* no capacity: utilisation 0, as in Volcano */
     };
     cr_assert_eq(shardctl_engine_resync(e, v, 4, 1), AS_OK);
     cr_assert_eq(shardctl_engine_owner(e, "busy"), 0);
     cr_assert_eq(shardctl_engine_owner(e, "idle"), 1);
     cr_assert_eq(shardctl_engine_owner(e, "mid"), -1);
-    cr_assert_eq(shardctl_engine_owner(e, "noalloc"), -1);
+    cr_assert_eq(shardctl_engine_owner(e, "noalloc"), 1);
     shardctl_engine_stats st;
     shardctl_engine_get_stats(e, &st);
-    cr_assert_eq(st.unfit, 2);
+    cr_assert_eq(st.unfit, 1);
     cr_assert_eq(st.capped, 0);
     /* utilisation crosses the band: the node moves on a single event */
     shardctl_node_info up = ni("idle", 900, 1000, false);
@@ -337,7 +368,7 @@ Test(shardctl_engine, allocation_rate_band_and_unfit_nodes)
     shardctl_node_info fit = ni("mid", 400, 1000, false);
     cr_assert_eq(shardctl_engine_set_node(e, &fit, 2), AS_OK);
     shardctl_engine_get_stats(e, &st);
-    cr_assert_eq(st.unfit, 1);
+    cr_assert_eq(st.unfit, 0);
     cr_assert_geq(st.fast_updates, 2, "unsaturated events reassign one node");
     cr_assert_eq(st.passes, 1, "only the resync ran a selection pass");
     shardctl_engine_free(e);
@@ -361,7 +392,7 @@ Test(shardctl_engine, utilisation_rounded_to_hundredths_as_volcano)
     cr_assert_float_eq(shardctl_node_util(&a), 0.70, 1e-9);
     cr_assert_float_eq(shardctl_node_util(&b), 0.69, 1e-9);
     cr_assert_float_eq(shardctl_node_util(&over), 1.0, 1e-9, "capped at 1");
-    cr_assert_lt(shardctl_node_util(&none), 0);
+    cr_assert_float_eq(shardctl_node_util(&none), 0, 1e-9, "no capacity: 0, as in Volcano");
     shardcfg_config *c = parse_ok(volcano_example_cfg);
     shardctl_engine *e = NULL;
     cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
@@ -370,10 +401,10 @@ Test(shardctl_engine, utilisation_rounded_to_hundredths_as_volcano)
     cr_assert_eq(shardctl_engine_owner(e, "a"), 0);
     cr_assert_eq(shardctl_engine_owner(e, "b"), 1);
     cr_assert_eq(shardctl_engine_owner(e, "over"), 0, "over capacity counts as full");
-    cr_assert_eq(shardctl_engine_owner(e, "none"), -1);
+    cr_assert_eq(shardctl_engine_owner(e, "none"), 1, "utilisation 0: the idle band");
     shardctl_engine_stats st;
     shardctl_engine_get_stats(e, &st);
-    cr_assert_eq(st.unfit, 1, "only the node without capacity fits no band");
+    cr_assert_eq(st.unfit, 0);
     shardctl_engine_free(e);
     shardcfg_free(c);
 }
@@ -381,46 +412,124 @@ Test(shardctl_engine, utilisation_rounded_to_hundredths_as_volcano)
 static const char *limit_cfg = "schedulerConfigs:\n"
                                "- name: agent\n"
                                "  policies:\n"
-                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.5}}\n"
+                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.5, "
+                               "maxCPUUtil: 1.0}}\n"
                                "  - {name: warmup, weight: 5}\n"
-                               "  - {name: node-limit, arguments: {minNodes: 1, maxNodes: 60}}\n"
+                               "  - {name: node-limit, arguments: {minNodes: 1, maxNodes: 20}}\n"
                                "- name: batch\n"
                                "  policies:\n"
                                "  - {name: node-limit, arguments: {minNodes: 200}}\n";
 
-Test(shardctl_engine, max_nodes_caps_the_whole_shard_and_order_matters)
+Test(shardctl_engine, max_nodes_caps_each_batch_of_50_and_order_matters)
 {
     shardcfg_config *c = parse_ok(limit_cfg);
     shardctl_engine *e = NULL;
     cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
-    /* 150 busy nodes: agent (first) may take at most 60 of them in total
-     * (upstream caps per batch of 50); warm ones and busier ones first. */
+    /* 150 busy nodes: batches of 50 by name (n000-n049, n050-n099,
+     * n100-n149), each 0.50 to 0.99 busy, every tenth warm. agent (first)
+     * takes at most 20 per batch: the 5 warm ones, then the 15 busiest
+     * (offsets 49 down to 34 but 40, which is warm). */
     shardctl_node_info v[150];
     char names[150][16];
     for (int i = 0; i < 150; i++) {
         snprintf(names[i], sizeof names[i], "n%03d", i);
-        v[i] = ni(names[i], 500 + i, 1000, i % 10 == 0);
+        v[i] = ni(names[i], 500 + (i % 50) * 10, 1000, i % 10 == 0);
     }
     cr_assert_eq(shardctl_engine_resync(e, v, 150, 1), AS_OK);
-    const char **m = NULL;
-    size_t n = 0;
-    uint64_t ver = 0;
-    cr_assert_eq(shardctl_engine_members(e, 0, &m, &n, &ver), AS_OK);
-    cr_assert_eq(n, 60);
-    free(m);
-    for (int i = 0; i < 150; i += 10)
-        cr_assert_eq(shardctl_engine_owner(e, names[i]), 0, "warm %s first", names[i]);
-    cr_assert_eq(shardctl_engine_owner(e, "n149"), 0); /* busiest non-warm */
-    cr_assert_eq(shardctl_engine_owner(e, "n001"), 1); /* the rest go on */
+    for (int i = 0; i < 150; i++) {
+        int off = i % 50;
+        int want = off % 10 == 0 || off >= 34 ? 0 : 1;
+        cr_assert_eq(shardctl_engine_owner(e, names[i]), want, "%s", names[i]);
+    }
     shardctl_engine_stats st;
     shardctl_engine_get_stats(e, &st);
     cr_assert_eq(st.members[0], 60);
     cr_assert_eq(st.members[1], 90);
-    cr_assert(st.below_min[1], "batch wants 200: reported");
+    cr_assert(st.below_min[1], "batch wants 200: reported, nothing more");
     cr_assert_not(st.below_min[0]);
     cr_assert_eq(st.unfit + st.capped, 0);
+    /* One node's change reselects its batch only, as a resync would. */
+    shardctl_node_info idle = ni("n049", 500, 1000, false);
+    cr_assert_eq(shardctl_engine_set_node(e, &idle, 2), AS_OK);
+    cr_assert_eq(shardctl_engine_owner(e, "n049"), 1);
+    cr_assert_eq(shardctl_engine_owner(e, "n033"), 0, "the next busiest of batch 0 moves up");
+    cr_assert_eq(shardctl_engine_owner(e, "n083"), 1, "batch 1 is untouched");
     shardctl_engine_free(e);
     shardcfg_free(c);
+}
+
+/* Batches as Volcano's controller cuts them (of 50, here in name order):
+ * node-limit caps each, and minNodes only reports. One row per case:
+ * the node count, maxNodes, and how many nodes the shard desires. */
+Test(shardctl_engine, batches_of_50_as_volcano)
+{
+    static const struct {
+        int nodes, max_nodes, want;
+    } rows[] = {
+        {50, 30, 30},    /* one batch: the cap holds */
+        {51, 30, 31},    /* 30 of the first 50, the 51st alone */
+        {120, 100, 120}, /* no batch exceeds 50 */
+        {120, 40, 100},  /* 40 + 40 + 20 */
+        {120, 0, 120},   /* no cap: batches change nothing */
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        char cfg[300];
+        snprintf(cfg, sizeof cfg,
+                 "schedulerConfigs:\n"
+                 "- name: a\n"
+                 "  policies:\n"
+                 "  - {name: allocation-rate, arguments: {minCPUUtil: 0.5, maxCPUUtil: 1.0}}\n"
+                 "  - {name: node-limit, arguments: {minNodes: 1, maxNodes: %d}}\n",
+                 rows[r].max_nodes);
+        shardcfg_config *c = parse_ok(cfg);
+        shardctl_engine *e = NULL;
+        cr_assert_eq(shardctl_engine_new(c, &e), AS_OK);
+        shardctl_node_info v[120];
+        char names[120][16];
+        for (int i = 0; i < rows[r].nodes; i++) {
+            snprintf(names[i], sizeof names[i], "n%03d", i);
+            v[i] = ni(names[i], 900, 1000, false);
+        }
+        cr_assert_eq(shardctl_engine_resync(e, v, (size_t)rows[r].nodes, 1), AS_OK);
+        shardctl_engine_stats st;
+        shardctl_engine_get_stats(e, &st);
+        cr_assert_eq((int)st.members[0], rows[r].want, "row %zu: %zu desired", r, st.members[0]);
+        /* equal scores: each batch's first ones by name */
+        if (rows[r].max_nodes == 40)
+            cr_assert(shardctl_engine_owner(e, "n039") == 0 &&
+                          shardctl_engine_owner(e, "n040") < 0 &&
+                          shardctl_engine_owner(e, "n050") == 0,
+                      "row %zu", r);
+        shardctl_engine_free(e);
+        shardcfg_free(c);
+    }
+}
+
+/* Volcano's rewrite rule: the count changed, or at least max(1, n/10)
+ * (integer division) of the new names are not in the object. */
+Test(shardctl_engine, rewrite_threshold_as_volcano)
+{
+    static const struct {
+        int cur, next, swapped;
+        bool write;
+    } rows[] = {
+        {0, 0, 0, false},      {0, 1, 0, true},      {5, 4, 0, true},     {5, 5, 0, false},
+        {5, 5, 1, true},       {19, 19, 1, true},    {20, 20, 1, false},  {20, 20, 2, true},
+        {120, 120, 11, false}, {120, 120, 12, true}, {120, 121, 0, true},
+    };
+    char names[260][16];
+    const char *cur[130], *next[130];
+    for (int i = 0; i < 260; i++)
+        snprintf(names[i], sizeof names[i], "n%03d", i);
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        for (int i = 0; i < rows[r].cur; i++)
+            cur[i] = names[rows[r].cur - 1 - i]; /* any order */
+        for (int i = 0; i < rows[r].next; i++)
+            next[i] = names[i < rows[r].swapped ? 130 + i : i];
+        cr_assert_eq(shardctl_needs_write(cur, (size_t)rows[r].cur, next, (size_t)rows[r].next),
+                     rows[r].write, "row %zu", r);
+    }
+    cr_assert(shardctl_needs_write(NULL, 0, NULL, 0), "no object: created");
 }
 
 /* Deterministic PRNG. */
@@ -454,28 +563,34 @@ static void expect_same(shardctl_engine *a, shardctl_engine *b, size_t ns)
     cr_assert_eq(sa.nodes, sb.nodes);
 }
 
-static void incremental_equals_scratch(const char *cfg_text)
+/* Random node events on up to n nodes (at most 120); a removal in
+ * remove_in events (so the count wanders across 50 when n is near it);
+ * compared with a from-scratch engine every check_every events (the
+ * events between are a burst the engine may settle at once). */
+static void incremental_equals_scratch_n(const char *cfg_text, int n, int remove_in,
+                                         int check_every)
 {
     shardcfg_config *c = parse_ok(cfg_text);
     shardctl_engine *inc = NULL;
     cr_assert_eq(shardctl_engine_new(c, &inc), AS_OK);
-    enum { N = 120 };
-    char names[N][16];
-    int64_t req[N];
-    bool warm[N], present[N];
+    enum { NMAX = 120 };
+    const int N = n;
+    char names[NMAX][16];
+    int64_t req[NMAX];
+    bool warm[NMAX], present[NMAX];
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof names[i], "node-%03d", i);
         req[i] = (int64_t)(next_rand() % 1001);
         warm[i] = next_rand() % 4 == 0;
         present[i] = true;
     }
-    shardctl_node_info all[N];
+    shardctl_node_info all[NMAX];
     for (int i = 0; i < N; i++)
         all[i] = ni(names[i], req[i], 1000, warm[i]);
     cr_assert_eq(shardctl_engine_resync(inc, all, N, 1), AS_OK);
     for (int step = 0; step < 1500; step++) {
         int i = (int)(next_rand() % N);
-        uint64_t r = next_rand() % 10;
+        uint64_t r = next_rand() % (uint64_t)remove_in;
         if (r == 0 && present[i]) {
             cr_assert_eq(shardctl_engine_remove_node(inc, names[i]), AS_OK);
             present[i] = false;
@@ -487,7 +602,9 @@ static void incremental_equals_scratch(const char *cfg_text)
             shardctl_node_info one = ni(names[i], req[i], 1000, warm[i]);
             cr_assert_eq(shardctl_engine_set_node(inc, &one, 1), AS_OK);
         }
-        shardctl_node_info cur[N];
+        if (step % check_every)
+            continue;
+        shardctl_node_info cur[NMAX];
         size_t k = 0;
         for (int j = 0; j < N; j++)
             if (present[j])
@@ -502,6 +619,44 @@ static void incremental_equals_scratch(const char *cfg_text)
     shardcfg_free(c);
 }
 
+static void incremental_equals_scratch(const char *cfg_text)
+{
+    incremental_equals_scratch_n(cfg_text, 120, 10, 1);
+}
+
+Test(shardctl_engine, incremental_matches_from_scratch_across_50_nodes)
+{
+    /* Around 50 live nodes: in and out of batched mode. */
+    incremental_equals_scratch_n("schedulerConfigs:\n"
+                                 "- name: a\n"
+                                 "  policies:\n"
+                                 "  - {name: allocation-rate, arguments: {minCPUUtil: 0.3, "
+                                 "maxCPUUtil: 1.0}}\n"
+                                 "  - {name: warmup, weight: 2}\n"
+                                 "  - {name: node-limit, arguments: {maxNodes: 12}}\n"
+                                 "- name: b\n"
+                                 "  policies:\n"
+                                 "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.8}}\n"
+                                 "  - {name: node-limit, arguments: {maxNodes: 9}}\n",
+                                 58, 3, 1);
+}
+
+Test(shardctl_engine, incremental_matches_from_scratch_after_bursts)
+{
+    /* Joins, departures and changes between two reads, in batched mode. */
+    incremental_equals_scratch_n("schedulerConfigs:\n"
+                                 "- name: a\n"
+                                 "  policies:\n"
+                                 "  - {name: allocation-rate, arguments: {minCPUUtil: 0.2, "
+                                 "maxCPUUtil: 1.0}}\n"
+                                 "  - {name: warmup, weight: 3}\n"
+                                 "  - {name: node-limit, arguments: {maxNodes: 17}}\n"
+                                 "- name: b\n"
+                                 "  policies:\n"
+                                 "  - {name: allocation-rate, arguments: {maxCPUUtil: 0.9}}\n",
+                                 120, 4, 7);
+}
+
 Test(shardctl_engine, incremental_matches_from_scratch_unsaturated)
 {
     incremental_equals_scratch(band_cfg);
@@ -512,7 +667,8 @@ Test(shardctl_engine, incremental_matches_from_scratch_with_binding_caps)
     incremental_equals_scratch("schedulerConfigs:\n"
                                "- name: a\n"
                                "  policies:\n"
-                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.3}}\n"
+                               "  - {name: allocation-rate, arguments: {minCPUUtil: 0.3, "
+                               "maxCPUUtil: 1.0}}\n"
                                "  - {name: warmup, weight: 2}\n"
                                "  - {name: node-limit, arguments: {maxNodes: 25}}\n"
                                "- name: b\n"
@@ -530,9 +686,9 @@ Test(shardctl_engine, incremental_matches_from_scratch_all_capped)
     incremental_equals_scratch("schedulerConfigs:\n"
                                "- name: a\n"
                                "  policies:\n"
-                               "  - {name: warmup, weight: 1}\n"
-                               "  - {name: allocation-rate, weight: 0.5, arguments: "
-                               "{minCPUUtil: 0.2}}\n"
+                               "  - {name: warmup, weight: 2}\n"
+                               "  - {name: allocation-rate, weight: 1, arguments: "
+                               "{minCPUUtil: 0.2, maxCPUUtil: 1.0}}\n"
                                "  - {name: node-limit, arguments: {maxNodes: 10}}\n"
                                "- name: b\n"
                                "  policies:\n"
@@ -595,6 +751,50 @@ Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
     snprintf(cmd, sizeof cmd, "%s shard-controller --cluster x --once 2>/dev/null",
              AGENTSCHED_BINARY);
     cr_assert_eq(WEXITSTATUS(system(cmd)), 2, "--config is required");
+}
+
+/* Utilisation counts what Volcano's controller counts: the containers'
+ * CPU requests of the node's bound pods, not Succeeded/Failed, not mirror
+ * pods, over status.capacity; init containers (sidecars too), overhead
+ * and pod-level resources are left out (data/volcano-util-cluster.yaml). */
+Test(shardctl_cli, utilisation_counts_what_volcano_counts)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s shard-controller --config %s/test/unit/shard/data/volcano-util-bands.yaml "
+             "--cluster %s/test/unit/shard/data/volcano-util-cluster.yaml --once --log-level 0",
+             AGENTSCHED_BINARY, AGENTSCHED_SOURCE_DIR, AGENTSCHED_SOURCE_DIR);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[1 << 16];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    cr_assert_not_null(doc, "%s", out);
+    json_t *shards = json_object_get(doc, "shards");
+    size_t busy = 0, idle = 0, i;
+    json_t *sh;
+    json_array_foreach(shards, i, sh)
+    {
+        const char *name = json_string_value(json_object_get(sh, "name"));
+        size_t k;
+        json_t *nd;
+        json_array_foreach(json_object_get(sh, "nodesDesired"), k, nd)
+        {
+            const char *node = json_string_value(nd);
+            bool is_busy = strncmp(node, "busy-", 5) == 0;
+            cr_assert_str_eq(name, is_busy ? "busy" : "idle", "%s", node);
+            if (is_busy)
+                busy++;
+            else
+                idle++;
+        }
+    }
+    cr_assert_eq(busy, 2, "%s", out);
+    cr_assert_eq(idle, 7, "%s", out);
+    json_decref(doc);
 }
 
 Test(shardcfg_config, from_configmap)

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,14 +18,25 @@ import (
 // Scenario volcano_shard_parity: the same shards from the same config.
 // Twelve nodes, each with a distinct resident CPU load (0.5 + 1.25*i of 16
 // CPU: utilisations 0.03..0.89, no two equal, so that no selection depends
-// on how ties are broken) and fewer than 51 nodes (Volcano's batches do
-// not apply). For each config below, Volcano's sharding controller (in
-// vc-controller-manager, reloading its ConfigMap) writes the NodeShards;
-// then `agentsched shard-controller --cluster DUMP --once` computes them
+// on how ties are broken), plus what Volcano counts differently from the
+// scheduler's effective request (a large init container, allocatable
+// below capacity, a mirror pod, a Succeeded pod) and warmup labels
+// (parityLoadVariants). For each config below, Volcano's sharding
+// controller (in vc-controller-manager) writes the NodeShards; then
+// `agentsched shard-controller --cluster DUMP --once` computes them
 // offline from a dump of the same Nodes and Pods, and every nodesDesired
-// must be equal. Each config names its own shards, so Volcano creates
-// them anew (its rewrite threshold plays no part), and vc-controller-manager
-// is restarted for each (see below why not a live reload).
+// must be equal. Then 108 idle nodes join (120: Volcano selects per batch
+// of 50) and two more configs run: maxNodes 100 over 114 nodes of one band
+// (deterministic: equal), and maxNodes 30 over 120 nodes, where which
+// nodes share a batch follows Volcano's informer's map order, so only the
+// counts its rule gives are compared. Each config names its own shards,
+// so Volcano creates them anew (its rewrite threshold plays no part), and
+// vc-controller-manager is restarted for each: on a live reload of its
+// ConfigMap, Volcano's controller computes each shard alone (its
+// assignment cache is emptied, every scheduler falls back to a calculation
+// that excludes no other scheduler's nodes), so a later scheduler in
+// config order may desire an earlier one's nodes until its next full
+// sync. At start it computes them together.
 func scenarioVolcanoShardParity(c *cluster) {
 	if c.env["VOLCANO"] != "1" {
 		fail("needs dev-cluster --volcano")
@@ -43,8 +53,9 @@ func scenarioVolcanoShardParity(c *cluster) {
 	for i, n := range names {
 		c.residentPod(fmt.Sprintf("resident-%02d", i), n, fmt.Sprintf("%dm", 500+1250*i))
 	}
-	configs := []struct{ what, yaml string }{
-		{"policies, two bands (Volcano's example shape)", `
+	c.parityLoadVariants(names)
+	configs := []parityConfig{
+		{what: "policies, two bands (Volcano's example shape)", yaml: `
 schedulerConfigs:
   - name: r1-busy
     type: agent
@@ -57,7 +68,7 @@ schedulerConfigs:
       - {name: allocation-rate, arguments: {minCPUUtil: 0.0, maxCPUUtil: 0.49}}
 shardSyncPeriod: 60s
 `},
-		{"flat fields with a maxNodes cap", `
+		{what: "flat fields with a maxNodes cap", yaml: `
 schedulerConfigs:
   - name: r2-busy
     type: agent
@@ -71,7 +82,7 @@ schedulerConfigs:
     cpuUtilizationMax: 1.0
 shardSyncPeriod: 60s
 `},
-		{"scheduler-level arguments, policies mixed with flat fields, weight 0", `
+		{what: "scheduler-level arguments, policies mixed with flat fields, weight 0", yaml: `
 schedulerConfigs:
   - name: r3-mid
     type: agent
@@ -83,34 +94,24 @@ schedulerConfigs:
       - {name: allocation-rate, weight: 0, arguments: {minCPUUtil: 0.0, maxCPUUtil: 1.0}}
 shardSyncPeriod: 60s
 `},
+		parityWarmupConfig,
 	}
 	dump := c.dumpNodesAndPods()
 	for i, cfg := range configs {
-		// vc-controller-manager restarts with each config: on a live
-		// reload of its ConfigMap, Volcano's controller computes each
-		// shard alone (its assignment cache is emptied, every scheduler
-		// falls back to a calculation that excludes no other scheduler's
-		// nodes), so a later scheduler in config order may desire an
-		// earlier one's nodes until its next full sync. At start it
-		// computes them together.
-		c.devClusterArgs("vc-controller-manager-kill")
-		c.putVolcanoShardingConfig(cfg.yaml)
-		c.devClusterArgs("vc-controller-manager-start", "--volcano-controllers",
-			"pg-controller,queue-controller,sharding-controller")
-		var want []string
-		for _, l := range strings.Split(cfg.yaml, "\n") {
-			if strings.HasPrefix(l, "  - name: ") {
-				want = append(want, strings.TrimPrefix(l, "  - name: "))
-			}
-		}
-		vc := waitStableShards(c, want, 60*time.Second)
-		as := agentschedOnce(c, cfg.yaml, dump)
-		for _, s := range want {
-			if !equalStrings(vc[s], as[s]) {
-				fail("config %d (%s): shard %s: Volcano desires %v, agentsched %v", i+1, cfg.what, s, vc[s], as[s])
-			}
-		}
-		logf("config %d (%s): equal: %v", i+1, cfg.what, vc)
+		c.runParityConfig(i+1, cfg, dump)
+	}
+	c.parityAddNodes()
+	all := make([]string, 0, 120)
+	for _, n := range c.nodes() {
+		all = append(all, n.Name)
+	}
+	sort.Strings(all)
+	if len(all) != 120 {
+		fail("want 120 nodes, have %d", len(all))
+	}
+	dump = c.dumpNodesAndPods()
+	for i, cfg := range parityBatchConfigs(all) {
+		c.runParityConfig(len(configs)+i+1, cfg, dump)
 	}
 }
 
