@@ -509,11 +509,34 @@ static uint32_t max_feasible(const fastpath *fp, size_t n)
     return k >= n ? 0 : (uint32_t)k;
 }
 
+/* held_by_cache: does the cache already charge pod to a node (assumed by
+ * a bind of ours, or bound)? */
+static bool held_by_cache(cache *c, const model_pod *pod)
+{
+    char tmp[600];
+    cache_pod_info info;
+    cache_pod_lookup(c, model_pod_key(pod, tmp, sizeof tmp, NULL), &info);
+    return info.state != CACHE_POD_ABSENT;
+}
+
 static void decide(fp_worker *w, const queue_item *it)
 {
     fastpath *fp = w->fp;
     core *co = fp->core;
     const model_pod *pod = it->pod;
+    /* A pod seen for the first time that the cache already holds is not
+     * pending: the watch delivered an unbound version of it (the PreBind
+     * annotation patch) after our bind had succeeded and the queue had let
+     * it go, so the queue took it as new. Deciding it again would count it
+     * twice in the learned score tables (placements would drift from the
+     * replay's) and bind it twice. A retried pod was released by the
+     * cache and needs no look-up. */
+    if (!it->attempts && !it->urgent && held_by_cache(co->cache, pod)) {
+        inc(&fp->st.dropped);
+        log_debug("msg=\"already placed; dropped from the queue\" pod=%s/%s", pod->ns, pod->name);
+        queue_done(fp->q, it->e);
+        return;
+    }
     uint64_t t0 = clock_mono_ns();
     /* Its gate is held from evaluation until the pod is bound on the API
      * server, or the decision is dropped (shard.h gating). */

@@ -404,6 +404,37 @@ Test(fastpath, deleted_during_bind_leaves_nothing_behind)
     teardown();
 }
 
+/* The watch can deliver an unbound version of a pod (its PreBind
+ * annotation patch) after the bind succeeded and the queue let the pod
+ * go: the queue takes it as new, yet the pod is placed and must not be
+ * decided again (counted twice by the learned score tables, bound twice). */
+Test(fastpath, late_unbound_event_of_a_placed_pod_is_not_decided_again)
+{
+    setup(1, 3);
+    add_node("n1", 4000);
+    cr_assert_eq(fastpath_start(fp), AS_OK);
+    cr_assert_eq(fastpath_offer(fp, agent("p", 800)), AS_OK);
+    cr_assert(wait_bound(1, 3000 * FX_SLOW));
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
+    cr_assert_eq(queue_where_is(fastpath_queue(fp), "p", NULL), QUEUE_ABSENT);
+    /* the late event: the same pod, still unbound */
+    cr_assert(fastpath_pod_event(fp, K8S_EV_MODIFIED, agent("p", 800)));
+    cr_assert(fastpath_wait_idle(fp, 2000 * FX_SLOW));
+    fastpath_stats st;
+    fastpath_get_stats(fp, &st);
+    cr_assert_eq(st.attempts, 1, "decided %llu times", (unsigned long long)st.attempts);
+    cr_assert_eq(st.dropped, 1);
+    cr_assert_eq(nbound(), 1, "bound %d times", nbound());
+    queue_stats qs;
+    queue_get_stats(fastpath_queue(fp), &qs);
+    cr_assert_eq(qs.total, 0);
+    cache_pod_info info;
+    cache_pod_lookup(s->core->cache, "p", &info);
+    cr_assert_eq(info.state, CACHE_POD_ASSUMED);
+    cr_assert_str_eq(info.node, "n1");
+    teardown();
+}
+
 Test(fastpath, pod_hook_takes_only_our_pending_pods)
 {
     setup(1, 3);

@@ -206,6 +206,7 @@ func scenarioLiveEqualsReplay(c *cluster) {
 
 	start := time.Now()
 	var diffs []string
+	diffNodes := map[string]bool{}
 	placed := 0
 	for _, w := range want {
 		row, ok := pods[w["pod"]]
@@ -228,12 +229,33 @@ func scenarioLiveEqualsReplay(c *cluster) {
 		if got != w["node"] {
 			diffs = append(diffs, fmt.Sprintf("%s (submission %s): live %q, replay %q",
 				w["pod"], w["submission"], got, w["node"]))
+			diffNodes[got], diffNodes[w["node"]] = true, true
 		}
 	}
 	logf("%d pods in %.1fs: %d bound live, %d placements differ from the replay",
 		len(want), time.Since(start).Seconds(), placed, len(diffs))
 	if len(diffs) > 0 {
+		c.logDevices(diffNodes)
 		fail("live placements differ from agentsched replay's:\n  %s", strings.Join(diffs, "\n  "))
 	}
 	c.checkNoOvercommit()
+}
+
+// logDevices logs, per node named, the pods bound there (by name)
+// with the devices agentsched annotated.
+func (c *cluster) logDevices(nodes map[string]bool) {
+	ctx, cancel := ctxTimeout(30 * time.Second)
+	defer cancel()
+	list, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		logf("list pods: %v", err)
+		return
+	}
+	for _, p := range list.Items {
+		if nodes[p.Spec.NodeName] {
+			a := p.Annotations
+			logf("  %s on %s: devices %q milli %q", p.Name, p.Spec.NodeName,
+				a["agentsched.io/gpu-devices"], a["agentsched.io/gpu-milli"])
+		}
+	}
 }
