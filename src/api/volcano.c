@@ -122,6 +122,29 @@ static const char *const vout_series[VOUT_COUNT][2] = {
     {"allocateFunc", "pipelined"}, {"deallocateFunc", "forgotten"}, {"deallocateFunc", "noop"},
 };
 
+/* The verbs, for the request-size counters. */
+typedef enum vverb {
+    VV_ON_SESSION_OPEN = 0,
+    VV_ON_SESSION_CLOSE,
+    VV_PREDICATE,
+    VV_PRIORITIZE,
+    VV_PREEMPTABLE,
+    VV_RECLAIMABLE,
+    VV_JOB_ENQUEUEABLE,
+    VV_JOB_ENQUEUED,
+    VV_QUEUE_OVERUSED,
+    VV_JOB_READY,
+    VV_ALLOCATE,
+    VV_DEALLOCATE,
+    VV_COUNT,
+} vverb;
+
+static const char *const vverb_names[VV_COUNT] = {
+    "onSessionOpen", "onSessionClose", "predicate",      "prioritize",
+    "preemptable",   "reclaimable",    "jobEnqueueable", "jobEnqueued",
+    "queueOverused", "jobReady",       "allocateFunc",   "deallocateFunc",
+};
+
 /* A pod the watch or the cluster file knows; its key (uid, else
  * namespace/name) is stored inline. */
 typedef struct vpod {
@@ -146,6 +169,7 @@ struct volcano {
     bool pods_full_logged;
     metrics_counter *refused[2][VRULE_COUNT]; /* [0] allocateFunc, [1] deallocateFunc */
     metrics_counter *answered[VOUT_COUNT];
+    metrics_counter *req_bytes[VV_COUNT]; /* request body bytes received, by verb */
 };
 
 /* See volcano.h. */
@@ -182,8 +206,22 @@ as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
         v->answered[o] = metrics_new_counter(
             c->metrics, name, "Volcano verbs answered with 200, by verb and verdict.");
     }
+    for (int i = 0; i < VV_COUNT; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "agentsched_volcano_request_bytes_total{verb=\"%s\"}",
+                 vverb_names[i]);
+        v->req_bytes[i] = metrics_new_counter(
+            c->metrics, name, "Request body bytes received on the Volcano verbs, by verb.");
+    }
     *out = v;
     return AS_OK;
+}
+
+/* count_request adds the request's body size to its verb's counter. */
+static void count_request(volcano *v, vverb verb, const http_request *req)
+{
+    if (v)
+        metrics_add(v->req_bytes[verb], req->body_len);
 }
 
 static void free_values(table *t)
@@ -682,6 +720,7 @@ static const char *pod_key(const model_pod *pod, char *tmp, size_t len)
 void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_ON_SESSION_OPEN, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -725,7 +764,7 @@ static bool check_body(const http_request *req, http_response *resp, const char 
 /* See volcano.h. */
 void volcano_handle_on_session_close(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_ON_SESSION_CLOSE, req);
     if (!check_body(req, resp, "OnSessionCloseRequest", NULL))
         reply_json(resp, ERRF_NONE, "{}");
 }
@@ -738,6 +777,7 @@ void volcano_handle_on_session_close(void *ctx, const http_request *req, http_re
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_PREDICATE, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -815,6 +855,7 @@ static bool nameset_add(nameset *ns, const char *name)
 void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_PRIORITIZE, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -1044,6 +1085,7 @@ static as_err commit_allocation(volcano *v, const model_pod *pod, const char *ke
 void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_ALLOCATE, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -1116,6 +1158,7 @@ done:
 void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_DEALLOCATE, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -1202,7 +1245,7 @@ static bool check_evict(const http_request *req, http_response *resp, const char
 /* See volcano.h. */
 void volcano_handle_preemptable(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_PREEMPTABLE, req);
     if (!check_evict(req, resp, "PreemptableRequest {\"evictor\", \"evictees\"}"))
         reply_json(resp, ERRF_NONE, "{\"status\":0,\"victims\":[]}");
 }
@@ -1210,7 +1253,7 @@ void volcano_handle_preemptable(void *ctx, const http_request *req, http_respons
 /* See volcano.h. */
 void volcano_handle_reclaimable(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_RECLAIMABLE, req);
     if (!check_evict(req, resp, "ReclaimableRequest {\"evictor\", \"evictees\"}"))
         reply_json(resp, ERRF_NONE, "{\"status\":0,\"victims\":[]}");
 }
@@ -1218,7 +1261,7 @@ void volcano_handle_reclaimable(void *ctx, const http_request *req, http_respons
 /* See volcano.h. */
 void volcano_handle_job_enqueueable(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_JOB_ENQUEUEABLE, req);
     if (!check_body(req, resp, "JobEnqueueableRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{\"status\":0}");
 }
@@ -1226,7 +1269,7 @@ void volcano_handle_job_enqueueable(void *ctx, const http_request *req, http_res
 /* See volcano.h. */
 void volcano_handle_job_enqueued(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_JOB_ENQUEUED, req);
     if (!check_body(req, resp, "JobEnqueuedRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{}");
 }
@@ -1234,7 +1277,7 @@ void volcano_handle_job_enqueued(void *ctx, const http_request *req, http_respon
 /* See volcano.h. */
 void volcano_handle_queue_overused(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_QUEUE_OVERUSED, req);
     if (!check_body(req, resp, "QueueOverusedRequest {\"queue\"}", "queue"))
         reply_json(resp, ERRF_NONE, "{\"overused\":false}");
 }
@@ -1242,7 +1285,7 @@ void volcano_handle_queue_overused(void *ctx, const http_request *req, http_resp
 /* See volcano.h. */
 void volcano_handle_job_ready(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_JOB_READY, req);
     if (!check_body(req, resp, "JobReadyRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{\"status\":true}");
 }

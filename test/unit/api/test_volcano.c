@@ -751,6 +751,37 @@ static uint64_t vanswers(svc *s, const char *verb, const char *result)
     return v;
 }
 
+static uint64_t vbytes(svc *s, const char *verb)
+{
+    buf m;
+    buf_init(&m, 1 << 20);
+    cr_assert_eq(metrics_render(s->core->metrics, &m), AS_OK);
+    char want[200];
+    snprintf(want, sizeof want, "agentsched_volcano_request_bytes_total{verb=\"%s\"} ", verb);
+    const char *p = strstr(m.data, want);
+    cr_assert(p, "no series %s", want);
+    uint64_t v = strtoull(p + strlen(want), NULL, 10);
+    buf_free(&m);
+    return v;
+}
+
+Test(volcano, request_bytes_counted_by_verb)
+{
+    svc *s = new_svc();
+    const char *pred = "{\"task\": {\"Name\": \"vt2\", \"Namespace\": \"default\", \"Resreq\": "
+                       "{\"MilliCPU\": 500, \"Memory\": 0}}, \"node\": {\"Name\": \"tiny\"}}";
+    reply r = call(s, volcano_handle_predicate, pred);
+    reply_free(&r);
+    r = call(s, volcano_handle_predicate, "{}"); /* a 400 counts too */
+    reply_free(&r);
+    r = call(s, volcano_handle_job_ready, "{\"job\": {}}");
+    reply_free(&r);
+    cr_expect_eq(vbytes(s, "predicate"), strlen(pred) + 2);
+    cr_expect_eq(vbytes(s, "jobReady"), strlen("{\"job\": {}}"));
+    cr_expect_eq(vbytes(s, "prioritize"), 0);
+    svc_free(s);
+}
+
 Test(volcano, answers_counted_by_verdict)
 {
     svc *s = new_svc();
