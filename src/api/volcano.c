@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "agentsched/api/vcsession.h"
+#include "agentsched/api/vctask.h"
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/base/clock.h"
@@ -170,6 +171,8 @@ struct volcano {
     metrics_counter *refused[2][VRULE_COUNT]; /* [0] allocateFunc, [1] deallocateFunc */
     metrics_counter *answered[VOUT_COUNT];
     metrics_counter *req_bytes[VV_COUNT]; /* request body bytes received, by verb */
+    vctask_memo *memo;                    /* predicate / prioritize: decoded task Pods */
+    metrics_counter *pod_memo[3];         /* hit, miss, dom */
 };
 
 /* See volcano.h. */
@@ -213,6 +216,20 @@ as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
         v->req_bytes[i] = metrics_new_counter(
             c->metrics, name, "Request body bytes received on the Volcano verbs, by verb.");
     }
+    static const char *const memo_res[3] = {"hit", "miss", "dom"};
+    for (int i = 0; i < 3; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "agentsched_volcano_pod_memo_total{result=\"%s\"}",
+                 memo_res[i]);
+        v->pod_memo[i] = metrics_new_counter(
+            c->metrics, name,
+            "Task Pods of Volcano's predicate and prioritize: from the memo (hit), decoded from "
+            "the scanned body (miss), or from the whole body's DOM (dom).");
+    }
+    if (vctask_memo_new(&v->memo) != AS_OK) {
+        volcano_free(v);
+        return AS_ENOMEM;
+    }
     *out = v;
     return AS_OK;
 }
@@ -239,6 +256,7 @@ void volcano_free(volcano *v)
         return;
     free_values(&v->pods);
     free_values(&v->allocated);
+    vctask_memo_free(v->memo);
     pthread_mutex_destroy(&v->mu);
     free(v);
 }
@@ -773,6 +791,17 @@ void volcano_handle_on_session_close(void *ctx, const http_request *req, http_re
 /* predicate / prioritize                                              */
 /* ------------------------------------------------------------------ */
 
+/* task_pod is the model pod a fast scan found (vctask_pod), counted;
+ * false when the caller must take the DOM path. */
+static bool task_pod(volcano *v, const vctask_pod_span *sp, const model_pod **pod, vctask_ent **ent)
+{
+    bool hit;
+    if (vctask_pod(v->memo, &v->core->reg, sp, pod, ent, &hit) != AS_OK)
+        return false;
+    metrics_inc(v->pod_memo[hit ? 0 : 1]);
+    return true;
+}
+
 /* See volcano.h. */
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
 {
@@ -783,21 +812,40 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
-    model_pod *pod = NULL;
+    model_pod *owned = NULL;
+    const model_pod *pod = NULL;
+    vctask_ent *ent = NULL;
     const json_t *task, *node;
-    const char *name;
-    as_err err = parse_object(req, "PredicateRequest", &root, &d);
-    if (!err)
-        err = get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
-    if (!err)
-        err = volcano_task_pod(&co->reg, task, "task", &pod, &d);
-    if (!err)
-        err = get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
-    if (!err)
-        err = volcano_node_name(node, "node", &name, &d);
-    if (err) {
-        reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
-        goto done;
+    const char *name = NULL;
+    vctask_pod_span sp;
+    size_t nlen;
+    /* the plain case: one scan of the body, the Pod from the memo */
+    if (vctask_scan_predicate(req->body, req->body_len, &sp, &name, &nlen) &&
+        task_pod(v, &sp, &pod, &ent) && !(name = pool_strndup(req->pool, name, nlen))) {
+        vctask_put(v->memo, ent);
+        ent = NULL;
+    }
+    if (!ent) {
+        /* not the plain case: the whole body's DOM, charged as any */
+        metrics_inc(v->pod_memo[2]);
+        if (http_request_charge_dom(req, resp) != AS_OK)
+            goto done;
+        as_err err = parse_object(req, "PredicateRequest", &root, &d);
+        if (!err)
+            err =
+                get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
+        if (!err)
+            err = volcano_task_pod(&co->reg, task, "task", &owned, &d);
+        if (!err)
+            err =
+                get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
+        if (!err)
+            err = volcano_node_name(node, "node", &name, &d);
+        if (err) {
+            reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
+            goto done;
+        }
+        pod = owned;
     }
 
     char why[256] = "";
@@ -828,7 +876,8 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     log_debug("msg=\"volcano predicate\" pod=%s/%s node=%s code=%d", pod->ns, pod->name, name,
               code);
 done:
-    model_pod_free(pod);
+    vctask_put(v->memo, ent);
+    model_pod_free(owned);
     json_decref(root);
 }
 
@@ -851,6 +900,71 @@ static bool nameset_add(nameset *ns, const char *name)
     return true;
 }
 
+/* prioritize_dom decodes a PrioritizeRequest through its DOM (*root,
+ * the caller decrefs it) into *pod (caller frees) and the nodes' names
+ * (de-duplicated, into the request pool); false when it answered an
+ * error. */
+static bool prioritize_dom(core *co, const http_request *req, http_response *resp, json_t **root,
+                           model_pod **pod, sched_name **out, size_t *nout)
+{
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    const json_t *task;
+    const char *what = "PrioritizeRequest {\"task\", \"nodes\"}";
+    as_err err = parse_object(req, "PrioritizeRequest", root, &d);
+    if (!err)
+        err = get_object(*root, "task", true, what, &task, &d);
+    if (!err)
+        err = volcano_task_pod(&co->reg, task, "task", pod, &d);
+    if (err) {
+        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
+        return false;
+    }
+    const json_t *nodes = json_get(*root, "nodes");
+    size_t total = 0;
+    if (nodes && !json_is_null(nodes)) {
+        if (!json_is_array(nodes)) {
+            err = as_diag_set(&d, AS_EINVAL, "nodes", "nodes must be an array of NodeInfo");
+            reply_error(resp, 400, ERRF_ERRMSG, &d, err);
+            return false;
+        }
+        total = json_array_size(nodes);
+    }
+    if (total > MAX_NODES) {
+        err = as_diag_set(&d, AS_ETOOBIG, "nodes", "at most %d nodes per request", MAX_NODES);
+        reply_error(resp, 400, ERRF_ERRMSG, &d, err);
+        return false;
+    }
+    sched_name *names = pool_alloc(req->pool, (total ? total : 1) * sizeof *names);
+    nameset set = {NULL, 4};
+    while (set.cap < 2 * total)
+        set.cap <<= 1;
+    set.slot = pool_alloc(req->pool, set.cap * sizeof(char *));
+    if (!names || !set.slot) {
+        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
+        reply_error(resp, 413, ERRF_ERRMSG, &d, err);
+        return false;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < total; i++) {
+        char f[48];
+        snprintf(f, sizeof f, "nodes[%zu]", i);
+        const char *name;
+        err = volcano_node_name(json_array_get(nodes, i), f, &name, &d);
+        if (err) {
+            reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
+            return false;
+        }
+        if (nameset_add(&set, name)) {
+            size_t len = strlen(name);
+            names[n++] = (sched_name){name, len, cache_name_hash(name, len)};
+        }
+    }
+    *out = names;
+    *nout = n;
+    return true;
+}
+
 /* See volcano.h. */
 void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
 {
@@ -861,58 +975,23 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
-    model_pod *pod = NULL;
+    model_pod *owned = NULL;
+    const model_pod *pod = NULL;
+    vctask_ent *ent = NULL;
     score_policy *policy = NULL;
-    const json_t *task;
-    const char *what = "PrioritizeRequest {\"task\", \"nodes\"}";
-    as_err err = parse_object(req, "PrioritizeRequest", &root, &d);
-    if (!err)
-        err = get_object(root, "task", true, what, &task, &d);
-    if (!err)
-        err = volcano_task_pod(&co->reg, task, "task", &pod, &d);
-    if (err) {
-        reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
-        goto done;
-    }
-    const json_t *nodes = json_get(root, "nodes");
-    size_t total = 0;
-    if (nodes && !json_is_null(nodes)) {
-        if (!json_is_array(nodes)) {
-            err = as_diag_set(&d, AS_EINVAL, "nodes", "nodes must be an array of NodeInfo");
-            reply_error(resp, 400, ERRF_ERRMSG, &d, err);
-            goto done;
-        }
-        total = json_array_size(nodes);
-    }
-    if (total > MAX_NODES) {
-        err = as_diag_set(&d, AS_ETOOBIG, "nodes", "at most %d nodes per request", MAX_NODES);
-        reply_error(resp, 400, ERRF_ERRMSG, &d, err);
-        goto done;
-    }
-    sched_name *names = pool_alloc(req->pool, (total ? total : 1) * sizeof *names);
-    nameset set = {NULL, 4};
-    while (set.cap < 2 * total)
-        set.cap <<= 1;
-    set.slot = pool_alloc(req->pool, set.cap * sizeof(char *));
-    if (!names || !set.slot) {
-        err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
-        reply_error(resp, 413, ERRF_ERRMSG, &d, err);
-        goto done;
-    }
+    sched_name *names = NULL;
     size_t n = 0;
-    for (size_t i = 0; i < total; i++) {
-        char f[48];
-        snprintf(f, sizeof f, "nodes[%zu]", i);
-        const char *name;
-        err = volcano_node_name(json_array_get(nodes, i), f, &name, &d);
-        if (err) {
-            reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
+    vctask_pod_span sp;
+    as_err err;
+    /* the plain case: the nodes' names taken out in one scan, the rest of
+     * each NodeInfo validated and skipped; the Pod from the memo */
+    if (!vctask_scan_prioritize(req->pool, req->body, req->body_len, &sp, &names, &n) ||
+        !task_pod(v, &sp, &pod, &ent)) {
+        metrics_inc(v->pod_memo[2]);
+        if (http_request_charge_dom(req, resp) != AS_OK ||
+            !prioritize_dom(co, req, resp, &root, &owned, &names, &n))
             goto done;
-        }
-        if (nameset_add(&set, name)) {
-            size_t len = strlen(name);
-            names[n++] = (sched_name){name, len, cache_name_hash(name, len)};
-        }
+        pod = owned;
     }
 
     /* Scored here rather than through sched_evaluate, which applies
@@ -955,7 +1034,8 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
 done:
     if (policy)
         score_policy_unref(policy);
-    model_pod_free(pod);
+    vctask_put(v->memo, ent);
+    model_pod_free(owned);
     json_decref(root);
 }
 
@@ -1291,18 +1371,18 @@ void volcano_handle_job_ready(void *ctx, const http_request *req, http_response 
 }
 
 static const http_route volcano_route_table[] = {
-    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL, false},
-    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL, false},
-    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL, false},
-    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL, false},
-    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL, false},
-    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL, false},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL, false},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL, false},
-    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL, false},
-    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL, false},
-    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false, NULL, false},
-    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false, NULL, false},
+    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL, false, true},
+    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL, false, true},
+    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false, NULL, false, false},
 };
 
 /* See volcano.h. */
