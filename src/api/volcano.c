@@ -474,253 +474,6 @@ static as_err get_object(const json_t *root, const char *key, bool required, con
     return AS_OK;
 }
 
-/* opt_string reads an optional string member: "" when absent or null. */
-static as_err opt_string(const json_t *obj, const char *key, const char *field, const char **out,
-                         as_diag *d)
-{
-    const json_t *v = json_get(obj, key);
-    *out = "";
-    if (!v || json_is_null(v))
-        return AS_OK;
-    if (!json_is_string(v))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a string", field);
-    /* a C string would silently cut "a\u0000b" to "a" (another name) */
-    const char *s = json_string_value(v);
-    size_t len = json_string_length(v);
-    if (memchr(s, '\0', len))
-        return as_diag_set(d, AS_EINVAL, field, "%s must not contain NUL characters", field);
-    /* the decoder guarantees it; the documents built from it need it */
-    if (utf8_prefix(s, len) != len)
-        return as_diag_set(d, AS_EINVAL, field, "%s must be valid UTF-8", field);
-    *out = s;
-    return AS_OK;
-}
-
-/* res_amount reads a Resource amount: a finite, non-negative number
- * (null = 0), rounded up to an integer. The bound keeps "%.0f" exact and
- * inside int64 after the quantity parser scales it. */
-static as_err res_amount(const json_t *v, const char *field, double *out, as_diag *d)
-{
-    *out = 0;
-    if (!v || json_is_null(v))
-        return AS_OK;
-    if (!json_is_number(v))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a number", field);
-    double x = json_number_value(v);
-    if (!isfinite(x) || x < 0)
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a finite, non-negative number", field);
-    if (x > 1e15)
-        return as_diag_set(d, AS_ERANGE, field, "%s is too large for a task request (at most 1e15)",
-                           field);
-    *out = ceil(x);
-    return AS_OK;
-}
-
-/* set_quantity stores amount (with an optional "m" suffix) as a quantity
- * string under key in obj. key must be valid UTF-8 without NUL (the
- * callers' checks), so a failure here can only be an allocation's. */
-static as_err set_quantity(json_t *obj, const char *key, double amount, bool milli)
-{
-    char q[48];
-    snprintf(q, sizeof q, "%.0f%s", amount, milli ? "m" : "");
-    return json_object_set_new(obj, key, json_string(q)) ? AS_ENOMEM : AS_OK;
-}
-
-/*
- * pod_from_resreq builds a v1 Pod document from the task's identity and
- * Resreq (units in volcano.h) and decodes it, so the request goes through
- * the same validation and accounting as any pod.
- */
-static as_err pod_from_resreq(const model_registry *reg, const json_t *task, const json_t *rr,
-                              const char *field, model_pod **out, as_diag *d)
-{
-    char f[160];
-    const char *name, *ns, *uid;
-    json_t *doc = NULL;
-    as_err err;
-    snprintf(f, sizeof f, "%s.Name", field);
-    if ((err = opt_string(task, "Name", f, &name, d)))
-        return err;
-    if (!name[0])
-        return as_diag_set(d, AS_EINVAL, f,
-                           "a TaskInfo without Pod needs its Name (and Namespace, Resreq)");
-    snprintf(f, sizeof f, "%s.Namespace", field);
-    if ((err = opt_string(task, "Namespace", f, &ns, d)))
-        return err;
-    snprintf(f, sizeof f, "%s.UID", field);
-    if ((err = opt_string(task, "UID", f, &uid, d)))
-        return err;
-
-    json_t *requests = json_object();
-    if (!requests)
-        return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
-    /* "o" steals requests, on failure too */
-    json_error_t je;
-    doc = json_pack_ex(&je, 0, "{s:{s:s,s:s,s:s},s:{s:[{s:s,s:{s:o}}]}}", "metadata", "name", name,
-                       "namespace", ns[0] ? ns : "default", "uid", uid, "spec", "containers",
-                       "name", "task", "resources", "requests", requests);
-    if (!doc) {
-        /* the strings are checked above (opt_string): anything but an
-         * allocation failing here is a broken invariant, not a full heap */
-        if (json_error_code(&je) == json_error_out_of_memory)
-            return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
-        return as_diag_set(d, AS_EINTERNAL, field, "%s: the task's pod could not be built: %s",
-                           field, je.text);
-    }
-    double amount;
-    snprintf(f, sizeof f, "%s.Resreq.MilliCPU", field);
-    if ((err = res_amount(json_get(rr, "MilliCPU"), f, &amount, d)))
-        goto done;
-    if (amount > 0 && (err = set_quantity(requests, "cpu", amount, true)))
-        goto done;
-    snprintf(f, sizeof f, "%s.Resreq.Memory", field);
-    if ((err = res_amount(json_get(rr, "Memory"), f, &amount, d)))
-        goto done;
-    if (amount > 0 && (err = set_quantity(requests, "memory", amount, false)))
-        goto done;
-    const json_t *sc = json_get(rr, "ScalarResources");
-    if (sc && !json_is_null(sc)) {
-        if (!json_is_object(sc)) {
-            snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
-            err = as_diag_set(d, AS_EINVAL, f,
-                              "%s must be an object of resource name -> milli-units", f);
-            goto done;
-        }
-        const char *k;
-        size_t klen;
-        json_t *v;
-        json_object_keylen_foreach((json_t *)sc, k, klen, v)
-        {
-            /* the decoder refuses keys with NUL or invalid UTF-8; checked
-             * again because a C-string key with either would count as
-             * another resource ("nvidia.com/gpu\u0000x" as a GPU) */
-            if (klen == 0 || memchr(k, '\0', klen) || utf8_prefix(k, klen) != klen) {
-                snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
-                err = as_diag_set(d, AS_EINVAL, f,
-                                  "%s: a resource name is %s; name each scalar resource (e.g. "
-                                  "nvidia.com/gpu)",
-                                  f,
-                                  klen == 0               ? "empty"
-                                  : memchr(k, '\0', klen) ? "holding \\u0000 (a NUL character)"
-                                                          : "not valid UTF-8");
-                goto done;
-            }
-            snprintf(f, sizeof f, "%s.Resreq.ScalarResources.%.*s", field,
-                     (int)as_utf8_excerpt(k, klen, 100), k);
-            if ((err = res_amount(v, f, &amount, d)))
-                goto done;
-            /* "pods" is a count there (not a request); cpu and memory never
-             * belong in the scalar map and must not override the fields */
-            if (amount == 0 || strcmp(k, "pods") == 0 || strcmp(k, "cpu") == 0 ||
-                strcmp(k, "memory") == 0)
-                continue;
-            if ((err = set_quantity(requests, k, amount, true)))
-                goto done;
-        }
-    }
-    err = model_pod_from_json(reg, doc, out, d);
-    if (err) {
-        snprintf(f, sizeof f, "%s.Resreq", field);
-        /* the synthetic document's paths mean nothing to the sender */
-        d->field[0] = '\0';
-        as_diag_prefix_field(d, f);
-    }
-done:
-    if (err && err == AS_ENOMEM && !d->msg[0])
-        as_diag_set(d, err, NULL, "out of memory");
-    json_decref(doc);
-    return err;
-}
-
-/* See volcano.h. */
-as_err volcano_task_pod(const model_registry *reg, const json_t *task, const char *field,
-                        model_pod **out, as_diag *d)
-{
-    *out = NULL;
-    char f[160];
-    if (!json_is_object(task))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a TaskInfo object", field);
-    as_err err;
-    const json_t *pod = json_get(task, "Pod");
-    if (pod && !json_is_null(pod)) {
-        snprintf(f, sizeof f, "%s.Pod", field);
-        if (!json_is_object(pod))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Pod object", f);
-        err = model_pod_from_json(reg, pod, out, d);
-        if (err) {
-            as_diag_prefix_field(d, f);
-            if (!d->msg[0])
-                as_diag_set(d, err, d->field, "%s could not be decoded: %s", f, as_strerror(err));
-            return err;
-        }
-    } else {
-        const json_t *rr = json_get(task, "Resreq");
-        snprintf(f, sizeof f, "%s.Resreq", field);
-        if (!rr || json_is_null(rr))
-            return as_diag_set(d, AS_EINVAL, f,
-                               "%s needs Pod (the v1.Pod) or Resreq {MilliCPU, Memory, "
-                               "ScalarResources}",
-                               field);
-        if (!json_is_object(rr))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be a Resource object", f);
-        if ((err = pod_from_resreq(reg, task, rr, field, out, d)))
-            return err;
-    }
-    /* Volcano's task UID is the pod's uid; use it when the Pod has none. */
-    if (!(*out)->uid[0]) {
-        const char *uid;
-        snprintf(f, sizeof f, "%s.UID", field);
-        if ((err = opt_string(task, "UID", f, &uid, d))) {
-            model_pod_free(*out);
-            *out = NULL;
-            return err;
-        }
-        if (uid[0]) {
-            const char *copy = pool_strdup((*out)->pool, uid);
-            if (copy)
-                (*out)->uid = copy;
-        }
-    }
-    return AS_OK;
-}
-
-/* See volcano.h. */
-as_err volcano_node_name(const json_t *node, const char *field, const char **name, as_diag *d)
-{
-    char f[160];
-    *name = NULL;
-    if (!json_is_object(node))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a NodeInfo object", field);
-    snprintf(f, sizeof f, "%s.Name", field);
-    const char *s;
-    as_err err = opt_string(node, "Name", f, &s, d);
-    if (err)
-        return err;
-    if (s[0]) {
-        *name = s;
-        return AS_OK;
-    }
-    const json_t *n = json_get(node, "Node");
-    if (n && !json_is_null(n)) {
-        snprintf(f, sizeof f, "%s.Node", field);
-        if (!json_is_object(n))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Node object", f);
-        const json_t *meta = json_get(n, "metadata");
-        snprintf(f, sizeof f, "%s.Node.metadata", field);
-        if (meta && !json_is_null(meta) && !json_is_object(meta))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be an object", f);
-        snprintf(f, sizeof f, "%s.Node.metadata.name", field);
-        if (meta && (err = opt_string(meta, "name", f, &s, d)))
-            return err;
-        if (meta && s[0]) {
-            *name = s;
-            return AS_OK;
-        }
-    }
-    snprintf(f, sizeof f, "%s.Name", field);
-    return as_diag_set(d, AS_EINVAL, f, "%s needs its Name (or Node.metadata.name)", field);
-}
-
 /* pod_key is the cache's key of pod: its uid, else "namespace/name". */
 static const char *pod_key(const model_pod *pod, char *tmp, size_t len)
 {
@@ -835,12 +588,12 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
             err =
                 get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
         if (!err)
-            err = volcano_task_pod(&co->reg, task, "task", &owned, &d);
+            err = vctask_task_pod(&co->reg, task, "task", &owned, &d);
         if (!err)
             err =
                 get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
         if (!err)
-            err = volcano_node_name(node, "node", &name, &d);
+            err = vctask_node_name(node, "node", &name, &d);
         if (err) {
             reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
             goto done;
@@ -915,7 +668,7 @@ static bool prioritize_dom(core *co, const http_request *req, http_response *res
     if (!err)
         err = get_object(*root, "task", true, what, &task, &d);
     if (!err)
-        err = volcano_task_pod(&co->reg, task, "task", pod, &d);
+        err = vctask_task_pod(&co->reg, task, "task", pod, &d);
     if (err) {
         reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
         return false;
@@ -950,7 +703,7 @@ static bool prioritize_dom(core *co, const http_request *req, http_response *res
         char f[48];
         snprintf(f, sizeof f, "nodes[%zu]", i);
         const char *name;
-        err = volcano_node_name(json_array_get(nodes, i), f, &name, &d);
+        err = vctask_node_name(json_array_get(nodes, i), f, &name, &d);
         if (err) {
             reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
             return false;
@@ -1063,7 +816,7 @@ static as_err decode_event(core *co, const http_request *req, json_t **root, con
     if (!err)
         err = get_object(*root, "task", true, what, task, d);
     if (!err)
-        err = volcano_task_pod(&co->reg, *task, "task", pod, d);
+        err = vctask_task_pod(&co->reg, *task, "task", pod, d);
     return err;
 }
 
@@ -1176,7 +929,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
     as_err err = decode_event(co, req, &root, &task, &pod, &d);
     const char *node_name = "";
     if (!err)
-        err = opt_string(task, "NodeName", "task.NodeName", &node_name, &d);
+        err = vctask_opt_string(task, "NodeName", "task.NodeName", &node_name, &d);
     if (!err && !node_name[0])
         node_name = pod->node_name ? pod->node_name : "";
     if (!err && !node_name[0])
@@ -1371,13 +1124,16 @@ void volcano_handle_job_ready(void *ctx, const http_request *req, http_response 
 }
 
 static const http_route volcano_route_table[] = {
-    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL, false, false},
-    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL, false,
+     false},
+    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL, false,
+     false},
     {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL, false, true},
     {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL, false, true},
     {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL, false, false},
     {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL, false, false},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL, false,
+     false},
     {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL, false, false},
     {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL, false, false},
     {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL, false, false},

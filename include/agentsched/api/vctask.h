@@ -34,11 +34,23 @@
  * metadata.uid and metadata.resourceVersion as this request carries them
  * are all the same: never across a changed spec. A Pod without uid or
  * resourceVersion is decoded afresh every time.
+ *
+ * TaskInfo -> model_pod (vctask_task_pod): the embedded v1 Pod ("Pod") is
+ * decoded with model_pod_from_json when present (it is in every real
+ * session). Without it the request comes from "Resreq" in Volcano's units:
+ * MilliCPU millicores, Memory bytes, ScalarResources name -> milli-units
+ * (Volcano stores extended resources and ephemeral-storage as
+ * Quantity.MilliValue(): 1 GPU = 1000), except "pods", which is a count and
+ * is ignored (the pod itself counts one). Fractions round up. The pod's uid
+ * is metadata.uid, else the task's "UID", else "namespace/name".
+ * NodeInfo -> node name (vctask_node_name): "Name", else
+ * "Node".metadata.name.
  */
 #ifndef AGENTSCHED_VCTASK_H
 #define AGENTSCHED_VCTASK_H
 
 #include <stdbool.h>
+#include <jansson.h>
 #include <stddef.h>
 
 #include "agentsched/base/error.h"
@@ -85,7 +97,7 @@ void vctask_memo_free(vctask_memo *m);
 typedef struct vctask_ent vctask_ent;
 
 /*
- * vctask_pod returns the model pod of span (as volcano_task_pod decodes a
+ * vctask_pod returns the model pod of span (as vctask_task_pod decodes a
  * TaskInfo whose Pod is that object): from m when an entry matches (see
  * above; *hit true), else decoded (the Pod's DOM built without what the
  * pod model never reads, model_skip_pod) and remembered. AS_OK with
@@ -96,5 +108,28 @@ typedef struct vctask_ent vctask_ent;
 as_err vctask_pod(vctask_memo *m, const model_registry *reg, const vctask_pod_span *span,
                   const model_pod **pod, vctask_ent **ent, bool *hit);
 void vctask_put(vctask_memo *m, vctask_ent *ent);
+
+/*
+ * vctask_task_pod decodes a TaskInfo object (borrowed) into a model pod as
+ * described above. `field` names the task in diag paths ("task",
+ * "evictees[2]"). Errors AS_EINVAL / AS_EPARSE / AS_ERANGE / AS_ENOMEM
+ * with diag->field such as "task.Pod.spec.containers[0]..." or
+ * "task.Resreq.MilliCPU". Caller owns *out (model_pod_free).
+ */
+as_err vctask_task_pod(const model_registry *reg, const json_t *task, const char *field,
+                       model_pod **out, as_diag *diag);
+
+/*
+ * vctask_node_name returns the name of a NodeInfo object (borrowed from
+ * it): "Name", else "Node".metadata.name. AS_EINVAL naming `field`.Name
+ * when neither is a non-empty string (or either has the wrong type).
+ */
+as_err vctask_node_name(const json_t *node, const char *field, const char **name, as_diag *diag);
+
+/* vctask_opt_string reads obj's optional string member key (Go's key
+ * rules, json_get): "" when absent or null; AS_EINVAL naming field when it
+ * is not a string, holds NUL or is not valid UTF-8. Borrowed from obj. */
+as_err vctask_opt_string(const json_t *obj, const char *key, const char *field, const char **out,
+                         as_diag *d);
 
 #endif
