@@ -778,38 +778,6 @@ static void http_offload_stop(http_server *s)
     s->nothreads = 0;
 }
 
-/* http_json_values counts the values a JSON text would decode to, about:
- * every '{', '[' and ',' outside strings, plus one. Linear, no memory. */
-static size_t http_json_values(const char *p, size_t n)
-{
-    size_t values = 1;
-    bool in_str = false;
-    const unsigned char *end = (const unsigned char *)p + n;
-    for (size_t i = 0; i < n; i++) {
-        if (in_str) {
-            /* string contents: sixteen bytes a step to the next quote or
-             * backslash (most of a Kubernetes object's bytes) */
-            i = (size_t)(jscan_plain_run((const unsigned char *)p + i, end, true) -
-                         (const unsigned char *)p);
-            for (; i < n && p[i] != '"' && p[i] != '\\'; i++)
-                ;
-            if (i >= n)
-                break;
-            if (p[i] == '\\')
-                i++;
-            else
-                in_str = false;
-            continue;
-        }
-        char c = p[i];
-        if (c == '"')
-            in_str = true;
-        else if (c == '{' || c == '[' || c == ',')
-            values++;
-    }
-    return values;
-}
-
 /* http_charge grows st's share of the body budget to total bytes; false
  * (nothing charged) when that would take the server past its budget. */
 static bool http_charge(http_server *s, http_req_state *st, size_t total)
@@ -831,7 +799,7 @@ static bool http_charge(http_server *s, http_req_state *st, size_t total)
  * false with *busy answered (its body initialised) when it does not fit. */
 static bool http_charge_values(http_server *s, http_req_state *st, http_response *busy)
 {
-    size_t values = http_json_values(st->body.data, st->body.len);
+    size_t values = jscan_count_values(st->body.data, st->body.len);
     uint64_t need64 = (uint64_t)st->body.len + (uint64_t)values * HTTP_VALUE_COST;
     size_t need = need64 > SIZE_MAX ? SIZE_MAX : (size_t)need64;
     if (http_charge(s, st, need))

@@ -42,9 +42,7 @@ typedef struct http_request {
     /* The same address without the port ("127.0.0.1"): the key of per-caller
      * limits, where every connection of one client must count together. */
     char peer[64];
-    /* The server and the request's state, for http_request_charge_dom
-     * (NULL when a handler is called directly). */
-    void *server, *state;
+    void *server, *state; /* for http_request_charge_dom; NULL: called directly */
 } http_request;
 
 typedef struct http_response {
@@ -72,10 +70,8 @@ typedef struct http_route {
      * requires them (probes, an unauthenticated /metrics). The zero value
      * requires one, so a route nobody thought about is protected. */
     bool anonymous;
-    /* The handler reads the usual shape of its body with a scanner, no
-     * DOM: the server charges the body's bytes only (not 256 a JSON value)
-     * before running it, and the handler calls http_request_charge_dom
-     * before it builds a DOM of the body. */
+    /* The handler scans its body without a DOM: charged its bytes only;
+     * it calls http_request_charge_dom before building a DOM of it. */
     bool scans;
 } http_route;
 
@@ -160,15 +156,9 @@ uint16_t http_server_port(const http_server *s);
  * cfg.threads = 0 chose, for the start-up log); 0 for NULL. */
 unsigned http_server_threads(const http_server *s);
 
-/*
- * http_request_charge_dom charges req's body to the server's request budget
- * as a route without `scans` is charged before its handler runs (its
- * bytes plus 256 a JSON value): a handler of a scanning route calls it
- * before it builds a DOM of the body. AS_OK (also when req came from no
- * server); else AS_ELIMIT with resp answered as the server answers an
- * over-budget request: 413 when the body alone is too large, else 503 with
- * Retry-After.
- */
+/* http_request_charge_dom charges req's body as a route without `scans`
+ * is charged (bytes + 256 a JSON value). AS_OK (also without a server),
+ * else AS_ELIMIT with resp answered 413 (alone too large) or 503. */
 as_err http_request_charge_dom(const http_request *req, http_response *resp);
 
 /* http_request_query returns the value of a query argument or NULL. */
