@@ -166,6 +166,7 @@ struct volcano {
     pthread_mutex_t mu; /* guards everything below */
     table pods;         /* key -> vpod */
     table allocated;    /* key -> vgrant */
+    int64_t oldest_ms;  /* at most the oldest grant's at_ms: no sweep before it expires */
     uint64_t epoch;
     bool pods_full_logged;
     metrics_counter *refused[2][VRULE_COUNT]; /* [0] allocateFunc, [1] deallocateFunc */
@@ -325,6 +326,12 @@ size_t volcano_expire(volcano *v, int64_t now_ms)
     size_t n = 0;
     bool live = core_live(v->core);
     pthread_mutex_lock(&v->mu);
+    /* every verb calls this: the table is walked only when a grant is due */
+    if (!v->allocated.n || v->oldest_ms > now_ms - v->cfg.assumed_ttl_ms) {
+        pthread_mutex_unlock(&v->mu);
+        return 0;
+    }
+    int64_t oldest = INT64_MAX;
     for (size_t i = 0; i < v->allocated.cap;) {
         vgrant *a = v->allocated.t[i].k ? v->allocated.t[i].v : NULL;
         if (a && a->at_ms <= now_ms - v->cfg.assumed_ttl_ms) {
@@ -337,8 +344,11 @@ size_t volcano_expire(volcano *v, int64_t now_ms)
             n++;
             continue;
         }
+        if (a && a->at_ms < oldest)
+            oldest = a->at_ms;
         i++;
     }
+    v->oldest_ms = oldest;
     pthread_mutex_unlock(&v->mu);
     if (n)
         log_info("msg=\"volcano allocations expired\" n=%zu ttl_ms=%lld", n,
@@ -382,6 +392,9 @@ static as_err allocated_put(volcano *v, const char *key)
     } else {
         a->at_ms = clock_mono_ms();
         memcpy(a->key, key, len + 1);
+        /* a grant is never older than those it joins */
+        if (!v->allocated.n)
+            v->oldest_ms = a->at_ms;
         if ((err = table_put(&v->allocated, a->key, len, a)))
             free(a);
     }
