@@ -5,7 +5,7 @@
 #
 #   test/bench/bench_volcano.sh [--nodes 1000] [--gpu-nodes 4] [--gpus 4]
 #                               [--share 600] [--unfit 46] [--stream 2]
-#                               [--sessions 10] [--healthz-calls 20000]
+#                               [--sessions 5] [--warmup 2] [--healthz-calls 20000]
 #                               [--no-proxy] [--no-baseline]
 #                               [--layout sidecar] [--state-dir build/bench-volcano]
 #
@@ -29,7 +29,7 @@
 #            (they fit; the shipped managedResources never send them to
 #            agentsched)
 #   (a)      --sessions vc-scheduler sessions with the shipped conf, after
-#            two to warm up: session latency (vc-scheduler's own
+#            --warmup (2) to warm up (each phase starts as a session ends): session latency (vc-scheduler's own
 #            volcano_e2e_scheduling_latency_milliseconds, sum/count), its CPU
 #            per session, agentsched's CPU per session, its Volcano calls per
 #            verb (agentsched_volcano_answers_total) per session and per
@@ -75,7 +75,8 @@ GPUS=4
 SHARE=600
 UNFIT=46
 STREAM=2
-SESSIONS=10
+SESSIONS=5
+WARMUP=2
 HEALTHZ_CALLS=20000
 PROXY=1
 BASELINE=1
@@ -94,6 +95,7 @@ while [ $# -gt 0 ]; do
 	--unfit) UNFIT=$2; shift 2 ;;
 	--stream) STREAM=$2; shift 2 ;;
 	--sessions) SESSIONS=$2; shift 2 ;;
+	--warmup) WARMUP=$2; shift 2 ;;
 	--healthz-calls) HEALTHZ_CALLS=$2; shift 2 ;;
 	--no-proxy) PROXY=0; shift ;;
 	--no-baseline) BASELINE=0; shift ;;
@@ -165,6 +167,12 @@ vc_lat() {
 		END { printf "%d %s\n", c, (s == "" ? 0 : s) }'
 }
 vc_count() { vc_lat | cut -d' ' -f1; }
+# vc_errors: "VERB N" failed extender calls so far, from vc-scheduler's log
+# (its plugin logs "<Verb> failed with error ...": e.g. httpTimeout exceeded).
+vc_errors() {
+	grep -o 'extender.go:[0-9]*\] [A-Za-z]* failed' "$STATE/logs/vc-scheduler.log" 2>/dev/null |
+		awk '{ n[$2]++ } END { for (v in n) print v, n[v] }'
+}
 # as_verbs: "calls VERB N" (answers, every result) and "bytes VERB N"
 # (request bytes, when agentsched counts them) from agentsched's /metrics.
 as_verbs() {
@@ -216,17 +224,17 @@ if [ "$STREAM" != 0 ]; then
 	"$BIN/e2ectl" vc-pods --kubeconfig "$KUBECONFIG" --prefix stream --count 0 --rate "$STREAM" >&2 &
 	STREAM_PID=$!
 fi
-log "warming up: two sessions with the unfit pods pending"
-wait_sessions 2 "$((2 * session_wait_s))"
+log "warming up: $WARMUP sessions with the unfit pods pending"
+wait_sessions "$WARMUP" "$((WARMUP * session_wait_s))"
 
 # measure LABEL: SESSIONS sessions of the running vc-scheduler; sets M_*.
 measure() {
 	local vpid apid l0 l1 c0 c1 a0 a1 w0 v0 v1
 	vpid=$(pid_of vc-scheduler) apid=$(pid_of agentsched)
-	l0=$(vc_lat) v0=$(as_verbs)
+	e0=$(vc_errors) l0=$(vc_lat) v0=$(as_verbs)
 	c0=$(cpu_of_group "$vpid") a0=$(cpu_of_group "$apid") w0=$(date +%s%N)
 	wait_sessions "$SESSIONS" "$((SESSIONS * session_wait_s))" || return 1
-	l1=$(vc_lat) v1=$(as_verbs)
+	l1=$(vc_lat) v1=$(as_verbs) e1=$(vc_errors)
 	c1=$(cpu_of_group "$vpid") a1=$(cpu_of_group "$apid")
 	M_WALL=$(awk -v a="$w0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
 	read -r M_N M_LAT <<<"$(awk -v a="$l0" -v b="$l1" 'BEGIN { split(a, x, " "); split(b, y, " ")
@@ -240,6 +248,9 @@ measure() {
 			if (c > 0) print x, c, b } }' | sort)
 	M_PRED=$(echo "$M_VERBS" | awk '$1 == "predicate" { p = $2 } END { print p + 0 }')
 	M_CALLS=$(echo "$M_VERBS" | awk '{ t += $2 } END { print t + 0 }')
+	M_ERRS=$({ echo "$e0" | sed 's/^/B /'; echo "$e1" | sed 's/^/A /'; } | awk '
+		NF == 3 { v[$1 " " $2] = $3; k[$2] = 1 }
+		END { for (x in k) { d = v["A " x] - v["B " x]; if (d > 0) printf "%s%s %d", (n++ ? ", " : ""), x, d } }')
 }
 report() { # LABEL
 	say "$1: $M_N sessions in $M_WALL s; session latency (vc-scheduler's histogram) mean $M_LAT ms"
@@ -254,6 +265,7 @@ report() { # LABEL
 	else
 		say "  no Volcano verb reached agentsched"
 	fi
+	[ -z "$M_ERRS" ] || say "  extender calls vc-scheduler logged as failed (e.g. extender.httpTimeout exceeded): $M_ERRS"
 }
 
 # ---- (a) the shipped conf, agentsched behind the extender plugin
@@ -322,7 +334,7 @@ if [ "$BASELINE" = 1 ]; then
 	! grep -q '^ *extender\.urlPrefix' "$bconf" || { log "could not remove the extender plugin from the conf"; exit 1; }
 	log "phase (b): vc-scheduler restarted with the conf minus the extender plugin"
 	vc_restart "$bconf"
-	wait_sessions 2 "$((2 * session_wait_s))"
+	wait_sessions "$WARMUP" "$((WARMUP * session_wait_s))"
 	measure
 	say "(b) restarted vc-scheduler with the same conf minus the extender plugin ($(diff "$STATE/volcano-conf/volcano-scheduler.conf" "$bconf" | grep -c '^<') lines removed):"
 	report "(b) Volcano alone"
