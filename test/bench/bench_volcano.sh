@@ -6,6 +6,7 @@
 #   test/bench/bench_volcano.sh [--nodes 1000] [--gpu-nodes 4] [--gpus 4]
 #                               [--share 600] [--unfit 46] [--stream 2]
 #                               [--sessions 5] [--warmup 2] [--healthz-calls 20000]
+#                               [--replay-calls 5000]
 #                               [--no-proxy] [--no-baseline]
 #                               [--layout sidecar] [--state-dir build/bench-volcano]
 #
@@ -29,7 +30,8 @@
 #            (they fit; the shipped managedResources never send them to
 #            agentsched)
 #   (a)      --sessions vc-scheduler sessions with the shipped conf, after
-#            --warmup (2) to warm up (each phase starts as a session ends): session latency (vc-scheduler's own
+#            --warmup (2) to warm up (each phase starts as a session
+#            ends): session latency (vc-scheduler's own
 #            volcano_e2e_scheduling_latency_milliseconds, sum/count), its CPU
 #            per session, agentsched's CPU per session, its Volcano calls per
 #            verb (agentsched_volcano_answers_total) per session and per
@@ -44,7 +46,11 @@
 #            up with: Go's default transport keeps two idle connections per
 #            host), agentsched's CPU delta over it (less its idle rate over
 #            5 s before) per call; RATIO = predicate CPU per call / healthz
-#            CPU per call
+#            CPU per call. After the bytes phase (which runs first), the
+#            first 64 predicate bodies vc-scheduler sent are POSTed
+#            --replay-calls times in turn in the same pattern: agentsched's
+#            CPU per predicate call alone (no prioritize, no session), and
+#            its RATIO to /healthz
 #   bytes    mean request (and response) body per verb: from agentsched's
 #            agentsched_volcano_request_bytes_total{verb} over (a) when it
 #            has that counter; and, unless --no-proxy, from a separate short
@@ -78,6 +84,7 @@ STREAM=2
 SESSIONS=5
 WARMUP=2
 HEALTHZ_CALLS=20000
+REPLAY_CALLS=5000
 PROXY=1
 BASELINE=1
 LAYOUT=sidecar
@@ -97,6 +104,7 @@ while [ $# -gt 0 ]; do
 	--sessions) SESSIONS=$2; shift 2 ;;
 	--warmup) WARMUP=$2; shift 2 ;;
 	--healthz-calls) HEALTHZ_CALLS=$2; shift 2 ;;
+	--replay-calls) REPLAY_CALLS=$2; shift 2 ;;
 	--no-proxy) PROXY=0; shift ;;
 	--no-baseline) BASELINE=0; shift ;;
 	--layout) LAYOUT=$2; shift 2 ;;
@@ -170,7 +178,7 @@ vc_count() { vc_lat | cut -d' ' -f1; }
 # vc_errors: "VERB N" failed extender calls so far, from vc-scheduler's log
 # (its plugin logs "<Verb> failed with error ...": e.g. httpTimeout exceeded).
 vc_errors() {
-	grep -o 'extender.go:[0-9]*\] [A-Za-z]* failed' "$STATE/logs/vc-scheduler.log" 2>/dev/null |
+	{ grep -o 'extender.go:[0-9]*\] [A-Za-z]* failed' "$STATE/logs/vc-scheduler.log" 2>/dev/null || true; } |
 		awk '{ n[$2]++ } END { for (v in n) print v, n[v] }'
 }
 # as_verbs: "calls VERB N" (answers, every result) and "bytes VERB N"
@@ -280,38 +288,24 @@ report "(a) shipped conf, agentsched behind the extender plugin"
 say "  unfit pods: $(pods_where unfit); PodGroups in vcbench: $(pg_phases)"
 say "  TIME-WAIT sockets at the end of (a): $A_TW_ALL on the machine, $A_TW_PORT on agentsched's port $AS_PORT"
 
-# ---- healthz: agentsched's cost per connection+request, Volcano's pattern
-VPID=$(pid_of vc-scheduler) APID=$(pid_of agentsched)
-kill -STOP -- "-$VPID"
-PAUSED=$VPID
-sleep 1
-i0=$(cpu_of_group "$APID") iw0=$(date +%s%N)
-sleep 5
-i1=$(cpu_of_group "$APID") iw1=$(date +%s%N)
-h0=$(cpu_of_group "$APID") hw0=$(date +%s%N)
-HL=$("$BIN/e2ectl" http-load --url "$AGENTSCHED_URL/healthz" --parallel 16 --conns-per-call --count "$HEALTHZ_CALLS" "${TLS_ARGS[@]}")
-h1=$(cpu_of_group "$APID") hw1=$(date +%s%N)
-kill -CONT -- "-$VPID"
-PAUSED=""
-read -r H_US H_RAW_US IDLE_PCT <<<"$(awk -v i0="$i0" -v i1="$i1" -v iw0="$iw0" -v iw1="$iw1" -v h0="$h0" -v h1="$h1" \
-	-v hw0="$hw0" -v hw1="$hw1" -v k="$tick" -v n="$HEALTHZ_CALLS" 'BEGIN {
-	idle = (i1 - i0) / k / ((iw1 - iw0) / 1e9); cpu = (h1 - h0) / k; wall = (hw1 - hw0) / 1e9
-	net = cpu - idle * wall; if (net < 0) net = 0
-	printf "%.1f %.1f %.2f\n", net / n * 1e6, cpu / n * 1e6, idle * 100 }')"
-say "healthz (vc-scheduler paused): $HL"
-say "  agentsched CPU per /healthz call: $H_US us (raw $H_RAW_US us; its idle rate ${IDLE_PCT}% of a core subtracted)"
-
-# ---- bytes per verb through a logging proxy (separate, untimed)
+# ---- bytes per verb through a logging proxy (separate, untimed); it also
+# keeps the first predicate bodies, replayed below
+BODIES=$STATE/bodies
 if [ "$PROXY" = 1 ]; then
 	pport=$("$BIN/e2ectl" freeports 1)
 	pconf=$STATE/volcano-conf-proxy/volcano-scheduler.conf
 	mkdir -p "$(dirname "$pconf")"
 	sed "s#^\( *extender.urlPrefix: \).*#\1http://127.0.0.1:$pport/volcano#" "$STATE/volcano-conf/volcano-scheduler.conf" >"$pconf"
-	"$BIN/e2ectl" body-proxy --listen "127.0.0.1:$pport" --target "$AGENTSCHED_URL" "${TLS_ARGS[@]}" >"$STATE.proxy.txt" &
+	"$BIN/e2ectl" body-proxy --listen "127.0.0.1:$pport" --target "$AGENTSCHED_URL" "${TLS_ARGS[@]}" \
+		--save-dir "$BODIES" --save-max 64 >"$STATE.proxy.txt" &
 	PROXY_PID=$!
 	log "bytes: vc-scheduler restarted with urlPrefix http://127.0.0.1:$pport/volcano (e2ectl body-proxy -> agentsched)"
 	vc_restart "$pconf"
 	wait_sessions 2 "$((2 * session_wait_s))" || true
+	# paused before the proxy goes (its calls would fail meanwhile)
+	VPID=$(pid_of vc-scheduler)
+	kill -STOP -- "-$VPID"
+	PAUSED=$VPID
 	kill -TERM "$PROXY_PID"; wait "$PROXY_PID" || true
 	PROXY_PID=""
 	say "bytes per verb (a separate phase: vc-scheduler restarted with urlPrefix pointed at e2ectl body-proxy, a logging reverse proxy to agentsched; 2 sessions):"
@@ -323,6 +317,45 @@ if [ "$PROXY" = 1 ]; then
 		say "  no calls went through the proxy"
 	fi
 fi
+
+# ---- healthz: agentsched's cost per connection+request, Volcano's pattern;
+# then the saved predicate bodies replayed in the same pattern
+VPID=$(pid_of vc-scheduler) APID=$(pid_of agentsched)
+if [ -z "$PAUSED" ]; then
+	kill -STOP -- "-$VPID"
+	PAUSED=$VPID
+fi
+sleep 1
+i0=$(cpu_of_group "$APID") iw0=$(date +%s%N)
+sleep 5
+i1=$(cpu_of_group "$APID") iw1=$(date +%s%N)
+# load URL CALLS [http-load flags]: sets L_OUT, L_US (agentsched CPU per
+# call less its idle rate), L_RAW_US
+load() {
+	local u=$1 n=$2 c0 c1 w0 w1
+	shift 2
+	c0=$(cpu_of_group "$APID") w0=$(date +%s%N)
+	L_OUT=$("$BIN/e2ectl" http-load --url "$u" --parallel 16 --conns-per-call --count "$n" "${TLS_ARGS[@]}" "$@")
+	c1=$(cpu_of_group "$APID") w1=$(date +%s%N)
+	read -r L_US L_RAW_US <<<"$(awk -v i0="$i0" -v i1="$i1" -v iw0="$iw0" -v iw1="$iw1" -v h0="$c0" -v h1="$c1" \
+		-v hw0="$w0" -v hw1="$w1" -v k="$tick" -v n="$n" 'BEGIN {
+		idle = (i1 - i0) / k / ((iw1 - iw0) / 1e9); cpu = (h1 - h0) / k; wall = (hw1 - hw0) / 1e9
+		net = cpu - idle * wall; if (net < 0) net = 0
+		printf "%.1f %.1f\n", net / n * 1e6, cpu / n * 1e6 }')"
+}
+IDLE_PCT=$(awk -v i0="$i0" -v i1="$i1" -v iw0="$iw0" -v iw1="$iw1" -v k="$tick" \
+	'BEGIN { printf "%.2f", 100 * (i1 - i0) / k / ((iw1 - iw0) / 1e9) }')
+load "$AGENTSCHED_URL/healthz" "$HEALTHZ_CALLS"
+H_US=$L_US
+say "healthz (vc-scheduler paused): $L_OUT"
+say "  agentsched CPU per /healthz call: $H_US us (raw $L_RAW_US us; its idle rate ${IDLE_PCT}% of a core subtracted)"
+if [ -n "$(ls "$BODIES"/predicate-*.json 2>/dev/null)" ]; then
+	load "$AGENTSCHED_URL/volcano/predicate" "$REPLAY_CALLS" --body-files "$(ls "$BODIES"/predicate-*.json | paste -sd,)"
+	say "predicate replay (vc-scheduler paused; the first bodies the proxy saw, in turn): $L_OUT"
+	say "  agentsched CPU per predicate call: $L_US us (raw $L_RAW_US us); RATIO to /healthz: $(awk -v r="$L_US" -v h="$H_US" 'BEGIN { printf "%.2f", (h > 0 ? r / h : 0) }')"
+fi
+kill -CONT -- "-$VPID"
+PAUSED=""
 
 # ---- (b) Volcano alone: the same conf without the extender plugin
 if [ "$BASELINE" = 1 ]; then

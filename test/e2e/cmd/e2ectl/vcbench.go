@@ -6,6 +6,7 @@ package main
 // vc-scheduler sends per verb (body-proxy).
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -195,7 +197,8 @@ func tlsConfigFrom(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// cmdHTTPLoad calls --url --count times from --parallel workers and prints
+// cmdHTTPLoad calls --url --count times from --parallel workers (a GET, or a
+// POST of --body or of the --body-files in turn) and prints
 // the calls, errors (transport errors and non-200 answers) and the rate.
 // --conns-per-call opens a new TCP (and TLS) connection for every call and
 // closes it after the answer, the pattern Volcano's extender plugin ends up
@@ -209,6 +212,7 @@ func cmdHTTPLoad(args []string) error {
 	parallel := fs.Int("parallel", 16, "concurrent callers")
 	perCall := fs.Bool("conns-per-call", false, "a new connection per call (no keep-alive)")
 	body := fs.String("body", "", "POST this body (JSON) instead of a GET")
+	bodyFiles := fs.String("body-files", "", "comma-separated files: POST their contents in turn instead of a GET")
 	caFile := fs.String("ca", "", "CA to trust (https)")
 	certFile := fs.String("cert", "", "client certificate (https)")
 	keyFile := fs.String("key", "", "client key (https)")
@@ -220,6 +224,20 @@ func cmdHTTPLoad(args []string) error {
 	if err != nil {
 		return err
 	}
+	var bodies [][]byte
+	if *body != "" {
+		bodies = append(bodies, []byte(*body))
+	}
+	if *bodyFiles != "" {
+		for _, f := range strings.Split(*bodyFiles, ",") {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			bodies = append(bodies, b)
+		}
+	}
+	var bodyBytes int64
 	tr := &http.Transport{TLSClientConfig: tcfg, DisableKeepAlives: *perCall, MaxIdleConnsPerHost: *parallel}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	var next, errs int64 = -1, 0
@@ -230,11 +248,17 @@ func cmdHTTPLoad(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for atomic.AddInt64(&next, 1) < int64(*count) {
+			for {
+				i := atomic.AddInt64(&next, 1)
+				if i >= int64(*count) {
+					return
+				}
 				var resp *http.Response
 				var err error
-				if *body != "" {
-					resp, err = client.Post(*u, "application/json", strings.NewReader(*body))
+				if len(bodies) > 0 {
+					b := bodies[i%int64(len(bodies))]
+					atomic.AddInt64(&bodyBytes, int64(len(b)))
+					resp, err = client.Post(*u, "application/json", bytes.NewReader(b))
 				} else {
 					resp, err = client.Get(*u)
 				}
@@ -254,8 +278,12 @@ func cmdHTTPLoad(args []string) error {
 	}
 	wg.Wait()
 	el := time.Since(start).Seconds()
-	fmt.Printf("http-load: %d calls, %d errors, %.2f s, %.0f calls/s, %d parallel, new connection per call %v\n",
+	fmt.Printf("http-load: %d calls, %d errors, %.2f s, %.0f calls/s, %d parallel, new connection per call %v",
 		*count, errs, el, float64(*count)/el, *parallel, *perCall)
+	if len(bodies) > 0 {
+		fmt.Printf(", %d bodies in turn, mean %.0f bytes", len(bodies), float64(bodyBytes)/float64(*count))
+	}
+	fmt.Println()
 	if e := firstErr.Load(); e != nil {
 		fmt.Printf("http-load: first error: %s\n", e)
 	}
@@ -291,7 +319,8 @@ func (c countingWriter) Write(p []byte) (int, error) {
 
 // cmdBodyProxy listens on --listen and forwards every request to --target
 // (its path appended to the target's), counting per last path element (the
-// verb) the calls and the request and response body bytes. On SIGTERM or
+// verb) the calls and the request and response body bytes; --save-dir keeps
+// the first bodies of each verb (to replay them with http-load --body-files). On SIGTERM or
 // SIGINT, or after --duration, it prints one line per verb and exits. Used
 // only for a separate measurement phase (it adds a hop).
 func cmdBodyProxy(args []string) error {
@@ -302,6 +331,8 @@ func cmdBodyProxy(args []string) error {
 	certFile := fs.String("cert", "", "client certificate for an https target")
 	keyFile := fs.String("key", "", "client key for an https target")
 	duration := fs.Duration("duration", 0, "stop after this long (0: on a signal)")
+	saveDir := fs.String("save-dir", "", "save the first --save-max request bodies of each verb as DIR/VERB-NNNN.json")
+	saveMax := fs.Int("save-max", 64, "bodies saved per verb")
 	_ = fs.Parse(args)
 	tu, err := url.Parse(*target)
 	if err != nil || *target == "" {
@@ -311,7 +342,7 @@ func cmdBodyProxy(args []string) error {
 	if err != nil {
 		return err
 	}
-	type stat struct{ calls, req, resp int64 }
+	type stat struct{ calls, req, resp, saved int64 }
 	var mu sync.Mutex
 	stats := map[string]*stat{}
 	rp := httputil.NewSingleHostReverseProxy(tu)
@@ -326,11 +357,28 @@ func cmdBodyProxy(args []string) error {
 		}
 		mu.Unlock()
 		atomic.AddInt64(&s.calls, 1)
+		if *saveDir != "" && r.Body != nil {
+			if k := atomic.AddInt64(&s.saved, 1); k <= int64(*saveMax) {
+				b, err := io.ReadAll(r.Body)
+				r.Body.Close()
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				_ = os.WriteFile(filepath.Join(*saveDir, fmt.Sprintf("%s-%04d.json", verb, k)), b, 0o644)
+				r.Body = io.NopCloser(bytes.NewReader(b))
+			}
+		}
 		if r.Body != nil {
 			r.Body = countingReader{r.Body, &s.req}
 		}
 		rp.ServeHTTP(countingWriter{w, &s.resp}, r)
 	})
+	if *saveDir != "" {
+		if err := os.MkdirAll(*saveDir, 0o755); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
