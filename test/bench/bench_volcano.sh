@@ -5,7 +5,7 @@
 #
 #   test/bench/bench_volcano.sh [--nodes 1000] [--gpu-nodes 4] [--gpus 4]
 #                               [--share 600] [--unfit 46] [--stream 2]
-#                               [--sessions 5] [--warmup 2] [--healthz-calls 20000]
+#                               [--sessions 5] [--warmup 1] [--healthz-calls 20000]
 #                               [--replay-calls 5000]
 #                               [--no-proxy] [--no-baseline]
 #                               [--layout sidecar] [--state-dir build/bench-volcano]
@@ -30,7 +30,7 @@
 #            (they fit; the shipped managedResources never send them to
 #            agentsched)
 #   (a)      --sessions vc-scheduler sessions with the shipped conf, after
-#            --warmup (2) to warm up (each phase starts as a session
+#            --warmup (1) to warm up (each phase starts as a session
 #            ends): session latency (vc-scheduler's own
 #            volcano_e2e_scheduling_latency_milliseconds, sum/count), its CPU
 #            per session, agentsched's CPU per session, its Volcano calls per
@@ -56,7 +56,7 @@
 #            has that counter; and, unless --no-proxy, from a separate short
 #            phase (never timed) where vc-scheduler is restarted with
 #            urlPrefix pointed at `e2ectl body-proxy`, a logging reverse
-#            proxy in front of agentsched, for two sessions
+#            proxy in front of agentsched, for one session
 #   (b)      vc-scheduler restarted with the same conf minus the extender
 #            plugin (Volcano alone): the same figures, and what becomes of
 #            the unfit pods (Volcano's per-node sums bind some of them onto
@@ -82,7 +82,7 @@ SHARE=600
 UNFIT=46
 STREAM=2
 SESSIONS=5
-WARMUP=2
+WARMUP=1
 HEALTHZ_CALLS=20000
 REPLAY_CALLS=5000
 PROXY=1
@@ -301,14 +301,14 @@ if [ "$PROXY" = 1 ]; then
 	PROXY_PID=$!
 	log "bytes: vc-scheduler restarted with urlPrefix http://127.0.0.1:$pport/volcano (e2ectl body-proxy -> agentsched)"
 	vc_restart "$pconf"
-	wait_sessions 2 "$((2 * session_wait_s))" || true
+	wait_sessions 1 "$session_wait_s" || true
 	# paused before the proxy goes (its calls would fail meanwhile)
 	VPID=$(pid_of vc-scheduler)
 	kill -STOP -- "-$VPID"
 	PAUSED=$VPID
 	kill -TERM "$PROXY_PID"; wait "$PROXY_PID" || true
 	PROXY_PID=""
-	say "bytes per verb (a separate phase: vc-scheduler restarted with urlPrefix pointed at e2ectl body-proxy, a logging reverse proxy to agentsched; 2 sessions):"
+	say "bytes per verb (a separate phase: vc-scheduler restarted with urlPrefix pointed at e2ectl body-proxy, a logging reverse proxy to agentsched; 1 session):"
 	if [ -s "$STATE.proxy.txt" ]; then
 		while read -r verb _ calls _ req _ resp _ rmean _ smean; do
 			say "$(printf '  %-15s %6d calls, request body mean %8.0f bytes, response mean %6.0f bytes' "$verb" "$calls" "$rmean" "$smean")"
