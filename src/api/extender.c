@@ -1283,11 +1283,11 @@ void extender_free(extender *x)
 }
 
 static const http_route extender_route_table[] = {
-    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false, NULL, false},
-    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false, NULL, false},
+    {"POST", EXTENDER_PATH_FILTER, extender_handle_filter, false, NULL, false, false},
+    {"POST", EXTENDER_PATH_PRIORITIZE, extender_handle_prioritize, false, NULL, false, false},
     /* live mode waits for the API server's answer to the Binding */
-    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true, NULL, false},
-    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false, NULL, false},
+    {"POST", EXTENDER_PATH_BIND, extender_handle_bind, true, NULL, false, false},
+    {"POST", EXTENDER_PATH_PREEMPT, extender_handle_preempt, false, NULL, false, false},
 };
 
 /* See extender.h. */

@@ -834,7 +834,7 @@ done:
 }
 
 static const http_route placement_route_table[] = {
-    {"POST", PLACEMENT_PATH, placement_handle, false, NULL, false},
+    {"POST", PLACEMENT_PATH, placement_handle, false, NULL, false, false},
 };
 
 /* See placement.h. */

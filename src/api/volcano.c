@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "agentsched/api/vcsession.h"
+#include "agentsched/api/vctask.h"
 #include "agentsched/core/binder.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/base/clock.h"
@@ -122,6 +123,29 @@ static const char *const vout_series[VOUT_COUNT][2] = {
     {"allocateFunc", "pipelined"}, {"deallocateFunc", "forgotten"}, {"deallocateFunc", "noop"},
 };
 
+/* The verbs, for the request-size counters. */
+typedef enum vverb {
+    VV_ON_SESSION_OPEN = 0,
+    VV_ON_SESSION_CLOSE,
+    VV_PREDICATE,
+    VV_PRIORITIZE,
+    VV_PREEMPTABLE,
+    VV_RECLAIMABLE,
+    VV_JOB_ENQUEUEABLE,
+    VV_JOB_ENQUEUED,
+    VV_QUEUE_OVERUSED,
+    VV_JOB_READY,
+    VV_ALLOCATE,
+    VV_DEALLOCATE,
+    VV_COUNT,
+} vverb;
+
+static const char *const vverb_names[VV_COUNT] = {
+    "onSessionOpen", "onSessionClose", "predicate",      "prioritize",
+    "preemptable",   "reclaimable",    "jobEnqueueable", "jobEnqueued",
+    "queueOverused", "jobReady",       "allocateFunc",   "deallocateFunc",
+};
+
 /* A pod the watch or the cluster file knows; its key (uid, else
  * namespace/name) is stored inline. */
 typedef struct vpod {
@@ -142,10 +166,14 @@ struct volcano {
     pthread_mutex_t mu; /* guards everything below */
     table pods;         /* key -> vpod */
     table allocated;    /* key -> vgrant */
+    int64_t oldest_ms;  /* at most the oldest grant's at_ms: no sweep before it expires */
     uint64_t epoch;
     bool pods_full_logged;
     metrics_counter *refused[2][VRULE_COUNT]; /* [0] allocateFunc, [1] deallocateFunc */
     metrics_counter *answered[VOUT_COUNT];
+    metrics_counter *req_bytes[VV_COUNT]; /* request body bytes received, by verb */
+    vctask_memo *memo;                    /* predicate / prioritize: decoded task Pods */
+    metrics_counter *pod_memo[3];         /* hit, miss, dom */
 };
 
 /* See volcano.h. */
@@ -182,8 +210,36 @@ as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
         v->answered[o] = metrics_new_counter(
             c->metrics, name, "Volcano verbs answered with 200, by verb and verdict.");
     }
+    for (int i = 0; i < VV_COUNT; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "agentsched_volcano_request_bytes_total{verb=\"%s\"}",
+                 vverb_names[i]);
+        v->req_bytes[i] = metrics_new_counter(
+            c->metrics, name, "Request body bytes received on the Volcano verbs, by verb.");
+    }
+    static const char *const memo_res[3] = {"hit", "miss", "dom"};
+    for (int i = 0; i < 3; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "agentsched_volcano_pod_memo_total{result=\"%s\"}",
+                 memo_res[i]);
+        v->pod_memo[i] = metrics_new_counter(
+            c->metrics, name,
+            "Task Pods of Volcano's predicate and prioritize: from the memo (hit), decoded from "
+            "the scanned body (miss), or from the whole body's DOM (dom).");
+    }
+    if (vctask_memo_new(&v->memo) != AS_OK) {
+        volcano_free(v);
+        return AS_ENOMEM;
+    }
     *out = v;
     return AS_OK;
+}
+
+/* count_request adds the request's body size to its verb's counter. */
+static void count_request(volcano *v, vverb verb, const http_request *req)
+{
+    if (v)
+        metrics_add(v->req_bytes[verb], req->body_len);
 }
 
 static void free_values(table *t)
@@ -201,6 +257,7 @@ void volcano_free(volcano *v)
         return;
     free_values(&v->pods);
     free_values(&v->allocated);
+    vctask_memo_free(v->memo);
     pthread_mutex_destroy(&v->mu);
     free(v);
 }
@@ -269,6 +326,12 @@ size_t volcano_expire(volcano *v, int64_t now_ms)
     size_t n = 0;
     bool live = core_live(v->core);
     pthread_mutex_lock(&v->mu);
+    /* every verb calls this: the table is walked only when a grant is due */
+    if (!v->allocated.n || v->oldest_ms > now_ms - v->cfg.assumed_ttl_ms) {
+        pthread_mutex_unlock(&v->mu);
+        return 0;
+    }
+    int64_t oldest = INT64_MAX;
     for (size_t i = 0; i < v->allocated.cap;) {
         vgrant *a = v->allocated.t[i].k ? v->allocated.t[i].v : NULL;
         if (a && a->at_ms <= now_ms - v->cfg.assumed_ttl_ms) {
@@ -281,8 +344,11 @@ size_t volcano_expire(volcano *v, int64_t now_ms)
             n++;
             continue;
         }
+        if (a && a->at_ms < oldest)
+            oldest = a->at_ms;
         i++;
     }
+    v->oldest_ms = oldest;
     pthread_mutex_unlock(&v->mu);
     if (n)
         log_info("msg=\"volcano allocations expired\" n=%zu ttl_ms=%lld", n,
@@ -326,6 +392,9 @@ static as_err allocated_put(volcano *v, const char *key)
     } else {
         a->at_ms = clock_mono_ms();
         memcpy(a->key, key, len + 1);
+        /* a grant is never older than those it joins */
+        if (!v->allocated.n)
+            v->oldest_ms = a->at_ms;
         if ((err = table_put(&v->allocated, a->key, len, a)))
             free(a);
     }
@@ -418,253 +487,6 @@ static as_err get_object(const json_t *root, const char *key, bool required, con
     return AS_OK;
 }
 
-/* opt_string reads an optional string member: "" when absent or null. */
-static as_err opt_string(const json_t *obj, const char *key, const char *field, const char **out,
-                         as_diag *d)
-{
-    const json_t *v = json_get(obj, key);
-    *out = "";
-    if (!v || json_is_null(v))
-        return AS_OK;
-    if (!json_is_string(v))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a string", field);
-    /* a C string would silently cut "a\u0000b" to "a" (another name) */
-    const char *s = json_string_value(v);
-    size_t len = json_string_length(v);
-    if (memchr(s, '\0', len))
-        return as_diag_set(d, AS_EINVAL, field, "%s must not contain NUL characters", field);
-    /* the decoder guarantees it; the documents built from it need it */
-    if (utf8_prefix(s, len) != len)
-        return as_diag_set(d, AS_EINVAL, field, "%s must be valid UTF-8", field);
-    *out = s;
-    return AS_OK;
-}
-
-/* res_amount reads a Resource amount: a finite, non-negative number
- * (null = 0), rounded up to an integer. The bound keeps "%.0f" exact and
- * inside int64 after the quantity parser scales it. */
-static as_err res_amount(const json_t *v, const char *field, double *out, as_diag *d)
-{
-    *out = 0;
-    if (!v || json_is_null(v))
-        return AS_OK;
-    if (!json_is_number(v))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a number", field);
-    double x = json_number_value(v);
-    if (!isfinite(x) || x < 0)
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a finite, non-negative number", field);
-    if (x > 1e15)
-        return as_diag_set(d, AS_ERANGE, field, "%s is too large for a task request (at most 1e15)",
-                           field);
-    *out = ceil(x);
-    return AS_OK;
-}
-
-/* set_quantity stores amount (with an optional "m" suffix) as a quantity
- * string under key in obj. key must be valid UTF-8 without NUL (the
- * callers' checks), so a failure here can only be an allocation's. */
-static as_err set_quantity(json_t *obj, const char *key, double amount, bool milli)
-{
-    char q[48];
-    snprintf(q, sizeof q, "%.0f%s", amount, milli ? "m" : "");
-    return json_object_set_new(obj, key, json_string(q)) ? AS_ENOMEM : AS_OK;
-}
-
-/*
- * pod_from_resreq builds a v1 Pod document from the task's identity and
- * Resreq (units in volcano.h) and decodes it, so the request goes through
- * the same validation and accounting as any pod.
- */
-static as_err pod_from_resreq(const model_registry *reg, const json_t *task, const json_t *rr,
-                              const char *field, model_pod **out, as_diag *d)
-{
-    char f[160];
-    const char *name, *ns, *uid;
-    json_t *doc = NULL;
-    as_err err;
-    snprintf(f, sizeof f, "%s.Name", field);
-    if ((err = opt_string(task, "Name", f, &name, d)))
-        return err;
-    if (!name[0])
-        return as_diag_set(d, AS_EINVAL, f,
-                           "a TaskInfo without Pod needs its Name (and Namespace, Resreq)");
-    snprintf(f, sizeof f, "%s.Namespace", field);
-    if ((err = opt_string(task, "Namespace", f, &ns, d)))
-        return err;
-    snprintf(f, sizeof f, "%s.UID", field);
-    if ((err = opt_string(task, "UID", f, &uid, d)))
-        return err;
-
-    json_t *requests = json_object();
-    if (!requests)
-        return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
-    /* "o" steals requests, on failure too */
-    json_error_t je;
-    doc = json_pack_ex(&je, 0, "{s:{s:s,s:s,s:s},s:{s:[{s:s,s:{s:o}}]}}", "metadata", "name", name,
-                       "namespace", ns[0] ? ns : "default", "uid", uid, "spec", "containers",
-                       "name", "task", "resources", "requests", requests);
-    if (!doc) {
-        /* the strings are checked above (opt_string): anything but an
-         * allocation failing here is a broken invariant, not a full heap */
-        if (json_error_code(&je) == json_error_out_of_memory)
-            return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
-        return as_diag_set(d, AS_EINTERNAL, field, "%s: the task's pod could not be built: %s",
-                           field, je.text);
-    }
-    double amount;
-    snprintf(f, sizeof f, "%s.Resreq.MilliCPU", field);
-    if ((err = res_amount(json_get(rr, "MilliCPU"), f, &amount, d)))
-        goto done;
-    if (amount > 0 && (err = set_quantity(requests, "cpu", amount, true)))
-        goto done;
-    snprintf(f, sizeof f, "%s.Resreq.Memory", field);
-    if ((err = res_amount(json_get(rr, "Memory"), f, &amount, d)))
-        goto done;
-    if (amount > 0 && (err = set_quantity(requests, "memory", amount, false)))
-        goto done;
-    const json_t *sc = json_get(rr, "ScalarResources");
-    if (sc && !json_is_null(sc)) {
-        if (!json_is_object(sc)) {
-            snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
-            err = as_diag_set(d, AS_EINVAL, f,
-                              "%s must be an object of resource name -> milli-units", f);
-            goto done;
-        }
-        const char *k;
-        size_t klen;
-        json_t *v;
-        json_object_keylen_foreach((json_t *)sc, k, klen, v)
-        {
-            /* the decoder refuses keys with NUL or invalid UTF-8; checked
-             * again because a C-string key with either would count as
-             * another resource ("nvidia.com/gpu\u0000x" as a GPU) */
-            if (klen == 0 || memchr(k, '\0', klen) || utf8_prefix(k, klen) != klen) {
-                snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
-                err = as_diag_set(d, AS_EINVAL, f,
-                                  "%s: a resource name is %s; name each scalar resource (e.g. "
-                                  "nvidia.com/gpu)",
-                                  f,
-                                  klen == 0               ? "empty"
-                                  : memchr(k, '\0', klen) ? "holding \\u0000 (a NUL character)"
-                                                          : "not valid UTF-8");
-                goto done;
-            }
-            snprintf(f, sizeof f, "%s.Resreq.ScalarResources.%.*s", field,
-                     (int)as_utf8_excerpt(k, klen, 100), k);
-            if ((err = res_amount(v, f, &amount, d)))
-                goto done;
-            /* "pods" is a count there (not a request); cpu and memory never
-             * belong in the scalar map and must not override the fields */
-            if (amount == 0 || strcmp(k, "pods") == 0 || strcmp(k, "cpu") == 0 ||
-                strcmp(k, "memory") == 0)
-                continue;
-            if ((err = set_quantity(requests, k, amount, true)))
-                goto done;
-        }
-    }
-    err = model_pod_from_json(reg, doc, out, d);
-    if (err) {
-        snprintf(f, sizeof f, "%s.Resreq", field);
-        /* the synthetic document's paths mean nothing to the sender */
-        d->field[0] = '\0';
-        as_diag_prefix_field(d, f);
-    }
-done:
-    if (err && err == AS_ENOMEM && !d->msg[0])
-        as_diag_set(d, err, NULL, "out of memory");
-    json_decref(doc);
-    return err;
-}
-
-/* See volcano.h. */
-as_err volcano_task_pod(const model_registry *reg, const json_t *task, const char *field,
-                        model_pod **out, as_diag *d)
-{
-    *out = NULL;
-    char f[160];
-    if (!json_is_object(task))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a TaskInfo object", field);
-    as_err err;
-    const json_t *pod = json_get(task, "Pod");
-    if (pod && !json_is_null(pod)) {
-        snprintf(f, sizeof f, "%s.Pod", field);
-        if (!json_is_object(pod))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Pod object", f);
-        err = model_pod_from_json(reg, pod, out, d);
-        if (err) {
-            as_diag_prefix_field(d, f);
-            if (!d->msg[0])
-                as_diag_set(d, err, d->field, "%s could not be decoded: %s", f, as_strerror(err));
-            return err;
-        }
-    } else {
-        const json_t *rr = json_get(task, "Resreq");
-        snprintf(f, sizeof f, "%s.Resreq", field);
-        if (!rr || json_is_null(rr))
-            return as_diag_set(d, AS_EINVAL, f,
-                               "%s needs Pod (the v1.Pod) or Resreq {MilliCPU, Memory, "
-                               "ScalarResources}",
-                               field);
-        if (!json_is_object(rr))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be a Resource object", f);
-        if ((err = pod_from_resreq(reg, task, rr, field, out, d)))
-            return err;
-    }
-    /* Volcano's task UID is the pod's uid; use it when the Pod has none. */
-    if (!(*out)->uid[0]) {
-        const char *uid;
-        snprintf(f, sizeof f, "%s.UID", field);
-        if ((err = opt_string(task, "UID", f, &uid, d))) {
-            model_pod_free(*out);
-            *out = NULL;
-            return err;
-        }
-        if (uid[0]) {
-            const char *copy = pool_strdup((*out)->pool, uid);
-            if (copy)
-                (*out)->uid = copy;
-        }
-    }
-    return AS_OK;
-}
-
-/* See volcano.h. */
-as_err volcano_node_name(const json_t *node, const char *field, const char **name, as_diag *d)
-{
-    char f[160];
-    *name = NULL;
-    if (!json_is_object(node))
-        return as_diag_set(d, AS_EINVAL, field, "%s must be a NodeInfo object", field);
-    snprintf(f, sizeof f, "%s.Name", field);
-    const char *s;
-    as_err err = opt_string(node, "Name", f, &s, d);
-    if (err)
-        return err;
-    if (s[0]) {
-        *name = s;
-        return AS_OK;
-    }
-    const json_t *n = json_get(node, "Node");
-    if (n && !json_is_null(n)) {
-        snprintf(f, sizeof f, "%s.Node", field);
-        if (!json_is_object(n))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Node object", f);
-        const json_t *meta = json_get(n, "metadata");
-        snprintf(f, sizeof f, "%s.Node.metadata", field);
-        if (meta && !json_is_null(meta) && !json_is_object(meta))
-            return as_diag_set(d, AS_EINVAL, f, "%s must be an object", f);
-        snprintf(f, sizeof f, "%s.Node.metadata.name", field);
-        if (meta && (err = opt_string(meta, "name", f, &s, d)))
-            return err;
-        if (meta && s[0]) {
-            *name = s;
-            return AS_OK;
-        }
-    }
-    snprintf(f, sizeof f, "%s.Name", field);
-    return as_diag_set(d, AS_EINVAL, f, "%s needs its Name (or Node.metadata.name)", field);
-}
-
 /* pod_key is the cache's key of pod: its uid, else "namespace/name". */
 static const char *pod_key(const model_pod *pod, char *tmp, size_t len)
 {
@@ -682,6 +504,7 @@ static const char *pod_key(const model_pod *pod, char *tmp, size_t len)
 void volcano_handle_on_session_open(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_ON_SESSION_OPEN, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -725,7 +548,7 @@ static bool check_body(const http_request *req, http_response *resp, const char 
 /* See volcano.h. */
 void volcano_handle_on_session_close(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_ON_SESSION_CLOSE, req);
     if (!check_body(req, resp, "OnSessionCloseRequest", NULL))
         reply_json(resp, ERRF_NONE, "{}");
 }
@@ -734,30 +557,61 @@ void volcano_handle_on_session_close(void *ctx, const http_request *req, http_re
 /* predicate / prioritize                                              */
 /* ------------------------------------------------------------------ */
 
+/* task_pod is the model pod a fast scan found (vctask_pod), counted;
+ * false when the caller must take the DOM path. */
+static bool task_pod(volcano *v, const vctask_pod_span *sp, const model_pod **pod, vctask_ent **ent)
+{
+    bool hit;
+    if (vctask_pod(v->memo, &v->core->reg, sp, pod, ent, &hit) != AS_OK)
+        return false;
+    metrics_inc(v->pod_memo[hit ? 0 : 1]);
+    return true;
+}
+
 /* See volcano.h. */
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_PREDICATE, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
     memset(&d, 0, sizeof d);
     json_t *root = NULL;
-    model_pod *pod = NULL;
+    model_pod *owned = NULL;
+    const model_pod *pod = NULL;
+    vctask_ent *ent = NULL;
     const json_t *task, *node;
-    const char *name;
-    as_err err = parse_object(req, "PredicateRequest", &root, &d);
-    if (!err)
-        err = get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
-    if (!err)
-        err = volcano_task_pod(&co->reg, task, "task", &pod, &d);
-    if (!err)
-        err = get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
-    if (!err)
-        err = volcano_node_name(node, "node", &name, &d);
-    if (err) {
-        reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
-        goto done;
+    const char *name = NULL;
+    vctask_pod_span sp;
+    size_t nlen;
+    /* the plain case: one scan of the body, the Pod from the memo */
+    if (vctask_scan_predicate(req->body, req->body_len, &sp, &name, &nlen) &&
+        task_pod(v, &sp, &pod, &ent) && !(name = pool_strndup(req->pool, name, nlen))) {
+        vctask_put(v->memo, ent);
+        ent = NULL;
+    }
+    if (!ent) {
+        /* not the plain case: the whole body's DOM, charged as any */
+        metrics_inc(v->pod_memo[2]);
+        if (http_request_charge_dom(req, resp) != AS_OK)
+            goto done;
+        as_err err = parse_object(req, "PredicateRequest", &root, &d);
+        if (!err)
+            err =
+                get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
+        if (!err)
+            err = vctask_task_pod(&co->reg, task, "task", &owned, &d);
+        if (!err)
+            err =
+                get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
+        if (!err)
+            err = vctask_node_name(node, "node", &name, &d);
+        if (err) {
+            reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
+            goto done;
+        }
+        pod = owned;
     }
 
     char why[256] = "";
@@ -788,7 +642,8 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     log_debug("msg=\"volcano predicate\" pod=%s/%s node=%s code=%d", pod->ns, pod->name, name,
               code);
 done:
-    model_pod_free(pod);
+    vctask_put(v->memo, ent);
+    model_pod_free(owned);
     json_decref(root);
 }
 
@@ -811,42 +666,40 @@ static bool nameset_add(nameset *ns, const char *name)
     return true;
 }
 
-/* See volcano.h. */
-void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
+/* prioritize_dom decodes a PrioritizeRequest through its DOM (*root,
+ * the caller decrefs it) into *pod (caller frees) and the nodes' names
+ * (de-duplicated, into the request pool); false when it answered an
+ * error. */
+static bool prioritize_dom(core *co, const http_request *req, http_response *resp, json_t **root,
+                           model_pod **pod, sched_name **out, size_t *nout)
 {
-    volcano *v = ctx;
-    core *co = v->core;
-    volcano_expire(v, clock_mono_ms());
     as_diag d;
     memset(&d, 0, sizeof d);
-    json_t *root = NULL;
-    model_pod *pod = NULL;
-    score_policy *policy = NULL;
     const json_t *task;
     const char *what = "PrioritizeRequest {\"task\", \"nodes\"}";
-    as_err err = parse_object(req, "PrioritizeRequest", &root, &d);
+    as_err err = parse_object(req, "PrioritizeRequest", root, &d);
     if (!err)
-        err = get_object(root, "task", true, what, &task, &d);
+        err = get_object(*root, "task", true, what, &task, &d);
     if (!err)
-        err = volcano_task_pod(&co->reg, task, "task", &pod, &d);
+        err = vctask_task_pod(&co->reg, task, "task", pod, &d);
     if (err) {
         reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
-        goto done;
+        return false;
     }
-    const json_t *nodes = json_get(root, "nodes");
+    const json_t *nodes = json_get(*root, "nodes");
     size_t total = 0;
     if (nodes && !json_is_null(nodes)) {
         if (!json_is_array(nodes)) {
             err = as_diag_set(&d, AS_EINVAL, "nodes", "nodes must be an array of NodeInfo");
             reply_error(resp, 400, ERRF_ERRMSG, &d, err);
-            goto done;
+            return false;
         }
         total = json_array_size(nodes);
     }
     if (total > MAX_NODES) {
         err = as_diag_set(&d, AS_ETOOBIG, "nodes", "at most %d nodes per request", MAX_NODES);
         reply_error(resp, 400, ERRF_ERRMSG, &d, err);
-        goto done;
+        return false;
     }
     sched_name *names = pool_alloc(req->pool, (total ? total : 1) * sizeof *names);
     nameset set = {NULL, 4};
@@ -856,22 +709,55 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     if (!names || !set.slot) {
         err = as_diag_set(&d, AS_ENOMEM, NULL, "request too large for its memory budget");
         reply_error(resp, 413, ERRF_ERRMSG, &d, err);
-        goto done;
+        return false;
     }
     size_t n = 0;
     for (size_t i = 0; i < total; i++) {
         char f[48];
         snprintf(f, sizeof f, "nodes[%zu]", i);
         const char *name;
-        err = volcano_node_name(json_array_get(nodes, i), f, &name, &d);
+        err = vctask_node_name(json_array_get(nodes, i), f, &name, &d);
         if (err) {
             reply_error(resp, http_status_for_decode_err(err), ERRF_ERRMSG, &d, err);
-            goto done;
+            return false;
         }
         if (nameset_add(&set, name)) {
             size_t len = strlen(name);
             names[n++] = (sched_name){name, len, cache_name_hash(name, len)};
         }
+    }
+    *out = names;
+    *nout = n;
+    return true;
+}
+
+/* See volcano.h. */
+void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
+{
+    volcano *v = ctx;
+    count_request(v, VV_PRIORITIZE, req);
+    core *co = v->core;
+    volcano_expire(v, clock_mono_ms());
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *root = NULL;
+    model_pod *owned = NULL;
+    const model_pod *pod = NULL;
+    vctask_ent *ent = NULL;
+    score_policy *policy = NULL;
+    sched_name *names = NULL;
+    size_t n = 0;
+    vctask_pod_span sp;
+    as_err err;
+    /* the plain case: the nodes' names taken out in one scan, the rest of
+     * each NodeInfo validated and skipped; the Pod from the memo */
+    if (!vctask_scan_prioritize(req->pool, req->body, req->body_len, &sp, &names, &n) ||
+        !task_pod(v, &sp, &pod, &ent)) {
+        metrics_inc(v->pod_memo[2]);
+        if (http_request_charge_dom(req, resp) != AS_OK ||
+            !prioritize_dom(co, req, resp, &root, &owned, &names, &n))
+            goto done;
+        pod = owned;
     }
 
     /* Scored here rather than through sched_evaluate, which applies
@@ -914,7 +800,8 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
 done:
     if (policy)
         score_policy_unref(policy);
-    model_pod_free(pod);
+    vctask_put(v->memo, ent);
+    model_pod_free(owned);
     json_decref(root);
 }
 
@@ -942,7 +829,7 @@ static as_err decode_event(core *co, const http_request *req, json_t **root, con
     if (!err)
         err = get_object(*root, "task", true, what, task, d);
     if (!err)
-        err = volcano_task_pod(&co->reg, *task, "task", pod, d);
+        err = vctask_task_pod(&co->reg, *task, "task", pod, d);
     return err;
 }
 
@@ -1044,6 +931,7 @@ static as_err commit_allocation(volcano *v, const model_pod *pod, const char *ke
 void volcano_handle_allocate(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_ALLOCATE, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -1054,7 +942,7 @@ void volcano_handle_allocate(void *ctx, const http_request *req, http_response *
     as_err err = decode_event(co, req, &root, &task, &pod, &d);
     const char *node_name = "";
     if (!err)
-        err = opt_string(task, "NodeName", "task.NodeName", &node_name, &d);
+        err = vctask_opt_string(task, "NodeName", "task.NodeName", &node_name, &d);
     if (!err && !node_name[0])
         node_name = pod->node_name ? pod->node_name : "";
     if (!err && !node_name[0])
@@ -1116,6 +1004,7 @@ done:
 void volcano_handle_deallocate(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
+    count_request(v, VV_DEALLOCATE, req);
     core *co = v->core;
     volcano_expire(v, clock_mono_ms());
     as_diag d;
@@ -1202,7 +1091,7 @@ static bool check_evict(const http_request *req, http_response *resp, const char
 /* See volcano.h. */
 void volcano_handle_preemptable(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_PREEMPTABLE, req);
     if (!check_evict(req, resp, "PreemptableRequest {\"evictor\", \"evictees\"}"))
         reply_json(resp, ERRF_NONE, "{\"status\":0,\"victims\":[]}");
 }
@@ -1210,7 +1099,7 @@ void volcano_handle_preemptable(void *ctx, const http_request *req, http_respons
 /* See volcano.h. */
 void volcano_handle_reclaimable(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_RECLAIMABLE, req);
     if (!check_evict(req, resp, "ReclaimableRequest {\"evictor\", \"evictees\"}"))
         reply_json(resp, ERRF_NONE, "{\"status\":0,\"victims\":[]}");
 }
@@ -1218,7 +1107,7 @@ void volcano_handle_reclaimable(void *ctx, const http_request *req, http_respons
 /* See volcano.h. */
 void volcano_handle_job_enqueueable(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_JOB_ENQUEUEABLE, req);
     if (!check_body(req, resp, "JobEnqueueableRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{\"status\":0}");
 }
@@ -1226,7 +1115,7 @@ void volcano_handle_job_enqueueable(void *ctx, const http_request *req, http_res
 /* See volcano.h. */
 void volcano_handle_job_enqueued(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_JOB_ENQUEUED, req);
     if (!check_body(req, resp, "JobEnqueuedRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{}");
 }
@@ -1234,7 +1123,7 @@ void volcano_handle_job_enqueued(void *ctx, const http_request *req, http_respon
 /* See volcano.h. */
 void volcano_handle_queue_overused(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_QUEUE_OVERUSED, req);
     if (!check_body(req, resp, "QueueOverusedRequest {\"queue\"}", "queue"))
         reply_json(resp, ERRF_NONE, "{\"overused\":false}");
 }
@@ -1242,24 +1131,27 @@ void volcano_handle_queue_overused(void *ctx, const http_request *req, http_resp
 /* See volcano.h. */
 void volcano_handle_job_ready(void *ctx, const http_request *req, http_response *resp)
 {
-    (void)ctx;
+    count_request(ctx, VV_JOB_READY, req);
     if (!check_body(req, resp, "JobReadyRequest {\"job\"}", "job"))
         reply_json(resp, ERRF_NONE, "{\"status\":true}");
 }
 
 static const http_route volcano_route_table[] = {
-    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL, false},
-    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL, false},
-    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL, false},
-    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL, false},
-    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL, false},
-    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL, false},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL, false},
-    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL, false},
-    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL, false},
-    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL, false},
-    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false, NULL, false},
-    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false, NULL, false},
+    {"POST", VOLCANO_PATH_ON_SESSION_OPEN, volcano_handle_on_session_open, false, NULL, false,
+     false},
+    {"POST", VOLCANO_PATH_ON_SESSION_CLOSE, volcano_handle_on_session_close, false, NULL, false,
+     false},
+    {"POST", VOLCANO_PATH_PREDICATE, volcano_handle_predicate, false, NULL, false, true},
+    {"POST", VOLCANO_PATH_PRIORITIZE, volcano_handle_prioritize, false, NULL, false, true},
+    {"POST", VOLCANO_PATH_PREEMPTABLE, volcano_handle_preemptable, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_RECLAIMABLE, volcano_handle_reclaimable, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUEABLE, volcano_handle_job_enqueueable, false, NULL, false,
+     false},
+    {"POST", VOLCANO_PATH_JOB_ENQUEUED, volcano_handle_job_enqueued, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_QUEUE_OVERUSED, volcano_handle_queue_overused, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_JOB_READY, volcano_handle_job_ready, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_ALLOCATE, volcano_handle_allocate, false, NULL, false, false},
+    {"POST", VOLCANO_PATH_DEALLOCATE, volcano_handle_deallocate, false, NULL, false, false},
 };
 
 /* See volcano.h. */

@@ -1,5 +1,6 @@
 /* http.c - libmicrohttpd server with a static route table (see http.h). */
 #include "agentsched/base/http.h"
+#include "agentsched/base/jscan.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -688,6 +689,8 @@ static void http_run_handler(http_server *s, http_req_state *st, struct MHD_Conn
         .conn = conn,
         .caller = st->caller ? st->caller : "-",
         .remote = remote,
+        .server = s,
+        .state = st,
     };
     http_peer_addr(conn, req.peer, sizeof req.peer, remote, sizeof remote);
     st->route->fn(st->route->ctx ? st->route->ctx : s->cfg.ctx, &req, resp);
@@ -775,28 +778,6 @@ static void http_offload_stop(http_server *s)
     s->nothreads = 0;
 }
 
-/* http_json_values counts the values a JSON text would decode to, about:
- * every '{', '[' and ',' outside strings, plus one. Linear, no memory. */
-static size_t http_json_values(const char *p, size_t n)
-{
-    size_t values = 1;
-    bool in_str = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = p[i];
-        if (in_str) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '{' || c == '[' || c == ',') {
-            values++;
-        }
-    }
-    return values;
-}
-
 /* http_charge grows st's share of the body budget to total bytes; false
  * (nothing charged) when that would take the server past its budget. */
 static bool http_charge(http_server *s, http_req_state *st, size_t total)
@@ -812,6 +793,42 @@ static bool http_charge(http_server *s, http_req_state *st, size_t total)
                                           __ATOMIC_RELAXED));
     st->charged = total;
     return true;
+}
+
+/* http_charge_values charges st's body plus HTTP_VALUE_COST a JSON value;
+ * false with *busy answered (its body initialised) when it does not fit. */
+static bool http_charge_values(http_server *s, http_req_state *st, http_response *busy)
+{
+    size_t values = jscan_count_values(st->body.data, st->body.len);
+    uint64_t need64 = (uint64_t)st->body.len + (uint64_t)values * HTTP_VALUE_COST;
+    size_t need = need64 > SIZE_MAX ? SIZE_MAX : (size_t)need64;
+    if (http_charge(s, st, need))
+        return true;
+    if (!busy->body.cap)
+        buf_init(&busy->body, 4096);
+    if (need > s->body_budget) {
+        http_error(busy, 413, NULL,
+                   "the body holds about %zu JSON values, more than the %zu the "
+                   "server decodes in one request; send fewer",
+                   values, (s->body_budget - st->body.len) / HTTP_VALUE_COST);
+    } else {
+        busy->retry_after_s = 1;
+        http_error(busy, 503, NULL,
+                   "the server is decoding %zu bytes of requests, its limit; retry "
+                   "shortly",
+                   s->body_budget);
+    }
+    return false;
+}
+
+/* See http.h. */
+as_err http_request_charge_dom(const http_request *req, http_response *resp)
+{
+    http_server *s = req->server;
+    http_req_state *st = req->state;
+    if (!s || !st || !st->body.len)
+        return AS_OK;
+    return http_charge_values(s, st, resp) ? AS_OK : AS_ELIMIT;
 }
 
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url,
@@ -931,28 +948,12 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
     }
 
     /* Whole request received: charge what decoding it will take, then
-     * run the handler. */
-    if (st->body.len > 0) {
-        size_t values = http_json_values(st->body.data, st->body.len);
-        uint64_t need64 = (uint64_t)st->body.len + (uint64_t)values * HTTP_VALUE_COST;
-        size_t need = need64 > SIZE_MAX ? SIZE_MAX : (size_t)need64;
-        if (!http_charge(s, st, need)) {
-            http_response busy = {.status = 503};
-            buf_init(&busy.body, 4096);
-            if (need > s->body_budget) {
-                http_error(&busy, 413, NULL,
-                           "the body holds about %zu JSON values, more than the %zu the "
-                           "server decodes in one request; send fewer",
-                           values, (s->body_budget - st->body.len) / HTTP_VALUE_COST);
-            } else {
-                busy.retry_after_s = 1;
-                http_error(&busy, 503, NULL,
-                           "the server is decoding %zu bytes of requests, its limit; retry "
-                           "shortly",
-                           s->body_budget);
-            }
+     * run the handler (a scanning route's handler charges it itself if it
+     * builds a DOM). */
+    if (st->body.len > 0 && !st->route->scans) {
+        http_response busy = {.status = 503};
+        if (!http_charge_values(s, st, &busy))
             return http_send(s, conn, st, method, url, &busy);
-        }
     }
     st->pool = pool_new(s->max_body * 8 > HTTP_POOL_MIN_CAP ? s->max_body * 8 : HTTP_POOL_MIN_CAP);
     if (!st->pool)

@@ -379,3 +379,34 @@ bool jscan_document(const char *body, size_t len)
     jscan_ws(&s);
     return s.p == s.end;
 }
+
+/* See jscan.h. */
+size_t jscan_count_values(const char *p, size_t n)
+{
+    size_t values = 1;
+    bool in_str = false;
+    const unsigned char *end = (const unsigned char *)p + n;
+    for (size_t i = 0; i < n; i++) {
+        if (in_str) {
+            /* string contents: sixteen bytes a step to the next quote or
+             * backslash (most of a Kubernetes object's bytes) */
+            i = (size_t)(jscan_plain_run((const unsigned char *)p + i, end, true) -
+                         (const unsigned char *)p);
+            for (; i < n && p[i] != '"' && p[i] != '\\'; i++)
+                ;
+            if (i >= n)
+                break;
+            if (p[i] == '\\')
+                i++;
+            else
+                in_str = false;
+            continue;
+        }
+        char c = p[i];
+        if (c == '"')
+            in_str = true;
+        else if (c == '{' || c == '[' || c == ',')
+            values++;
+    }
+    return values;
+}

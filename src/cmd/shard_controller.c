@@ -357,8 +357,8 @@ static void h_healthz(void *ctx, const http_request *req, http_response *resp)
 }
 
 static const http_route ctl_routes[] = {
-    {"GET", "/metrics", h_metrics, false, NULL, false},
-    {"GET", "/healthz", h_healthz, false, NULL, false},
+    {"GET", "/metrics", h_metrics, false, NULL, false, false},
+    {"GET", "/healthz", h_healthz, false, NULL, false, false},
 };
 
 /* ---- flags -------------------------------------------------------------- */

@@ -162,10 +162,10 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
 
 /* The server's own endpoints; their context is the svc. */
 static const http_route svc_own_routes[] = {
-    {"GET", "/healthz", svc_healthz, false, NULL, true},
-    {"GET", "/readyz", svc_readyz, false, NULL, true},
-    {"GET", "/version", svc_version, false, NULL, false},
-    {"GET", "/metrics", svc_metrics_endpoint, false, NULL, true},
+    {"GET", "/healthz", svc_healthz, false, NULL, true, false},
+    {"GET", "/readyz", svc_readyz, false, NULL, true, false},
+    {"GET", "/version", svc_version, false, NULL, false, false},
+    {"GET", "/metrics", svc_metrics_endpoint, false, NULL, true, false},
 };
 
 /* svc_add_routes appends an entry point's routes, each to run with ctx.

@@ -407,7 +407,7 @@ static void canned_filter(void *ctx, const http_request *req, http_response *res
 }
 
 static const http_route canned_routes[] = {
-    {"POST", "/scheduler/filter", canned_filter, false, NULL, false},
+    {"POST", "/scheduler/filter", canned_filter, false, NULL, false, false},
 };
 
 /* canned_start serves c's bytes for every filter on a port of its own,

@@ -94,16 +94,9 @@
  * extender, fast path, placement). An allocation therefore counts against
  * the node in every entry point's view, whichever shard owns it.
  *
- * TaskInfo -> model_pod (volcano_task_pod): the embedded v1 Pod ("Pod") is
- * decoded with model_pod_from_json when present (it is in every real
- * session). Without it the request comes from "Resreq" in Volcano's units:
- * MilliCPU millicores, Memory bytes, ScalarResources name -> milli-units
- * (Volcano stores extended resources and ephemeral-storage as
- * Quantity.MilliValue(): 1 GPU = 1000), except "pods", which is a count and
- * is ignored (the pod itself counts one). Fractions round up. The pod's uid
- * is metadata.uid, else the task's "UID", else "namespace/name".
- * NodeInfo -> node name (volcano_node_name): "Name", else
- * "Node".metadata.name.
+ * TaskInfo -> model_pod and NodeInfo -> node name: vctask.h (vctask_task_pod,
+ * vctask_node_name; predicate and prioritize read plain bodies with its
+ * scanners, without a DOM, and remember the tasks' decoded Pods).
  *
  * ERRORS. A body that is not a JSON object, a missing or wrongly-typed
  * field, or a Pod that does not decode is 400 with {"error": msg, "field":
@@ -121,6 +114,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/base/error.h"
 #include "agentsched/base/http.h"
+#include "agentsched/api/vctask.h"
 #include "agentsched/core/context.h"
 #include "agentsched/model/pod.h"
 #include "agentsched/model/registry.h"
@@ -204,22 +198,5 @@ void volcano_handle_deallocate(void *ctx, const http_request *req, http_response
 /* volcano_routes returns the handlers' routes (static; their ctx is NULL:
  * the server runs them with the volcano from volcano_new). */
 const http_route *volcano_routes(size_t *n);
-
-/*
- * volcano_task_pod decodes a TaskInfo object (borrowed) into a model pod as
- * described above. `field` names the task in diag paths ("task",
- * "evictees[2]"). Errors AS_EINVAL / AS_EPARSE / AS_ERANGE / AS_ENOMEM
- * with diag->field such as "task.Pod.spec.containers[0]..." or
- * "task.Resreq.MilliCPU". Caller owns *out (model_pod_free).
- */
-as_err volcano_task_pod(const model_registry *reg, const json_t *task, const char *field,
-                        model_pod **out, as_diag *diag);
-
-/*
- * volcano_node_name returns the name of a NodeInfo object (borrowed from
- * it): "Name", else "Node".metadata.name. AS_EINVAL naming `field`.Name
- * when neither is a non-empty string (or either has the wrong type).
- */
-as_err volcano_node_name(const json_t *node, const char *field, const char **name, as_diag *diag);
 
 #endif

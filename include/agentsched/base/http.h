@@ -42,6 +42,7 @@ typedef struct http_request {
     /* The same address without the port ("127.0.0.1"): the key of per-caller
      * limits, where every connection of one client must count together. */
     char peer[64];
+    void *server, *state; /* for http_request_charge_dom; NULL: called directly */
 } http_request;
 
 typedef struct http_response {
@@ -69,6 +70,9 @@ typedef struct http_route {
      * requires them (probes, an unauthenticated /metrics). The zero value
      * requires one, so a route nobody thought about is protected. */
     bool anonymous;
+    /* The handler scans its body without a DOM: charged its bytes only;
+     * it calls http_request_charge_dom before building a DOM of it. */
+    bool scans;
 } http_route;
 
 typedef struct http_server_config {
@@ -151,6 +155,11 @@ uint16_t http_server_port(const http_server *s);
 /* http_server_threads returns how many pool threads s runs (what
  * cfg.threads = 0 chose, for the start-up log); 0 for NULL. */
 unsigned http_server_threads(const http_server *s);
+
+/* http_request_charge_dom charges req's body as a route without `scans`
+ * is charged (bytes + 256 a JSON value). AS_OK (also without a server),
+ * else AS_ELIMIT with resp answered 413 (alone too large) or 503. */
+as_err http_request_charge_dom(const http_request *req, http_response *resp);
 
 /* http_request_query returns the value of a query argument or NULL. */
 const char *http_request_query(const http_request *req, const char *key);

@@ -91,6 +91,12 @@ bool jscan_esc_has_nul(const char *raw, size_t len);
  * value (surrounding whitespace allowed). */
 bool jscan_document(const char *body, size_t len);
 
+/* jscan_count_values counts the values the JSON text p[0..n) would decode
+ * to, about (every '{', '[' and ',' outside strings, plus one), without
+ * validating it: what a server charges a body before it is decoded.
+ * Linear, no memory; string contents sixteen bytes a step. */
+size_t jscan_count_values(const char *p, size_t n);
+
 /* The functions from here on are inline: the request decoders call them
  * once per name or token (500 NodeNames a request). */
 

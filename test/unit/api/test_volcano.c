@@ -426,7 +426,7 @@ Test(volcano, resreq_units)
     cr_assert(t);
     model_pod *p = NULL;
     as_diag d = {{0}, {0}};
-    cr_assert_eq(volcano_task_pod(&s->core->reg, t, "task", &p, &d), AS_OK, "%s: %s", d.field,
+    cr_assert_eq(vctask_task_pod(&s->core->reg, t, "task", &p, &d), AS_OK, "%s: %s", d.field,
                  d.msg);
     cr_expect_str_eq(p->name, "u");
     cr_expect_str_eq(p->ns, "ns1");
@@ -444,7 +444,7 @@ Test(volcano, resreq_units)
                    "{\"name\": \"pp\"}, \"spec\": {\"containers\": [{\"name\": \"c\", "
                    "\"resources\": {\"requests\": {\"cpu\": \"250m\"}}}]}}}",
                    0, NULL);
-    cr_assert_eq(volcano_task_pod(&s->core->reg, t, "task", &p, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(vctask_task_pod(&s->core->reg, t, "task", &p, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(p->req.v[MODEL_RES_CPU], 250);
     cr_expect_str_eq(p->uid, "tu");
     model_pod_free(p);
@@ -454,13 +454,13 @@ Test(volcano, resreq_units)
     const char *name = NULL;
     t = json_loads("{\"Name\": \"\", \"Node\": {\"metadata\": {\"name\": \"from-node\"}}}", 0,
                    NULL);
-    cr_assert_eq(volcano_node_name(t, "node", &name, &d), AS_OK);
+    cr_assert_eq(vctask_node_name(t, "node", &name, &d), AS_OK);
     cr_expect_str_eq(name, "from-node");
     json_decref(t);
     svc_free(s);
 }
 
-/* volcano_task_pod on a DOM from elsewhere (the decoder refuses these
+/* vctask_task_pod on a DOM from elsewhere (the decoder refuses these
  * keys first): a ScalarResources key with NUL or an empty one is refused
  * naming the map, never counted as another resource. */
 Test(volcano, resreq_scalar_keys_checked)
@@ -476,8 +476,8 @@ Test(volcano, resreq_scalar_keys_checked)
         cr_assert_eq(json_object_setn_new(sc, keys[i].key, keys[i].len, json_integer(1000)), 0);
         model_pod *p = NULL;
         as_diag d = {{0}, {0}};
-        cr_expect_eq(volcano_task_pod(&s->core->reg, t, "task", &p, &d), AS_EINVAL, "key %zu: %s",
-                     i, d.msg);
+        cr_expect_eq(vctask_task_pod(&s->core->reg, t, "task", &p, &d), AS_EINVAL, "key %zu: %s", i,
+                     d.msg);
         cr_expect_str_eq(d.field, "task.Resreq.ScalarResources", "key %zu: %s", i, d.msg);
         cr_expect_null(p);
         json_decref(t);
@@ -749,6 +749,37 @@ static uint64_t vanswers(svc *s, const char *verb, const char *result)
     uint64_t v = strtoull(p + strlen(want), NULL, 10);
     buf_free(&m);
     return v;
+}
+
+static uint64_t vbytes(svc *s, const char *verb)
+{
+    buf m;
+    buf_init(&m, 1 << 20);
+    cr_assert_eq(metrics_render(s->core->metrics, &m), AS_OK);
+    char want[200];
+    snprintf(want, sizeof want, "agentsched_volcano_request_bytes_total{verb=\"%s\"} ", verb);
+    const char *p = strstr(m.data, want);
+    cr_assert(p, "no series %s", want);
+    uint64_t v = strtoull(p + strlen(want), NULL, 10);
+    buf_free(&m);
+    return v;
+}
+
+Test(volcano, request_bytes_counted_by_verb)
+{
+    svc *s = new_svc();
+    const char *pred = "{\"task\": {\"Name\": \"vt2\", \"Namespace\": \"default\", \"Resreq\": "
+                       "{\"MilliCPU\": 500, \"Memory\": 0}}, \"node\": {\"Name\": \"tiny\"}}";
+    reply r = call(s, volcano_handle_predicate, pred);
+    reply_free(&r);
+    r = call(s, volcano_handle_predicate, "{}"); /* a 400 counts too */
+    reply_free(&r);
+    r = call(s, volcano_handle_job_ready, "{\"job\": {}}");
+    reply_free(&r);
+    cr_expect_eq(vbytes(s, "predicate"), strlen(pred) + 2);
+    cr_expect_eq(vbytes(s, "jobReady"), strlen("{\"job\": {}}"));
+    cr_expect_eq(vbytes(s, "prioritize"), 0);
+    svc_free(s);
 }
 
 Test(volcano, answers_counted_by_verdict)

@@ -83,13 +83,13 @@ static void h_slow(void *ctx, const http_request *req, http_response *resp)
 }
 
 static const http_route routes[] = {
-    {"GET", "/hello", h_hello, false, NULL, false},
-    {"POST", "/echo", h_echo, false, NULL, false},
-    {"PUT", "/echo", h_echo, false, NULL, false},
-    {"GET", "/query", h_query, false, NULL, false},
-    {"POST", "/fail", h_fail, false, NULL, false},
-    {"GET", "/overflow", h_overflow, false, NULL, false},
-    {"POST", "/slow", h_slow, true, NULL, false},
+    {"GET", "/hello", h_hello, false, NULL, false, false},
+    {"POST", "/echo", h_echo, false, NULL, false, false},
+    {"PUT", "/echo", h_echo, false, NULL, false, false},
+    {"GET", "/query", h_query, false, NULL, false, false},
+    {"POST", "/fail", h_fail, false, NULL, false, false},
+    {"GET", "/overflow", h_overflow, false, NULL, false, false},
+    {"POST", "/slow", h_slow, true, NULL, false, false},
 };
 
 static void observe(void *ctx, const char *method, const char *path, const char *caller, int status,
@@ -1060,9 +1060,9 @@ static void h_whoami(void *ctx, const http_request *req, http_response *resp)
 }
 
 static const http_route mtls_routes[] = {
-    {"GET", "/private", h_whoami, false, NULL, false},
-    {"GET", "/probe", h_whoami, false, NULL, true},
-    {"GET", "/open/x", h_whoami, false, NULL, false},
+    {"GET", "/private", h_whoami, false, NULL, false, false},
+    {"GET", "/probe", h_whoami, false, NULL, true, false},
+    {"GET", "/open/x", h_whoami, false, NULL, false, false},
 };
 
 /* start_mtls serves mtls_routes over HTTPS with the test certificate, its

@@ -111,3 +111,12 @@ Test(jscan, unescape_and_nul)
         cr_expect_eq(jscan_esc_has_nul(cases[i].raw, rl), cases[i].nul, "case %zu", i);
     }
 }
+
+Test(jscan, count_values_outside_strings)
+{
+    cr_expect_eq(jscan_count_values("{}", 2), 2);
+    const char *s = "{\"a,{[\\\",\":[1,2],\"long string of more than sixteen bytes, {[,\":{}}";
+    cr_expect_eq(jscan_count_values(s, strlen(s)), 6);
+    /* an unterminated string: what was counted before it */
+    cr_expect_eq(jscan_count_values("[1,\"x,", 6), 3);
+}

@@ -65,11 +65,11 @@ static void forbidden(void *ctx, const http_request *req, http_response *resp)
 }
 
 static const http_route routes[] = {
-    {"PATCH", API "/agent/status", ok200, false, NULL, false},
-    {"PATCH", API "/agent", ok200, false, NULL, false},
-    {"PATCH", API "/fresh", notfound, false, NULL, false},
-    {"POST", API, created, false, NULL, false},
-    {"PATCH", API "/denied/status", forbidden, false, NULL, false},
+    {"PATCH", API "/agent/status", ok200, false, NULL, false, false},
+    {"PATCH", API "/agent", ok200, false, NULL, false, false},
+    {"PATCH", API "/fresh", notfound, false, NULL, false, false},
+    {"POST", API, created, false, NULL, false, false},
+    {"PATCH", API "/denied/status", forbidden, false, NULL, false, false},
 };
 
 static http_server *srv;

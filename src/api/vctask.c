@@ -1,0 +1,746 @@
+/*
+ * vctask.c - the fast decoders of Volcano's predicate and prioritize
+ * bodies and the memo of decoded task Pods (contract in vctask.h).
+ */
+#include "agentsched/api/vctask.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "agentsched/base/hash.h"
+#include "agentsched/base/jscan.h"
+#include "agentsched/base/json.h"
+#include "agentsched/base/utf8.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/model/skip.h"
+
+/* ------------------------------------------------------------------ */
+/* The DOM path: TaskInfo and NodeInfo objects                          */
+/* ------------------------------------------------------------------ */
+
+/* See vctask.h. */
+as_err vctask_opt_string(const json_t *obj, const char *key, const char *field, const char **out,
+                         as_diag *d)
+{
+    const json_t *v = json_get(obj, key);
+    *out = "";
+    if (!v || json_is_null(v))
+        return AS_OK;
+    if (!json_is_string(v))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a string", field);
+    /* a C string would silently cut "a\u0000b" to "a" (another name) */
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (memchr(s, '\0', len))
+        return as_diag_set(d, AS_EINVAL, field, "%s must not contain NUL characters", field);
+    /* the decoder guarantees it; the documents built from it need it */
+    if (utf8_prefix(s, len) != len)
+        return as_diag_set(d, AS_EINVAL, field, "%s must be valid UTF-8", field);
+    *out = s;
+    return AS_OK;
+}
+
+/* res_amount reads a Resource amount: a finite, non-negative number
+ * (null = 0), rounded up to an integer. The bound keeps "%.0f" exact and
+ * inside int64 after the quantity parser scales it. */
+static as_err res_amount(const json_t *v, const char *field, double *out, as_diag *d)
+{
+    *out = 0;
+    if (!v || json_is_null(v))
+        return AS_OK;
+    if (!json_is_number(v))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a number", field);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < 0)
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a finite, non-negative number", field);
+    if (x > 1e15)
+        return as_diag_set(d, AS_ERANGE, field, "%s is too large for a task request (at most 1e15)",
+                           field);
+    *out = ceil(x);
+    return AS_OK;
+}
+
+/* set_quantity stores amount (with an optional "m" suffix) as a quantity
+ * string under key in obj. key must be valid UTF-8 without NUL (the
+ * callers' checks), so a failure here can only be an allocation's. */
+static as_err set_quantity(json_t *obj, const char *key, double amount, bool milli)
+{
+    char q[48];
+    snprintf(q, sizeof q, "%.0f%s", amount, milli ? "m" : "");
+    return json_object_set_new(obj, key, json_string(q)) ? AS_ENOMEM : AS_OK;
+}
+
+/*
+ * pod_from_resreq builds a v1 Pod document from the task's identity and
+ * Resreq (units in volcano.h) and decodes it, so the request goes through
+ * the same validation and accounting as any pod.
+ */
+static as_err pod_from_resreq(const model_registry *reg, const json_t *task, const json_t *rr,
+                              const char *field, model_pod **out, as_diag *d)
+{
+    char f[160];
+    const char *name, *ns, *uid;
+    json_t *doc = NULL;
+    as_err err;
+    snprintf(f, sizeof f, "%s.Name", field);
+    if ((err = vctask_opt_string(task, "Name", f, &name, d)))
+        return err;
+    if (!name[0])
+        return as_diag_set(d, AS_EINVAL, f,
+                           "a TaskInfo without Pod needs its Name (and Namespace, Resreq)");
+    snprintf(f, sizeof f, "%s.Namespace", field);
+    if ((err = vctask_opt_string(task, "Namespace", f, &ns, d)))
+        return err;
+    snprintf(f, sizeof f, "%s.UID", field);
+    if ((err = vctask_opt_string(task, "UID", f, &uid, d)))
+        return err;
+
+    json_t *requests = json_object();
+    if (!requests)
+        return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+    /* "o" steals requests, on failure too */
+    json_error_t je;
+    doc = json_pack_ex(&je, 0, "{s:{s:s,s:s,s:s},s:{s:[{s:s,s:{s:o}}]}}", "metadata", "name", name,
+                       "namespace", ns[0] ? ns : "default", "uid", uid, "spec", "containers",
+                       "name", "task", "resources", "requests", requests);
+    if (!doc) {
+        /* the strings are checked above (opt_string): anything but an
+         * allocation failing here is a broken invariant, not a full heap */
+        if (json_error_code(&je) == json_error_out_of_memory)
+            return as_diag_set(d, AS_ENOMEM, NULL, "out of memory");
+        return as_diag_set(d, AS_EINTERNAL, field, "%s: the task's pod could not be built: %s",
+                           field, je.text);
+    }
+    double amount;
+    snprintf(f, sizeof f, "%s.Resreq.MilliCPU", field);
+    if ((err = res_amount(json_get(rr, "MilliCPU"), f, &amount, d)))
+        goto done;
+    if (amount > 0 && (err = set_quantity(requests, "cpu", amount, true)))
+        goto done;
+    snprintf(f, sizeof f, "%s.Resreq.Memory", field);
+    if ((err = res_amount(json_get(rr, "Memory"), f, &amount, d)))
+        goto done;
+    if (amount > 0 && (err = set_quantity(requests, "memory", amount, false)))
+        goto done;
+    const json_t *sc = json_get(rr, "ScalarResources");
+    if (sc && !json_is_null(sc)) {
+        if (!json_is_object(sc)) {
+            snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
+            err = as_diag_set(d, AS_EINVAL, f,
+                              "%s must be an object of resource name -> milli-units", f);
+            goto done;
+        }
+        const char *k;
+        size_t klen;
+        json_t *v;
+        json_object_keylen_foreach((json_t *)sc, k, klen, v)
+        {
+            /* the decoder refuses keys with NUL or invalid UTF-8; checked
+             * again because a C-string key with either would count as
+             * another resource ("nvidia.com/gpu\u0000x" as a GPU) */
+            if (klen == 0 || memchr(k, '\0', klen) || utf8_prefix(k, klen) != klen) {
+                snprintf(f, sizeof f, "%s.Resreq.ScalarResources", field);
+                err = as_diag_set(d, AS_EINVAL, f,
+                                  "%s: a resource name is %s; name each scalar resource (e.g. "
+                                  "nvidia.com/gpu)",
+                                  f,
+                                  klen == 0               ? "empty"
+                                  : memchr(k, '\0', klen) ? "holding \\u0000 (a NUL character)"
+                                                          : "not valid UTF-8");
+                goto done;
+            }
+            snprintf(f, sizeof f, "%s.Resreq.ScalarResources.%.*s", field,
+                     (int)as_utf8_excerpt(k, klen, 100), k);
+            if ((err = res_amount(v, f, &amount, d)))
+                goto done;
+            /* "pods" is a count there (not a request); cpu and memory never
+             * belong in the scalar map and must not override the fields */
+            if (amount == 0 || strcmp(k, "pods") == 0 || strcmp(k, "cpu") == 0 ||
+                strcmp(k, "memory") == 0)
+                continue;
+            if ((err = set_quantity(requests, k, amount, true)))
+                goto done;
+        }
+    }
+    err = model_pod_from_json(reg, doc, out, d);
+    if (err) {
+        snprintf(f, sizeof f, "%s.Resreq", field);
+        /* the synthetic document's paths mean nothing to the sender */
+        d->field[0] = '\0';
+        as_diag_prefix_field(d, f);
+    }
+done:
+    if (err && err == AS_ENOMEM && !d->msg[0])
+        as_diag_set(d, err, NULL, "out of memory");
+    json_decref(doc);
+    return err;
+}
+
+/* See vctask.h. */
+as_err vctask_task_pod(const model_registry *reg, const json_t *task, const char *field,
+                       model_pod **out, as_diag *d)
+{
+    *out = NULL;
+    char f[160];
+    if (!json_is_object(task))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a TaskInfo object", field);
+    as_err err;
+    const json_t *pod = json_get(task, "Pod");
+    if (pod && !json_is_null(pod)) {
+        snprintf(f, sizeof f, "%s.Pod", field);
+        if (!json_is_object(pod))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Pod object", f);
+        err = model_pod_from_json(reg, pod, out, d);
+        if (err) {
+            as_diag_prefix_field(d, f);
+            if (!d->msg[0])
+                as_diag_set(d, err, d->field, "%s could not be decoded: %s", f, as_strerror(err));
+            return err;
+        }
+    } else {
+        const json_t *rr = json_get(task, "Resreq");
+        snprintf(f, sizeof f, "%s.Resreq", field);
+        if (!rr || json_is_null(rr))
+            return as_diag_set(d, AS_EINVAL, f,
+                               "%s needs Pod (the v1.Pod) or Resreq {MilliCPU, Memory, "
+                               "ScalarResources}",
+                               field);
+        if (!json_is_object(rr))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be a Resource object", f);
+        if ((err = pod_from_resreq(reg, task, rr, field, out, d)))
+            return err;
+    }
+    /* Volcano's task UID is the pod's uid; use it when the Pod has none. */
+    if (!(*out)->uid[0]) {
+        const char *uid;
+        snprintf(f, sizeof f, "%s.UID", field);
+        if ((err = vctask_opt_string(task, "UID", f, &uid, d))) {
+            model_pod_free(*out);
+            *out = NULL;
+            return err;
+        }
+        if (uid[0]) {
+            const char *copy = pool_strdup((*out)->pool, uid);
+            if (copy)
+                (*out)->uid = copy;
+        }
+    }
+    return AS_OK;
+}
+
+/* See vctask.h. */
+as_err vctask_node_name(const json_t *node, const char *field, const char **name, as_diag *d)
+{
+    char f[160];
+    *name = NULL;
+    if (!json_is_object(node))
+        return as_diag_set(d, AS_EINVAL, field, "%s must be a NodeInfo object", field);
+    snprintf(f, sizeof f, "%s.Name", field);
+    const char *s;
+    as_err err = vctask_opt_string(node, "Name", f, &s, d);
+    if (err)
+        return err;
+    if (s[0]) {
+        *name = s;
+        return AS_OK;
+    }
+    const json_t *n = json_get(node, "Node");
+    if (n && !json_is_null(n)) {
+        snprintf(f, sizeof f, "%s.Node", field);
+        if (!json_is_object(n))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be a v1.Node object", f);
+        const json_t *meta = json_get(n, "metadata");
+        snprintf(f, sizeof f, "%s.Node.metadata", field);
+        if (meta && !json_is_null(meta) && !json_is_object(meta))
+            return as_diag_set(d, AS_EINVAL, f, "%s must be an object", f);
+        snprintf(f, sizeof f, "%s.Node.metadata.name", field);
+        if (meta && (err = vctask_opt_string(meta, "name", f, &s, d)))
+            return err;
+        if (meta && s[0]) {
+            *name = s;
+            return AS_OK;
+        }
+    }
+    snprintf(f, sizeof f, "%s.Name", field);
+    return as_diag_set(d, AS_EINVAL, f, "%s needs its Name (or Node.metadata.name)", field);
+}
+
+/* ------------------------------------------------------------------ */
+/* Scanning                                                            */
+/* ------------------------------------------------------------------ */
+
+/* One key a level wants: exact when spelt so, seen twice is not plain,
+ * a case-insensitive match without the exact key is not plain. */
+typedef struct want {
+    const char *key;
+    size_t klen;
+    bool exact; /* seen exactly */
+    bool fold;  /* seen in another case */
+} want;
+
+/* key_is: 1 exact, 2 the same but for case, 0 another key. */
+static int key_is(const want *w, const char *k, size_t klen)
+{
+    if (klen != w->klen)
+        return 0;
+    if (memcmp(k, w->key, klen) == 0)
+        return 1;
+    return strncasecmp(k, w->key, klen) == 0 ? 2 : 0;
+}
+
+/* settle: false when the level was not plain for w (twice, or only in
+ * another case). */
+static bool settle(const want *w)
+{
+    return w->exact || !w->fold;
+}
+
+/* next_key reads a key of the object being scanned: 1 with k/klen, 0 at
+ * its end, -1 failed or an escaped key (not plain). */
+static int next_key(jscan *s, bool *first, const char **k, size_t *klen)
+{
+    bool esc;
+    int r = jscan_next_key(s, first, k, klen, &esc);
+    if (r == 1 && esc)
+        return -1;
+    return r;
+}
+
+/* scan_meta reads a Pod's metadata for uid and resourceVersion (plain
+ * strings; absent otherwise, which only disables the memo). */
+static bool scan_meta(jscan *s, vctask_pod_span *out)
+{
+    if (*s->p != '{')
+        return jscan_value(s) == 1;
+    if (!jscan_enter(s))
+        return false;
+    want w[2] = {{"uid", 3, false, false}, {"resourceVersion", 15, false, false}};
+    const char *vals[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    bool bad = false, first = true;
+    const char *k;
+    size_t klen;
+    int r;
+    while ((r = next_key(s, &first, &k, &klen)) == 1) {
+        int which = -1;
+        for (int i = 0; i < 2; i++) {
+            int m = key_is(&w[i], k, klen);
+            if (m == 1) {
+                bad |= w[i].exact;
+                w[i].exact = true;
+                which = i;
+            } else if (m == 2) {
+                w[i].fold = true;
+            }
+        }
+        if (which >= 0 && *s->p == '"') {
+            bool esc;
+            if (!jscan_string(s, &vals[which], &lens[which], &esc))
+                return false;
+            bad |= esc;
+        } else {
+            bad |= which >= 0;
+            if (!jscan_value(s))
+                return false;
+        }
+    }
+    if (r < 0)
+        return false;
+    /* the pod model reads metadata keys as Go does: any doubt, no memo */
+    if (!bad && w[0].exact && w[1].exact && !w[0].fold && !w[1].fold && lens[0] && lens[1]) {
+        out->uid = vals[0];
+        out->uid_len = lens[0];
+        out->rv = vals[1];
+        out->rv_len = lens[1];
+    }
+    return true;
+}
+
+/* scan_pod steps over the Pod object at s->p, recording its span and its
+ * metadata's uid and resourceVersion. */
+static bool scan_pod(jscan *s, vctask_pod_span *out)
+{
+    const char *start = s->p;
+    if (!jscan_enter(s))
+        return false;
+    bool first = true, seen = false;
+    const char *k;
+    size_t klen;
+    int r;
+    while ((r = next_key(s, &first, &k, &klen)) == 1) {
+        if (klen == 8 && memcmp(k, "metadata", 8) == 0 && !seen) {
+            seen = true;
+            if (!scan_meta(s, out))
+                return false;
+        } else if (!jscan_value(s)) {
+            return false;
+        }
+    }
+    if (r < 0)
+        return false;
+    out->pod = start;
+    out->pod_len = (size_t)(s->p - start);
+    return true;
+}
+
+/* scan_task reads a TaskInfo for its Pod (an object, spelt exactly). */
+static bool scan_task(jscan *s, vctask_pod_span *out)
+{
+    if (*s->p != '{' || !jscan_enter(s))
+        return false;
+    want w = {"Pod", 3, false, false};
+    bool first = true;
+    const char *k;
+    size_t klen;
+    int r;
+    while ((r = next_key(s, &first, &k, &klen)) == 1) {
+        int m = key_is(&w, k, klen);
+        if (m == 1) {
+            if (w.exact || *s->p != '{')
+                return false;
+            w.exact = true;
+            if (!scan_pod(s, out))
+                return false;
+            continue;
+        }
+        if (m == 2)
+            w.fold = true;
+        if (!jscan_value(s))
+            return false;
+    }
+    return r == 0 && w.exact;
+}
+
+/* scan_node reads a NodeInfo for its Name (a plain non-empty string). */
+static bool scan_node(jscan *s, const char **name, size_t *len)
+{
+    if (*s->p != '{' || !jscan_enter(s))
+        return false;
+    want w = {"Name", 4, false, false};
+    bool first = true;
+    const char *k;
+    size_t klen;
+    int r;
+    while ((r = next_key(s, &first, &k, &klen)) == 1) {
+        int m = key_is(&w, k, klen);
+        if (m == 1) {
+            bool esc;
+            if (w.exact || *s->p != '"' || !jscan_string(s, name, len, &esc) || esc || !*len)
+                return false;
+            w.exact = true;
+            continue;
+        }
+        if (m == 2)
+            w.fold = true;
+        if (!jscan_value(s))
+            return false;
+    }
+    return r == 0 && w.exact;
+}
+
+/* scan_root opens the body's object. */
+static bool scan_root(jscan *s, const char *body, size_t len, as_diag *quiet)
+{
+    memset(s, 0, sizeof *s);
+    s->base = s->p = body;
+    s->end = body + len;
+    s->diag = quiet;
+    jscan_ws(s);
+    return s->p < s->end && *s->p == '{' && jscan_enter(s);
+}
+
+/* scan_end: only whitespace after the root. */
+static bool scan_end(jscan *s)
+{
+    jscan_ws(s);
+    return s->p == s->end;
+}
+
+/* See vctask.h. */
+bool vctask_scan_predicate(const char *body, size_t len, vctask_pod_span *pod, const char **name,
+                           size_t *name_len)
+{
+    memset(pod, 0, sizeof *pod);
+    *name = NULL;
+    *name_len = 0;
+    as_diag quiet;
+    jscan s;
+    if (!scan_root(&s, body, len, &quiet))
+        return false;
+    want w[2] = {{"task", 4, false, false}, {"node", 4, false, false}};
+    bool first = true;
+    const char *k;
+    size_t klen;
+    int r;
+    while ((r = next_key(&s, &first, &k, &klen)) == 1) {
+        int m0 = key_is(&w[0], k, klen), m1 = key_is(&w[1], k, klen);
+        if (m0 == 1 || m1 == 1) {
+            want *x = m0 == 1 ? &w[0] : &w[1];
+            if (x->exact)
+                return false;
+            x->exact = true;
+            if (!(m0 == 1 ? scan_task(&s, pod) : scan_node(&s, name, name_len)))
+                return false;
+            continue;
+        }
+        w[0].fold |= m0 == 2;
+        w[1].fold |= m1 == 2;
+        if (!jscan_value(&s))
+            return false;
+    }
+    return r == 0 && w[0].exact && w[1].exact && scan_end(&s);
+}
+
+/* A set of name spans, for de-duplication. */
+typedef struct spanset {
+    const sched_name **slot;
+    size_t cap; /* power of two */
+} spanset;
+
+static bool spanset_add(spanset *ss, const sched_name *n)
+{
+    size_t i = (size_t)n->hash & (ss->cap - 1);
+    while (ss->slot[i]) {
+        const sched_name *o = ss->slot[i];
+        if (o->hash == n->hash && o->len == n->len && memcmp(o->s, n->s, n->len) == 0)
+            return false;
+        i = (i + 1) & (ss->cap - 1);
+    }
+    ss->slot[i] = n;
+    return true;
+}
+
+/* scan_nodes reads prioritize's "nodes" array into *names (pool), the
+ * names as the DOM path would take them, de-duplicated. */
+static bool scan_nodes(jscan *s, pool *p, sched_name **names, size_t *n)
+{
+    *n = 0;
+    if (*s->p == 'n')
+        return jscan_literal(s, "null") == 1;
+    if (*s->p != '[' || !jscan_enter(s))
+        return false;
+    size_t cap = 256;
+    sched_name *arr = pool_alloc(p, cap * sizeof *arr);
+    if (!arr)
+        return false;
+    bool first = true;
+    int r;
+    while ((r = jscan_next_elem(s, &first)) == 1) {
+        if (*n == VCTASK_MAX_NODES)
+            return false;
+        if (*n == cap) {
+            sched_name *grown = pool_alloc(p, 2 * cap * sizeof *arr);
+            if (!grown)
+                return false;
+            memcpy(grown, arr, cap * sizeof *arr);
+            arr = grown;
+            cap *= 2;
+        }
+        const char *name;
+        size_t len;
+        if (!scan_node(s, &name, &len))
+            return false;
+        arr[(*n)++] = (sched_name){name, len, cache_name_hash(name, len)};
+    }
+    if (r < 0)
+        return false;
+    spanset ss = {NULL, 4};
+    while (ss.cap < 2 * *n)
+        ss.cap <<= 1;
+    if (!(ss.slot = pool_alloc(p, ss.cap * sizeof *ss.slot)))
+        return false;
+    size_t kept = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (spanset_add(&ss, &arr[i]))
+            arr[kept++] = arr[i];
+    *n = kept;
+    *names = arr;
+    return true;
+}
+
+/* See vctask.h. */
+bool vctask_scan_prioritize(pool *p, const char *body, size_t len, vctask_pod_span *pod,
+                            sched_name **names, size_t *n)
+{
+    memset(pod, 0, sizeof *pod);
+    *names = NULL;
+    *n = 0;
+    as_diag quiet;
+    jscan s;
+    if (!scan_root(&s, body, len, &quiet))
+        return false;
+    want w[2] = {{"task", 4, false, false}, {"nodes", 5, false, false}};
+    bool first = true;
+    const char *k;
+    size_t klen;
+    int r;
+    while ((r = next_key(&s, &first, &k, &klen)) == 1) {
+        int m0 = key_is(&w[0], k, klen), m1 = key_is(&w[1], k, klen);
+        if (m0 == 1 || m1 == 1) {
+            want *x = m0 == 1 ? &w[0] : &w[1];
+            if (x->exact)
+                return false;
+            x->exact = true;
+            if (!(m0 == 1 ? scan_task(&s, pod) : scan_nodes(&s, p, names, n)))
+                return false;
+            continue;
+        }
+        w[0].fold |= m0 == 2;
+        w[1].fold |= m1 == 2;
+        if (!jscan_value(&s))
+            return false;
+    }
+    if (!*names) /* absent: an empty array for the caller */
+        *names = pool_alloc(p, sizeof **names);
+    return r == 0 && w[0].exact && settle(&w[1]) && *names && scan_end(&s);
+}
+
+/* ------------------------------------------------------------------ */
+/* The memo                                                            */
+/* ------------------------------------------------------------------ */
+
+struct vctask_ent {
+    uint64_t hash; /* of the Pod's bytes */
+    size_t len;
+    int gen;   /* the registry's generation it was decoded under */
+    int refs;  /* the slot's (while live) plus every lender's */
+    bool live; /* still in its slot */
+    bool memo; /* ever in a slot (false: the caller's alone) */
+    model_pod *pod;
+};
+
+struct vctask_memo {
+    pthread_mutex_t mu;
+    vctask_ent *slot[VCTASK_MEMO_SLOTS];
+};
+
+/* See vctask.h. */
+as_err vctask_memo_new(vctask_memo **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return AS_ENOMEM;
+    pthread_mutex_init(&(*out)->mu, NULL);
+    return AS_OK;
+}
+
+static void ent_free(vctask_ent *e)
+{
+    model_pod_free(e->pod);
+    free(e);
+}
+
+/* See vctask.h. */
+void vctask_memo_free(vctask_memo *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < VCTASK_MEMO_SLOTS; i++)
+        if (m->slot[i])
+            ent_free(m->slot[i]);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+/* matches: e is what the request's Pod decodes to. */
+static bool matches(const vctask_ent *e, const vctask_pod_span *sp, uint64_t h, int gen)
+{
+    const model_pod *p = e->pod;
+    return e->hash == h && e->len == sp->pod_len && e->gen == gen &&
+           strlen(p->uid) == sp->uid_len && memcmp(p->uid, sp->uid, sp->uid_len) == 0 &&
+           strlen(p->resource_version) == sp->rv_len &&
+           memcmp(p->resource_version, sp->rv, sp->rv_len) == 0;
+}
+
+/* decode builds the Pod span into a model pod as vctask_task_pod does
+ * for a TaskInfo's Pod object. */
+static as_err decode(const model_registry *reg, const vctask_pod_span *sp, model_pod **out)
+{
+    as_diag d;
+    memset(&d, 0, sizeof d);
+    json_t *doc = NULL;
+    as_err err = json_parse_validated(sp->pod, sp->pod_len, model_skip_pod(), &doc, &d);
+    if (!err)
+        err = model_pod_from_json(reg, doc, out, &d);
+    json_decref(doc);
+    if (!err && !(*out)->uid[0]) {
+        /* the task's UID stands in then: the DOM path handles it */
+        model_pod_free(*out);
+        *out = NULL;
+        err = AS_EINVAL;
+    }
+    return err;
+}
+
+/* See vctask.h. */
+as_err vctask_pod(vctask_memo *m, const model_registry *reg, const vctask_pod_span *sp,
+                  const model_pod **pod, vctask_ent **ent, bool *hit)
+{
+    *pod = NULL;
+    *ent = NULL;
+    *hit = false;
+    int gen = model_registry_count(reg);
+    bool keyed = m && sp->uid && sp->rv;
+    uint64_t h = keyed ? hash_bytes(sp->pod, sp->pod_len) : 0;
+    size_t i = (size_t)(h ^ (h >> 32)) & (VCTASK_MEMO_SLOTS - 1);
+    if (keyed) {
+        pthread_mutex_lock(&m->mu);
+        vctask_ent *e = m->slot[i];
+        if (e && matches(e, sp, h, gen)) {
+            e->refs++;
+            pthread_mutex_unlock(&m->mu);
+            *pod = e->pod;
+            *ent = e;
+            *hit = true;
+            return AS_OK;
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    model_pod *p = NULL;
+    as_err err = decode(reg, sp, &p);
+    if (err)
+        return err;
+    vctask_ent *e = calloc(1, sizeof *e);
+    if (!e) {
+        model_pod_free(p);
+        return AS_ENOMEM;
+    }
+    *e = (vctask_ent){h, sp->pod_len, gen, 1, false, false, p};
+    /* remembered only when it is what the request named */
+    if (keyed && matches(e, sp, h, gen)) {
+        pthread_mutex_lock(&m->mu);
+        vctask_ent *old = m->slot[i];
+        if (old) {
+            old->live = false;
+            if (--old->refs == 0)
+                ent_free(old);
+        }
+        e->live = e->memo = true;
+        e->refs++;
+        m->slot[i] = e;
+        pthread_mutex_unlock(&m->mu);
+    }
+    *pod = p;
+    *ent = e;
+    return AS_OK;
+}
+
+/* See vctask.h. */
+void vctask_put(vctask_memo *m, vctask_ent *e)
+{
+    if (!e)
+        return;
+    if (!e->memo) {
+        ent_free(e);
+        return;
+    }
+    pthread_mutex_lock(&m->mu);
+    bool last = --e->refs == 0;
+    pthread_mutex_unlock(&m->mu);
+    if (last)
+        ent_free(e);
+}
