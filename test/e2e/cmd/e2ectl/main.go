@@ -14,6 +14,7 @@
 //	e2ectl scheduler-config --in FILE --out FILE --kubeconfig FILE --extender-url URL [deviations]
 //	e2ectl scenario NAME --state-dir DIR
 //	e2ectl bench --state-dir DIR --mode MODE [--pods N] [--out FILE] | bench table --in FILE
+//	e2ectl vc-pods | http-load | body-proxy   (test/bench/bench_volcano.sh)
 package main
 
 import (
