@@ -126,6 +126,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_pack = 0;
     p->f_spread = 0.05;
     p->f_multi = 0;
+    p->f_mix = 0;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */
@@ -237,6 +238,29 @@ static void rebuild_fragment(score_policy *p)
         st(&p->t_k_above[k], ktot ? acc / (double)ktot : 0);
         acc += (double)kh[k];
     }
+    /* CPU-per-GPU classes, weighted by their GPU demand; the priors as one
+     * class until the mean above is learned. */
+    int nrc = 0;
+    if (milli >= 10 * MODEL_GPU_MILLI) {
+        for (int c = 0; c < SCORE_RATIO_CLASSES; c++) {
+            uint64_t m = __atomic_load_n(&p->rc_milli[c], __ATOMIC_RELAXED);
+            if (!m)
+                continue;
+            uint64_t rc = __atomic_load_n(&p->rc_cpu[c], __ATOMIC_RELAXED);
+            uint64_t rm = __atomic_load_n(&p->rc_mem_mib[c], __ATOMIC_RELAXED);
+            st(&p->t_rc_p[nrc], (double)m / (double)milli);
+            st(&p->t_rc_cpu[nrc], (double)rc / (double)m);
+            st(&p->t_rc_mem[nrc], (double)rm * MIB / (double)m);
+            nrc++;
+        }
+    }
+    if (nrc == 0) {
+        st(&p->t_rc_p[0], 1.0);
+        st(&p->t_rc_cpu[0], ld(&p->t_cpu_per_milli));
+        st(&p->t_rc_mem[0], ld(&p->t_mem_per_milli));
+        nrc = 1;
+    }
+    __atomic_store_n(&p->t_nrc, nrc, __ATOMIC_RELAXED);
 }
 
 typedef struct typ_tmp {
@@ -285,6 +309,9 @@ typedef struct table_sig {
     double t_cpu_per_milli, t_mem_per_milli, t_gpu_share;
     double t_p_above[SCORE_HIST_BUCKETS];
     double t_k_above[MODEL_MAX_GPUS + 1];
+    int t_nrc;
+    double t_rc_p[SCORE_RATIO_CLASSES], t_rc_cpu[SCORE_RATIO_CLASSES];
+    double t_rc_mem[SCORE_RATIO_CLASSES];
 } table_sig;
 
 static void table_sig_take(const score_policy *p, table_sig *g)
@@ -310,6 +337,12 @@ static void table_sig_take(const score_policy *p, table_sig *g)
         memcpy(g->t_p_above, p->t_p_above, sizeof g->t_p_above);
         if (p->f_multi > 0)
             memcpy(g->t_k_above, p->t_k_above, sizeof g->t_k_above);
+        if (p->f_mix > 0) {
+            g->t_nrc = p->t_nrc;
+            memcpy(g->t_rc_p, p->t_rc_p, sizeof g->t_rc_p);
+            memcpy(g->t_rc_cpu, p->t_rc_cpu, sizeof g->t_rc_cpu);
+            memcpy(g->t_rc_mem, p->t_rc_mem, sizeof g->t_rc_mem);
+        }
     }
 }
 
@@ -586,6 +619,15 @@ void score_observe_pod(score_policy *p, const model_pod *pod)
                      : pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS
                                                        : pod->gpu_count;
         __atomic_add_fetch(&p->khist[k], 1, __ATOMIC_RELAXED);
+        /* CPU-per-GPU class: below one core per GPU, then doubling. */
+        uint64_t per = milli ? (uint64_t)(s.cpu > 0 ? s.cpu : 0) * MODEL_GPU_MILLI / milli : 0;
+        int c = 0;
+        for (uint64_t lim = 1000; per >= lim && c < SCORE_RATIO_CLASSES - 1; lim *= 2)
+            c++;
+        __atomic_add_fetch(&p->rc_milli[c], milli, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->rc_cpu[c], (uint64_t)(s.cpu > 0 ? s.cpu : 0), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->rc_mem_mib[c], (uint64_t)(s.mem > 0 ? s.mem : 0) >> 20,
+                           __ATOMIC_RELAXED);
     } else {
         __atomic_add_fetch(&p->cpu_pods, 1, __ATOMIC_RELAXED);
     }
@@ -1037,6 +1079,22 @@ static double frag_waste(const score_policy *p, const view *v)
     double strand = (double)g.total - feedable;
     if (strand < 0)
         strand = 0;
+    if (p->f_mix > 0) {
+        /* The same, expected over the CPU-per-GPU classes of the demand:
+         * GPU the node could feed at the mean ratio may still be stranded
+         * for the CPU-hungry part of the mix. */
+        double mix = 0;
+        int nrc = __atomic_load_n(&p->t_nrc, __ATOMIC_RELAXED);
+        for (int c = 0; c < nrc; c++) {
+            double rc = ld(&p->t_rc_cpu[c]), rm = ld(&p->t_rc_mem[c]);
+            double fc = rc > 0 ? cpu_free / rc : (double)g.total;
+            double fm = rm > 0 ? mem_free / rm : (double)g.total;
+            double un = (double)g.total - (fc < fm ? fc : fm);
+            if (un > 0)
+                mix += ld(&p->t_rc_p[c]) * un;
+        }
+        strand = (1 - p->f_mix) * strand + p->f_mix * mix;
+    }
     double frag = 0;
     for (int i = 0; i < v->ngpu; i++) {
         int32_t f = v->f[i];

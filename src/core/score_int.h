@@ -13,10 +13,11 @@
 #include "agentsched/base/pool.h"
 #include "agentsched/core/score.h"
 
-#define SCORE_MAX_WEIGHTS  MODEL_MAX_RES
-#define SCORE_MAX_SHAPES   256 /* learned task-shape slots (open addressing) */
-#define SCORE_MAX_TYPICAL  32  /* shapes fgd evaluates per node */
-#define SCORE_HIST_BUCKETS 21  /* per-GPU demand histogram, 50-milli buckets */
+#define SCORE_MAX_WEIGHTS   MODEL_MAX_RES
+#define SCORE_MAX_SHAPES    256 /* learned task-shape slots (open addressing) */
+#define SCORE_MAX_TYPICAL   32  /* shapes fgd evaluates per node */
+#define SCORE_HIST_BUCKETS  21  /* per-GPU demand histogram, 50-milli buckets */
+#define SCORE_RATIO_CLASSES 10  /* GPU pods by CPU per GPU: below 1 core, then x2 */
 
 /* A resource weight by name. idx caches the registry index once the name is
  * interned (-1 until then; registry names never move, so caching is safe). */
@@ -108,6 +109,9 @@ struct score_policy {
     uint64_t cpu_pods;
     uint64_t hist[SCORE_HIST_BUCKETS];  /* per-device demand, 50-milli buckets */
     uint64_t khist[MODEL_MAX_GPUS + 1]; /* GPU pods by fully free devices needed */
+    /* GPU pods by CPU per GPU (SCORE_RATIO_CLASSES): their milli, cpu, MiB. */
+    uint64_t rc_milli[SCORE_RATIO_CLASSES], rc_cpu[SCORE_RATIO_CLASSES];
+    uint64_t rc_mem_mib[SCORE_RATIO_CLASSES];
 
     /* fragment parameters. */
     double f_strand;  /* weight of GPU stranded by exhausted CPU/memory */
@@ -117,6 +121,7 @@ struct score_policy {
     double f_mem_gpu; /* prior memory MiB per GPU (until learned) */
     double f_spread;  /* weight of spreading CPU/memory (free fraction) */
     double f_multi;   /* weight of whole devices a multi-GPU demand cannot use */
+    double f_mix;     /* strand over the CPU-per-GPU mix (1) or its mean (0) */
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
     double t_cpu_per_milli;               /* cpu millicores per milli-GPU */
@@ -124,6 +129,11 @@ struct score_policy {
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
+    /* Non-empty CPU-per-GPU classes: share of the GPU demand, cpu millicores
+     * and memory bytes per milli-GPU. */
+    int t_nrc;
+    double t_rc_p[SCORE_RATIO_CLASSES], t_rc_cpu[SCORE_RATIO_CLASSES];
+    double t_rc_mem[SCORE_RATIO_CLASSES];
 
     /* Bumped (release) after a table rebuild that changed a value the
      * policy's strategy scores with (score_policy_generation). */
