@@ -125,8 +125,8 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_frag = 1.0;
     p->f_pack = 0;
     p->f_spread = 0.05;
-    p->f_multi = 0;
-    p->f_mix = 0;
+    p->f_multi = 2;
+    p->f_mix = 0.25;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */
