@@ -493,7 +493,7 @@ static as_err load_shapes(ld_ctx *c, const json_t *obj)
 
 static as_err load_fragment(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"strand", "partial",   "multiGpu",     "spread",
+    static const char *const keys[] = {"strand", "strandMix", "partial",      "multiGpu", "spread",
                                        "pack",   "cpuPerGpu", "memoryPerGpu", NULL};
     as_err err = check_keys(c, obj, "fragment", keys);
     if (err)
@@ -515,6 +515,9 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
             return err;
     }
     const json_t *v;
+    if ((v = json_object_get(obj, "strandMix")) &&
+        (err = get_num(c, v, "fragment.strandMix", 0, 1, &p->f_mix)))
+        return err;
     int64_t q;
     if ((v = json_object_get(obj, "cpuPerGpu"))) {
         if ((err = get_quantity(c, v, "fragment.cpuPerGpu", true, &q)))

@@ -126,6 +126,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_pack = 0;
     p->f_spread = 0.05;
     p->f_multi = 0;
+    p->f_mix = 0;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */
@@ -237,6 +238,41 @@ static void rebuild_fragment(score_policy *p)
         st(&p->t_k_above[k], ktot ? acc / (double)ktot : 0);
         acc += (double)kh[k];
     }
+    /* CPU-per-GPU classes, weighted by their GPU demand; the prior as one
+     * class until the mean above is learned. */
+    double rp[SCORE_RATIO_CLASSES], ra[SCORE_RATIO_CLASSES];
+    int nrc = 0;
+    if (milli >= 10 * MODEL_GPU_MILLI) {
+        for (int c = 0; c < SCORE_RATIO_CLASSES; c++) {
+            uint64_t m = __atomic_load_n(&p->rc_milli[c], __ATOMIC_RELAXED);
+            if (!m)
+                continue;
+            uint64_t rc = __atomic_load_n(&p->rc_cpu[c], __ATOMIC_RELAXED);
+            rp[nrc] = (double)m / (double)milli;
+            ra[nrc] = (double)m / (double)(rc ? rc : 1);
+            nrc++;
+        }
+    }
+    if (nrc == 0) {
+        rp[0] = 1.0;
+        ra[0] = 1.0 / ld(&p->t_cpu_per_milli);
+        nrc = 1;
+    }
+    double pre = 0, suf = 0;
+    for (int c = nrc; c < SCORE_RATIO_CLASSES; c++)
+        st(&p->t_rc_icpu[c], -1);
+    for (int c = 0; c < nrc; c++) {
+        st(&p->t_rc_icpu[c], ra[c]);
+        st(&p->t_rc_ppre[c], pre);
+        pre += rp[c];
+    }
+    st(&p->t_rc_ppre[nrc], 1.0);
+    st(&p->t_rc_asuf[nrc], 0);
+    for (int c = nrc - 1; c >= 0; c--) {
+        suf += rp[c] * ra[c];
+        st(&p->t_rc_asuf[c], suf);
+    }
+    __atomic_store_n(&p->t_nrc, nrc, __ATOMIC_RELAXED);
 }
 
 typedef struct typ_tmp {
@@ -285,6 +321,9 @@ typedef struct table_sig {
     double t_cpu_per_milli, t_mem_per_milli, t_gpu_share;
     double t_p_above[SCORE_HIST_BUCKETS];
     double t_k_above[MODEL_MAX_GPUS + 1];
+    int t_nrc;
+    double t_rc_icpu[SCORE_RATIO_CLASSES];
+    double t_rc_ppre[SCORE_RATIO_CLASSES + 1], t_rc_asuf[SCORE_RATIO_CLASSES + 1];
 } table_sig;
 
 static void table_sig_take(const score_policy *p, table_sig *g)
@@ -310,6 +349,12 @@ static void table_sig_take(const score_policy *p, table_sig *g)
         memcpy(g->t_p_above, p->t_p_above, sizeof g->t_p_above);
         if (p->f_multi > 0)
             memcpy(g->t_k_above, p->t_k_above, sizeof g->t_k_above);
+        if (p->f_mix > 0) {
+            g->t_nrc = p->t_nrc;
+            memcpy(g->t_rc_icpu, p->t_rc_icpu, sizeof g->t_rc_icpu);
+            memcpy(g->t_rc_ppre, p->t_rc_ppre, sizeof g->t_rc_ppre);
+            memcpy(g->t_rc_asuf, p->t_rc_asuf, sizeof g->t_rc_asuf);
+        }
     }
 }
 
@@ -586,6 +631,13 @@ void score_observe_pod(score_policy *p, const model_pod *pod)
                      : pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS
                                                        : pod->gpu_count;
         __atomic_add_fetch(&p->khist[k], 1, __ATOMIC_RELAXED);
+        /* CPU-per-GPU class: below one core per GPU, then doubling. */
+        uint64_t per = milli ? (uint64_t)(s.cpu > 0 ? s.cpu : 0) * MODEL_GPU_MILLI / milli : 0;
+        int c = 0;
+        for (uint64_t lim = 1000; per >= lim && c < SCORE_RATIO_CLASSES - 1; lim *= 4)
+            c++;
+        __atomic_add_fetch(&p->rc_milli[c], milli, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->rc_cpu[c], (uint64_t)(s.cpu > 0 ? s.cpu : 0), __ATOMIC_RELAXED);
     } else {
         __atomic_add_fetch(&p->cpu_pods, 1, __ATOMIC_RELAXED);
     }
@@ -1037,6 +1089,24 @@ static double frag_waste(const score_policy *p, const view *v)
     double strand = (double)g.total - feedable;
     if (strand < 0)
         strand = 0;
+    if (p->f_mix > 0) {
+        /* The same, expected over the CPU-per-GPU classes of the demand
+         * (memory at its mean): GPU the node could feed at the mean ratio
+         * may still be stranded for the CPU-hungry part of the mix. With
+         * F = min(free GPU T, GPU the memory feeds), class c leaves
+         * T - min(cpu_free x a_c, F) unfed; the classes whose CPU feeds
+         * less than F are a suffix of the lean-first table (from k), so
+         * mix = T - F x P(before k) - cpu_free x sum(p_c a_c, c >= k). */
+        double total = (double)g.total;
+        double f = by_mem < total ? by_mem : total;
+        int k = 0; /* counted without branches; unused slots hold -1 */
+        for (int c = 0; c < SCORE_RATIO_CLASSES; c++)
+            k += cpu_free * ld(&p->t_rc_icpu[c]) >= f;
+        double mix = total - f * ld(&p->t_rc_ppre[k]) - cpu_free * ld(&p->t_rc_asuf[k]);
+        if (mix < 0)
+            mix = 0;
+        strand = (1 - p->f_mix) * strand + p->f_mix * mix;
+    }
     double frag = 0;
     for (int i = 0; i < v->ngpu; i++) {
         int32_t f = v->f[i];

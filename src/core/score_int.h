@@ -13,10 +13,11 @@
 #include "agentsched/base/pool.h"
 #include "agentsched/core/score.h"
 
-#define SCORE_MAX_WEIGHTS  MODEL_MAX_RES
-#define SCORE_MAX_SHAPES   256 /* learned task-shape slots (open addressing) */
-#define SCORE_MAX_TYPICAL  32  /* shapes fgd evaluates per node */
-#define SCORE_HIST_BUCKETS 21  /* per-GPU demand histogram, 50-milli buckets */
+#define SCORE_MAX_WEIGHTS   MODEL_MAX_RES
+#define SCORE_MAX_SHAPES    256 /* learned task-shape slots (open addressing) */
+#define SCORE_MAX_TYPICAL   32  /* shapes fgd evaluates per node */
+#define SCORE_HIST_BUCKETS  21  /* per-GPU demand histogram, 50-milli buckets */
+#define SCORE_RATIO_CLASSES 5   /* GPU pods by CPU per GPU: below 1 core, then x4 */
 
 /* A resource weight by name. idx caches the registry index once the name is
  * interned (-1 until then; registry names never move, so caching is safe). */
@@ -108,6 +109,8 @@ struct score_policy {
     uint64_t cpu_pods;
     uint64_t hist[SCORE_HIST_BUCKETS];  /* per-device demand, 50-milli buckets */
     uint64_t khist[MODEL_MAX_GPUS + 1]; /* GPU pods by fully free devices needed */
+    /* GPU pods by CPU per GPU (SCORE_RATIO_CLASSES): their milli and cpu. */
+    uint64_t rc_milli[SCORE_RATIO_CLASSES], rc_cpu[SCORE_RATIO_CLASSES];
 
     /* fragment parameters. */
     double f_strand;  /* weight of GPU stranded by exhausted CPU/memory */
@@ -117,6 +120,7 @@ struct score_policy {
     double f_mem_gpu; /* prior memory MiB per GPU (until learned) */
     double f_spread;  /* weight of spreading CPU/memory (free fraction) */
     double f_multi;   /* weight of whole devices a multi-GPU demand cannot use */
+    double f_mix;     /* strand over the CPU-per-GPU mix (1) or its mean (0) */
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
     double t_cpu_per_milli;               /* cpu millicores per milli-GPU */
@@ -124,6 +128,13 @@ struct score_policy {
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
+    /* Non-empty CPU-per-GPU classes, leanest first: milli-GPU fed per cpu
+     * millicore (a class asking for none counts as asking for one
+     * millicore in all; unused slots -1), the share of the GPU demand of the classes before
+     * c and the demand-weighted feed rate of the classes from c on. */
+    int t_nrc;
+    double t_rc_icpu[SCORE_RATIO_CLASSES];
+    double t_rc_ppre[SCORE_RATIO_CLASSES + 1], t_rc_asuf[SCORE_RATIO_CLASSES + 1];
 
     /* Bumped (release) after a table rebuild that changed a value the
      * policy's strategy scores with (score_policy_generation). */

@@ -13,7 +13,10 @@
  * decides the same pods on the same state; strategies take turns in
  * short rounds so machine noise hits all alike.
  *
- *   bench_score [nodes] [seconds-per-strategy]   (defaults 5000, 2)
+ *   bench_score [nodes] [seconds-per-strategy] [POLICY.yaml]   (defaults 5000, 2)
+ *
+ * A policy file adds a row "candidate" (e.g. fragment with other weights),
+ * measured in the same rounds, so its cost is compared in one run.
  *
  * Prints decisions/s per strategy and fragment's as a ratio of
  * least-allocated's (the target: at least 0.8). Only ratios measured in
@@ -111,24 +114,38 @@ int main(int argc, char **argv)
 {
     int nnodes = argc > 1 ? atoi(argv[1]) : 5000;
     double secs = argc > 2 ? atof(argv[2]) : 2.0;
-    if (nnodes < 10 || nnodes > 100000 || !(secs > 0)) {
-        fprintf(stderr, "usage: bench_score [nodes 10..100000] [seconds-per-strategy]\n");
+    const char *cand = argc > 3 ? argv[3] : NULL;
+    if (nnodes < 10 || nnodes > 100000 || !(secs > 0) || argc > 4) {
+        fprintf(stderr,
+                "usage: bench_score [nodes 10..100000] [seconds-per-strategy] [POLICY.yaml]\n");
         return 2;
     }
+    size_t nstrat = NSTRAT + (cand != NULL);
+    const char *names[NSTRAT + 1];
     unsigned seed = 42;
     model_registry reg;
     model_registry_init(&reg);
     cache *c = NULL;
     binder *b = NULL;
-    score_policy *pol[NSTRAT];
+    score_policy *pol[NSTRAT + 1];
     if (cache_new(&reg, &c) || binder_new(c, NULL, &b))
         return 1;
     for (size_t s = 0; s < NSTRAT; s++) {
         score_strategy st;
+        names[s] = strategies[s];
         if (score_strategy_parse(strategies[s], &st) ||
             score_policy_new_strategy(&reg, st, &pol[s]) ||
             score_policy_apply_gpu_names(pol[s], &reg))
             return 1;
+    }
+    if (cand) {
+        as_diag d = {{0}, {0}};
+        names[NSTRAT] = "candidate";
+        if (score_policy_load(&reg, cand, &pol[NSTRAT], &d) ||
+            score_policy_apply_gpu_names(pol[NSTRAT], &reg)) {
+            fprintf(stderr, "bench_score: %s: %s\n", cand, d.msg);
+            return 2;
+        }
     }
     int64_t gpus = 0;
     for (int i = 0; i < nnodes; i++) {
@@ -144,7 +161,7 @@ int main(int argc, char **argv)
     sched_result_init(&res);
     for (int i = 0; galloc < gpus * 600 && i < nnodes * 40; i++) {
         model_pod *p = pod_json(&reg, i, &seed);
-        for (size_t s = 0; s < NSTRAT; s++)
+        for (size_t s = 0; s < nstrat; s++)
             score_observe_pod(pol[s], p);
         sched_request rq = {.pod = p, .policy = pol[LEAST], .k = 1};
         sched_result_free(&res);
@@ -165,11 +182,11 @@ int main(int argc, char **argv)
            nnodes, (long long)gpus, (long long)filled, (double)galloc / (double)(gpus * 1000),
            NPODS, secs);
 
-    double cpu_s[NSTRAT] = {0};
-    uint64_t decisions[NSTRAT] = {0};
-    int next[NSTRAT] = {0};
+    double cpu_s[NSTRAT + 1] = {0};
+    uint64_t decisions[NSTRAT + 1] = {0};
+    int next[NSTRAT + 1] = {0};
     for (double done = 0; done < secs; done += ROUND_S)
-        for (size_t s = 0; s < NSTRAT; s++) {
+        for (size_t s = 0; s < nstrat; s++) {
             double t0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID), t = t0;
             while (t - t0 < ROUND_S) {
                 for (int k = 0; k < 8; k++) {
@@ -187,9 +204,9 @@ int main(int argc, char **argv)
         }
     printf("%-20s %12s %14s %8s\n", "strategy", "decisions/s", "us/decision", "ratio");
     double base = (double)decisions[LEAST] / cpu_s[LEAST];
-    for (size_t s = 0; s < NSTRAT; s++) {
+    for (size_t s = 0; s < nstrat; s++) {
         double dps = (double)decisions[s] / cpu_s[s];
-        printf("%-20s %12.0f %14.1f %8.3f\n", strategies[s], dps, 1e6 / dps, dps / base);
+        printf("%-20s %12.0f %14.1f %8.3f\n", names[s], dps, 1e6 / dps, dps / base);
     }
     double ratio = ((double)decisions[FRAG] / cpu_s[FRAG]) / base;
     printf("target: fragment's decisions/s at least 0.8 x least-allocated's (CPU time): %.3f, "
@@ -198,7 +215,7 @@ int main(int argc, char **argv)
     sched_result_free(&res);
     for (int i = 0; i < NPODS; i++)
         model_pod_free(pods[i]);
-    for (size_t s = 0; s < NSTRAT; s++)
+    for (size_t s = 0; s < nstrat; s++)
         score_policy_unref(pol[s]);
     binder_free(b);
     cache_free(c);

@@ -285,6 +285,49 @@ Test(score, fragment_strand_exact)
     model_node_free(h.spec);
 }
 
+/* fragment's strandMix, exact values. Learned: ten 1-GPU pods with 4
+ * cores / 8Gi and ten with 16 cores / 8Gi (mean 10 cores per GPU). Node
+ * 32 cores / 256Gi / 4 GPUs, CPU-only pod 8 cores / 8Gi.
+ * strandMix 1: half the demand needs 16 cores per GPU. Before: it feeds
+ * 2000 of 4000 milli -> 0.5 * 2000 = 1000; after (24 cores): 1500 ->
+ * 0.5 * 2500 = 1250; dW = 250. strandMix 0 (the mean): before 3200 fed ->
+ * 800, after 2400 -> 1600; dW = 800. Spread either way: 0.05 * 50 *
+ * (24/32 + 248/256) = 4.296875. Scores: 50 - 50 * dW / 16000 + spread. */
+Test(score, fragment_strand_mix_exact)
+{
+    static const struct {
+        const char *mix;
+        double want;
+    } cases[] = {{"1", 53.515625}, {"0", 51.796875}, {"0.5", 52.65625}};
+    hnode h;
+    hnode_init(&h, 32000, 256 * FX_GI, 4);
+    model_pod *lean = fx_pod("l", "l", 4000, 8 * FX_GI);
+    fx_pod_gpu(&reg, lean, 1, 0);
+    model_pod *hungry = fx_pod("h", "h", 16000, 8 * FX_GI);
+    fx_pod_gpu(&reg, hungry, 1, 0);
+    model_pod *pod = fx_pod("p", "p", 8000, 8 * FX_GI);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char yaml[128];
+        snprintf(yaml, sizeof yaml, "strategy: fragment\nfragment:\n  strandMix: %s\n",
+                 cases[i].mix);
+        score_policy *p = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
+                     d.msg);
+        for (int k = 0; k < 10; k++) {
+            score_observe_pod(p, lean);
+            score_observe_pod(p, hungry);
+        }
+        cr_assert_float_eq(score_node(p, pod, &h.cn), cases[i].want, 1e-9, "strandMix %s: %f",
+                           cases[i].mix, score_node(p, pod, &h.cn));
+        score_policy_unref(p);
+    }
+    model_pod_free(lean);
+    model_pod_free(hungry);
+    model_pod_free(pod);
+    model_node_free(h.spec);
+}
+
 /* fragment prefers: a CPU-only node for CPU-only pods over a GPU node it
  * would strand; the partly used GPU for a share that fits it. */
 Test(score, fragment_preferences)
