@@ -1,5 +1,6 @@
-/* bind.c - pods/binding over a bounded pool of keep-alive connections;
- * the GPU device annotations' patch; a single-Pod GET. */
+/* bind.c - pods/binding through the client's call loop (mux.h), at most
+ * cfg.bind_concurrency at a time; the GPU device annotations' patch; a
+ * single-Pod GET. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/bind.h"
+#include "agentsched/k8s/mux.h"
 #include "internal.h"
 
 #define BIND_QUEUE_CAP         16384
@@ -26,30 +28,12 @@ as_err k8s_bind_init(k8s_client *k)
 {
     size_t n = k->cfg.bind_concurrency;
     as_err err = AS_OK;
-    k->bhandles = calloc(n, sizeof *k->bhandles);
     k->bq = calloc(BIND_QUEUE_CAP, sizeof *k->bq);
-    if (!k->bhandles || !k->bq) {
+    if (!k->bq)
         err = AS_ENOMEM;
-        goto done;
-    }
-    k->bq_cap = BIND_QUEUE_CAP;
-    for (size_t i = 0; i < n; i++)
-        if (!(k->bhandles[i] = curl_easy_init())) {
-            err = AS_ENOMEM;
-            goto done;
-        }
+    else
+        k->bq_cap = BIND_QUEUE_CAP;
     k->nbfree = n;
-done:
-    if (err && k->bhandles) {
-        /* Leave nothing for k8s_bind_shutdown to wait for: with bhandles
-         * set and nbfree short of bind_concurrency it would wait forever
-         * for handles that were never handed out. */
-        for (size_t i = 0; i < n; i++)
-            if (k->bhandles[i])
-                curl_easy_cleanup(k->bhandles[i]);
-        free(k->bhandles);
-        k->bhandles = NULL;
-    }
     return err;
 }
 
@@ -89,37 +73,35 @@ void k8s_bind_shutdown(k8s_client *k)
         job_free(&j);
         pthread_mutex_lock(&k->bmu);
     }
-    /* Synchronous binds in flight abort on stop; wait for their handles. */
-    while (k->bhandles && k->nbfree < k->cfg.bind_concurrency)
+    /* Synchronous binds in flight abort on stop; wait for their slots. */
+    while (k->bq && k->nbfree < k->cfg.bind_concurrency)
         pthread_cond_wait(&k->bcond, &k->bmu);
     pthread_mutex_unlock(&k->bmu);
-    if (k->bhandles)
-        for (size_t i = 0; i < k->cfg.bind_concurrency; i++)
-            if (k->bhandles[i])
-                curl_easy_cleanup(k->bhandles[i]);
-    free(k->bhandles);
-    k->bhandles = NULL;
     free(k->bq);
     k->bq = NULL;
 }
 
-static CURL *handle_get(k8s_client *k)
+/* slot_get takes one of the cfg.bind_concurrency bind slots, waiting
+ * while all are taken; false when stopping. */
+static bool slot_get(k8s_client *k)
 {
-    CURL *h = NULL;
+    bool ok = false;
     pthread_mutex_lock(&k->bmu);
     while (k->nbfree == 0 && !k8s_stopping(k))
         pthread_cond_wait(&k->bcond, &k->bmu);
-    if (!k8s_stopping(k) && k->bhandles)
-        h = k->bhandles[--k->nbfree];
+    if (!k8s_stopping(k)) {
+        k->nbfree--;
+        ok = true;
+    }
     pthread_mutex_unlock(&k->bmu);
-    return h;
+    return ok;
 }
 
-static void handle_put(k8s_client *k, CURL *h)
+static void slot_put(k8s_client *k)
 {
     pthread_mutex_lock(&k->bmu);
-    k->bhandles[k->nbfree++] = h;
-    pthread_cond_broadcast(&k->bcond);
+    k->nbfree++;
+    pthread_cond_signal(&k->bcond);
     pthread_mutex_unlock(&k->bmu);
 }
 
@@ -201,24 +183,20 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
     if (!ns || !*ns || !name || !*name || !node || !*node)
         return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
-    buf body, resp;
+    buf body, resp, path;
     buf_init(&body, 8192);
     buf_init(&resp, BIND_RESP_CAP);
-    char *path = NULL;
+    buf_init(&path, 4096);
     as_err err = AS_OK;
-    CURL *h = handle_get(k);
-    if (!h) {
+    if (!slot_get(k)) {
         err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
         goto out;
     }
-    char *ens = curl_easy_escape(h, ns, 0), *ename = curl_easy_escape(h, name, 0);
-    if (ens && ename) {
-        size_t n = strlen(ens) + strlen(ename) + 64;
-        if ((path = malloc(n)))
-            snprintf(path, n, "/api/v1/namespaces/%s/pods/%s/binding", ens, ename);
-    }
-    curl_free(ens);
-    curl_free(ename);
+    buf_puts(&path, "/api/v1/namespaces/");
+    k8s_path_segment(&path, ns);
+    buf_puts(&path, "/pods/");
+    k8s_path_segment(&path, name);
+    buf_puts(&path, "/binding");
     buf_puts(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
     buf_json_cstr(&body, name);
     buf_puts(&body, ",\"namespace\":");
@@ -230,11 +208,11 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
     buf_puts(&body, "},\"target\":{\"kind\":\"Node\",\"name\":");
     buf_json_cstr(&body, node);
     buf_puts(&body, "}}");
-    if (!path || body.err) {
+    if (path.err || body.err) {
         err = AS_ENOMEM;
         goto done;
     }
-    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)h;
+    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)&path;
     /* Once an attempt may have been applied without our hearing the answer
      * (the connection broke after the request went out, or the API server
      * timed out: 504), releasing the pod could free capacity the pod holds
@@ -251,9 +229,16 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         int64_t retry_after = 0;
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
-        unsigned sends = 0;
-        err = k8s_do_ex(k, h, "POST", path, body.data, body.len, &resp, &status, &retry_after,
-                        &sends, &d);
+        k8s_call c = {.method = "POST",
+                      .path = path.data,
+                      .body = body.data,
+                      .body_len = body.len,
+                      .resp = &resp,
+                      .limited = true};
+        err = k8s_mux_do(k->mux, &c, &d);
+        status = c.status;
+        retry_after = c.retry_after_ms;
+        unsigned sends = c.sends;
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
                          "the connection died unanswered and the binding was sent again");
@@ -265,8 +250,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             }
             bool retry = err == AS_EIO || err == AS_ETIMEOUT;
             /* A request never sent (no connection) cannot have been applied. */
-            long sent = 0;
-            if (retry && curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
+            if (retry && sends > 0)
                 note_unknown(k, &unknown, ns, name, node, d.msg);
             if (!retry || give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s%s", ns, name, node, d.msg,
@@ -353,13 +337,13 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         }
     }
 done:
-    handle_put(k, h);
+    slot_put(k);
 out:
     if (err == AS_OK)
         k8s_count(k, &k->st.binds_ok, 1);
     else
         k8s_count(k, &k->st.binds_failed, 1);
-    free(path);
+    buf_free(&path);
     buf_free(&body);
     buf_free(&resp);
     return err;
@@ -478,7 +462,10 @@ as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char
     buf path, resp;
     buf_init(&path, 1024);
     buf_init(&resp, BIND_RESP_CAP);
-    buf_printf(&path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+    buf_puts(&path, "/api/v1/namespaces/");
+    k8s_path_segment(&path, ns);
+    buf_puts(&path, "/pods/");
+    k8s_path_segment(&path, name);
     as_err err = path.err;
     uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)&path;
     for (unsigned attempt = 0; !err; attempt++) {

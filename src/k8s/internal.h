@@ -24,6 +24,7 @@ typedef struct k8s_shard k8s_shard;         /* watch.h */
 typedef struct k8s_lease k8s_lease;         /* lease.h */
 typedef struct k8s_bind_job k8s_bind_job;   /* bind.c */
 typedef struct k8s_event_job k8s_event_job; /* events.c */
+typedef struct k8s_mux k8s_mux;             /* mux.h */
 
 struct k8s_client {
     k8s_config cfg; /* strings below replace the borrowed ones */
@@ -48,6 +49,9 @@ struct k8s_client {
 
     k8s_ratelimit rl;
 
+    /* the per-pod calls' event loop (binds, events, patches) */
+    k8s_mux *mux;
+
     /* reflectors */
     k8s_reflector *refl[K8S_KIND__COUNT];
     pthread_t refl_thread[K8S_KIND__COUNT];
@@ -70,28 +74,23 @@ struct k8s_client {
     pthread_t lease_thread;
     bool lease_running;
 
-    /* bind: pool of keep-alive handles + async workers */
+    /* bind: cfg.bind_concurrency slots + async workers */
     pthread_mutex_t bmu;
-    pthread_cond_t bcond;  /* a handle was returned */
+    pthread_cond_t bcond;  /* a slot was returned */
     pthread_cond_t bqcond; /* a job was queued / stop */
-    CURL **bhandles;
-    size_t nbfree;
+    size_t nbfree;         /* free slots */
     k8s_bind_job *bq;
     size_t bq_cap, bq_head, bq_len;
     pthread_t *bworkers;
     size_t nbworkers;
 
-    /* events */
+    /* events (in flight on the call loop) */
     pthread_mutex_t emu;
-    pthread_cond_t econd;
-    k8s_event_job *eq;
-    size_t eq_cap, eq_head, eq_len;
-    uint64_t *erate_key; /* per pod+reason rate table (hash, last ms) */
+    size_t eq_cap, eq_len; /* cfg.event_queue; Events in flight */
+    uint64_t *erate_key;   /* per pod+reason rate table (hash, last ms) */
     int64_t *erate_ms;
     size_t erate_n;
     k8s_ratelimit erl; /* event_qps, taken with k8s_rl_take under emu */
-    pthread_t ethread;
-    bool erunning;
 };
 
 #endif
