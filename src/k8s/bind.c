@@ -1,6 +1,5 @@
-/* bind.c - pods/binding through the client's call loop (mux.h), at most
- * cfg.bind_concurrency at a time; the GPU device annotations' patch; a
- * single-Pod GET. */
+/* bind.c - pods/binding over a bounded pool of keep-alive connections;
+ * the GPU device annotations' patch; a single-Pod GET. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +8,6 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/bind.h"
-#include "agentsched/k8s/mux.h"
 #include "internal.h"
 
 #define BIND_QUEUE_CAP         16384
@@ -28,12 +26,30 @@ as_err k8s_bind_init(k8s_client *k)
 {
     size_t n = k->cfg.bind_concurrency;
     as_err err = AS_OK;
+    k->bhandles = calloc(n, sizeof *k->bhandles);
     k->bq = calloc(BIND_QUEUE_CAP, sizeof *k->bq);
-    if (!k->bq)
+    if (!k->bhandles || !k->bq) {
         err = AS_ENOMEM;
-    else
-        k->bq_cap = BIND_QUEUE_CAP;
+        goto done;
+    }
+    k->bq_cap = BIND_QUEUE_CAP;
+    for (size_t i = 0; i < n; i++)
+        if (!(k->bhandles[i] = curl_easy_init())) {
+            err = AS_ENOMEM;
+            goto done;
+        }
     k->nbfree = n;
+done:
+    if (err && k->bhandles) {
+        /* Leave nothing for k8s_bind_shutdown to wait for: with bhandles
+         * set and nbfree short of bind_concurrency it would wait forever
+         * for handles that were never handed out. */
+        for (size_t i = 0; i < n; i++)
+            if (k->bhandles[i])
+                curl_easy_cleanup(k->bhandles[i]);
+        free(k->bhandles);
+        k->bhandles = NULL;
+    }
     return err;
 }
 
@@ -73,35 +89,37 @@ void k8s_bind_shutdown(k8s_client *k)
         job_free(&j);
         pthread_mutex_lock(&k->bmu);
     }
-    /* Synchronous binds in flight abort on stop; wait for their slots. */
-    while (k->bq && k->nbfree < k->cfg.bind_concurrency)
+    /* Synchronous binds in flight abort on stop; wait for their handles. */
+    while (k->bhandles && k->nbfree < k->cfg.bind_concurrency)
         pthread_cond_wait(&k->bcond, &k->bmu);
     pthread_mutex_unlock(&k->bmu);
+    if (k->bhandles)
+        for (size_t i = 0; i < k->cfg.bind_concurrency; i++)
+            if (k->bhandles[i])
+                curl_easy_cleanup(k->bhandles[i]);
+    free(k->bhandles);
+    k->bhandles = NULL;
     free(k->bq);
     k->bq = NULL;
 }
 
-/* slot_get takes one of the cfg.bind_concurrency bind slots, waiting
- * while all are taken; false when stopping. */
-static bool slot_get(k8s_client *k)
+static CURL *handle_get(k8s_client *k)
 {
-    bool ok = false;
+    CURL *h = NULL;
     pthread_mutex_lock(&k->bmu);
     while (k->nbfree == 0 && !k8s_stopping(k))
         pthread_cond_wait(&k->bcond, &k->bmu);
-    if (!k8s_stopping(k)) {
-        k->nbfree--;
-        ok = true;
-    }
+    if (!k8s_stopping(k) && k->bhandles)
+        h = k->bhandles[--k->nbfree];
     pthread_mutex_unlock(&k->bmu);
-    return ok;
+    return h;
 }
 
-static void slot_put(k8s_client *k)
+static void handle_put(k8s_client *k, CURL *h)
 {
     pthread_mutex_lock(&k->bmu);
-    k->nbfree++;
-    pthread_cond_signal(&k->bcond);
+    k->bhandles[k->nbfree++] = h;
+    pthread_cond_broadcast(&k->bcond);
     pthread_mutex_unlock(&k->bmu);
 }
 
@@ -188,7 +206,8 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
     buf_init(&resp, BIND_RESP_CAP);
     buf_init(&path, 4096);
     as_err err = AS_OK;
-    if (!slot_get(k)) {
+    CURL *h = handle_get(k);
+    if (!h) {
         err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
         goto out;
     }
@@ -212,7 +231,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         err = AS_ENOMEM;
         goto done;
     }
-    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)&path;
+    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)h;
     /* Once an attempt may have been applied without our hearing the answer
      * (the connection broke after the request went out, or the API server
      * timed out: 504), releasing the pod could free capacity the pod holds
@@ -229,16 +248,9 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         int64_t retry_after = 0;
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
-        k8s_call c = {.method = "POST",
-                      .path = path.data,
-                      .body = body.data,
-                      .body_len = body.len,
-                      .resp = &resp,
-                      .limited = true};
-        err = k8s_mux_do(k->mux, &c, &d);
-        status = c.status;
-        retry_after = c.retry_after_ms;
-        unsigned sends = c.sends;
+        unsigned sends = 0;
+        err = k8s_do_ex(k, h, "POST", path.data, body.data, body.len, &resp, &status, &retry_after,
+                        &sends, &d);
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
                          "the connection died unanswered and the binding was sent again");
@@ -250,7 +262,8 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             }
             bool retry = err == AS_EIO || err == AS_ETIMEOUT;
             /* A request never sent (no connection) cannot have been applied. */
-            if (retry && sends > 0)
+            long sent = 0;
+            if (retry && curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
                 note_unknown(k, &unknown, ns, name, node, d.msg);
             if (!retry || give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s%s", ns, name, node, d.msg,
@@ -337,7 +350,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         }
     }
 done:
-    slot_put(k);
+    handle_put(k, h);
 out:
     if (err == AS_OK)
         k8s_count(k, &k->st.binds_ok, 1);

@@ -74,11 +74,12 @@ struct k8s_client {
     pthread_t lease_thread;
     bool lease_running;
 
-    /* bind: cfg.bind_concurrency slots + async workers */
+    /* bind: pool of keep-alive handles + async workers */
     pthread_mutex_t bmu;
-    pthread_cond_t bcond;  /* a slot was returned */
+    pthread_cond_t bcond;  /* a handle was returned */
     pthread_cond_t bqcond; /* a job was queued / stop */
-    size_t nbfree;         /* free slots */
+    CURL **bhandles;
+    size_t nbfree;
     k8s_bind_job *bq;
     size_t bq_cap, bq_head, bq_len;
     pthread_t *bworkers;
@@ -86,8 +87,10 @@ struct k8s_client {
 
     /* events (in flight on the call loop) */
     pthread_mutex_t emu;
-    size_t eq_cap, eq_len; /* cfg.event_queue; Events in flight */
-    uint64_t *erate_key;   /* per pod+reason rate table (hash, last ms) */
+    size_t eq_cap, eq_len;                  /* cfg.event_queue; Events queued or sent */
+    size_t eflying;                         /* Events sent, not yet answered */
+    k8s_event_job *ewait_head, *ewait_tail; /* queued for their turn */
+    uint64_t *erate_key;                    /* per pod+reason rate table (hash, last ms) */
     int64_t *erate_ms;
     size_t erate_n;
     k8s_ratelimit erl; /* event_qps, taken with k8s_rl_take under emu */
