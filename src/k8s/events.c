@@ -15,6 +15,11 @@
 #define EVENT_MSG_MAX 1024
 #define EVENT_BODY    (16 * 1024)
 #define EVENT_RESP    (64 * 1024)
+/* Events on the wire at once. They share the binds' connection, and the
+ * API server takes an Event as long as a binding: a burst of pods sent
+ * all its Events at once would queue the binds behind them (libcurl sends
+ * streams in order). One at a time was what the single poster thread did. */
+#define EVENT_INFLIGHT 2
 
 /* One Event in flight: its call, body, path and the answer's buffer in
  * one allocation's worth of owners, freed by its completion. */
@@ -22,7 +27,10 @@ struct k8s_event_job {
     k8s_call call;
     k8s_client *k;
     buf body, path, resp;
+    k8s_event_job *next; /* waiting for its turn */
 };
+
+static void ejob_free(k8s_event_job *j);
 
 /* See events.h. */
 as_err k8s_events_init(k8s_client *k)
@@ -40,7 +48,18 @@ as_err k8s_events_init(k8s_client *k)
 void k8s_events_shutdown(k8s_client *k)
 {
     /* The call loop has failed every Event still in flight (k8s_mux_stop
-     * runs first), so nothing refers to the tables any more. */
+     * runs first), handing no turn on while stopping: the Events still
+     * waiting are dropped here. */
+    pthread_mutex_lock(&k->emu);
+    k8s_event_job *j = k->ewait_head;
+    k->ewait_head = k->ewait_tail = NULL;
+    pthread_mutex_unlock(&k->emu);
+    while (j) {
+        k8s_event_job *n = j->next;
+        k8s_count(k, &k->st.events_dropped, 1);
+        ejob_free(j);
+        j = n;
+    }
     free(k->erate_key);
     k->erate_key = NULL;
     free(k->erate_ms);
@@ -124,10 +143,21 @@ static void event_done(k8s_call *c)
         log_debug("msg=\"event not posted\" path=%s status=%ld err=\"%s\"", c->path, c->status,
                   c->cc == CURLE_OK ? "" : curl_easy_strerror(c->cc));
     }
+    ejob_free(j);
+    /* Its turn passes to the oldest waiting Event. */
     pthread_mutex_lock(&k->emu);
     k->eq_len--;
+    k8s_event_job *n = k8s_stopping(k) ? NULL : k->ewait_head;
+    if (n) {
+        k->ewait_head = n->next;
+        if (!k->ewait_head)
+            k->ewait_tail = NULL;
+    } else {
+        k->eflying--;
+    }
     pthread_mutex_unlock(&k->emu);
-    ejob_free(j);
+    if (n)
+        k8s_mux_submit(k->mux, &n->call);
 }
 
 /* See events.h. */
@@ -156,7 +186,7 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     size_t slot = (size_t)(key % k->erate_n);
     if (k->erate_key[slot] == key && now - k->erate_ms[slot] < k->cfg.event_pod_interval_ms)
         goto drop;
-    if (k->eq_len >= k->eq_cap) /* cfg.event_queue Events in flight already */
+    if (k->eq_len >= k->eq_cap) /* cfg.event_queue Events queued or sent already */
         goto drop;
     /* Every Event is a write the API server and etcd make as costly as a
      * binding; past the operator's --event-qps, drop rather than delay (a
@@ -195,7 +225,20 @@ drop:
                          .limited = true,
                          .done = event_done,
                          .arg = j};
-    k8s_mux_submit(k->mux, &j->call);
+    pthread_mutex_lock(&k->emu);
+    bool send = k->eflying < EVENT_INFLIGHT;
+    if (send) {
+        k->eflying++;
+    } else {
+        if (k->ewait_tail)
+            k->ewait_tail->next = j;
+        else
+            k->ewait_head = j;
+        k->ewait_tail = j;
+    }
+    pthread_mutex_unlock(&k->emu);
+    if (send)
+        k8s_mux_submit(k->mux, &j->call);
     return;
 fail:
     if (j)

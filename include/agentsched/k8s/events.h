@@ -1,8 +1,8 @@
 /*
  * events.h - v1 Events about pods, posted asynchronously on the client's
- * call loop (mux.h), at most cfg.event_queue in flight, rate-limited per
- * pod and reason and overall; dropped, never waited for, when over
- * either limit.
+ * call loop (mux.h), two on the wire and at most cfg.event_queue queued,
+ * rate-limited per pod and reason and overall; dropped, never waited for,
+ * when over either limit.
  */
 #ifndef AGENTSCHED_K8S_EVENTS_H
 #define AGENTSCHED_K8S_EVENTS_H
@@ -16,7 +16,8 @@
  * message (its first 1023 bytes). The body is built on the calling
  * thread and handed to the call loop. At most one event per pod and
  * reason per cfg.event_pod_interval_ms; beyond that, past --event-qps, or
- * with cfg.event_queue Events in flight, the event is dropped (counted).
+ * with cfg.event_queue Events queued or sent, the event is dropped
+ * (counted).
  * Never blocks on the network.
  */
 void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char *uid,
