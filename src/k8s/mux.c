@@ -91,6 +91,7 @@ static void finish(k8s_mux *m, k8s_call *c, CURLcode cc)
         c->next->prev = c->prev;
     if (cc == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &c->status);
+        curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &c->http_version);
         if (c->status == 401)
             k8s_token_invalidate(m->k);
         struct curl_header *ra = NULL;
@@ -319,6 +320,7 @@ void k8s_mux_submit(k8s_mux *m, k8s_call *c)
     c->retry_after_ms = 0;
     c->sends = 0;
     c->overflow = false;
+    c->http_version = 0;
     pthread_mutex_lock(&m->mu);
     if (!m->stopped && !m->started) {
         if (pthread_create(&m->thread, NULL, mux_main, m) == 0)

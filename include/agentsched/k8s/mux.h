@@ -59,6 +59,7 @@ struct k8s_call {
     int64_t retry_after_ms; /* a 429/503 Retry-After in seconds form, in ms; 0: none */
     unsigned sends;         /* times the request went out on a connection */
     bool overflow;          /* the answer did not fit resp */
+    long http_version;      /* CURL_HTTP_VERSION_2_0, _1_1, ... (0 without an answer) */
     /* the loop's */
     k8s_call *next, *prev;
     CURL *h;
