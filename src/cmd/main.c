@@ -1,8 +1,5 @@
 /* main.c - the agentsched command line: a table of subcommands. */
 #include <errno.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -594,15 +591,6 @@ static void print_diag(const char *what, as_err err, const as_diag *d)
 
 static int cmd_serve(int argc, char **argv)
 {
-#ifdef __GLIBC__
-    /* No fastbins: a pod's objects are allocated on one thread and freed
-     * on another in bursts, so small frees overflowed the per-thread
-     * caches into fastbins, and every larger allocation then consolidated
-     * them all first (malloc_consolidate was the largest single symbol of
-     * the fast path's profile after the kernel's context switch). Small
-     * frees now merge into the ordinary bins as they happen. */
-    mallopt(M_MXFAST, 0);
-#endif
     svc_config cfg;
     svc_config_defaults(&cfg);
     int rc = serve_parse(argc, argv, &cfg);
