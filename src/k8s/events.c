@@ -1,5 +1,4 @@
-/* events.c - v1 Events (Scheduled / FailedScheduling), rate-limited per pod,
- * posted asynchronously through the client's call loop (mux.h). */
+/* events.c - v1 Events (Scheduled / FailedScheduling), rate-limited per pod. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,58 +7,58 @@
 #include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/events.h"
-#include "agentsched/k8s/mux.h"
 #include "internal.h"
 
 #define ERATE_SLOTS   8192
 #define EVENT_MSG_MAX 1024
-#define EVENT_BODY    (16 * 1024)
-#define EVENT_RESP    (64 * 1024)
-/* Events on the wire at once. They share the binds' connection, and the
- * API server takes an Event as long as a binding: a burst of pods sent
- * all its Events at once would queue the binds behind them (libcurl sends
- * streams in order). One at a time was what the single poster thread did. */
-#define EVENT_INFLIGHT 2
 
-/* One Event in flight: its call, body, path and the answer's buffer in
- * one allocation's worth of owners, freed by its completion. */
+/* One queued Event (strings owned); at_ms stamps it when posted. */
 struct k8s_event_job {
-    k8s_call call;
-    k8s_client *k;
-    buf body, path, resp;
-    k8s_event_job *next; /* waiting for its turn */
+    char *ns, *name, *uid, *type, *reason, *message;
+    int64_t at_ms;
 };
-
-static void ejob_free(k8s_event_job *j);
 
 /* See events.h. */
 as_err k8s_events_init(k8s_client *k)
 {
     k->eq_cap = k->cfg.event_queue;
+    k->eq = calloc(k->eq_cap, sizeof *k->eq);
     k->erate_n = ERATE_SLOTS;
     k->erate_key = calloc(k->erate_n, sizeof *k->erate_key);
     k->erate_ms = calloc(k->erate_n, sizeof *k->erate_ms);
-    if (!k->erate_key || !k->erate_ms)
+    if (!k->eq || !k->erate_key || !k->erate_ms)
         return AS_ENOMEM;
     return AS_OK;
+}
+
+static void ejob_free(k8s_event_job *j)
+{
+    free(j->ns);
+    free(j->name);
+    free(j->uid);
+    free(j->type);
+    free(j->reason);
+    free(j->message);
+    memset(j, 0, sizeof *j);
 }
 
 /* See events.h. */
 void k8s_events_shutdown(k8s_client *k)
 {
-    /* The call loop has failed every Event still in flight (k8s_mux_stop
-     * runs first), handing no turn on while stopping: the Events still
-     * waiting are dropped here. */
     pthread_mutex_lock(&k->emu);
-    k8s_event_job *j = k->ewait_head;
-    k->ewait_head = k->ewait_tail = NULL;
+    pthread_cond_broadcast(&k->econd);
+    bool running = k->erunning;
     pthread_mutex_unlock(&k->emu);
-    while (j) {
-        k8s_event_job *n = j->next;
-        k8s_count(k, &k->st.events_dropped, 1);
-        ejob_free(j);
-        j = n;
+    if (running)
+        pthread_join(k->ethread, NULL);
+    k->erunning = false;
+    while (k->eq && k->eq_len > 0) {
+        ejob_free(&k->eq[k->eq_head]);
+        k->eq_head = (k->eq_head + 1) % k->eq_cap;
+        k->eq_len--;
     }
+    free(k->eq);
+    k->eq = NULL;
     free(k->erate_key);
     k->erate_key = NULL;
     free(k->erate_ms);
@@ -89,30 +88,28 @@ static void event_name(buf *b, const char *name, uint64_t nanos)
     buf_json_str(b, t, (size_t)(o - t));
 }
 
-static as_err event_body(k8s_client *k, buf *b, const char *ns, const char *name, const char *uid,
-                         const char *type, const char *reason, const char *message, int64_t at_ms)
+static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
 {
     char ts[32];
-    clock_rfc3339(at_ms * 1000, 0, ts, sizeof ts);
+    clock_rfc3339(j->at_ms * 1000, 0, ts, sizeof ts);
     buf_puts(b, "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":");
-    event_name(b, name, (uint64_t)at_ms * 1000000ull + (clock_mono_ns() % 1000000ull));
+    event_name(b, j->name, (uint64_t)j->at_ms * 1000000ull + (clock_mono_ns() % 1000000ull));
     buf_puts(b, ",\"namespace\":");
-    buf_json_cstr(b, ns);
+    buf_json_cstr(b, j->ns);
     buf_puts(b, "},\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"namespace\":");
-    buf_json_cstr(b, ns);
+    buf_json_cstr(b, j->ns);
     buf_puts(b, ",\"name\":");
-    buf_json_cstr(b, name);
-    if (uid && *uid) {
+    buf_json_cstr(b, j->name);
+    if (j->uid && *j->uid) {
         buf_puts(b, ",\"uid\":");
-        buf_json_cstr(b, uid);
+        buf_json_cstr(b, j->uid);
     }
     buf_puts(b, "},\"reason\":");
-    buf_json_cstr(b, reason);
+    buf_json_cstr(b, j->reason);
     buf_puts(b, ",\"message\":");
-    size_t ml = strlen(message);
-    buf_json_str(b, message, ml < EVENT_MSG_MAX ? ml : EVENT_MSG_MAX - 1);
+    buf_json_cstr(b, j->message);
     buf_puts(b, ",\"type\":");
-    buf_json_cstr(b, type);
+    buf_json_cstr(b, j->type);
     buf_puts(b, ",\"source\":{\"component\":");
     buf_json_cstr(b, k->scheduler_name);
     buf_puts(b, "},\"firstTimestamp\":\"");
@@ -123,41 +120,53 @@ static as_err event_body(k8s_client *k, buf *b, const char *ns, const char *name
     return b->err;
 }
 
-static void ejob_free(k8s_event_job *j)
+static void *event_worker(void *arg)
 {
-    buf_free(&j->body);
-    buf_free(&j->path);
-    buf_free(&j->resp);
-    free(j);
-}
-
-/* The call loop's completion of an Event (or a failed submission's). */
-static void event_done(k8s_call *c)
-{
-    k8s_event_job *j = c->arg;
-    k8s_client *k = j->k;
-    if (c->cc == CURLE_OK && (c->status == 200 || c->status == 201)) {
-        k8s_count(k, &k->st.events_posted, 1);
-    } else {
-        k8s_count(k, &k->st.events_dropped, 1);
-        log_debug("msg=\"event not posted\" path=%s status=%ld err=\"%s\"", c->path, c->status,
-                  c->cc == CURLE_OK ? "" : curl_easy_strerror(c->cc));
-    }
-    ejob_free(j);
-    /* Its turn passes to the oldest waiting Event. */
+    k8s_client *k = arg;
+    pthread_setname_np(pthread_self(), "as-k8s-events");
+    CURL *h = curl_easy_init(); /* one keep-alive connection for events */
+    buf body, resp, path;
+    buf_init(&body, 16384);
+    buf_init(&resp, 64 * 1024);
+    buf_init(&path, 1024);
     pthread_mutex_lock(&k->emu);
-    k->eq_len--;
-    k8s_event_job *n = k8s_stopping(k) ? NULL : k->ewait_head;
-    if (n) {
-        k->ewait_head = n->next;
-        if (!k->ewait_head)
-            k->ewait_tail = NULL;
-    } else {
-        k->eflying--;
+    for (;;) {
+        while (k->eq_len == 0 && !k8s_stopping(k))
+            pthread_cond_wait(&k->econd, &k->emu);
+        if (k8s_stopping(k) || !h)
+            break;
+        k8s_event_job j = k->eq[k->eq_head];
+        k->eq_head = (k->eq_head + 1) % k->eq_cap;
+        k->eq_len--;
+        pthread_mutex_unlock(&k->emu);
+        buf_reset(&body);
+        buf_reset(&resp);
+        buf_reset(&path);
+        buf_puts(&path, "/api/v1/namespaces/");
+        k8s_path_segment(&path, j.ns);
+        buf_puts(&path, "/events");
+        long status = 0;
+        as_diag d = {{0}, {0}};
+        as_err err = event_body(k, &j, &body);
+        if (!err)
+            err = k8s_do(k, h, "POST", path.data, body.data, body.len, &resp, &status, &d);
+        if (!err && (status == 200 || status == 201)) {
+            k8s_count(k, &k->st.events_posted, 1);
+        } else {
+            k8s_count(k, &k->st.events_dropped, 1);
+            log_debug("msg=\"event not posted\" pod=%s/%s reason=%s status=%ld err=\"%s\"", j.ns,
+                      j.name, j.reason, status, d.msg);
+        }
+        ejob_free(&j);
+        pthread_mutex_lock(&k->emu);
     }
     pthread_mutex_unlock(&k->emu);
-    if (n)
-        k8s_mux_submit(k->mux, &n->call);
+    buf_free(&body);
+    buf_free(&resp);
+    buf_free(&path);
+    if (h)
+        curl_easy_cleanup(h);
+    return NULL;
 }
 
 /* See events.h. */
@@ -176,17 +185,17 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     key = hash_mix(key ^ hash_str(reason), k1);
     if (!key)
         key = 1;
-    k8s_event_job *j = NULL;
+    k8s_event_job j = {0};
     bool queued = false;
     pthread_mutex_lock(&k->emu);
-    if (k8s_stopping(k) || !k->erate_key)
+    if (k8s_stopping(k) || !k->eq)
         goto drop;
     /* Per pod+reason limit in a fixed table: a collision only ever lets an
      * extra event through, and memory stays bounded. */
     size_t slot = (size_t)(key % k->erate_n);
     if (k->erate_key[slot] == key && now - k->erate_ms[slot] < k->cfg.event_pod_interval_ms)
         goto drop;
-    if (k->eq_len >= k->eq_cap) /* cfg.event_queue Events queued or sent already */
+    if (k->eq_len >= k->eq_cap)
         goto drop;
     /* Every Event is a write the API server and etcd make as costly as a
      * binding; past the operator's --event-qps, drop rather than delay (a
@@ -194,57 +203,31 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
      * so that Events dropped for the reasons above cost no token. */
     if (!k8s_rl_take(&k->erl))
         goto drop;
+    j.ns = strdup(ns);
+    j.name = strdup(name);
+    j.uid = strdup(uid ? uid : "");
+    j.type = strdup(type ? type : "Normal");
+    j.reason = strdup(reason);
+    /* the message's first EVENT_MSG_MAX - 1 bytes, as before */
+    j.message = strndup(message ? message : "", EVENT_MSG_MAX - 1);
+    j.at_ms = now;
+    if (!j.ns || !j.name || !j.uid || !j.type || !j.reason || !j.message)
+        goto drop;
+    if (!k->erunning) {
+        if (pthread_create(&k->ethread, NULL, event_worker, k) != 0)
+            goto drop;
+        k->erunning = true;
+    }
     k->erate_key[slot] = key;
     k->erate_ms[slot] = now;
+    k->eq[(k->eq_head + k->eq_len) % k->eq_cap] = j;
     k->eq_len++;
     queued = true;
+    pthread_cond_signal(&k->econd);
 drop:
     pthread_mutex_unlock(&k->emu);
     if (!queued) {
+        ejob_free(&j);
         k8s_count(k, &k->st.events_dropped, 1);
-        return;
     }
-    /* Built on the caller's thread, outside the lock; sent by the loop. */
-    if (!(j = calloc(1, sizeof *j)))
-        goto fail;
-    j->k = k;
-    buf_init(&j->body, EVENT_BODY);
-    buf_init(&j->path, 1024);
-    buf_init(&j->resp, EVENT_RESP);
-    buf_puts(&j->path, "/api/v1/namespaces/");
-    k8s_path_segment(&j->path, ns);
-    buf_puts(&j->path, "/events");
-    if (j->path.err || event_body(k, &j->body, ns, name, uid ? uid : "", type ? type : "Normal",
-                                  reason, message ? message : "", now))
-        goto fail;
-    j->call = (k8s_call){.method = "POST",
-                         .path = j->path.data,
-                         .body = j->body.data,
-                         .body_len = j->body.len,
-                         .resp = &j->resp,
-                         .limited = true,
-                         .done = event_done,
-                         .arg = j};
-    pthread_mutex_lock(&k->emu);
-    bool send = k->eflying < EVENT_INFLIGHT;
-    if (send) {
-        k->eflying++;
-    } else {
-        if (k->ewait_tail)
-            k->ewait_tail->next = j;
-        else
-            k->ewait_head = j;
-        k->ewait_tail = j;
-    }
-    pthread_mutex_unlock(&k->emu);
-    if (send)
-        k8s_mux_submit(k->mux, &j->call);
-    return;
-fail:
-    if (j)
-        ejob_free(j);
-    pthread_mutex_lock(&k->emu);
-    k->eq_len--;
-    pthread_mutex_unlock(&k->emu);
-    k8s_count(k, &k->st.events_dropped, 1);
 }

@@ -49,7 +49,7 @@ struct k8s_client {
 
     k8s_ratelimit rl;
 
-    /* the per-pod calls' event loop (binds, events, patches) */
+    /* the call loop (pod patches) */
     k8s_mux *mux;
 
     /* reflectors */
@@ -85,15 +85,17 @@ struct k8s_client {
     pthread_t *bworkers;
     size_t nbworkers;
 
-    /* events (in flight on the call loop) */
+    /* events */
     pthread_mutex_t emu;
-    size_t eq_cap, eq_len;                  /* cfg.event_queue; Events queued or sent */
-    size_t eflying;                         /* Events sent, not yet answered */
-    k8s_event_job *ewait_head, *ewait_tail; /* queued for their turn */
-    uint64_t *erate_key;                    /* per pod+reason rate table (hash, last ms) */
+    pthread_cond_t econd;
+    k8s_event_job *eq;
+    size_t eq_cap, eq_head, eq_len;
+    uint64_t *erate_key; /* per pod+reason rate table (hash, last ms) */
     int64_t *erate_ms;
     size_t erate_n;
     k8s_ratelimit erl; /* event_qps, taken with k8s_rl_take under emu */
+    pthread_t ethread;
+    bool erunning;
 };
 
 #endif

@@ -247,6 +247,7 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
         strdup(cfg->pod_field_selector ? cfg->pod_field_selector : DEFAULT_POD_SELECTOR);
     clock_cond_init(&k->bcond);
     clock_cond_init(&k->bqcond);
+    clock_cond_init(&k->econd);
     pthread_mutex_init(&k->shard_mu, NULL);
     pthread_mutex_init(&k->bmu, NULL);
     pthread_mutex_init(&k->emu, NULL);
@@ -320,7 +321,7 @@ void k8s_client_stop(k8s_client *k)
         return;
     if (!k8s_transport_stop(k))
         return;
-    /* Fails the calls in flight, so binds waiting for them return. */
+    /* Fails the calls in flight, so patches waiting for them return. */
     k8s_mux_stop(k->mux);
     k8s_reflectors_join(k);
     if (k->hk_running) {
@@ -348,6 +349,7 @@ void k8s_client_free(k8s_client *k)
     free(k->pod_field_selector);
     pthread_cond_destroy(&k->bcond);
     pthread_cond_destroy(&k->bqcond);
+    pthread_cond_destroy(&k->econd);
     pthread_mutex_destroy(&k->erl.mu);
     pthread_mutex_destroy(&k->shard_mu);
     pthread_mutex_destroy(&k->bmu);

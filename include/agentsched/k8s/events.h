@@ -1,8 +1,7 @@
 /*
- * events.h - v1 Events about pods, posted asynchronously on the client's
- * call loop (mux.h), two on the wire and at most cfg.event_queue queued,
- * rate-limited per pod and reason and overall; dropped, never waited for,
- * when over either limit.
+ * events.h - v1 Events about pods, posted by one thread from a bounded
+ * queue, rate-limited per pod and reason and overall; dropped, never
+ * waited for, when over either limit.
  */
 #ifndef AGENTSCHED_K8S_EVENTS_H
 #define AGENTSCHED_K8S_EVENTS_H
@@ -11,24 +10,22 @@
 #include "agentsched/k8s/transport.h"
 
 /*
- * k8s_event_post sends a v1 Event about pod ns/name (uid may be NULL):
+ * k8s_event_post queues a v1 Event about pod ns/name (uid may be NULL):
  * type "Normal" or "Warning", reason ("Scheduled", "FailedScheduling"),
- * message (its first 1023 bytes). The body is built on the calling
- * thread and handed to the call loop. At most one event per pod and
- * reason per cfg.event_pod_interval_ms; beyond that, past --event-qps, or
- * with cfg.event_queue Events queued or sent, the event is dropped
- * (counted).
- * Never blocks on the network.
+ * message. At most one event per pod and reason per
+ * cfg.event_pod_interval_ms; beyond that, or when the queue is full, the
+ * event is dropped (counted). Never blocks on the network.
  */
 void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char *uid,
                     const char *type, const char *reason, const char *message);
 
-/* k8s_events_init allocates the per-pod rate table; k8s_client_new calls
- * it. AS_ENOMEM. */
+/* k8s_events_init allocates the event queue and per-pod rate table (the
+ * poster thread starts on the first event); k8s_client_new calls it.
+ * AS_ENOMEM. */
 as_err k8s_events_init(k8s_client *k);
 
-/* k8s_events_shutdown (stop flag up, call loop stopped: Events in flight
- * were dropped) frees the rate table; k8s_client_stop calls it. */
+/* k8s_events_shutdown (stop flag up) joins the poster thread, drops queued
+ * events unposted and frees the queue; k8s_client_stop calls it. */
 void k8s_events_shutdown(k8s_client *k);
 
 #endif

@@ -1,9 +1,12 @@
 /*
- * mux.h - the per-pod API calls' transport: one event-loop thread driving
+ * mux.h - the call loop, the transport of pod patches (status conditions,
+ * GPU device annotations; bindings keep their pool of HTTP/1.1 handles,
+ * bind.h, and Events their poster thread, events.h, which measured
+ * cheaper per call end to end): one event-loop thread driving
  * a libcurl multi handle, so that many requests share few connections.
  * Over TLS the loop negotiates HTTP/2 (ALPN) and multiplexes every call
- * as a stream of one connection; over plain http it keeps a small pool of
- * HTTP/1.1 keep-alive connections. Submitting a call costs the caller a
+ * as a stream of one connection; over plain http it keeps a pool of
+ * HTTP/1.1 keep-alive connections (at most cfg.bind_concurrency). Submitting a call costs the caller a
  * queue push and, only when the loop sleeps, one wake-up; the loop then
  * sends every queued call and reads every answer per wake-up, so under
  * load many calls share one system call, one TLS record and one context
@@ -20,7 +23,8 @@
  * The loop starts with the client's first call and stops with the
  * client: k8s_mux_stop fails every call not yet answered (cc
  * CURLE_ABORTED_BY_CALLBACK) through its callback, then joins the
- * thread. Idle, the loop sleeps without a timer.
+ * thread. Idle, the loop sleeps in poll with an hour's timeout: only a
+ * submission or stop wakes it.
  */
 #ifndef AGENTSCHED_K8S_MUX_H
 #define AGENTSCHED_K8S_MUX_H
