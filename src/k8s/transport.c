@@ -237,7 +237,8 @@ as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
      * while its framing and HPACK cost CPU on both ends. Measured on the
      * bench_e2e extender mode (1000 nodes, 5000 pods, alternating runs):
      * agentsched 10.4 and 10.8 CPU-s against 11.6 and 12.9 with h2, pods/s
-     * 99 and 94 against 100 and 87. */
+     * 99 and 94 against 100 and 87. The call loop (mux.h) is where h2
+     * multiplexes: it sets its own version over this one. */
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
