@@ -4,6 +4,7 @@
 #include "agentsched/base/clock.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* See clock.h. */
 uint64_t clock_mono_ns(void)
@@ -39,17 +40,46 @@ void clock_rfc3339(int64_t us, int digits, char *out, size_t len)
     time_t sec = (time_t)(us / 1000000);
     struct tm tm;
     gmtime_r(&sec, &tm);
-    int n = snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    if (n < 0 || (size_t)n >= len)
-        return;
     long frac = (long)(us % 1000000);
-    if (digits == 3)
-        snprintf(out + n, len - (size_t)n, ".%03ldZ", frac / 1000);
-    else if (digits == 6)
-        snprintf(out + n, len - (size_t)n, ".%06ldZ", frac);
-    else
-        snprintf(out + n, len - (size_t)n, "Z");
+    int year = tm.tm_year + 1900;
+    if (year < 0 || year > 9999) { /* never in practice; the general form */
+        int n = snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", year, tm.tm_mon + 1,
+                         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        (void)n;
+        return;
+    }
+    /* Digits by hand: stamps are written per pod (Events, conditions). */
+    char t[32], *o = t;
+    int parts[6] = {year, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec};
+    static const char seps[6] = {'-', '-', 'T', ':', ':', 0};
+    for (int i = 0; i < 6; i++) {
+        int v = parts[i];
+        if (i == 0) {
+            *o++ = (char)('0' + v / 1000);
+            *o++ = (char)('0' + v / 100 % 10);
+        }
+        *o++ = (char)('0' + v / 10 % 10);
+        *o++ = (char)('0' + v % 10);
+        if (seps[i])
+            *o++ = seps[i];
+    }
+    if (digits == 3 || digits == 6) {
+        long f = digits == 3 ? frac / 1000 : frac;
+        *o++ = '.';
+        for (int i = digits - 1; i >= 0; i--) {
+            o[i] = (char)('0' + f % 10);
+            f /= 10;
+        }
+        o += digits;
+    }
+    *o++ = 'Z';
+    size_t n = (size_t)(o - t);
+    if (!len)
+        return;
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, t, n);
+    out[n] = 0;
 }
 
 /* See clock.h. */

@@ -23,8 +23,16 @@ as_err decision_reserve(decision *d, const model_pod *pod, const sched_candidate
 {
     assert(d->state == DECISION_OPEN || d->state == DECISION_REFUSED);
     d->pod = pod;
-    char tmp[sizeof d->uid];
-    snprintf(d->uid, sizeof d->uid, "%s", model_pod_key(pod, tmp, sizeof tmp, NULL));
+    /* the key straight into d->uid: model_pod_key returns either the
+     * pod's uid or the buffer it was given */
+    size_t n_key = 0;
+    const char *key = model_pod_key(pod, d->uid, sizeof d->uid, &n_key);
+    if (key != d->uid) {
+        if (n_key >= sizeof d->uid)
+            n_key = sizeof d->uid - 1;
+        memcpy(d->uid, key, n_key);
+        d->uid[n_key] = 0;
+    }
     d->err = binder_commit(d->binder, pod, cands, n, &d->out);
     d->state = d->err == AS_OK ? DECISION_RESERVED : DECISION_REFUSED;
     return d->err;

@@ -106,6 +106,7 @@ struct fastpath {
     pthread_mutex_t wmu;
     pthread_cond_t wcond; /* CLOCK_MONOTONIC */
     bool wstop;
+    int wlong; /* (atomic) the watcher sleeps WATCH_IDLE_MS: the queue held no pod */
     pthread_t watcher;
     bool watcher_started;
     uint64_t seen_node_events, seen_shard_rev, node_sig;
@@ -492,6 +493,24 @@ static void *binder_main(void *arg)
     }
 }
 
+/* With no pod in the queue there is nothing for the watcher to move back,
+ * flush or apply, so it wakes this seldom (metrics and the node signature
+ * keep up); a pod found unschedulable wakes it at once (watcher_wake), and
+ * it returns to poll_ms while the queue holds pods. */
+#define WATCH_IDLE_MS 1000
+
+/* watcher_wake ends the watcher's idle sleep: a pod joined the
+ * unschedulable pool, which node changes must now move back within
+ * poll_ms. */
+static void watcher_wake(fastpath *fp)
+{
+    if (!__atomic_load_n(&fp->wlong, __ATOMIC_SEQ_CST))
+        return;
+    pthread_mutex_lock(&fp->wmu);
+    pthread_cond_signal(&fp->wcond);
+    pthread_mutex_unlock(&fp->wmu);
+}
+
 /* ---- workers --------------------------------------------------------- */
 
 /* kube-scheduler's numFeasibleNodesToFind, above full_scan_nodes only. */
@@ -617,6 +636,7 @@ static void decide(fp_worker *w, const queue_item *it)
         log_debug("msg=\"unschedulable\" pod=%s/%s reason=\"%s\"", pod->ns, pod->name, msg);
         report_job j = report_make(fp, pod, msg);
         queue_unschedulable(fp->q, it->e);
+        watcher_wake(fp);
         report_push(fp, j);
         goto done;
     }
@@ -738,7 +758,8 @@ static uint64_t node_signature(cache *c)
     return h;
 }
 
-static void publish_metrics(fastpath *fp)
+/* publish_metrics returns how many pods the queue holds. */
+static size_t publish_metrics(fastpath *fp)
 {
     queue_stats qs;
     queue_get_stats(fp->q, &qs);
@@ -760,6 +781,7 @@ static void publish_metrics(fastpath *fp)
         metrics_set(fp->m.eq_bypass, (int64_t)es.bypass);
         metrics_set(fp->m.eq_classes, (int64_t)es.classes);
     }
+    return qs.total;
 }
 
 static void *watcher_main(void *arg)
@@ -769,11 +791,24 @@ static void *watcher_main(void *arg)
     cache *c = fp->core->cache;
     uint64_t win_start = clock_mono_ns(), win_busy = 0;
     fp->node_sig = node_signature(c);
+    bool idle = false;
     for (;;) {
         pthread_mutex_lock(&fp->wmu);
         if (!fp->wstop) {
-            struct timespec ts = clock_deadline_ms((int64_t)fp->cfg.poll_ms);
+            int64_t ms = (int64_t)fp->cfg.poll_ms;
+            if (idle) {
+                /* Announced first, then checked again: a pod queued after
+                 * this check finds wlong set, and its watcher_wake waits
+                 * for wmu, which the wait below releases. */
+                __atomic_store_n(&fp->wlong, 1, __ATOMIC_SEQ_CST);
+                queue_stats qs;
+                queue_get_stats(fp->q, &qs);
+                if (qs.total == 0 && ms < WATCH_IDLE_MS)
+                    ms = WATCH_IDLE_MS;
+            }
+            struct timespec ts = clock_deadline_ms(ms);
             pthread_cond_timedwait(&fp->wcond, &fp->wmu, &ts);
+            __atomic_store_n(&fp->wlong, 0, __ATOMIC_RELEASE);
         }
         bool stop = fp->wstop;
         pthread_mutex_unlock(&fp->wmu);
@@ -794,7 +829,7 @@ static void *watcher_main(void *arg)
                     log_debug("msg=\"nodes changed; unschedulable pods moved back\" pods=%zu", n);
             }
         }
-        publish_metrics(fp);
+        idle = publish_metrics(fp) == 0;
         bind_flush(fp); /* bounds the deferral whatever the workers do */
         uint64_t t = clock_mono_ns();
         if (t - win_start >= 1000000000u) {

@@ -201,24 +201,21 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
     if (!ns || !*ns || !name || !*name || !node || !*node)
         return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
-    buf body, resp;
+    buf body, resp, path;
     buf_init(&body, 8192);
     buf_init(&resp, BIND_RESP_CAP);
-    char *path = NULL;
+    buf_init(&path, 4096);
     as_err err = AS_OK;
     CURL *h = handle_get(k);
     if (!h) {
         err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
         goto out;
     }
-    char *ens = curl_easy_escape(h, ns, 0), *ename = curl_easy_escape(h, name, 0);
-    if (ens && ename) {
-        size_t n = strlen(ens) + strlen(ename) + 64;
-        if ((path = malloc(n)))
-            snprintf(path, n, "/api/v1/namespaces/%s/pods/%s/binding", ens, ename);
-    }
-    curl_free(ens);
-    curl_free(ename);
+    buf_puts(&path, "/api/v1/namespaces/");
+    k8s_path_segment(&path, ns);
+    buf_puts(&path, "/pods/");
+    k8s_path_segment(&path, name);
+    buf_puts(&path, "/binding");
     buf_puts(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
     buf_json_cstr(&body, name);
     buf_puts(&body, ",\"namespace\":");
@@ -230,7 +227,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
     buf_puts(&body, "},\"target\":{\"kind\":\"Node\",\"name\":");
     buf_json_cstr(&body, node);
     buf_puts(&body, "}}");
-    if (!path || body.err) {
+    if (path.err || body.err) {
         err = AS_ENOMEM;
         goto done;
     }
@@ -252,7 +249,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
         unsigned sends = 0;
-        err = k8s_do_ex(k, h, "POST", path, body.data, body.len, &resp, &status, &retry_after,
+        err = k8s_do_ex(k, h, "POST", path.data, body.data, body.len, &resp, &status, &retry_after,
                         &sends, &d);
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
@@ -359,7 +356,7 @@ out:
         k8s_count(k, &k->st.binds_ok, 1);
     else
         k8s_count(k, &k->st.binds_failed, 1);
-    free(path);
+    buf_free(&path);
     buf_free(&body);
     buf_free(&resp);
     return err;
@@ -478,7 +475,10 @@ as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char
     buf path, resp;
     buf_init(&path, 1024);
     buf_init(&resp, BIND_RESP_CAP);
-    buf_printf(&path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+    buf_puts(&path, "/api/v1/namespaces/");
+    k8s_path_segment(&path, ns);
+    buf_puts(&path, "/pods/");
+    k8s_path_segment(&path, name);
     as_err err = path.err;
     uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)&path;
     for (unsigned attempt = 0; !err; attempt++) {

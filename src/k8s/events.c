@@ -65,16 +65,35 @@ void k8s_events_shutdown(k8s_client *k)
     k->erate_ms = NULL;
 }
 
+/* appends the Event's name, client-go's recorder's "<object>.<unix nanos
+ * in hex>" (unique enough), the object's name cut at 250 bytes. */
+static void event_name(buf *b, const char *name, uint64_t nanos)
+{
+    char t[256 + 20], *o = t;
+    size_t n = strlen(name);
+    if (n > 250)
+        n = 250;
+    memcpy(o, name, n);
+    o += n;
+    *o++ = '.';
+    char hx[17];
+    int i = 16;
+    hx[i] = 0;
+    do {
+        hx[--i] = "0123456789abcdef"[nanos & 15];
+        nanos >>= 4;
+    } while (nanos);
+    memcpy(o, hx + i, (size_t)(16 - i));
+    o += 16 - i;
+    buf_json_str(b, t, (size_t)(o - t));
+}
+
 static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
 {
     char ts[32];
     clock_rfc3339(j->at_ms * 1000, 0, ts, sizeof ts);
-    char evname[400];
-    /* Like client-go's recorder: "<object>.<unix nanos in hex>", unique enough. */
-    snprintf(evname, sizeof evname, "%.250s.%llx", j->name,
-             (unsigned long long)j->at_ms * 1000000ull + (clock_mono_ns() % 1000000ull));
     buf_puts(b, "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":");
-    buf_json_cstr(b, evname);
+    event_name(b, j->name, (uint64_t)j->at_ms * 1000000ull + (clock_mono_ns() % 1000000ull));
     buf_puts(b, ",\"namespace\":");
     buf_json_cstr(b, j->ns);
     buf_puts(b, "},\"involvedObject\":{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"namespace\":");
@@ -93,7 +112,11 @@ static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
     buf_json_cstr(b, j->type);
     buf_puts(b, ",\"source\":{\"component\":");
     buf_json_cstr(b, k->scheduler_name);
-    buf_printf(b, "},\"firstTimestamp\":\"%s\",\"lastTimestamp\":\"%s\",\"count\":1}", ts, ts);
+    buf_puts(b, "},\"firstTimestamp\":\"");
+    buf_puts(b, ts);
+    buf_puts(b, "\",\"lastTimestamp\":\"");
+    buf_puts(b, ts);
+    buf_puts(b, "\",\"count\":1}");
     return b->err;
 }
 
@@ -102,9 +125,10 @@ static void *event_worker(void *arg)
     k8s_client *k = arg;
     pthread_setname_np(pthread_self(), "as-k8s-events");
     CURL *h = curl_easy_init(); /* one keep-alive connection for events */
-    buf body, resp;
+    buf body, resp, path;
     buf_init(&body, 16384);
     buf_init(&resp, 64 * 1024);
+    buf_init(&path, 1024);
     pthread_mutex_lock(&k->emu);
     for (;;) {
         while (k->eq_len == 0 && !k8s_stopping(k))
@@ -117,15 +141,15 @@ static void *event_worker(void *arg)
         pthread_mutex_unlock(&k->emu);
         buf_reset(&body);
         buf_reset(&resp);
-        char path[600];
-        char *ens = curl_easy_escape(h, j.ns, 0);
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", ens ? ens : "default");
-        curl_free(ens);
+        buf_reset(&path);
+        buf_puts(&path, "/api/v1/namespaces/");
+        k8s_path_segment(&path, j.ns);
+        buf_puts(&path, "/events");
         long status = 0;
         as_diag d = {{0}, {0}};
         as_err err = event_body(k, &j, &body);
         if (!err)
-            err = k8s_do(k, h, "POST", path, body.data, body.len, &resp, &status, &d);
+            err = k8s_do(k, h, "POST", path.data, body.data, body.len, &resp, &status, &d);
         if (!err && (status == 200 || status == 201)) {
             k8s_count(k, &k->st.events_posted, 1);
         } else {
@@ -139,6 +163,7 @@ static void *event_worker(void *arg)
     pthread_mutex_unlock(&k->emu);
     buf_free(&body);
     buf_free(&resp);
+    buf_free(&path);
     if (h)
         curl_easy_cleanup(h);
     return NULL;
@@ -178,14 +203,13 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
      * so that Events dropped for the reasons above cost no token. */
     if (!k8s_rl_take(&k->erl))
         goto drop;
-    char msg[EVENT_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s", message ? message : "");
     j.ns = strdup(ns);
     j.name = strdup(name);
     j.uid = strdup(uid ? uid : "");
     j.type = strdup(type ? type : "Normal");
     j.reason = strdup(reason);
-    j.message = strdup(msg);
+    /* the message's first EVENT_MSG_MAX - 1 bytes, as before */
+    j.message = strndup(message ? message : "", EVENT_MSG_MAX - 1);
     j.at_ms = now;
     if (!j.ns || !j.name || !j.uid || !j.type || !j.reason || !j.message)
         goto drop;

@@ -24,6 +24,7 @@ typedef struct k8s_shard k8s_shard;         /* watch.h */
 typedef struct k8s_lease k8s_lease;         /* lease.h */
 typedef struct k8s_bind_job k8s_bind_job;   /* bind.c */
 typedef struct k8s_event_job k8s_event_job; /* events.c */
+typedef struct k8s_mux k8s_mux;             /* mux.h */
 
 struct k8s_client {
     k8s_config cfg; /* strings below replace the borrowed ones */
@@ -47,6 +48,9 @@ struct k8s_client {
     uint64_t tok_checked_ns;
 
     k8s_ratelimit rl;
+
+    /* the call loop (pod patches) */
+    k8s_mux *mux;
 
     /* reflectors */
     k8s_reflector *refl[K8S_KIND__COUNT];

@@ -15,6 +15,7 @@
 #include "agentsched/k8s/events.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/k8s/lease.h"
+#include "agentsched/k8s/mux.h"
 #include "agentsched/k8s/transport.h"
 #include "agentsched/k8s/watch.h"
 #include "internal.h"
@@ -258,7 +259,7 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
         err = AS_ENOMEM;
         goto fail;
     }
-    if ((err = k8s_bind_init(k)) || (err = k8s_events_init(k)))
+    if ((err = k8s_mux_new(k, &k->mux)) || (err = k8s_bind_init(k)) || (err = k8s_events_init(k)))
         goto fail;
     if (cfg->lease_name && *cfg->lease_name) {
         char ident[256];
@@ -320,6 +321,8 @@ void k8s_client_stop(k8s_client *k)
         return;
     if (!k8s_transport_stop(k))
         return;
+    /* Fails the calls in flight, so patches waiting for them return. */
+    k8s_mux_stop(k->mux);
     k8s_reflectors_join(k);
     if (k->hk_running) {
         pthread_join(k->hk_thread, NULL);
@@ -341,6 +344,7 @@ void k8s_client_free(k8s_client *k)
     k8s_client_stop(k);
     k8s_shards_free(k->shards, k->nshards);
     k8s_lease_free(k->lease);
+    k8s_mux_free(k->mux);
     free(k->scheduler_name);
     free(k->pod_field_selector);
     pthread_cond_destroy(&k->bcond);

@@ -38,8 +38,14 @@ as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, co
         buf_puts(&body, ",\"message\":");
         buf_json_str(&body, message, strlen(message));
     }
-    buf_printf(&body, ",\"lastProbeTime\":null,\"lastTransitionTime\":\"%s\"}]}}", ts);
-    buf_printf(&path, "/api/v1/namespaces/%s/pods/%s/status", ns, name);
+    buf_puts(&body, ",\"lastProbeTime\":null,\"lastTransitionTime\":\"");
+    buf_puts(&body, ts);
+    buf_puts(&body, "\"}]}}");
+    buf_puts(&path, "/api/v1/namespaces/");
+    k8s_path_segment(&path, ns);
+    buf_puts(&path, "/pods/");
+    k8s_path_segment(&path, name);
+    buf_puts(&path, "/status");
     as_err err = body.err ? body.err : path.err;
     long code = 0;
     if (err) {

@@ -12,6 +12,7 @@
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/kubeconfig.h"
+#include "agentsched/k8s/mux.h"
 #include "agentsched/k8s/transport.h"
 #include "internal.h"
 
@@ -91,6 +92,19 @@ bool k8s_rl_take(k8s_ratelimit *rl)
         rl->tokens -= 1;
     pthread_mutex_unlock(&rl->mu);
     return ok;
+}
+
+/* See transport.h. */
+int64_t k8s_rl_debit_ns(k8s_ratelimit *rl)
+{
+    if (rl->qps <= 0)
+        return 0;
+    pthread_mutex_lock(&rl->mu);
+    rl_refill(rl);
+    rl->tokens -= 1;
+    double wait_s = rl->tokens < 0 ? -rl->tokens / rl->qps : 0;
+    pthread_mutex_unlock(&rl->mu);
+    return (int64_t)(wait_s * 1e9);
 }
 
 /* See transport.h. */
@@ -175,6 +189,30 @@ static void current_token(k8s_client *k, char *out, size_t outlen)
 /* ---- requests -------------------------------------------------------- */
 
 /* See transport.h. */
+as_err k8s_path_segment(buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    if (buf_reserve(b, n * 3) != AS_OK)
+        return b->err;
+    char *o = b->data + b->len;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            *o++ = (char)ch;
+        } else {
+            *o++ = '%';
+            *o++ = hex[ch >> 4];
+            *o++ = hex[ch & 15];
+        }
+    }
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = 0;
+    return AS_OK;
+}
+
+/* See transport.h. */
 char *k8s_url(k8s_client *k, const char *path)
 {
     size_t n = strlen(k->url_base) + strlen(path) + 1;
@@ -199,7 +237,8 @@ as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
      * while its framing and HPACK cost CPU on both ends. Measured on the
      * bench_e2e extender mode (1000 nodes, 5000 pods, alternating runs):
      * agentsched 10.4 and 10.8 CPU-s against 11.6 and 12.9 with h2, pods/s
-     * 99 and 94 against 100 and 87. */
+     * 99 and 94 against 100 and 87. The call loop (mux.h) is where h2
+     * multiplexes: it sets its own version over this one. */
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
@@ -522,60 +561,20 @@ oom:
     return AS_ENOMEM;
 }
 
-static size_t patch_sink(char *data, size_t size, size_t nmemb, void *arg)
-{
-    buf *b = arg;
-    size_t n = size * nmemb;
-    buf_append(b, data, n); /* overflow only truncates what we keep */
-    return n;
-}
-
 /* See transport.h. */
 as_err k8s_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
                  size_t body_len, buf *resp, long *status, as_diag *diag)
 {
     *status = 0;
-    if (!k8s_rl_wait(k))
-        return as_diag_set(diag, AS_EIO, NULL, "client stopping");
-    as_err err = AS_OK;
-    struct curl_slist *hdrs = NULL;
-    char *url = NULL;
-    char ct[128];
-    CURL *h = curl_easy_init();
-    if (!h || !(url = k8s_url(k, path))) {
-        err = AS_ENOMEM;
-        goto done;
-    }
-    if ((err = k8s_easy_prepare(k, h, url, false, &hdrs)))
-        goto done;
-    snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
-    struct curl_slist *t = curl_slist_append(hdrs, ct);
-    if (!t) {
-        err = AS_ENOMEM;
-        goto done;
-    }
-    hdrs = t;
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PATCH");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, patch_sink);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
-    CURLcode cc = curl_easy_perform(h);
-    if (cc != CURLE_OK) {
-        err = as_diag_set(diag, cc == CURLE_OPERATION_TIMEDOUT ? AS_ETIMEOUT : AS_EIO, NULL,
-                          "PATCH %s: %s", path, curl_easy_strerror(cc));
-        goto done;
-    }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-done:
-    if (h) {
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-        curl_easy_cleanup(h);
-    }
-    curl_slist_free_all(hdrs);
-    free(url);
+    k8s_call c = {.method = "PATCH",
+                  .path = path,
+                  .body = body,
+                  .body_len = body_len,
+                  .content_type = content_type,
+                  .resp = resp,
+                  .limited = true};
+    as_err err = k8s_mux_do(k->mux, &c, diag);
+    *status = c.status;
     return err;
 }
 

@@ -33,6 +33,36 @@ as_err model_priv_fail(model_priv_ctx *c, as_err err, const char *field, const c
 /* model_priv_oom reports an allocation failure for the object. */
 as_err model_priv_oom(model_priv_ctx *c, const char *field);
 
+/* model_priv_path writes a then b into dst (n bytes), cut to fit as
+ * snprintf("%s%s") would: field paths are built per decoded object, so
+ * without printf. */
+static inline void model_priv_path(char *dst, size_t n, const char *a, const char *b)
+{
+    size_t i = 0;
+    if (!n)
+        return;
+    for (; *a && i + 1 < n; a++)
+        dst[i++] = *a;
+    for (; *b && i + 1 < n; b++)
+        dst[i++] = *b;
+    dst[i] = 0;
+}
+
+/* model_priv_path_idx writes a + "[" + idx + "]" into dst (n bytes), cut
+ * to fit. */
+static inline void model_priv_path_idx(char *dst, size_t n, const char *a, size_t idx)
+{
+    char t[24], *o = t + sizeof t;
+    *--o = 0;
+    *--o = ']';
+    do {
+        *--o = (char)('0' + idx % 10);
+        idx /= 10;
+    } while (idx);
+    *--o = '[';
+    model_priv_path(dst, n, a, o);
+}
+
 /* model_priv_path_key writes base + ".key" (or base + "[key]" when key has
  * characters other than [A-Za-z0-9_-], e.g. "nvidia.com/gpu") into dst. */
 void model_priv_path_key(char *dst, size_t n, const char *base, const char *key);

@@ -148,21 +148,21 @@ static as_err pod_container(pod_dec *d, const json_t *ctr, const char *base, acc
     char fp[MODEL_PRIV_PATH_MAX];
     const json_t *res, *req, *lim, *rp;
     as_err err;
-    snprintf(fp, sizeof fp, "%s.resources", base);
+    model_priv_path(fp, sizeof fp, base, ".resources");
     if ((err = model_priv_get(&d->c, ctr, "resources", fp, JSON_OBJECT, &res)))
         return err;
-    snprintf(fp, sizeof fp, "%s.resources.requests", base);
+    model_priv_path(fp, sizeof fp, base, ".resources.requests");
     if ((err = model_priv_get(&d->c, res, "requests", fp, JSON_OBJECT, &req)))
         return err;
     if (req && (err = pod_reslist(d, req, NULL, fp, a)))
         return err;
-    snprintf(fp, sizeof fp, "%s.resources.limits", base);
+    model_priv_path(fp, sizeof fp, base, ".resources.limits");
     if ((err = model_priv_get(&d->c, res, "limits", fp, JSON_OBJECT, &lim)))
         return err;
     if (lim && (err = pod_reslist(d, lim, req, fp, a)))
         return err;
     if (sidecar) {
-        snprintf(fp, sizeof fp, "%s.restartPolicy", base);
+        model_priv_path(fp, sizeof fp, base, ".restartPolicy");
         if ((err = model_priv_get(&d->c, ctr, "restartPolicy", fp, JSON_STRING, &rp)))
             return err;
         *sidecar = rp && model_priv_str_is(rp, "Always");
@@ -183,7 +183,7 @@ static as_err pod_requests(pod_dec *d, const json_t *spec)
     acc total = {{0}, 0}, one, sidecars = {{0}, 0}, initmax = {{0}, 0};
     char base[MODEL_PRIV_PATH_MAX];
     for (size_t i = 0; i < json_array_size(ctrs); i++) {
-        snprintf(base, sizeof base, "spec.containers[%zu]", i);
+        model_priv_path_idx(base, sizeof base, "spec.containers", i);
         if ((err = pod_container(d, json_array_get(ctrs, i), base, &one, NULL)))
             return err;
         if ((err = acc_add(d, &total, &one, base)))
@@ -192,7 +192,7 @@ static as_err pod_requests(pod_dec *d, const json_t *spec)
     int64_t containers_cpu = total.v[MODEL_RES_CPU];
     for (size_t i = 0; i < json_array_size(inits); i++) {
         bool sidecar;
-        snprintf(base, sizeof base, "spec.initContainers[%zu]", i);
+        model_priv_path_idx(base, sizeof base, "spec.initContainers", i);
         if ((err = pod_container(d, json_array_get(inits, i), base, &one, &sidecar)))
             return err;
         if (sidecar) {
@@ -319,12 +319,12 @@ static as_err pod_sel_reqs(pod_dec *d, const json_t *arr, const char *base, bool
     as_err err;
     for (size_t i = 0; i < n; i++) {
         const json_t *it = json_array_get(arr, i), *vals;
-        snprintf(ip, sizeof ip, "%s[%zu]", base, i);
+        model_priv_path_idx(ip, sizeof ip, base, i);
         if (!json_is_object(it))
             return model_priv_fail(&d->c, AS_EINVAL, ip,
                                    "must be an object with key, operator and values, not %s",
                                    model_priv_type_name(it));
-        snprintf(fp, sizeof fp, "%s.key", ip);
+        model_priv_path(fp, sizeof fp, ip, ".key");
         if ((err = model_priv_get_str(&d->c, it, "key", fp, "", &r[i].key)))
             return err;
         if (!r[i].key[0])
@@ -335,14 +335,14 @@ static as_err pod_sel_reqs(pod_dec *d, const json_t *arr, const char *base, bool
                                    "\"%.60s\"",
                                    r[i].key);
         const char *ops;
-        snprintf(fp, sizeof fp, "%s.operator", ip);
+        model_priv_path(fp, sizeof fp, ip, ".operator");
         if ((err = model_priv_get_str(&d->c, it, "operator", fp, "", &ops)))
             return err;
         if (parse_sel_op(ops, fields, &r[i].op))
             return model_priv_fail(&d->c, AS_EINVAL, fp, "unknown operator \"%.40s\"; use %s", ops,
                                    fields ? "In or NotIn"
                                           : "In, NotIn, Exists, DoesNotExist, Gt or Lt");
-        snprintf(fp, sizeof fp, "%s.values", ip);
+        model_priv_path(fp, sizeof fp, ip, ".values");
         if ((err = model_priv_get(&d->c, it, "values", fp, JSON_ARRAY, &vals)))
             return err;
         size_t nv = json_array_size(vals);
@@ -377,7 +377,7 @@ static as_err pod_sel_reqs(pod_dec *d, const json_t *arr, const char *base, bool
                 return model_priv_oom(&d->c, fp);
             for (size_t k = 0; k < nv; k++) {
                 char vp[MODEL_PRIV_PATH_MAX];
-                snprintf(vp, sizeof vp, "%s[%zu]", fp, k);
+                model_priv_path_idx(vp, sizeof vp, fp, k);
                 if ((err = model_priv_str(&d->c, json_array_get(vals, k), vp, &vs[k])))
                     return err;
             }
@@ -409,7 +409,7 @@ static as_err pod_affinity(pod_dec *d, const json_t *spec)
     if (!req)
         return AS_OK;
     char tp[MODEL_PRIV_PATH_MAX];
-    snprintf(tp, sizeof tp, "%s.nodeSelectorTerms", rp);
+    model_priv_path(tp, sizeof tp, rp, ".nodeSelectorTerms");
     if ((err = model_priv_get(&d->c, req, "nodeSelectorTerms", tp, JSON_ARRAY, &terms)))
         return err;
     model_affinity *a = &d->pod->affinity;
@@ -423,15 +423,15 @@ static as_err pod_affinity(pod_dec *d, const json_t *spec)
     for (size_t i = 0; i < n; i++) {
         const json_t *it = json_array_get(terms, i), *ex, *fl;
         char ip[MODEL_PRIV_PATH_MAX], fp[MODEL_PRIV_PATH_MAX];
-        snprintf(ip, sizeof ip, "%s[%zu]", tp, i);
+        model_priv_path_idx(ip, sizeof ip, tp, i);
         if (!json_is_object(it))
             return model_priv_fail(&d->c, AS_EINVAL, ip, "must be an object, not %s",
                                    model_priv_type_name(it));
-        snprintf(fp, sizeof fp, "%s.matchExpressions", ip);
+        model_priv_path(fp, sizeof fp, ip, ".matchExpressions");
         if ((err = model_priv_get(&d->c, it, "matchExpressions", fp, JSON_ARRAY, &ex)) ||
             (ex && (err = pod_sel_reqs(d, ex, fp, false, &t[i].exprs, &t[i].nexprs))))
             return err;
-        snprintf(fp, sizeof fp, "%s.matchFields", ip);
+        model_priv_path(fp, sizeof fp, ip, ".matchFields");
         if ((err = model_priv_get(&d->c, it, "matchFields", fp, JSON_ARRAY, &fl)) ||
             (fl && (err = pod_sel_reqs(d, fl, fp, true, &t[i].fields, &t[i].nfields))))
             return err;
@@ -453,18 +453,18 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
     for (size_t i = 0; i < n; i++) {
         const json_t *it = json_array_get(arr, i);
         char ip[MODEL_PRIV_PATH_MAX], fp[MODEL_PRIV_PATH_MAX];
-        snprintf(ip, sizeof ip, "spec.tolerations[%zu]", i);
+        model_priv_path_idx(ip, sizeof ip, "spec.tolerations", i);
         if (!json_is_object(it))
             return model_priv_fail(&d->c, AS_EINVAL, ip, "must be an object, not %s",
                                    model_priv_type_name(it));
         const char *op, *eff;
-        snprintf(fp, sizeof fp, "%s.key", ip);
+        model_priv_path(fp, sizeof fp, ip, ".key");
         if ((err = model_priv_get_str(&d->c, it, "key", fp, "", &t[i].key)))
             return err;
-        snprintf(fp, sizeof fp, "%s.value", ip);
+        model_priv_path(fp, sizeof fp, ip, ".value");
         if ((err = model_priv_get_str(&d->c, it, "value", fp, "", &t[i].value)))
             return err;
-        snprintf(fp, sizeof fp, "%s.operator", ip);
+        model_priv_path(fp, sizeof fp, ip, ".operator");
         if ((err = model_priv_get_str(&d->c, it, "operator", fp, "", &op)))
             return err;
         if (!op[0] || strcmp(op, "Equal") == 0) {
@@ -476,7 +476,7 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
         } else if (strcmp(op, "Exists") == 0) {
             t[i].op = MODEL_TOL_EXISTS;
             if (t[i].value[0]) {
-                snprintf(fp, sizeof fp, "%s.value", ip);
+                model_priv_path(fp, sizeof fp, ip, ".value");
                 return model_priv_fail(&d->c, AS_EINVAL, fp,
                                        "must be empty with operator Exists; remove the value "
                                        "or use operator Equal");
@@ -485,7 +485,7 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
             t[i].op = op[0] == 'L' ? MODEL_TOL_LT : MODEL_TOL_GT;
             int64_t num;
             if (!t[i].key[0] || !model_labels_parse_int64(t[i].value, &num)) {
-                snprintf(fp, sizeof fp, "%s.%s", ip, t[i].key[0] ? "value" : "key");
+                model_priv_path(fp, sizeof fp, ip, t[i].key[0] ? ".value" : ".key");
                 return model_priv_fail(&d->c, AS_EINVAL, fp,
                                        "operator %s needs a key and an integer value", op);
             }
@@ -495,7 +495,7 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
                                    "or Gt",
                                    op);
         }
-        snprintf(fp, sizeof fp, "%s.effect", ip);
+        model_priv_path(fp, sizeof fp, ip, ".effect");
         if ((err = model_priv_get_str(&d->c, it, "effect", fp, "", &eff)))
             return err;
         if (!eff[0])
@@ -604,8 +604,17 @@ static as_err pod_metadata(pod_dec *d, const json_t *obj)
         return model_priv_fail(&d->c, AS_EINVAL, "metadata.namespace",
                                "is %zu bytes; a namespace is at most %d (a DNS label)", sl,
                                MODEL_NAMESPACE_MAX);
-    snprintf(d->c.what, sizeof d->c.what, "pod %.*s/%.*s", (int)as_utf8_excerpt(p->ns, sl, 90),
-             p->ns, (int)as_utf8_excerpt(p->name, nl, 100), p->name);
+    {
+        /* "pod ns/name", each cut at a character boundary (no printf: once
+         * per decoded pod) */
+        size_t e1 = as_utf8_excerpt(p->ns, sl, 90), e2 = as_utf8_excerpt(p->name, nl, 100);
+        char *w = d->c.what;
+        memcpy(w, "pod ", 4);
+        memcpy(w + 4, p->ns, e1);
+        w[4 + e1] = '/';
+        memcpy(w + 5 + e1, p->name, e2);
+        w[5 + e1 + e2] = 0;
+    }
     if ((err = model_priv_get_str(&d->c, meta, "uid", "metadata.uid", "", &p->uid)) ||
         (err = model_priv_get_str(&d->c, meta, "resourceVersion", "metadata.resourceVersion", "",
                                   &p->resource_version)))
@@ -700,7 +709,7 @@ as_err model_pod_spec_from_json(const model_registry *reg, const json_t *spec, m
     memset(&d, 0, sizeof d);
     d.c.diag = diag;
     d.reg = reg;
-    snprintf(d.c.what, sizeof d.c.what, "pod spec");
+    model_priv_path(d.c.what, sizeof d.c.what, "pod spec", "");
     if (!json_is_object(spec))
         return model_priv_fail(&d.c, AS_EINVAL, "spec", "a PodSpec must be an object, not %s",
                                spec ? model_priv_type_name(spec) : "nothing");
@@ -762,7 +771,7 @@ static as_err pod_decode(const model_registry *reg, const json_t *obj, model_pod
     memset(&d, 0, sizeof d);
     d.c.diag = diag;
     d.reg = reg;
-    snprintf(d.c.what, sizeof d.c.what, "pod");
+    model_priv_path(d.c.what, sizeof d.c.what, "pod", "");
     if (!json_is_object(obj))
         return model_priv_fail(&d.c, AS_EINVAL, "", "a Pod must be an object, not %s",
                                obj ? model_priv_type_name(obj) : "nothing");
@@ -937,9 +946,19 @@ const char *model_pod_key(const model_pod *pod, char *tmp, size_t cap, size_t *l
             *len = strlen(pod->uid);
         return pod->uid;
     }
-    int n = snprintf(tmp, cap, "%s/%s", pod->ns ? pod->ns : "default", pod->name ? pod->name : "");
+    const char *ns = pod->ns ? pod->ns : "default", *name = pod->name ? pod->name : "";
+    size_t i = 0;
+    if (cap) {
+        for (; *ns && i + 1 < cap; ns++)
+            tmp[i++] = *ns;
+        if (i + 1 < cap)
+            tmp[i++] = '/';
+        for (; *name && i + 1 < cap; name++)
+            tmp[i++] = *name;
+        tmp[i] = 0;
+    }
     if (len)
-        *len = n < 0 ? 0 : (size_t)n >= cap ? cap - 1 : (size_t)n;
+        *len = i;
     return tmp;
 }
 

@@ -16,7 +16,8 @@
  *              kube-scheduler's "0/N nodes are available: ..." message) and
  *              a FailedScheduling event, rate-limited per pod; bound pods a
  *              Scheduled event (ops.unschedulable / ops.scheduled).
- *   watcher:   every poll_ms, moves the unschedulable pool back when the
+ *   watcher:   every poll_ms (each second while the queue holds no pod),
+ *              moves the unschedulable pool back when the
  *              nodes changed in a way that can make pods fit (added,
  *              allocatable, readiness, schedulability, taints, labels,
  *              shard membership), applies due backoffs and publishes the

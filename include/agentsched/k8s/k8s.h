@@ -10,6 +10,8 @@
  *                  by all requests, backoff, the stop flag, status counters
  *   watch.h        one reflector thread per watched resource (Nodes, Pods,
  *                  NodeShards) and the incremental watch-event decoder
+ *   mux.h          the call loop: one thread, one multi handle, HTTP/2
+ *                  streams (pod patches)
  *   bind.h         a bounded pool of keep-alive handles for bindings
  *   events.h       the v1 Event poster
  *   lease.h        leader election on a coordination.k8s.io/v1 Lease

@@ -215,9 +215,19 @@ int64_t k8s_backoff_ms(int64_t initial, int64_t max, unsigned attempt, uint64_t 
 void k8s_rl_init(k8s_ratelimit *rl, double qps, double burst);
 bool k8s_rl_take(k8s_ratelimit *rl);
 
+/* k8s_rl_debit_ns takes one token of rl now, going into debt when there
+ * is none, and returns the nanoseconds until that token would have been
+ * earned (0: it was there): the wait of a caller that does not block. */
+int64_t k8s_rl_debit_ns(k8s_ratelimit *rl);
+
 /* k8s_rl_wait blocks for one token of the client's request limiter.
  * Returns false when stopping. */
 bool k8s_rl_wait(k8s_client *k);
+
+/* k8s_path_segment appends s to b as one URL path segment: RFC 3986's
+ * unreserved characters as they are, every other byte %XX (what
+ * curl_easy_escape does, without its allocation). Returns b->err. */
+as_err k8s_path_segment(buf *b, const char *s);
 
 /* k8s_url builds server + path into a malloc'ed URL (NULL: no memory). */
 char *k8s_url(k8s_client *k, const char *path);
@@ -273,7 +283,8 @@ as_err k8s_request(k8s_client *k, const char *method, const char *path, const ch
 
 /*
  * k8s_patch sends PATCH path with the given Content-Type (e.g.
- * "application/merge-patch+json") on a private connection, rate-limited,
+ * "application/merge-patch+json") through the client's call loop (mux.h:
+ * the connection the binds share), rate-limited,
  * like k8s_request (same return contract: AS_OK whenever a response
  * arrived; check *status).
  */
