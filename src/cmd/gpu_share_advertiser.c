@@ -33,6 +33,7 @@
 #include "agentsched/base/sync.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/k8s/k8s.h"
+#include "agentsched/k8s/mux.h"
 #include "agentsched/model/gpushare.h"
 #include "agentsched/model/registry.h"
 
@@ -125,8 +126,8 @@ static void patch_node(adv *a, const char *name, const gpushare_decision *d)
     buf_init(&resp, 64 << 10);
     long code = 0;
     as_diag diag = {0};
-    as_err err = k8s_patch(a->k, path, "application/merge-patch+json", body, strlen(body), &resp,
-                           &code, &diag);
+    as_err err = k8s_mux_patch(a->k, path, "application/merge-patch+json", body, strlen(body),
+                               &resp, &code, &diag);
     if (!err && code == 200) {
         adv_node *n = node_get(a, name, true);
         if (n)

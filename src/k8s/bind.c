@@ -8,6 +8,7 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/bind.h"
+#include "agentsched/k8s/mux.h"
 #include "internal.h"
 
 #define BIND_QUEUE_CAP         16384
@@ -486,8 +487,8 @@ as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char
         bool retry = false;
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
-        err =
-            k8s_patch(k, path.data, "application/merge-patch+json", body, len, &resp, &status, &d);
+        err = k8s_mux_patch(k, path.data, "application/merge-patch+json", body, len, &resp, &status,
+                            &d);
         if (err) {
             retry = err == AS_EIO || err == AS_ETIMEOUT;
             err = as_diag_set(diag, err == AS_ETIMEOUT ? AS_EIO : err, NULL,

@@ -401,3 +401,20 @@ void k8s_mux_free(k8s_mux *m)
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
+
+/* See mux.h. */
+as_err k8s_mux_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
+                     size_t body_len, buf *resp, long *status, as_diag *diag)
+{
+    *status = 0;
+    k8s_call c = {.method = "PATCH",
+                  .path = path,
+                  .body = body,
+                  .body_len = body_len,
+                  .content_type = content_type,
+                  .resp = resp,
+                  .limited = true};
+    as_err err = k8s_mux_do(k->mux, &c, diag);
+    *status = c.status;
+    return err;
+}

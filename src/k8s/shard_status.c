@@ -1,7 +1,7 @@
 /*
  * shard_status.c - NodeShard writes (shard.volcano.sh/v1alpha1): the
  * coordinator's status merge patch and the controller's spec.nodesDesired,
- * both through k8s_patch (k8s_request always sends application/json, which
+ * both through k8s_mux_patch (k8s_request always sends application/json, which
  * the API server refuses for PATCH).
  */
 #include <stdio.h>
@@ -10,6 +10,7 @@
 
 #include "agentsched/base/buf.h"
 #include "agentsched/k8s/shard_status.h"
+#include "agentsched/k8s/mux.h"
 #include "internal.h"
 
 #define SHARD_API "/apis/shard.volcano.sh/v1alpha1/nodeshards"
@@ -62,8 +63,8 @@ static as_err shard_patch(k8s_client *k, const char *name, const char *sub, cons
     buf_printf(&path, SHARD_API "/%s%s", name, sub);
     if ((err = path.err))
         goto done;
-    err = k8s_patch(k, path.data, "application/merge-patch+json", body, strlen(body), resp, code,
-                    diag);
+    err = k8s_mux_patch(k, path.data, "application/merge-patch+json", body, strlen(body), resp,
+                        code, diag);
 done:
     free(body);
     buf_free(&path);

@@ -11,6 +11,7 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/status.h"
+#include "agentsched/k8s/mux.h"
 #include "internal.h"
 
 /* See status.h. */
@@ -52,8 +53,8 @@ as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, co
         as_diag_set(diag, err, NULL, "pod %s/%s: condition patch too large", ns, name);
         goto done;
     }
-    err = k8s_patch(k, path.data, "application/strategic-merge-patch+json", body.data, body.len,
-                    &resp, &code, diag);
+    err = k8s_mux_patch(k, path.data, "application/strategic-merge-patch+json", body.data, body.len,
+                        &resp, &code, diag);
     if (err) {
         /* The contract has one transport failure, timed out or not. */
         if (err == AS_ETIMEOUT)

@@ -12,7 +12,6 @@
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/kubeconfig.h"
-#include "agentsched/k8s/mux.h"
 #include "agentsched/k8s/transport.h"
 #include "internal.h"
 
@@ -559,23 +558,6 @@ static as_err conn_copy(const k8s_conn *src, k8s_conn **out)
 oom:
     k8s_conn_free(c);
     return AS_ENOMEM;
-}
-
-/* See transport.h. */
-as_err k8s_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
-                 size_t body_len, buf *resp, long *status, as_diag *diag)
-{
-    *status = 0;
-    k8s_call c = {.method = "PATCH",
-                  .path = path,
-                  .body = body,
-                  .body_len = body_len,
-                  .content_type = content_type,
-                  .resp = resp,
-                  .limited = true};
-    as_err err = k8s_mux_do(k->mux, &c, diag);
-    *status = c.status;
-    return err;
 }
 
 /* See transport.h. */

@@ -6,11 +6,10 @@
  * a libcurl multi handle, so that many requests share few connections.
  * Over TLS the loop negotiates HTTP/2 (ALPN) and multiplexes every call
  * as a stream of one connection; over plain http it keeps a pool of
- * HTTP/1.1 keep-alive connections (at most cfg.bind_concurrency). Submitting a call costs the caller a
- * queue push and, only when the loop sleeps, one wake-up; the loop then
- * sends every queued call and reads every answer per wake-up, so under
- * load many calls share one system call, one TLS record and one context
- * switch.
+ * HTTP/1.1 keep-alive connections (at most cfg.bind_concurrency). Submitting a call costs the
+ * caller a queue push and, only when the loop sleeps, one wake-up; the loop then sends every queued
+ * call and reads every answer per wake-up, so under load many calls share one system call, one TLS
+ * record and one context switch.
  *
  * A call (k8s_call) is filled by the caller, handed over with
  * k8s_mux_submit (asynchronous: its done callback runs on the loop
@@ -94,5 +93,14 @@ void k8s_mux_stop(k8s_mux *m);
 
 /* k8s_mux_free stops and frees. NULL ok. */
 void k8s_mux_free(k8s_mux *m);
+
+/*
+ * k8s_mux_patch sends PATCH path with the given Content-Type (e.g.
+ * "application/merge-patch+json") through the client's call loop, rate-limited,
+ * like k8s_request (same return contract: AS_OK whenever a response
+ * arrived; check *status).
+ */
+as_err k8s_mux_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
+                     size_t body_len, buf *resp, long *status, as_diag *diag);
 
 #endif

@@ -281,16 +281,6 @@ as_err k8s_do_priority(k8s_client *k, CURL *h, const char *method, const char *p
 as_err k8s_request(k8s_client *k, const char *method, const char *path, const char *body,
                    size_t body_len, buf *resp, long *status, as_diag *diag);
 
-/*
- * k8s_patch sends PATCH path with the given Content-Type (e.g.
- * "application/merge-patch+json") through the client's call loop (mux.h:
- * the connection the binds share), rate-limited,
- * like k8s_request (same return contract: AS_OK whenever a response
- * arrived; check *status).
- */
-as_err k8s_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
-                 size_t body_len, buf *resp, long *status, as_diag *diag);
-
 /* k8s_mark_up / k8s_mark_down record a watch stream of kind coming back
  * or going down (wall clock; for readiness and housekeeping). */
 void k8s_mark_up(k8s_client *k, k8s_kind kind);
