@@ -460,6 +460,54 @@ static bool scan_end(jscan *s)
     return s->p == s->end;
 }
 
+/* What a verb reads beside the task: predicate's "node" Name, or
+ * prioritize's "nodes" Names (when names is set, from pool p). */
+typedef struct other {
+    const char **name;
+    size_t *name_len;
+    pool *p;
+    sched_name **names;
+    size_t *n;
+} other;
+
+static bool scan_nodes(jscan *s, pool *p, sched_name **names, size_t *n);
+
+/* scan_body opens the body's object (s, reporting to quiet, stays the
+ * caller's) and reads its keys: "task" (w[0]) into pod, w[1]'s key into o;
+ * other keys are skipped, near misses of either noted in their fold. False
+ * on a malformed body, a key given twice or a value the verb cannot take
+ * plainly. */
+static bool scan_body(jscan *s, as_diag *quiet, const char *body, size_t len, want w[2],
+                      vctask_pod_span *pod, const other *o)
+{
+    if (!scan_root(s, body, len, quiet))
+        return false;
+    bool first = true;
+    const char *k;
+    size_t klen;
+    int r;
+    while ((r = next_key(s, &first, &k, &klen)) == 1) {
+        int m0 = key_is(&w[0], k, klen), m1 = key_is(&w[1], k, klen);
+        if (m0 == 1 || m1 == 1) {
+            want *x = m0 == 1 ? &w[0] : &w[1];
+            if (x->exact)
+                return false;
+            x->exact = true;
+            bool ok = m0 == 1    ? scan_task(s, pod)
+                      : o->names ? scan_nodes(s, o->p, o->names, o->n)
+                                 : scan_node(s, o->name, o->name_len);
+            if (!ok)
+                return false;
+            continue;
+        }
+        w[0].fold |= m0 == 2;
+        w[1].fold |= m1 == 2;
+        if (!jscan_value(s))
+            return false;
+    }
+    return r == 0;
+}
+
 /* See vctask.h. */
 bool vctask_scan_predicate(const char *body, size_t len, vctask_pod_span *pod, const char **name,
                            size_t *name_len)
@@ -469,30 +517,9 @@ bool vctask_scan_predicate(const char *body, size_t len, vctask_pod_span *pod, c
     *name_len = 0;
     as_diag quiet;
     jscan s;
-    if (!scan_root(&s, body, len, &quiet))
-        return false;
     want w[2] = {{"task", 4, false, false}, {"node", 4, false, false}};
-    bool first = true;
-    const char *k;
-    size_t klen;
-    int r;
-    while ((r = next_key(&s, &first, &k, &klen)) == 1) {
-        int m0 = key_is(&w[0], k, klen), m1 = key_is(&w[1], k, klen);
-        if (m0 == 1 || m1 == 1) {
-            want *x = m0 == 1 ? &w[0] : &w[1];
-            if (x->exact)
-                return false;
-            x->exact = true;
-            if (!(m0 == 1 ? scan_task(&s, pod) : scan_node(&s, name, name_len)))
-                return false;
-            continue;
-        }
-        w[0].fold |= m0 == 2;
-        w[1].fold |= m1 == 2;
-        if (!jscan_value(&s))
-            return false;
-    }
-    return r == 0 && w[0].exact && w[1].exact && scan_end(&s);
+    other o = {.name = name, .name_len = name_len};
+    return scan_body(&s, &quiet, body, len, w, pod, &o) && w[0].exact && w[1].exact && scan_end(&s);
 }
 
 /* A set of name spans, for de-duplication. */
@@ -571,32 +598,13 @@ bool vctask_scan_prioritize(pool *p, const char *body, size_t len, vctask_pod_sp
     *n = 0;
     as_diag quiet;
     jscan s;
-    if (!scan_root(&s, body, len, &quiet))
-        return false;
     want w[2] = {{"task", 4, false, false}, {"nodes", 5, false, false}};
-    bool first = true;
-    const char *k;
-    size_t klen;
-    int r;
-    while ((r = next_key(&s, &first, &k, &klen)) == 1) {
-        int m0 = key_is(&w[0], k, klen), m1 = key_is(&w[1], k, klen);
-        if (m0 == 1 || m1 == 1) {
-            want *x = m0 == 1 ? &w[0] : &w[1];
-            if (x->exact)
-                return false;
-            x->exact = true;
-            if (!(m0 == 1 ? scan_task(&s, pod) : scan_nodes(&s, p, names, n)))
-                return false;
-            continue;
-        }
-        w[0].fold |= m0 == 2;
-        w[1].fold |= m1 == 2;
-        if (!jscan_value(&s))
-            return false;
-    }
+    other o = {.p = p, .names = names, .n = n};
+    if (!scan_body(&s, &quiet, body, len, w, pod, &o))
+        return false;
     if (!*names) /* absent: an empty array for the caller */
         *names = pool_alloc(p, sizeof **names);
-    return r == 0 && w[0].exact && settle(&w[1]) && *names && scan_end(&s);
+    return w[0].exact && settle(&w[1]) && *names && scan_end(&s);
 }
 
 /* ------------------------------------------------------------------ */
