@@ -120,3 +120,69 @@ Test(jscan, count_values_outside_strings)
     /* an unterminated string: what was counted before it */
     cr_expect_eq(jscan_count_values("[1,\"x,", 6), 3);
 }
+
+/* The skipping loop and the diagnosing recursion accept the same values
+ * and stop at the same byte: strings whose quote, escape, control or
+ * non-ASCII byte falls on either side of a 16-byte step, members and
+ * elements with whitespace everywhere JSON allows it, and the depth left
+ * by the containers already open. */
+Test(jscan, skip_agrees_at_every_step)
+{
+    static const struct {
+        const char *doc;
+        int ok;      /* jscan_value's answer */
+        size_t stop; /* s.p - doc when ok */
+    } rows[] = {
+        {"\"0123456789abcde\"", 1, 17},
+        {"\"0123456789abcdef\"", 1, 18},
+        {"\"0123456789abcdefg\"x", 1, 19},
+        {"\"0123456789abcdef\\\"gh\"", 1, 22},
+        {"\"0123456789abcdef\\u00e9ghijklmnopqrstu\"", 1, 39},
+        {"\"0123456789abcdef\\q\"", 0, 0},
+        {"\"0123456789abcdef\\u00g9\"", 0, 0},
+        {"\"0123456789abcdef\x01\"", 0, 0},
+        {"\"0123456789abcdef\xc3\xa9zzzzzzzzzzzzzzzzzz\"", 1, 38},
+        {"\"0123456789abcdef\xc3\"", 0, 0},
+        {"\"0123456789abcdefghijklmnopqrstuv", 0, 0},
+        {" \t\r\n{ \"a\" : [ 1 , -2.5e-3 , true , false , null , { } , [ ] ] } ,", 1, 63},
+        {"{\"a\":1,}", 0, 0},
+        {"{,\"a\":1}", 0, 0},
+        {"[,1]", 0, 0},
+        {"[1 2]", 0, 0},
+        {"{\"a\":1]", 0, 0},
+        {"[{\"a\":1}}", 0, 0},
+        {"{\"k\\u0000\":1}", 0, 0},
+        {"{\"k\\u0001\":[\"\\u0000\"]}", 1, 22},
+        {"[01]", 0, 0},
+        {"[1.e5]", 0, 0},
+        {"[1e]", 0, 0},
+        {"[-]", 0, 0},
+        {"[nul]", 0, 0},
+        {"[truex]", 0, 0},
+        {"123 ", 1, 3},
+        {"[1]]", 1, 3},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *doc = rows[i].doc;
+        as_diag diag = {{0}, {0}};
+        jscan s = {.base = doc, .p = doc, .end = doc + strlen(doc), .diag = &diag};
+        int ok = jscan_value(&s);
+        cr_expect_eq(ok, rows[i].ok, "row %zu: %s", i, diag.msg);
+        if (ok)
+            cr_expect_eq((size_t)(s.p - doc), rows[i].stop, "row %zu", i);
+        else
+            cr_expect(s.err != AS_OK && diag.msg[0], "row %zu names its fault", i);
+    }
+    /* two levels left: one more container nests too deep */
+    const char *docs[] = {"[[1]]", "[[[1]]]"};
+    for (int i = 0; i < 2; i++) {
+        as_diag diag = {{0}, {0}};
+        jscan s = {.base = docs[i],
+                   .p = docs[i],
+                   .end = docs[i] + strlen(docs[i]),
+                   .diag = &diag,
+                   .depth = JSCAN_MAX_DEPTH - 2};
+        cr_expect_eq(jscan_value(&s), i == 0, "nesting %d", i + 2);
+        cr_expect_eq(s.depth, JSCAN_MAX_DEPTH - 2 + (i == 0 ? 0 : 3));
+    }
+}
