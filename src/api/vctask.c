@@ -614,16 +614,23 @@ bool vctask_scan_prioritize(pool *p, const char *body, size_t len, vctask_pod_sp
 struct vctask_ent {
     uint64_t hash; /* of the Pod's bytes */
     size_t len;
-    int gen;   /* the registry's generation it was decoded under */
-    int refs;  /* the slot's (while live) plus every lender's */
-    bool live; /* still in its slot */
-    bool memo; /* ever in a slot (false: the caller's alone) */
+    int gen;       /* the registry's generation it was decoded under */
+    int refs;      /* the slot's (while live) plus every lender's */
+    uint64_t used; /* the memo's tick at its last hit or insertion */
+    bool live;     /* still in its slot */
+    bool memo;     /* ever in a slot (false: the caller's alone) */
     model_pod *pod;
 };
+
+/* Four ways a set: tasks whose hashes share a set all stay (direct
+ * mapping made such pairs evict each other on every alternate call; 64
+ * tasks asked in turn left 4 colliding pairs, and two ways 2 sets of 3). */
+#define MEMO_WAYS 4
 
 struct vctask_memo {
     pthread_mutex_t mu;
     vctask_ent *slot[VCTASK_MEMO_SLOTS];
+    uint64_t tick; /* counts lookups: an entry's last use */
 };
 
 /* See vctask.h. */
@@ -694,17 +701,20 @@ as_err vctask_pod(vctask_memo *m, const model_registry *reg, const vctask_pod_sp
     int gen = model_registry_count(reg);
     bool keyed = m && sp->uid && sp->rv;
     uint64_t h = keyed ? hash_bytes(sp->pod, sp->pod_len) : 0;
-    size_t i = (size_t)(h ^ (h >> 32)) & (VCTASK_MEMO_SLOTS - 1);
+    size_t set = (size_t)(h ^ (h >> 32)) & (VCTASK_MEMO_SLOTS / MEMO_WAYS - 1);
     if (keyed) {
         pthread_mutex_lock(&m->mu);
-        vctask_ent *e = m->slot[i];
-        if (e && matches(e, sp, h, gen)) {
-            e->refs++;
-            pthread_mutex_unlock(&m->mu);
-            *pod = e->pod;
-            *ent = e;
-            *hit = true;
-            return AS_OK;
+        for (size_t w = 0; w < MEMO_WAYS; w++) {
+            vctask_ent *e = m->slot[set * MEMO_WAYS + w];
+            if (e && matches(e, sp, h, gen)) {
+                e->refs++;
+                e->used = ++m->tick;
+                pthread_mutex_unlock(&m->mu);
+                *pod = e->pod;
+                *ent = e;
+                *hit = true;
+                return AS_OK;
+            }
         }
         pthread_mutex_unlock(&m->mu);
     }
@@ -717,10 +727,21 @@ as_err vctask_pod(vctask_memo *m, const model_registry *reg, const vctask_pod_sp
         model_pod_free(p);
         return AS_ENOMEM;
     }
-    *e = (vctask_ent){h, sp->pod_len, gen, 1, false, false, p};
+    *e = (vctask_ent){.hash = h, .len = sp->pod_len, .gen = gen, .refs = 1, .pod = p};
     /* remembered only when it is what the request named */
     if (keyed && matches(e, sp, h, gen)) {
         pthread_mutex_lock(&m->mu);
+        /* an empty way, else the least recently used */
+        size_t i = set * MEMO_WAYS;
+        for (size_t x = set * MEMO_WAYS; x < (set + 1) * MEMO_WAYS; x++) {
+            if (!m->slot[x]) {
+                i = x;
+                break;
+            }
+            if (m->slot[x]->used < m->slot[i]->used)
+                i = x;
+        }
+        e->used = ++m->tick;
         vctask_ent *old = m->slot[i];
         if (old) {
             old->live = false;
