@@ -181,6 +181,36 @@ Test(vctask, memo_evicts_within_its_cap)
     svc_free(s);
 }
 
+/* Volcano asks about its pending tasks in turn, session after session: a
+ * quarter of the memo's capacity in turn all hits from the second round
+ * on (a direct-mapped memo left tasks whose hashes collide missing on
+ * every call). */
+Test(vctask, memo_keeps_tasks_asked_in_turn)
+{
+    svc *s = new_svc();
+    vctask_memo *m;
+    cr_assert_eq(vctask_memo_new(&m), AS_OK);
+    char body[1024];
+    int hits = 0;
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < VCTASK_MEMO_SLOTS / 4; i++) {
+            snprintf(body, sizeof body,
+                     "{\"task\":{\"Pod\":{\"metadata\":{\"name\":\"agent-%d\",\"uid\":"
+                     "\"6f1c2a4e-%08d\",\"resourceVersion\":\"%d\"},\"spec\":{\"containers\":[]"
+                     "}}},\"node\":{\"Name\":\"a\"}}",
+                     i, i, 1000 + i);
+            vctask_ent *e;
+            bool hit;
+            pod_of(m, s, body, &e, &hit);
+            cr_expect_eq(hit, round > 0, "round %d task %d", round, i);
+            hits += hit;
+            vctask_put(m, e);
+        }
+    cr_expect_eq(hits, 2 * VCTASK_MEMO_SLOTS / 4);
+    vctask_memo_free(m);
+    svc_free(s);
+}
+
 static uint64_t memo_count(svc *s, const char *result)
 {
     buf b;
