@@ -387,59 +387,69 @@ static bool scan_pod(jscan *s, vctask_pod_span *out)
     return true;
 }
 
-/* scan_task reads a TaskInfo for its Pod (an object, spelt exactly). */
-static bool scan_task(jscan *s, vctask_pod_span *out)
+/* find_key walks the object at s->p for the one key w names: take reads
+ * its value (false: not plain); other keys are skipped, a near miss noted.
+ * True when the key was there, exactly once, and taken. */
+static bool find_key(jscan *s, want *w, bool (*take)(jscan *s, void *arg), void *arg)
 {
     if (*s->p != '{' || !jscan_enter(s))
         return false;
-    want w = {"Pod", 3, false, false};
     bool first = true;
     const char *k;
     size_t klen;
     int r;
     while ((r = next_key(s, &first, &k, &klen)) == 1) {
-        int m = key_is(&w, k, klen);
+        int m = key_is(w, k, klen);
         if (m == 1) {
-            if (w.exact || *s->p != '{')
+            if (w->exact || !take(s, arg))
                 return false;
-            w.exact = true;
-            if (!scan_pod(s, out))
-                return false;
+            w->exact = true;
             continue;
         }
         if (m == 2)
-            w.fold = true;
+            w->fold = true;
         if (!jscan_value(s))
             return false;
     }
-    return r == 0 && w.exact;
+    return r == 0 && w->exact;
+}
+
+/* take_pod: a TaskInfo's "Pod", an object. */
+static bool take_pod(jscan *s, void *out)
+{
+    return *s->p == '{' && scan_pod(s, out);
+}
+
+/* scan_task reads a TaskInfo for its Pod (an object, spelt exactly). */
+static bool scan_task(jscan *s, vctask_pod_span *out)
+{
+    want w = {"Pod", 3, false, false};
+    return find_key(s, &w, take_pod, out);
+}
+
+typedef struct span {
+    const char *p;
+    size_t len;
+} span;
+
+/* take_name: a NodeInfo's "Name", a plain non-empty string. */
+static bool take_name(jscan *s, void *arg)
+{
+    span *n = arg;
+    bool esc;
+    return *s->p == '"' && jscan_string(s, &n->p, &n->len, &esc) && !esc && n->len;
 }
 
 /* scan_node reads a NodeInfo for its Name (a plain non-empty string). */
 static bool scan_node(jscan *s, const char **name, size_t *len)
 {
-    if (*s->p != '{' || !jscan_enter(s))
-        return false;
     want w = {"Name", 4, false, false};
-    bool first = true;
-    const char *k;
-    size_t klen;
-    int r;
-    while ((r = next_key(s, &first, &k, &klen)) == 1) {
-        int m = key_is(&w, k, klen);
-        if (m == 1) {
-            bool esc;
-            if (w.exact || *s->p != '"' || !jscan_string(s, name, len, &esc) || esc || !*len)
-                return false;
-            w.exact = true;
-            continue;
-        }
-        if (m == 2)
-            w.fold = true;
-        if (!jscan_value(s))
-            return false;
-    }
-    return r == 0 && w.exact;
+    span n = {NULL, 0};
+    if (!find_key(s, &w, take_name, &n))
+        return false;
+    *name = n.p;
+    *len = n.len;
+    return true;
 }
 
 /* scan_root opens the body's object. */
