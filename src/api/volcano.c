@@ -568,50 +568,72 @@ static bool task_pod(volcano *v, const vctask_pod_span *sp, const model_pod **po
     return true;
 }
 
+/* The task a predicate or prioritize call asks about: its Pod lent by
+ * the memo (ent) or decoded from the body's DOM (root, owned). */
+typedef struct task_call {
+    volcano *v;
+    json_t *root;
+    model_pod *owned;
+    const model_pod *pod; /* ent's or owned */
+    vctask_ent *ent;
+} task_call;
+
+/* task_call_begin counts the call's bytes and expires stale allocations:
+ * what every task verb does first. */
+static task_call task_call_begin(volcano *v, vverb verb, const http_request *req)
+{
+    count_request(v, verb, req);
+    volcano_expire(v, clock_mono_ms());
+    return (task_call){.v = v};
+}
+
+/* task_call_end gives back what the call held. */
+static void task_call_end(task_call *t)
+{
+    vctask_put(t->v->memo, t->ent);
+    model_pod_free(t->owned);
+    json_decref(t->root);
+}
+
 /* See volcano.h. */
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
-    count_request(v, VV_PREDICATE, req);
     core *co = v->core;
-    volcano_expire(v, clock_mono_ms());
+    task_call t = task_call_begin(v, VV_PREDICATE, req);
     as_diag d;
     memset(&d, 0, sizeof d);
-    json_t *root = NULL;
-    model_pod *owned = NULL;
-    const model_pod *pod = NULL;
-    vctask_ent *ent = NULL;
     const json_t *task, *node;
     const char *name = NULL;
     vctask_pod_span sp;
     size_t nlen;
     /* the plain case: one scan of the body, the Pod from the memo */
     if (vctask_scan_predicate(req->body, req->body_len, &sp, &name, &nlen) &&
-        task_pod(v, &sp, &pod, &ent) && !(name = pool_strndup(req->pool, name, nlen))) {
-        vctask_put(v->memo, ent);
-        ent = NULL;
+        task_pod(v, &sp, &t.pod, &t.ent) && !(name = pool_strndup(req->pool, name, nlen))) {
+        vctask_put(v->memo, t.ent);
+        t.ent = NULL;
     }
-    if (!ent) {
+    if (!t.ent) {
         /* not the plain case: the whole body's DOM, charged as any */
         metrics_inc(v->pod_memo[2]);
         if (http_request_charge_dom(req, resp) != AS_OK)
             goto done;
-        as_err err = parse_object(req, "PredicateRequest", &root, &d);
+        as_err err = parse_object(req, "PredicateRequest", &t.root, &d);
         if (!err)
-            err =
-                get_object(root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task, &d);
+            err = get_object(t.root, "task", true, "PredicateRequest {\"task\", \"node\"}", &task,
+                             &d);
         if (!err)
-            err = vctask_task_pod(&co->reg, task, "task", &owned, &d);
+            err = vctask_task_pod(&co->reg, task, "task", &t.owned, &d);
         if (!err)
-            err =
-                get_object(root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node, &d);
+            err = get_object(t.root, "node", true, "PredicateRequest {\"task\", \"node\"}", &node,
+                             &d);
         if (!err)
             err = vctask_node_name(node, "node", &name, &d);
         if (err) {
             reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
             goto done;
         }
-        pod = owned;
+        t.pod = t.owned;
     }
 
     char why[256] = "";
@@ -620,9 +642,9 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     const cache_node *cn = cache_node_find(co->cache, name, strlen(name));
     pred_result r = {PRED_NOT_FOUND, 0};
     if (cn)
-        r = pred_check(&co->reg, CACHE_SHARD_NONE, pod, cn);
+        r = pred_check(&co->reg, CACHE_SHARD_NONE, t.pod, cn);
     if (r.code != PRED_OK) {
-        pred_reason(&co->reg, cn, pod, r, why, sizeof why);
+        pred_reason(&co->reg, cn, t.pod, r, why, sizeof why);
         if (!why[0])
             snprintf(why, sizeof why, "node(s) were not found in agentsched's node cache");
         code = pred_unresolvable(r.code) ? VOLCANO_CODE_UNRESOLVABLE : VOLCANO_CODE_UNSCHEDULABLE;
@@ -639,12 +661,10 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
         metrics_inc(v->answered[code == VOLCANO_CODE_SUCCESS        ? VOUT_PRED_FIT
                                 : code == VOLCANO_CODE_UNRESOLVABLE ? VOUT_PRED_UNRESOLVABLE
                                                                     : VOUT_PRED_UNSCHEDULABLE]);
-    log_debug("msg=\"volcano predicate\" pod=%s/%s node=%s code=%d", pod->ns, pod->name, name,
+    log_debug("msg=\"volcano predicate\" pod=%s/%s node=%s code=%d", t.pod->ns, t.pod->name, name,
               code);
 done:
-    vctask_put(v->memo, ent);
-    model_pod_free(owned);
-    json_decref(root);
+    task_call_end(&t);
 }
 
 /* A small open-addressing set of names for de-duplication. */
@@ -735,15 +755,10 @@ static bool prioritize_dom(core *co, const http_request *req, http_response *res
 void volcano_handle_prioritize(void *ctx, const http_request *req, http_response *resp)
 {
     volcano *v = ctx;
-    count_request(v, VV_PRIORITIZE, req);
     core *co = v->core;
-    volcano_expire(v, clock_mono_ms());
+    task_call t = task_call_begin(v, VV_PRIORITIZE, req);
     as_diag d;
     memset(&d, 0, sizeof d);
-    json_t *root = NULL;
-    model_pod *owned = NULL;
-    const model_pod *pod = NULL;
-    vctask_ent *ent = NULL;
     score_policy *policy = NULL;
     sched_name *names = NULL;
     size_t n = 0;
@@ -752,12 +767,12 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     /* the plain case: the nodes' names taken out in one scan, the rest of
      * each NodeInfo validated and skipped; the Pod from the memo */
     if (!vctask_scan_prioritize(req->pool, req->body, req->body_len, &sp, &names, &n) ||
-        !task_pod(v, &sp, &pod, &ent)) {
+        !task_pod(v, &sp, &t.pod, &t.ent)) {
         metrics_inc(v->pod_memo[2]);
         if (http_request_charge_dom(req, resp) != AS_OK ||
-            !prioritize_dom(co, req, resp, &root, &owned, &names, &n))
+            !prioritize_dom(co, req, resp, &t.root, &t.owned, &names, &n))
             goto done;
-        pod = owned;
+        t.pod = t.owned;
     }
 
     /* Scored here rather than through sched_evaluate, which applies
@@ -775,8 +790,8 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     for (size_t i = 0; i < n; i++) {
         const cache_node *cn = cache_node_find(co->cache, names[i].s, names[i].len);
         score[i] = 0;
-        if (cn && pred_check(&co->reg, CACHE_SHARD_NONE, pod, cn).code == PRED_OK) {
-            double sc = score_node(policy, pod, cn);
+        if (cn && pred_check(&co->reg, CACHE_SHARD_NONE, t.pod, cn).code == PRED_OK) {
+            double sc = score_node(policy, t.pod, cn);
             score[i] = sc > 0 ? sc : 0;
             feasible++;
         }
@@ -795,14 +810,12 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     finish(resp, ERRF_ERRMSG);
     if (resp->status == 200)
         metrics_inc(v->answered[VOUT_PRIORITIZE_SCORED]);
-    log_debug("msg=\"volcano prioritize\" pod=%s/%s nodes=%zu feasible=%zu", pod->ns, pod->name, n,
-              feasible);
+    log_debug("msg=\"volcano prioritize\" pod=%s/%s nodes=%zu feasible=%zu", t.pod->ns, t.pod->name,
+              n, feasible);
 done:
     if (policy)
         score_policy_unref(policy);
-    vctask_put(v->memo, ent);
-    model_pod_free(owned);
-    json_decref(root);
+    task_call_end(&t);
 }
 
 /* ------------------------------------------------------------------ */
