@@ -608,12 +608,8 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     vctask_pod_span sp;
     size_t nlen;
     /* the plain case: one scan of the body, the Pod from the memo */
-    if (vctask_scan_predicate(req->body, req->body_len, &sp, &name, &nlen) &&
-        task_pod(v, &sp, &t.pod, &t.ent) && !(name = pool_strndup(req->pool, name, nlen))) {
-        vctask_put(v->memo, t.ent);
-        t.ent = NULL;
-    }
-    if (!t.ent) {
+    if (!vctask_scan_predicate(req->body, req->body_len, &sp, &name, &nlen) ||
+        !task_pod(v, &sp, &t.pod, &t.ent)) {
         /* not the plain case: the whole body's DOM, charged as any */
         metrics_inc(v->pod_memo[2]);
         if (http_request_charge_dom(req, resp) != AS_OK)
@@ -629,6 +625,8 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
                              &d);
         if (!err)
             err = vctask_node_name(node, "node", &name, &d);
+        if (!err)
+            nlen = strlen(name);
         if (err) {
             reply_error(resp, http_status_for_decode_err(err), ERRF_STATUS, &d, err);
             goto done;
@@ -639,7 +637,8 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     char why[256] = "";
     int code = VOLCANO_CODE_SUCCESS;
     cache_read_lock(co->cache);
-    const cache_node *cn = cache_node_find(co->cache, name, strlen(name));
+    /* name: nlen bytes in the body or the DOM, not terminated */
+    const cache_node *cn = cache_node_find(co->cache, name, nlen);
     pred_result r = {PRED_NOT_FOUND, 0};
     if (cn)
         r = pred_check(&co->reg, CACHE_SHARD_NONE, t.pod, cn);
@@ -661,8 +660,8 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
         metrics_inc(v->answered[code == VOLCANO_CODE_SUCCESS        ? VOUT_PRED_FIT
                                 : code == VOLCANO_CODE_UNRESOLVABLE ? VOUT_PRED_UNRESOLVABLE
                                                                     : VOUT_PRED_UNSCHEDULABLE]);
-    log_debug("msg=\"volcano predicate\" pod=%s/%s node=%s code=%d", t.pod->ns, t.pod->name, name,
-              code);
+    log_debug("msg=\"volcano predicate\" pod=%s/%s node=%.*s code=%d", t.pod->ns, t.pod->name,
+              (int)nlen, name, code);
 done:
     task_call_end(&t);
 }
