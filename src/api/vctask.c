@@ -712,8 +712,9 @@ as_err vctask_pod(vctask_memo *m, const model_registry *reg, const vctask_pod_sp
     int gen = model_registry_count(reg);
     bool keyed = m && sp->uid && sp->rv;
     uint64_t h = keyed ? hash_bytes(sp->pod, sp->pod_len) : 0;
-    /* the hash's top bits: its low bits spread Pods that differ only in
-     * a few digits badly (7 of 64 such Pods in one set of 64) */
+    /* the hash's top bits: the old index, its low bits folded with its
+     * high half, put 7 of 64 Pods that differ in a few digits into one
+     * set of 64 (either half alone: at most 4) */
     size_t set = (size_t)(h >> (64 - __builtin_ctz(MEMO_SETS)));
     if (keyed) {
         pthread_mutex_lock(&m->mu);
