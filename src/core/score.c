@@ -125,6 +125,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_frag = 1.0;
     p->f_pack = 0;
     p->f_spread = 0.05;
+    p->f_spread_gpu = 0.05;
     p->f_multi = 0;
     p->f_mix = 0;
     p->f_cpu_gpu = 8000;
@@ -1127,9 +1128,12 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
     double before = frag_waste(p, &v);
     view_place(&v, pod);
     double after = frag_waste(p, &v);
-    /* Spreading CPU and memory (not GPU) keeps every GPU node able to feed
-     * its free GPUs, and breaks the many ties of the waste term away from
-     * the lowest-named nodes. */
+    /* Spreading CPU and memory (not GPU) places a CPU-only pod, whose waste
+     * change is zero on most nodes, as least-allocated would. For a pod
+     * asking for GPUs (spreadGpu) it keeps nodes partly used: with 0 its
+     * ties go to a fixed node order (first fit, below), which leaves the
+     * other nodes whole for multi-GPU pods and lets nodes drain when pods
+     * leave. */
     double cpu_left = v.cpu_alloc > 0 ? (double)v.cpu_free / (double)v.cpu_alloc : 0;
     double mem_left = v.mem_alloc > 0 ? (double)v.mem_free / (double)v.mem_alloc : 0;
     double spread = 50.0 * (cpu_left + mem_left);
@@ -1138,10 +1142,17 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
         gpu_sum g = view_gpu(&v);
         pack = gpu_alloc > 0 ? 100.0 * (1.0 - (double)g.total / gpu_alloc) : 100.0 * (1 - cpu_left);
     }
+    double w = pod->gpu_count ? p->f_spread_gpu : p->f_spread;
     double s =
         50.0 -
         50.0 * ld(&p->t_gpu_share) * (after - before) / (MODEL_MAX_GPUS * (double)MODEL_GPU_MILLI) +
-        p->f_pack * pack + p->f_spread * spread;
+        p->f_pack * pack + w * spread;
+    /* Without spread, ties go to the earlier node in the cache's order
+     * (first fit) by a difference far below any waste step (a milli-GPU
+     * moves the score by about 1e-3 x the GPU pod share), so the scan
+     * keeps the first of equal nodes without comparing names. */
+    if (w == 0)
+        s -= 1e-10 * (double)node->slot;
     return s < 0 ? 0 : s > 100 ? 100 : s;
 }
 

@@ -328,6 +328,53 @@ Test(score, fragment_strand_mix_exact)
     model_node_free(h.spec);
 }
 
+/* fragment's spreadGpu, exact values with the priors (8 cores and 32Gi
+ * per GPU). Node 32 cores / 128Gi / 4 GPUs, nothing used; a 1-GPU pod of
+ * 4 cores / 16Gi strands nothing (28 cores and 112Gi feed the 3 GPUs
+ * left), so the waste term is 0. spreadGpu 0.05: 50 + 0.05 * 50 * (28/32
+ * + 112/128) = 54.375 wherever the node is. spreadGpu 0: 50, less 1e-10
+ * per slot, so the earlier of two equal nodes wins (first fit). A
+ * CPU-only pod keeps spread (0.05) either way. */
+Test(score, fragment_spread_gpu_exact)
+{
+    hnode h;
+    hnode_init(&h, 32000, 128 * FX_GI, 4);
+    model_pod *pod = fx_pod("g", "g", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, pod, 1, 0);
+    model_pod *cpu_pod = fx_pod("c", "c", 4000, 16 * FX_GI);
+    static const char *const yaml[] = {"strategy: fragment\nfragment:\n  spreadGpu: 0.05\n",
+                                       "strategy: fragment\nfragment:\n  spreadGpu: 0\n"};
+    for (int i = 0; i < 2; i++) {
+        score_policy *p = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml[i], strlen(yaml[i]), &p, &d), AS_OK,
+                     "%s", d.msg);
+        h.cn.slot = 0;
+        double first = score_node(p, pod, &h.cn);
+        double cpu_first = score_node(p, cpu_pod, &h.cn);
+        h.cn.slot = 7;
+        double later = score_node(p, pod, &h.cn);
+        double cpu_later = score_node(p, cpu_pod, &h.cn);
+        if (i == 0) {
+            cr_assert_float_eq(first, 54.375, 1e-12);
+            cr_assert(later == first);
+        } else {
+            cr_assert_float_eq(first, 50.0, 1e-12);
+            cr_assert_float_eq(later, 50.0 - 7e-10, 1e-13);
+            cr_assert_gt(first, later);
+        }
+        /* CPU-only: 8 cores feed 1 GPU less -> 0 stranded (28 cores feed
+         * 3.5 GPUs of 4: 500 milli stranded; before 0): dW = 500. */
+        cr_assert_float_eq(cpu_first,
+                           50.0 - 50.0 * 500 / 16000 + 0.05 * 50 * (28.0 / 32 + 112.0 / 128), 1e-9);
+        cr_assert(cpu_later == cpu_first);
+        score_policy_unref(p);
+    }
+    model_pod_free(pod);
+    model_pod_free(cpu_pod);
+    model_node_free(h.spec);
+}
+
 /* fragment prefers: a CPU-only node for CPU-only pods over a GPU node it
  * would strand; the partly used GPU for a share that fits it. */
 Test(score, fragment_preferences)
