@@ -493,9 +493,9 @@ static as_err load_shapes(ld_ctx *c, const json_t *obj)
 
 static as_err load_fragment(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"strand",       "strandMix", "partial", "multiGpu",
-                                       "spread",       "spreadGpu", "pack",    "cpuPerGpu",
-                                       "memoryPerGpu", NULL};
+    static const char *const keys[] = {"strand",       "strandMix",     "partial", "multiGpu",
+                                       "spread",       "spreadGpu",     "pack",    "cpuPerGpu",
+                                       "memoryPerGpu", "spreadSurplus", NULL};
     as_err err = check_keys(c, obj, "fragment", keys);
     if (err)
         return err;
@@ -519,6 +519,9 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
             return err;
     }
     const json_t *v;
+    if ((v = json_object_get(obj, "spreadSurplus")) &&
+        (err = get_bool(c, v, "fragment.spreadSurplus", &p->f_surplus)))
+        return err;
     if ((v = json_object_get(obj, "strandMix")) &&
         (err = get_num(c, v, "fragment.strandMix", 0, 1, &p->f_mix)))
         return err;

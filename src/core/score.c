@@ -126,6 +126,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_pack = 0;
     p->f_spread = 0.05;
     p->f_spread_gpu = 0;
+    p->f_surplus = false;
     p->f_multi = 0;
     p->f_mix = 0;
     p->f_cpu_gpu = 8000;
@@ -1136,6 +1137,17 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
      * leave. */
     double cpu_left = v.cpu_alloc > 0 ? (double)v.cpu_free / (double)v.cpu_alloc : 0;
     double mem_left = v.mem_alloc > 0 ? (double)v.mem_free / (double)v.mem_alloc : 0;
+    if (p->f_surplus && !pod->gpu_count && v.ngpu) {
+        /* Spread over what the node can spare: its free CPU and memory
+         * less what its free GPUs need at the learned ratios, as much as
+         * GPU pods come (g), so a CPU-only pod goes first where the CPU
+         * is least needed by the GPUs beside it. */
+        double g = ld(&p->t_gpu_share) * (double)view_gpu(&v).total;
+        if (v.cpu_alloc > 0)
+            cpu_left -= g * ld(&p->t_cpu_per_milli) / (double)v.cpu_alloc;
+        if (v.mem_alloc > 0)
+            mem_left -= g * ld(&p->t_mem_per_milli) / (double)v.mem_alloc;
+    }
     double spread = 50.0 * (cpu_left + mem_left);
     double pack = 0;
     if (p->f_pack > 0) {

@@ -120,6 +120,7 @@ struct score_policy {
     double f_mem_gpu;    /* prior memory MiB per GPU (until learned) */
     double f_spread;     /* weight of spreading CPU/memory (free fraction) */
     double f_spread_gpu; /* the same for pods asking for GPUs */
+    bool f_surplus;      /* CPU-only pods spread by CPU/memory beyond the free GPUs' need */
     double f_multi;      /* weight of whole devices a multi-GPU demand cannot use */
     double f_mix;        /* strand over the CPU-per-GPU mix (1) or its mean (0) */
 

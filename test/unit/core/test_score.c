@@ -375,6 +375,40 @@ Test(score, fragment_spread_gpu_exact)
     model_node_free(h.spec);
 }
 
+/* fragment's spreadSurplus, exact values with the priors (8 cores and 32Gi
+ * per GPU; fewer than 20 pods seen, so g = 1). Node 32 cores / 128Gi / 4
+ * free GPUs, CPU-only pod 4 cores / 16Gi: 28 cores and 112Gi feed 3500 of
+ * the 4000 milli, so dW = 500 (-1.5625). Spread over free CPU and memory:
+ * 0.05 * 50 * (28/32 + 112/128) = 4.375; over the surplus beyond the free
+ * GPUs' need (32 cores, 128Gi): 0.05 * 50 * (-4/32 - 16/128) = -0.625.
+ * A node without GPUs spreads by its free fraction either way. */
+Test(score, fragment_spread_surplus_exact)
+{
+    hnode h, c;
+    hnode_init(&h, 32000, 128 * FX_GI, 4);
+    hnode_init(&c, 32000, 128 * FX_GI, 0);
+    model_pod *pod = fx_pod("c", "c", 4000, 16 * FX_GI);
+    static const struct {
+        const char *yaml;
+        double want;
+    } cases[] = {{"strategy: fragment\nfragment:\n  spreadSurplus: false\n", 52.8125},
+                 {"strategy: fragment\nfragment:\n  spreadSurplus: true\n", 47.8125}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        score_policy *p = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(
+            score_policy_parse(&reg, "t.yaml", cases[i].yaml, strlen(cases[i].yaml), &p, &d), AS_OK,
+            "%s", d.msg);
+        cr_assert_float_eq(score_node(p, pod, &h.cn), cases[i].want, 1e-9, "%s: %f", cases[i].yaml,
+                           score_node(p, pod, &h.cn));
+        cr_assert_float_eq(score_node(p, pod, &c.cn), 54.375, 1e-9);
+        score_policy_unref(p);
+    }
+    model_pod_free(pod);
+    model_node_free(h.spec);
+    model_node_free(c.spec);
+}
+
 /* fragment prefers: a CPU-only node for CPU-only pods over a GPU node it
  * would strand; the partly used GPU for a share that fits it. */
 Test(score, fragment_preferences)
