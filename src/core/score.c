@@ -126,7 +126,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_pack = 0;
     p->f_spread = 0.05;
     p->f_spread_gpu = 0;
-    p->f_surplus = false;
+    p->f_surplus = true;
     p->f_multi = 0;
     p->f_mix = 0;
     p->f_cpu_gpu = 8000;

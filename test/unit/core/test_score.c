@@ -273,14 +273,15 @@ Test(score, fgd_score_gradient)
 /* fragment, exact value with the priors (8 cores and 32Gi per GPU,
  * nothing learned): node 8 cores / 64Gi / 1 GPU, CPU-only pod 4 cores /
  * 8Gi. Before: CPU feeds 1000 milli, memory 2000 -> nothing stranded.
- * After: CPU feeds 500 -> 500 milli stranded. Score = 50 - 50*500/16000
- * + 0.05 * 50 * (4/8 + 56/64) = 48.4375 + 3.4375 = 51.875. */
+ * After: CPU feeds 500 -> 500 milli stranded. Spread over the surplus
+ * beyond the free GPU's 8 cores and 32Gi: 0.05 * 50 * ((4 - 8)/8 +
+ * (56 - 32)/64) = -0.3125. Score = 50 - 50*500/16000 - 0.3125 = 48.125. */
 Test(score, fragment_strand_exact)
 {
     hnode h;
     hnode_init(&h, 8000, 64 * FX_GI, 1);
     model_pod *pod = fx_pod("p", "p", 4000, 8 * FX_GI);
-    cr_assert_float_eq(score(SCORE_FRAGMENT, pod, &h), 51.875, 1e-9);
+    cr_assert_float_eq(score(SCORE_FRAGMENT, pod, &h), 48.125, 1e-9);
     model_pod_free(pod);
     model_node_free(h.spec);
 }
@@ -291,14 +292,16 @@ Test(score, fragment_strand_exact)
  * strandMix 1: half the demand needs 16 cores per GPU. Before: it feeds
  * 2000 of 4000 milli -> 0.5 * 2000 = 1000; after (24 cores): 1500 ->
  * 0.5 * 2500 = 1250; dW = 250. strandMix 0 (the mean): before 3200 fed ->
- * 800, after 2400 -> 1600; dW = 800. Spread either way: 0.05 * 50 *
- * (24/32 + 248/256) = 4.296875. Scores: 50 - 50 * dW / 16000 + spread. */
+ * 800, after 2400 -> 1600; dW = 800. Spread either way, over the surplus
+ * beyond the 4 free GPUs' 40 cores and 32Gi (every pod seen asked for a
+ * GPU): 0.05 * 50 * ((24 - 40)/32 + (248 - 32)/256) = 0.859375. Scores:
+ * 50 - 50 * dW / 16000 + spread. */
 Test(score, fragment_strand_mix_exact)
 {
     static const struct {
         const char *mix;
         double want;
-    } cases[] = {{"1", 53.515625}, {"0", 51.796875}, {"0.5", 52.65625}};
+    } cases[] = {{"1", 50.078125}, {"0", 48.359375}, {"0.5", 49.21875}};
     hnode h;
     hnode_init(&h, 32000, 256 * FX_GI, 4);
     model_pod *lean = fx_pod("l", "l", 4000, 8 * FX_GI);
@@ -363,10 +366,10 @@ Test(score, fragment_spread_gpu_exact)
             cr_assert_float_eq(later, 50.0 - 7e-10, 1e-13);
             cr_assert_gt(first, later);
         }
-        /* CPU-only: 8 cores feed 1 GPU less -> 0 stranded (28 cores feed
-         * 3.5 GPUs of 4: 500 milli stranded; before 0): dW = 500. */
-        cr_assert_float_eq(cpu_first,
-                           50.0 - 50.0 * 500 / 16000 + 0.05 * 50 * (28.0 / 32 + 112.0 / 128), 1e-9);
+        /* CPU-only: 28 cores feed 3.5 GPUs of 4, so 500 milli stranded
+         * (before 0), and spread over the surplus (spreadSurplus, whose
+         * test below has the figures). */
+        cr_assert_float_eq(cpu_first, 47.8125, 1e-9);
         cr_assert(cpu_later == cpu_first);
         score_policy_unref(p);
     }
