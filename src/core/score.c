@@ -1076,10 +1076,12 @@ static double score_fgd(const score_policy *p, const model_pod *pod, const cache
  * CPU or memory cannot feed (stranded), plus partial devices weighted by
  * the chance that the next GPU demand does not fit in them, plus (with
  * multiGpu) the node's free GPU weighted by the chance that the next GPU
- * pod needs more fully free devices than it has. */
-static double frag_waste(const score_policy *p, const view *v)
+ * pod needs more fully free devices than it has. *free_total gets the
+ * view's free GPU (milli). */
+static double frag_waste(const score_policy *p, const view *v, int64_t *free_total)
 {
     gpu_sum g = view_gpu(v);
+    *free_total = g.total;
     if (g.total == 0)
         return 0;
     double cpu_free = v->cpu_free > 0 ? (double)v->cpu_free : 0;
@@ -1126,9 +1128,10 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
     view v;
     view_load(&v, node);
     double gpu_alloc = (double)v.ngpu * MODEL_GPU_MILLI;
-    double before = frag_waste(p, &v);
+    int64_t free_gpu;
+    double before = frag_waste(p, &v, &free_gpu);
     view_place(&v, pod);
-    double after = frag_waste(p, &v);
+    double after = frag_waste(p, &v, &free_gpu);
     /* Spreading CPU and memory (not GPU) places a CPU-only pod, whose waste
      * change is zero on most nodes, as least-allocated would. For a pod
      * asking for GPUs (spreadGpu) it keeps nodes partly used: with 0 its
@@ -1142,7 +1145,7 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
          * less what its free GPUs need at the learned ratios, as much as
          * GPU pods come (g), so a CPU-only pod goes first where the CPU
          * is least needed by the GPUs beside it. */
-        double g = ld(&p->t_gpu_share) * (double)view_gpu(&v).total;
+        double g = ld(&p->t_gpu_share) * (double)free_gpu;
         if (v.cpu_alloc > 0)
             cpu_left -= g * ld(&p->t_cpu_per_milli) / (double)v.cpu_alloc;
         if (v.mem_alloc > 0)
