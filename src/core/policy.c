@@ -493,8 +493,9 @@ static as_err load_shapes(ld_ctx *c, const json_t *obj)
 
 static as_err load_fragment(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"strand", "strandMix", "partial",      "multiGpu", "spread",
-                                       "pack",   "cpuPerGpu", "memoryPerGpu", NULL};
+    static const char *const keys[] = {"strand",       "strandMix",     "partial", "multiGpu",
+                                       "spread",       "spreadGpu",     "pack",    "cpuPerGpu",
+                                       "memoryPerGpu", "spreadSurplus", NULL};
     as_err err = check_keys(c, obj, "fragment", keys);
     if (err)
         return err;
@@ -503,8 +504,11 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
         const char *key;
         size_t off;
     } nums[] = {
-        {"strand", offsetof(score_policy, f_strand)},  {"partial", offsetof(score_policy, f_frag)},
-        {"multiGpu", offsetof(score_policy, f_multi)}, {"spread", offsetof(score_policy, f_spread)},
+        {"strand", offsetof(score_policy, f_strand)},
+        {"partial", offsetof(score_policy, f_frag)},
+        {"multiGpu", offsetof(score_policy, f_multi)},
+        {"spread", offsetof(score_policy, f_spread)},
+        {"spreadGpu", offsetof(score_policy, f_spread_gpu)},
         {"pack", offsetof(score_policy, f_pack)},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
@@ -515,6 +519,9 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
             return err;
     }
     const json_t *v;
+    if ((v = json_object_get(obj, "spreadSurplus")) &&
+        (err = get_bool(c, v, "fragment.spreadSurplus", &p->f_surplus)))
+        return err;
     if ((v = json_object_get(obj, "strandMix")) &&
         (err = get_num(c, v, "fragment.strandMix", 0, 1, &p->f_mix)))
         return err;

@@ -125,6 +125,8 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_frag = 1.0;
     p->f_pack = 0;
     p->f_spread = 0.05;
+    p->f_spread_gpu = 0;
+    p->f_surplus = true;
     p->f_multi = 0;
     p->f_mix = 0;
     p->f_cpu_gpu = 8000;
@@ -1074,10 +1076,12 @@ static double score_fgd(const score_policy *p, const model_pod *pod, const cache
  * CPU or memory cannot feed (stranded), plus partial devices weighted by
  * the chance that the next GPU demand does not fit in them, plus (with
  * multiGpu) the node's free GPU weighted by the chance that the next GPU
- * pod needs more fully free devices than it has. */
-static double frag_waste(const score_policy *p, const view *v)
+ * pod needs more fully free devices than it has. *free_total gets the
+ * view's free GPU (milli). */
+static double frag_waste(const score_policy *p, const view *v, int64_t *free_total)
 {
     gpu_sum g = view_gpu(v);
+    *free_total = g.total;
     if (g.total == 0)
         return 0;
     double cpu_free = v->cpu_free > 0 ? (double)v->cpu_free : 0;
@@ -1124,24 +1128,46 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
     view v;
     view_load(&v, node);
     double gpu_alloc = (double)v.ngpu * MODEL_GPU_MILLI;
-    double before = frag_waste(p, &v);
+    int64_t free_gpu;
+    double before = frag_waste(p, &v, &free_gpu);
     view_place(&v, pod);
-    double after = frag_waste(p, &v);
-    /* Spreading CPU and memory (not GPU) keeps every GPU node able to feed
-     * its free GPUs, and breaks the many ties of the waste term away from
-     * the lowest-named nodes. */
+    double after = frag_waste(p, &v, &free_gpu);
+    /* Spreading CPU and memory (not GPU) places a CPU-only pod, whose waste
+     * change is zero on most nodes, as least-allocated would. For a pod
+     * asking for GPUs (spreadGpu) it keeps nodes partly used: with 0 its
+     * ties go to a fixed node order (first fit, below), which leaves the
+     * other nodes whole for multi-GPU pods and lets nodes drain when pods
+     * leave. */
     double cpu_left = v.cpu_alloc > 0 ? (double)v.cpu_free / (double)v.cpu_alloc : 0;
     double mem_left = v.mem_alloc > 0 ? (double)v.mem_free / (double)v.mem_alloc : 0;
+    if (p->f_surplus && !pod->gpu_count && v.ngpu) {
+        /* Spread over what the node can spare: its free CPU and memory
+         * less what its free GPUs need at the learned ratios, as much as
+         * GPU pods come (g), so a CPU-only pod goes first where the CPU
+         * is least needed by the GPUs beside it. */
+        double g = ld(&p->t_gpu_share) * (double)free_gpu;
+        if (v.cpu_alloc > 0)
+            cpu_left -= g * ld(&p->t_cpu_per_milli) / (double)v.cpu_alloc;
+        if (v.mem_alloc > 0)
+            mem_left -= g * ld(&p->t_mem_per_milli) / (double)v.mem_alloc;
+    }
     double spread = 50.0 * (cpu_left + mem_left);
     double pack = 0;
     if (p->f_pack > 0) {
         gpu_sum g = view_gpu(&v);
         pack = gpu_alloc > 0 ? 100.0 * (1.0 - (double)g.total / gpu_alloc) : 100.0 * (1 - cpu_left);
     }
+    double w = pod->gpu_count ? p->f_spread_gpu : p->f_spread;
     double s =
         50.0 -
         50.0 * ld(&p->t_gpu_share) * (after - before) / (MODEL_MAX_GPUS * (double)MODEL_GPU_MILLI) +
-        p->f_pack * pack + p->f_spread * spread;
+        p->f_pack * pack + w * spread;
+    /* Without spread, ties go to the earlier node in the cache's order
+     * (first fit) by a difference far below any waste step (a milli-GPU
+     * moves the score by about 1e-3 x the GPU pod share), so the scan
+     * keeps the first of equal nodes without comparing names. */
+    if (w == 0)
+        s -= 1e-10 * (double)node->slot;
     return s < 0 ? 0 : s > 100 ? 100 : s;
 }
 

@@ -113,14 +113,16 @@ struct score_policy {
     uint64_t rc_milli[SCORE_RATIO_CLASSES], rc_cpu[SCORE_RATIO_CLASSES];
 
     /* fragment parameters. */
-    double f_strand;  /* weight of GPU stranded by exhausted CPU/memory */
-    double f_frag;    /* weight of partial-GPU fragments */
-    double f_pack;    /* weight of packing (prefer nodes with less free) */
-    double f_cpu_gpu; /* prior cpu millicores per GPU (until learned) */
-    double f_mem_gpu; /* prior memory MiB per GPU (until learned) */
-    double f_spread;  /* weight of spreading CPU/memory (free fraction) */
-    double f_multi;   /* weight of whole devices a multi-GPU demand cannot use */
-    double f_mix;     /* strand over the CPU-per-GPU mix (1) or its mean (0) */
+    double f_strand;     /* weight of GPU stranded by exhausted CPU/memory */
+    double f_frag;       /* weight of partial-GPU fragments */
+    double f_pack;       /* weight of packing (prefer nodes with less free) */
+    double f_cpu_gpu;    /* prior cpu millicores per GPU (until learned) */
+    double f_mem_gpu;    /* prior memory MiB per GPU (until learned) */
+    double f_spread;     /* weight of spreading CPU/memory (free fraction) */
+    double f_spread_gpu; /* the same for pods asking for GPUs */
+    bool f_surplus;      /* CPU-only pods spread by CPU/memory beyond the free GPUs' need */
+    double f_multi;      /* weight of whole devices a multi-GPU demand cannot use */
+    double f_mix;        /* strand over the CPU-per-GPU mix (1) or its mean (0) */
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
     double t_cpu_per_milli;               /* cpu millicores per milli-GPU */

@@ -190,6 +190,9 @@ Test(policy, wrong_types)
     parse_bad("extender: {shortlist: all}\n", AS_EINVAL, "extender.shortlist", "integer");
     parse_bad("fragment: {spread: -0.1}\n", AS_ERANGE, "fragment.spread", "out of range");
     parse_bad("fragment: {strandMix: 1.5}\n", AS_ERANGE, "fragment.strandMix", "out of range");
+    parse_bad("fragment: {spreadGpu: -1}\n", AS_ERANGE, "fragment.spreadGpu", "out of range");
+    parse_bad("fragment: {spreadSurplus: 1}\n", AS_EINVAL, "fragment.spreadSurplus",
+              "true or false");
     parse_bad("fragment: {cpuPerGpu: 0}\n", AS_ERANGE, "fragment.cpuPerGpu", "greater than zero");
     parse_bad("apiVersion: v1\n", AS_EINVAL, "apiVersion", "agentsched.io/v1alpha1");
     parse_bad("kind: Pod\n", AS_EINVAL, "kind", "SchedulingPolicy");

@@ -273,14 +273,15 @@ Test(score, fgd_score_gradient)
 /* fragment, exact value with the priors (8 cores and 32Gi per GPU,
  * nothing learned): node 8 cores / 64Gi / 1 GPU, CPU-only pod 4 cores /
  * 8Gi. Before: CPU feeds 1000 milli, memory 2000 -> nothing stranded.
- * After: CPU feeds 500 -> 500 milli stranded. Score = 50 - 50*500/16000
- * + 0.05 * 50 * (4/8 + 56/64) = 48.4375 + 3.4375 = 51.875. */
+ * After: CPU feeds 500 -> 500 milli stranded. Spread over the surplus
+ * beyond the free GPU's 8 cores and 32Gi: 0.05 * 50 * ((4 - 8)/8 +
+ * (56 - 32)/64) = -0.3125. Score = 50 - 50*500/16000 - 0.3125 = 48.125. */
 Test(score, fragment_strand_exact)
 {
     hnode h;
     hnode_init(&h, 8000, 64 * FX_GI, 1);
     model_pod *pod = fx_pod("p", "p", 4000, 8 * FX_GI);
-    cr_assert_float_eq(score(SCORE_FRAGMENT, pod, &h), 51.875, 1e-9);
+    cr_assert_float_eq(score(SCORE_FRAGMENT, pod, &h), 48.125, 1e-9);
     model_pod_free(pod);
     model_node_free(h.spec);
 }
@@ -291,14 +292,16 @@ Test(score, fragment_strand_exact)
  * strandMix 1: half the demand needs 16 cores per GPU. Before: it feeds
  * 2000 of 4000 milli -> 0.5 * 2000 = 1000; after (24 cores): 1500 ->
  * 0.5 * 2500 = 1250; dW = 250. strandMix 0 (the mean): before 3200 fed ->
- * 800, after 2400 -> 1600; dW = 800. Spread either way: 0.05 * 50 *
- * (24/32 + 248/256) = 4.296875. Scores: 50 - 50 * dW / 16000 + spread. */
+ * 800, after 2400 -> 1600; dW = 800. Spread either way, over the surplus
+ * beyond the 4 free GPUs' 40 cores and 32Gi (every pod seen asked for a
+ * GPU): 0.05 * 50 * ((24 - 40)/32 + (248 - 32)/256) = 0.859375. Scores:
+ * 50 - 50 * dW / 16000 + spread. */
 Test(score, fragment_strand_mix_exact)
 {
     static const struct {
         const char *mix;
         double want;
-    } cases[] = {{"1", 53.515625}, {"0", 51.796875}, {"0.5", 52.65625}};
+    } cases[] = {{"1", 50.078125}, {"0", 48.359375}, {"0.5", 49.21875}};
     hnode h;
     hnode_init(&h, 32000, 256 * FX_GI, 4);
     model_pod *lean = fx_pod("l", "l", 4000, 8 * FX_GI);
@@ -326,6 +329,87 @@ Test(score, fragment_strand_mix_exact)
     model_pod_free(hungry);
     model_pod_free(pod);
     model_node_free(h.spec);
+}
+
+/* fragment's spreadGpu, exact values with the priors (8 cores and 32Gi
+ * per GPU). Node 32 cores / 128Gi / 4 GPUs, nothing used; a 1-GPU pod of
+ * 4 cores / 16Gi strands nothing (28 cores and 112Gi feed the 3 GPUs
+ * left), so the waste term is 0. spreadGpu 0.05: 50 + 0.05 * 50 * (28/32
+ * + 112/128) = 54.375 wherever the node is. spreadGpu 0: 50, less 1e-10
+ * per slot, so the earlier of two equal nodes wins (first fit). A
+ * CPU-only pod keeps spread (0.05) either way. */
+Test(score, fragment_spread_gpu_exact)
+{
+    hnode h;
+    hnode_init(&h, 32000, 128 * FX_GI, 4);
+    model_pod *pod = fx_pod("g", "g", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, pod, 1, 0);
+    model_pod *cpu_pod = fx_pod("c", "c", 4000, 16 * FX_GI);
+    static const char *const yaml[] = {"strategy: fragment\nfragment:\n  spreadGpu: 0.05\n",
+                                       "strategy: fragment\nfragment:\n  spreadGpu: 0\n"};
+    for (int i = 0; i < 2; i++) {
+        score_policy *p = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml[i], strlen(yaml[i]), &p, &d), AS_OK,
+                     "%s", d.msg);
+        h.cn.slot = 0;
+        double first = score_node(p, pod, &h.cn);
+        double cpu_first = score_node(p, cpu_pod, &h.cn);
+        h.cn.slot = 7;
+        double later = score_node(p, pod, &h.cn);
+        double cpu_later = score_node(p, cpu_pod, &h.cn);
+        if (i == 0) {
+            cr_assert_float_eq(first, 54.375, 1e-12);
+            cr_assert(later == first);
+        } else {
+            cr_assert_float_eq(first, 50.0, 1e-12);
+            cr_assert_float_eq(later, 50.0 - 7e-10, 1e-13);
+            cr_assert_gt(first, later);
+        }
+        /* CPU-only: 28 cores feed 3.5 GPUs of 4, so 500 milli stranded
+         * (before 0), and spread over the surplus (spreadSurplus, whose
+         * test below has the figures). */
+        cr_assert_float_eq(cpu_first, 47.8125, 1e-9);
+        cr_assert(cpu_later == cpu_first);
+        score_policy_unref(p);
+    }
+    model_pod_free(pod);
+    model_pod_free(cpu_pod);
+    model_node_free(h.spec);
+}
+
+/* fragment's spreadSurplus, exact values with the priors (8 cores and 32Gi
+ * per GPU; fewer than 20 pods seen, so g = 1). Node 32 cores / 128Gi / 4
+ * free GPUs, CPU-only pod 4 cores / 16Gi: 28 cores and 112Gi feed 3500 of
+ * the 4000 milli, so dW = 500 (-1.5625). Spread over free CPU and memory:
+ * 0.05 * 50 * (28/32 + 112/128) = 4.375; over the surplus beyond the free
+ * GPUs' need (32 cores, 128Gi): 0.05 * 50 * (-4/32 - 16/128) = -0.625.
+ * A node without GPUs spreads by its free fraction either way. */
+Test(score, fragment_spread_surplus_exact)
+{
+    hnode h, c;
+    hnode_init(&h, 32000, 128 * FX_GI, 4);
+    hnode_init(&c, 32000, 128 * FX_GI, 0);
+    model_pod *pod = fx_pod("c", "c", 4000, 16 * FX_GI);
+    static const struct {
+        const char *yaml;
+        double want;
+    } cases[] = {{"strategy: fragment\nfragment:\n  spreadSurplus: false\n", 52.8125},
+                 {"strategy: fragment\nfragment:\n  spreadSurplus: true\n", 47.8125}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        score_policy *p = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(
+            score_policy_parse(&reg, "t.yaml", cases[i].yaml, strlen(cases[i].yaml), &p, &d), AS_OK,
+            "%s", d.msg);
+        cr_assert_float_eq(score_node(p, pod, &h.cn), cases[i].want, 1e-9, "%s: %f", cases[i].yaml,
+                           score_node(p, pod, &h.cn));
+        cr_assert_float_eq(score_node(p, pod, &c.cn), 54.375, 1e-9);
+        score_policy_unref(p);
+    }
+    model_pod_free(pod);
+    model_node_free(h.spec);
+    model_node_free(c.spec);
 }
 
 /* fragment prefers: a CPU-only node for CPU-only pods over a GPU node it
