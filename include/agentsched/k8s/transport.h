@@ -151,6 +151,8 @@ typedef struct k8s_status {
                                                from down; 0: never down */
     bool shards_present;                    /* NodeShard CRD answered */
     uint64_t events[K8S_KIND__COUNT];       /* watch events applied */
+    uint64_t pod_events_undecoded;          /* of the pods', applied without a decode
+                                               (k8s_stream_briefs) */
     uint64_t relists[K8S_KIND__COUNT];      /* lists after the first */
     uint64_t reconnects[K8S_KIND__COUNT];
     uint64_t binds_ok, binds_failed, bind_retries;
