@@ -264,6 +264,31 @@ as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, c
                  size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
                  as_diag *diag);
 
+/*
+ * A keep-alive handle whose options (TLS, credentials, timeouts, headers)
+ * stay set across requests, for the paths that send the same kind of
+ * request again and again (the bind pool's Bindings and Events): no
+ * curl_easy_reset and full setup per call. The headers are rebuilt when
+ * the bearer token changes. Used by one thread at a time.
+ */
+typedef struct k8s_kept {
+    CURL *h;
+    struct curl_slist *hdrs; /* the handle's headers; NULL until first use */
+    uint64_t tok_gen;        /* the token generation hdrs were built for */
+    bool set;                /* the client's options are set on h */
+} k8s_kept;
+
+/* k8s_kept_init makes an unused kept handle (AS_ENOMEM); k8s_kept_fini
+ * closes its connection and frees it. */
+as_err k8s_kept_init(k8s_kept *kh);
+void k8s_kept_fini(k8s_kept *kh);
+
+/* k8s_do_kept is k8s_do_ex for a JSON POST (body not NULL) on kept
+ * handle kh. */
+as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *body, size_t body_len,
+                   buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
+                   as_diag *diag);
+
 /* k8s_do_priority: as k8s_do, but outside the rate limiter and with its
  * own timeout (connect included), for leader election: a renewal must not
  * queue behind a burst of binds, nor outlive the renew deadline. */
