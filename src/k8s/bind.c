@@ -36,7 +36,7 @@ as_err k8s_bind_init(k8s_client *k)
     }
     k->bq_cap = BIND_QUEUE_CAP;
     for (size_t i = 0; i < n; i++) {
-        if ((err = k8s_kept_init(&k->bkept[i])))
+        if ((err = k8s_kept_init(&k->bkept[i], BIND_RESP_CAP)))
             goto done;
         k->bhandles[i] = &k->bkept[i];
     }
@@ -207,33 +207,33 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
     if (!ns || !*ns || !name || !*name || !node || !*node)
         return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
-    buf body, resp, path;
-    buf_init(&body, 8192);
-    buf_init(&resp, BIND_RESP_CAP);
-    buf_init(&path, 4096);
     as_err err = AS_OK;
     k8s_kept *h = k8s_bind_handle_get(k);
     if (!h) {
         err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
         goto out;
     }
-    buf_puts(&path, "/api/v1/namespaces/");
-    k8s_path_segment(&path, ns);
-    buf_puts(&path, "/pods/");
-    k8s_path_segment(&path, name);
-    buf_puts(&path, "/binding");
-    buf_puts(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
-    buf_json_cstr(&body, name);
-    buf_puts(&body, ",\"namespace\":");
-    buf_json_cstr(&body, ns);
+    /* the handle's own scratch: nothing allocated per bind */
+    buf *body = &h->body, *resp = &h->resp, *path = &h->path;
+    buf_reset(body);
+    buf_reset(path);
+    buf_puts(path, "/api/v1/namespaces/");
+    k8s_path_segment(path, ns);
+    buf_puts(path, "/pods/");
+    k8s_path_segment(path, name);
+    buf_puts(path, "/binding");
+    buf_puts(body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
+    buf_json_cstr(body, name);
+    buf_puts(body, ",\"namespace\":");
+    buf_json_cstr(body, ns);
     if (uid && *uid) {
-        buf_puts(&body, ",\"uid\":");
-        buf_json_cstr(&body, uid);
+        buf_puts(body, ",\"uid\":");
+        buf_json_cstr(body, uid);
     }
-    buf_puts(&body, "},\"target\":{\"kind\":\"Node\",\"name\":");
-    buf_json_cstr(&body, node);
-    buf_puts(&body, "}}");
-    if (path.err || body.err) {
+    buf_puts(body, "},\"target\":{\"kind\":\"Node\",\"name\":");
+    buf_json_cstr(body, node);
+    buf_puts(body, "}}");
+    if (path->err || body->err) {
         err = AS_ENOMEM;
         goto done;
     }
@@ -253,9 +253,9 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         long status = 0;
         int64_t retry_after = 0;
         as_diag d = {{0}, {0}};
-        buf_reset(&resp);
+        buf_reset(resp);
         unsigned sends = 0;
-        err = k8s_do_kept(k, h, path.data, body.data, body.len, &resp, &status, &retry_after,
+        err = k8s_do_kept(k, h, path->data, body->data, body->len, resp, &status, &retry_after,
                           &sends, &d);
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
@@ -282,7 +282,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             goto done;
         } else if (status == 409) {
             char other[256];
-            if (k8s_conflict_node(resp.data ? resp.data : "", resp.len, other, sizeof other)) {
+            if (k8s_conflict_node(resp->data ? resp->data : "", resp->len, other, sizeof other)) {
                 if (!strcmp(other, node)) {
                     log_debug("msg=\"bind already done\" pod=%s/%s node=%s", ns, name, node);
                     err = AS_OK;
@@ -298,7 +298,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
              * ... Unavailable"), where the write may or may not have
              * landed. Retried like a 504; refused for good only when the
              * budget and the unknown window are spent. */
-            const char *why = status_message(&resp, msg, sizeof msg);
+            const char *why = status_message(resp, msg, sizeof msg);
             note_unknown(k, &unknown, ns, name, node, why);
             if (give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, AS_EHTTP, NULL,
@@ -320,14 +320,14 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
                 err = as_diag_set(diag, status == 401 || status == 403 ? AS_EAUTH : AS_EHTTP, NULL,
                                   "bind %s/%s to %s refused (%ld) after %u attempts: %s%s", ns,
                                   name, node, status, attempt + 1,
-                                  status_message(&resp, msg, sizeof msg), UNKNOWN_NOTE);
+                                  status_message(resp, msg, sizeof msg), UNKNOWN_NOTE);
                 goto done;
             }
         } else if (status == 401 || status == 403) {
             err = as_diag_set(diag, AS_EAUTH, NULL,
                               "bind %s/%s refused (%ld): %s; the scheduler needs create on "
                               "pods/binding",
-                              ns, name, status, status_message(&resp, msg, sizeof msg));
+                              ns, name, status, status_message(resp, msg, sizeof msg));
             goto done;
         } else if (status == 429 || status >= 500) {
             if (status == 504)
@@ -335,13 +335,13 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             if (give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, AS_EHTTP, NULL,
                                   "bind %s/%s to %s failed after %u attempts (%ld): %s%s", ns, name,
-                                  node, attempt + 1, status, status_message(&resp, msg, sizeof msg),
+                                  node, attempt + 1, status, status_message(resp, msg, sizeof msg),
                                   unknown ? UNKNOWN_NOTE : "");
                 goto done;
             }
         } else {
             err = as_diag_set(diag, AS_EHTTP, NULL, "bind %s/%s to %s refused (%ld): %s", ns, name,
-                              node, status, status_message(&resp, msg, sizeof msg));
+                              node, status, status_message(resp, msg, sizeof msg));
             goto done;
         }
         k8s_count(k, &k->st.bind_retries, 1);
@@ -363,9 +363,6 @@ out:
         k8s_count(k, &k->st.binds_ok, 1);
     else
         k8s_count(k, &k->st.binds_failed, 1);
-    buf_free(&path);
-    buf_free(&body);
-    buf_free(&resp);
     return err;
 }
 

@@ -299,13 +299,6 @@ void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const c
         k8s_count(k, &k->st.events_dropped, 1);
         return;
     }
-    buf body, resp, path;
-    buf_init(&body, 16384);
-    buf_init(&resp, 64 * 1024);
-    buf_init(&path, 1024);
-    post_one(k, NULL, h, &j, &body, &resp, &path);
+    post_one(k, NULL, h, &j, &h->body, &h->resp, &h->path);
     k8s_bind_handle_put(k, h);
-    buf_free(&body);
-    buf_free(&resp);
-    buf_free(&path);
 }

@@ -221,10 +221,12 @@ as_err k8s_path_segment(buf *b, const char *s)
 /* See transport.h. */
 char *k8s_url(k8s_client *k, const char *path)
 {
-    size_t n = strlen(k->url_base) + strlen(path) + 1;
-    char *u = malloc(n);
-    if (u)
-        snprintf(u, n, "%s%s", k->url_base, path);
+    size_t nb = strlen(k->url_base), np = strlen(path);
+    char *u = malloc(nb + np + 1);
+    if (u) {
+        memcpy(u, k->url_base, nb);
+        memcpy(u + nb, path, np + 1);
+    }
     return u;
 }
 
@@ -396,9 +398,12 @@ as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *bo
 }
 
 /* See transport.h. */
-as_err k8s_kept_init(k8s_kept *kh)
+as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap)
 {
     memset(kh, 0, sizeof *kh);
+    buf_init(&kh->path, 4096);
+    buf_init(&kh->body, 64 * 1024);
+    buf_init(&kh->resp, resp_cap);
     kh->h = curl_easy_init();
     return kh->h ? AS_OK : AS_ENOMEM;
 }
@@ -409,6 +414,9 @@ void k8s_kept_fini(k8s_kept *kh)
     if (kh->h)
         curl_easy_cleanup(kh->h);
     curl_slist_free_all(kh->hdrs);
+    buf_free(&kh->path);
+    buf_free(&kh->body);
+    buf_free(&kh->resp);
     memset(kh, 0, sizeof *kh);
 }
 

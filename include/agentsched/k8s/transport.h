@@ -276,11 +276,15 @@ typedef struct k8s_kept {
     struct curl_slist *hdrs; /* the handle's headers; NULL until first use */
     uint64_t tok_gen;        /* the token generation hdrs were built for */
     bool set;                /* the client's options are set on h */
+    /* Scratch for the holder's request (path, body, answer): reset, not
+     * freed, between calls, so a request allocates nothing of its own. */
+    buf path, body, resp;
 } k8s_kept;
 
-/* k8s_kept_init makes an unused kept handle (AS_ENOMEM); k8s_kept_fini
- * closes its connection and frees it. */
-as_err k8s_kept_init(k8s_kept *kh);
+/* k8s_kept_init makes an unused kept handle, its answer buffer capped at
+ * resp_cap (AS_ENOMEM); k8s_kept_fini closes its connection and frees
+ * it. */
+as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap);
 void k8s_kept_fini(k8s_kept *kh);
 
 /* k8s_do_kept is k8s_do_ex for a JSON POST (body not NULL) on kept
