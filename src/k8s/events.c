@@ -121,12 +121,11 @@ static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
     return b->err;
 }
 
-/* post_one posts j on h or kh (a keep-alive handle; kh when not NULL)
- * and counts the outcome; body, resp and path are scratch buffers. Never
- * retried: a late Event says nothing the pod does not. */
-static void post_one(k8s_client *k, CURL *h, k8s_kept *kh, const k8s_event_job *j, buf *body,
-                     buf *resp, buf *path)
+/* post_one posts j on kept handle kh (its scratch buffers) and counts the
+ * outcome. Never retried: a late Event says nothing the pod does not. */
+static void post_one(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
 {
+    buf *body = &kh->body, *resp = &kh->resp, *path = &kh->path;
     buf_reset(body);
     buf_reset(resp);
     buf_reset(path);
@@ -138,10 +137,8 @@ static void post_one(k8s_client *k, CURL *h, k8s_kept *kh, const k8s_event_job *
     as_err err = event_body(k, j, body);
     if (!err && path->err)
         err = AS_ENOMEM;
-    if (!err && kh)
+    if (!err)
         err = k8s_do_kept(k, kh, path->data, body->data, body->len, resp, &status, NULL, NULL, &d);
-    else if (!err)
-        err = k8s_do(k, h, "POST", path->data, body->data, body->len, resp, &status, &d);
     if (!err && (status == 200 || status == 201)) {
         k8s_count(k, &k->st.events_posted, 1);
     } else {
@@ -155,31 +152,24 @@ static void *event_worker(void *arg)
 {
     k8s_client *k = arg;
     pthread_setname_np(pthread_self(), "as-k8s-events");
-    CURL *h = curl_easy_init(); /* one keep-alive connection for events */
-    buf body, resp, path;
-    buf_init(&body, 16384);
-    buf_init(&resp, 64 * 1024);
-    buf_init(&path, 1024);
+    k8s_kept kh; /* one keep-alive connection for events, its options kept */
+    bool have = k8s_kept_init(&kh, 64 * 1024) == AS_OK;
     pthread_mutex_lock(&k->emu);
     for (;;) {
         while (k->eq_len == 0 && !k8s_stopping(k))
             pthread_cond_wait(&k->econd, &k->emu);
-        if (k8s_stopping(k) || !h)
+        if (k8s_stopping(k) || !have)
             break;
         k8s_event_job j = k->eq[k->eq_head];
         k->eq_head = (k->eq_head + 1) % k->eq_cap;
         k->eq_len--;
         pthread_mutex_unlock(&k->emu);
-        post_one(k, h, NULL, &j, &body, &resp, &path);
+        post_one(k, &kh, &j);
         ejob_free(&j);
         pthread_mutex_lock(&k->emu);
     }
     pthread_mutex_unlock(&k->emu);
-    buf_free(&body);
-    buf_free(&resp);
-    buf_free(&path);
-    if (h)
-        curl_easy_cleanup(h);
+    k8s_kept_fini(&kh);
     return NULL;
 }
 
@@ -275,6 +265,15 @@ void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const c
 {
     if (!k || !ns || !name || !reason)
         return;
+    /* One caller's Event on the wire at a time, as the poster thread has
+     * one: Events posted by all 32 bind threads at once queued behind each
+     * other in the API server (tens of ms each instead of a few) and held
+     * the bind threads with them. Another one goes to the poster. */
+    if (__atomic_fetch_add(&k->einline, 1, __ATOMIC_ACQ_REL) > 0) {
+        __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
+        k8s_event_post(k, ns, name, uid, type, reason, message);
+        return;
+    }
     int64_t now = clock_now_ms();
     uint64_t key = event_key(ns, name, uid, reason);
     pthread_mutex_lock(&k->emu);
@@ -297,8 +296,10 @@ void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const c
     k8s_kept *h = ok ? k8s_bind_handle_get(k) : NULL;
     if (!h) {
         k8s_count(k, &k->st.events_dropped, 1);
-        return;
+        goto done;
     }
-    post_one(k, NULL, h, &j, &h->body, &h->resp, &h->path);
+    post_one(k, h, &j);
     k8s_bind_handle_put(k, h);
+done:
+    __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
 }

@@ -98,6 +98,7 @@ struct k8s_client {
     k8s_ratelimit erl; /* event_qps, taken with k8s_rl_take under emu */
     pthread_t ethread;
     bool erunning;
+    int einline; /* (atomic) Events being posted by callers (k8s_event_post_now) */
 };
 
 #endif
