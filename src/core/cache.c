@@ -454,6 +454,7 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
     if (e && e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0 &&
         cache_acct_same_request(e, pod) && (!pinned || pinned == e->gpu_devices)) {
         cache_acct_confirm(&c->acct, e);
+        e->digest = pod->digest;
         if (pinned)
             e->gpu_pinned = 1;
         goto done;
@@ -484,6 +485,26 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
 done:
     pthread_mutex_unlock(&c->wmu);
     return err;
+}
+
+/* See cache.h. */
+bool cache_pod_touch(cache *c, const char *uid, const char *node, size_t node_len, uint64_t digest)
+{
+    bool done = false;
+    if (!uid || !digest || !node || !node_len)
+        return false;
+    pthread_mutex_lock(&c->wmu);
+    pentry *e = table_get(&c->acct.pods, uid, strlen(uid));
+    /* cache_pod_upsert's "same node, same request" case, GPU pods aside
+     * (their devices may be pinned by an annotation: they decode). */
+    if (e && e->digest == digest && !e->gpu_count && e->rec->len == node_len &&
+        memcmp(e->rec->name, node, node_len) == 0) {
+        c->pod_events++;
+        cache_acct_confirm(&c->acct, e);
+        done = true;
+    }
+    pthread_mutex_unlock(&c->wmu);
+    return done;
 }
 
 /* See cache.h. */

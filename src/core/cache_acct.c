@@ -168,6 +168,7 @@ pentry *cache_acct_entry_new(const char *uid, size_t uid_len, const model_pod *p
         return NULL;
     e->req_mask = mask;
     e->nreq = (uint8_t)nreq;
+    e->digest = pod->digest;
     int k = 0;
     for (int r = 0; r < MODEL_MAX_RES; r++)
         if (mask & (1u << r))

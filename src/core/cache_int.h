@@ -74,6 +74,7 @@ struct pentry {
     int64_t assumed_at_ms;
     int64_t containers_cpu; /* the pod's containers_cpu; 0 for a mirror pod */
     uint64_t epoch;
+    uint64_t digest; /* model_pod digest of the text the entry was charged from; 0 unknown */
     uint32_t req_mask;
     uint32_t gpu_devices;
     int32_t gpu_milli;

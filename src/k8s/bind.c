@@ -27,27 +27,29 @@ as_err k8s_bind_init(k8s_client *k)
 {
     size_t n = k->cfg.bind_concurrency;
     as_err err = AS_OK;
+    k->bkept = calloc(n, sizeof *k->bkept);
     k->bhandles = calloc(n, sizeof *k->bhandles);
     k->bq = calloc(BIND_QUEUE_CAP, sizeof *k->bq);
-    if (!k->bhandles || !k->bq) {
+    if (!k->bkept || !k->bhandles || !k->bq) {
         err = AS_ENOMEM;
         goto done;
     }
     k->bq_cap = BIND_QUEUE_CAP;
-    for (size_t i = 0; i < n; i++)
-        if (!(k->bhandles[i] = curl_easy_init())) {
-            err = AS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if ((err = k8s_kept_init(&k->bkept[i], BIND_RESP_CAP)))
             goto done;
-        }
+        k->bhandles[i] = &k->bkept[i];
+    }
     k->nbfree = n;
 done:
-    if (err && k->bhandles) {
+    if (err) {
         /* Leave nothing for k8s_bind_shutdown to wait for: with bhandles
          * set and nbfree short of bind_concurrency it would wait forever
          * for handles that were never handed out. */
-        for (size_t i = 0; i < n; i++)
-            if (k->bhandles[i])
-                curl_easy_cleanup(k->bhandles[i]);
+        for (size_t i = 0; k->bkept && i < n; i++)
+            k8s_kept_fini(&k->bkept[i]);
+        free(k->bkept);
+        k->bkept = NULL;
         free(k->bhandles);
         k->bhandles = NULL;
     }
@@ -94,19 +96,21 @@ void k8s_bind_shutdown(k8s_client *k)
     while (k->bhandles && k->nbfree < k->cfg.bind_concurrency)
         pthread_cond_wait(&k->bcond, &k->bmu);
     pthread_mutex_unlock(&k->bmu);
-    if (k->bhandles)
+    if (k->bkept)
         for (size_t i = 0; i < k->cfg.bind_concurrency; i++)
-            if (k->bhandles[i])
-                curl_easy_cleanup(k->bhandles[i]);
+            k8s_kept_fini(&k->bkept[i]);
+    free(k->bkept);
+    k->bkept = NULL;
     free(k->bhandles);
     k->bhandles = NULL;
     free(k->bq);
     k->bq = NULL;
 }
 
-static CURL *handle_get(k8s_client *k)
+/* See bind.h. */
+k8s_kept *k8s_bind_handle_get(k8s_client *k)
 {
-    CURL *h = NULL;
+    k8s_kept *h = NULL;
     pthread_mutex_lock(&k->bmu);
     while (k->nbfree == 0 && !k8s_stopping(k))
         pthread_cond_wait(&k->bcond, &k->bmu);
@@ -116,7 +120,8 @@ static CURL *handle_get(k8s_client *k)
     return h;
 }
 
-static void handle_put(k8s_client *k, CURL *h)
+/* See bind.h. */
+void k8s_bind_handle_put(k8s_client *k, k8s_kept *h)
 {
     pthread_mutex_lock(&k->bmu);
     k->bhandles[k->nbfree++] = h;
@@ -202,37 +207,37 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
     if (!ns || !*ns || !name || !*name || !node || !*node)
         return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
-    buf body, resp, path;
-    buf_init(&body, 8192);
-    buf_init(&resp, BIND_RESP_CAP);
-    buf_init(&path, 4096);
     as_err err = AS_OK;
-    CURL *h = handle_get(k);
+    k8s_kept *h = k8s_bind_handle_get(k);
     if (!h) {
         err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
         goto out;
     }
-    buf_puts(&path, "/api/v1/namespaces/");
-    k8s_path_segment(&path, ns);
-    buf_puts(&path, "/pods/");
-    k8s_path_segment(&path, name);
-    buf_puts(&path, "/binding");
-    buf_puts(&body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
-    buf_json_cstr(&body, name);
-    buf_puts(&body, ",\"namespace\":");
-    buf_json_cstr(&body, ns);
+    /* the handle's own scratch: nothing allocated per bind */
+    buf *body = &h->body, *resp = &h->resp, *path = &h->path;
+    buf_reset(body);
+    buf_reset(path);
+    buf_puts(path, "/api/v1/namespaces/");
+    k8s_path_segment(path, ns);
+    buf_puts(path, "/pods/");
+    k8s_path_segment(path, name);
+    buf_puts(path, "/binding");
+    buf_puts(body, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":");
+    buf_json_cstr(body, name);
+    buf_puts(body, ",\"namespace\":");
+    buf_json_cstr(body, ns);
     if (uid && *uid) {
-        buf_puts(&body, ",\"uid\":");
-        buf_json_cstr(&body, uid);
+        buf_puts(body, ",\"uid\":");
+        buf_json_cstr(body, uid);
     }
-    buf_puts(&body, "},\"target\":{\"kind\":\"Node\",\"name\":");
-    buf_json_cstr(&body, node);
-    buf_puts(&body, "}}");
-    if (path.err || body.err) {
+    buf_puts(body, "},\"target\":{\"kind\":\"Node\",\"name\":");
+    buf_json_cstr(body, node);
+    buf_puts(body, "}}");
+    if (path->err || body->err) {
         err = AS_ENOMEM;
         goto done;
     }
-    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)h;
+    uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)h->h;
     /* Once an attempt may have been applied without our hearing the answer
      * (the connection broke after the request went out, or the API server
      * timed out: 504), releasing the pod could free capacity the pod holds
@@ -248,10 +253,10 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         long status = 0;
         int64_t retry_after = 0;
         as_diag d = {{0}, {0}};
-        buf_reset(&resp);
+        buf_reset(resp);
         unsigned sends = 0;
-        err = k8s_do_ex(k, h, "POST", path.data, body.data, body.len, &resp, &status, &retry_after,
-                        &sends, &d);
+        err = k8s_do_kept(k, h, path->data, body->data, body->len, resp, &status, &retry_after,
+                          &sends, &d);
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
                          "the connection died unanswered and the binding was sent again");
@@ -264,7 +269,8 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             bool retry = err == AS_EIO || err == AS_ETIMEOUT;
             /* A request never sent (no connection) cannot have been applied. */
             long sent = 0;
-            if (retry && curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0)
+            if (retry && curl_easy_getinfo(h->h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK &&
+                sent > 0)
                 note_unknown(k, &unknown, ns, name, node, d.msg);
             if (!retry || give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s%s", ns, name, node, d.msg,
@@ -276,7 +282,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             goto done;
         } else if (status == 409) {
             char other[256];
-            if (k8s_conflict_node(resp.data ? resp.data : "", resp.len, other, sizeof other)) {
+            if (k8s_conflict_node(resp->data ? resp->data : "", resp->len, other, sizeof other)) {
                 if (!strcmp(other, node)) {
                     log_debug("msg=\"bind already done\" pod=%s/%s node=%s", ns, name, node);
                     err = AS_OK;
@@ -292,7 +298,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
              * ... Unavailable"), where the write may or may not have
              * landed. Retried like a 504; refused for good only when the
              * budget and the unknown window are spent. */
-            const char *why = status_message(&resp, msg, sizeof msg);
+            const char *why = status_message(resp, msg, sizeof msg);
             note_unknown(k, &unknown, ns, name, node, why);
             if (give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, AS_EHTTP, NULL,
@@ -314,14 +320,14 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
                 err = as_diag_set(diag, status == 401 || status == 403 ? AS_EAUTH : AS_EHTTP, NULL,
                                   "bind %s/%s to %s refused (%ld) after %u attempts: %s%s", ns,
                                   name, node, status, attempt + 1,
-                                  status_message(&resp, msg, sizeof msg), UNKNOWN_NOTE);
+                                  status_message(resp, msg, sizeof msg), UNKNOWN_NOTE);
                 goto done;
             }
         } else if (status == 401 || status == 403) {
             err = as_diag_set(diag, AS_EAUTH, NULL,
                               "bind %s/%s refused (%ld): %s; the scheduler needs create on "
                               "pods/binding",
-                              ns, name, status, status_message(&resp, msg, sizeof msg));
+                              ns, name, status, status_message(resp, msg, sizeof msg));
             goto done;
         } else if (status == 429 || status >= 500) {
             if (status == 504)
@@ -329,13 +335,13 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             if (give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, AS_EHTTP, NULL,
                                   "bind %s/%s to %s failed after %u attempts (%ld): %s%s", ns, name,
-                                  node, attempt + 1, status, status_message(&resp, msg, sizeof msg),
+                                  node, attempt + 1, status, status_message(resp, msg, sizeof msg),
                                   unknown ? UNKNOWN_NOTE : "");
                 goto done;
             }
         } else {
             err = as_diag_set(diag, AS_EHTTP, NULL, "bind %s/%s to %s refused (%ld): %s", ns, name,
-                              node, status, status_message(&resp, msg, sizeof msg));
+                              node, status, status_message(resp, msg, sizeof msg));
             goto done;
         }
         k8s_count(k, &k->st.bind_retries, 1);
@@ -351,15 +357,12 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         }
     }
 done:
-    handle_put(k, h);
+    k8s_bind_handle_put(k, h);
 out:
     if (err == AS_OK)
         k8s_count(k, &k->st.binds_ok, 1);
     else
         k8s_count(k, &k->st.binds_failed, 1);
-    buf_free(&path);
-    buf_free(&body);
-    buf_free(&resp);
     return err;
 }
 

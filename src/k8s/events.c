@@ -6,6 +6,7 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
+#include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/events.h"
 #include "internal.h"
 
@@ -120,53 +121,109 @@ static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
     return b->err;
 }
 
+/* post_one posts j on kept handle kh (its scratch buffers) and counts the
+ * outcome. Never retried: a late Event says nothing the pod does not. */
+static void post_one(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
+{
+    buf *body = &kh->body, *resp = &kh->resp, *path = &kh->path;
+    buf_reset(body);
+    buf_reset(resp);
+    buf_reset(path);
+    buf_puts(path, "/api/v1/namespaces/");
+    k8s_path_segment(path, j->ns);
+    buf_puts(path, "/events");
+    long status = 0;
+    as_diag d = {{0}, {0}};
+    as_err err = event_body(k, j, body);
+    if (!err && path->err)
+        err = AS_ENOMEM;
+    if (!err)
+        err = k8s_do_kept(k, kh, path->data, body->data, body->len, resp, &status, NULL, NULL, &d);
+    if (!err && (status == 200 || status == 201)) {
+        k8s_count(k, &k->st.events_posted, 1);
+    } else {
+        k8s_count(k, &k->st.events_dropped, 1);
+        log_debug("msg=\"event not posted\" pod=%s/%s reason=%s status=%ld err=\"%s\"", j->ns,
+                  j->name, j->reason, status, d.msg);
+    }
+}
+
 static void *event_worker(void *arg)
 {
     k8s_client *k = arg;
     pthread_setname_np(pthread_self(), "as-k8s-events");
-    CURL *h = curl_easy_init(); /* one keep-alive connection for events */
-    buf body, resp, path;
-    buf_init(&body, 16384);
-    buf_init(&resp, 64 * 1024);
-    buf_init(&path, 1024);
+    k8s_kept kh; /* one keep-alive connection for events, its options kept */
+    bool have = k8s_kept_init(&kh, 64 * 1024) == AS_OK;
     pthread_mutex_lock(&k->emu);
     for (;;) {
         while (k->eq_len == 0 && !k8s_stopping(k))
             pthread_cond_wait(&k->econd, &k->emu);
-        if (k8s_stopping(k) || !h)
+        if (k8s_stopping(k) || !have)
             break;
         k8s_event_job j = k->eq[k->eq_head];
         k->eq_head = (k->eq_head + 1) % k->eq_cap;
         k->eq_len--;
         pthread_mutex_unlock(&k->emu);
-        buf_reset(&body);
-        buf_reset(&resp);
-        buf_reset(&path);
-        buf_puts(&path, "/api/v1/namespaces/");
-        k8s_path_segment(&path, j.ns);
-        buf_puts(&path, "/events");
-        long status = 0;
-        as_diag d = {{0}, {0}};
-        as_err err = event_body(k, &j, &body);
-        if (!err)
-            err = k8s_do(k, h, "POST", path.data, body.data, body.len, &resp, &status, &d);
-        if (!err && (status == 200 || status == 201)) {
-            k8s_count(k, &k->st.events_posted, 1);
-        } else {
-            k8s_count(k, &k->st.events_dropped, 1);
-            log_debug("msg=\"event not posted\" pod=%s/%s reason=%s status=%ld err=\"%s\"", j.ns,
-                      j.name, j.reason, status, d.msg);
-        }
+        post_one(k, &kh, &j);
         ejob_free(&j);
         pthread_mutex_lock(&k->emu);
     }
     pthread_mutex_unlock(&k->emu);
-    buf_free(&body);
-    buf_free(&resp);
-    buf_free(&path);
-    if (h)
-        curl_easy_cleanup(h);
+    k8s_kept_fini(&kh);
     return NULL;
+}
+
+/* event_key is the per pod+reason rate table's key (never 0). The table
+ * lives in memory only, so the key needs no stable value across
+ * processes; mixing between the parts keeps them in order. */
+static uint64_t event_key(const char *ns, const char *name, const char *uid, const char *reason)
+{
+    const uint64_t k1 = 0x9e3779b97f4a7c15ull;
+    uint64_t key = hash_str(uid && *uid ? uid : name);
+    key = hash_mix(key ^ hash_str(ns), k1);
+    key = hash_mix(key ^ hash_str(reason), k1);
+    return key ? key : 1;
+}
+
+/* admit applies the limits every Event passes (emu held): the client not
+ * stopping, one per pod and reason per cfg.event_pod_interval_ms, the
+ * queue's room when queued, then a token of --event-qps. True: admitted
+ * (the pod's slot stamped); false: drop it. */
+static bool admit(k8s_client *k, uint64_t key, int64_t now, bool queued)
+{
+    if (k8s_stopping(k) || !k->erate_key)
+        return false;
+    /* Per pod+reason limit in a fixed table: a collision only ever lets an
+     * extra event through, and memory stays bounded. */
+    size_t slot = (size_t)(key % k->erate_n);
+    if (k->erate_key[slot] == key && now - k->erate_ms[slot] < k->cfg.event_pod_interval_ms)
+        return false;
+    if (queued && (!k->eq || k->eq_len >= k->eq_cap))
+        return false;
+    /* Every Event is a write the API server and etcd make as costly as a
+     * binding; past the operator's --event-qps, drop rather than delay (a
+     * late "Scheduled" says nothing a pod's nodeName does not). Taken last,
+     * so that Events dropped for the reasons above cost no token. */
+    if (!k8s_rl_take(&k->erl))
+        return false;
+    k->erate_key[slot] = key;
+    k->erate_ms[slot] = now;
+    return true;
+}
+
+/* job_fill copies the Event's strings into j; false when memory is short. */
+static bool job_fill(k8s_event_job *j, const char *ns, const char *name, const char *uid,
+                     const char *type, const char *reason, const char *message, int64_t now)
+{
+    j->ns = strdup(ns);
+    j->name = strdup(name);
+    j->uid = strdup(uid ? uid : "");
+    j->type = strdup(type ? type : "Normal");
+    j->reason = strdup(reason);
+    /* the message's first EVENT_MSG_MAX - 1 bytes, as before */
+    j->message = strndup(message ? message : "", EVENT_MSG_MAX - 1);
+    j->at_ms = now;
+    return j->ns && j->name && j->uid && j->type && j->reason && j->message;
 }
 
 /* See events.h. */
@@ -176,58 +233,73 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     if (!k || !ns || !name || !reason)
         return;
     int64_t now = clock_now_ms();
-    /* The rate table lives in memory only, so the key needs no stable
-     * value across processes; mixing between the parts keeps them in
-     * order. */
-    const uint64_t k1 = 0x9e3779b97f4a7c15ull;
-    uint64_t key = hash_str(uid && *uid ? uid : name);
-    key = hash_mix(key ^ hash_str(ns), k1);
-    key = hash_mix(key ^ hash_str(reason), k1);
-    if (!key)
-        key = 1;
+    uint64_t key = event_key(ns, name, uid, reason);
     k8s_event_job j = {0};
     bool queued = false;
+    if (!job_fill(&j, ns, name, uid, type, reason, message, now))
+        goto drop;
     pthread_mutex_lock(&k->emu);
-    if (k8s_stopping(k) || !k->eq)
-        goto drop;
-    /* Per pod+reason limit in a fixed table: a collision only ever lets an
-     * extra event through, and memory stays bounded. */
-    size_t slot = (size_t)(key % k->erate_n);
-    if (k->erate_key[slot] == key && now - k->erate_ms[slot] < k->cfg.event_pod_interval_ms)
-        goto drop;
-    if (k->eq_len >= k->eq_cap)
-        goto drop;
-    /* Every Event is a write the API server and etcd make as costly as a
-     * binding; past the operator's --event-qps, drop rather than delay (a
-     * late "Scheduled" says nothing a pod's nodeName does not). Taken last,
-     * so that Events dropped for the reasons above cost no token. */
-    if (!k8s_rl_take(&k->erl))
-        goto drop;
-    j.ns = strdup(ns);
-    j.name = strdup(name);
-    j.uid = strdup(uid ? uid : "");
-    j.type = strdup(type ? type : "Normal");
-    j.reason = strdup(reason);
-    /* the message's first EVENT_MSG_MAX - 1 bytes, as before */
-    j.message = strndup(message ? message : "", EVENT_MSG_MAX - 1);
-    j.at_ms = now;
-    if (!j.ns || !j.name || !j.uid || !j.type || !j.reason || !j.message)
-        goto drop;
+    if (!admit(k, key, now, true))
+        goto unlock;
     if (!k->erunning) {
         if (pthread_create(&k->ethread, NULL, event_worker, k) != 0)
-            goto drop;
+            goto unlock;
         k->erunning = true;
     }
-    k->erate_key[slot] = key;
-    k->erate_ms[slot] = now;
     k->eq[(k->eq_head + k->eq_len) % k->eq_cap] = j;
     k->eq_len++;
     queued = true;
     pthread_cond_signal(&k->econd);
-drop:
+unlock:
     pthread_mutex_unlock(&k->emu);
+drop:
     if (!queued) {
         ejob_free(&j);
         k8s_count(k, &k->st.events_dropped, 1);
     }
+}
+
+/* See events.h. */
+void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const char *uid,
+                        const char *type, const char *reason, const char *message)
+{
+    if (!k || !ns || !name || !reason)
+        return;
+    /* One caller's Event on the wire at a time, as the poster thread has
+     * one: Events posted by all 32 bind threads at once queued behind each
+     * other in the API server (tens of ms each instead of a few) and held
+     * the bind threads with them. Another one goes to the poster. */
+    if (__atomic_fetch_add(&k->einline, 1, __ATOMIC_ACQ_REL) > 0) {
+        __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
+        k8s_event_post(k, ns, name, uid, type, reason, message);
+        return;
+    }
+    int64_t now = clock_now_ms();
+    uint64_t key = event_key(ns, name, uid, reason);
+    pthread_mutex_lock(&k->emu);
+    bool ok = admit(k, key, now, false);
+    pthread_mutex_unlock(&k->emu);
+    /* The job borrows the caller's strings; the message is cut as queued
+     * Events' are. */
+    char msg[EVENT_MSG_MAX];
+    size_t mlen = message ? strnlen(message, sizeof msg - 1) : 0;
+    if (mlen)
+        memcpy(msg, message, mlen);
+    msg[mlen] = '\0';
+    k8s_event_job j = {(char *)ns,
+                       (char *)name,
+                       (char *)(uid ? uid : ""),
+                       (char *)(type ? type : "Normal"),
+                       (char *)reason,
+                       msg,
+                       now};
+    k8s_kept *h = ok ? k8s_bind_handle_get(k) : NULL;
+    if (!h) {
+        k8s_count(k, &k->st.events_dropped, 1);
+        goto done;
+    }
+    post_one(k, h, &j);
+    k8s_bind_handle_put(k, h);
+done:
+    __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
 }

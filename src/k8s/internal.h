@@ -46,6 +46,7 @@ struct k8s_client {
     off_t tok_size;
     ino_t tok_ino;
     uint64_t tok_checked_ns;
+    uint64_t tok_gen; /* bumped whenever token changes (kept handles' headers) */
 
     k8s_ratelimit rl;
 
@@ -78,7 +79,8 @@ struct k8s_client {
     pthread_mutex_t bmu;
     pthread_cond_t bcond;  /* a handle was returned */
     pthread_cond_t bqcond; /* a job was queued / stop */
-    CURL **bhandles;
+    k8s_kept *bkept;       /* cfg.bind_concurrency handles */
+    k8s_kept **bhandles;   /* the free ones, a stack */
     size_t nbfree;
     k8s_bind_job *bq;
     size_t bq_cap, bq_head, bq_len;
@@ -96,6 +98,7 @@ struct k8s_client {
     k8s_ratelimit erl; /* event_qps, taken with k8s_rl_take under emu */
     pthread_t ethread;
     bool erunning;
+    int einline; /* (atomic) Events being posted by callers (k8s_event_post_now) */
 };
 
 #endif

@@ -392,6 +392,10 @@ void k8s_metrics_update(k8s_client *k, metrics *m)
         set_metric(m, true, name, "Seconds the stream has been down (0 while up).",
                    st.down_since_ms[i] ? (now - st.down_since_ms[i]) / 1000 : 0);
     }
+    set_metric(m, false, "agentsched_k8s_pod_events_undecoded_total",
+               "Pod watch events applied without decoding the pod: deletions, and updates "
+               "that change nothing the cache holds of a bound pod.",
+               (int64_t)st.pod_events_undecoded);
     const char *bh = "Bindings posted to the API server, by result.";
     set_metric(m, false, "agentsched_k8s_binds_total{result=\"ok\"}", bh, (int64_t)st.binds_ok);
     set_metric(m, false, "agentsched_k8s_binds_total{result=\"failed\"}", bh,

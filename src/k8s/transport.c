@@ -150,13 +150,11 @@ void k8s_token_invalidate(k8s_client *k)
     pthread_mutex_unlock(&k->tok_mu);
 }
 
-/* Copies the current bearer token into out (empty when none), re-reading a
- * token file at most once a second when its inode, size or mtime changed
- * (kubelet rotates projected service-account tokens by replacing them). */
-static void current_token(k8s_client *k, char *out, size_t outlen)
+/* Re-reads a token file at most once a second when its inode, size or
+ * mtime changed (kubelet rotates projected service-account tokens by
+ * replacing them); tok_mu held. */
+static void token_refresh_locked(k8s_client *k)
 {
-    out[0] = 0;
-    pthread_mutex_lock(&k->tok_mu);
     if (k->conn->token_file) {
         uint64_t now = clock_mono_ns();
         if (!k->token || now - k->tok_checked_ns >= TOKEN_RECHECK_NS || k->tok_checked_ns == 0) {
@@ -170,6 +168,7 @@ static void current_token(k8s_client *k, char *out, size_t outlen)
                 if (t) {
                     free(k->token);
                     k->token = t;
+                    k->tok_gen++;
                     k->tok_mtime = st.st_mtim;
                     k->tok_size = st.st_size;
                     k->tok_ino = st.st_ino;
@@ -180,6 +179,14 @@ static void current_token(k8s_client *k, char *out, size_t outlen)
             }
         }
     }
+}
+
+/* Copies the current bearer token into out (empty when none). */
+static void current_token(k8s_client *k, char *out, size_t outlen)
+{
+    out[0] = 0;
+    pthread_mutex_lock(&k->tok_mu);
+    token_refresh_locked(k);
     if (k->token)
         snprintf(out, outlen, "%s", k->token);
     pthread_mutex_unlock(&k->tok_mu);
@@ -214,20 +221,21 @@ as_err k8s_path_segment(buf *b, const char *s)
 /* See transport.h. */
 char *k8s_url(k8s_client *k, const char *path)
 {
-    size_t n = strlen(k->url_base) + strlen(path) + 1;
-    char *u = malloc(n);
-    if (u)
-        snprintf(u, n, "%s%s", k->url_base, path);
+    size_t nb = strlen(k->url_base), np = strlen(path);
+    char *u = malloc(nb + np + 1);
+    if (u) {
+        memcpy(u, k->url_base, nb);
+        memcpy(u + nb, path, np + 1);
+    }
     return u;
 }
 
-/* See transport.h. */
-as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
-                        struct curl_slist **hdrs)
+/* easy_options sets what every request of this client shares: the
+ * connection (TLS, timeouts, HTTP version) and the credentials but the
+ * bearer token. */
+static void easy_options(k8s_client *k, CURL *h)
 {
     const k8s_conn *c = k->conn;
-    *hdrs = NULL;
-    curl_easy_setopt(h, CURLOPT_URL, url);
     if (k->connect_to)
         curl_easy_setopt(h, CURLOPT_CONNECT_TO, k->connect_to);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -272,13 +280,25 @@ as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
         curl_easy_setopt(h, CURLOPT_USERNAME, c->username);
         curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
     }
+}
+
+/* build_headers makes the request headers for bearer token tok ("" or
+ * NULL: none) into *out. AS_ENOMEM. */
+static as_err build_headers(const char *tok, bool json_body, struct curl_slist **out)
+{
     struct curl_slist *l = NULL, *t;
-    char hb[TOKEN_CAP + 64];
-    char tok[TOKEN_CAP];
-    current_token(k, tok, sizeof tok);
-    if (tok[0]) {
-        snprintf(hb, sizeof hb, "Authorization: Bearer %s", tok);
-        if (!(t = curl_slist_append(l, hb)))
+    *out = NULL;
+    if (tok && tok[0]) {
+        static const char pre[] = "Authorization: Bearer ";
+        size_t n = strlen(tok);
+        char *hb = malloc(sizeof pre + n);
+        if (!hb)
+            goto oom;
+        memcpy(hb, pre, sizeof pre - 1);
+        memcpy(hb + sizeof pre - 1, tok, n + 1);
+        t = curl_slist_append(l, hb);
+        free(hb);
+        if (!t)
             goto oom;
         l = t;
     }
@@ -293,12 +313,26 @@ as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
             goto oom;
         l = t;
     }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
-    *hdrs = l;
+    *out = l;
     return AS_OK;
 oom:
     curl_slist_free_all(l);
     return AS_ENOMEM;
+}
+
+/* See transport.h. */
+as_err k8s_easy_prepare(k8s_client *k, CURL *h, const char *url, bool json_body,
+                        struct curl_slist **hdrs)
+{
+    *hdrs = NULL;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    easy_options(k, h);
+    char tok[TOKEN_CAP];
+    current_token(k, tok, sizeof tok);
+    as_err err = build_headers(tok, json_body, hdrs);
+    if (!err)
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
+    return err;
 }
 
 typedef struct body_sink {
@@ -324,7 +358,7 @@ static int stop_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, 
     return k8s_stopping(ud) ? 1 : 0;
 }
 
-static as_err do_request(k8s_client *k, CURL *h, const char *method, const char *path,
+static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *method, const char *path,
                          const char *body, size_t body_len, buf *resp, long *status,
                          int64_t *retry_after_ms, unsigned *sends, bool limited, int64_t timeout_ms,
                          as_diag *diag);
@@ -333,7 +367,7 @@ static as_err do_request(k8s_client *k, CURL *h, const char *method, const char 
 as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
               size_t body_len, buf *resp, long *status, as_diag *diag)
 {
-    return do_request(k, h, method, path, body, body_len, resp, status, NULL, NULL, true,
+    return do_request(k, h, NULL, method, path, body, body_len, resp, status, NULL, NULL, true,
                       k->cfg.request_timeout_ms, diag);
 }
 
@@ -342,8 +376,8 @@ as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, c
                  size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
                  as_diag *diag)
 {
-    return do_request(k, h, method, path, body, body_len, resp, status, retry_after_ms, sends, true,
-                      k->cfg.request_timeout_ms, diag);
+    return do_request(k, h, NULL, method, path, body, body_len, resp, status, retry_after_ms, sends,
+                      true, k->cfg.request_timeout_ms, diag);
 }
 
 /* See transport.h. */
@@ -351,8 +385,39 @@ as_err k8s_do_priority(k8s_client *k, CURL *h, const char *method, const char *p
                        const char *body, size_t body_len, buf *resp, long *status,
                        int64_t timeout_ms, as_diag *diag)
 {
-    return do_request(k, h, method, path, body, body_len, resp, status, NULL, NULL, false,
+    return do_request(k, h, NULL, method, path, body, body_len, resp, status, NULL, NULL, false,
                       timeout_ms, diag);
+}
+
+/* See transport.h. */
+as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *body, size_t body_len,
+                   buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends, as_diag *diag)
+{
+    return do_request(k, kh->h, kh, "POST", path, body, body_len, resp, status, retry_after_ms,
+                      sends, true, k->cfg.request_timeout_ms, diag);
+}
+
+/* See transport.h. */
+as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap)
+{
+    memset(kh, 0, sizeof *kh);
+    buf_init(&kh->path, 4096);
+    buf_init(&kh->body, 64 * 1024);
+    buf_init(&kh->resp, resp_cap);
+    kh->h = curl_easy_init();
+    return kh->h ? AS_OK : AS_ENOMEM;
+}
+
+/* See transport.h. */
+void k8s_kept_fini(k8s_kept *kh)
+{
+    if (kh->h)
+        curl_easy_cleanup(kh->h);
+    curl_slist_free_all(kh->hdrs);
+    buf_free(&kh->path);
+    buf_free(&kh->body);
+    buf_free(&kh->resp);
+    memset(kh, 0, sizeof *kh);
 }
 
 /* libcurl calls this right before each request goes out on a connection,
@@ -363,7 +428,40 @@ static int count_send(void *ud, char *ip, char *local_ip, int port, int local_po
     return CURL_PREREQFUNC_OK;
 }
 
-static as_err do_request(k8s_client *k, CURL *h, const char *method, const char *path,
+/* kept_setup makes kept's handle ready for a JSON POST: on first use the
+ * client's options and the ones every kept request shares; the headers
+ * again whenever the bearer token changed. AS_ENOMEM. */
+static as_err kept_setup(k8s_client *k, k8s_kept *kh)
+{
+    CURL *h = kh->h;
+    if (!kh->set) {
+        curl_easy_reset(h);
+        easy_options(k, h);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
+        curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
+        kh->set = true;
+    }
+    as_err err = AS_OK;
+    pthread_mutex_lock(&k->tok_mu);
+    token_refresh_locked(k);
+    if (!kh->hdrs || kh->tok_gen != k->tok_gen) {
+        struct curl_slist *l = NULL;
+        if (!(err = build_headers(k->token, true, &l))) {
+            curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+            curl_slist_free_all(kh->hdrs);
+            kh->hdrs = l;
+            kh->tok_gen = k->tok_gen;
+        }
+    }
+    pthread_mutex_unlock(&k->tok_mu);
+    return err;
+}
+
+static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *method, const char *path,
                          const char *body, size_t body_len, buf *resp, long *status,
                          int64_t *retry_after_ms, unsigned *sends, bool limited, int64_t timeout_ms,
                          as_diag *diag)
@@ -377,36 +475,49 @@ static as_err do_request(k8s_client *k, CURL *h, const char *method, const char 
         return as_diag_set(diag, AS_EIO, NULL, "client stopping");
     char *url = k8s_url(k, path);
     struct curl_slist *hdrs = NULL;
+    unsigned no_sends = 0;
+    body_sink sink = {resp, false};
     as_err err;
     if (!url)
         return AS_ENOMEM;
-    curl_easy_reset(h); /* keeps the connection cache: keep-alive survives */
-    if ((err = k8s_easy_prepare(k, h, url, body != NULL, &hdrs)))
-        goto done;
-    body_sink sink = {resp, false};
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    if (limited) {
-        /* Stop aborts ordinary requests; priority ones are short anyway,
-         * and the lease's release must still go out while stopping. */
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
-    }
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    if (sends) {
-        curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
-        curl_easy_setopt(h, CURLOPT_PREREQDATA, sends);
-    }
-    if (body) {
+    if (kh) {
+        /* a JSON POST on a handle whose options stay set (k8s_do_kept) */
+        if ((err = kept_setup(k, kh)))
+            goto done;
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+        curl_easy_setopt(h, CURLOPT_PREREQDATA, sends ? sends : &no_sends);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
-    }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    else if (!strcmp(method, "POST") && !body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    } else {
+        curl_easy_reset(h); /* keeps the connection cache: keep-alive survives */
+        if ((err = k8s_easy_prepare(k, h, url, body != NULL, &hdrs)))
+            goto done;
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+        if (limited) {
+            /* Stop aborts ordinary requests; priority ones are short
+             * anyway, and the lease's release must still go out while
+             * stopping. */
+            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
+            curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
+        }
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+        if (sends) {
+            curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
+            curl_easy_setopt(h, CURLOPT_PREREQDATA, sends);
+        }
+        if (body) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
+        }
+        if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
+            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        else if (!strcmp(method, "POST") && !body) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+        }
     }
     CURLcode cc = curl_easy_perform(h);
     if (cc == CURLE_OK) {
@@ -432,9 +543,12 @@ static as_err do_request(k8s_client *k, CURL *h, const char *method, const char 
                           curl_easy_strerror(cc));
     }
 done:
-    /* Headers are referenced by the handle only during the transfer. */
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-    curl_slist_free_all(hdrs);
+    if (!kh) {
+        /* Headers are referenced by the handle only during the transfer;
+         * a kept handle keeps its own. */
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+        curl_slist_free_all(hdrs);
+    }
     free(url);
     return err;
 }

@@ -265,6 +265,17 @@ as_err cache_node_remove(cache *c, const char *name);
  */
 as_err cache_pod_upsert(cache *c, const model_pod *pod);
 
+/*
+ * cache_pod_touch applies an event of pod uid bound to node[0..node_len)
+ * without its decode, when that decode could change nothing: the pod's
+ * entry was charged from a text whose model_pod digest is digest (not 0)
+ * and occupies that node, and the pod holds no GPU devices. It then does
+ * what cache_pod_upsert of the event's pod would (an ASSUMED pod becomes
+ * BOUND) and returns true; otherwise it changes nothing and returns false
+ * (decode and upsert).
+ */
+bool cache_pod_touch(cache *c, const char *uid, const char *node, size_t node_len, uint64_t digest);
+
 /* cache_pod_delete releases and forgets the pod (any state). AS_ENOTFOUND
  * when unknown. */
 as_err cache_pod_delete(cache *c, const char *uid);

@@ -80,6 +80,17 @@ as_err k8s_patch_status(long status, const char *resp, size_t len, const char *n
  * assigned to node \"X\"" into out; false when absent. */
 bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen);
 
+/*
+ * k8s_bind_handle_get takes a keep-alive connection of the bind pool,
+ * waiting for one; NULL when the client is stopping. Handles go out last
+ * in, first out: a thread that returns one and takes one again gets the
+ * same connection back unless another thread took it meanwhile (the
+ * Scheduled Event rides on its Binding's connection so). Give it back
+ * with k8s_bind_handle_put.
+ */
+k8s_kept *k8s_bind_handle_get(k8s_client *k);
+void k8s_bind_handle_put(k8s_client *k, k8s_kept *h);
+
 /* k8s_bind_init allocates the bind queue and cfg.bind_concurrency curl
  * handles (workers start on the first async bind); k8s_client_new calls it.
  * AS_ENOMEM. */

@@ -19,6 +19,21 @@
 void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char *uid,
                     const char *type, const char *reason, const char *message);
 
+/*
+ * k8s_event_post_now is k8s_event_post posting from the calling thread, at
+ * once, on a connection of the bind pool (k8s_bind_handle_get: right
+ * after the caller's own Binding, that Binding's connection), instead of
+ * handing the Event to the poster thread: one thread hand-off and wake-up
+ * less per Event. One caller at a time posts so; while one does, the
+ * others' Events are queued as by k8s_event_post (the API server serves
+ * Events one after the other as before, not one per bind thread). The
+ * same limits drop it (per pod and reason, then --event-qps); it blocks
+ * for one request (the client's timeouts), is never retried, and counts
+ * as posted or dropped as queued ones do.
+ */
+void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const char *uid,
+                        const char *type, const char *reason, const char *message);
+
 /* k8s_events_init allocates the event queue and per-pod rate table (the
  * poster thread starts on the first event); k8s_client_new calls it.
  * AS_ENOMEM. */

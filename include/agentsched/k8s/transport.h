@@ -151,6 +151,8 @@ typedef struct k8s_status {
                                                from down; 0: never down */
     bool shards_present;                    /* NodeShard CRD answered */
     uint64_t events[K8S_KIND__COUNT];       /* watch events applied */
+    uint64_t pod_events_undecoded;          /* of the pods', applied without a decode
+                                               (k8s_stream_briefs) */
     uint64_t relists[K8S_KIND__COUNT];      /* lists after the first */
     uint64_t reconnects[K8S_KIND__COUNT];
     uint64_t binds_ok, binds_failed, bind_retries;
@@ -261,6 +263,35 @@ as_err k8s_do(k8s_client *k, CURL *h, const char *method, const char *path, cons
 as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, const char *body,
                  size_t body_len, buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
                  as_diag *diag);
+
+/*
+ * A keep-alive handle whose options (TLS, credentials, timeouts, headers)
+ * stay set across requests, for the paths that send the same kind of
+ * request again and again (the bind pool's Bindings and Events): no
+ * curl_easy_reset and full setup per call. The headers are rebuilt when
+ * the bearer token changes. Used by one thread at a time.
+ */
+typedef struct k8s_kept {
+    CURL *h;
+    struct curl_slist *hdrs; /* the handle's headers; NULL until first use */
+    uint64_t tok_gen;        /* the token generation hdrs were built for */
+    bool set;                /* the client's options are set on h */
+    /* Scratch for the holder's request (path, body, answer): reset, not
+     * freed, between calls, so a request allocates nothing of its own. */
+    buf path, body, resp;
+} k8s_kept;
+
+/* k8s_kept_init makes an unused kept handle, its answer buffer capped at
+ * resp_cap (AS_ENOMEM); k8s_kept_fini closes its connection and frees
+ * it. */
+as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap);
+void k8s_kept_fini(k8s_kept *kh);
+
+/* k8s_do_kept is k8s_do_ex for a JSON POST (body not NULL) on kept
+ * handle kh. */
+as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *body, size_t body_len,
+                   buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
+                   as_diag *diag);
 
 /* k8s_do_priority: as k8s_do, but outside the rate limiter and with its
  * own timeout (connect included), for leader election: a renewal must not

@@ -101,4 +101,15 @@ const char *k8s_stream_rv(const k8s_stream *s);
 /* k8s_stream_events returns the number of events applied so far. */
 uint64_t k8s_stream_events(const k8s_stream *s);
 
+/*
+ * k8s_stream_briefs returns how many of those were pod events applied from
+ * the scanner's brief (podscan.h) instead of a full decode: every DELETED
+ * event, and a MODIFIED event of a pod the cache holds bound or assumed on
+ * the event's node from a text with the same digest (cache_pod_touch), so
+ * nothing the cache or the pod hooks read has changed. Any other event,
+ * or one whose fields the brief cannot carry (escapes, wrong types), is
+ * decoded.
+ */
+uint64_t k8s_stream_briefs(const k8s_stream *s);
+
 #endif

@@ -80,6 +80,10 @@ typedef struct model_pod {
     /* A reference to the shared spec the spec-derived fields above point
      * into (model_pod_from_json_spec); NULL when the pod's pool owns them. */
     struct model_pod_spec *spec;
+    /* The digest of the Pod text it was decoded from (podscan.h), set by
+     * the watch; 0 when unknown. The cache keeps it with the pod's entry,
+     * so that a later event with the same digest needs no decode. */
+    uint64_t digest;
 } model_pod;
 
 /*

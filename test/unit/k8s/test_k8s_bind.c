@@ -594,6 +594,48 @@ Test(k8s_bind, events_over_event_qps_are_dropped)
     bfx_fini(&f);
 }
 
+/* k8s_event_post_now: posted before it returns, on a bind connection,
+ * under the same per-pod limit and --event-qps bucket as queued Events. */
+Test(k8s_bind, events_posted_now_under_the_same_limits)
+{
+    bfx f;
+    bfx_init(&f, tweak_event_qps, false);
+    k8s_event_post_now(f.k, "default", "a", "uid-a", "Normal", "Scheduled",
+                       "Successfully assigned default/a to n1");
+    cr_assert_eq(stub_events_posted(f.stub), 1, "posted before returning");
+    json_t *e = stub_last_event(f.stub);
+    cr_assert_not_null(e);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "Scheduled");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "message")),
+                     "Successfully assigned default/a to n1");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(e, "involvedObject"), "uid")), "uid-a");
+    json_decref(e);
+    k8s_event_post_now(f.k, "default", "a", "uid-a", "Normal", "Scheduled", "again");
+    cr_assert_eq(stub_events_posted(f.stub), 1, "the duplicate was rate-limited");
+    /* a binding and its Event, one after the other on the same thread */
+    put_pod(&f, "p0", NULL);
+    bind_ok(&f, "p0", "n1");
+    k8s_event_post_now(f.k, "default", "p0", "uid-p0", "Normal", "Scheduled", "assigned");
+    cr_assert_eq(stub_events_posted(f.stub), 2);
+    int64_t t0 = now_ms();
+    char name[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof name, "e%d", i);
+        k8s_event_post_now(f.k, "default", name, name, "Normal", "Scheduled", "assigned");
+    }
+    int64_t t1 = now_ms();
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    uint64_t burst = st.events_posted - 2;
+    /* the bucket (20) less the two above, and what refilled meanwhile */
+    cr_assert(burst >= 18 && burst <= 19 + (uint64_t)(t1 - t0) / 50, "%llu of 40 posted",
+              (unsigned long long)burst);
+    cr_assert_eq(st.events_dropped, 1 + 40 - burst);
+    cr_assert_eq((uint64_t)stub_events_posted(f.stub), st.events_posted);
+    bfx_fini(&f);
+}
+
 Test(k8s_bind, conflict_message_parsing)
 {
     char out[64];
