@@ -200,6 +200,20 @@ static k8s_status status(fx *f)
     return st;
 }
 
+/* Waits until both kinds have relisted at least once: a watch reopens
+ * after its backoff, so the cache may already agree with the server (the
+ * mutation touched only the other kind) before the faulted watch is even
+ * asked for. */
+static void wait_relisted(fx *f, int timeout_ms)
+{
+    for (int t = 0; t < timeout_ms; t += 20) {
+        k8s_status st = status(f);
+        if (st.relists[K8S_KIND_NODE] >= 1 && st.relists[K8S_KIND_POD] >= 1)
+            break;
+        msleep(20);
+    }
+}
+
 static void mutate(fx *f, int round)
 {
     char name[64], uid[64];
@@ -296,6 +310,7 @@ Test(k8s_watch, gone_after_compaction_relists)
     stub_compact(f.stub);
     stub_drop_watches(f.stub);
     stub_pause_watches(f.stub, false);
+    wait_relisted(&f, 8000);
     wait_consistent(&f, 4000);
     cr_assert_geq(status(&f).relists[K8S_KIND_NODE], 1);
     cr_assert_geq(status(&f).relists[K8S_KIND_POD], 1);
@@ -315,6 +330,7 @@ Test(k8s_watch, error_event_and_http_410_relist)
     mutate(&f, 1);
     stub_drop_watches(f.stub);
     stub_pause_watches(f.stub, false);
+    wait_relisted(&f, 8000);
     wait_consistent(&f, 4000);
     cr_assert_geq(status(&f).relists[K8S_KIND_POD], 1);
     cr_assert_geq(status(&f).relists[K8S_KIND_NODE], 1);
