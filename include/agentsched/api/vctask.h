@@ -29,11 +29,10 @@
  * session after session while it is pending. vctask_pod decodes a task's
  * Pod span into a model pod and keeps it in a capped memo (VCTASK_MEMO_SLOTS
  * entries in sets of four chosen by a hash of the Pod's bytes; a new entry
- * takes its set's empty or least recently used way). An entry answers a later call only when the Pod's
- * bytes hash and length, the registry generation, and the Pod's
- * metadata.uid and metadata.resourceVersion as this request carries them
- * are all the same: never across a changed spec. A Pod without uid or
- * resourceVersion is decoded afresh every time.
+ * takes its set's empty or least recently used way). An entry answers a later call only when the
+ * Pod's bytes hash and length, the registry generation, and the Pod's metadata.uid and
+ * metadata.resourceVersion as this request carries them are all the same: never across a changed
+ * spec. A Pod without uid or resourceVersion is decoded afresh every time.
  *
  * TaskInfo -> model_pod (vctask_task_pod): the embedded v1 Pod ("Pod") is
  * decoded with model_pod_from_json when present (it is in every real
