@@ -271,9 +271,16 @@ static int call(uint16_t port, const char *method, const char *path, const char 
                       "Content-Type: application/json\r\nContent-Length: %zu\r\n"
                       "Connection: close\r\n\r\n",
                       method, path, blen);
-    if (write(fd, head, (size_t)hl) != hl)
+    /* As Go's transport writes: its 4 KB buffer (the head and the body's
+     * start), then the rest of the body in one write. */
+    char first[4096];
+    size_t off = blen < sizeof first - (size_t)hl ? blen : sizeof first - (size_t)hl;
+    memcpy(first, head, (size_t)hl);
+    if (off)
+        memcpy(first + hl, body, off);
+    if (write(fd, first, (size_t)hl + off) != (ssize_t)((size_t)hl + off))
         goto fail;
-    for (size_t off = 0; off < blen;) {
+    while (off < blen) {
         ssize_t w = write(fd, body + off, blen - off);
         if (w <= 0)
             goto fail;
