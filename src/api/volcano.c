@@ -595,6 +595,23 @@ static void task_call_end(task_call *t)
     json_decref(t->root);
 }
 
+/* volcano_pred_code is the code a predicate failure is answered with.
+ * A request above what the node has at all (PRED_EXCEEDS, _GPU: a GPU
+ * share on a CPU-only node) is upstream's Unresolvable and goes to
+ * kube-scheduler so, but Volcano gets code 2: its preempt and reclaim stop
+ * asking once they hold enough nodes that are not code 3 (vc-scheduler's
+ * nodes to find: 428 of 1,000), so code 3 on every CPU-only node made them
+ * ask about every node, every session (measured at 1,000 nodes: 30,120
+ * predicate calls a session instead of 13,153, agentsched 2.76 CPU-s a
+ * session instead of 1.85, vc-scheduler 14.1 instead of 9.5). Volcano's
+ * own victim check then turns those nodes away for want of the resource. */
+static int volcano_pred_code(pred_code c)
+{
+    if (c == PRED_EXCEEDS || c == PRED_EXCEEDS_GPU)
+        return VOLCANO_CODE_UNSCHEDULABLE;
+    return pred_unresolvable(c) ? VOLCANO_CODE_UNRESOLVABLE : VOLCANO_CODE_UNSCHEDULABLE;
+}
+
 /* See volcano.h. */
 void volcano_handle_predicate(void *ctx, const http_request *req, http_response *resp)
 {
@@ -646,7 +663,7 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
         pred_reason(&co->reg, cn, t.pod, r, why, sizeof why);
         if (!why[0])
             snprintf(why, sizeof why, "node(s) were not found in agentsched's node cache");
-        code = pred_unresolvable(r.code) ? VOLCANO_CODE_UNRESOLVABLE : VOLCANO_CODE_UNSCHEDULABLE;
+        code = volcano_pred_code(r.code);
     }
     cache_read_unlock(co->cache);
 

@@ -100,11 +100,15 @@ pred_result pred_check_resources(const model_registry *reg, const model_pod *pod
         if (devices && r == gpu_res)
             continue;
         if (want > node->alloc.v[r] - cache_node_requested(node, r))
-            return (pred_result){PRED_INSUFFICIENT, r};
+            return (pred_result){want > node->alloc.v[r] ? PRED_EXCEEDS : PRED_INSUFFICIENT, r};
     }
     if (pod->gpu_count) {
+        /* A share is at most one device (decode), so only the count can
+         * be beyond the node. */
+        if (!devices || pod->gpu_count > node->ngpus)
+            return (pred_result){PRED_EXCEEDS_GPU, 0};
         uint32_t dev;
-        if (!devices || !pred_gpu_choose(pod, node, &dev))
+        if (!pred_gpu_choose(pod, node, &dev))
             return (pred_result){PRED_INSUFFICIENT_GPU, 0};
     }
     return (pred_result){PRED_OK, 0};
@@ -131,6 +135,8 @@ bool pred_unresolvable(pred_code code)
     case PRED_TAINT:
     case PRED_AFFINITY:
     case PRED_UNKNOWN_RESOURCE:
+    case PRED_EXCEEDS:
+    case PRED_EXCEEDS_GPU:
         return true;
     default:
         return false;
@@ -198,11 +204,13 @@ const char *pred_reason(const model_registry *reg, const cache_node *node, const
         snprintf(out, len, "Too many pods");
         break;
     case PRED_INSUFFICIENT:
+    case PRED_EXCEEDS:
         snprintf(out, len, "Insufficient %s",
                  reg && r.arg >= 0 && r.arg < MODEL_MAX_RES ? model_registry_name(reg, r.arg)
                                                             : "resource");
         break;
     case PRED_INSUFFICIENT_GPU:
+    case PRED_EXCEEDS_GPU:
         snprintf(out, len, "Insufficient %s", reg ? reg->gpu_name : "nvidia.com/gpu");
         break;
     default:

@@ -10,7 +10,9 @@
  * Reasons render as the strings kube-scheduler users know, e.g.
  * "Insufficient cpu", "Too many pods", "node(s) had untolerated taint
  * {dedicated: gpu}", "node(s) didn't match Pod's node affinity/selector",
- * "node(s) were unschedulable".
+ * "node(s) were unschedulable". A request above what the node has at all
+ * reads "Insufficient cpu" too, as upstream's, but is told apart by its
+ * code: preemption cannot help there.
  */
 #ifndef AGENTSCHED_PRED_H
 #define AGENTSCHED_PRED_H
@@ -36,6 +38,10 @@ typedef enum pred_code {
     PRED_TOO_MANY_PODS,    /* pods count */
     PRED_INSUFFICIENT,     /* arg = resource index */
     PRED_INSUFFICIENT_GPU, /* no device set can hold the GPU demand */
+    /* The request is above what the node has at all, so no eviction can
+     * make room (upstream NodeResourcesFit's Unresolvable): */
+    PRED_EXCEEDS,     /* arg = resource index: above its allocatable */
+    PRED_EXCEEDS_GPU, /* more devices than the node has, or it has none */
     PRED__COUNT
 } pred_code;
 
@@ -69,7 +75,8 @@ bool pred_gpu_choose(const model_pod *pod, const cache_node *node, uint32_t *dev
 
 /* pred_unresolvable: failures preemption cannot fix (upstream's
  * UnschedulableAndUnresolvable): not found, not ready, unschedulable, shard,
- * taint, affinity, unknown resource. */
+ * taint, affinity, unknown resource, and a request above the node's
+ * allocatable or devices (PRED_EXCEEDS, PRED_EXCEEDS_GPU). */
 bool pred_unresolvable(pred_code code);
 
 /* pred_taint_of is the untolerated taint a PRED_TAINT result names on

@@ -80,9 +80,13 @@ Test(pred, insufficient_cpu_memory_extended)
     expect(CACHE_SHARD_NONE, "n", fx_pod("p2", "u2", 200, 0), PRED_OK, NULL);
     expect(CACHE_SHARD_NONE, "n", fx_pod("p3", "u3", 100, FX_GI + 1), PRED_INSUFFICIENT,
            "Insufficient memory");
+    /* Above what the node has at all: no eviction helps. */
+    expect(CACHE_SHARD_NONE, "n", fx_pod("p6", "u6", 1001, 0), PRED_EXCEEDS, "Insufficient cpu");
+    expect(CACHE_SHARD_NONE, "n", fx_pod("p7", "u7", 100, 2 * FX_GI + 1), PRED_EXCEEDS,
+           "Insufficient memory");
     model_pod *p = fx_pod("p4", "u4", 100, 0);
     fx_pod_res(&reg, p, "example.com/foo", 3);
-    expect(CACHE_SHARD_NONE, "n", p, PRED_INSUFFICIENT, "Insufficient example.com/foo");
+    expect(CACHE_SHARD_NONE, "n", p, PRED_EXCEEDS, "Insufficient example.com/foo");
     p = fx_pod("p5", "u5", 100, 0);
     fx_pod_res(&reg, p, "example.com/foo", 2);
     expect(CACHE_SHARD_NONE, "n", p, PRED_OK, NULL);
@@ -93,7 +97,7 @@ Test(pred, extended_resource_the_node_lacks)
     add(fx_node("n", 1000, FX_GI, 110));
     model_pod *p = fx_pod("p", "u", 100, 0);
     fx_pod_res(&reg, p, "example.com/bar", 1);
-    expect(CACHE_SHARD_NONE, "n", p, PRED_INSUFFICIENT, "Insufficient example.com/bar");
+    expect(CACHE_SHARD_NONE, "n", p, PRED_EXCEEDS, "Insufficient example.com/bar");
 }
 
 Test(pred, unknown_resource)
@@ -225,6 +229,8 @@ Test(pred, not_found_reason_and_resolvability)
     cr_assert(!pred_unresolvable(PRED_INSUFFICIENT));
     cr_assert(!pred_unresolvable(PRED_TOO_MANY_PODS));
     cr_assert(!pred_unresolvable(PRED_INSUFFICIENT_GPU));
+    cr_assert(pred_unresolvable(PRED_EXCEEDS));
+    cr_assert(pred_unresolvable(PRED_EXCEEDS_GPU));
     cr_assert(!pred_unresolvable(PRED_OK));
     /* truncation is safe */
     char tiny[8];
@@ -300,10 +306,14 @@ Test(pred, gpu_pods_on_nodes_without_devices)
     add(g);
     model_pod *p = fx_pod("p", "u", 100, 0);
     fx_pod_gpu(&reg, p, 1, 0);
-    expect(CACHE_SHARD_NONE, "cpu-only", p, PRED_INSUFFICIENT, "Insufficient nvidia.com/gpu");
+    expect(CACHE_SHARD_NONE, "cpu-only", p, PRED_EXCEEDS, "Insufficient nvidia.com/gpu");
     p = fx_pod("p", "u", 100, 0);
     fx_pod_gpu(&reg, p, 1, 500);
-    expect(CACHE_SHARD_NONE, "cpu-only", p, PRED_INSUFFICIENT_GPU, "Insufficient nvidia.com/gpu");
+    expect(CACHE_SHARD_NONE, "cpu-only", p, PRED_EXCEEDS_GPU, "Insufficient nvidia.com/gpu");
+    /* more whole devices than g has: no eviction helps either */
+    p = fx_pod("p", "u", 100, 0);
+    fx_pod_gpu(&reg, p, 2, 0);
+    expect(CACHE_SHARD_NONE, "g", p, PRED_EXCEEDS_GPU, "Insufficient nvidia.com/gpu");
     p = fx_pod("p", "u", 100, 0);
     cache_read_lock(c);
     uint32_t dev = 7;

@@ -249,7 +249,7 @@ Test(sched, named_nodes_per_name_and_scores)
     cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
     cr_assert_eq(r.nnames, 4);
     cr_assert_eq(r.per_name[0].code, PRED_OK);
-    cr_assert_eq(r.per_name[1].code, PRED_INSUFFICIENT);
+    cr_assert_eq(r.per_name[1].code, PRED_EXCEEDS); /* 1000m above n2's 500m */
     cr_assert_eq(r.per_name[2].code, PRED_NOT_FOUND);
     cr_assert_eq(r.per_name[3].code, PRED_OK);
     cr_assert_float_eq(r.score[1], -1.0, 1e-9);
