@@ -73,113 +73,133 @@ static int open_object(jscan *s, model_pod_brief *b, bool *is_obj)
     return jscan_value(s);
 }
 
-static int scan_metadata(jscan *s, model_pod_brief *b, uint64_t *h)
-{
-    bool is_obj, first = true;
-    if (!open_object(s, b, &is_obj))
-        return 0;
-    if (!is_obj)
-        return 1;
-    const char *k, *v;
-    size_t klen, vlen;
-    bool kesc;
-    int r;
-    while ((r = jscan_next_key(s, &first, &k, &klen, &kesc)) == 1) {
-        if (kesc)
-            b->plain = false;
-        if (key_is(k, klen, "managedFields") || key_is(k, klen, "generation")) {
-            if (!jscan_value(s))
-                return 0;
-            continue;
-        }
-        if (key_is(k, klen, "resourceVersion")) {
-            if (!str_member(s, b, &b->resource_version))
-                return 0;
-            continue;
-        }
-        if (!value_span(s, &v, &vlen))
-            return 0;
-        *h = digest_member(*h, SEC_META, k, klen, v, vlen);
-        jscan sub = *s;
-        sub.p = v;
-        sub.end = v + vlen;
-        if (key_is(k, klen, "uid") && !str_member(&sub, b, &b->uid))
-            return 0;
-        if (key_is(k, klen, "namespace") && !str_member(&sub, b, &b->ns))
-            return 0;
-        if (key_is(k, klen, "name") && !str_member(&sub, b, &b->name))
-            return 0;
-        if (key_is(k, klen, "deletionTimestamp")) {
-            b->terminating = !(vlen == 4 && memcmp(v, "null", 4) == 0);
-            if (!b->terminating || *v != '"')
-                b->plain = false;
-        }
-    }
-    return r == 0;
-}
+/* What a section's member callback makes of one key (walk_object). */
+typedef enum {
+    MEMBER_FAILED = 0, /* s failed */
+    MEMBER_TAKEN,      /* the callback stepped over the value itself */
+    MEMBER_DIGEST,     /* the walker folds the value into the digest */
+    MEMBER_READ,       /* ... and then hands the callback its span */
+} member_how;
 
-static int scan_spec(jscan *s, model_pod_brief *b, uint64_t *h)
+/* The context of one scan: the brief being filled and the digest so far. */
+typedef struct scan_ctx {
+    model_pod_brief *b;
+    uint64_t h;
+} scan_ctx;
+
+/* A section's per-key callback. Called first with digested false and s at
+ * the key's value in the object: it either steps over the value itself
+ * (MEMBER_TAKEN, the value not digested) or leaves it to the walker
+ * (MEMBER_DIGEST, MEMBER_READ). After MEMBER_READ it is called again with
+ * digested true and s a scanner over the value's span alone. */
+typedef member_how (*member_fn)(scan_ctx *c, jscan *s, const char *k, size_t klen, bool digested);
+
+/* walk_object walks the object member value at s->p, section sec: every
+ * key escaped clears the brief's plain, and each member goes to fn, which
+ * takes it or has its raw text folded into the digest. A value of another
+ * type is stepped over with plain cleared. 1 for an object, 2 for another
+ * value, 0 with s failed. */
+static int walk_object(scan_ctx *c, jscan *s, int sec, member_fn fn)
 {
     bool is_obj, first = true;
-    if (!open_object(s, b, &is_obj))
+    if (!open_object(s, c->b, &is_obj))
         return 0;
     if (!is_obj)
-        return 1;
+        return 2;
     const char *k, *v;
     size_t klen, vlen;
     bool kesc;
     int r;
     while ((r = jscan_next_key(s, &first, &k, &klen, &kesc)) == 1) {
         if (kesc)
-            b->plain = false;
-        if (key_is(k, klen, "nodeName")) {
-            if (!str_member(s, b, &b->node_name))
-                return 0;
+            c->b->plain = false;
+        member_how how = fn(c, s, k, klen, false);
+        if (how == MEMBER_FAILED)
+            return 0;
+        if (how == MEMBER_TAKEN)
             continue;
-        }
         if (!value_span(s, &v, &vlen))
             return 0;
-        *h = digest_member(*h, SEC_SPEC, k, klen, v, vlen);
-        if (key_is(k, klen, "schedulerName")) {
+        c->h = digest_member(c->h, sec, k, klen, v, vlen);
+        if (how == MEMBER_READ) {
             jscan sub = *s;
             sub.p = v;
             sub.end = v + vlen;
-            if (!str_member(&sub, b, &b->scheduler_name))
+            if (!fn(c, &sub, k, klen, true))
                 return 0;
         }
     }
     return r == 0;
 }
 
-static int scan_status(jscan *s, model_pod_brief *b, uint64_t *h)
+/* skip_member steps over the value at s->p, leaving it out of the digest. */
+static member_how skip_member(jscan *s)
 {
-    bool is_obj, first = true;
-    if (!open_object(s, b, &is_obj))
-        return 0;
-    if (!is_obj)
-        return 1;
-    const char *k, *v;
-    size_t klen, vlen;
-    bool kesc;
-    int r;
-    while ((r = jscan_next_key(s, &first, &k, &klen, &kesc)) == 1) {
-        if (kesc)
-            b->plain = false;
-        if (!key_is(k, klen, "phase")) {
-            if (!jscan_value(s))
-                return 0;
-            continue;
-        }
-        if (!value_span(s, &v, &vlen))
-            return 0;
-        *h = digest_member(*h, SEC_STATUS, k, klen, v, vlen);
-        jscan sub = *s;
-        sub.p = v;
-        sub.end = v + vlen;
-        if (!str_member(&sub, b, &b->phase))
-            return 0;
+    return jscan_value(s) ? MEMBER_TAKEN : MEMBER_FAILED;
+}
+
+/* read_member reads the string member at s->p into *out (str_member). */
+static member_how read_member(scan_ctx *c, jscan *s, model_span *out)
+{
+    return str_member(s, c->b, out) ? MEMBER_TAKEN : MEMBER_FAILED;
+}
+
+static member_how meta_member(scan_ctx *c, jscan *s, const char *k, size_t klen, bool digested)
+{
+    model_pod_brief *b = c->b;
+    if (!digested) {
+        if (key_is(k, klen, "managedFields") || key_is(k, klen, "generation"))
+            return skip_member(s);
+        if (key_is(k, klen, "resourceVersion"))
+            return read_member(c, s, &b->resource_version);
+        if (key_is(k, klen, "uid") || key_is(k, klen, "namespace") || key_is(k, klen, "name") ||
+            key_is(k, klen, "deletionTimestamp"))
+            return MEMBER_READ;
+        return MEMBER_DIGEST;
     }
-    return r == 0;
+    if (key_is(k, klen, "uid"))
+        return read_member(c, s, &b->uid);
+    if (key_is(k, klen, "namespace"))
+        return read_member(c, s, &b->ns);
+    if (key_is(k, klen, "name"))
+        return read_member(c, s, &b->name);
+    /* deletionTimestamp */
+    const char *v = s->p;
+    size_t vlen = (size_t)(s->end - s->p);
+    b->terminating = !(vlen == 4 && memcmp(v, "null", 4) == 0);
+    if (!b->terminating || *v != '"')
+        b->plain = false;
+    return MEMBER_TAKEN;
+}
+
+static member_how spec_member(scan_ctx *c, jscan *s, const char *k, size_t klen, bool digested)
+{
+    if (digested) /* schedulerName */
+        return read_member(c, s, &c->b->scheduler_name);
+    if (key_is(k, klen, "nodeName"))
+        return read_member(c, s, &c->b->node_name);
+    return key_is(k, klen, "schedulerName") ? MEMBER_READ : MEMBER_DIGEST;
+}
+
+static member_how status_member(scan_ctx *c, jscan *s, const char *k, size_t klen, bool digested)
+{
+    if (digested) /* phase */
+        return read_member(c, s, &c->b->phase);
+    return key_is(k, klen, "phase") ? MEMBER_READ : skip_member(s);
+}
+
+static member_how top_member(scan_ctx *c, jscan *s, const char *k, size_t klen, bool digested)
+{
+    int ok;
+    if (key_is(k, klen, "metadata"))
+        ok = walk_object(c, s, SEC_META, meta_member);
+    else if (key_is(k, klen, "spec"))
+        ok = walk_object(c, s, SEC_SPEC, spec_member);
+    else if (key_is(k, klen, "status"))
+        ok = walk_object(c, s, SEC_STATUS, status_member);
+    else
+        return MEMBER_DIGEST;
+    return ok ? MEMBER_TAKEN : MEMBER_FAILED;
 }
 
 /* See podscan.h. */
@@ -187,35 +207,11 @@ int model_podscan(jscan *s, model_pod_brief *out)
 {
     memset(out, 0, sizeof *out);
     out->plain = true;
-    uint64_t h = 0x243f6a8885a308d3ULL;
-    bool is_obj, first = true;
-    if (!open_object(s, out, &is_obj))
-        return 0;
-    if (!is_obj)
-        return 1;
-    const char *k, *v;
-    size_t klen, vlen;
-    bool kesc;
-    int r;
-    while ((r = jscan_next_key(s, &first, &k, &klen, &kesc)) == 1) {
-        if (kesc)
-            out->plain = false;
-        int ok;
-        if (key_is(k, klen, "metadata"))
-            ok = scan_metadata(s, out, &h);
-        else if (key_is(k, klen, "spec"))
-            ok = scan_spec(s, out, &h);
-        else if (key_is(k, klen, "status"))
-            ok = scan_status(s, out, &h);
-        else if ((ok = value_span(s, &v, &vlen)))
-            h = digest_member(h, SEC_TOP, k, klen, v, vlen);
-        if (!ok)
-            return 0;
-    }
-    if (r != 0)
-        return 0;
-    out->digest = h ? h : 1; /* 0 means "no digest" to the cache */
-    return 1;
+    scan_ctx c = {.b = out, .h = 0x243f6a8885a308d3ULL};
+    int r = walk_object(&c, s, SEC_TOP, top_member);
+    if (r == 1)
+        out->digest = c.h ? c.h : 1; /* 0 means "no digest" to the cache */
+    return r != 0;
 }
 
 /* See podscan.h. */

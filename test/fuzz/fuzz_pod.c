@@ -5,29 +5,21 @@
 #include <string.h>
 
 #include "agentsched/base/doc.h"
-#include "agentsched/base/log.h"
 #include "agentsched/model/labels.h"
 #include "agentsched/model/pod.h"
 #include "agentsched/model/registry.h"
+#include "fuzz_registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static model_registry reg;
-    static int ready;
-    if (!ready) {
-        log_set_level(LOG_ERROR);
-        model_registry_init(&reg);
-        int idx;
-        model_registry_intern(&reg, "nvidia.com/gpu", 14, &idx);
-        model_registry_intern(&reg, "example.com/foo", 15, &idx);
-        ready = 1;
-    }
+    static const char *const names[] = {"nvidia.com/gpu", "example.com/foo", NULL};
+    model_registry *reg = fuzz_registry_once(names);
     json_t *v = NULL;
     if (doc_parse((const char *)data, size, false, &v, NULL) != AS_OK)
         return 0;
     model_pod *p = NULL;
     as_diag d;
-    as_err err = model_pod_from_json(&reg, v, &p, &d);
+    as_err err = model_pod_from_json(reg, v, &p, &d);
     json_decref(v);
     if (err != AS_OK) {
         if (p || !d.msg[0])

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/base/log.h"
 #include "agentsched/model/podscan.h"
+#include "fuzz_registry.h"
 
 static void in_text(const model_span *sp, const char *b, size_t n)
 {
@@ -18,13 +18,7 @@ static void in_text(const model_span *sp, const char *b, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static model_registry reg;
-    static int ready;
-    if (!ready) {
-        log_set_level(LOG_ERROR);
-        model_registry_init(&reg);
-        ready = 1;
-    }
+    model_registry *reg = fuzz_registry_once(NULL);
     const char *b = (const char *)data;
     as_diag d1 = {{0}, {0}}, d2 = {{0}, {0}};
     jscan s = {.base = b, .p = b, .end = b + size, .diag = &d1};
@@ -41,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         &br.phase};
     for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++)
         in_text(spans[i], b, size);
-    if (model_pod_digest(&reg, &br) == 0)
+    if (model_pod_digest(reg, &br) == 0)
         abort();
     char key[512];
     (void)model_pod_brief_key(&br, key, sizeof key);

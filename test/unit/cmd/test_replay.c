@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "agentsched/cmd/replay.h"
+#include "cli_fixtures.h"
 
 #define DATA TEST_DATA_DIR "/replay"
 
@@ -274,30 +275,14 @@ Test(replay, crlf_and_blank_lines)
     trace_free(t);
 }
 
-static char *run_cli(const char *args, int *status)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s replay %s 2>&1", AGENTSCHED_BINARY, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f);
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    cr_assert(out);
-    size_t n;
-    while ((n = fread(out + len, 1, cap - len - 1, f)) > 0)
-        len += n;
-    out[len] = '\0';
-    *status = pclose(f);
-    return out;
-}
-
 /* The CLI's JSON has exactly the documented keys. */
 Test(replay, cli_json_schema)
 {
     int st;
-    char *out = run_cli("--nodes " DATA "/nodes.csv --pods " DATA "/pods.csv --policy "
-                        "fgd,fragment --format json",
-                        &st);
+    char *out = cli_run(
+        &st,
+        "replay --nodes %s/nodes.csv --pods %s/pods.csv --policy fgd,fragment --format json 2>&1",
+        DATA, DATA);
     cr_assert_eq(st, 0, "%s", out);
     json_error_t je;
     json_t *doc = json_loads(out, 0, &je);
@@ -330,28 +315,29 @@ Test(replay, cli_json_schema)
 Test(replay, cli_usage_errors)
 {
     int st;
-    char *out = run_cli("--pods x.csv", &st);
+    char *out = cli_run(&st, "replay --pods x.csv 2>&1");
     cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
     cr_assert(strstr(out, "--nodes"), "%s", out);
     free(out);
-    out = run_cli("--nodes a --pods b --format xml", &st);
+    out = cli_run(&st, "replay --nodes a --pods b --format xml 2>&1");
     cr_assert_eq(WEXITSTATUS(st), 2);
     cr_assert(strstr(out, "table, json or csv"), "%s", out);
     free(out);
-    out = run_cli("--nodes a --pods b --arrivals 10", &st);
+    out = cli_run(&st, "replay --nodes a --pods b --arrivals 10 2>&1");
     cr_assert_eq(WEXITSTATUS(st), 2);
     cr_assert(strstr(out, "--arrivals needs --churn"), "%s", out);
     free(out);
-    out = run_cli("--nodes a --pods b --inflate 0.5", &st);
+    out = cli_run(&st, "replay --nodes a --pods b --inflate 0.5 2>&1");
     cr_assert_eq(WEXITSTATUS(st), 2);
     free(out);
-    out = run_cli("--nodes " DATA "/nodes.csv --pods " DATA "/pods.csv --policy nope", &st);
+    out = cli_run(&st, "replay --nodes %s/nodes.csv --pods %s/pods.csv --policy nope 2>&1", DATA,
+                  DATA);
     cr_assert_eq(WEXITSTATUS(st), 1);
     cr_assert(strstr(out, "unknown policy"), "%s", out);
     free(out);
-    out = run_cli("--nodes " DATA "/nodes.csv --pods " DATA "/pods.csv --policy fgd --format "
-                  "csv",
-                  &st);
+    out = cli_run(&st,
+                  "replay --nodes %s/nodes.csv --pods %s/pods.csv --policy fgd --format csv 2>&1",
+                  DATA, DATA);
     cr_assert_eq(st, 0);
     cr_assert(strncmp(out, "policy,placed,failed,", 21) == 0, "%s", out);
     free(out);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agentsched/shard/shardctl.h"
+#include "cli_fixtures.h"
 #include "core_fixtures.h"
 
 static shardcfg_config *parse_ok(const char *yaml)
@@ -728,17 +729,12 @@ Test(shardctl_engine, seen_and_sweep_drop_vanished_nodes)
 
 Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "%s shard-controller --config %s/policy/sharding.yaml --cluster "
-             "%s/deploy/examples/cluster.yaml --once --log-level 0",
-             AGENTSCHED_BINARY, AGENTSCHED_SOURCE_DIR, AGENTSCHED_SOURCE_DIR);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    char out[1 << 16];
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    cr_assert_eq(pclose(p), 0, "%s", out);
+    int st;
+    char *out = cli_run(&st,
+                        "shard-controller --config %s/policy/sharding.yaml --cluster "
+                        "%s/deploy/examples/cluster.yaml --once --log-level 0",
+                        AGENTSCHED_SOURCE_DIR, AGENTSCHED_SOURCE_DIR);
+    cr_assert_eq(st, 0, "%s", out);
     json_error_t je;
     json_t *doc = json_loads(out, 0, &je);
     cr_assert_not_null(doc, "%s", out);
@@ -747,10 +743,11 @@ Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(shards, 0), "name")),
                      "agentsched");
     json_decref(doc);
+    free(out);
 
-    snprintf(cmd, sizeof cmd, "%s shard-controller --cluster x --once 2>/dev/null",
-             AGENTSCHED_BINARY);
-    cr_assert_eq(WEXITSTATUS(system(cmd)), 2, "--config is required");
+    out = cli_run(&st, "shard-controller --cluster x --once 2>/dev/null");
+    cr_assert_eq(WEXITSTATUS(st), 2, "--config is required");
+    free(out);
 }
 
 /* Utilisation counts what Volcano's controller counts: the containers'
@@ -759,17 +756,13 @@ Test(shardctl_cli, once_prints_the_shards_of_a_cluster_file)
  * and pod-level resources are left out (data/volcano-util-cluster.yaml). */
 Test(shardctl_cli, utilisation_counts_what_volcano_counts)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "%s shard-controller --config %s/test/unit/shard/data/volcano-util-bands.yaml "
-             "--cluster %s/test/unit/shard/data/volcano-util-cluster.yaml --once --log-level 0",
-             AGENTSCHED_BINARY, AGENTSCHED_SOURCE_DIR, AGENTSCHED_SOURCE_DIR);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    char out[1 << 16];
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    cr_assert_eq(pclose(p), 0, "%s", out);
+    int st;
+    char *out = cli_run(&st,
+                        "shard-controller --config %s/test/unit/shard/data/volcano-util-bands.yaml "
+                        "--cluster %s/test/unit/shard/data/volcano-util-cluster.yaml --once "
+                        "--log-level 0",
+                        AGENTSCHED_SOURCE_DIR, AGENTSCHED_SOURCE_DIR);
+    cr_assert_eq(st, 0, "%s", out);
     json_error_t je;
     json_t *doc = json_loads(out, 0, &je);
     cr_assert_not_null(doc, "%s", out);
@@ -795,6 +788,7 @@ Test(shardctl_cli, utilisation_counts_what_volcano_counts)
     cr_assert_eq(busy, 2, "%s", out);
     cr_assert_eq(idle, 7, "%s", out);
     json_decref(doc);
+    free(out);
 }
 
 Test(shardcfg_config, from_configmap)
