@@ -231,10 +231,13 @@ static void rebuild_fragment(score_policy *p)
     uint64_t gp = __atomic_load_n(&p->gpu_pods, __ATOMIC_RELAXED);
     uint64_t cp = __atomic_load_n(&p->cpu_pods, __ATOMIC_RELAXED);
     st(&p->t_gpu_share, gp + cp >= 20 ? (double)gp / (double)(gp + cp) : 1.0);
-    /* The share of the CPU demand that CPU-only pods ask for (0 until 20
-     * pods were seen): how much they compete for the CPU beside free GPUs. */
+    /* spreadCpu's blend from c, the share of the CPU demand that CPU-only
+     * pods ask for (none until 20 pods were seen): its excess over the
+     * GPU pods' share, 2c - 1, times the weight, within [0, 1]. */
     uint64_t oc = __atomic_load_n(&p->cpu_only_cpu_sum, __ATOMIC_RELAXED);
-    st(&p->t_cpu_only_share, gp + cp >= 20 && oc + cpu > 0 ? (double)oc / (double)(oc + cpu) : 0.0);
+    double oshare = gp + cp >= 20 && oc + cpu > 0 ? (double)oc / (double)(oc + cpu) : 0.0;
+    double blend = p->f_spread_cpu * (2.0 * oshare - 1.0);
+    st(&p->t_cpu_blend, blend < 0 ? 0.0 : blend > 1 ? 1.0 : blend);
     uint64_t kh[MODEL_MAX_GPUS + 1], ktot = 0;
     for (int k = 0; k <= MODEL_MAX_GPUS; k++) {
         kh[k] = __atomic_load_n(&p->khist[k], __ATOMIC_RELAXED);
@@ -325,7 +328,7 @@ typedef struct table_sig {
     int cls_first[SCORE_MAX_TYPICAL], cls_end[SCORE_MAX_TYPICAL];
     double cls_pop[SCORE_MAX_TYPICAL];
     int64_t cls_max_cpu[SCORE_MAX_TYPICAL], cls_max_mem[SCORE_MAX_TYPICAL];
-    double t_cpu_per_milli, t_mem_per_milli, t_gpu_share, t_cpu_only_share;
+    double t_cpu_per_milli, t_mem_per_milli, t_gpu_share, t_cpu_blend;
     double t_p_above[SCORE_HIST_BUCKETS];
     double t_k_above[MODEL_MAX_GPUS + 1];
     int t_nrc;
@@ -353,8 +356,7 @@ static void table_sig_take(const score_policy *p, table_sig *g)
         g->t_cpu_per_milli = p->t_cpu_per_milli;
         g->t_mem_per_milli = p->t_mem_per_milli;
         g->t_gpu_share = p->t_gpu_share;
-        if (p->f_spread_cpu > 0)
-            g->t_cpu_only_share = p->t_cpu_only_share;
+        g->t_cpu_blend = p->t_cpu_blend;
         memcpy(g->t_p_above, p->t_p_above, sizeof g->t_p_above);
         if (p->f_multi > 0)
             memcpy(g->t_k_above, p->t_k_above, sizeof g->t_k_above);
@@ -1177,15 +1179,10 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
      * CPU short, CPU is then kept beside every node's free GPUs (the GPU
      * pods take part of each node's CPU before CPU-only pods take whole
      * nodes'), and the large CPU-only pods find no room sooner. */
-    if (p->f_spread_cpu > 0 && v.cpu_alloc > 0) {
-        double x = 2.0 * ld(&p->t_cpu_only_share) - 1.0;
-        if (x > 0) {
-            double l = p->f_spread_cpu * x;
-            if (l > 1)
-                l = 1;
-            s = s < 0 ? 0 : s > 100 ? 100 : s;
-            s = (1 - l) * s + l * 100.0 * (double)v.cpu_free / (double)v.cpu_alloc;
-        }
+    double l = ld(&p->t_cpu_blend);
+    if (l > 0 && v.cpu_alloc > 0) {
+        s = s < 0 ? 0 : s > 100 ? 100 : s;
+        s = (1 - l) * s + l * 100.0 * (double)v.cpu_free / (double)v.cpu_alloc;
     }
     /* Without spread, ties go to the earlier node in the cache's order
      * (first fit) by a difference far below any waste step (a milli-GPU
