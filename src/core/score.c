@@ -129,6 +129,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_surplus = true;
     p->f_multi = 0;
     p->f_mix = 0;
+    p->f_spread_cpu = 1;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */
@@ -230,6 +231,13 @@ static void rebuild_fragment(score_policy *p)
     uint64_t gp = __atomic_load_n(&p->gpu_pods, __ATOMIC_RELAXED);
     uint64_t cp = __atomic_load_n(&p->cpu_pods, __ATOMIC_RELAXED);
     st(&p->t_gpu_share, gp + cp >= 20 ? (double)gp / (double)(gp + cp) : 1.0);
+    /* spreadCpu's blend from c, the share of the CPU demand that CPU-only
+     * pods ask for (none until 20 pods were seen): its excess over the
+     * GPU pods' share, 2c - 1, times the weight, within [0, 1]. */
+    uint64_t oc = __atomic_load_n(&p->cpu_only_cpu_sum, __ATOMIC_RELAXED);
+    double oshare = gp + cp >= 20 && oc + cpu > 0 ? (double)oc / (double)(oc + cpu) : 0.0;
+    double blend = p->f_spread_cpu * (2.0 * oshare - 1.0);
+    st(&p->t_cpu_blend, blend < 0 ? 0.0 : blend > 1 ? 1.0 : blend);
     uint64_t kh[MODEL_MAX_GPUS + 1], ktot = 0;
     for (int k = 0; k <= MODEL_MAX_GPUS; k++) {
         kh[k] = __atomic_load_n(&p->khist[k], __ATOMIC_RELAXED);
@@ -320,7 +328,7 @@ typedef struct table_sig {
     int cls_first[SCORE_MAX_TYPICAL], cls_end[SCORE_MAX_TYPICAL];
     double cls_pop[SCORE_MAX_TYPICAL];
     int64_t cls_max_cpu[SCORE_MAX_TYPICAL], cls_max_mem[SCORE_MAX_TYPICAL];
-    double t_cpu_per_milli, t_mem_per_milli, t_gpu_share;
+    double t_cpu_per_milli, t_mem_per_milli, t_gpu_share, t_cpu_blend;
     double t_p_above[SCORE_HIST_BUCKETS];
     double t_k_above[MODEL_MAX_GPUS + 1];
     int t_nrc;
@@ -348,6 +356,7 @@ static void table_sig_take(const score_policy *p, table_sig *g)
         g->t_cpu_per_milli = p->t_cpu_per_milli;
         g->t_mem_per_milli = p->t_mem_per_milli;
         g->t_gpu_share = p->t_gpu_share;
+        g->t_cpu_blend = p->t_cpu_blend;
         memcpy(g->t_p_above, p->t_p_above, sizeof g->t_p_above);
         if (p->f_multi > 0)
             memcpy(g->t_k_above, p->t_k_above, sizeof g->t_k_above);
@@ -642,6 +651,8 @@ void score_observe_pod(score_policy *p, const model_pod *pod)
         __atomic_add_fetch(&p->rc_cpu[c], (uint64_t)(s.cpu > 0 ? s.cpu : 0), __ATOMIC_RELAXED);
     } else {
         __atomic_add_fetch(&p->cpu_pods, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->cpu_only_cpu_sum, (uint64_t)(s.cpu > 0 ? s.cpu : 0),
+                           __ATOMIC_RELAXED);
     }
     /* Rebuild the typical table often while little is known, then rarely:
      * popularity converges and the rebuild is O(slots log slots). */
@@ -1162,6 +1173,17 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
         50.0 -
         50.0 * ld(&p->t_gpu_share) * (after - before) / (MODEL_MAX_GPUS * (double)MODEL_GPU_MILLI) +
         p->f_pack * pack + w * spread;
+    /* spreadCpu: where CPU-only pods ask for more CPU than GPU pods (the
+     * excess 2c - 1 of c, the share of the CPU demand in CPU-only pods),
+     * the score blends toward least-allocated on CPU by that excess: with
+     * CPU short, CPU is then kept beside every node's free GPUs (the GPU
+     * pods take part of each node's CPU before CPU-only pods take whole
+     * nodes'), and the large CPU-only pods find no room sooner. */
+    double l = ld(&p->t_cpu_blend);
+    if (l > 0 && v.cpu_alloc > 0) {
+        s = s < 0 ? 0 : s > 100 ? 100 : s;
+        s = (1 - l) * s + l * 100.0 * (double)v.cpu_free / (double)v.cpu_alloc;
+    }
     /* Without spread, ties go to the earlier node in the cache's order
      * (first fit) by a difference far below any waste step (a milli-GPU
      * moves the score by about 1e-3 x the GPU pod share), so the scan

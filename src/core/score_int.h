@@ -106,7 +106,7 @@ struct score_policy {
 
     /* fragment: learned aggregates (atomics). */
     uint64_t gpu_pods, gpu_milli_sum, gpu_cpu_sum, gpu_mem_mib_sum;
-    uint64_t cpu_pods;
+    uint64_t cpu_pods, cpu_only_cpu_sum; /* CPU-only pods and their cpu millicores */
     uint64_t hist[SCORE_HIST_BUCKETS];  /* per-device demand, 50-milli buckets */
     uint64_t khist[MODEL_MAX_GPUS + 1]; /* GPU pods by fully free devices needed */
     /* GPU pods by CPU per GPU (SCORE_RATIO_CLASSES): their milli and cpu. */
@@ -123,6 +123,7 @@ struct score_policy {
     bool f_surplus;      /* CPU-only pods spread by CPU/memory beyond the free GPUs' need */
     double f_multi;      /* weight of whole devices a multi-GPU demand cannot use */
     double f_mix;        /* strand over the CPU-per-GPU mix (1) or its mean (0) */
+    double f_spread_cpu; /* every pod spreads over free CPU, x the CPU-only share of CPU */
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
     double t_cpu_per_milli;               /* cpu millicores per milli-GPU */
@@ -130,6 +131,8 @@ struct score_policy {
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
+    double t_cpu_blend; /* spreadCpu's blend: spreadCpu x (2c - 1) in [0, 1], c the CPU-only
+                         * pods' share of the CPU demand */
     /* Non-empty CPU-per-GPU classes, leanest first: milli-GPU fed per cpu
      * millicore (a class asking for none counts as asking for one
      * millicore in all; unused slots -1), the share of the GPU demand of the classes before

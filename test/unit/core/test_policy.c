@@ -191,6 +191,7 @@ Test(policy, wrong_types)
     parse_bad("fragment: {spread: -0.1}\n", AS_ERANGE, "fragment.spread", "out of range");
     parse_bad("fragment: {strandMix: 1.5}\n", AS_ERANGE, "fragment.strandMix", "out of range");
     parse_bad("fragment: {spreadGpu: -1}\n", AS_ERANGE, "fragment.spreadGpu", "out of range");
+    parse_bad("fragment: {spreadCpu: -1}\n", AS_ERANGE, "fragment.spreadCpu", "out of range");
     parse_bad("fragment: {spreadSurplus: 1}\n", AS_EINVAL, "fragment.spreadSurplus",
               "true or false");
     parse_bad("fragment: {cpuPerGpu: 0}\n", AS_ERANGE, "fragment.cpuPerGpu", "greater than zero");

@@ -412,6 +412,83 @@ Test(score, fragment_spread_surplus_exact)
     model_node_free(c.spec);
 }
 
+/* fragment's spreadCpu, exact values: 20 pods observed, 4 cores each, k
+ * of them CPU-only, so c (the CPU-only pods' share of the CPU demand) is
+ * k/20. CPU-only pod 4 cores / 16Gi on a node without GPUs (32 cores /
+ * 128Gi): unblended 50 + 0.05 * 50 * (28/32 + 112/128) = 54.375. With
+ * k = 15, c = 0.75 and the excess 2c - 1 = 0.5 blends half toward
+ * least-allocated on CPU: 0.5 * 54.375 + 0.5 * 100 * 28/32 = 70.9375 (at
+ * spreadCpu 2 the blend is whole: 87.5). With k = 10 (c = 0.5) or fewer,
+ * or spreadCpu 0, the score is fragment's own. */
+Test(score, fragment_spread_cpu_exact)
+{
+    hnode c;
+    hnode_init(&c, 32000, 128 * FX_GI, 0);
+    model_pod *pod = fx_pod("c", "c", 4000, 16 * FX_GI);
+    model_pod *gpod = fx_pod("g", "g", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, gpod, 1, 0);
+    static const struct {
+        const char *yaml;
+        int cpu_only;
+        double want;
+    } cases[] = {
+        {"strategy: fragment\n", 15, 70.9375},
+        {"strategy: fragment\nfragment:\n  spreadCpu: 2\n", 15, 87.5},
+        {"strategy: fragment\nfragment:\n  spreadCpu: 0\n", 15, 54.375},
+        {"strategy: fragment\n", 10, 54.375},
+        {"strategy: fragment\n", 5, 54.375},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        score_policy *p = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(
+            score_policy_parse(&reg, "t.yaml", cases[i].yaml, strlen(cases[i].yaml), &p, &d), AS_OK,
+            "%s", d.msg);
+        cr_assert_float_eq(score_node(p, pod, &c.cn), 54.375, 1e-9, "nothing observed yet");
+        for (int n = 0; n < 20; n++)
+            score_observe_pod(p, n < cases[i].cpu_only ? pod : gpod);
+        double got = score_node(p, pod, &c.cn);
+        cr_assert_float_eq(got, cases[i].want, 1e-9, "%s, %d CPU-only: %f", cases[i].yaml,
+                           cases[i].cpu_only, got);
+        score_policy_unref(p);
+    }
+    model_pod_free(pod);
+    model_pod_free(gpod);
+    model_node_free(c.spec);
+}
+
+/* Before anything is learned a GPU pod goes to the node with 24 free cores
+ * (at the prior 8 cores per GPU it strands less there). Once CPU-only pods
+ * ask for most of the CPU (c = 240 / 260 cores; the GPU pods' 2 cores per
+ * GPU learned, so neither node strands), it goes to the node with more
+ * free CPU. */
+Test(score, fragment_spread_cpu_gpu_pod)
+{
+    hnode a, b;
+    hnode_init(&a, 64000, 256 * FX_GI, 4);
+    hnode_init(&b, 64000, 256 * FX_GI, 4);
+    a.cn.slot = 0;
+    b.cn.slot = 1;
+    hnode_use(&a, 40000, 0);
+    model_pod *pod = fx_pod("c", "c", 8000, 16 * FX_GI);
+    model_pod *gpod = fx_pod("g", "g", 2000, 8 * FX_GI);
+    fx_pod_gpu(&reg, gpod, 1, 0);
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    double fa = score_node(p, gpod, &a.cn), fb = score_node(p, gpod, &b.cn);
+    cr_assert_gt(fa, fb, "before learning: %f %f", fa, fb);
+    for (int n = 0; n < 40; n++)
+        score_observe_pod(p, n % 4 ? pod : gpod);
+    fa = score_node(p, gpod, &a.cn);
+    fb = score_node(p, gpod, &b.cn);
+    cr_assert_gt(fb, fa, "spread over CPU: %f %f", fa, fb);
+    score_policy_unref(p);
+    model_pod_free(pod);
+    model_pod_free(gpod);
+    model_node_free(a.spec);
+    model_node_free(b.spec);
+}
+
 /* fragment prefers: a CPU-only node for CPU-only pods over a GPU node it
  * would strand; the partly used GPU for a share that fits it. */
 Test(score, fragment_preferences)
