@@ -634,6 +634,7 @@ static void set_spec(cnode *n, const model_node *spec)
     n->pub.ready = spec->ready;
     n->pub.unschedulable = spec->unschedulable;
     n->pub.ntaints = spec->ntaints;
+    n->pub.name_len = (uint32_t)strlen(spec->name);
     n->pub.ngpus = spec->ngpus > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : spec->ngpus;
     n->pub.alloc = spec->alloc;
 }

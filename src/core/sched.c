@@ -99,7 +99,8 @@ static void topk_insert(topk *t, const cache_node *node, const char *name, size_
         return;
     if (!name) {
         name = node->spec->name;
-        len = strlen(name);
+        /* the hot copy; a node built by hand has none */
+        len = node->name_len ? node->name_len : strlen(name);
     }
     uint32_t lo = 0, hi = t->n;
     while (lo < hi) {

@@ -97,6 +97,7 @@ typedef struct cache_node {
     bool unschedulable; /* spec->unschedulable */
     uint32_t ntaints;   /* spec->ntaints */
     uint32_t ngpus;     /* spec->ngpus, capped at MODEL_MAX_GPUS */
+    uint32_t name_len;  /* strlen(spec->name) */
     model_resvec alloc; /* spec->alloc */
     /* (atomic) what Volcano's sharding controller counts of the same pods:
      * their containers' CPU requests (model_pod containers_cpu), mirror
