@@ -27,6 +27,14 @@
 #define NONZERO_CPU    100                   /* kube-scheduler DefaultMilliCPURequest */
 #define NONZERO_MEM    (200LL * 1024 * 1024) /* DefaultMemoryRequest */
 #define MIB            (1024.0 * 1024.0)
+#define FRAG_MEMO_SIZE 16384 /* power of two; score_fragment's memo */
+
+/* An entry of score_fragment's memo (see frag_memo_get): atomics only. */
+struct frag_memo_ent {
+    uint32_t seq;
+    uint64_t id, ngen, tgen;
+    double waste;
+};
 
 static const char *const strategy_names[SCORE__COUNT] = {
     "least-allocated", "most-allocated", "balanced-allocation", "best-fit", "fgd", "fragment",
@@ -448,6 +456,8 @@ static void rebuild_tables(score_policy *p)
 /* See score_int.h. */
 void score_policy_finish(score_policy *p)
 {
+    if (p->strategy == SCORE_FRAGMENT && !p->memo)
+        p->memo = calloc(FRAG_MEMO_SIZE, sizeof *p->memo); /* NULL: no memo, same scores */
     for (int i = 0; i < p->nw; i++)
         p->w[i].gpu = strcmp(p->w[i].name, p->gpu_name) == 0;
     rebuild_tables(p);
@@ -485,6 +495,7 @@ void score_policy_unref(score_policy *p)
 {
     if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         pool_free(p->pool);
+        free(p->memo);
         free(p);
     }
 }
@@ -1134,13 +1145,72 @@ static double frag_waste(const score_policy *p, const view *v, int64_t *free_tot
     return p->f_strand * strand + p->f_frag * frag + p->f_multi * multi;
 }
 
+/* A node's waste before the pod (frag_waste of its view) depends on the
+ * node's state and the learned tables only, not on the pod; a scan asks
+ * it of every node for every pod, and most nodes have not changed since
+ * the last pod. So it is kept per cache slot (FRAG_MEMO_SIZE entries,
+ * 640 KB a fragment policy; a slot past them shares an entry, which only
+ * costs misses), tagged with the node's id and generation and the
+ * tables' generation. Scans run in parallel, so an entry is a seqlock of
+ * atomics: a writer claims it by making seq odd (a busy entry is left
+ * alone), a reader takes it only when seq was even and unchanged around
+ * its reads. bench_score (alternating runs): fragment 0.80-0.83 of
+ * least-allocated's decisions/s with it, 0.74-0.76 without. */
+static bool frag_memo_get(const score_policy *p, const cache_node *node, uint64_t ngen,
+                          uint64_t tgen, double *waste)
+{
+    struct frag_memo_ent *e = &p->memo[node->slot & (FRAG_MEMO_SIZE - 1)];
+    uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1)
+        return false;
+    bool hit = __atomic_load_n(&e->id, __ATOMIC_RELAXED) == node->id &&
+               __atomic_load_n(&e->ngen, __ATOMIC_RELAXED) == ngen &&
+               __atomic_load_n(&e->tgen, __ATOMIC_RELAXED) == tgen;
+    double w;
+    __atomic_load(&e->waste, &w, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (!hit || __atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
+        return false;
+    *waste = w;
+    return true;
+}
+
+static void frag_memo_put(const score_policy *p, const cache_node *node, uint64_t ngen,
+                          uint64_t tgen, double waste)
+{
+    struct frag_memo_ent *e = &p->memo[node->slot & (FRAG_MEMO_SIZE - 1)];
+    uint32_t s = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
+    if ((s & 1) ||
+        !__atomic_compare_exchange_n(&e->seq, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&e->id, node->id, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->ngen, ngen, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->tgen, tgen, __ATOMIC_RELAXED);
+    __atomic_store(&e->waste, &waste, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
+}
+
 static double score_fragment(const score_policy *p, const model_pod *pod, const cache_node *node)
 {
+    /* A node built by hand (id 0: tests, tools) is never memoized. The
+     * node's generation is read before its view (the cache bumps it after
+     * the usage it covers) and again after the waste: an entry is written
+     * only if it did not move in between. */
+    bool memo = p->memo && node->id;
+    uint64_t ngen = memo ? cache_node_generation(node) : 0;
+    uint64_t tgen = memo ? __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) : 0;
     view v;
     view_load(&v, node);
     double gpu_alloc = (double)v.ngpu * MODEL_GPU_MILLI;
     int64_t free_gpu;
-    double before = frag_waste(p, &v, &free_gpu);
+    double before;
+    if (!memo || !frag_memo_get(p, node, ngen, tgen, &before)) {
+        before = frag_waste(p, &v, &free_gpu);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the view's loads first */
+        if (memo && cache_node_generation(node) == ngen)
+            frag_memo_put(p, node, ngen, tgen, before);
+    }
     view_place(&v, pod);
     double after = frag_waste(p, &v, &free_gpu);
     /* Spreading CPU and memory (not GPU) places a CPU-only pod, whose waste

@@ -107,8 +107,8 @@ struct score_policy {
     /* fragment: learned aggregates (atomics). */
     uint64_t gpu_pods, gpu_milli_sum, gpu_cpu_sum, gpu_mem_mib_sum;
     uint64_t cpu_pods, cpu_only_cpu_sum; /* CPU-only pods and their cpu millicores */
-    uint64_t hist[SCORE_HIST_BUCKETS];  /* per-device demand, 50-milli buckets */
-    uint64_t khist[MODEL_MAX_GPUS + 1]; /* GPU pods by fully free devices needed */
+    uint64_t hist[SCORE_HIST_BUCKETS];   /* per-device demand, 50-milli buckets */
+    uint64_t khist[MODEL_MAX_GPUS + 1];  /* GPU pods by fully free devices needed */
     /* GPU pods by CPU per GPU (SCORE_RATIO_CLASSES): their milli and cpu. */
     uint64_t rc_milli[SCORE_RATIO_CLASSES], rc_cpu[SCORE_RATIO_CLASSES];
 
@@ -144,6 +144,9 @@ struct score_policy {
     /* Bumped (release) after a table rebuild that changed a value the
      * policy's strategy scores with (score_policy_generation). */
     uint64_t gen; /* atomic */
+    /* fragment: each node's waste before a pod lands on it, by cache slot
+     * (score.c's frag_memo), or NULL; owned. */
+    struct frag_memo_ent *memo;
 };
 
 /* score_policy_alloc returns a policy with every default set (strategy s);

@@ -732,3 +732,44 @@ Test(score, share_cannot_span_devices)
     model_pod_free(small);
     cache_free(c);
 }
+
+/* fragment keeps a node's waste before the pod between scans: a second
+ * score of an unchanged node (the memo's) equals the first, and once a
+ * pod lands the score follows the node's new usage, as a copy of the node
+ * that is never memoized (id 0) scores it. */
+Test(score, fragment_memo_follows_the_node)
+{
+    cache *c = NULL;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    model_node *n = fx_node("g", 32000, 64 * FX_GI, 110);
+    fx_node_gpus(&reg, n, 4);
+    cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_FRAGMENT, &p), AS_OK);
+    model_pod *pod = fx_pod("p", "p", 2000, 4 * FX_GI);
+    fx_pod_gpu(&reg, pod, 1, 300);
+    for (int round = 0; round < 3; round++) {
+        cache_read_lock(c);
+        const cache_node *cn = cache_node_find(c, "g", 1);
+        cr_assert(cn && cn->id != 0);
+        cache_node copy = *cn;
+        copy.id = 0;
+        double first = score_node(p, pod, cn);
+        double again = score_node(p, pod, cn);
+        double fresh = score_node(p, pod, &copy);
+        cache_read_unlock(c);
+        cr_assert_eq(first, again, "round %d", round);
+        cr_assert_eq(first, fresh, "round %d", round);
+        /* a 700 share lands on a device: the waste before changes */
+        char name[8];
+        snprintf(name, sizeof name, "u%d", round);
+        model_pod *u = fx_pod(name, name, 1000, FX_GI);
+        fx_pod_gpu(&reg, u, 1, 700);
+        fx_pod_bind(u, "g");
+        cr_assert_eq(cache_pod_upsert(c, u), AS_OK);
+        model_pod_free(u);
+    }
+    score_policy_unref(p);
+    model_pod_free(pod);
+    cache_free(c);
+}
