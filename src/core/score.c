@@ -1163,12 +1163,13 @@ static bool frag_memo_get(const score_policy *p, const cache_node *node, uint64_
     uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
     if (s1 & 1)
         return false;
-    bool hit = __atomic_load_n(&e->id, __ATOMIC_RELAXED) == node->id &&
-               __atomic_load_n(&e->ngen, __ATOMIC_RELAXED) == ngen &&
-               __atomic_load_n(&e->tgen, __ATOMIC_RELAXED) == tgen;
+    /* acquire: seq's second load stays after these (no fence: TSan has
+     * none) */
+    bool hit = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE) == node->id &&
+               __atomic_load_n(&e->ngen, __ATOMIC_ACQUIRE) == ngen &&
+               __atomic_load_n(&e->tgen, __ATOMIC_ACQUIRE) == tgen;
     double w;
-    __atomic_load(&e->waste, &w, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    __atomic_load(&e->waste, &w, __ATOMIC_ACQUIRE);
     if (!hit || __atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
         return false;
     *waste = w;
@@ -1183,20 +1184,21 @@ static void frag_memo_put(const score_policy *p, const cache_node *node, uint64_
     if ((s & 1) ||
         !__atomic_compare_exchange_n(&e->seq, &s, s + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
         return;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&e->id, node->id, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->ngen, ngen, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->tgen, tgen, __ATOMIC_RELAXED);
-    __atomic_store(&e->waste, &waste, __ATOMIC_RELAXED);
+    /* release: each field becomes visible after the odd seq */
+    __atomic_store_n(&e->id, node->id, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->ngen, ngen, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->tgen, tgen, __ATOMIC_RELEASE);
+    __atomic_store(&e->waste, &waste, __ATOMIC_RELEASE);
     __atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 
 static double score_fragment(const score_policy *p, const model_pod *pod, const cache_node *node)
 {
     /* A node built by hand (id 0: tests, tools) is never memoized. The
-     * node's generation is read before its view (the cache bumps it after
-     * the usage it covers) and again after the waste: an entry is written
-     * only if it did not move in between. */
+     * node's generation is read before its view, and the cache bumps it
+     * after the usage it covers: an entry's waste is of its tag's usage
+     * or, when a write raced the view, of newer usage, which a scan
+     * racing that write reads anyway; the bump then retires the entry. */
     bool memo = p->memo && node->id;
     uint64_t ngen = memo ? cache_node_generation(node) : 0;
     uint64_t tgen = memo ? __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) : 0;
@@ -1207,8 +1209,7 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
     double before;
     if (!memo || !frag_memo_get(p, node, ngen, tgen, &before)) {
         before = frag_waste(p, &v, &free_gpu);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the view's loads first */
-        if (memo && cache_node_generation(node) == ngen)
+        if (memo)
             frag_memo_put(p, node, ngen, tgen, before);
     }
     view_place(&v, pod);
