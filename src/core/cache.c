@@ -166,7 +166,11 @@ as_err cache_new(model_registry *reg, cache **out)
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&c->rw, &attr);
     pthread_rwlockattr_destroy(&attr);
-    c->next_id = 1;
+    /* Ids start from a base of this cache's own (its address and the
+     * clock, mixed), so that two caches in one process do not hand out
+     * the same ids: whatever keys by node id (fragment's memo in a policy)
+     * then cannot take one cache's node for another's. Never 0. */
+    c->next_id = ((hash_mix((uint64_t)(uintptr_t)c, clock_mono_ns()) & 0xffffffffu) << 24) | 1;
     c->acct.epoch = 1;
     c->max_nodes = CACHE_MAX_NODES;
     c->max_pods = CACHE_MAX_PODS;

@@ -79,7 +79,8 @@ const char *cache_shard_mode_name(cache_shard_mode m);
  */
 typedef struct cache_node {
     const model_node *spec; /* owned by the cache; replaced only under wrlock */
-    uint64_t id;            /* unique per incarnation (never reused) */
+    uint64_t id;            /* unique per incarnation (never reused), never 0, and
+                               differs between caches in one process */
     uint32_t slot;          /* index in the dense node array (moves on remove) */
     /* (atomic) 1 when in this scheduler's shard. Next to slot and id: a
      * node answered from the equivalence cache reads these three only. */
