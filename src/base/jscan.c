@@ -185,42 +185,49 @@ size_t jscan_unescape(const char *raw, size_t n, char *out)
     return o;
 }
 
-static int scan_number_text(jscan *s)
+/* number_end is JSON's number grammar from p: where the number ends;
+ * *why NULL then, else what is wrong, the result pointing at the fault.
+ * The one grammar of both scans (scan_number_text, skip_fast). */
+static inline const char *number_end(const char *p, const char *end, const char **why)
 {
-    const char *p = s->p, *end = s->end;
+    *why = NULL;
     if (p < end && *p == '-')
         p++;
     if (p < end && *p == '0') {
         p++;
     } else if (p < end && *p >= '1' && *p <= '9') {
-        while (p < end && jscan_is_digit(*p))
-            p++;
+        while (++p < end && jscan_is_digit(*p))
+            ;
     } else {
-        s->p = p;
-        return jscan_syntax(s, "invalid value");
+        *why = "invalid value";
+        return p;
     }
     if (p < end && *p == '.') {
-        p++;
-        if (p >= end || !jscan_is_digit(*p)) {
-            s->p = p;
-            return jscan_syntax(s, "invalid number");
+        if (++p >= end || !jscan_is_digit(*p)) {
+            *why = "invalid number";
+            return p;
         }
-        while (p < end && jscan_is_digit(*p))
-            p++;
+        while (++p < end && jscan_is_digit(*p))
+            ;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < end && (*p == '+' || *p == '-'))
+        if (++p < end && (*p == '+' || *p == '-'))
             p++;
         if (p >= end || !jscan_is_digit(*p)) {
-            s->p = p;
-            return jscan_syntax(s, "invalid number");
+            *why = "invalid number";
+            return p;
         }
-        while (p < end && jscan_is_digit(*p))
-            p++;
+        while (++p < end && jscan_is_digit(*p))
+            ;
     }
-    s->p = p;
-    return 1;
+    return p;
+}
+
+static int scan_number_text(jscan *s)
+{
+    const char *why;
+    s->p = number_end(s->p, s->end, &why);
+    return why ? jscan_syntax(s, why) : 1;
 }
 
 /* See jscan.h. */
@@ -399,36 +406,6 @@ static inline const unsigned char *str_skip(const unsigned char *p, const unsign
     return str_skip_rest(p, end, esc);
 }
 
-/* num_skip steps past the number at p (JSON's grammar, as
- * scan_number_text), or NULL where none is. */
-static const unsigned char *num_skip(const unsigned char *p, const unsigned char *end)
-{
-    if (p < end && *p == '-')
-        p++;
-    if (p < end && *p == '0')
-        p++;
-    else if (p < end && *p >= '1' && *p <= '9')
-        while (++p < end && *p >= '0' && *p <= '9')
-            ;
-    else
-        return NULL;
-    if (p < end && *p == '.') {
-        if (++p >= end || *p < '0' || *p > '9')
-            return NULL;
-        while (++p < end && *p >= '0' && *p <= '9')
-            ;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        if (++p < end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= end || *p < '0' || *p > '9')
-            return NULL;
-        while (++p < end && *p >= '0' && *p <= '9')
-            ;
-    }
-    return p;
-}
-
 #define SKIP_WS(p, end)                                                                            \
     while ((p) < (end) && jscan_is_ws((char)*(p)))                                                 \
     (p)++
@@ -480,24 +457,22 @@ value:
         }
         goto value;
     case 't':
-        if (end - p < 4 || memcmp(p, "true", 4) != 0)
-            return false;
-        p += 4;
-        goto after;
     case 'f':
-        if (end - p < 5 || memcmp(p, "false", 5) != 0)
+    case 'n': {
+        const char *lit = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
+        size_t n = *p == 'f' ? 5 : 4;
+        if ((size_t)(end - p) < n || memcmp(p, lit, n) != 0)
             return false;
-        p += 5;
+        p += n;
         goto after;
-    case 'n':
-        if (end - p < 4 || memcmp(p, "null", 4) != 0)
-            return false;
-        p += 4;
-        goto after;
-    default:
-        if (!(p = num_skip(p, end)))
+    }
+    default: {
+        const char *why;
+        p = (const unsigned char *)number_end((const char *)p, (const char *)end, &why);
+        if (why)
             return false;
         goto after;
+    }
     }
 key:
     if (p >= end || *p != '"')
