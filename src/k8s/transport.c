@@ -428,6 +428,24 @@ static int count_send(void *ud, char *ip, char *local_ip, int port, int local_po
     return CURL_PREREQFUNC_OK;
 }
 
+/* transfer_options sets how a request's transfer runs: the answer into a
+ * body_sink, the timeout, stop aborting it (limited: priority requests are
+ * short anyway, and the lease's release must still go out while
+ * stopping), and with counting the sends counted (count_send). */
+static void transfer_options(k8s_client *k, CURL *h, bool limited, int64_t timeout_ms,
+                             bool counting)
+{
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+    if (limited) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
+    }
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    if (counting)
+        curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
+}
+
 /* kept_setup makes kept's handle ready for a JSON POST: on first use the
  * client's options and the ones every kept request shares; the headers
  * again whenever the bearer token changed. AS_ENOMEM. */
@@ -437,12 +455,7 @@ static as_err kept_setup(k8s_client *k, k8s_kept *kh)
     if (!kh->set) {
         curl_easy_reset(h);
         easy_options(k, h);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)k->cfg.request_timeout_ms);
-        curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
+        transfer_options(k, h, true, k->cfg.request_timeout_ms, true);
         kh->set = true;
     }
     as_err err = AS_OK;
@@ -493,21 +506,10 @@ static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *metho
         curl_easy_reset(h); /* keeps the connection cache: keep-alive survives */
         if ((err = k8s_easy_prepare(k, h, url, body != NULL, &hdrs)))
             goto done;
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+        transfer_options(k, h, limited, timeout_ms, sends != NULL);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-        if (limited) {
-            /* Stop aborts ordinary requests; priority ones are short
-             * anyway, and the lease's release must still go out while
-             * stopping. */
-            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, stop_progress);
-            curl_easy_setopt(h, CURLOPT_XFERINFODATA, k);
-        }
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-        if (sends) {
-            curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
+        if (sends)
             curl_easy_setopt(h, CURLOPT_PREREQDATA, sends);
-        }
         if (body) {
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
             curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
