@@ -429,6 +429,12 @@ static uint32_t annotated_devices(const model_pod *pod, const char *node)
     return devs;
 }
 
+/* entry_on: e is charged to the node named node[0..len). */
+static bool entry_on(const pentry *e, const char *node, size_t len)
+{
+    return e->rec->len == len && memcmp(e->rec->name, node, len) == 0;
+}
+
 /* See cache.h. */
 as_err cache_pod_upsert(cache *c, const model_pod *pod)
 {
@@ -455,8 +461,8 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
 
     size_t node_len = strlen(node);
     uint32_t pinned = annotated_devices(pod, node);
-    if (e && e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0 &&
-        cache_acct_same_request(e, pod) && (!pinned || pinned == e->gpu_devices)) {
+    if (e && entry_on(e, node, node_len) && cache_acct_same_request(e, pod) &&
+        (!pinned || pinned == e->gpu_devices)) {
         cache_acct_confirm(&c->acct, e);
         e->digest = pod->digest;
         if (pinned)
@@ -467,7 +473,7 @@ as_err cache_pod_upsert(cache *c, const model_pod *pod)
      * in place keeps its devices when they still hold it. */
     uint32_t keep_devices = 0;
     if (e) {
-        if (e->rec->len == node_len && memcmp(e->rec->name, node, node_len) == 0)
+        if (entry_on(e, node, node_len))
             keep_devices = e->gpu_devices;
         cache_acct_drop(&c->acct, e);
     } else if (c->acct.pods.n >= c->max_pods) {
@@ -501,8 +507,7 @@ bool cache_pod_touch(cache *c, const char *uid, const char *node, size_t node_le
     pentry *e = table_get(&c->acct.pods, uid, strlen(uid));
     /* cache_pod_upsert's "same node, same request" case, GPU pods aside
      * (their devices may be pinned by an annotation: they decode). */
-    if (e && e->digest == digest && !e->gpu_count && e->rec->len == node_len &&
-        memcmp(e->rec->name, node, node_len) == 0) {
+    if (e && e->digest == digest && !e->gpu_count && entry_on(e, node, node_len)) {
         c->pod_events++;
         cache_acct_confirm(&c->acct, e);
         done = true;
