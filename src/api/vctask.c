@@ -427,27 +427,22 @@ static bool scan_task(jscan *s, vctask_pod_span *out)
     return find_key(s, &w, take_pod, out);
 }
 
-typedef struct span {
-    const char *p;
-    size_t len;
-} span;
-
 /* take_name: a NodeInfo's "Name", a plain non-empty string. */
 static bool take_name(jscan *s, void *arg)
 {
-    span *n = arg;
+    model_span *n = arg;
     bool esc;
-    return *s->p == '"' && jscan_string(s, &n->p, &n->len, &esc) && !esc && n->len;
+    return *s->p == '"' && jscan_string(s, &n->s, &n->len, &esc) && !esc && n->len;
 }
 
 /* scan_node reads a NodeInfo for its Name (a plain non-empty string). */
 static bool scan_node(jscan *s, const char **name, size_t *len)
 {
     want w = {"Name", 4, false, false};
-    span n = {NULL, 0};
+    model_span n = {NULL, 0};
     if (!find_key(s, &w, take_name, &n))
         return false;
-    *name = n.p;
+    *name = n.s;
     *len = n.len;
     return true;
 }
