@@ -562,19 +562,16 @@ static bool apply_brief(k8s_stream *s, const pod_event_brief *pe, uint64_t diges
     char uid[600];
     if (!model_pod_brief_key(b, uid, sizeof uid))
         return false;
+    bool deleted = pe->type == K8S_EV_DELETED;
+    if (!deleted && !(pe->type == K8S_EV_MODIFIED && b->node_name.len))
+        return false;
     model_pod *p = NULL;
-    if (pe->type == K8S_EV_DELETED) {
-        if (model_pod_from_brief(b, &p) != AS_OK)
-            return false;
+    if (model_pod_from_brief(b, &p) != AS_OK)
+        return false;
+    if (deleted) {
         cache_pod_delete(s->cache, uid); /* ENOTFOUND: it held no capacity */
-    } else if (pe->type == K8S_EV_MODIFIED && b->node_name.len) {
-        if (model_pod_from_brief(b, &p) != AS_OK)
-            return false;
-        if (!cache_pod_touch(s->cache, uid, b->node_name.s, b->node_name.len, digest)) {
-            model_pod_free(p);
-            return false;
-        }
-    } else {
+    } else if (!cache_pod_touch(s->cache, uid, b->node_name.s, b->node_name.len, digest)) {
+        model_pod_free(p);
         return false;
     }
     pod_hook(s, pe->type, p);
