@@ -236,10 +236,9 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     uint64_t key = event_key(ns, name, uid, reason);
     k8s_event_job j = {0};
     bool queued = false;
-    if (!job_fill(&j, ns, name, uid, type, reason, message, now))
-        goto drop;
     pthread_mutex_lock(&k->emu);
-    if (!admit(k, key, now, true))
+    /* copied only once admitted: a dropped Event allocates nothing */
+    if (!admit(k, key, now, true) || !job_fill(&j, ns, name, uid, type, reason, message, now))
         goto unlock;
     if (!k->erunning) {
         if (pthread_create(&k->ethread, NULL, event_worker, k) != 0)
@@ -252,7 +251,6 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     pthread_cond_signal(&k->econd);
 unlock:
     pthread_mutex_unlock(&k->emu);
-drop:
     if (!queued) {
         ejob_free(&j);
         k8s_count(k, &k->st.events_dropped, 1);
