@@ -16,6 +16,7 @@
 #include "agentsched/base/error.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/model/labels.h"
+#include "agentsched/model/pod.h"
 
 #define MODEL_PRIV_PATH_MAX 192
 
@@ -112,5 +113,10 @@ bool model_priv_rfc3339_ms(const char *s, int64_t *out);
 
 /* model_priv_effect_parse maps NoSchedule/PreferNoSchedule/NoExecute. */
 bool model_priv_effect_parse(const char *s, model_effect *out);
+
+/* model_priv_phase_of reads a status.phase (s[0..len), NULL or "" when
+ * absent: Pending); false when it is none of the five. The decoder's and
+ * the pod scan's reading. */
+bool model_priv_phase_of(const char *s, size_t len, model_phase *out);
 
 #endif

@@ -511,31 +511,13 @@ static as_err pod_tolerations(pod_dec *d, const json_t *arr)
     return AS_OK;
 }
 
-/* pod_phase_of reads a status.phase (s[0..len), NULL or "" when absent:
- * Pending); false when it is none of the five. */
-static bool pod_phase_of(const char *s, size_t len, model_phase *out)
-{
-    static const char *const names[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
-    if (!s || !len) {
-        *out = MODEL_PHASE_PENDING;
-        return true;
-    }
-    for (int i = 0; i < 5; i++) {
-        if (strlen(names[i]) == len && memcmp(s, names[i], len) == 0) {
-            *out = (model_phase)i;
-            return true;
-        }
-    }
-    return false;
-}
-
 static as_err pod_phase(pod_dec *d, const json_t *status)
 {
     const char *ph;
     as_err err = model_priv_get_str(&d->c, status, "phase", "status.phase", "", &ph);
     if (err)
         return err;
-    if (pod_phase_of(ph, strlen(ph), &d->pod->phase))
+    if (model_priv_phase_of(ph, strlen(ph), &d->pod->phase))
         return AS_OK;
     return model_priv_fail(&d->c, AS_EINVAL, "status.phase",
                            "unknown phase \"%.40s\"; use Pending, Running, Succeeded, Failed or "
@@ -912,7 +894,7 @@ as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *
     }
     spec_copy(p, &spec->fields);
     p->spec = model_pod_spec_ref(spec);
-    if (!pod_phase_of(f->phase.s, f->phase.len, &p->phase)) {
+    if (!model_priv_phase_of(f->phase.s, f->phase.len, &p->phase)) {
         model_pod_spec_unref(p->spec);
         goto refuse;
     }

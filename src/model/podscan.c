@@ -9,6 +9,7 @@
 
 #include "agentsched/base/hash.h"
 #include "agentsched/base/pool.h"
+#include "model_priv.h"
 
 /* Section tags, so that the same member under another parent digests
  * differently. */
@@ -222,24 +223,6 @@ uint64_t model_pod_digest(const model_registry *reg, const model_pod_brief *b)
     return h ? h : 1;
 }
 
-/* pod_phase_of as the decoder reads status.phase: absent or "" is
- * Pending; false for a name that is none of the five. */
-static bool phase_of(model_span s, model_phase *out)
-{
-    static const char *const names[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
-    if (!s.s || !s.len) {
-        *out = MODEL_PHASE_PENDING;
-        return true;
-    }
-    for (int i = 0; i < 5; i++) {
-        if (key_is(s.s, s.len, names[i])) {
-            *out = (model_phase)i;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* span_dup copies f into the pool (dflt when absent or empty). */
 static const char *span_dup(pool *pl, model_span f, const char *dflt)
 {
@@ -255,7 +238,8 @@ as_err model_pod_from_brief(const model_pod_brief *b, model_pod **out)
 {
     *out = NULL;
     model_phase phase;
-    if (!b->plain || !phase_of(b->phase, &phase) || !b->name.s || !b->name.len)
+    if (!b->plain || !model_priv_phase_of(b->phase.s, b->phase.len, &phase) || !b->name.s ||
+        !b->name.len)
         return AS_EINVAL;
     pool *pl = pool_new_small(0);
     if (!pl)

@@ -316,3 +316,20 @@ bool model_priv_effect_parse(const char *s, model_effect *out)
         return false;
     return true;
 }
+
+/* See model_priv.h. */
+bool model_priv_phase_of(const char *s, size_t len, model_phase *out)
+{
+    static const char *const names[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
+    if (!s || !len) {
+        *out = MODEL_PHASE_PENDING;
+        return true;
+    }
+    for (int i = 0; i < 5; i++) {
+        if (strlen(names[i]) == len && memcmp(s, names[i], len) == 0) {
+            *out = (model_phase)i;
+            return true;
+        }
+    }
+    return false;
+}
