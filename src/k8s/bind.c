@@ -268,9 +268,7 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
             }
             bool retry = err == AS_EIO || err == AS_ETIMEOUT;
             /* A request never sent (no connection) cannot have been applied. */
-            long sent = 0;
-            if (retry && curl_easy_getinfo(h->h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK &&
-                sent > 0)
+            if (retry && h->sent > 0)
                 note_unknown(k, &unknown, ns, name, node, d.msg);
             if (!retry || give_up(k, attempt, unknown, unknown_until)) {
                 err = as_diag_set(diag, err, NULL, "bind %s/%s to %s: %s%s", ns, name, node, d.msg,

@@ -33,6 +33,8 @@ struct k8s_client {
     k8s_conn *conn;
     char *url_base;                /* conn->server, host replaced by tls-server-name */
     struct curl_slist *connect_to; /* routes url_base's host to the server; or NULL */
+    char *wire_host;               /* url_base's host[:port] for the wire's Host; or NULL */
+    char *wire_prefix;             /* url_base's path, before every request's */
     cache *cache;
 
     pthread_mutex_t mu;  /* guards stop/started/stopped */

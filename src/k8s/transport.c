@@ -404,6 +404,9 @@ as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap)
     buf_init(&kh->path, 4096);
     buf_init(&kh->body, 64 * 1024);
     buf_init(&kh->resp, resp_cap);
+    buf_init(&kh->head, 64 * 1024);
+    buf_init(&kh->out, 4096 + 64 * 1024 + 64 * 1024 + 128);
+    k8s_wire_init(&kh->wire, resp_cap);
     kh->h = curl_easy_init();
     return kh->h ? AS_OK : AS_ENOMEM;
 }
@@ -411,9 +414,12 @@ as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap)
 /* See transport.h. */
 void k8s_kept_fini(k8s_kept *kh)
 {
+    k8s_wire_free(&kh->wire);
     if (kh->h)
         curl_easy_cleanup(kh->h);
     curl_slist_free_all(kh->hdrs);
+    buf_free(&kh->head);
+    buf_free(&kh->out);
     buf_free(&kh->path);
     buf_free(&kh->body);
     buf_free(&kh->resp);
@@ -468,10 +474,74 @@ static as_err kept_setup(k8s_client *k, k8s_kept *kh)
             curl_slist_free_all(kh->hdrs);
             kh->hdrs = l;
             kh->tok_gen = k->tok_gen;
+            /* the wire's copy of the same headers, Host first as libcurl
+             * sends it */
+            buf_reset(&kh->head);
+            if (k->wire_host) {
+                buf_puts(&kh->head, " HTTP/1.1\r\nHost: ");
+                buf_puts(&kh->head, k->wire_host);
+                buf_puts(&kh->head, "\r\n");
+                for (const struct curl_slist *e = l; e; e = e->next) {
+                    buf_puts(&kh->head, e->data);
+                    buf_puts(&kh->head, "\r\n");
+                }
+                buf_puts(&kh->head, "Content-Length: ");
+                if (kh->head.err)
+                    err = kh->head.err;
+            }
         }
     }
     pthread_mutex_unlock(&k->tok_mu);
     return err;
+}
+
+static bool wire_stop(void *arg)
+{
+    return k8s_stopping(arg);
+}
+
+/* kept_wire is do_request's JSON POST on kh's wire (kept_setup done). */
+static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                        size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
+                        unsigned *sends, int64_t timeout_ms, as_diag *diag)
+{
+    buf *o = &kh->out;
+    buf_reset(o);
+    buf_puts(o, "POST ");
+    buf_puts(o, k->wire_prefix);
+    buf_puts(o, path);
+    buf_append(o, kh->head.data, kh->head.len);
+    char num[24], *e = num + sizeof num;
+    size_t n = body_len;
+    do
+        *--e = (char)('0' + n % 10);
+    while (n /= 10);
+    buf_append(o, e, (size_t)(num + sizeof num - e));
+    buf_append(o, "\r\n\r\n", 4);
+    buf_append(o, body, body_len);
+    if (o->err)
+        return o->err == AS_ENOMEM
+                   ? AS_ENOMEM
+                   : as_diag_set(diag, AS_ETOOBIG, NULL, "POST %s: request too large", path);
+    k8s_wire_req rq = {o->data, o->len, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
+                       wire_stop, k};
+    k8s_wire_ans ans;
+    as_diag wd = {{0}, {0}};
+    buf discard;
+    buf_init(&discard, 1 << 20);
+    as_err err = k8s_wire_do(&kh->wire, kh->h, &rq, resp ? resp : &discard, &ans, &wd);
+    buf_free(&discard);
+    kh->sent = ans.sent;
+    if (sends)
+        *sends = ans.sends;
+    if (err)
+        return as_diag_set(diag, err, NULL, "POST %s%s: %s", k->conn->server, path, wd.msg);
+    *status = ans.status;
+    if (ans.status == 401)
+        k8s_token_invalidate(k);
+    if (retry_after_ms && (ans.status == 429 || ans.status == 503))
+        *retry_after_ms = ans.retry_after_ms;
+    return AS_OK;
 }
 
 static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *method, const char *path,
@@ -498,6 +568,11 @@ static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *metho
         if ((err = kept_setup(k, kh)))
             goto done;
         curl_easy_setopt(h, CURLOPT_URL, url);
+        if (k->wire_host && !kh->via_curl) {
+            err = kept_wire(k, kh, path, body, body_len, resp, status, retry_after_ms, sends,
+                            timeout_ms, diag);
+            goto done;
+        }
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
         curl_easy_setopt(h, CURLOPT_PREREQDATA, sends ? sends : &no_sends);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -522,6 +597,12 @@ static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *metho
         }
     }
     CURLcode cc = curl_easy_perform(h);
+    if (kh) {
+        long sent = 0;
+        kh->sent = curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0
+                       ? (size_t)sent
+                       : 0;
+    }
     if (cc == CURLE_OK) {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
         if (*status == 401)
@@ -676,6 +757,30 @@ oom:
     return AS_ENOMEM;
 }
 
+/* wire_target splits url_base into the wire's Host and path prefix; both
+ * stay NULL (requests go through libcurl) when the URL carries what only
+ * libcurl's requests handle: user info, or basic auth configured. */
+static as_err wire_target(k8s_client *k)
+{
+    const char *u = k->url_base, *auth = strstr(u, "://");
+    if (!auth || k->conn->username)
+        return AS_OK;
+    auth += 3;
+    size_t alen = strcspn(auth, "/?#");
+    if (!alen || memchr(auth, '@', alen) || auth[alen] == '?' || auth[alen] == '#')
+        return AS_OK;
+    const char *prefix = auth + alen;
+    size_t plen = strlen(prefix);
+    while (plen && prefix[plen - 1] == '/')
+        plen--; /* k8s_url joins url_base and a path starting with '/' */
+    if (!(k->wire_host = strndup(auth, alen)) || !(k->wire_prefix = strndup(prefix, plen))) {
+        free(k->wire_host);
+        k->wire_host = NULL;
+        return AS_ENOMEM;
+    }
+    return AS_OK;
+}
+
 /* See transport.h. */
 as_err k8s_transport_init(k8s_client *k, as_diag *diag)
 {
@@ -712,7 +817,7 @@ as_err k8s_transport_init(k8s_client *k, as_diag *diag)
     }
     if (k->conn->token && !(k->token = strdup(k->conn->token)))
         return AS_ENOMEM;
-    return AS_OK;
+    return wire_target(k);
 }
 
 /* See transport.h. */
@@ -722,6 +827,10 @@ void k8s_transport_fini(k8s_client *k)
     k->conn = NULL;
     free(k->url_base);
     k->url_base = NULL;
+    free(k->wire_host);
+    k->wire_host = NULL;
+    free(k->wire_prefix);
+    k->wire_prefix = NULL;
     curl_slist_free_all(k->connect_to);
     k->connect_to = NULL;
     free(k->token);

@@ -1,8 +1,9 @@
 /*
  * bench_transport.c - the per-pod API calls' transports against a real API
- * server: Bindings over HTTP/1.1 blocking easy handles (one connection per
- * thread, the bind path before the call loop) against the call loop
- * (mux.h: one libcurl multi handle, HTTP/2 streams of one TLS connection).
+ * server: Bindings over HTTP/1.1 kept handles (one connection per thread,
+ * the bind path), each request through libcurl's curl_easy_perform or
+ * framed by agentsched on the wire (wire.h), against the call loop (mux.h:
+ * one libcurl multi handle, HTTP/2 streams of one TLS connection).
  *
  *   bench_transport KUBECONFIG [PODS [THREADS [ROUNDS]]]
  *                   (default 1000 pods, 32 threads, 2 rounds)
@@ -12,16 +13,19 @@
  * pods in namespace default (schedulerName bench-transport-none, so no
  * scheduler takes them; untimed), then times binding all of them to the
  * first node, then deletes them (untimed). Rows:
- *   h1-threads  THREADS threads, each with its own easy handle and
- *               keep-alive HTTP/1.1 connection, k8s_do_ex per Binding
+ *   h1-curl     THREADS threads, each with its own kept handle and
+ *               keep-alive HTTP/1.1 connection, k8s_do_kept per Binding
+ *               through curl_easy_perform (the bind path before the wire)
+ *   h1-wire     the same kept handles, requests framed on the wire (the
+ *               bind and Event path)
  *   loop-sync   THREADS threads handing the same Binding to the call loop
  *               and waiting for its answer (k8s_mux_do): the loop under the
  *               fast path's bind threads
  *   loop-async  one thread submitting to the call loop, THREADS in flight
  * Prints, per row, binds/s and this process's CPU (user + system) per
- * bind, and the ratios of each loop row to h1-threads over all rounds.
- * Client CPU is the whole process's: nothing else runs in it. The h1 handles
- * and the loop open their connections before the first row.
+ * bind, and the ratios of each row to h1-curl over all rounds.
+ * Client CPU is the whole process's: nothing else runs in it. The kept
+ * handles and the loop open their connections before the first row.
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -38,8 +42,8 @@
 #include "agentsched/model/registry.h"
 #include "bench_clock.h"
 
-enum { ROW_H1, ROW_SYNC, ROW_ASYNC, NROWS };
-static const char *const row_name[NROWS] = {"h1-threads", "loop-sync", "loop-async"};
+enum { ROW_H1, ROW_WIRE, ROW_SYNC, ROW_ASYNC, NROWS };
+static const char *const row_name[NROWS] = {"h1-curl", "h1-wire", "loop-sync", "loop-async"};
 
 typedef struct bench {
     k8s_client *k;
@@ -47,9 +51,9 @@ typedef struct bench {
     int pods, threads;
     char node[256];
     char prefix[64];
-    int next;   /* (atomic) next pod index */
-    int tindex; /* (atomic) next thread index */
-    CURL **h1;  /* the h1 threads' handles, kept warm across rows and rounds */
+    int next;     /* (atomic) next pod index */
+    int tindex;   /* (atomic) next thread index */
+    k8s_kept *h1; /* the h1 threads' handles, kept warm across rows and rounds */
     int failed;
 } bench;
 
@@ -100,12 +104,11 @@ static void *create_main(void *arg)
     return NULL;
 }
 
+/* h1_main: via_curl set on the handles beforehand picks the row */
 static void *h1_main(void *arg)
 {
     bench *b = arg;
-    CURL *h = b->h1[__atomic_fetch_add(&b->tindex, 1, __ATOMIC_RELAXED)];
-    buf resp;
-    buf_init(&resp, 256 << 10);
+    k8s_kept *h = &b->h1[__atomic_fetch_add(&b->tindex, 1, __ATOMIC_RELAXED)];
     char body[1024], path[512];
     for (int i; (i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED)) < b->pods;) {
         binding_body(b, i, body, sizeof body, path, sizeof path);
@@ -113,17 +116,17 @@ static void *h1_main(void *arg)
         int64_t ra = 0;
         unsigned sends = 0;
         as_diag d = {{0}, {0}};
-        buf_reset(&resp);
-        if (k8s_do_ex(b->k, h, "POST", path, body, strlen(body), &resp, &st, &ra, &sends, &d) ||
+        buf_reset(&h->resp);
+        if (k8s_do_kept(b->k, h, path, body, strlen(body), &h->resp, &st, &ra, &sends, &d) ||
             st != 201)
             __atomic_add_fetch(&b->failed, 1, __ATOMIC_RELAXED);
     }
-    buf_free(&resp);
     return NULL;
 }
 
-/* warm_main opens each h1 thread's connection, and the call loop's, with
- * one GET each, so that no row pays TLS handshakes. */
+/* warm_main opens each h1 thread's connections (libcurl's and the
+ * wire's, with a POST each that the API server refuses), and the call
+ * loop's, so that no row pays TLS handshakes. */
 static void *warm_main(void *arg)
 {
     bench *b = arg;
@@ -132,7 +135,11 @@ static void *warm_main(void *arg)
     buf_init(&resp, 1 << 20);
     long st = 0;
     as_diag d = {{0}, {0}};
-    k8s_do(b->k, b->h1[t], "GET", "/api/v1/nodes?limit=1", NULL, 0, &resp, &st, &d);
+    for (int via_curl = 0; via_curl < 2; via_curl++) {
+        b->h1[t].via_curl = via_curl;
+        k8s_do_kept(b->k, &b->h1[t], "/api/v1/namespaces/default/pods/bt-warm/binding", "{}", 2,
+                    &resp, &st, NULL, NULL, &d);
+    }
     k8s_call c = {.method = "GET", .path = "/api/v1/nodes?limit=1", .resp = &resp};
     buf_reset(&resp);
     k8s_mux_do(b->mux, &c, &d);
@@ -300,7 +307,8 @@ int main(int argc, char **argv)
         return 1;
     b.h1 = calloc((size_t)b.threads, sizeof *b.h1);
     for (int i = 0; i < b.threads; i++)
-        b.h1[i] = curl_easy_init();
+        if (k8s_kept_init(&b.h1[i], 256 << 10))
+            return 1;
     run_threads(&b, warm_main);
     printf("bench_transport: %d pods per row, %d threads / calls in flight, %d rounds, node %s\n",
            b.pods, b.threads, rounds, b.node);
@@ -315,9 +323,11 @@ int main(int argc, char **argv)
             int cfail = b.failed;
             __atomic_store_n(&b.failed, 0, __ATOMIC_RELAXED);
             double w0 = bench_now_s(), c0 = cpu_s();
-            if (row == ROW_H1)
+            if (row == ROW_H1 || row == ROW_WIRE) {
+                for (int i = 0; i < b.threads; i++)
+                    b.h1[i].via_curl = row == ROW_H1;
                 run_threads(&b, h1_main);
-            else if (row == ROW_SYNC)
+            } else if (row == ROW_SYNC)
                 run_threads(&b, sync_main);
             else
                 run_async(&b);
@@ -330,13 +340,13 @@ int main(int argc, char **argv)
             delete_pods(&b);
         }
     }
-    printf("over all rounds (ratio to h1-threads: binds/s higher is better, CPU/bind lower):\n");
+    printf("over all rounds (ratio to h1-curl: binds/s higher is better, CPU/bind lower):\n");
     for (int row = 0; row < NROWS; row++)
         printf("  %-11s %9.0f binds/s %8.1f CPU us/bind   binds/s x%.2f   CPU/bind x%.2f\n",
                row_name[row], rounds * b.pods / sum_wall[row], sum_cpu[row] / rounds / b.pods * 1e6,
                sum_wall[ROW_H1] / sum_wall[row], sum_cpu[row] / sum_cpu[ROW_H1]);
     for (int i = 0; i < b.threads; i++)
-        curl_easy_cleanup(b.h1[i]);
+        k8s_kept_fini(&b.h1[i]);
     free(b.h1);
     k8s_mux_free(b.mux);
     k8s_client_free(b.k);

@@ -32,6 +32,7 @@
 #include "agentsched/base/buf.h"
 #include "agentsched/base/error.h"
 #include "agentsched/k8s/kubeconfig.h"
+#include "agentsched/k8s/wire.h"
 #include "agentsched/model/pod.h"
 
 typedef struct k8s_client k8s_client;
@@ -272,10 +273,19 @@ as_err k8s_do_ex(k8s_client *k, CURL *h, const char *method, const char *path, c
  * the bearer token changes. Used by one thread at a time.
  */
 typedef struct k8s_kept {
-    CURL *h;
+    CURL *h;                 /* libcurl's request, and the wire's connection options */
     struct curl_slist *hdrs; /* the handle's headers; NULL until first use */
-    uint64_t tok_gen;        /* the token generation hdrs were built for */
+    uint64_t tok_gen;        /* the token generation hdrs and head were built for */
     bool set;                /* the client's options are set on h */
+    /* Requests go on the wire (wire.h) unless via_curl is set or the
+     * connection needs what only libcurl's requests do (basic auth). */
+    bool via_curl;
+    k8s_wire wire;
+    buf head; /* the wire's headers after the request line (token included) */
+    buf out;  /* the wire's request as sent */
+    /* bytes of the last request that reached the connection (0: it was
+     * never sent, so it cannot have been applied) */
+    size_t sent;
     /* Scratch for the holder's request (path, body, answer): reset, not
      * freed, between calls, so a request allocates nothing of its own. */
     buf path, body, resp;

@@ -1,0 +1,101 @@
+/*
+ * wire.h - one HTTP/1.1 keep-alive connection whose requests agentsched
+ * frames itself: libcurl opens the connection (CURLOPT_CONNECT_ONLY: the
+ * TCP connect, TLS with its verification and client certificates stay
+ * libcurl's) and the request's bytes go out in one curl_easy_send, the
+ * answer is read with curl_easy_recv and parsed here (status line,
+ * Content-Length or chunked body, Connection: close, Retry-After).
+ *
+ * This is the per-pod writes' path (Bindings, Events): a request through
+ * curl_easy_perform spends about as much CPU in libcurl's own machinery
+ * (URL parsing, header assembly, its state machine and their allocations)
+ * as in the kernel, and none of it is needed to send a few hundred bytes
+ * of JSON on a connection that is already open.
+ *
+ * A wire is used by one thread at a time. It never pipelines: one request
+ * is answered before the next goes out. A request on a reused connection
+ * that fails before the first byte of an answer (the server closed an
+ * idle connection) is sent once more on a new connection, as libcurl
+ * does; the answer reports both sends.
+ */
+#ifndef AGENTSCHED_K8S_WIRE_H
+#define AGENTSCHED_K8S_WIRE_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentsched/base/buf.h"
+#include "agentsched/base/error.h"
+
+/* The answer's head is at most this large (status line and headers). */
+#define K8S_WIRE_HEAD_MAX ((size_t)64 << 10)
+
+typedef struct k8s_wire {
+    CURL *h;          /* the open connection's handle; NULL: none */
+    curl_socket_t fd; /* its socket */
+    uint64_t answers; /* answers read on this connection */
+    buf in;           /* the answer's bytes as read (capped) */
+} k8s_wire;
+
+/* One request: its bytes as they go on the wire (request line, headers,
+ * the blank line, the body), sent with one write. */
+typedef struct k8s_wire_req {
+    const char *data;
+    size_t len;
+    uint64_t deadline_ns;    /* clock_mono_ns() past which the request times out */
+    bool (*stop)(void *arg); /* polled while waiting; true aborts; may be NULL */
+    void *stop_arg;
+} k8s_wire_req;
+
+/* What came back. sends: times the request went out (2: resent once on a
+ * new connection); sent: bytes of the last send that reached the socket
+ * (0: it never left, so it cannot have been applied). */
+typedef struct k8s_wire_ans {
+    long status;
+    int64_t retry_after_ms; /* Retry-After in seconds, as ms; 0: none */
+    unsigned sends;
+    size_t sent;
+} k8s_wire_ans;
+
+/* k8s_wire_init makes an unconnected wire whose answer bodies may be up
+ * to body_cap bytes; k8s_wire_close closes its connection (the wire stays
+ * usable: the next request connects again); k8s_wire_free closes it and
+ * frees its buffer. */
+void k8s_wire_init(k8s_wire *w, size_t body_cap);
+void k8s_wire_close(k8s_wire *w);
+void k8s_wire_free(k8s_wire *w);
+
+/*
+ * k8s_wire_do sends rq and reads its answer, the body into resp (reset
+ * first; resp's cap applies). proto: a handle with the connection's
+ * options (URL, TLS, timeouts), duplicated when the wire connects; it is
+ * borrowed and left unchanged. Errors, with ans->status 0 unless the
+ * answer's head was read: AS_ETIMEOUT (rq->deadline_ns passed), AS_EIO
+ * (no connection, the connection broke, rq->stop said stop, or the answer
+ * is not HTTP/1.1 this parser takes), AS_ETOOBIG (the body passes resp's
+ * cap or the head K8S_WIRE_HEAD_MAX), AS_ENOMEM; diag says which. After
+ * an error the connection is closed.
+ */
+as_err k8s_wire_do(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, buf *resp, k8s_wire_ans *ans,
+                   as_diag *diag);
+
+/*
+ * k8s_wire_parse is the answer's parser alone (k8s_wire_do reads with
+ * it): in holds the bytes read so far (an interim 1xx answer at its start
+ * is removed from it), eof that the connection has ended. K8S_WIRE_DONE:
+ * the answer is whole, *status set, its body in resp (reset first),
+ * *reusable when the connection may carry the next request; MORE: it
+ * needs more bytes (at eof: the answer was cut short); BAD: not an HTTP/1.1 answer this parser
+ * takes; BIG: the body passes resp's cap or the head K8S_WIRE_HEAD_MAX.
+ */
+typedef enum k8s_wire_parsed {
+    K8S_WIRE_MORE,
+    K8S_WIRE_DONE,
+    K8S_WIRE_BAD,
+    K8S_WIRE_BIG
+} k8s_wire_parsed;
+k8s_wire_parsed k8s_wire_parse(buf *in, bool eof, buf *resp, long *status, bool *reusable);
+
+#endif

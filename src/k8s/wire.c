@@ -1,0 +1,431 @@
+/* wire.c - HTTP/1.1 requests framed here on a connection libcurl opened. */
+#include "agentsched/k8s/wire.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "agentsched/base/clock.h"
+
+/* A wait is cut into slices this long, so that rq->stop is seen soon. */
+#define WAIT_SLICE_MS 100
+/* What one receive asks for: an answer is usually one TLS record. */
+#define RECV_CHUNK ((size_t)16 << 10)
+
+/* See wire.h. */
+void k8s_wire_init(k8s_wire *w, size_t body_cap)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = CURL_SOCKET_BAD;
+    /* chunk framing and the head on top of the body */
+    buf_init(&w->in, body_cap * 2 + K8S_WIRE_HEAD_MAX);
+}
+
+/* See wire.h. */
+void k8s_wire_close(k8s_wire *w)
+{
+    if (w->h)
+        curl_easy_cleanup(w->h);
+    w->h = NULL;
+    w->fd = CURL_SOCKET_BAD;
+    w->answers = 0;
+}
+
+/* See wire.h. */
+void k8s_wire_free(k8s_wire *w)
+{
+    k8s_wire_close(w);
+    buf_free(&w->in);
+}
+
+static int64_t ms_left(const k8s_wire_req *rq)
+{
+    uint64_t now = clock_mono_ns();
+    return now >= rq->deadline_ns ? 0 : (int64_t)((rq->deadline_ns - now) / 1000000u) + 1;
+}
+
+/* wait_fd waits until the socket is ready for events: AS_OK, AS_ETIMEOUT
+ * past the deadline, AS_EIO when told to stop. */
+static as_err wait_fd(k8s_wire *w, short events, const k8s_wire_req *rq, as_diag *diag)
+{
+    for (;;) {
+        if (rq->stop && rq->stop(rq->stop_arg))
+            return as_diag_set(diag, AS_EIO, NULL, "client stopping");
+        int64_t left = ms_left(rq);
+        if (left <= 0)
+            return as_diag_set(diag, AS_ETIMEOUT, NULL, "timed out");
+        struct pollfd pfd = {.fd = w->fd, .events = events};
+        int r = poll(&pfd, 1, (int)(left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS));
+        if (r > 0)
+            return AS_OK; /* readable, writable or hung up: the next call says which */
+    }
+}
+
+/* open_conn connects a new handle duplicated from proto. */
+static as_err open_conn(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, as_diag *diag)
+{
+    k8s_wire_close(w);
+    CURL *h = curl_easy_duphandle(proto);
+    if (!h)
+        return AS_ENOMEM;
+    /* Only the connection's options matter; the prototype's transfer
+     * callbacks point at its own caller's data. */
+    curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, NULL);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, NULL);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, NULL);
+    int64_t left = ms_left(rq);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(left > 0 ? left : 1));
+    CURLcode cc = curl_easy_perform(h);
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    if (cc == CURLE_OK && curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &fd) == CURLE_OK &&
+        fd != CURL_SOCKET_BAD) {
+        w->h = h;
+        w->fd = fd;
+        return AS_OK;
+    }
+    curl_easy_cleanup(h);
+    if (cc == CURLE_OPERATION_TIMEDOUT)
+        return as_diag_set(diag, AS_ETIMEOUT, NULL, "connect timed out");
+    return as_diag_set(diag, AS_EIO, NULL, "%s",
+                       cc == CURLE_OK ? "no socket after connect" : curl_easy_strerror(cc));
+}
+
+/* alive: a kept connection the server has not closed. Between answers
+ * nothing is due from the server, so readable means closed or broken;
+ * what a read consumes without data (a TLS 1.3 session ticket) is not. */
+static bool alive(k8s_wire *w)
+{
+    struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 0) <= 0)
+        return true;
+    char b[256];
+    size_t n = 0;
+    return curl_easy_recv(w->h, b, sizeof b, &n) == CURLE_AGAIN;
+}
+
+/* send_all writes the request; *sent: the bytes that left. */
+static as_err send_all(k8s_wire *w, const k8s_wire_req *rq, size_t *sent, as_diag *diag)
+{
+    *sent = 0;
+    while (*sent < rq->len) {
+        size_t n = 0;
+        CURLcode cc = curl_easy_send(w->h, rq->data + *sent, rq->len - *sent, &n);
+        *sent += n;
+        if (cc == CURLE_AGAIN) {
+            as_err err = wait_fd(w, POLLOUT, rq, diag);
+            if (err)
+                return err;
+        } else if (cc != CURLE_OK) {
+            return as_diag_set(diag, AS_EIO, NULL, "send: %s", curl_easy_strerror(cc));
+        }
+    }
+    return AS_OK;
+}
+
+/* ---- the answer ------------------------------------------------------ */
+
+typedef k8s_wire_parsed parse_state;
+#define P_MORE K8S_WIRE_MORE
+#define P_DONE K8S_WIRE_DONE
+#define P_BAD  K8S_WIRE_BAD
+#define P_BIG  K8S_WIRE_BIG
+
+/* What the head said. */
+typedef struct answer_head {
+    long status;
+    size_t body_at; /* offset of the body in w->in */
+    bool chunked, has_len, close, to_eof;
+    uint64_t content_len;
+    int64_t retry_after_ms;
+} answer_head;
+
+static bool name_is(const char *p, size_t n, const char *name)
+{
+    return strlen(name) == n && !strncasecmp(p, name, n);
+}
+
+static bool value_has(const char *v, size_t n, const char *token)
+{
+    size_t t = strlen(token);
+    for (size_t i = 0; i + t <= n; i++)
+        if (!strncasecmp(v + i, token, t))
+            return true;
+    return false;
+}
+
+/* parse_head reads the status line and the headers that frame the body
+ * from in[0..end), the head ending at end (its blank line excluded). */
+static parse_state parse_head(const char *in, size_t end, answer_head *a)
+{
+    memset(a, 0, sizeof *a);
+    if (end < 12 || memcmp(in, "HTTP/1.", 7) != 0 || in[8] != ' ')
+        return P_BAD;
+    long st = 0;
+    for (int i = 9; i < 12; i++) {
+        if (in[i] < '0' || in[i] > '9')
+            return P_BAD;
+        st = st * 10 + (in[i] - '0');
+    }
+    if (st < 100 || st > 599)
+        return P_BAD;
+    a->status = st;
+    const char *p = memchr(in, '\n', end);
+    p = p ? p + 1 : in + end;
+    while (p < in + end) {
+        const char *eol = memchr(p, '\n', (size_t)(in + end - p));
+        const char *le = eol ? eol : in + end;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (colon) {
+            size_t nlen = (size_t)(colon - p);
+            const char *v = colon + 1;
+            while (v < le && (*v == ' ' || *v == '\t'))
+                v++;
+            size_t vlen = (size_t)(le - v);
+            while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == ' '))
+                vlen--;
+            if (name_is(p, nlen, "content-length")) {
+                uint64_t n = 0;
+                if (!vlen)
+                    return P_BAD;
+                for (size_t i = 0; i < vlen; i++) {
+                    if (v[i] < '0' || v[i] > '9' || n > UINT64_MAX / 10 - 10)
+                        return P_BAD;
+                    n = n * 10 + (uint64_t)(v[i] - '0');
+                }
+                if (a->has_len && n != a->content_len)
+                    return P_BAD;
+                a->has_len = true;
+                a->content_len = n;
+            } else if (name_is(p, nlen, "transfer-encoding")) {
+                a->chunked = value_has(v, vlen, "chunked");
+            } else if (name_is(p, nlen, "connection")) {
+                a->close = a->close || value_has(v, vlen, "close");
+            } else if (name_is(p, nlen, "retry-after")) {
+                int64_t sec = 0; /* seconds; an HTTP date is ignored */
+                for (size_t i = 0; i < vlen && v[i] >= '0' && v[i] <= '9' && sec < 86400; i++)
+                    sec = sec * 10 + (v[i] - '0');
+                a->retry_after_ms = sec * 1000;
+            }
+        }
+        p = le + 1;
+    }
+    if (a->chunked)
+        a->has_len = false;
+    else if (!a->has_len && a->status != 204 && a->status != 304)
+        a->to_eof = true;
+    return P_DONE;
+}
+
+/* chunks walks a chunked body from in[at..len): P_DONE with *end past the
+ * last chunk's trailer; copies the data into out when out is not NULL. */
+static parse_state chunks(const char *in, size_t len, size_t at, buf *out, size_t *end)
+{
+    for (;;) {
+        const char *eol = memchr(in + at, '\n', len - at);
+        if (!eol)
+            return len - at > 1024 ? P_BAD : P_MORE;
+        uint64_t size = 0;
+        size_t i = at, digits = 0;
+        for (; in + i < eol; i++, digits++) {
+            char c = in[i];
+            int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+            if (d < 0)
+                break;
+            if (size > (UINT64_MAX >> 8))
+                return P_BAD;
+            size = size << 4 | (uint64_t)d;
+        }
+        if (!digits)
+            return P_BAD;
+        at = (size_t)(eol - in) + 1; /* extensions after the size are ignored */
+        if (!size) {
+            /* trailer lines, then the blank line */
+            for (;;) {
+                const char *tl = memchr(in + at, '\n', len - at);
+                if (!tl)
+                    return P_MORE;
+                size_t l = (size_t)(tl - (in + at));
+                at = (size_t)(tl - in) + 1;
+                if (l == 0 || (l == 1 && in[at - 2] == '\r')) {
+                    *end = at;
+                    return P_DONE;
+                }
+            }
+        }
+        if (size > len - at || len - at - size < 2)
+            return P_MORE;
+        if (out && buf_append(out, in + at, size) != AS_OK)
+            return P_BIG;
+        at += size;
+        if (in[at] == '\r')
+            at++;
+        if (in[at] != '\n')
+            return P_BAD;
+        at++;
+    }
+}
+
+/* parse_answer is k8s_wire_parse with the head's fields kept in *a and
+ * *trailing: bytes follow the answer. */
+static parse_state parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, bool *trailing)
+{
+    for (;;) {
+        const char *in = inb->data;
+        size_t len = inb->len;
+        if (!len)
+            return P_MORE;
+        const char *hend = len >= 4 ? memmem(in, len, "\r\n\r\n", 4) : NULL;
+        if (!hend)
+            return len > K8S_WIRE_HEAD_MAX ? P_BIG : P_MORE;
+        parse_state ps = parse_head(in, (size_t)(hend - in), a);
+        if (ps != P_DONE)
+            return ps;
+        a->body_at = (size_t)(hend - in) + 4;
+        if (a->status >= 100 && a->status < 200) {
+            /* an interim answer (100 Continue): the real one follows */
+            memmove(inb->data, in + a->body_at, len - a->body_at);
+            inb->len = len - a->body_at;
+            continue;
+        }
+        size_t end = a->body_at;
+        if (a->chunked) {
+            ps = chunks(in, len, a->body_at, NULL, &end);
+            if (ps != P_DONE)
+                return ps;
+            buf_reset(resp);
+            ps = chunks(in, len, a->body_at, resp, &end);
+            if (ps != P_DONE)
+                return ps;
+        } else if (a->has_len) {
+            if (a->content_len > resp->cap)
+                return P_BIG;
+            if (len - a->body_at < a->content_len)
+                return P_MORE;
+            end = a->body_at + (size_t)a->content_len;
+            buf_reset(resp);
+            if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
+                return P_BIG;
+        } else if (a->to_eof) {
+            if (len - a->body_at > resp->cap)
+                return P_BIG;
+            if (!eof)
+                return P_MORE;
+            end = len;
+            buf_reset(resp);
+            if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
+                return P_BIG;
+        } else {
+            buf_reset(resp);
+        }
+        *trailing = end < len; /* bytes past the answer: not an exchange we made */
+        return P_DONE;
+    }
+}
+
+/* See wire.h. */
+k8s_wire_parsed k8s_wire_parse(buf *in, bool eof, buf *resp, long *status, bool *reusable)
+{
+    answer_head a;
+    bool trailing = false;
+    parse_state ps = parse_answer(in, eof, &a, resp, &trailing);
+    *status = ps == P_DONE ? a.status : 0;
+    *reusable = ps == P_DONE && !trailing && !a.close && !a.to_eof;
+    return ps;
+}
+
+/* read_answer reads until parse_answer is done. *nothing: the connection
+ * ended before a byte of the answer came (a kept connection the server
+ * had closed). */
+static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer_head *a,
+                          bool *nothing, as_diag *diag)
+{
+    buf_reset(&w->in);
+    *nothing = true;
+    bool eof = false, trailing = false;
+    for (;;) {
+        parse_state ps = w->in.len || eof ? parse_answer(&w->in, eof, a, resp, &trailing) : P_MORE;
+        if (ps == P_DONE) {
+            if (trailing || a->close || a->to_eof)
+                k8s_wire_close(w);
+            else
+                w->answers++;
+            return AS_OK;
+        }
+        if (ps == P_BIG)
+            return as_diag_set(diag, AS_ETOOBIG, NULL, "answer larger than %zu bytes", resp->cap);
+        if (ps == P_BAD)
+            return as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (%.*s)",
+                               (int)(w->in.len < 40 ? w->in.len : 40), w->in.data);
+        if (eof)
+            return as_diag_set(diag, AS_EIO, NULL, "connection closed %s the answer",
+                               *nothing ? "before" : "within");
+        if (buf_reserve(&w->in, RECV_CHUNK) != AS_OK)
+            return as_diag_set(diag, w->in.err == AS_ENOMEM ? AS_ENOMEM : AS_ETOOBIG, NULL,
+                               "answer larger than %zu bytes", resp->cap);
+        size_t n = 0;
+        CURLcode cc = curl_easy_recv(w->h, w->in.data + w->in.len, RECV_CHUNK, &n);
+        if (cc == CURLE_AGAIN) {
+            as_err err = wait_fd(w, POLLIN, rq, diag);
+            if (err)
+                return err;
+            continue;
+        }
+        if (cc != CURLE_OK)
+            return as_diag_set(diag, AS_EIO, NULL, "receive: %s", curl_easy_strerror(cc));
+        if (!n) {
+            eof = true;
+            continue;
+        }
+        *nothing = false;
+        w->in.len += n;
+        w->in.data[w->in.len] = '\0';
+    }
+}
+
+/* See wire.h. */
+as_err k8s_wire_do(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, buf *resp, k8s_wire_ans *ans,
+                   as_diag *diag)
+{
+    memset(ans, 0, sizeof *ans);
+    as_err err = AS_OK;
+    for (int attempt = 0;; attempt++) {
+        bool reused = w->h && alive(w);
+        if (!reused && (err = open_conn(w, proto, rq, diag)))
+            goto fail;
+        size_t sent = 0;
+        err = send_all(w, rq, &sent, diag);
+        if (sent) {
+            ans->sends++;
+            ans->sent = sent;
+        }
+        answer_head a;
+        bool nothing = true;
+        if (!err)
+            err = read_answer(w, rq, resp, &a, &nothing, diag);
+        if (!err) {
+            ans->status = a.status;
+            ans->retry_after_ms = a.retry_after_ms;
+            return AS_OK;
+        }
+        /* The server may close a kept connection just as the request goes
+         * out; libcurl sends it again on a new one, once, and so do we. */
+        if (reused && attempt == 0 && err == AS_EIO && nothing &&
+            !(rq->stop && rq->stop(rq->stop_arg))) {
+            k8s_wire_close(w);
+            continue;
+        }
+        goto fail;
+    }
+fail:
+    k8s_wire_close(w);
+    return err;
+}

@@ -1,0 +1,368 @@
+/*
+ * test_k8s_wire.c - the wire's HTTP/1.1 framing against a raw socket
+ * server that answers each request with scripted bytes: lengths, chunks,
+ * interim answers, answers to the end of the connection, Retry-After,
+ * Connection: close, a kept connection the server closed (sent once
+ * more), answers too large or not HTTP, timeouts and stop.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agentsched/base/clock.h"
+#include "agentsched/k8s/wire.h"
+
+/* What the server does with one request it read. */
+typedef enum act { KEEP, CLOSE_AFTER, CLOSE_UNANSWERED, SILENT, BYTE_BY_BYTE } act;
+
+typedef struct step {
+    const char *answer;
+    act what;
+} step;
+
+typedef struct server {
+    int lfd, port;
+    const step *steps;
+    int nsteps, next;
+    int accepts;
+    int stop; /* (atomic) */
+    pthread_t t;
+} server;
+
+/* read_request reads one request (head and Content-Length body); false at
+ * the connection's end. */
+static bool read_request(int fd)
+{
+    char b[65536];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, b + n, sizeof b - n - 1);
+        if (r <= 0)
+            return false;
+        n += (size_t)r;
+        b[n] = '\0';
+        char *end = strstr(b, "\r\n\r\n");
+        if (!end)
+            continue;
+        const char *cl = strcasestr(b, "Content-Length:");
+        size_t want = (size_t)(end + 4 - b) + (cl ? (size_t)atol(cl + 15) : 0);
+        if (n >= want)
+            return true;
+    }
+}
+
+static void *server_main(void *arg)
+{
+    server *s = arg;
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        struct pollfd p = {s->lfd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        s->accepts++;
+        while (s->next < s->nsteps && read_request(fd)) {
+            const step *st = &s->steps[s->next++];
+            if (st->what == CLOSE_UNANSWERED)
+                break;
+            if (st->what == SILENT) {
+                while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+                    usleep(10000);
+                break;
+            }
+            size_t len = strlen(st->answer);
+            if (st->what == BYTE_BY_BYTE) {
+                for (size_t i = 0; i < len; i++) {
+                    cr_assert_eq(write(fd, st->answer + i, 1), 1);
+                    usleep(200);
+                }
+            } else {
+                cr_assert_eq(write(fd, st->answer, len), (ssize_t)len);
+            }
+            if (st->what == CLOSE_AFTER)
+                break;
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static void server_start(server *s, const step *steps, int n)
+{
+    memset(s, 0, sizeof *s);
+    s->steps = steps;
+    s->nsteps = n;
+    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(s->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t al = sizeof a;
+    getsockname(s->lfd, (struct sockaddr *)&a, &al);
+    s->port = ntohs(a.sin_port);
+    cr_assert_eq(listen(s->lfd, 8), 0);
+    cr_assert_eq(pthread_create(&s->t, NULL, server_main, s), 0);
+}
+
+static void server_stop(server *s)
+{
+    __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(s->t, NULL);
+    close(s->lfd);
+}
+
+static bool stop_now(void *arg)
+{
+    return __atomic_load_n((int *)arg, __ATOMIC_ACQUIRE) != 0;
+}
+
+typedef struct fx {
+    server s;
+    CURL *proto;
+    k8s_wire w;
+    buf resp;
+    int stop;
+} fx;
+
+static void fx_init(fx *f, const step *steps, int n, size_t cap)
+{
+    memset(f, 0, sizeof *f);
+    server_start(&f->s, steps, n);
+    f->proto = curl_easy_init();
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", f->s.port);
+    curl_easy_setopt(f->proto, CURLOPT_URL, url);
+    k8s_wire_init(&f->w, cap);
+    buf_init(&f->resp, cap);
+}
+
+static void fx_fini(fx *f)
+{
+    k8s_wire_free(&f->w);
+    curl_easy_cleanup(f->proto);
+    buf_free(&f->resp);
+    server_stop(&f->s);
+}
+
+static const char REQ[] = "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}";
+
+static as_err post(fx *f, int64_t timeout_ms, k8s_wire_ans *ans, as_diag *d)
+{
+    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
+                       stop_now, &f->stop};
+    return k8s_wire_do(&f->w, f->proto, &rq, &f->resp, ans, d);
+}
+
+/* One exchange as data: the server's answer, what the wire gives back. */
+typedef struct answer_case {
+    const char *name;
+    step step;
+    as_err err;
+    long status;
+    const char *body;
+    int64_t retry_after_ms;
+    bool kept; /* the connection stays open afterwards */
+} answer_case;
+
+static const answer_case answers[] = {
+    {"length",
+     {"HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello", KEEP},
+     AS_OK,
+     201,
+     "hello",
+     0,
+     true},
+    {"chunked",
+     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n \r\n"
+      "5\r\nworld\r\n0\r\nX-Trailer: y\r\n\r\n",
+      KEEP},
+     AS_OK,
+     200,
+     "hello world",
+     0,
+     true},
+    {"interim",
+     {"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\ncontent-length: 2\r\n\r\n{}", KEEP},
+     AS_OK,
+     409,
+     "{}",
+     0,
+     true},
+    {"retry_after",
+     {"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nContent-Length: 0\r\n\r\n", KEEP},
+     AS_OK,
+     429,
+     "",
+     3000,
+     true},
+    {"close_header",
+     {"HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx", KEEP},
+     AS_OK,
+     201,
+     "x",
+     0,
+     false},
+    {"to_eof",
+     {"HTTP/1.1 500 Oops\r\n\r\nall of it", CLOSE_AFTER},
+     AS_OK,
+     500,
+     "all of it",
+     0,
+     false},
+    {"no_content", {"HTTP/1.1 204 No Content\r\n\r\n", KEEP}, AS_OK, 204, "", 0, true},
+    {"byte_by_byte",
+     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", BYTE_BY_BYTE},
+     AS_OK,
+     200,
+     "abc",
+     0,
+     true},
+    {"too_big",
+     {"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n", KEEP},
+     AS_ETOOBIG,
+     0,
+     NULL,
+     0,
+     false},
+    {"not_http", {"SSH-2.0-OpenSSH\r\n\r\n", KEEP}, AS_EIO, 0, NULL, 0, false},
+    {"bad_length",
+     {"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", KEEP},
+     AS_EIO,
+     0,
+     NULL,
+     0,
+     false},
+    {"bad_chunk",
+     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", KEEP},
+     AS_EIO,
+     0,
+     NULL,
+     0,
+     false},
+    {"cut_short",
+     {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", CLOSE_AFTER},
+     AS_EIO,
+     0,
+     NULL,
+     0,
+     false},
+};
+
+Test(k8s_wire, answers_as_data)
+{
+    for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
+        const answer_case *c = &answers[i];
+        fx f;
+        fx_init(&f, &c->step, 1, 1024);
+        k8s_wire_ans ans;
+        as_diag d = {{0}, {0}};
+        as_err err = post(&f, 5000, &ans, &d);
+        cr_expect_eq(err, c->err, "%s: err %d (%s)", c->name, err, d.msg);
+        cr_expect_eq(ans.status, c->status, "%s: status %ld", c->name, ans.status);
+        cr_expect_eq(ans.sends, 1, "%s", c->name);
+        cr_expect_eq(ans.sent, sizeof REQ - 1, "%s", c->name);
+        if (c->body)
+            cr_expect_str_eq(f.resp.len ? f.resp.data : "", c->body, "%s", c->name);
+        cr_expect_eq(ans.retry_after_ms, c->retry_after_ms, "%s", c->name);
+        cr_expect_eq(f.w.h != NULL, c->kept, "%s: kept", c->name);
+        fx_fini(&f);
+    }
+}
+
+/* Requests on one kept connection; after a Connection: close the next
+ * one connects again. */
+Test(k8s_wire, keeps_the_connection)
+{
+    static const step steps[] = {
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\na", KEEP},
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nb", KEEP},
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\nConnection: close\r\n\r\nc", KEEP},
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nd", KEEP},
+    };
+    fx f;
+    fx_init(&f, steps, 4, 1024);
+    const char *want = "abcd";
+    for (int i = 0; i < 4; i++) {
+        k8s_wire_ans ans;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%d: %s", i, d.msg);
+        cr_assert_eq(f.resp.data[0], want[i]);
+        cr_assert_eq(ans.sends, 1);
+    }
+    cr_expect_eq(f.s.accepts, 2);
+    fx_fini(&f);
+}
+
+/* The server closes a kept connection as the request arrives: the
+ * request goes out once more on a new connection, and says so. */
+Test(k8s_wire, resent_once_when_a_kept_connection_dies)
+{
+    static const step steps[] = {
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\na", KEEP},
+        {"", CLOSE_UNANSWERED},
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nb", KEEP},
+    };
+    fx f;
+    fx_init(&f, steps, 3, 1024);
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(ans.sends, 2);
+    cr_expect_eq(f.resp.data[0], 'b');
+    cr_expect_eq(f.s.accepts, 2);
+    fx_fini(&f);
+}
+
+/* A new connection that dies unanswered is not sent again. */
+Test(k8s_wire, new_connection_unanswered_is_an_error)
+{
+    static const step steps[] = {{"", CLOSE_UNANSWERED}};
+    fx f;
+    fx_init(&f, steps, 1, 1024);
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(post(&f, 5000, &ans, &d), AS_EIO);
+    cr_expect_eq(ans.sends, 1);
+    cr_expect(ans.sent > 0);
+    cr_expect(strstr(d.msg, "before the answer"), "%s", d.msg);
+    fx_fini(&f);
+}
+
+Test(k8s_wire, timeout_and_stop)
+{
+    static const step steps[] = {{"", SILENT}};
+    fx f;
+    fx_init(&f, steps, 1, 1024);
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    uint64_t t0 = clock_mono_ns();
+    cr_assert_eq(post(&f, 300, &ans, &d), AS_ETIMEOUT, "%s", d.msg);
+    uint64_t ms = (clock_mono_ns() - t0) / 1000000u;
+    cr_expect(ms >= 290 && ms < 3000, "%llu ms", (unsigned long long)ms);
+    cr_expect_null(f.w.h);
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+    cr_assert_eq(post(&f, 60000, &ans, &d), AS_EIO);
+    cr_expect(strstr(d.msg, "stopping"), "%s", d.msg);
+    fx_fini(&f);
+}
+
+Test(k8s_wire, refused_connection_sends_nothing)
+{
+    fx f;
+    fx_init(&f, NULL, 0, 1024);
+    server_stop(&f.s); /* nobody listens on the port any more */
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + 2000000000u, NULL, NULL};
+    cr_assert_eq(k8s_wire_do(&f.w, f.proto, &rq, &f.resp, &ans, &d), AS_EIO);
+    cr_expect_eq(ans.sends, 0);
+    cr_expect_eq(ans.sent, 0);
+    k8s_wire_free(&f.w);
+    curl_easy_cleanup(f.proto);
+    buf_free(&f.resp);
+}
