@@ -264,10 +264,10 @@ Test(k8s_bind, lost_answer_and_504_retried_to_the_same_node)
 /* An outcome that stays unknown is given up at half the assumed TTL (150 ms
  * here), with an error that says so. */
 /* The transport sends a request again, once, on a fresh connection when
- * the reused one died before any answer (as libcurl's requests do). Here the first copy was applied and
- * the second answered 500: the bind is unknown (not "failed after the
- * budget", which would release a pod etcd holds) and is retried until 409
- * names the node. Fails with a plain 500 budget. */
+ * the reused one died before any answer (as libcurl's requests do). Here the first copy was applied
+ * and the second answered 500: the bind is unknown (not "failed after the budget", which would
+ * release a pod etcd holds) and is retried until 409 names the node. Fails with a plain 500 budget.
+ */
 Test(k8s_bind, resent_on_a_new_connection_is_unknown)
 {
     bfx f;
