@@ -29,7 +29,6 @@ void k8s_wire_close(k8s_wire *w)
         curl_easy_cleanup(w->h);
     w->h = NULL;
     w->fd = CURL_SOCKET_BAD;
-    w->answers = 0;
 }
 
 /* See wire.h. */
@@ -356,15 +355,18 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
         if (ps == P_DONE) {
             if (trailing || a->close || a->to_eof)
                 k8s_wire_close(w);
-            else
-                w->answers++;
             return AS_OK;
         }
         if (ps == P_BIG)
             return as_diag_set(diag, AS_ETOOBIG, NULL, "answer larger than %zu bytes", resp->cap);
-        if (ps == P_BAD)
-            return as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (%.*s)",
-                               (int)(w->in.len < 40 ? w->in.len : 40), w->in.data);
+        if (ps == P_BAD) {
+            char seen[41]; /* the answer's start, printable, for the log */
+            size_t n = w->in.len < 40 ? w->in.len : 40;
+            for (size_t i = 0; i < n; i++)
+                seen[i] = w->in.data[i] >= 0x20 && w->in.data[i] < 0x7f ? w->in.data[i] : '.';
+            seen[n] = '\0';
+            return as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (\"%s\")", seen);
+        }
         if (eof)
             return as_diag_set(diag, AS_EIO, NULL, "connection closed %s the answer",
                                *nothing ? "before" : "within");

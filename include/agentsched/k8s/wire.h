@@ -35,7 +35,6 @@
 typedef struct k8s_wire {
     CURL *h;          /* the open connection's handle; NULL: none */
     curl_socket_t fd; /* its socket */
-    uint64_t answers; /* answers read on this connection */
     buf in;           /* the answer's bytes as read (capped) */
 } k8s_wire;
 
