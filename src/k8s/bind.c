@@ -13,7 +13,11 @@
 
 #define BIND_QUEUE_CAP         16384
 #define BIND_ASYNC_WORKERS_MAX 16
-#define BIND_RESP_CAP          (256 * 1024)
+#define BIND_RESP_CAP          (256 * 1024) /* a patch's answer: the whole Pod */
+/* A Binding's answer is a Status object of a few hundred bytes (an
+ * Event's, on the same handles, about a KiB): 96 kept handles' buffers,
+ * caps included, stay near 30 MiB. */
+#define KEPT_RESP_CAP (64 * 1024)
 
 /* One queued k8s_bind_async call (strings owned). */
 struct k8s_bind_job {
@@ -36,7 +40,7 @@ as_err k8s_bind_init(k8s_client *k)
     }
     k->bq_cap = BIND_QUEUE_CAP;
     for (size_t i = 0; i < n; i++) {
-        if ((err = k8s_kept_init(&k->bkept[i], BIND_RESP_CAP)))
+        if ((err = k8s_kept_init(&k->bkept[i], KEPT_RESP_CAP)))
             goto done;
         k->bhandles[i] = &k->bkept[i];
     }

@@ -404,8 +404,10 @@ as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap)
     buf_init(&kh->path, 4096);
     buf_init(&kh->body, 64 * 1024);
     buf_init(&kh->resp, resp_cap);
-    buf_init(&kh->head, 64 * 1024);
-    buf_init(&kh->out, 4096 + 64 * 1024 + 64 * 1024 + 128);
+    /* the wire's headers (a bearer token is a few KiB at most) and its
+     * request: the line with the path, the headers, the body */
+    buf_init(&kh->head, 16 * 1024);
+    buf_init(&kh->out, 4096 + 16 * 1024 + 64 * 1024 + 64);
     k8s_wire_init(&kh->wire, resp_cap);
     kh->h = curl_easy_init();
     return kh->h ? AS_OK : AS_ENOMEM;

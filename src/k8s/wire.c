@@ -19,7 +19,7 @@ void k8s_wire_init(k8s_wire *w, size_t body_cap)
     memset(w, 0, sizeof *w);
     w->fd = CURL_SOCKET_BAD;
     /* chunk framing and the head on top of the body */
-    buf_init(&w->in, body_cap * 2 + K8S_WIRE_HEAD_MAX);
+    buf_init(&w->in, body_cap + body_cap / 8 + K8S_WIRE_HEAD_MAX);
 }
 
 /* See wire.h. */

@@ -29,8 +29,9 @@
 #include "agentsched/base/buf.h"
 #include "agentsched/base/error.h"
 
-/* The answer's head is at most this large (status line and headers). */
-#define K8S_WIRE_HEAD_MAX ((size_t)64 << 10)
+/* The answer's head is at most this large (status line and headers; the
+ * API server's are under a KiB). */
+#define K8S_WIRE_HEAD_MAX ((size_t)16 << 10)
 
 typedef struct k8s_wire {
     CURL *h;          /* the open connection's handle; NULL: none */
@@ -59,8 +60,8 @@ typedef struct k8s_wire_ans {
 } k8s_wire_ans;
 
 /* k8s_wire_init makes an unconnected wire whose answer bodies may be up
- * to body_cap bytes; k8s_wire_close closes its connection (the wire stays
- * usable: the next request connects again); k8s_wire_free closes it and
+ * to body_cap bytes (a chunked one's framing may add an eighth); k8s_wire_close closes its
+ * connection (the wire stays usable: the next request connects again); k8s_wire_free closes it and
  * frees its buffer. */
 void k8s_wire_init(k8s_wire *w, size_t body_cap);
 void k8s_wire_close(k8s_wire *w);
