@@ -149,12 +149,26 @@ static member_how meta_member(scan_ctx *c, jscan *s, const char *k, size_t klen,
 {
     model_pod_brief *b = c->b;
     if (!digested) {
-        if (key_is(k, klen, "managedFields") || key_is(k, klen, "generation"))
+        /* deletionGracePeriodSeconds: read by no decoder */
+        if (key_is(k, klen, "managedFields") || key_is(k, klen, "generation") ||
+            key_is(k, klen, "deletionGracePeriodSeconds"))
             return skip_member(s);
         if (key_is(k, klen, "resourceVersion"))
             return read_member(c, s, &b->resource_version);
-        if (key_is(k, klen, "uid") || key_is(k, klen, "namespace") || key_is(k, klen, "name") ||
-            key_is(k, klen, "deletionTimestamp"))
+        if (key_is(k, klen, "deletionTimestamp")) {
+            /* carried apart (b->terminating), as spec.nodeName is: the
+             * deletion's MODIFIED of a pod the cache holds then matches
+             * its digest and needs no decode */
+            const char *v;
+            size_t vlen;
+            if (!value_span(s, &v, &vlen))
+                return MEMBER_FAILED;
+            b->terminating = !(vlen == 4 && memcmp(v, "null", 4) == 0);
+            if (!b->terminating || *v != '"')
+                b->plain = false;
+            return MEMBER_TAKEN;
+        }
+        if (key_is(k, klen, "uid") || key_is(k, klen, "namespace") || key_is(k, klen, "name"))
             return MEMBER_READ;
         return MEMBER_DIGEST;
     }
@@ -162,15 +176,7 @@ static member_how meta_member(scan_ctx *c, jscan *s, const char *k, size_t klen,
         return read_member(c, s, &b->uid);
     if (key_is(k, klen, "namespace"))
         return read_member(c, s, &b->ns);
-    if (key_is(k, klen, "name"))
-        return read_member(c, s, &b->name);
-    /* deletionTimestamp */
-    const char *v = s->p;
-    size_t vlen = (size_t)(s->end - s->p);
-    b->terminating = !(vlen == 4 && memcmp(v, "null", 4) == 0);
-    if (!b->terminating || *v != '"')
-        b->plain = false;
-    return MEMBER_TAKEN;
+    return read_member(c, s, &b->name);
 }
 
 static member_how spec_member(scan_ctx *c, jscan *s, const char *k, size_t klen, bool digested)

@@ -8,14 +8,17 @@
  * THE DIGEST
  *   A 64-bit hash over each member's key and raw text: top-level members
  *   other than metadata, spec and status (kind, apiVersion); every member
- *   of metadata except resourceVersion, generation and managedFields;
- *   every member of spec except nodeName; status.phase alone. What it
- *   leaves out is what the decoder never reads (managedFields,
- *   generation, the rest of status: skip.h leaves most of it out of the
- *   tree), plus resourceVersion (carried by the brief itself) and
+ *   of metadata except resourceVersion, generation, managedFields,
+ *   deletionTimestamp and deletionGracePeriodSeconds; every member of
+ *   spec except nodeName; status.phase alone. What it leaves out is what
+ *   the decoder never reads (managedFields, generation,
+ *   deletionGracePeriodSeconds, the rest of status: skip.h leaves most of
+ *   it out of the tree), plus what the brief carries itself
+ *   (resourceVersion; deletionTimestamp, as terminating, so that a
+ *   deletion's MODIFIED of a pod the cache holds needs no decode) and
  *   spec.nodeName (compared on its own by whoever uses the digest: the
- *   binding changes it). Two texts with the same digest and the same
- *   nodeName decode to the same pod but for resource_version; texts that
+ *   binding changes it). Two texts with the same digest, nodeName and
+ *   terminating decode to the same pod but for resource_version; texts that
  *   differ only in spacing, key order or escapes may digest differently,
  *   which only costs a full decode.
  */

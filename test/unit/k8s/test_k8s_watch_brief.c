@@ -77,12 +77,13 @@ static const row rows[] = {
     {POD("MODIFIED", "a", "19", ",\"labels\":{\"x\":\"y\"},\"annotations\":{\"k\":\"v\"}", RES2,
          ON("n2"), RUNNING),
      false, "a", CACHE_POD_BOUND, "n2"},
-    /* the deletion's MODIFIED: deletionTimestamp is read */
+    /* the deletion's MODIFIED: deletionTimestamp is carried by the brief
+     * (terminating), deletionGracePeriodSeconds read by no decoder */
     {POD("MODIFIED", "a", "20",
          ",\"labels\":{\"x\":\"y\"},\"annotations\":{\"k\":\"v\"},\"deletionTimestamp\":"
-         "\"2026-12-03T00:00:01Z\"",
+         "\"2026-12-03T00:00:01Z\",\"deletionGracePeriodSeconds\":30",
          RES2, ON("n2"), RUNNING),
-     false, "a", CACHE_POD_BOUND, "n2"},
+     true, "a", CACHE_POD_BOUND, "n2"},
     /* the phase: terminal releases */
     {POD("MODIFIED", "a", "21",
          ",\"labels\":{\"x\":\"y\"},\"annotations\":{\"k\":\"v\"},\"deletionTimestamp\":"

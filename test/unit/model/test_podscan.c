@@ -45,7 +45,10 @@ static model_pod_brief brief_of(const json_t *o)
     cr_assert_eq(scan_text(text, &b), 1, "%s", text);
     free(text);
     /* spans point into the freed text: callers use digest and flags only */
+    bool terminating = b.terminating, plain = b.plain;
     memset(&b.uid, 0, sizeof b - offsetof(model_pod_brief, uid));
+    b.terminating = terminating;
+    b.plain = plain;
     return b;
 }
 
@@ -108,6 +111,8 @@ static const change changes[] = {
     {"metadata", "managedFields", NULL, true},
     {"metadata", "generation", "7", true},
     {"spec", "nodeName", "\"n9\"", true},
+    {"metadata", "deletionTimestamp", "\"2026-12-03T00:00:00Z\"", true}, /* terminating */
+    {"metadata", "deletionGracePeriodSeconds", "0", true},
     {"spec", "nodeName", NULL, true},
     {"status", "conditions", "[]", true},
     {"status", "podIP", "\"10.9.9.9\"", true},
@@ -120,7 +125,6 @@ static const change changes[] = {
     {"metadata", "uid", "\"u2\"", false},
     {"metadata", "labels", "{\"app\":\"x\"}", false},
     {"metadata", "annotations", "{}", false},
-    {"metadata", "deletionTimestamp", "\"2026-12-03T00:00:00Z\"", false},
     {"metadata", "creationTimestamp", "\"2026-12-03T00:00:00Z\"", false},
     {"spec", "schedulerName", "\"other\"", false},
     {"spec", "priority", "5", false},
@@ -152,6 +156,8 @@ Test(podscan, digest_follows_what_the_decoder_reads)
             json_object_del(parent, c->key);
         }
         model_pod_brief b = brief_of(m);
+        cr_assert_eq(b.terminating, !strcmp(c->key, "deletionTimestamp"), "%s.%s: terminating",
+                     c->parent, c->key);
         if (c->same)
             cr_assert_eq(b.digest, base.digest, "%s.%s: digest moved", c->parent, c->key);
         else
