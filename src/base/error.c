@@ -44,6 +44,17 @@ size_t as_utf8_excerpt(const char *s, size_t len, size_t max)
     return max;
 }
 
+/* See error.h. */
+void as_printable(char *dst, size_t n, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}
+
 /* utf8_trim cuts s, which a snprintf into cap bytes may have truncated,
  * back to a character boundary: a message or field cut inside a UTF-8
  * sequence would make the JSON error answer that carries it invalid. */

@@ -309,8 +309,6 @@ static void http_allow_header(const http_server *s, const char *path, char *out,
 /* TLS credentials and client certificates                            */
 /* ------------------------------------------------------------------ */
 
-static void http_printable(char *dst, size_t n, const char *src);
-
 /* The current credentials with a reference for the caller; NULL for a
  * plain-HTTP server. */
 static tls_creds *http_tls_current(http_server *s)
@@ -443,7 +441,7 @@ static void http_client_verify(http_server *s, struct MHD_Connection *conn, http
         tls_verify_client(cur, ci ? ci->tls_session : NULL, cn, sizeof cn, hc->why, sizeof hc->why);
     snprintf(hc->caller, sizeof hc->caller, "-");
     if (hc->status == 0 && cn[0])
-        http_printable(hc->caller, sizeof hc->caller, cn);
+        as_printable(hc->caller, sizeof hc->caller, cn);
     tls_creds_unref(cur);
 }
 
@@ -523,8 +521,8 @@ static void http_authorize(http_server *s, struct MHD_Connection *conn, http_req
     char host[INET6_ADDRSTRLEN], peer[INET6_ADDRSTRLEN + 16];
     http_peer_addr(conn, host, sizeof host, peer, sizeof peer);
     char p[128], m[16];
-    http_printable(p, sizeof p, url);
-    http_printable(m, sizeof m, method);
+    as_printable(p, sizeof p, url);
+    as_printable(m, sizeof m, method);
     log_warn("msg=\"request refused: client certificate\" status=%d peer=%s method=%s path=%s "
              "reason=\"%s\"",
              hc->status, peer[0] ? peer : "-", m, p, hc->why);
@@ -586,18 +584,6 @@ static enum MHD_Result http_send(http_server *s, struct MHD_Connection *conn, ht
     return ret;
 }
 
-/* http_printable copies src into dst (truncated to n), each byte outside
- * printable ASCII replaced by '?'. */
-static void http_printable(char *dst, size_t n, const char *src)
-{
-    size_t i = 0;
-    for (; src && src[i] && i + 1 < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-    }
-    dst[i] = '\0';
-}
-
 static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *conn,
                                        http_req_state *st, const char *method, const char *path,
                                        int status)
@@ -607,8 +593,8 @@ static enum MHD_Result http_send_error(http_server *s, struct MHD_Connection *co
     /* The path and method are the client's bytes, percent-decoded: show
      * them as printable ASCII, so the JSON answer stays valid UTF-8. */
     char p[256], m[32];
-    http_printable(p, sizeof p, path);
-    http_printable(m, sizeof m, method);
+    as_printable(p, sizeof p, path);
+    as_printable(m, sizeof m, method);
     switch (status) {
     case 404:
         http_error(&resp, 404, NULL, "no such endpoint: %s", p);

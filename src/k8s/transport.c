@@ -529,10 +529,8 @@ static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const cha
                        wire_stop, k};
     k8s_wire_ans ans;
     as_diag wd = {{0}, {0}};
-    buf discard;
-    buf_init(&discard, 1 << 20);
-    as_err err = k8s_wire_do(&kh->wire, kh->h, &rq, resp ? resp : &discard, &ans, &wd);
-    buf_free(&discard);
+    /* an answer nobody asked for lands in the handle's own scratch */
+    as_err err = k8s_wire_do(&kh->wire, kh->h, &rq, resp ? resp : &kh->resp, &ans, &wd);
     kh->sent = ans.sent;
     if (sends)
         *sends = ans.sends;

@@ -129,12 +129,6 @@ static as_err send_all(k8s_wire *w, const k8s_wire_req *rq, size_t *sent, as_dia
 
 /* ---- the answer ------------------------------------------------------ */
 
-typedef k8s_wire_parsed parse_state;
-#define P_MORE K8S_WIRE_MORE
-#define P_DONE K8S_WIRE_DONE
-#define P_BAD  K8S_WIRE_BAD
-#define P_BIG  K8S_WIRE_BIG
-
 /* What the head said. */
 typedef struct answer_head {
     long status;
@@ -160,19 +154,19 @@ static bool value_has(const char *v, size_t n, const char *token)
 
 /* parse_head reads the status line and the headers that frame the body
  * from in[0..end), the head ending at end (its blank line excluded). */
-static parse_state parse_head(const char *in, size_t end, answer_head *a)
+static k8s_wire_parsed parse_head(const char *in, size_t end, answer_head *a)
 {
     memset(a, 0, sizeof *a);
     if (end < 12 || memcmp(in, "HTTP/1.", 7) != 0 || in[8] != ' ')
-        return P_BAD;
+        return K8S_WIRE_BAD;
     long st = 0;
     for (int i = 9; i < 12; i++) {
         if (in[i] < '0' || in[i] > '9')
-            return P_BAD;
+            return K8S_WIRE_BAD;
         st = st * 10 + (in[i] - '0');
     }
     if (st < 100 || st > 599)
-        return P_BAD;
+        return K8S_WIRE_BAD;
     a->status = st;
     const char *p = memchr(in, '\n', end);
     p = p ? p + 1 : in + end;
@@ -191,14 +185,14 @@ static parse_state parse_head(const char *in, size_t end, answer_head *a)
             if (name_is(p, nlen, "content-length")) {
                 uint64_t n = 0;
                 if (!vlen)
-                    return P_BAD;
+                    return K8S_WIRE_BAD;
                 for (size_t i = 0; i < vlen; i++) {
                     if (v[i] < '0' || v[i] > '9' || n > UINT64_MAX / 10 - 10)
-                        return P_BAD;
+                        return K8S_WIRE_BAD;
                     n = n * 10 + (uint64_t)(v[i] - '0');
                 }
                 if (a->has_len && n != a->content_len)
-                    return P_BAD;
+                    return K8S_WIRE_BAD;
                 a->has_len = true;
                 a->content_len = n;
             } else if (name_is(p, nlen, "transfer-encoding")) {
@@ -218,17 +212,17 @@ static parse_state parse_head(const char *in, size_t end, answer_head *a)
         a->has_len = false;
     else if (!a->has_len && a->status != 204 && a->status != 304)
         a->to_eof = true;
-    return P_DONE;
+    return K8S_WIRE_DONE;
 }
 
-/* chunks walks a chunked body from in[at..len): P_DONE with *end past the
+/* chunks walks a chunked body from in[at..len): K8S_WIRE_DONE with *end past the
  * last chunk's trailer; copies the data into out when out is not NULL. */
-static parse_state chunks(const char *in, size_t len, size_t at, buf *out, size_t *end)
+static k8s_wire_parsed chunks(const char *in, size_t len, size_t at, buf *out, size_t *end)
 {
     for (;;) {
         const char *eol = memchr(in + at, '\n', len - at);
         if (!eol)
-            return len - at > 1024 ? P_BAD : P_MORE;
+            return len - at > 1024 ? K8S_WIRE_BAD : K8S_WIRE_MORE;
         uint64_t size = 0;
         size_t i = at, digits = 0;
         for (; in + i < eol; i++, digits++) {
@@ -240,53 +234,53 @@ static parse_state chunks(const char *in, size_t len, size_t at, buf *out, size_
             if (d < 0)
                 break;
             if (size > (UINT64_MAX >> 8))
-                return P_BAD;
+                return K8S_WIRE_BAD;
             size = size << 4 | (uint64_t)d;
         }
         if (!digits)
-            return P_BAD;
+            return K8S_WIRE_BAD;
         at = (size_t)(eol - in) + 1; /* extensions after the size are ignored */
         if (!size) {
             /* trailer lines, then the blank line */
             for (;;) {
                 const char *tl = memchr(in + at, '\n', len - at);
                 if (!tl)
-                    return P_MORE;
+                    return K8S_WIRE_MORE;
                 size_t l = (size_t)(tl - (in + at));
                 at = (size_t)(tl - in) + 1;
                 if (l == 0 || (l == 1 && in[at - 2] == '\r')) {
                     *end = at;
-                    return P_DONE;
+                    return K8S_WIRE_DONE;
                 }
             }
         }
         if (size > len - at || len - at - size < 2)
-            return P_MORE;
+            return K8S_WIRE_MORE;
         if (out && buf_append(out, in + at, size) != AS_OK)
-            return P_BIG;
+            return K8S_WIRE_BIG;
         at += size;
         if (in[at] == '\r')
             at++;
         if (in[at] != '\n')
-            return P_BAD;
+            return K8S_WIRE_BAD;
         at++;
     }
 }
 
 /* parse_answer is k8s_wire_parse with the head's fields kept in *a and
  * *trailing: bytes follow the answer. */
-static parse_state parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, bool *trailing)
+static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, bool *trailing)
 {
     for (;;) {
         const char *in = inb->data;
         size_t len = inb->len;
         if (!len)
-            return P_MORE;
+            return K8S_WIRE_MORE;
         const char *hend = len >= 4 ? memmem(in, len, "\r\n\r\n", 4) : NULL;
         if (!hend)
-            return len > K8S_WIRE_HEAD_MAX ? P_BIG : P_MORE;
-        parse_state ps = parse_head(in, (size_t)(hend - in), a);
-        if (ps != P_DONE)
+            return len > K8S_WIRE_HEAD_MAX ? K8S_WIRE_BIG : K8S_WIRE_MORE;
+        k8s_wire_parsed ps = parse_head(in, (size_t)(hend - in), a);
+        if (ps != K8S_WIRE_DONE)
             return ps;
         a->body_at = (size_t)(hend - in) + 4;
         if (a->status >= 100 && a->status < 200) {
@@ -298,35 +292,35 @@ static parse_state parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, b
         size_t end = a->body_at;
         if (a->chunked) {
             ps = chunks(in, len, a->body_at, NULL, &end);
-            if (ps != P_DONE)
+            if (ps != K8S_WIRE_DONE)
                 return ps;
             buf_reset(resp);
             ps = chunks(in, len, a->body_at, resp, &end);
-            if (ps != P_DONE)
+            if (ps != K8S_WIRE_DONE)
                 return ps;
         } else if (a->has_len) {
             if (a->content_len > resp->cap)
-                return P_BIG;
+                return K8S_WIRE_BIG;
             if (len - a->body_at < a->content_len)
-                return P_MORE;
+                return K8S_WIRE_MORE;
             end = a->body_at + (size_t)a->content_len;
             buf_reset(resp);
             if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
-                return P_BIG;
+                return K8S_WIRE_BIG;
         } else if (a->to_eof) {
             if (len - a->body_at > resp->cap)
-                return P_BIG;
+                return K8S_WIRE_BIG;
             if (!eof)
-                return P_MORE;
+                return K8S_WIRE_MORE;
             end = len;
             buf_reset(resp);
             if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
-                return P_BIG;
+                return K8S_WIRE_BIG;
         } else {
             buf_reset(resp);
         }
         *trailing = end < len; /* bytes past the answer: not an exchange we made */
-        return P_DONE;
+        return K8S_WIRE_DONE;
     }
 }
 
@@ -335,9 +329,9 @@ k8s_wire_parsed k8s_wire_parse(buf *in, bool eof, buf *resp, long *status, bool 
 {
     answer_head a;
     bool trailing = false;
-    parse_state ps = parse_answer(in, eof, &a, resp, &trailing);
-    *status = ps == P_DONE ? a.status : 0;
-    *reusable = ps == P_DONE && !trailing && !a.close && !a.to_eof;
+    k8s_wire_parsed ps = parse_answer(in, eof, &a, resp, &trailing);
+    *status = ps == K8S_WIRE_DONE ? a.status : 0;
+    *reusable = ps == K8S_WIRE_DONE && !trailing && !a.close && !a.to_eof;
     return ps;
 }
 
@@ -351,20 +345,18 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
     *nothing = true;
     bool eof = false, trailing = false;
     for (;;) {
-        parse_state ps = w->in.len || eof ? parse_answer(&w->in, eof, a, resp, &trailing) : P_MORE;
-        if (ps == P_DONE) {
+        k8s_wire_parsed ps =
+            w->in.len || eof ? parse_answer(&w->in, eof, a, resp, &trailing) : K8S_WIRE_MORE;
+        if (ps == K8S_WIRE_DONE) {
             if (trailing || a->close || a->to_eof)
                 k8s_wire_close(w);
             return AS_OK;
         }
-        if (ps == P_BIG)
+        if (ps == K8S_WIRE_BIG)
             return as_diag_set(diag, AS_ETOOBIG, NULL, "answer larger than %zu bytes", resp->cap);
-        if (ps == P_BAD) {
+        if (ps == K8S_WIRE_BAD) {
             char seen[41]; /* the answer's start, printable, for the log */
-            size_t n = w->in.len < 40 ? w->in.len : 40;
-            for (size_t i = 0; i < n; i++)
-                seen[i] = w->in.data[i] >= 0x20 && w->in.data[i] < 0x7f ? w->in.data[i] : '.';
-            seen[n] = '\0';
+            as_printable(seen, sizeof seen, w->in.data);
             return as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (\"%s\")", seen);
         }
         if (eof)

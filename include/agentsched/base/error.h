@@ -62,6 +62,11 @@ as_err as_diag_set(as_diag *diag, as_err err, const char *field, const char *fmt
  * messages that quote input: an answer carrying them stays valid UTF-8. */
 size_t as_utf8_excerpt(const char *s, size_t len, size_t max);
 
+/* as_printable copies the NUL-terminated src (NULL: "") into dst,
+ * truncated to n bytes with its NUL, each byte outside printable ASCII
+ * replaced by '?': for logging or answering text a peer sent. */
+void as_printable(char *dst, size_t n, const char *src);
+
 /*
  * as_diag_prefix_field prepends `prefix` to diag->field ("items[3]" +
  * ".spec" -> "items[3].spec"). Used as errors bubble up through nested
