@@ -270,6 +270,153 @@ as_err vctask_node_name(const json_t *node, const char *field, const char **name
 }
 
 /* ------------------------------------------------------------------ */
+/* NodeInfos seen before                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Volcano sends a node's NodeInfo byte for byte the same for every task it
+ * asks about there, session after session, and most of a predicate body
+ * is that NodeInfo (a kubelet's Node with its images, the tasks on the
+ * node). A NodeInfo the scan validated is remembered by its length, a
+ * hash of its bytes (hash_span) and the depth it was validated at, in a
+ * set of SEEN_WAYS chosen by its Name, read from its first member as Go
+ * marshals it ({"Name":"...). A later NodeInfo with that Name whose bytes,
+ * over the remembered length, hash the same is stepped over without
+ * scanning, when it sits no deeper than that depth (the nesting cap): the
+ * scan would take the same Name from the same bytes. A node's entry is its
+ * latest NodeInfo at the deepest place seen, so predicate's (one level
+ * down) and prioritize's (two) share it instead of evicting each other
+ * on every call. Hashing costs a fraction of the scan. An entry is two
+ * words written and read with relaxed atomics: a torn pair hashes to a
+ * mismatch, which only costs a scan.
+ */
+#define SEEN_WAYS  4
+#define SEEN_SETS  4096  /* a power of two: 16,384 NodeInfos, 256 KiB */
+#define SEEN_DEPTH 0x7fu /* lentag's low bits: depth + 1 (JSCAN_MAX_DEPTH < 127) */
+
+typedef struct seen_ent {
+    uint64_t key;    /* hash_span of the bytes; 0: empty */
+    uint64_t lentag; /* length << 32 | the Name's tag | (depth + 1) */
+} seen_ent;
+
+typedef struct seen_tab {
+    seen_ent ent[SEEN_SETS * SEEN_WAYS];
+} seen_tab;
+
+/* A NodeInfo being scanned: where it starts and the Name its first member
+ * holds, if it has that shape (name NULL otherwise). */
+typedef struct seen_try {
+    const char *start;
+    const char *name;
+    size_t name_len;
+    uint32_t tag; /* the name's hash, SEEN_DEPTH bits clear */
+    uint64_t nh;  /* hash_bytes of the name */
+} seen_try;
+
+static uint64_t seen_key(const char *p, size_t len)
+{
+    uint64_t k = hash_span(p, len);
+    return k ? k : 1;
+}
+
+static seen_ent *seen_set(seen_tab *t, uint64_t nh)
+{
+    return &t->ent[(size_t)(nh >> (64 - __builtin_ctz(SEEN_SETS))) * SEEN_WAYS];
+}
+
+/* seen_step: the NodeInfo at s->p was seen before; s->p is past it and
+ * try holds its Name. False (s untouched) otherwise, try then ready for
+ * seen_note after the scan. */
+static bool seen_step(seen_tab *t, jscan *s, seen_try *try)
+{
+    static const char pre[] = "{\"Name\":\"";
+    const size_t pl = sizeof pre - 1;
+    memset(try, 0, sizeof *try);
+    try->start = s->p;
+    size_t avail = (size_t)(s->end - s->p);
+    if (!t || avail < pl || memcmp(s->p, pre, pl) != 0)
+        return false;
+    const char *n = s->p + pl, *q = memchr(n, '"', avail - pl < 256 ? avail - pl : 256);
+    if (!q || q == n)
+        return false;
+    try->name = n;
+    try->name_len = (size_t)(q - n);
+    try->nh = hash_bytes(n, try->name_len);
+    try->tag = (uint32_t)try->nh & ~SEEN_DEPTH;
+    seen_ent *e = seen_set(t, try->nh);
+    for (int w = 0; w < SEEN_WAYS; w++) {
+        uint64_t lt = __atomic_load_n(&e[w].lentag, __ATOMIC_RELAXED);
+        size_t len = (size_t)(lt >> 32);
+        unsigned depth = (unsigned)lt & SEEN_DEPTH;
+        if (((uint32_t)lt & ~SEEN_DEPTH) != try->tag || !depth || (unsigned)s->depth > depth - 1 ||
+            len > avail)
+            continue;
+        if (seen_key(s->p, len) == __atomic_load_n(&e[w].key, __ATOMIC_RELAXED)) {
+            s->p += len;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* seen_note remembers the NodeInfo try started, now scanned up to s->p,
+ * whose Name the scan took at name: only when that is the first member's
+ * (the Name seen_step reads). The same bytes already known deeper stay. */
+static void seen_note(seen_tab *t, const jscan *s, const seen_try *try, const char *name)
+{
+    size_t len = (size_t)(s->p - try->start);
+    if (!t || !try->name || name != try->name || len > UINT32_MAX || s->depth < 0 ||
+        (unsigned)s->depth >= SEEN_DEPTH)
+        return;
+    uint64_t key = seen_key(try->start, len);
+    seen_ent *e = seen_set(t, try->nh);
+    /* the way holding this Name, else an empty one, else one the key picks */
+    int way = (int)(key & (SEEN_WAYS - 1));
+    for (int w = SEEN_WAYS - 1; w >= 0; w--) {
+        uint64_t lt = __atomic_load_n(&e[w].lentag, __ATOMIC_RELAXED);
+        if (((uint32_t)lt & ~SEEN_DEPTH) == try->tag && (lt & SEEN_DEPTH)) {
+            way = w;
+            break;
+        }
+        if (!lt)
+            way = w;
+    }
+    uint64_t old = __atomic_load_n(&e[way].lentag, __ATOMIC_RELAXED);
+    unsigned depth = (unsigned)s->depth + 1;
+    if ((old >> 32) == len && ((uint32_t)old & ~SEEN_DEPTH) == try->tag &&
+        (old & SEEN_DEPTH) > depth && __atomic_load_n(&e[way].key, __ATOMIC_RELAXED) == key)
+        depth = (unsigned)old & SEEN_DEPTH;
+    __atomic_store_n(&e[way].lentag, (uint64_t)len << 32 | try->tag | depth, __ATOMIC_RELAXED);
+    __atomic_store_n(&e[way].key, key, __ATOMIC_RELAXED);
+}
+
+/* The memo's entries (its functions are further down, after the
+ * scanners that use its NodeInfo table). */
+struct vctask_ent {
+    uint64_t hash; /* of the Pod's bytes */
+    size_t len;
+    int gen;       /* the registry's generation it was decoded under */
+    int refs;      /* the slot's (while live) plus every lender's */
+    uint64_t used; /* the memo's tick at its last hit or insertion */
+    bool live;     /* still in its slot */
+    bool memo;     /* ever in a slot (false: the caller's alone) */
+    model_pod *pod;
+};
+
+/* Four ways a set: tasks whose hashes share a set all stay (direct
+ * mapping made such pairs evict each other on every alternate call; 64
+ * tasks asked in turn left 4 colliding pairs, and two ways 2 sets of 3). */
+#define MEMO_WAYS 4
+#define MEMO_SETS (VCTASK_MEMO_SLOTS / MEMO_WAYS) /* a power of two */
+
+struct vctask_memo {
+    seen_tab seen; /* NodeInfos the scan validated */
+    pthread_mutex_t mu;
+    vctask_ent *slot[VCTASK_MEMO_SLOTS];
+    uint64_t tick; /* counts lookups: an entry's last use */
+};
+
+/* ------------------------------------------------------------------ */
 /* Scanning                                                            */
 /* ------------------------------------------------------------------ */
 
@@ -435,13 +582,24 @@ static bool take_name(jscan *s, void *arg)
     return *s->p == '"' && jscan_string(s, &n->s, &n->len, &esc) && !esc && n->len;
 }
 
-/* scan_node reads a NodeInfo for its Name (a plain non-empty string). */
-static bool scan_node(jscan *s, const char **name, size_t *len)
+/* scan_node reads a NodeInfo for its Name (a plain non-empty string):
+ * stepped over when t has seen it, else scanned and then remembered in t
+ * (NULL: no table); counted in *c. */
+static bool scan_node(jscan *s, seen_tab *t, const char **name, size_t *len, vctask_seen *c)
 {
+    seen_try try;
+    if (seen_step(t, s, &try)) {
+        *name = try.name;
+        *len = try.name_len;
+        c->stepped++;
+        return true;
+    }
+    c->scanned++;
     want w = {"Name", 4, false, false};
     model_span n = {NULL, 0};
     if (!find_key(s, &w, take_name, &n))
         return false;
+    seen_note(t, s, &try, n.s);
     *name = n.s;
     *len = n.len;
     return true;
@@ -473,9 +631,11 @@ typedef struct other {
     pool *p;
     sched_name **names;
     size_t *n;
+    seen_tab *tab;     /* NULL: no memo */
+    vctask_seen *seen; /* how the NodeInfos were taken */
 } other;
 
-static bool scan_nodes(jscan *s, pool *p, sched_name **names, size_t *n);
+static bool scan_nodes(jscan *s, const other *o);
 
 /* scan_body opens the body's object (s, reporting to quiet, stays the
  * caller's) and reads its keys: "task" (w[0]) into pod, w[1]'s key into o;
@@ -499,8 +659,8 @@ static bool scan_body(jscan *s, as_diag *quiet, const char *body, size_t len, wa
                 return false;
             x->exact = true;
             bool ok = m0 == 1    ? scan_task(s, pod)
-                      : o->names ? scan_nodes(s, o->p, o->names, o->n)
-                                 : scan_node(s, o->name, o->name_len);
+                      : o->names ? scan_nodes(s, o)
+                                 : scan_node(s, o->tab, o->name, o->name_len, o->seen);
             if (!ok)
                 return false;
             continue;
@@ -514,16 +674,17 @@ static bool scan_body(jscan *s, as_diag *quiet, const char *body, size_t len, wa
 }
 
 /* See vctask.h. */
-bool vctask_scan_predicate(const char *body, size_t len, vctask_pod_span *pod, const char **name,
-                           size_t *name_len)
+bool vctask_scan_predicate(vctask_memo *m, const char *body, size_t len, vctask_pod_span *pod,
+                           const char **name, size_t *name_len, vctask_seen *seen)
 {
     memset(pod, 0, sizeof *pod);
     *name = NULL;
     *name_len = 0;
+    *seen = (vctask_seen){0, 0};
     as_diag quiet;
     jscan s;
     want w[2] = {{"task", 4, false, false}, {"node", 4, false, false}};
-    other o = {.name = name, .name_len = name_len};
+    other o = {.name = name, .name_len = name_len, .tab = m ? &m->seen : NULL, .seen = seen};
     return scan_body(&s, &quiet, body, len, w, pod, &o) && w[0].exact && w[1].exact && scan_end(&s);
 }
 
@@ -548,8 +709,11 @@ static bool spanset_add(spanset *ss, const sched_name *n)
 
 /* scan_nodes reads prioritize's "nodes" array into *names (pool), the
  * names as the DOM path would take them, de-duplicated. */
-static bool scan_nodes(jscan *s, pool *p, sched_name **names, size_t *n)
+static bool scan_nodes(jscan *s, const other *o)
 {
+    pool *p = o->p;
+    sched_name **names = o->names;
+    size_t *n = o->n;
     *n = 0;
     if (*s->p == 'n')
         return jscan_literal(s, "null") == 1;
@@ -574,7 +738,7 @@ static bool scan_nodes(jscan *s, pool *p, sched_name **names, size_t *n)
         }
         const char *name;
         size_t len;
-        if (!scan_node(s, &name, &len))
+        if (!scan_node(s, o->tab, &name, &len, o->seen))
             return false;
         arr[(*n)++] = (sched_name){name, len, cache_name_hash(name, len)};
     }
@@ -595,16 +759,17 @@ static bool scan_nodes(jscan *s, pool *p, sched_name **names, size_t *n)
 }
 
 /* See vctask.h. */
-bool vctask_scan_prioritize(pool *p, const char *body, size_t len, vctask_pod_span *pod,
-                            sched_name **names, size_t *n)
+bool vctask_scan_prioritize(vctask_memo *m, pool *p, const char *body, size_t len,
+                            vctask_pod_span *pod, sched_name **names, size_t *n, vctask_seen *seen)
 {
     memset(pod, 0, sizeof *pod);
     *names = NULL;
     *n = 0;
+    *seen = (vctask_seen){0, 0};
     as_diag quiet;
     jscan s;
     want w[2] = {{"task", 4, false, false}, {"nodes", 5, false, false}};
-    other o = {.p = p, .names = names, .n = n};
+    other o = {.p = p, .names = names, .n = n, .tab = m ? &m->seen : NULL, .seen = seen};
     if (!scan_body(&s, &quiet, body, len, w, pod, &o))
         return false;
     if (!*names) /* absent: an empty array for the caller */
@@ -615,29 +780,6 @@ bool vctask_scan_prioritize(pool *p, const char *body, size_t len, vctask_pod_sp
 /* ------------------------------------------------------------------ */
 /* The memo                                                            */
 /* ------------------------------------------------------------------ */
-
-struct vctask_ent {
-    uint64_t hash; /* of the Pod's bytes */
-    size_t len;
-    int gen;       /* the registry's generation it was decoded under */
-    int refs;      /* the slot's (while live) plus every lender's */
-    uint64_t used; /* the memo's tick at its last hit or insertion */
-    bool live;     /* still in its slot */
-    bool memo;     /* ever in a slot (false: the caller's alone) */
-    model_pod *pod;
-};
-
-/* Four ways a set: tasks whose hashes share a set all stay (direct
- * mapping made such pairs evict each other on every alternate call; 64
- * tasks asked in turn left 4 colliding pairs, and two ways 2 sets of 3). */
-#define MEMO_WAYS 4
-#define MEMO_SETS (VCTASK_MEMO_SLOTS / MEMO_WAYS) /* a power of two */
-
-struct vctask_memo {
-    pthread_mutex_t mu;
-    vctask_ent *slot[VCTASK_MEMO_SLOTS];
-    uint64_t tick; /* counts lookups: an entry's last use */
-};
 
 /* See vctask.h. */
 as_err vctask_memo_new(vctask_memo **out)

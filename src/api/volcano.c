@@ -174,7 +174,20 @@ struct volcano {
     metrics_counter *req_bytes[VV_COUNT]; /* request body bytes received, by verb */
     vctask_memo *memo;                    /* predicate / prioritize: decoded task Pods */
     metrics_counter *pod_memo[3];         /* hit, miss, dom */
+    metrics_counter *node_memo[2];        /* NodeInfos stepped over, scanned */
 };
+
+/* counters registers one counter per value of label (family{label="value"})
+ * into out[0..n). */
+static void counters(metrics *m, const char *family, const char *label, const char *const *values,
+                     int n, const char *help, metrics_counter **out)
+{
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s{%s=\"%s\"}", family, label, values[i]);
+        out[i] = metrics_new_counter(m, name, help);
+    }
+}
 
 /* See volcano.h. */
 as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
@@ -210,29 +223,31 @@ as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
         v->answered[o] = metrics_new_counter(
             c->metrics, name, "Volcano verbs answered with 200, by verb and verdict.");
     }
-    for (int i = 0; i < VV_COUNT; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "agentsched_volcano_request_bytes_total{verb=\"%s\"}",
-                 vverb_names[i]);
-        v->req_bytes[i] = metrics_new_counter(
-            c->metrics, name, "Request body bytes received on the Volcano verbs, by verb.");
-    }
+    counters(c->metrics, "agentsched_volcano_request_bytes_total", "verb", vverb_names, VV_COUNT,
+             "Request body bytes received on the Volcano verbs, by verb.", v->req_bytes);
     static const char *const memo_res[3] = {"hit", "miss", "dom"};
-    for (int i = 0; i < 3; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "agentsched_volcano_pod_memo_total{result=\"%s\"}",
-                 memo_res[i]);
-        v->pod_memo[i] = metrics_new_counter(
-            c->metrics, name,
-            "Task Pods of Volcano's predicate and prioritize: from the memo (hit), decoded from "
-            "the scanned body (miss), or from the whole body's DOM (dom).");
-    }
+    counters(c->metrics, "agentsched_volcano_pod_memo_total", "result", memo_res, 3,
+             "Task Pods of Volcano's predicate and prioritize: from the memo (hit), decoded from "
+             "the scanned body (miss), or from the whole body's DOM (dom).",
+             v->pod_memo);
+    static const char *const node_res[2] = {"stepped", "scanned"};
+    counters(c->metrics, "agentsched_volcano_node_memo_total", "result", node_res, 2,
+             "NodeInfos in Volcano's predicate and prioritize bodies: stepped over as seen before "
+             "(stepped) or scanned.",
+             v->node_memo);
     if (vctask_memo_new(&v->memo) != AS_OK) {
         volcano_free(v);
         return AS_ENOMEM;
     }
     *out = v;
     return AS_OK;
+}
+
+/* count_nodes counts how a body's scan took its NodeInfos. */
+static void count_nodes(volcano *v, const vctask_seen *seen)
+{
+    metrics_add(v->node_memo[0], seen->stepped);
+    metrics_add(v->node_memo[1], seen->scanned);
 }
 
 /* count_request adds the request's body size to its verb's counter. */
@@ -625,8 +640,10 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
     vctask_pod_span sp;
     size_t nlen;
     /* the plain case: one scan of the body, the Pod from the memo */
-    if (!vctask_scan_predicate(req->body, req->body_len, &sp, &name, &nlen) ||
-        !task_pod(v, &sp, &t.pod, &t.ent)) {
+    vctask_seen seen;
+    bool plain = vctask_scan_predicate(v->memo, req->body, req->body_len, &sp, &name, &nlen, &seen);
+    count_nodes(v, &seen);
+    if (!plain || !task_pod(v, &sp, &t.pod, &t.ent)) {
         /* not the plain case: the whole body's DOM, charged as any */
         metrics_inc(v->pod_memo[2]);
         if (http_request_charge_dom(req, resp) != AS_OK)
@@ -782,8 +799,11 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
     as_err err;
     /* the plain case: the nodes' names taken out in one scan, the rest of
      * each NodeInfo validated and skipped; the Pod from the memo */
-    if (!vctask_scan_prioritize(req->pool, req->body, req->body_len, &sp, &names, &n) ||
-        !task_pod(v, &sp, &t.pod, &t.ent)) {
+    vctask_seen seen;
+    bool plain = vctask_scan_prioritize(v->memo, req->pool, req->body, req->body_len, &sp, &names,
+                                        &n, &seen);
+    count_nodes(v, &seen);
+    if (!plain || !task_pod(v, &sp, &t.pod, &t.ent)) {
         metrics_inc(v->pod_memo[2]);
         if (http_request_charge_dom(req, resp) != AS_OK ||
             !prioritize_dom(co, req, resp, &t.root, &t.owned, &names, &n))

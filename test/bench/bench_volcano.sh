@@ -35,7 +35,8 @@
 #            volcano_e2e_scheduling_latency_milliseconds, sum/count), its CPU
 #            per session, agentsched's CPU per session, its Volcano calls per
 #            verb (agentsched_volcano_answers_total) per session and per
-#            second, agentsched CPU per predicate call (all its CPU over the
+#            second, how its memos took the task Pods and NodeInfos,
+#            agentsched CPU per predicate call (all its CPU over the
 #            phase divided by the predicate calls; "net" also subtracts
 #            agentsched's CPU rate of phase (b), where it gets no calls),
 #            TIME-WAIT sockets at the end (all, and those on agentsched's
@@ -68,7 +69,11 @@
 # Environment: AGENTSCHED_BIN (default build-rel/agentsched, a Release
 # build: cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && cmake --build
 # build-rel --target agentsched), E2E_BIN_DIR (e2ectl with vc-pods,
-# http-load and body-proxy, and the Volcano binaries), VOLCANO_SRC.
+# http-load and body-proxy, and the Volcano binaries), VOLCANO_SRC,
+# SAVE_MAX (predicate bodies the proxy keeps, default 64, all replayed
+# in turn: their file names go on one command line, so a few hundred at
+# most; a larger number is for reading them under STATE/bodies before
+# the teardown).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 E2E=$REPO/test/e2e
@@ -181,12 +186,15 @@ vc_errors() {
 	{ grep -o 'extender.go:[0-9]*\] [A-Za-z]* failed' "$STATE/logs/vc-scheduler.log" 2>/dev/null || true; } |
 		awk '{ n[$2]++ } END { for (v in n) print v, n[v] }'
 }
-# as_verbs: "calls VERB N" (answers, every result) and "bytes VERB N"
-# (request bytes, when agentsched counts them) from agentsched's /metrics.
+# as_verbs: "calls VERB N" (answers, every result), "bytes VERB N"
+# (request bytes, when agentsched counts them) and "memo KIND:RESULT N"
+# (its memos of task Pods and NodeInfos) from agentsched's /metrics.
 as_verbs() {
 	curl -s "${CURL_TLS[@]}" "$AGENTSCHED_URL/metrics" 2>/dev/null | awk '
 		/^agentsched_volcano_answers_total\{/ { split($1, a, "\""); t["calls " a[2]] += $2 }
 		/^agentsched_volcano_request_bytes_total\{/ { split($1, a, "\""); t["bytes " a[2]] += $2 }
+		/^agentsched_volcano_pod_memo_total\{/ { split($1, a, "\""); t["memo pod:" a[2]] += $2 }
+		/^agentsched_volcano_node_memo_total\{/ { split($1, a, "\""); t["memo node:" a[2]] += $2 }
 		END { for (k in t) print k, t[k] }'
 }
 # wait_sessions N TIMEOUT_S: until vc-scheduler has finished N more sessions.
@@ -254,6 +262,9 @@ measure() {
 		NF == 4 { v[$1 " " $2 " " $3] = $4; verbs[$3] = 1 }
 		END { for (x in verbs) { c = v["A calls " x] - v["B calls " x]; b = v["A bytes " x] - v["B bytes " x]
 			if (c > 0) print x, c, b } }' | sort)
+	M_MEMO=$({ echo "$v0" | sed 's/^/B /'; echo "$v1" | sed 's/^/A /'; } | awk '
+		$2 == "memo" { v[$1 " " $3] = $4; k[$3] = 1 }
+		END { for (x in k) { d = v["A " x] - v["B " x]; if (d > 0) printf "%s%s %d", (n++ ? ", " : ""), x, d } }')
 	M_PRED=$(echo "$M_VERBS" | awk '$1 == "predicate" { p = $2 } END { print p + 0 }')
 	M_CALLS=$(echo "$M_VERBS" | awk '{ t += $2 } END { print t + 0 }')
 	M_ERRS=$({ echo "$e0" | sed 's/^/B /'; echo "$e1" | sed 's/^/A /'; } | awk '
@@ -273,6 +284,7 @@ report() { # LABEL
 	else
 		say "  no Volcano verb reached agentsched"
 	fi
+	[ -z "$M_MEMO" ] || say "  agentsched's memos (task Pods pod:, NodeInfos node:): $M_MEMO"
 	[ -z "$M_ERRS" ] || say "  extender calls vc-scheduler logged as failed (e.g. extender.httpTimeout exceeded): $M_ERRS"
 }
 
@@ -297,7 +309,7 @@ if [ "$PROXY" = 1 ]; then
 	mkdir -p "$(dirname "$pconf")"
 	sed "s#^\( *extender.urlPrefix: \).*#\1http://127.0.0.1:$pport/volcano#" "$STATE/volcano-conf/volcano-scheduler.conf" >"$pconf"
 	"$BIN/e2ectl" body-proxy --listen "127.0.0.1:$pport" --target "$AGENTSCHED_URL" "${TLS_ARGS[@]}" \
-		--save-dir "$BODIES" --save-max 64 >"$STATE.proxy.txt" &
+		--save-dir "$BODIES" --save-max ${SAVE_MAX:-64} >"$STATE.proxy.txt" &
 	PROXY_PID=$!
 	log "bytes: vc-scheduler restarted with urlPrefix http://127.0.0.1:$pport/volcano (e2ectl body-proxy -> agentsched)"
 	vc_restart "$pconf"

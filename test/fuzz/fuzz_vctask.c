@@ -10,8 +10,9 @@
  * vctask_task_pod with the same identity and requests as vctask_pod's,
  * and the same node name(s) in the same order, de-duplicated alike. A
  * second vctask_pod of the same span must answer from the memo with the
- * same pod. Seeds: the predicate and prioritize requests of
- * test/unit/data/volcano with 0x00 / 0x01 prepended.
+ * same pod. The memo's NodeInfos seen before (the scan runs with it) must
+ * not change an answer: a scan without the memo says the same. Seeds: the predicate and prioritize
+ * requests of test/unit/data/volcano with 0x00 / 0x01 prepended.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -76,6 +77,24 @@ static size_t dom_names(const json_t *root, bool prio, const char **out, size_t 
     return n;
 }
 
+/* scan runs the verb's scanner (prioritize or predicate) with memo m
+ * (NULL: none): its names in *names (predicate's one in *one), n of them
+ * when plain. */
+static bool scan(vctask_memo *m, pool *p, bool prio, const char *body, size_t len,
+                 vctask_pod_span *sp, sched_name **names, sched_name *one, size_t *n,
+                 vctask_seen *seen)
+{
+    if (prio)
+        return vctask_scan_prioritize(m, p, body, len, sp, names, n, seen);
+    const char *name;
+    size_t nlen;
+    bool plain = vctask_scan_predicate(m, body, len, sp, &name, &nlen, seen);
+    *one = (sched_name){name, nlen, 0};
+    *names = one;
+    *n = plain;
+    return plain;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -92,20 +111,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(body, data + 1, len);
     body[len] = '\0';
     pool *p = pool_new((size_t)16 << 20);
-    vctask_pod_span sp;
-    sched_name *names = NULL, one;
-    size_t n = 0;
-    bool plain;
-    if (prio) {
-        plain = vctask_scan_prioritize(p, body, len, &sp, &names, &n);
-    } else {
-        const char *name;
-        size_t nlen;
-        plain = vctask_scan_predicate(body, len, &sp, &name, &nlen);
-        one = (sched_name){name, nlen, 0};
-        names = &one;
-        n = plain;
-    }
+    vctask_pod_span sp, sp2;
+    sched_name *names = NULL, *names2 = NULL, one, one2;
+    size_t n = 0, n2 = 0;
+    vctask_seen seen, seen2;
+    bool plain = scan(memo, p, prio, body, len, &sp, &names, &one, &n, &seen);
+    /* the same body without the memo: the same answer and names */
+    bool plain2 = scan(NULL, p, prio, body, len, &sp2, &names2, &one2, &n2, &seen2);
+    check(plain2 == plain, "the memo changed whether the body is plain");
+    check(!plain || n2 == n, "the memo changed the node count");
+    for (size_t i = 0; plain && i < n; i++)
+        check(names2[i].s == names[i].s && names2[i].len == names[i].len,
+              "the memo changed a node's name");
+    check(seen2.stepped == 0, "stepped over without a memo");
     json_t *root = NULL;
     as_diag d = {{0}, {0}};
     if (plain && json_parse(body, len, &root, &d) == AS_OK) {

@@ -34,6 +34,16 @@
  * metadata.resourceVersion as this request carries them are all the same: never across a changed
  * spec. A Pod without uid or resourceVersion is decoded afresh every time.
  *
+ * The memo also remembers the NodeInfos the scanners validated (16,384 in
+ * sets of four chosen by the Name of their first member, as Go marshals
+ * a NodeInfo: its length, a hash of its bytes, the deepest it was
+ * validated at): Volcano sends a node's NodeInfo byte for byte the same
+ * for every task it asks about there, so a NodeInfo whose bytes hash as
+ * the one seen with that Name, no deeper, is stepped over, not scanned.
+ * The answer is the one the scan gives; malformed JSON can only be
+ * stepped over as valid by a 64-bit hash collision with a valid NodeInfo
+ * of the same Name and length.
+ *
  * TaskInfo -> model_pod (vctask_task_pod): the embedded v1 Pod ("Pod") is
  * decoded with model_pod_from_json when present (it is in every real
  * session). Without it the request comes from "Resreq" in Volcano's units:
@@ -70,21 +80,30 @@ typedef struct vctask_pod_span {
     size_t uid_len, rv_len;
 } vctask_pod_span;
 
+typedef struct vctask_memo vctask_memo;
+
+/* How a scan took its NodeInfos: stepped over as seen before, or scanned. */
+typedef struct vctask_seen {
+    size_t stepped, scanned;
+} vctask_seen;
+
 /* vctask_scan_predicate reads a PredicateRequest {"task", "node"}: true
  * with the task's Pod span and the node's Name (name/name_len, into the
- * body, not NUL-terminated) when the body is the plain case above. */
-bool vctask_scan_predicate(const char *body, size_t len, vctask_pod_span *pod, const char **name,
-                           size_t *name_len);
+ * body, not NUL-terminated) when the body is the plain case above. m
+ * (NULL: none) lends its NodeInfos seen before (see the memo above);
+ * *seen counts how the node was taken (also on false, up to where the
+ * scan stopped). Thread-safe. */
+bool vctask_scan_predicate(vctask_memo *m, const char *body, size_t len, vctask_pod_span *pod,
+                           const char **name, size_t *name_len, vctask_seen *seen);
 
 /* vctask_scan_prioritize reads a PrioritizeRequest {"task", "nodes"}: true
  * with the task's Pod span and the nodes' Names, de-duplicated (first
  * occurrence kept, in input order), in a pool array (*names, *n; names
  * point into the body, hash set as the cache's) when the body is the
- * plain case. false also when p runs out. */
-bool vctask_scan_prioritize(pool *p, const char *body, size_t len, vctask_pod_span *pod,
-                            sched_name **names, size_t *n);
-
-typedef struct vctask_memo vctask_memo;
+ * plain case. false also when p runs out. m and *seen (every element of
+ * "nodes", duplicates too) as for predicate. */
+bool vctask_scan_prioritize(vctask_memo *m, pool *p, const char *body, size_t len,
+                            vctask_pod_span *pod, sched_name **names, size_t *n, vctask_seen *seen);
 
 /* vctask_memo_new builds an empty memo (AS_ENOMEM); vctask_memo_free
  * frees it (NULL ok; no vctask_pod may be outstanding). */

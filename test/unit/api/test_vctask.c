@@ -27,7 +27,8 @@
 
 static bool scan_pred(const char *body, const char **name, size_t *len, vctask_pod_span *sp)
 {
-    return vctask_scan_predicate(body, strlen(body), sp, name, len);
+    vctask_seen seen;
+    return vctask_scan_predicate(NULL, body, strlen(body), sp, name, len, &seen);
 }
 
 Test(vctask, predicate_plain_case)
@@ -89,19 +90,100 @@ Test(vctask, prioritize_names)
     vctask_pod_span sp;
     sched_name *names;
     size_t n;
-    cr_assert(vctask_scan_prioritize(p, body, strlen(body), &sp, &names, &n));
+    vctask_seen seen;
+    cr_assert(vctask_scan_prioritize(NULL, p, body, strlen(body), &sp, &names, &n, &seen));
     cr_assert_eq(n, 2);
+    cr_expect(seen.scanned == 3 && seen.stepped == 0);
     cr_expect(names[0].len == 1 && names[0].s[0] == 'b');
     cr_expect(names[1].len == 1 && names[1].s[0] == 'a');
     const char *none = "{\"task\":{\"Pod\":{}},\"nodes\":null}";
-    cr_expect(vctask_scan_prioritize(p, none, strlen(none), &sp, &names, &n) && n == 0);
+    cr_expect(vctask_scan_prioritize(NULL, p, none, strlen(none), &sp, &names, &n, &seen) &&
+              n == 0);
     const char *absent = "{\"task\":{\"Pod\":{}}}";
-    cr_expect(vctask_scan_prioritize(p, absent, strlen(absent), &sp, &names, &n) && n == 0);
+    cr_expect(vctask_scan_prioritize(NULL, p, absent, strlen(absent), &sp, &names, &n, &seen) &&
+              n == 0);
     const char *other_case = "{\"task\":{\"Pod\":{}},\"Nodes\":[{\"Name\":\"a\"}]}";
-    cr_expect(!vctask_scan_prioritize(p, other_case, strlen(other_case), &sp, &names, &n));
+    cr_expect(
+        !vctask_scan_prioritize(NULL, p, other_case, strlen(other_case), &sp, &names, &n, &seen));
     const char *not_obj = "{\"task\":{\"Pod\":{}},\"nodes\":[\"a\"]}";
-    cr_expect(!vctask_scan_prioritize(p, not_obj, strlen(not_obj), &sp, &names, &n));
+    cr_expect(!vctask_scan_prioritize(NULL, p, not_obj, strlen(not_obj), &sp, &names, &n, &seen));
     pool_free(p);
+}
+
+/* pred_seen scans body as predicate with memo m: true when plain, how
+ * the node was taken in *seen. */
+static bool pred_seen(vctask_memo *m, const char *body, vctask_seen *seen)
+{
+    vctask_pod_span sp;
+    const char *name;
+    size_t len;
+    bool ok = vctask_scan_predicate(m, body, strlen(body), &sp, &name, &len, seen);
+    cr_expect(!ok || (len == 6 && memcmp(name, "node-a", 6) == 0));
+    return ok;
+}
+
+Test(vctask, nodeinfo_seen_before)
+{
+    vctask_memo *m;
+    cr_assert_eq(vctask_memo_new(&m), AS_OK);
+    vctask_seen seen;
+    const char *a = PRED(POD("uid-1", "7", "1"), "{\"Name\":\"node-a\",\"Node\":{\"x\":[1,2]}}");
+    cr_assert(pred_seen(m, a, &seen));
+    cr_expect(seen.scanned == 1 && seen.stepped == 0);
+    /* the same NodeInfo again, beside another task: stepped over */
+    const char *a2 = PRED(POD("uid-2", "9", "2"), "{\"Name\":\"node-a\",\"Node\":{\"x\":[1,2]}}");
+    cr_assert(pred_seen(m, a2, &seen));
+    cr_expect(seen.scanned == 0 && seen.stepped == 1);
+    /* the same Name and length, other bytes: scanned, and malformed is
+     * refused */
+    const char *bad = PRED(POD("uid-1", "7", "1"), "{\"Name\":\"node-a\",\"Node\":{\"x\":[1,2}}}");
+    cr_expect(!pred_seen(m, bad, &seen));
+    cr_expect(seen.stepped == 0);
+    const char *b = PRED(POD("uid-1", "7", "1"), "{\"Name\":\"node-a\",\"Node\":{\"x\":[1,3]}}");
+    cr_assert(pred_seen(m, b, &seen));
+    cr_expect(seen.scanned == 1);
+    cr_assert(pred_seen(m, b, &seen));
+    cr_expect(seen.stepped == 1);
+    /* a longer NodeInfo that begins with the one seen: the memo's length
+     * and hash do not match it; it takes the Name's entry (a node's
+     * latest NodeInfo is the one remembered) */
+    const char *longer =
+        PRED(POD("uid-1", "7", "1"), "{\"Name\":\"node-a\",\"Node\":{\"x\":[1,3]},\"y\":1}");
+    cr_assert(pred_seen(m, longer, &seen));
+    cr_expect(seen.scanned == 1);
+    cr_assert(pred_seen(m, longer, &seen));
+    cr_expect(seen.stepped == 1);
+    cr_assert(pred_seen(m, b, &seen));
+    cr_expect(seen.scanned == 1);
+    /* Name not first: never stepped over */
+    const char *late = PRED(POD("uid-1", "7", "1"), "{\"Node\":{},\"Name\":\"node-a\"}");
+    cr_assert(pred_seen(m, late, &seen));
+    cr_assert(pred_seen(m, late, &seen));
+    cr_expect(seen.scanned == 1 && seen.stepped == 0);
+    /* prioritize: its NodeInfos are one level deeper, so one seen in a
+     * predicate is scanned there once, then stepped over; the entry, now
+     * good at either depth, serves predicate too (b's NodeInfo is known
+     * at predicate's depth here) */
+    pool *p = pool_new(0);
+    const char *prio = "{\"task\":{\"Pod\":" POD(
+        "u", "1", "1") "},\"nodes\":["
+                       "{\"Name\":\"node-a\",\"Node\":{\"x\":[1,3]}},{\"Name\":\"node-b\"}]}";
+    vctask_pod_span sp;
+    sched_name *names;
+    size_t n;
+    cr_assert(vctask_scan_prioritize(m, p, prio, strlen(prio), &sp, &names, &n, &seen));
+    cr_expect(n == 2 && seen.scanned == 2 && seen.stepped == 0);
+    cr_assert(vctask_scan_prioritize(m, p, prio, strlen(prio), &sp, &names, &n, &seen));
+    cr_expect(n == 2 && seen.scanned == 0 && seen.stepped == 2);
+    cr_expect(names[1].len == 6 && memcmp(names[1].s, "node-b", 6) == 0);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(pred_seen(m, b, &seen));
+        cr_expect(seen.stepped == 1, "predicate after prioritize, call %d", i);
+        cr_assert(vctask_scan_prioritize(m, p, prio, strlen(prio), &sp, &names, &n, &seen));
+        cr_expect(seen.stepped == 2, "prioritize after predicate, call %d", i);
+    }
+    pool_free(p);
+    vctask_memo_free(m);
 }
 
 static svc *new_svc(void)

@@ -1,5 +1,5 @@
-/* test_hash.c - the string hash: every byte counts, no byte past the end is
- * read, and hash_str agrees with hash_bytes. */
+/* test_hash.c - the string hash and the span hash: every byte counts, no
+ * byte past the end is read, and hash_str agrees with hash_bytes. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,5 +46,27 @@ Test(hash, reads_nothing_past_the_end)
         memset(a, 'k', len);
         memset(b, 'k', len);
         cr_expect_eq(hash_bytes(a, len), hash_bytes(b, len), "len %zu", len);
+    }
+}
+
+Test(hash, span_every_byte_the_length_and_nothing_past_the_end)
+{
+    /* hash_span: below 64 bytes via hash_bytes, from 64 by lanes, a tail
+     * and the length; every byte of a 40 KB-like span counts */
+    enum { MAX = 200 };
+    char a[MAX + 8], b[MAX + 8];
+    for (size_t len = 0; len <= MAX; len += len < 80 ? 1 : 7) {
+        memset(a, 'n', sizeof a);
+        memset(b, 'n', len);
+        memset(b + len, 'z', sizeof b - len);
+        uint64_t base = hash_span(a, len);
+        cr_expect_eq(base, hash_span(b, len), "len %zu: a byte past the end counted", len);
+        if (len)
+            cr_expect_neq(base, hash_span(a, len - 1), "len %zu vs %zu", len, len - 1);
+        for (size_t i = 0; i < len; i++) {
+            a[i] = 'm';
+            cr_expect_neq(hash_span(a, len), base, "len %zu byte %zu", len, i);
+            a[i] = 'n';
+        }
     }
 }
