@@ -1,8 +1,10 @@
 /* test_vctask.c - the fast decoders of Volcano's predicate and prioritize
  * bodies (what they take as the plain case and what they leave to the DOM
  * path), the memo of task Pods (hits only for the same bytes, uid and
- * resourceVersion; eviction), and the handlers answering alike either way. */
+ * resourceVersion; eviction), the NodeInfos seen before (alone and shared
+ * by threads), and the handlers answering alike either way. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +185,69 @@ Test(vctask, nodeinfo_seen_before)
         cr_expect(seen.stepped == 2, "prioritize after predicate, call %d", i);
     }
     pool_free(p);
+    vctask_memo_free(m);
+}
+
+/* Threads sharing one memo (the server's two or more HTTP threads): every
+ * scan takes its own node's Name whatever the others write meanwhile
+ * (under TSan: the NodeInfo table's words are only touched atomically). */
+#define SEEN_THREADS 4
+#define SEEN_NODES   48
+#define SEEN_ROUNDS  300
+
+typedef struct seen_arg {
+    vctask_memo *m;
+    int id;
+    size_t stepped;
+    bool ok;
+} seen_arg;
+
+static void *seen_worker(void *p)
+{
+    seen_arg *a = p;
+    a->ok = true;
+    for (int r = 0; r < SEEN_ROUNDS; r++) {
+        /* each thread asks about every node twice in a row, a different
+         * one first, and with NodeInfo bytes that differ between threads
+         * and rounds: entries are overwritten under the others' reads */
+        int node = (r / 2 + a->id * 7) % SEEN_NODES;
+        int v = (r / 2 / SEEN_NODES + a->id) % 2;
+        char body[512], want[32];
+        snprintf(want, sizeof want, "node-%02d", node);
+        static const char fmt[] = "{\"task\":{\"UID\":\"u\",\"Pod\":" POD(
+            "uid-1", "7", "1") "},\"node\":{\"Name\":\"%s\",\"Node\":{\"v\":%d,\"x\":[1,2]}}}";
+        snprintf(body, sizeof body, fmt, want, v);
+        vctask_pod_span sp;
+        const char *name;
+        size_t len;
+        vctask_seen seen;
+        if (!vctask_scan_predicate(a->m, body, strlen(body), &sp, &name, &len, &seen) ||
+            len != strlen(want) || memcmp(name, want, len) != 0 || seen.stepped + seen.scanned != 1)
+            a->ok = false;
+        a->stepped += seen.stepped;
+    }
+    return NULL;
+}
+
+Test(vctask, nodeinfo_memo_shared_by_threads)
+{
+    vctask_memo *m;
+    cr_assert_eq(vctask_memo_new(&m), AS_OK);
+    pthread_t th[SEEN_THREADS];
+    seen_arg args[SEEN_THREADS];
+    for (int i = 0; i < SEEN_THREADS; i++) {
+        args[i] = (seen_arg){.m = m, .id = i};
+        cr_assert_eq(pthread_create(&th[i], NULL, seen_worker, &args[i]), 0);
+    }
+    size_t stepped = 0;
+    for (int i = 0; i < SEEN_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect(args[i].ok, "thread %d took a wrong answer", i);
+        stepped += args[i].stepped;
+    }
+    /* alone, a thread would step over every second call; the others'
+     * writes in between take a few of those */
+    cr_expect_gt(stepped, SEEN_THREADS * SEEN_ROUNDS / 4);
     vctask_memo_free(m);
 }
 
