@@ -1255,14 +1255,9 @@ as_err extender_new(core *c, extender **out)
         return AS_ENOMEM;
     x->core = c;
     pthread_mutex_init(&x->unserved_mu, NULL);
-    for (int r = 0; r < RULE_COUNT; r++) {
-        char name[96];
-        snprintf(name, sizeof name, "agentsched_extender_bind_refused_total{rule=\"%s\"}",
-                 bind_rule_names[r]);
-        x->refused[r] = metrics_new_counter(c->metrics, name,
-                                            "Extender binds refused by the authorization rules "
-                                            "(HTTP 403), by rule.");
-    }
+    metrics_new_counters(
+        c->metrics, "agentsched_extender_bind_refused_total", "rule", bind_rule_names, RULE_COUNT,
+        "Extender binds refused by the authorization rules (HTTP 403), by rule.", x->refused);
     as_err err = extmemo_new(&x->memo);
     if (err) {
         free(x);

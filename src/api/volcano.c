@@ -177,18 +177,6 @@ struct volcano {
     metrics_counter *node_memo[2];        /* NodeInfos stepped over, scanned */
 };
 
-/* counters registers one counter per value of label (family{label="value"})
- * into out[0..n). */
-static void counters(metrics *m, const char *family, const char *label, const char *const *values,
-                     int n, const char *help, metrics_counter **out)
-{
-    for (int i = 0; i < n; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "%s{%s=\"%s\"}", family, label, values[i]);
-        out[i] = metrics_new_counter(m, name, help);
-    }
-}
-
 /* See volcano.h. */
 as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
 {
@@ -223,18 +211,21 @@ as_err volcano_new(core *c, const volcano_config *cfg, volcano **out)
         v->answered[o] = metrics_new_counter(
             c->metrics, name, "Volcano verbs answered with 200, by verb and verdict.");
     }
-    counters(c->metrics, "agentsched_volcano_request_bytes_total", "verb", vverb_names, VV_COUNT,
-             "Request body bytes received on the Volcano verbs, by verb.", v->req_bytes);
+    metrics_new_counters(c->metrics, "agentsched_volcano_request_bytes_total", "verb", vverb_names,
+                         VV_COUNT, "Request body bytes received on the Volcano verbs, by verb.",
+                         v->req_bytes);
     static const char *const memo_res[3] = {"hit", "miss", "dom"};
-    counters(c->metrics, "agentsched_volcano_pod_memo_total", "result", memo_res, 3,
-             "Task Pods of Volcano's predicate and prioritize: from the memo (hit), decoded from "
-             "the scanned body (miss), or from the whole body's DOM (dom).",
-             v->pod_memo);
+    metrics_new_counters(
+        c->metrics, "agentsched_volcano_pod_memo_total", "result", memo_res, 3,
+        "Task Pods of Volcano's predicate and prioritize: from the memo (hit), decoded from "
+        "the scanned body (miss), or from the whole body's DOM (dom).",
+        v->pod_memo);
     static const char *const node_res[2] = {"stepped", "scanned"};
-    counters(c->metrics, "agentsched_volcano_node_memo_total", "result", node_res, 2,
-             "NodeInfos in Volcano's predicate and prioritize bodies: stepped over as seen before "
-             "(stepped) or scanned.",
-             v->node_memo);
+    metrics_new_counters(
+        c->metrics, "agentsched_volcano_node_memo_total", "result", node_res, 2,
+        "NodeInfos in Volcano's predicate and prioritize bodies: stepped over as seen before "
+        "(stepped) or scanned.",
+        v->node_memo);
     if (vctask_memo_new(&v->memo) != AS_OK) {
         volcano_free(v);
         return AS_ENOMEM;

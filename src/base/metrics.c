@@ -147,6 +147,19 @@ metrics_counter *metrics_new_counter(metrics *m, const char *name, const char *h
 }
 
 /* See metrics.h. */
+void metrics_new_counters(metrics *m, const char *family, const char *label,
+                          const char *const *values, size_t n, const char *help,
+                          metrics_counter **out)
+{
+    for (size_t i = 0; i < n; i++) {
+        /* one byte over the cap: a name cut short is refused, not declared */
+        char name[METRICS_NAME_MAX + 1];
+        snprintf(name, sizeof name, "%s{%s=\"%s\"}", family, label, values[i]);
+        out[i] = metrics_new_counter(m, name, help);
+    }
+}
+
+/* See metrics.h. */
 metrics_counter *metrics_new_gauge(metrics *m, const char *name, const char *help)
 {
     metrics_series *s = metrics_declare(m, name, help, METRICS_GAUGE, NULL, 0);

@@ -11,8 +11,9 @@
  * and the same node name(s) in the same order, de-duplicated alike. A
  * second vctask_pod of the same span must answer from the memo with the
  * same pod. The memo's NodeInfos seen before (the scan runs with it) must
- * not change an answer: a scan without the memo says the same. Seeds: the predicate and prioritize
- * requests of test/unit/data/volcano with 0x00 / 0x01 prepended.
+ * not change an answer: a scan without the memo says the same. Seeds: the
+ * predicate and prioritize requests of test/unit/data/volcano with
+ * 0x00 / 0x01 prepended.
  */
 #include <jansson.h>
 #include <stdbool.h>

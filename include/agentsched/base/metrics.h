@@ -35,6 +35,12 @@ void metrics_free(metrics *m);
  * name is malformed, or it was declared before with another type. */
 metrics_counter *metrics_new_counter(metrics *m, const char *name, const char *help);
 metrics_counter *metrics_new_gauge(metrics *m, const char *name, const char *help);
+/* metrics_new_counters declares one counter per value of one label,
+ * family{label="values[i]"}, into out[0..n), each as metrics_new_counter
+ * (NULL where that refuses one, a name too long included). */
+void metrics_new_counters(metrics *m, const char *family, const char *label,
+                          const char *const *values, size_t n, const char *help,
+                          metrics_counter **out);
 /* bounds: ascending upper bounds in seconds (+Inf is implicit). */
 metrics_histogram *metrics_new_histogram(metrics *m, const char *name, const char *help,
                                          const double *bounds, size_t nbounds);

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agentsched/base/metrics.h"
@@ -66,6 +67,31 @@ Test(metrics, labelled_series_share_one_header)
                       60) == 0,
               "%s", s);
     free(s);
+    metrics_free(m);
+}
+
+Test(metrics, counters_of_one_label)
+{
+    metrics *m = NULL;
+    cr_assert_eq(metrics_new(&m), AS_OK);
+    static const char *const res[2] = {"hit", "miss"};
+    metrics_counter *c[2];
+    metrics_new_counters(m, "memo_total", "result", res, 2, "Memo.", c);
+    cr_assert(c[0] && c[1] && c[0] != c[1]);
+    cr_expect_eq(c[1], metrics_new_counter(m, "memo_total{result=\"miss\"}", "Memo."));
+    metrics_add(c[0], 4);
+    char *s = render(m);
+    cr_expect_eq(count_substr(s, "memo_total{result=\"hit\"} 4\n"), 1, "%s", s);
+    cr_expect_eq(count_substr(s, "memo_total{result=\"miss\"} 0\n"), 1, "%s", s);
+    free(s);
+    /* a name past the cap is refused (NULL), not declared cut short */
+    char longv[300];
+    memset(longv, 'v', sizeof longv - 1);
+    longv[sizeof longv - 1] = '\0';
+    const char *const vals[1] = {longv};
+    metrics_counter *l[1];
+    metrics_new_counters(m, "memo_total", "result", vals, 1, "Memo.", l);
+    cr_expect_null(l[0]);
     metrics_free(m);
 }
 
