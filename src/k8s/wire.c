@@ -10,6 +10,10 @@
 
 /* A wait is cut into slices this long, so that rq->stop is seen soon. */
 #define WAIT_SLICE_MS 100
+/* A connection that answered this recently is taken as open without
+ * polling it first: the API server closes idle connections after
+ * minutes, and a close it did in between is caught by the resend below. */
+#define FRESH_NS 500000000u
 /* What one receive asks for: an answer is usually one TLS record. */
 #define RECV_CHUNK ((size_t)16 << 10)
 
@@ -344,12 +348,19 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
     buf_reset(&w->in);
     *nothing = true;
     bool eof = false, trailing = false;
+    /* Nothing of the answer can be there yet: wait for it before the
+     * first read (a read that could only say "again" is a system call
+     * and a TLS call spent). */
+    as_err werr = wait_fd(w, POLLIN, rq, diag);
+    if (werr)
+        return werr;
     for (;;) {
         k8s_wire_parsed ps =
             w->in.len || eof ? parse_answer(&w->in, eof, a, resp, &trailing) : K8S_WIRE_MORE;
         if (ps == K8S_WIRE_DONE) {
             if (trailing || a->close || a->to_eof)
                 k8s_wire_close(w);
+            w->done_ns = clock_mono_ns();
             return AS_OK;
         }
         if (ps == K8S_WIRE_BIG)
@@ -392,7 +403,7 @@ as_err k8s_wire_do(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, buf *resp, 
     memset(ans, 0, sizeof *ans);
     as_err err = AS_OK;
     for (int attempt = 0;; attempt++) {
-        bool reused = w->h && alive(w);
+        bool reused = w->h && (clock_mono_ns() - w->done_ns < FRESH_NS || alive(w));
         if (!reused && (err = open_conn(w, proto, rq, diag)))
             goto fail;
         size_t sent = 0;

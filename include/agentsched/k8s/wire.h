@@ -16,7 +16,10 @@
  * is answered before the next goes out. A request on a reused connection
  * that fails before the first byte of an answer (the server closed an
  * idle connection) is sent once more on a new connection, as libcurl
- * does; the answer reports both sends.
+ * does; the answer reports both sends. A connection that answered in the
+ * last half second is not polled for such a close before sending (the
+ * resend covers it), and the first read of an answer waits for the socket
+ * instead of trying first: two system calls a request fewer.
  */
 #ifndef AGENTSCHED_K8S_WIRE_H
 #define AGENTSCHED_K8S_WIRE_H
@@ -37,6 +40,7 @@ typedef struct k8s_wire {
     CURL *h;          /* the open connection's handle; NULL: none */
     curl_socket_t fd; /* its socket */
     buf in;           /* the answer's bytes as read (capped) */
+    uint64_t done_ns; /* clock_mono_ns() when its last answer was read */
 } k8s_wire;
 
 /* One request: its bytes as they go on the wire (request line, headers,

@@ -318,6 +318,33 @@ Test(k8s_wire, resent_once_when_a_kept_connection_dies)
     fx_fini(&f);
 }
 
+/* The server closes a kept connection after an answer (an idle close).
+ * A request soon after goes out on it unchecked and is sent once more on
+ * a new connection; one after FRESH_NS finds it closed first and is sent
+ * once. */
+Test(k8s_wire, idle_close_found_before_or_after_sending)
+{
+    static const step steps[] = {
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\na", CLOSE_AFTER},
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nb", CLOSE_AFTER},
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nc", KEEP},
+    };
+    fx f;
+    fx_init(&f, steps, 3, 1024);
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(f.resp.data[0], 'b');
+    cr_expect_eq(ans.sends, 2, "sent on the closed connection, then again");
+    usleep(600000);
+    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(f.resp.data[0], 'c');
+    cr_expect_eq(ans.sends, 1, "the closed connection was found before sending");
+    cr_expect_eq(f.s.accepts, 3);
+    fx_fini(&f);
+}
+
 /* A new connection that dies unanswered is not sent again. */
 Test(k8s_wire, new_connection_unanswered_is_an_error)
 {
