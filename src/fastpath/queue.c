@@ -498,9 +498,29 @@ static bool sched_relevant_change(const model_pod *a, const model_pod *b)
     return false;
 }
 
-/* See queue.h. */
-as_err queue_add(queue *q, model_pod *pod)
+/* hand_out makes e (in no heap or list) in flight and fills *out. */
+static void hand_out(queue *q, queue_entry *e, int64_t now, queue_item *out)
 {
+    e->where = QUEUE_INFLIGHT;
+    q->ninflight++;
+    e->move_seq_at_pop = q->move_seq;
+    e->moved_in_flight = false;
+    out->e = e;
+    out->pod = e->pod;
+    out->attempts = e->attempts;
+    out->urgent = e->urgent != 0;
+    out->queued_ms = now - e->active_since;
+    out->added_ns = e->added_ns;
+    out->active_ns = e->active_ns;
+    e->urgent = 0;
+}
+
+/* add is queue_add; with out non-NULL, a new pod that finds activeQ
+ * empty is handed out at once (out->e set) instead of waking a popper. */
+static as_err add(queue *q, model_pod *pod, queue_item *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
     if (!pod)
         return AS_EINVAL;
     /* key may point into pod, which stays alive until the entry is found
@@ -566,13 +586,32 @@ as_err queue_add(queue *q, model_pod *pod)
     q->buckets[h & (q->nbuckets - 1)] = e;
     q->total++;
     q->st.added++;
-    to_active(q, e, 0, now);
+    if (out && !q->active.n && !q->held && !q->shutdown) {
+        e->seq = ++q->seq;
+        e->active_since = now;
+        e->active_ns = e->added_ns;
+        hand_out(q, e, now, out);
+    } else {
+        to_active(q, e, 0, now);
+    }
     if (q->total > q->nbuckets)
         index_grow(q);
 done:
     pthread_mutex_unlock(&q->mu);
     model_pod_free(pod);
     return err;
+}
+
+/* See queue.h. */
+as_err queue_add(queue *q, model_pod *pod)
+{
+    return add(q, pod, NULL);
+}
+
+/* See queue.h. */
+as_err queue_add_take(queue *q, model_pod *pod, queue_item *out)
+{
+    return add(q, pod, out);
 }
 
 /* q->mu held. */
@@ -617,18 +656,7 @@ as_err queue_pop(queue *q, int64_t timeout_ms, queue_item *out)
         if (q->active.n && !q->held) {
             queue_entry *e = heap_top(&q->active);
             detach(q, e);
-            e->where = QUEUE_INFLIGHT;
-            q->ninflight++;
-            e->move_seq_at_pop = q->move_seq;
-            e->moved_in_flight = false;
-            out->e = e;
-            out->pod = e->pod;
-            out->attempts = e->attempts;
-            out->urgent = e->urgent != 0;
-            out->queued_ms = now - e->active_since;
-            out->added_ns = e->added_ns;
-            out->active_ns = e->active_ns;
-            e->urgent = 0;
+            hand_out(q, e, now, out);
             break;
         }
         if (timeout_ms == 0) {

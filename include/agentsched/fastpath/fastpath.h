@@ -150,6 +150,9 @@ queue *fastpath_queue(fastpath *fp);
  * true); bound, terminating and deleted pods leave the queue; a deleted or
  * finished bound pod frees capacity and moves the unschedulable pool back;
  * SYNC_BEGIN / SYNC_END drop queued pods that vanished during a relist.
+ * In live mode a new pod that finds activeQ empty is decided on the
+ * calling thread (as a worker would, without waking one), within a
+ * quarter of that thread's time. Called from one thread (the pod watch).
  */
 bool fastpath_pod_event(void *fp, k8s_event_type ev, model_pod *pod);
 
@@ -168,8 +171,9 @@ typedef struct fastpath_stats {
     uint64_t bind_failed;   /* API bind failed: released + backoff */
     uint64_t dropped;       /* deleted during the attempt, or bound per the cache */
     uint64_t accepted_fast, accepted_rechecked, accepted_idempotent;
-    uint64_t attempts; /* decisions made */
-    uint64_t busy_ns;  /* summed worker busy time */
+    uint64_t attempts;        /* decisions made */
+    uint64_t watch_decisions; /* ... of them by the pod watch thread itself */
+    uint64_t busy_ns;         /* summed worker busy time */
     /* Equivalence cache (eqcache_stats): decisions answered incrementally,
      * full class evaluations, decisions made by a plain full scan. */
     uint64_t eq_hits, eq_rebuilds, eq_bypass;

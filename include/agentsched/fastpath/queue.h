@@ -111,6 +111,16 @@ typedef struct queue_item {
  */
 as_err queue_pop(queue *q, int64_t timeout_ms, queue_item *out);
 
+/*
+ * queue_add_take is queue_add, except that a new pod finding activeQ empty
+ * (and the queue neither held nor shut down) is popped for the caller at
+ * once: out->e is set and the pod is in flight, to be settled like a
+ * queue_pop's, and no popper is woken. Otherwise out->e is NULL and the
+ * pod was queued (or refused) as by queue_add. The caller decides at once
+ * what a woken worker would have decided a context switch later.
+ */
+as_err queue_add_take(queue *q, model_pod *pod, queue_item *out);
+
 /* Settling an in-flight pod (exactly one per pop): */
 /* queue_done: bound; forget the pod. */
 void queue_done(queue *q, struct queue_entry *e);

@@ -293,6 +293,35 @@ static void exprs(json_t *v, json_t *names, int *count)
     }
 }
 
+/* Pods that arrive one at a time after the sync find activeQ empty: the
+ * pod watch decides them itself, and they bind as the workers' would. */
+Test(fastpath_live, the_pod_watch_decides_pods_the_workers_are_not_behind_on)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    put_nodes(stub, 2, "4", "16Gi");
+    svc *s = NULL;
+    fastpath *fp = live_start(stub, 2, false, &s);
+    as_diag d = {{0}, {0}};
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    int64_t end = mono_ms() + WAIT_CAP_MS;
+    for (int i = 0; i < 6; i++) {
+        put_pods(stub, "w", i, i + 1);
+        while (bound_on(stub, NULL, NULL) < i + 1 && mono_ms() < end)
+            usleep(2000);
+    }
+    cr_assert_eq(bound_on(stub, NULL, NULL), 6);
+    fastpath_stats st;
+    fastpath_get_stats(fp, &st);
+    cr_assert_geq(st.watch_decisions, 1, "no pod was decided by the watch");
+    cr_assert_eq(st.scheduled, 6);
+    cr_assert_eq(bound_on(stub, "n0", NULL) + bound_on(stub, "n1", NULL), 6);
+    live_stop(s, fp);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+    stub_free(stub);
+}
+
 /* The shipped Grafana dashboard and alert rules query only series that
  * `serve` in live mode with the fast path actually exports. */
 Test(fastpath_live, dashboard_and_alerts_use_served_metrics)

@@ -463,6 +463,60 @@ Test(queue, held_queue_hands_out_nothing_but_keeps_following_pods)
     queue_free(q);
 }
 
+/* queue_add_take hands a new pod out at once only when activeQ is empty
+ * and the queue neither held nor shut down; otherwise it is queue_add. */
+Test(queue, add_take_hands_out_a_pod_that_finds_activeq_empty)
+{
+    fake_clock clk = {0};
+    queue *q = new_queue(&clk, 0);
+    queue_item it;
+    cr_assert_eq(queue_add_take(q, pod_prio("a", 0), &it), AS_OK);
+    cr_assert_not_null(it.e, "activeQ was empty: a is handed out");
+    cr_assert_str_eq(it.pod->uid, "a");
+    cr_assert_eq(it.attempts, 0);
+    cr_assert_eq(queue_where_is(q, "a", NULL), QUEUE_INFLIGHT);
+    /* An update of the in-flight pod is kept for its settle, not handed out. */
+    queue_item up;
+    cr_assert_eq(queue_add_take(q, pod_prio("a", 0), &up), AS_OK);
+    cr_assert_null(up.e);
+    /* b finds activeQ empty too (a is in flight, not queued). */
+    queue_item ib;
+    cr_assert_eq(queue_add_take(q, pod_prio("b", 0), &ib), AS_OK);
+    cr_assert_not_null(ib.e);
+    queue_unschedulable(q, ib.e);
+    queue_done(q, it.e);
+    /* With a pod waiting in activeQ the new one queues behind it. */
+    cr_assert_eq(queue_add(q, pod_prio("c", 0)), AS_OK);
+    queue_item id;
+    cr_assert_eq(queue_add_take(q, pod_prio("d", 0), &id), AS_OK);
+    cr_assert_null(id.e);
+    cr_assert_eq(queue_where_is(q, "d", NULL), QUEUE_ACTIVE);
+    queue_item p1, p2;
+    cr_assert_eq(queue_pop(q, 0, &p1), AS_OK);
+    cr_assert_str_eq(p1.pod->uid, "c");
+    cr_assert_eq(queue_pop(q, 0, &p2), AS_OK);
+    cr_assert_str_eq(p2.pod->uid, "d");
+    queue_done(q, p1.e);
+    queue_done(q, p2.e);
+    /* Held (a standby replica): queued, not handed out. */
+    queue_hold(q, true);
+    queue_item ie;
+    cr_assert_eq(queue_add_take(q, pod_prio("e", 0), &ie), AS_OK);
+    cr_assert_null(ie.e);
+    cr_assert_eq(queue_where_is(q, "e", NULL), QUEUE_ACTIVE);
+    queue_hold(q, false);
+    cr_assert(queue_remove(q, "e"));
+    /* Shut down: queued, not handed out. */
+    queue_shutdown(q);
+    queue_item ig;
+    cr_assert_eq(queue_add_take(q, pod_prio("g", 0), &ig), AS_OK);
+    cr_assert_null(ig.e);
+    queue_stats st;
+    queue_get_stats(q, &st);
+    cr_assert_eq(st.inflight, 0);
+    queue_free(q);
+}
+
 Test(queue, pop_timeout_and_real_backoff)
 {
     queue_config cfg;
