@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""share_floor.py - what device choice alone can do for GPU-sharing pods.
+
+Takes the arrival order `agentsched replay` uses for a pod list (its
+--placements output: the trace in order, then pods sampled until the
+arrived GPU demand is 1.3 x capacity) and places only the GPU demand, on
+the cluster's devices as one pool, with nothing else in the way: no CPU,
+no memory, no node, no GPU model. A pod takes its device by one of four
+rules, the moment it arrives, as any scheduler must:
+
+  best-fit        the device with the least free milli that holds it
+                  (agentsched's device choice, and the published baseline's)
+  expected-waste  the device whose free milli after the pod wastes least,
+                  a remainder f counting f x P(a demand > f) over the
+                  list's own share demands (fragment's partial-device term)
+  sum-of-squares  the device whose remainder keeps the sum of squared
+                  counts of devices per free milli smallest (Csirik et al.,
+                  online bin packing for discrete sizes)
+  worst-fit       the device with the most free milli (spreading)
+
+Whole-GPU pods take wholly free devices. Prints, per rule, the GPUs left
+unallocated at the end and the pods refused, beside the unallocated GPUs
+of the published baselines (least-allocated, most-allocated, best-fit) in
+the full replay and 0.8 x the best of them (the placement-quality goal).
+When every rule here leaves more than that goal, no choice of device can
+reach it on this pod mix (the real replays add CPU and memory limits).
+
+Usage: share_floor.py [--agentsched BIN] --nodes NODES.csv --pods PODS.csv
+                      [--seed S]
+"""
+import argparse
+import csv
+import io
+import os
+import subprocess
+import sys
+from collections import Counter
+
+FULL = 1000
+
+
+def replay(binary, nodes, pods, seed, extra):
+    cmd = [binary, "replay", "--nodes", nodes, "--pods", pods, "--seed", str(seed)] + extra
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return list(csv.DictReader(io.StringIO(out)))
+
+
+def demand_of(row):
+    """(devices, milli per device): (1, m) for a share, (n, 1000) whole."""
+    n = int(row["num_gpu"])
+    if n == 0:
+        return None
+    m = int(row["gpu_milli"]) if n == 1 else FULL
+    return (1, m) if n == 1 and 0 < m < FULL else (n, FULL)
+
+
+def place(seq, ndev, rule, p_above):
+    """Places seq (list of (n, milli)); returns (unallocated GPUs, refused)."""
+    cnt = [0] * (FULL + 1)  # devices per free milli
+    cnt[FULL] = ndev
+    refused = 0
+    for n, m in seq:
+        if m == FULL:
+            if cnt[FULL] >= n:
+                cnt[FULL] -= n
+            else:
+                refused += 1
+            continue
+        best, best_cost = -1, None
+        for g in range(m, FULL + 1):
+            if not cnt[g]:
+                continue
+            r = g - m
+            if rule == "best-fit":
+                cost = g
+            elif rule == "worst-fit":
+                cost = -g
+            elif rule == "expected-waste":
+                cost = r * p_above[r] - (g * p_above[g] if g < FULL else 0)
+            else:  # sum-of-squares: devices wholly used or wholly free do not count
+                cost = (2 * cnt[r] + 1 if r > 0 else 0) - (2 * cnt[g] - 1 if g < FULL else 0)
+            if best_cost is None or cost < best_cost:
+                best, best_cost = g, cost
+            if rule == "best-fit":
+                break
+        if best < 0:
+            refused += 1
+            continue
+        cnt[best] -= 1
+        cnt[best - m] += 1
+    return sum(g * c for g, c in enumerate(cnt)) / FULL, refused
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--agentsched", default=None)
+    ap.add_argument("--nodes", required=True)
+    ap.add_argument("--pods", required=True)
+    ap.add_argument("--seed", type=int, default=42)
+    a = ap.parse_args()
+    binary = a.agentsched
+    for b in (binary, os.path.join(repo, "build-rel", "agentsched"),
+              os.path.join(repo, "build", "agentsched")):
+        if b and os.access(b, os.X_OK):
+            binary = b
+            break
+    else:
+        sys.exit("share_floor: build agentsched first (or pass --agentsched)")
+    with open(a.nodes) as f:
+        ndev = sum(int(r["gpu"]) for r in csv.DictReader(f))
+    with open(a.pods) as f:
+        shapes = {r["name"]: demand_of(r) for r in csv.DictReader(f)}
+    order = replay(binary, a.nodes, a.pods, a.seed,
+                   ["--policy", "least-allocated", "--placements", "-"])
+    seq = [shapes[r["pod"]] for r in order if shapes.get(r["pod"])]
+    base = replay(binary, a.nodes, a.pods, a.seed,
+                  ["--policy", "least-allocated,most-allocated,best-fit", "--format", "csv"])
+    classic = {r["policy"]: float(r["unallocated_gpus_end"]) for r in base}
+    goal = 0.8 * min(classic.values())
+    shares = Counter(m for n, m in seq if m < FULL)
+    tot = sum(shares.values()) or 1
+    p_above = [sum(c for d, c in shares.items() if d > f) / tot for f in range(FULL + 1)]
+    print("pods: %s; %d devices; %d GPU pods arrive, %d of them shares"
+          % (os.path.basename(a.pods), ndev, len(seq), sum(shares.values())))
+    print("baselines in the full replay, unallocated GPUs: %s; goal (0.8 x best) %.1f"
+          % (", ".join("%s %.1f" % kv for kv in sorted(classic.items())), goal))
+    print("%-16s %12s %8s %s" % ("device rule", "unallocated", "refused", "vs goal"))
+    for rule in ("best-fit", "expected-waste", "sum-of-squares", "worst-fit"):
+        un, ref = place(seq, ndev, rule, p_above)
+        print("%-16s %12.1f %8d %s" % (rule, un, ref, "below" if un <= goal else "above"))
+
+
+if __name__ == "__main__":
+    main()
