@@ -6,7 +6,6 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
-#include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/events.h"
 #include "internal.h"
 
@@ -18,6 +17,8 @@ struct k8s_event_job {
     char *ns, *name, *uid, *type, *reason, *message;
     int64_t at_ms;
 };
+
+static void settle(k8s_client *k);
 
 /* See events.h. */
 as_err k8s_events_init(k8s_client *k)
@@ -57,6 +58,13 @@ void k8s_events_shutdown(k8s_client *k)
         ejob_free(&k->eq[k->eq_head]);
         k->eq_head = (k->eq_head + 1) % k->eq_cap;
         k->eq_len--;
+    }
+    /* No caller posts any more (the bind threads are joined). */
+    if (k->einh_ready) {
+        if (k->epending)
+            settle(k);
+        k8s_kept_fini(&k->einh);
+        k->einh_ready = false;
     }
     free(k->eq);
     k->eq = NULL;
@@ -121,22 +129,28 @@ static as_err event_body(k8s_client *k, const k8s_event_job *j, buf *b)
     return b->err;
 }
 
+/* frame writes j's request path and body into kh's scratch. */
+static as_err frame(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
+{
+    buf *body = &kh->body, *path = &kh->path;
+    buf_reset(body);
+    buf_reset(path);
+    buf_puts(path, "/api/v1/namespaces/");
+    k8s_path_segment(path, j->ns);
+    buf_puts(path, "/events");
+    as_err err = event_body(k, j, body);
+    return !err && path->err ? AS_ENOMEM : err;
+}
+
 /* post_one posts j on kept handle kh (its scratch buffers) and counts the
  * outcome. Never retried: a late Event says nothing the pod does not. */
 static void post_one(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
 {
     buf *body = &kh->body, *resp = &kh->resp, *path = &kh->path;
-    buf_reset(body);
     buf_reset(resp);
-    buf_reset(path);
-    buf_puts(path, "/api/v1/namespaces/");
-    k8s_path_segment(path, j->ns);
-    buf_puts(path, "/events");
     long status = 0;
     as_diag d = {{0}, {0}};
-    as_err err = event_body(k, j, body);
-    if (!err && path->err)
-        err = AS_ENOMEM;
+    as_err err = frame(k, kh, j);
     if (!err)
         err = k8s_do_kept(k, kh, path->data, body->data, body->len, resp, &status, NULL, NULL, &d);
     if (!err && (status == 200 || status == 201)) {
@@ -257,6 +271,58 @@ unlock:
     }
 }
 
+/* settle reads the answer to the Event left on einh (einline held) and
+ * counts it. */
+static void settle(k8s_client *k)
+{
+    long status = 0;
+    as_diag d = {{0}, {0}};
+    as_err err = k8s_kept_post_recv(k, &k->einh, NULL, &status, &d);
+    k->epending = false;
+    if (!err && (status == 200 || status == 201)) {
+        k8s_count(k, &k->st.events_posted, 1);
+    } else {
+        k8s_count(k, &k->st.events_dropped, 1);
+        log_debug("msg=\"event not posted\" status=%ld err=\"%s\"", status, d.msg);
+    }
+}
+
+/* send_now sends j on einh (einline held) without waiting for the answer,
+ * which the next caller reads (settle): the bind thread is not woken a
+ * second time per pod for an answer that changes nothing it does. Where
+ * the connection needs libcurl's requests, posted and answered at once. */
+static void send_now(k8s_client *k, const k8s_event_job *j)
+{
+    k8s_kept *kh = &k->einh;
+    as_diag d = {{0}, {0}};
+    as_err err = frame(k, kh, j);
+    if (!err)
+        err = k8s_kept_post_send(k, kh, kh->path.data, kh->body.data, kh->body.len, &d);
+    if (err == AS_EUNSUPPORTED) {
+        post_one(k, kh, j);
+        return;
+    }
+    if (err) {
+        k8s_count(k, &k->st.events_dropped, 1);
+        log_debug("msg=\"event not posted\" pod=%s/%s reason=%s err=\"%s\"", j->ns, j->name,
+                  j->reason, d.msg);
+        return;
+    }
+    k->epending = true;
+}
+
+/* See events.h. */
+void k8s_events_settle(k8s_client *k, bool wait)
+{
+    if (!k || __atomic_fetch_add(&k->einline, 1, __ATOMIC_ACQ_REL) > 0)
+        goto done;
+    if (k->epending && (wait || k8s_wire_answered(&k->einh.wire)))
+        settle(k);
+done:
+    if (k)
+        __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
+}
+
 /* See events.h. */
 void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const char *uid,
                         const char *type, const char *reason, const char *message)
@@ -291,13 +357,15 @@ void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const c
                        (char *)reason,
                        msg,
                        now};
-    k8s_kept *h = ok ? k8s_bind_handle_get(k) : NULL;
-    if (!h) {
+    if (ok && !k->einh_ready)
+        k->einh_ready = k8s_kept_init(&k->einh, 64 * 1024) == AS_OK;
+    if (!ok || !k->einh_ready) {
         k8s_count(k, &k->st.events_dropped, 1);
         goto done;
     }
-    post_one(k, h, &j);
-    k8s_bind_handle_put(k, h);
+    if (k->epending)
+        settle(k);
+    send_now(k, &j);
 done:
     __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
 }

@@ -101,6 +101,10 @@ struct k8s_client {
     pthread_t ethread;
     bool erunning;
     int einline; /* (atomic) Events being posted by callers (k8s_event_post_now) */
+    /* What einline guards: the callers' Events' connection, and whether
+     * the answer to the last Event sent on it is still to be read. */
+    k8s_kept einh;
+    bool einh_ready, epending;
 };
 
 #endif

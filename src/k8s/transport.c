@@ -502,10 +502,10 @@ static bool wire_stop(void *arg)
     return k8s_stopping(arg);
 }
 
-/* kept_wire is do_request's JSON POST on kh's wire (kept_setup done). */
-static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                        size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
-                        unsigned *sends, int64_t timeout_ms, as_diag *diag)
+/* kept_frame writes the JSON POST of body to path into kh->out, as it
+ * goes on the wire (kept_setup done). */
+static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                         size_t body_len, as_diag *diag)
 {
     buf *o = &kh->out;
     buf_reset(o);
@@ -525,6 +525,18 @@ static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const cha
         return o->err == AS_ENOMEM
                    ? AS_ENOMEM
                    : as_diag_set(diag, AS_ETOOBIG, NULL, "POST %s: request too large", path);
+    return AS_OK;
+}
+
+/* kept_wire is do_request's JSON POST on kh's wire (kept_setup done). */
+static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                        size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
+                        unsigned *sends, int64_t timeout_ms, as_diag *diag)
+{
+    as_err ferr = kept_frame(k, kh, path, body, body_len, diag);
+    if (ferr)
+        return ferr;
+    buf *o = &kh->out;
     k8s_wire_req rq = {o->data, o->len, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
                        wire_stop, k};
     k8s_wire_ans ans;
@@ -634,6 +646,55 @@ done:
     }
     free(url);
     return err;
+}
+
+/* See transport.h. */
+as_err k8s_kept_post_send(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                          size_t body_len, as_diag *diag)
+{
+    if (!k->wire_host || kh->via_curl)
+        return AS_EUNSUPPORTED;
+    if (!k8s_rl_wait(k))
+        return as_diag_set(diag, AS_EIO, NULL, "client stopping");
+    char *url = k8s_url(k, path);
+    if (!url)
+        return AS_ENOMEM;
+    as_err err = kept_setup(k, kh);
+    if (!err) {
+        /* what a new connection's options are taken from */
+        curl_easy_setopt(kh->h, CURLOPT_URL, url);
+        err = kept_frame(k, kh, path, body, body_len, diag);
+    }
+    free(url);
+    if (err)
+        return err;
+    k8s_wire_req rq = {kh->out.data, kh->out.len,
+                       clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u, wire_stop,
+                       k};
+    k8s_wire_ans ans;
+    as_diag wd = {{0}, {0}};
+    err = k8s_wire_send(&kh->wire, kh->h, &rq, &ans, &wd);
+    kh->sent = ans.sent;
+    if (err)
+        return as_diag_set(diag, err, NULL, "POST %s%s: %s", k->conn->server, path, wd.msg);
+    return AS_OK;
+}
+
+/* See transport.h. */
+as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, as_diag *diag)
+{
+    *status = 0;
+    k8s_wire_req rq = {NULL, 0, clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u,
+                       wire_stop, k};
+    k8s_wire_ans ans = {0};
+    as_diag wd = {{0}, {0}};
+    as_err err = k8s_wire_recv(&kh->wire, &rq, resp ? resp : &kh->resp, &ans, &wd);
+    if (err)
+        return as_diag_set(diag, err, NULL, "the answer from %s: %s", k->conn->server, wd.msg);
+    *status = ans.status;
+    if (ans.status == 401)
+        k8s_token_invalidate(k);
+    return AS_OK;
 }
 
 /* See transport.h. */

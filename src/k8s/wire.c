@@ -112,6 +112,15 @@ static bool alive(k8s_wire *w)
     return curl_easy_recv(w->h, b, sizeof b, &n) == CURLE_AGAIN;
 }
 
+/* See wire.h. */
+bool k8s_wire_answered(const k8s_wire *w)
+{
+    if (!w->h)
+        return false;
+    struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) > 0;
+}
+
 /* send_all writes the request; *sent: the bytes that left. */
 static as_err send_all(k8s_wire *w, const k8s_wire_req *rq, size_t *sent, as_diag *diag)
 {
@@ -396,41 +405,79 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
     }
 }
 
+/* put opens a connection when no kept one is open and sends rq on it;
+ * *reused: it went on a kept connection. ans->sends and ->sent count it. */
+static as_err put(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, bool *reused, k8s_wire_ans *ans,
+                  as_diag *diag)
+{
+    *reused = w->h && (clock_mono_ns() - w->done_ns < FRESH_NS || alive(w));
+    as_err err = *reused ? AS_OK : open_conn(w, proto, rq, diag);
+    if (err)
+        return err;
+    size_t sent = 0;
+    err = send_all(w, rq, &sent, diag);
+    if (sent) {
+        ans->sends++;
+        ans->sent = sent;
+    }
+    return err;
+}
+
+/* take reads the answer to what put sent; *nothing: not one byte came. */
+static as_err take(k8s_wire *w, const k8s_wire_req *rq, buf *resp, bool *nothing, k8s_wire_ans *ans,
+                   as_diag *diag)
+{
+    answer_head a;
+    as_err err = read_answer(w, rq, resp, &a, nothing, diag);
+    if (!err) {
+        ans->status = a.status;
+        ans->retry_after_ms = a.retry_after_ms;
+    }
+    return err;
+}
+
 /* See wire.h. */
 as_err k8s_wire_do(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, buf *resp, k8s_wire_ans *ans,
                    as_diag *diag)
 {
     memset(ans, 0, sizeof *ans);
-    as_err err = AS_OK;
     for (int attempt = 0;; attempt++) {
-        bool reused = w->h && (clock_mono_ns() - w->done_ns < FRESH_NS || alive(w));
-        if (!reused && (err = open_conn(w, proto, rq, diag)))
-            goto fail;
-        size_t sent = 0;
-        err = send_all(w, rq, &sent, diag);
-        if (sent) {
-            ans->sends++;
-            ans->sent = sent;
-        }
-        answer_head a;
-        bool nothing = true;
+        bool reused, nothing = true;
+        as_err err = put(w, proto, rq, &reused, ans, diag);
         if (!err)
-            err = read_answer(w, rq, resp, &a, &nothing, diag);
-        if (!err) {
-            ans->status = a.status;
-            ans->retry_after_ms = a.retry_after_ms;
+            err = take(w, rq, resp, &nothing, ans, diag);
+        if (!err)
             return AS_OK;
-        }
+        k8s_wire_close(w);
         /* The server may close a kept connection just as the request goes
          * out; libcurl sends it again on a new one, once, and so do we. */
-        if (reused && attempt == 0 && err == AS_EIO && nothing &&
-            !(rq->stop && rq->stop(rq->stop_arg))) {
-            k8s_wire_close(w);
-            continue;
-        }
-        goto fail;
+        if (!(reused && attempt == 0 && err == AS_EIO && nothing &&
+              !(rq->stop && rq->stop(rq->stop_arg))))
+            return err;
     }
-fail:
-    k8s_wire_close(w);
+}
+
+/* See wire.h. */
+as_err k8s_wire_send(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, k8s_wire_ans *ans,
+                     as_diag *diag)
+{
+    memset(ans, 0, sizeof *ans);
+    bool reused;
+    as_err err = put(w, proto, rq, &reused, ans, diag);
+    if (err)
+        k8s_wire_close(w);
+    return err;
+}
+
+/* See wire.h. */
+as_err k8s_wire_recv(k8s_wire *w, const k8s_wire_req *rq, buf *resp, k8s_wire_ans *ans,
+                     as_diag *diag)
+{
+    if (!w->h)
+        return as_diag_set(diag, AS_EIO, NULL, "no connection to read an answer from");
+    bool nothing = true;
+    as_err err = take(w, rq, resp, &nothing, ans, diag);
+    if (err)
+        k8s_wire_close(w);
     return err;
 }

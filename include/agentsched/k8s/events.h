@@ -6,6 +6,8 @@
 #ifndef AGENTSCHED_K8S_EVENTS_H
 #define AGENTSCHED_K8S_EVENTS_H
 
+#include <stdbool.h>
+
 #include "agentsched/base/error.h"
 #include "agentsched/k8s/transport.h"
 
@@ -20,19 +22,31 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
                     const char *type, const char *reason, const char *message);
 
 /*
- * k8s_event_post_now is k8s_event_post posting from the calling thread, at
- * once, on a connection of the bind pool (k8s_bind_handle_get: right
- * after the caller's own Binding, that Binding's connection), instead of
- * handing the Event to the poster thread: one thread hand-off and wake-up
- * less per Event. One caller at a time posts so; while one does, the
+ * k8s_event_post_now is k8s_event_post sending from the calling thread, at
+ * once, on the callers' Events' own kept connection, instead of handing
+ * the Event to the poster thread: one thread hand-off and wake-up less
+ * per Event. It does not wait for the answer: the next caller reads it
+ * first (k8s_events_settle, every housekeeping tick, reads it when no
+ * caller came), so the caller is not woken again for it. One caller at a
+ * time posts so, reading the previous answer first; while one does, the
  * others' Events are queued as by k8s_event_post (the API server serves
- * Events one after the other as before, not one per bind thread). The
- * same limits drop it (per pod and reason, then --event-qps); it blocks
- * for one request (the client's timeouts), is never retried, and counts
- * as posted or dropped as queued ones do.
+ * Events one after the other, not one per bind thread). The same limits
+ * drop it (per pod and reason, then --event-qps); it blocks for at most
+ * the previous Event's answer and its own send (the client's timeouts), is
+ * never retried, and counts as posted or dropped, as queued ones do, once
+ * its answer is read.
  */
 void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const char *uid,
                         const char *type, const char *reason, const char *message);
+
+/*
+ * k8s_events_settle reads the answer to the Event k8s_event_post_now left
+ * on the wire and counts it: when it has arrived, or with wait when it
+ * arrives (the client's request timeout). Nothing when no answer is due
+ * or a caller is posting meanwhile. The housekeeping thread calls it
+ * without wait every tick; tests with wait, to read the counters.
+ */
+void k8s_events_settle(k8s_client *k, bool wait);
 
 /* k8s_events_init allocates the event queue and per-pod rate table (the
  * poster thread starts on the first event); k8s_client_new calls it.

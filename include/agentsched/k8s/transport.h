@@ -303,6 +303,20 @@ as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *bo
                    buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
                    as_diag *diag);
 
+/*
+ * k8s_kept_post_send and k8s_kept_post_recv are k8s_do_kept in two steps
+ * (k8s_wire_send, k8s_wire_recv), for a best-effort POST whose answer the
+ * caller reads later, e.g. when it next uses kh: send passes the rate
+ * limiter and writes the request, never twice; AS_EUNSUPPORTED when kh's
+ * requests go through libcurl (then use k8s_do_kept). recv reads the
+ * answer into resp (kh->resp when NULL), *status its HTTP status (0 on
+ * failure), within the client's request timeout from the call. Nothing
+ * else may use kh between the two.
+ */
+as_err k8s_kept_post_send(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                          size_t body_len, as_diag *diag);
+as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, as_diag *diag);
+
 /* k8s_do_priority: as k8s_do, but outside the rate limiter and with its
  * own timeout (connect included), for leader election: a renewal must not
  * queue behind a burst of binds, nor outlive the renew deadline. */

@@ -86,6 +86,24 @@ as_err k8s_wire_do(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, buf *resp, 
                    as_diag *diag);
 
 /*
+ * k8s_wire_send and k8s_wire_recv are k8s_wire_do in two steps, for a
+ * caller that reads the answer later (a best-effort write whose outcome
+ * the sender does not wait for): send connects when no kept connection
+ * is open and writes rq, never sending it twice; recv reads the answer
+ * to what send wrote (rq gives the deadline and stop; the bytes are not
+ * used) into resp. Errors as k8s_wire_do's; after one the connection is
+ * closed. Nothing else may go on the wire between the two.
+ */
+as_err k8s_wire_send(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, k8s_wire_ans *ans,
+                     as_diag *diag);
+as_err k8s_wire_recv(k8s_wire *w, const k8s_wire_req *rq, buf *resp, k8s_wire_ans *ans,
+                     as_diag *diag);
+
+/* k8s_wire_answered: the open connection has bytes (or its close) to
+ * read, so a k8s_wire_recv would not wait for the first of them. */
+bool k8s_wire_answered(const k8s_wire *w);
+
+/*
  * k8s_wire_parse is the answer's parser alone (k8s_wire_do reads with
  * it): in holds the bytes read so far (an interim 1xx answer at its start
  * is removed from it), eof that the connection has ended. K8S_WIRE_DONE:

@@ -594,15 +594,31 @@ Test(k8s_bind, events_over_event_qps_are_dropped)
     bfx_fini(&f);
 }
 
-/* k8s_event_post_now: posted before it returns, on a bind connection,
- * under the same per-pod limit and --event-qps bucket as queued Events. */
+/* events_seen waits until the stub has taken n Events (k8s_event_post_now
+ * returns once its Event is sent, before the server has answered). */
+static int events_seen(bfx *f, int n)
+{
+    for (int t = 0; t < 3000 && stub_events_posted(f->stub) < n; t += 2)
+        usleep(2000);
+    return stub_events_posted(f->stub);
+}
+
+/* k8s_event_post_now: sent before it returns, its answer read by the next
+ * caller or k8s_events_settle, under the same per-pod limit and
+ * --event-qps bucket as queued Events. */
 Test(k8s_bind, events_posted_now_under_the_same_limits)
 {
     bfx f;
     bfx_init(&f, tweak_event_qps, false);
     k8s_event_post_now(f.k, "default", "a", "uid-a", "Normal", "Scheduled",
                        "Successfully assigned default/a to n1");
-    cr_assert_eq(stub_events_posted(f.stub), 1, "posted before returning");
+    cr_assert_eq(events_seen(&f, 1), 1, "sent before returning");
+    k8s_status st0;
+    k8s_get_status(f.k, &st0);
+    cr_assert_eq(st0.events_posted, 0, "counted before its answer was read");
+    k8s_events_settle(f.k, true);
+    k8s_get_status(f.k, &st0);
+    cr_assert_eq(st0.events_posted, 1);
     json_t *e = stub_last_event(f.stub);
     cr_assert_not_null(e);
     cr_assert_str_eq(json_string_value(json_object_get(e, "reason")), "Scheduled");
@@ -612,12 +628,20 @@ Test(k8s_bind, events_posted_now_under_the_same_limits)
         json_string_value(json_object_get(json_object_get(e, "involvedObject"), "uid")), "uid-a");
     json_decref(e);
     k8s_event_post_now(f.k, "default", "a", "uid-a", "Normal", "Scheduled", "again");
+    usleep(20000);
     cr_assert_eq(stub_events_posted(f.stub), 1, "the duplicate was rate-limited");
     /* a binding and its Event, one after the other on the same thread */
     put_pod(&f, "p0", NULL);
     bind_ok(&f, "p0", "n1");
     k8s_event_post_now(f.k, "default", "p0", "uid-p0", "Normal", "Scheduled", "assigned");
-    cr_assert_eq(stub_events_posted(f.stub), 2);
+    cr_assert_eq(events_seen(&f, 2), 2);
+    /* housekeeping's settle reads an answer that has arrived, without waiting */
+    for (int t = 0; t < 2000 && st0.events_posted < 2; t += 2) {
+        usleep(2000);
+        k8s_events_settle(f.k, false);
+        k8s_get_status(f.k, &st0);
+    }
+    cr_assert_eq(st0.events_posted, 2);
     int64_t t0 = now_ms();
     char name[32];
     for (int i = 0; i < 40; i++) {
@@ -625,6 +649,7 @@ Test(k8s_bind, events_posted_now_under_the_same_limits)
         k8s_event_post_now(f.k, "default", name, name, "Normal", "Scheduled", "assigned");
     }
     int64_t t1 = now_ms();
+    k8s_events_settle(f.k, true); /* the last one's answer */
     k8s_status st;
     k8s_get_status(f.k, &st);
     uint64_t burst = st.events_posted - 2;
