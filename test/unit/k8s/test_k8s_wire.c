@@ -157,6 +157,16 @@ static as_err post(fx *f, int64_t timeout_ms, k8s_wire_ans *ans, as_diag *d)
     return k8s_wire_do(&f->w, f->proto, &rq, &f->resp, ans, d);
 }
 
+/* posts_two starts f serving steps and makes two posts that succeed;
+ * ans is the second's. */
+static void posts_two(fx *f, const step *steps, int n, k8s_wire_ans *ans)
+{
+    fx_init(f, steps, n, 1024);
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(post(f, 5000, ans, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(post(f, 5000, ans, &d), AS_OK, "%s", d.msg);
+}
+
 /* One exchange as data: the server's answer, what the wire gives back. */
 typedef struct answer_case {
     const char *name;
@@ -307,11 +317,8 @@ Test(k8s_wire, resent_once_when_a_kept_connection_dies)
         {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nb", KEEP},
     };
     fx f;
-    fx_init(&f, steps, 3, 1024);
     k8s_wire_ans ans;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
-    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    posts_two(&f, steps, 3, &ans);
     cr_expect_eq(ans.sends, 2);
     cr_expect_eq(f.resp.data[0], 'b');
     cr_expect_eq(f.s.accepts, 2);
@@ -330,18 +337,48 @@ Test(k8s_wire, idle_close_found_before_or_after_sending)
         {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nc", KEEP},
     };
     fx f;
-    fx_init(&f, steps, 3, 1024);
     k8s_wire_ans ans;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
-    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    posts_two(&f, steps, 3, &ans);
     cr_expect_eq(f.resp.data[0], 'b');
     cr_expect_eq(ans.sends, 2, "sent on the closed connection, then again");
     usleep(600000);
+    as_diag d = {{0}, {0}};
     cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(f.resp.data[0], 'c');
     cr_expect_eq(ans.sends, 1, "the closed connection was found before sending");
     cr_expect_eq(f.s.accepts, 3);
+    fx_fini(&f);
+}
+
+/* A request sent now and its answer read later, then the next request on
+ * the same connection; a read with no connection is an error. */
+Test(k8s_wire, send_now_read_the_answer_later)
+{
+    static const step steps[] = {
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\na", KEEP},
+        {"HTTP/1.1 409 Conflict\r\nContent-Length: 1\r\n\r\nb", KEEP},
+    };
+    fx f;
+    fx_init(&f, steps, 2, 1024);
+    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + 5000000000u, stop_now, &f.stop};
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    cr_assert_not(k8s_wire_answered(&f.w), "no connection yet");
+    cr_assert_eq(k8s_wire_send(&f.w, f.proto, &rq, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(ans.sends, 1);
+    cr_expect_eq(ans.sent, sizeof REQ - 1);
+    for (int t = 0; t < 2000 && !k8s_wire_answered(&f.w); t += 2)
+        usleep(2000);
+    cr_assert(k8s_wire_answered(&f.w));
+    cr_assert_eq(k8s_wire_recv(&f.w, &rq, &f.resp, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(ans.status, 201);
+    cr_expect_eq(f.resp.data[0], 'a');
+    cr_assert_not(k8s_wire_answered(&f.w), "nothing more is due");
+    cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(ans.status, 409);
+    cr_expect_eq(f.s.accepts, 1);
+    k8s_wire_close(&f.w);
+    cr_assert_eq(k8s_wire_recv(&f.w, &rq, &f.resp, &ans, &d), AS_EIO);
     fx_fini(&f);
 }
 
