@@ -408,7 +408,8 @@ void k8s_metrics_update(k8s_client *k, metrics *m)
                "Binds whose outcome was unknown (connection lost after sending, or 504), "
                "retried to the same node until answered.",
                (int64_t)st.bind_unknown);
-    const char *eh = "v1 Events, by outcome (dropped: rate-limited, queue full or refused).";
+    const char *eh = "v1 Events, by outcome once answered (dropped: rate-limited, queue full or "
+                     "refused).";
     set_metric(m, false, "agentsched_k8s_events_total{result=\"posted\"}", eh,
                (int64_t)st.events_posted);
     set_metric(m, false, "agentsched_k8s_events_total{result=\"dropped\"}", eh,

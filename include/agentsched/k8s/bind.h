@@ -85,8 +85,7 @@ bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen);
  * waiting for one; NULL when the client is stopping. Handles go out last
  * in, first out: a thread that returns one and takes one again gets the
  * same connection back unless another thread took it meanwhile (the
- * Scheduled Event rides on its Binding's connection so). Give it back
- * with k8s_bind_handle_put.
+ * connections used most stay warm). Give it back with k8s_bind_handle_put.
  */
 k8s_kept *k8s_bind_handle_get(k8s_client *k);
 void k8s_bind_handle_put(k8s_client *k, k8s_kept *h);
