@@ -421,6 +421,17 @@ static void bind_push(fastpath *fp, const bind_job *j)
         pthread_cond_signal(&fp->bnotempty);
 }
 
+/* bind_room: the bind queue is less than half full, so a bind_push now
+ * will not wait for a bind to finish (the pod watch must never wait on
+ * the API server's binds). */
+static bool bind_room(fastpath *fp)
+{
+    pthread_mutex_lock(&fp->bmu);
+    bool room = fp->bq_len < fp->cfg.bind_queue / 2;
+    pthread_mutex_unlock(&fp->bmu);
+    return room;
+}
+
 /* bind_flush wakes a sleeper for jobs no awake bind thread will take. */
 static void bind_flush(fastpath *fp)
 {
@@ -1142,7 +1153,8 @@ bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
         fp->inline_win_ns = now;
         fp->inline_used_ns = 0;
     }
-    if (!fp->live || fp->inline_used_ns >= INLINE_BUDGET_NS || !core_ready(fp->core)) {
+    if (!fp->live || fp->inline_used_ns >= INLINE_BUDGET_NS || !core_ready(fp->core) ||
+        !bind_room(fp)) {
         fastpath_offer(fp, pod); /* takes the pod in every case */
         return true;
     }

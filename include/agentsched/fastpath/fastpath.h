@@ -152,7 +152,9 @@ queue *fastpath_queue(fastpath *fp);
  * SYNC_BEGIN / SYNC_END drop queued pods that vanished during a relist.
  * In live mode a new pod that finds activeQ empty is decided on the
  * calling thread (as a worker would, without waking one), within a
- * quarter of that thread's time. Called from one thread (the pod watch).
+ * quarter of that thread's time and while the bind queue is under half
+ * full (so it never waits for a bind). Called from one thread (the pod
+ * watch).
  */
 bool fastpath_pod_event(void *fp, k8s_event_type ev, model_pod *pod);
 
