@@ -1084,15 +1084,21 @@ void fastpath_set_leading(void *arg, bool leading)
              fp->cfg.scheduler_name ? fp->cfg.scheduler_name : "-");
 }
 
-/* See fastpath.h. */
-as_err fastpath_offer(fastpath *fp, model_pod *pod)
+/* offered passes on a queue_add's result, warning once per full spell
+ * when the queue refused the pod. */
+static as_err offered(fastpath *fp, as_err err)
 {
-    as_err err = queue_add(fp->q, pod);
     if (err == AS_ELIMIT && !__atomic_exchange_n(&fp->full_logged, 1, __ATOMIC_RELAXED))
         log_warn("msg=\"scheduling queue full; pod not queued (a relist offers it again)\" "
                  "cap=%zu",
                  fp->cfg.queue.max_pods);
     return err;
+}
+
+/* See fastpath.h. */
+as_err fastpath_offer(fastpath *fp, model_pod *pod)
+{
+    return offered(fp, queue_add(fp->q, pod));
 }
 
 /* See fastpath.h. */
@@ -1160,11 +1166,7 @@ bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
     }
     __atomic_add_fetch(&fp->inline_active, 1, __ATOMIC_SEQ_CST);
     queue_item it;
-    as_err err = queue_add_take(fp->q, pod, &it);
-    if (err == AS_ELIMIT && !__atomic_exchange_n(&fp->full_logged, 1, __ATOMIC_RELAXED))
-        log_warn("msg=\"scheduling queue full; pod not queued (a relist offers it again)\" "
-                 "cap=%zu",
-                 fp->cfg.queue.max_pods);
+    offered(fp, queue_add_take(fp->q, pod, &it));
     if (it.e) {
         inc(&fp->st.watch_decisions);
         metrics_inc(fp->m.watch_decisions);
