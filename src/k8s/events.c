@@ -142,6 +142,19 @@ static as_err frame(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
     return !err && path->err ? AS_ENOMEM : err;
 }
 
+/* tally counts an Event's outcome: posted on a 200 or 201 answer, else
+ * dropped (logged, with j's pod when the caller still has it). */
+static void tally(k8s_client *k, as_err err, long status, const k8s_event_job *j, const as_diag *d)
+{
+    if (!err && (status == 200 || status == 201)) {
+        k8s_count(k, &k->st.events_posted, 1);
+        return;
+    }
+    k8s_count(k, &k->st.events_dropped, 1);
+    log_debug("msg=\"event not posted\" pod=%s/%s reason=%s status=%ld err=\"%s\"", j ? j->ns : "?",
+              j ? j->name : "?", j ? j->reason : "?", status, d->msg);
+}
+
 /* post_one posts j on kept handle kh (its scratch buffers) and counts the
  * outcome. Never retried: a late Event says nothing the pod does not. */
 static void post_one(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
@@ -153,13 +166,7 @@ static void post_one(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
     as_err err = frame(k, kh, j);
     if (!err)
         err = k8s_do_kept(k, kh, path->data, body->data, body->len, resp, &status, NULL, NULL, &d);
-    if (!err && (status == 200 || status == 201)) {
-        k8s_count(k, &k->st.events_posted, 1);
-    } else {
-        k8s_count(k, &k->st.events_dropped, 1);
-        log_debug("msg=\"event not posted\" pod=%s/%s reason=%s status=%ld err=\"%s\"", j->ns,
-                  j->name, j->reason, status, d.msg);
-    }
+    tally(k, err, status, j, &d);
 }
 
 static void *event_worker(void *arg)
@@ -279,12 +286,7 @@ static void settle(k8s_client *k)
     as_diag d = {{0}, {0}};
     as_err err = k8s_kept_post_recv(k, &k->einh, NULL, &status, &d);
     k->epending = false;
-    if (!err && (status == 200 || status == 201)) {
-        k8s_count(k, &k->st.events_posted, 1);
-    } else {
-        k8s_count(k, &k->st.events_dropped, 1);
-        log_debug("msg=\"event not posted\" status=%ld err=\"%s\"", status, d.msg);
-    }
+    tally(k, err, status, NULL, &d);
 }
 
 /* send_now sends j on einh (einline held) without waiting for the answer,
@@ -303,9 +305,7 @@ static void send_now(k8s_client *k, const k8s_event_job *j)
         return;
     }
     if (err) {
-        k8s_count(k, &k->st.events_dropped, 1);
-        log_debug("msg=\"event not posted\" pod=%s/%s reason=%s err=\"%s\"", j->ns, j->name,
-                  j->reason, d.msg);
+        tally(k, err, 0, j, &d);
         return;
     }
     k->epending = true;
