@@ -99,19 +99,6 @@ static as_err open_conn(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, as_dia
                        cc == CURLE_OK ? "no socket after connect" : curl_easy_strerror(cc));
 }
 
-/* alive: a kept connection the server has not closed. Between answers
- * nothing is due from the server, so readable means closed or broken;
- * what a read consumes without data (a TLS 1.3 session ticket) is not. */
-static bool alive(k8s_wire *w)
-{
-    struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
-    if (poll(&pfd, 1, 0) <= 0)
-        return true;
-    char b[256];
-    size_t n = 0;
-    return curl_easy_recv(w->h, b, sizeof b, &n) == CURLE_AGAIN;
-}
-
 /* See wire.h. */
 bool k8s_wire_answered(const k8s_wire *w)
 {
@@ -119,6 +106,18 @@ bool k8s_wire_answered(const k8s_wire *w)
         return false;
     struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) > 0;
+}
+
+/* alive: a kept connection the server has not closed. Between answers
+ * nothing is due from the server, so readable means closed or broken;
+ * what a read consumes without data (a TLS 1.3 session ticket) is not. */
+static bool alive(k8s_wire *w)
+{
+    if (!k8s_wire_answered(w))
+        return true;
+    char b[256];
+    size_t n = 0;
+    return curl_easy_recv(w->h, b, sizeof b, &n) == CURLE_AGAIN;
 }
 
 /* send_all writes the request; *sent: the bytes that left. */
