@@ -656,16 +656,22 @@ as_err k8s_kept_post_send(k8s_client *k, k8s_kept *kh, const char *path, const c
         return AS_EUNSUPPORTED;
     if (!k8s_rl_wait(k))
         return as_diag_set(diag, AS_EIO, NULL, "client stopping");
-    char *url = k8s_url(k, path);
-    if (!url)
-        return AS_ENOMEM;
+    bool fresh = !kh->set;
     as_err err = kept_setup(k, kh);
-    if (!err) {
-        /* what a new connection's options are taken from */
+    if (!err && fresh) {
+        /* What a new connection's scheme, host and port are taken from;
+         * set once, as the handle's options stay set (kept_setup) and the
+         * wire writes each request's path itself. */
+        char *url = k8s_url(k, path);
+        if (!url) {
+            kh->set = false; /* the next call sets the handle up again */
+            return AS_ENOMEM;
+        }
         curl_easy_setopt(kh->h, CURLOPT_URL, url);
-        err = kept_frame(k, kh, path, body, body_len, diag);
+        free(url);
     }
-    free(url);
+    if (!err)
+        err = kept_frame(k, kh, path, body, body_len, diag);
     if (err)
         return err;
     k8s_wire_req rq = {kh->out.data, kh->out.len,
