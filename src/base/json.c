@@ -67,6 +67,13 @@ typedef struct bld {
 
 /* An json_skip table with its names' lengths, built per document. */
 #define SKIP_MAX_RULES 16
+
+/* A number JSON's grammar allows but the DOM cannot hold (an integer
+ * beyond long long, a real beyond double): valid JSON, refused all the
+ * same, and said so. Arguments: the byte offset and the parser's word. */
+#define NUMBER_RANGE                                                                               \
+    "number out of range near byte %zu: %s (send integers within 64 bits and reals within "        \
+    "a double's range)"
 typedef struct skip_index {
     const json_skip *rules;
     int n;
@@ -452,9 +459,15 @@ static as_err run(ctx *c, const char *body, size_t len)
         text[strcspn(text, "\n")] = '\0';
         yajl_free_error(c->h, msg);
     }
-    err = as_diag_set(
-        c->diag, AS_EPARSE, "",
-        "malformed JSON near byte %zu: %s (send a complete, valid UTF-8 JSON document)", at, text);
+    /* yajl refuses a number beyond long long or double as a parse error;
+     * the document is valid JSON, so say what is wrong with it */
+    if (strstr(text, "overflow"))
+        err = as_diag_set(c->diag, AS_EPARSE, "", NUMBER_RANGE, at, text);
+    else
+        err = as_diag_set(
+            c->diag, AS_EPARSE, "",
+            "malformed JSON near byte %zu: %s (send a complete, valid UTF-8 JSON document)", at,
+            text);
 done:
     yajl_free(c->h);
     c->h = NULL;
@@ -571,10 +584,7 @@ static int vw_overflow(vw *w, const char *at, const char *what)
     ctx *c = w->c;
     if (c->err == AS_OK) {
         c->err = AS_EPARSE;
-        as_diag_set(c->diag, AS_EPARSE, "",
-                    "malformed JSON near byte %zu: %s (send a complete, valid UTF-8 JSON "
-                    "document)",
-                    (size_t)(at - w->base), what);
+        as_diag_set(c->diag, AS_EPARSE, "", NUMBER_RANGE, (size_t)(at - w->base), what);
     }
     return 0;
 }

@@ -399,3 +399,21 @@ Test(json, check_utf8_locates_the_byte)
     cr_expect(strstr(d.msg, "near byte 7:"), "%s", d.msg);
     cr_expect_eq(json_check_utf8(body, strlen(body), 7, decoded, 3, NULL), AS_EPARSE);
 }
+
+/* A number JSON allows but the DOM cannot hold is refused as out of range,
+ * not as malformed JSON, by the walk and by yajl's pass alike. */
+Test(json, number_out_of_range_is_not_malformed)
+{
+    const char *docs[] = {"{\"x\":123456789012345678901234567890}", "[1e999999]",
+                          "{\"a\":[-99999999999999999999]}"};
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        json_t *out = NULL;
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(json_parse(docs[i], strlen(docs[i]), &out, &d), AS_EPARSE, "%s", docs[i]);
+        cr_expect(strstr(d.msg, "number out of range near byte ") && !strstr(d.msg, "malformed"),
+                  "%s: %s", docs[i], d.msg);
+        cr_assert_eq(json_parse_ref(docs[i], strlen(docs[i]), NULL, &out, &d), AS_EPARSE);
+        cr_expect(strstr(d.msg, "number out of range near byte ") && !strstr(d.msg, "malformed"),
+                  "%s: %s", docs[i], d.msg);
+    }
+}
