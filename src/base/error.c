@@ -24,6 +24,7 @@ static const char *const err_names[AS_ERR__COUNT] = {
     [AS_ELIMIT] = "limit reached",
     [AS_EGONE] = "resource version expired",
     [AS_EINTERNAL] = "internal error",
+    [AS_EAGAIN] = "not done yet; try again",
 };
 
 /* See error.h. */

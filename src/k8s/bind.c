@@ -203,16 +203,37 @@ static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_
     return attempt >= k->cfg.bind_retries && !(unknown && clock_mono_ns() < unknown_until);
 }
 
-/* See bind.h. */
-as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
-                as_diag *diag)
+/* k8s_bind_try's wait for its answer: far above a healthy API server's
+ * bind (a few ms) and short enough that its caller keeps going. An
+ * attempt that timed out may have been applied; k8s_bind settles it. */
+#define TRY_TIMEOUT_MS 250
+
+/* handle_try_get is k8s_bind_handle_get without the wait: NULL when
+ * every handle is busy (or the client stops). */
+static k8s_kept *handle_try_get(k8s_client *k)
+{
+    k8s_kept *h = NULL;
+    pthread_mutex_lock(&k->bmu);
+    if (k->nbfree && !k8s_stopping(k) && k->bhandles)
+        h = k->bhandles[--k->nbfree];
+    pthread_mutex_unlock(&k->bmu);
+    return h;
+}
+
+/* bind_post is k8s_bind, and with once k8s_bind_try: where k8s_bind would
+ * wait (for a handle, or before a retry) it answers AS_EAGAIN. */
+static as_err bind_post(k8s_client *k, const char *ns, const char *name, const char *uid,
+                        const char *node, bool once, as_diag *diag)
 {
     if (!k)
         return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
     if (!ns || !*ns || !name || !*name || !node || !*node)
         return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
     as_err err = AS_OK;
-    k8s_kept *h = k8s_bind_handle_get(k);
+    k8s_kept *h = once ? handle_try_get(k) : k8s_bind_handle_get(k);
+    if (!h && once && !k8s_stopping(k))
+        return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: every handle busy", ns,
+                           name);
     if (!h) {
         err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
         goto out;
@@ -259,8 +280,9 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
         as_diag d = {{0}, {0}};
         buf_reset(resp);
         unsigned sends = 0;
-        err = k8s_do_kept(k, h, path->data, body->data, body->len, resp, &status, &retry_after,
-                          &sends, &d);
+        err =
+            k8s_do_kept_within(k, h, path->data, body->data, body->len, resp, &status, &retry_after,
+                               &sends, once ? TRY_TIMEOUT_MS : k->cfg.request_timeout_ms, &d);
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
                          "the connection died unanswered and the binding was sent again");
@@ -346,6 +368,14 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
                               node, status, status_message(resp, msg, sizeof msg));
             goto done;
         }
+        if (once) {
+            /* not settled: the caller binds again with k8s_bind, whose first
+             * attempt is this one's retry (a 201 or a 409 naming this node
+             * then settles an attempt that went through unheard) */
+            err = as_diag_set(diag, AS_EAGAIN, NULL, "bind %s/%s to %s not settled: %s", ns, name,
+                              node, status ? status_message(resp, msg, sizeof msg) : d.msg);
+            goto done;
+        }
         k8s_count(k, &k->st.bind_retries, 1);
         int64_t ms =
             k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, &rng);
@@ -363,9 +393,23 @@ done:
 out:
     if (err == AS_OK)
         k8s_count(k, &k->st.binds_ok, 1);
-    else
+    else if (err != AS_EAGAIN)
         k8s_count(k, &k->st.binds_failed, 1);
     return err;
+}
+
+/* See bind.h. */
+as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
+                as_diag *diag)
+{
+    return bind_post(k, ns, name, uid, node, false, diag);
+}
+
+/* See bind.h. */
+as_err k8s_bind_try(k8s_client *k, const char *ns, const char *name, const char *uid,
+                    const char *node, as_diag *diag)
+{
+    return bind_post(k, ns, name, uid, node, true, diag);
 }
 
 static void *bind_worker(void *arg)

@@ -398,6 +398,15 @@ as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *bo
 }
 
 /* See transport.h. */
+as_err k8s_do_kept_within(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                          size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
+                          unsigned *sends, int64_t timeout_ms, as_diag *diag)
+{
+    return do_request(k, kh->h, kh, "POST", path, body, body_len, resp, status, retry_after_ms,
+                      sends, true, timeout_ms, diag);
+}
+
+/* See transport.h. */
 as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap)
 {
     memset(kh, 0, sizeof *kh);
@@ -585,6 +594,7 @@ static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *metho
                             timeout_ms, diag);
             goto done;
         }
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
         curl_easy_setopt(h, CURLOPT_PREREQDATA, sends ? sends : &no_sends);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);

@@ -33,6 +33,7 @@ typedef enum as_err {
     AS_ELIMIT = 15,       /* a fixed table is full */
     AS_EGONE = 16,        /* watch resourceVersion expired (HTTP 410) */
     AS_EINTERNAL = 17,    /* broken invariant that was not fatal */
+    AS_EAGAIN = 18,       /* not done yet, nothing lost: try again (where it may wait) */
     AS_ERR__COUNT
 } as_err;
 

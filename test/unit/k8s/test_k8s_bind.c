@@ -14,6 +14,7 @@
 #include "agentsched/k8s/events.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/model/gpuannot.h"
+#include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "k8s_stub.c"
 
@@ -174,6 +175,46 @@ Test(k8s_bind, retries_429_5xx_and_transport)
     /* curl itself retries once when a reused connection dies silently. */
     cr_assert(st.bind_retries == 3 || st.bind_retries == 4, "retries %llu",
               (unsigned long long)st.bind_retries);
+    bfx_fini(&f);
+}
+
+/* k8s_bind_try: one attempt that never sleeps; what k8s_bind would retry
+ * is AS_EAGAIN (not counted as a failed bind), and k8s_bind settles it,
+ * also when the attempt went through unheard or past the try's 250 ms. */
+Test(k8s_bind, try_is_one_attempt_that_never_waits)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "t", NULL);
+    put_pod(&f, "u", "n2");
+    as_diag d = {{0}, {0}};
+    bind_faults(&f, "t", STUB_F_STATUS, 503, 1);
+    uint64_t t0 = clock_mono_ns();
+    cr_assert_eq(k8s_bind_try(f.k, "default", "t", "uid-t", "n1", &d), AS_EAGAIN, "%s", d.msg);
+    cr_expect(strstr(d.msg, "not settled"), "%s", d.msg);
+    bind_faults(&f, "t", STUB_F_STATUS, 429, 1);
+    cr_assert_eq(k8s_bind_try(f.k, "default", "t", "uid-t", "n1", &d), AS_EAGAIN, "%s", d.msg);
+    cr_assert_lt(clock_mono_ns() - t0, 2000000000ull, "a try waited");
+    /* applied, then the connection closed unanswered: the connection's
+     * own resend hears 409 naming this node, which settles it */
+    bind_faults(&f, "t", STUB_F_APPLY_CLOSE, 0, 1);
+    cr_assert_eq(k8s_bind_try(f.k, "default", "t", "uid-t", "n1", &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-t"), "n1");
+    /* settled answers are k8s_bind's */
+    cr_assert_eq(k8s_bind_try(f.k, "default", "t", "uid-t", "n1", &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(k8s_bind_try(f.k, "default", "u", "uid-u", "n0", &d), AS_ECONFLICT);
+    cr_assert_eq(k8s_bind_try(f.k, "default", "ghost", NULL, "n0", &d), AS_ENOTFOUND);
+    /* slower than the try's wait: not settled, the pod is bound all the same */
+    put_pod(&f, "v", NULL);
+    bind_faults(&f, "v", STUB_F_SLOW, 600, 1);
+    cr_assert_eq(k8s_bind_try(f.k, "default", "v", "uid-v", "n1", &d), AS_EAGAIN, "%s", d.msg);
+    cr_assert_eq(k8s_bind(f.k, "default", "v", "uid-v", "n1", &d), AS_OK, "%s", d.msg);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_retries, 0, "a try never retries");
+    cr_assert_eq(st.binds_failed, 2, "the conflict and the 404 only");
+    cr_assert_eq(st.binds_ok, 3);
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
     bfx_fini(&f);
 }
 
