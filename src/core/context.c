@@ -318,7 +318,11 @@ decision_ports core_decision_ports(const core *c,
                                    as_err (*bind)(void *arg, const decision *d, as_diag *diag),
                                    void (*report)(void *arg, const decision *d), void *arg)
 {
-    decision_ports p = {
-        c->ports.decision_begin, c->ports.decision_end, c->ports.arg, bind, report, arg};
+    decision_ports p = {.gate_begin = c->ports.decision_begin,
+                        .gate_end = c->ports.decision_end,
+                        .gate_arg = c->ports.arg,
+                        .bind = bind,
+                        .report = report,
+                        .arg = arg};
     return p;
 }

@@ -67,6 +67,24 @@ as_err decision_bind(decision *d, as_diag *diag)
 }
 
 /* See decision.h. */
+as_err decision_try_bind(decision *d, as_diag *diag)
+{
+    assert(d->state == DECISION_RESERVED);
+    if (!d->ports || !d->ports->try_bind)
+        return AS_EAGAIN;
+    d->err = d->ports->try_bind(d->ports->arg, d, diag);
+    if (d->err == AS_OK) {
+        d->state = DECISION_BOUND;
+        return AS_OK;
+    }
+    if (d->err == AS_EAGAIN)
+        return AS_EAGAIN;
+    binder_release(d->binder, d->uid);
+    d->state = DECISION_RELEASED;
+    return d->err;
+}
+
+/* See decision.h. */
 void decision_unreserve(decision *d)
 {
     assert(d->state != DECISION_ENDED);

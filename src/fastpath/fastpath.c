@@ -59,7 +59,7 @@ typedef struct fp_metrics {
     metrics_counter *att_scheduled, *att_unsched, *att_conflict, *att_error;
     metrics_histogram *e2e, *st_wait, *st_eval, *st_binder, *st_api;
     metrics_counter *b_fast, *b_rechecked, *b_idempotent, *b_conflict, *b_requeue;
-    metrics_counter *bind_failures, *busy_total, *util, *nworkers, *watch_decisions;
+    metrics_counter *bind_failures, *busy_total, *util, *nworkers, *watch_decisions, *watch_binds;
     metrics_counter *eq_hit, *eq_rebuild, *eq_bypass, *eq_classes;
 } fp_metrics;
 
@@ -82,6 +82,8 @@ struct fastpath {
     int inline_active;       /* (atomic) */
     uint64_t inline_win_ns;  /* pod watch thread only: the budget's window start */
     uint64_t inline_used_ns; /* ... and the decisions' time in it */
+    bool inline_bind;        /* ... it binds too (not before inline_bind_off_ns) */
+    uint64_t inline_bind_off_ns;
 
     /* bind stage */
     pthread_mutex_t bmu;
@@ -154,6 +156,14 @@ static as_err live_bind(void *arg, const model_pod *pod, const char *node, as_di
     if (!core_live(c))
         return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "no API server (embedded mode)");
     return c->ports.bind(c->ports.arg, pod->ns, pod->name, pod->uid, node, diag);
+}
+
+static as_err live_bind_try(void *arg, const model_pod *pod, const char *node, as_diag *diag)
+{
+    core *c = arg;
+    if (!core_live(c) || !c->ports.bind_try)
+        return AS_EAGAIN; /* the bind thread's live_bind says why */
+    return c->ports.bind_try(c->ports.arg, pod->ns, pod->name, pod->uid, node, diag);
 }
 
 static void live_unschedulable(void *arg, const model_pod *pod, const char *message)
@@ -254,6 +264,9 @@ static void declare_metrics(fastpath *fp)
     x->watch_decisions = metrics_new_counter(
         m, "agentsched_fastpath_watch_decisions_total",
         "Pods the pod watch decided itself (activeQ was empty) instead of waking a worker.");
+    x->watch_binds = metrics_new_counter(m, "agentsched_fastpath_watch_binds_total",
+                                         "Pods the pod watch bound itself instead of waking a "
+                                         "bind thread.");
     const char *eq = "Fast-path decisions by how the equivalence cache made them: hit (only "
                      "nodes changed since the shape's last decision re-evaluated), rebuild (every "
                      "node evaluated), bypass (a shape seen once: plain full scan).";
@@ -406,6 +419,16 @@ static as_err fp_bind_port(void *arg, const decision *dc, as_diag *d)
     return fp->ops.bind(fp->ops.arg, p, dc->out.node, d);
 }
 
+/* fp_bind_port_try: fp_bind_port's one attempt that never waits, or
+ * AS_EAGAIN (a GPU pod's devices go on the pod first: a second call). */
+static as_err fp_bind_port_try(void *arg, const decision *dc, as_diag *d)
+{
+    fastpath *fp = arg;
+    if (dc->out.gpu_devices || !fp->ops.bind_try)
+        return AS_EAGAIN;
+    return fp->ops.bind_try(fp->ops.arg, dc->pod, dc->out.node, d);
+}
+
 static void bind_push(fastpath *fp, const bind_job *j)
 {
     uint64_t now = clock_mono_ns();
@@ -442,11 +465,63 @@ static void bind_flush(fastpath *fp)
         pthread_cond_signal(&fp->bnotempty);
 }
 
+/* bind_run binds one reserved pod on the API server and ends its
+ * decision: the pod leaves the queue when bound (or deleted), else it
+ * backs off; the bind's result. With try (the pod watch's own): one
+ * attempt that never waits; not settled (AS_EAGAIN), the job goes to the
+ * bind threads, still reserved. */
+static as_err bind_run(fastpath *fp, const bind_job *jp, bool try)
+{
+    bind_job j = *jp;
+    as_diag d = {{0}, {0}};
+    uint64_t t0 = clock_mono_ns();
+    /* a failed bind unreserves inside the decision, before its gate ends */
+    as_err err = try ? decision_try_bind(&j.dc, &d) : decision_bind(&j.dc, &d);
+    if (try && err == AS_EAGAIN) {
+        log_debug("msg=\"bind passed to the bind threads\" pod=%s/%s reason=\"%s\"", j.dc.pod->ns,
+                  j.dc.pod->name, d.msg[0] ? d.msg : "not tried");
+        bind_push(fp, &j);
+        return err;
+    }
+    decision_end(&j.dc);
+    const model_pod *pod = j.dc.pod;
+    const char *node = j.dc.out.node;
+    uint64_t t1 = clock_mono_ns();
+    metrics_observe(fp->m.st_api, (double)(t1 - t0) / 1e9);
+    if (err == AS_OK) {
+        inc(&fp->st.scheduled);
+        metrics_inc(fp->m.att_scheduled);
+        metrics_observe(fp->m.e2e, (double)(t1 - j.added_ns) / 1e9);
+        if (fp->ops.scheduled)
+            fp->ops.scheduled(fp->ops.arg, pod, node);
+        log_debug("msg=\"bound\" pod=%s/%s node=%s api_us=%llu", pod->ns, pod->name, node,
+                  (unsigned long long)((t1 - t0) / 1000));
+        queue_done(fp->q, j.e);
+    } else {
+        metrics_inc(fp->m.bind_failures);
+        log_info("msg=\"API bind failed; pod released\" pod=%s/%s node=%s err=\"%s\"", pod->ns,
+                 pod->name, node, d.msg[0] ? d.msg : as_strerror(err));
+        if (err == AS_ENOTFOUND) {
+            inc(&fp->st.dropped); /* deleted: the watch tells */
+            queue_done(fp->q, j.e);
+        } else {
+            /* Bound elsewhere (AS_ECONFLICT) included: the watch removes
+             * the pod once it shows the binding; should it never (the
+             * conflict was not what it said), the pod is tried again
+             * instead of being stranded. */
+            inc(&fp->st.bind_failed);
+            queue_backoff(fp->q, j.e);
+        }
+        /* The released capacity may fit pods that failed meanwhile. */
+        queue_move_all(fp->q);
+    }
+    return err;
+}
+
 static void *binder_main(void *arg)
 {
     fastpath *fp = arg;
     pthread_setname_np(pthread_self(), "as-fp-bind");
-    queue *q = fp->q;
     bool had_job = false;
     for (;;) {
         pthread_mutex_lock(&fp->bmu);
@@ -475,43 +550,29 @@ static void *binder_main(void *arg)
         pthread_cond_signal(&fp->bnotfull);
         pthread_mutex_unlock(&fp->bmu);
 
-        as_diag d = {{0}, {0}};
-        uint64_t t0 = clock_mono_ns();
-        /* a failed bind unreserves inside the decision, before its gate ends */
-        as_err err = decision_bind(&j.dc, &d);
-        decision_end(&j.dc);
-        const model_pod *pod = j.dc.pod;
-        const char *node = j.dc.out.node;
-        uint64_t t1 = clock_mono_ns();
-        metrics_observe(fp->m.st_api, (double)(t1 - t0) / 1e9);
-        if (err == AS_OK) {
-            inc(&fp->st.scheduled);
-            metrics_inc(fp->m.att_scheduled);
-            metrics_observe(fp->m.e2e, (double)(t1 - j.added_ns) / 1e9);
-            if (fp->ops.scheduled)
-                fp->ops.scheduled(fp->ops.arg, pod, node);
-            log_debug("msg=\"bound\" pod=%s/%s node=%s api_us=%llu", pod->ns, pod->name, node,
-                      (unsigned long long)((t1 - t0) / 1000));
-            queue_done(q, j.e);
-        } else {
-            metrics_inc(fp->m.bind_failures);
-            log_info("msg=\"API bind failed; pod released\" pod=%s/%s node=%s err=\"%s\"", pod->ns,
-                     pod->name, node, d.msg[0] ? d.msg : as_strerror(err));
-            if (err == AS_ENOTFOUND) {
-                inc(&fp->st.dropped); /* deleted: the watch tells */
-                queue_done(q, j.e);
-            } else {
-                /* Bound elsewhere (AS_ECONFLICT) included: the watch removes
-                 * the pod once it shows the binding; should it never (the
-                 * conflict was not what it said), the pod is tried again
-                 * instead of being stranded. */
-                inc(&fp->st.bind_failed);
-                queue_backoff(q, j.e);
-            }
-            /* The released capacity may fit pods that failed meanwhile. */
-            queue_move_all(q);
-        }
+        bind_run(fp, &j, false);
     }
+}
+
+/* bind_inline: the pod watch binds the pod it decided itself, saving a
+ * bind thread's wake-up and hand-off (the largest cost of a pod that
+ * comes alone), in one attempt that never waits (k8s_bind_try, 250 ms at
+ * most). A try not settled or slower than INLINE_BIND_SLOW_NS (a slow or
+ * refusing API server, every handle busy) turns this off for
+ * INLINE_BIND_PAUSE_NS: the bind threads bind meanwhile. */
+#define INLINE_BIND_SLOW_NS  50000000u
+#define INLINE_BIND_PAUSE_NS 1000000000u
+static void bind_inline(fastpath *fp, const bind_job *j)
+{
+    uint64_t t0 = clock_mono_ns();
+    as_err err = bind_run(fp, j, true);
+    uint64_t t1 = clock_mono_ns();
+    if (err == AS_OK) {
+        inc(&fp->st.watch_binds);
+        metrics_inc(fp->m.watch_binds);
+    }
+    if (err == AS_EAGAIN || t1 - t0 > INLINE_BIND_SLOW_NS)
+        fp->inline_bind_off_ns = t1 + INLINE_BIND_PAUSE_NS;
 }
 
 /* With no pod in the queue there is nothing for the watcher to move back,
@@ -681,8 +742,11 @@ static void decide(fp_worker *w, const queue_item *it)
             metrics_inc(fp->m.b_idempotent);
         }
         bind_job j = {it->e, it->added_ns, dc};
-        held = false; /* the bind worker ends the decision */
-        bind_push(fp, &j);
+        held = false; /* the bind ends the decision */
+        if (w == &fp->inline_w && fp->inline_bind)
+            bind_inline(fp, &j);
+        else
+            bind_push(fp, &j);
     } else if (err == AS_ECONFLICT) {
         char tmp[600];
         const char *uid = model_pod_key(pod, tmp, sizeof tmp, NULL);
@@ -914,9 +978,10 @@ as_err fastpath_new(core *c, const fastpath_config *cfg, const fastpath_ops *ops
         fp->ops = *ops;
     } else {
         fp->live = true;
-        fp->ops = (fastpath_ops){live_bind, live_unschedulable, live_scheduled, c};
+        fp->ops = (fastpath_ops){live_bind, live_unschedulable, live_scheduled, c, live_bind_try};
     }
     fp->dports = core_decision_ports(c, fp_bind_port, NULL, fp);
+    fp->dports.try_bind = fp_bind_port_try;
     if (!fp->ops.bind) {
         free(fp);
         return as_diag_set(diag, AS_EINVAL, NULL, "fast path: no bind function");
@@ -1107,11 +1172,11 @@ void fastpath_cluster_changed(fastpath *fp)
     queue_move_all(fp->q);
 }
 
-/* The pod watch's own decisions may take at most INLINE_BUDGET_NS of
- * every INLINE_WINDOW_NS (a quarter of its time); past that, pods go to
- * the workers until the next window. */
+/* The pod watch's own decisions and binds may take at most
+ * INLINE_BUDGET_NS of every INLINE_WINDOW_NS (half of its time); past
+ * that, pods go to the workers until the next window. */
 #define INLINE_WINDOW_NS 100000000u
-#define INLINE_BUDGET_NS 25000000u
+#define INLINE_BUDGET_NS 50000000u
 
 /* See fastpath.h. */
 bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
@@ -1170,6 +1235,7 @@ bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
     if (it.e) {
         inc(&fp->st.watch_decisions);
         metrics_inc(fp->m.watch_decisions);
+        fp->inline_bind = now >= fp->inline_bind_off_ns;
         decide(&fp->inline_w, &it);
         bind_flush(fp); /* as a worker going idle: the job must not wait */
         fp->inline_used_ns += clock_mono_ns() - now;
@@ -1191,6 +1257,7 @@ void fastpath_get_stats(fastpath *fp, fastpath_stats *out)
     out->accepted_idempotent = load(&fp->st.accepted_idempotent);
     out->attempts = load(&fp->st.attempts);
     out->watch_decisions = load(&fp->st.watch_decisions);
+    out->watch_binds = load(&fp->st.watch_binds);
     uint64_t busy = 0;
     size_t nw = __atomic_load_n(&fp->nworkers_started, __ATOMIC_ACQUIRE);
     for (size_t i = 0; i < nw; i++)

@@ -108,6 +108,15 @@ static as_err svc_port_bind(void *arg, const char *ns, const char *name, const c
     return k8s_bind(k, ns, name, uid, node, diag);
 }
 
+static as_err svc_port_bind_try(void *arg, const char *ns, const char *name, const char *uid,
+                                const char *node, as_diag *diag)
+{
+    k8s_client *k = svc_k8s(arg);
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
+    return k8s_bind_try(k, ns, name, uid, node, diag);
+}
+
 static as_err svc_port_patch_pod(void *arg, const char *ns, const char *name, const char *body,
                                  size_t len, as_diag *diag)
 {
@@ -271,6 +280,7 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         .live = svc_port_live,
         .synced = svc_port_synced,
         .bind = svc_port_bind,
+        .bind_try = svc_port_bind_try,
         .patch_pod = svc_port_patch_pod,
         .decision_begin = svc_port_decision_begin,
         .decision_end = svc_port_decision_end,

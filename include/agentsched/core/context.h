@@ -75,6 +75,7 @@ typedef struct core_metrics {
  *   live        true while an API server client is running
  *   synced      true once its first list of nodes and pods is done
  *   bind        posts a Binding for the pod (k8s_bind's contract)
+ *   bind_try    one attempt that never waits (k8s_bind_try's contract)
  *   patch_pod   sends a JSON merge patch to the pod (k8s_patch_pod's
  *               contract: AS_ECONFLICT when a precondition failed)
  *   decision_begin/end  the NodeShard gate (shard.h shard_decision_*)
@@ -87,6 +88,8 @@ typedef struct core_ports {
     bool (*synced)(void *arg);
     as_err (*bind)(void *arg, const char *ns, const char *name, const char *uid, const char *node,
                    as_diag *diag);
+    as_err (*bind_try)(void *arg, const char *ns, const char *name, const char *uid,
+                       const char *node, as_diag *diag);
     as_err (*patch_pod)(void *arg, const char *ns, const char *name, const char *body, size_t len,
                         as_diag *diag);
     uint64_t (*decision_begin)(void *arg);

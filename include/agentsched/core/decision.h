@@ -65,6 +65,9 @@ typedef struct decision_ports {
     /* report sees the decision as it ends (reserved, bound or not). */
     void (*report)(void *arg, const decision *d);
     void *arg;
+    /* try_bind is one attempt of bind that never waits: AS_EAGAIN when it
+     * is not settled, and the decision stays reserved. May be NULL. */
+    as_err (*try_bind)(void *arg, const decision *d, as_diag *diag);
 } decision_ports;
 
 typedef enum decision_state {
@@ -111,6 +114,11 @@ as_err decision_reserve_noted(decision *d, const char *uid, const char *node_nam
  * judge: the extender's bind verb posts nothing for it, the fast path
  * binds it.) */
 as_err decision_bind(decision *d, as_diag *diag);
+
+/* decision_try_bind is decision_bind with the ports' try_bind, except
+ * that its AS_EAGAIN (and no try_bind: AS_EAGAIN without a call) leaves
+ * the decision reserved, for a decision_bind later, on any thread. */
+as_err decision_try_bind(decision *d, as_diag *diag);
 
 /* decision_unreserve gives up a reservation that will not be bound (the
  * entry point abandons it). No-op unless reserved. */

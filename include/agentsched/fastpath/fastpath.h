@@ -75,6 +75,9 @@ typedef struct fastpath_ops {
     /* The pod was bound to node. May be NULL. */
     void (*scheduled)(void *arg, const model_pod *pod, const char *node);
     void *arg;
+    /* The pod watch's bind: one attempt that never waits (k8s_bind_try);
+     * AS_EAGAIN sends the pod to a bind thread's bind. May be NULL. */
+    as_err (*bind_try)(void *arg, const model_pod *pod, const char *node, as_diag *diag);
 } fastpath_ops;
 
 /* The scheduler name served when the config names none. */
@@ -175,6 +178,7 @@ typedef struct fastpath_stats {
     uint64_t accepted_fast, accepted_rechecked, accepted_idempotent;
     uint64_t attempts;        /* decisions made */
     uint64_t watch_decisions; /* ... of them by the pod watch thread itself */
+    uint64_t watch_binds;     /* ... bound by the pod watch thread itself */
     uint64_t busy_ns;         /* summed worker busy time */
     /* Equivalence cache (eqcache_stats): decisions answered incrementally,
      * full class evaluations, decisions made by a plain full scan. */

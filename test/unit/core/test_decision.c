@@ -101,7 +101,7 @@ Test(decision, reserve_bind_report_in_order)
 {
     add("n1", 4000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r, NULL};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     sched_result res;
     evaluate(p, &res);
@@ -122,7 +122,7 @@ Test(decision, failed_bind_unreserves_once)
 {
     add("n1", 1000);
     rec r = {.bind_result = AS_ECONFLICT};
-    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r, NULL};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     sched_result res;
     evaluate(p, &res);
@@ -157,7 +157,7 @@ Test(decision, refused_reserve_binds_nothing_and_still_leaves_the_gate)
 {
     add("n1", 1000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r, NULL};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     model_pod *q = fx_pod("b", "ub", 1000, 0);
     sched_result rp, rq;
@@ -199,7 +199,7 @@ Test(decision, noted_reserve_needs_a_note)
 {
     add("n1", 4000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, bind, report, &r, NULL};
     decision d;
     decision_begin(&d, b, &ports);
     cr_assert_eq(decision_reserve_noted(&d, "nobody", "n1"), AS_ENOTFOUND);
@@ -224,7 +224,7 @@ Test(decision, no_bind_port_keeps_the_reservation)
 {
     add("n1", 4000);
     rec r = {0};
-    decision_ports ports = {gate_begin, gate_end, &r, NULL, report, &r};
+    decision_ports ports = {gate_begin, gate_end, &r, NULL, report, &r, NULL};
     model_pod *p = fx_pod("a", "ua", 1000, 0);
     sched_result res;
     evaluate(p, &res);
@@ -236,6 +236,72 @@ Test(decision, no_bind_port_keeps_the_reservation)
     decision_end(&d);
     cr_assert_str_eq(r.log, "gate report:bound ungate:1");
     cr_assert_eq(state_of("ua"), CACHE_POD_ASSUMED);
+    sched_result_free(&res);
+    model_pod_free(p);
+}
+
+/* try_bind: AS_EAGAIN (and no try_bind at all) leaves the decision
+ * reserved for a decision_bind later; its AS_OK binds; any other error
+ * unreserves as a failed bind does. */
+static as_err try_bind(void *arg, const decision *d, as_diag *diag)
+{
+    rec *r = arg;
+    char s[64];
+    snprintf(s, sizeof s, "try:%s", d->out.node);
+    say(r, s);
+    return r->bind_result;
+}
+
+Test(decision, try_bind_keeps_the_reservation_when_not_settled)
+{
+    add("n1", 1000);
+    model_pod *p = fx_pod("a", "ua", 1000, 0);
+    sched_result res;
+    evaluate(p, &res);
+    as_diag diag = {0};
+    /* no try_bind: not tried, still reserved, bound by decision_bind */
+    rec r0 = {0};
+    decision_ports none = {gate_begin, gate_end, &r0, bind, report, &r0, NULL};
+    decision d;
+    decision_begin(&d, b, &none);
+    cr_assert_eq(decision_reserve(&d, p, res.cand, res.ncand), AS_OK);
+    cr_assert_eq(decision_try_bind(&d, &diag), AS_EAGAIN);
+    cr_assert_eq(d.state, DECISION_RESERVED);
+    cr_assert_eq(decision_bind(&d, &diag), AS_OK);
+    decision_end(&d);
+    cr_assert_str_eq(r0.log, "gate bind:n1 report:bound ungate:1");
+    cr_assert_eq(binder_release(b, "ua"), AS_OK);
+    /* AS_EAGAIN: tried, still reserved; the next bind settles it */
+    rec r1 = {.bind_result = AS_EAGAIN};
+    decision_ports ports = {gate_begin, gate_end, &r1, bind, report, &r1, try_bind};
+    decision_begin(&d, b, &ports);
+    cr_assert_eq(decision_reserve(&d, p, res.cand, res.ncand), AS_OK);
+    cr_assert_eq(decision_try_bind(&d, &diag), AS_EAGAIN);
+    cr_assert_eq(d.state, DECISION_RESERVED);
+    cr_assert_eq(state_of("ua"), CACHE_POD_ASSUMED);
+    r1.bind_result = AS_OK;
+    cr_assert_eq(decision_bind(&d, &diag), AS_OK);
+    decision_end(&d);
+    cr_assert_str_eq(r1.log, "gate try:n1 bind:n1 report:bound ungate:1");
+    cr_assert_eq(binder_release(b, "ua"), AS_OK);
+    /* a refusal: unreserved at once */
+    rec r2 = {.bind_result = AS_ECONFLICT};
+    ports.gate_arg = ports.arg = &r2;
+    decision_begin(&d, b, &ports);
+    cr_assert_eq(decision_reserve(&d, p, res.cand, res.ncand), AS_OK);
+    cr_assert_eq(decision_try_bind(&d, &diag), AS_ECONFLICT);
+    cr_assert_eq(d.state, DECISION_RELEASED);
+    cr_assert_eq(state_of("ua"), CACHE_POD_ABSENT);
+    decision_end(&d);
+    cr_assert_str_eq(r2.log, "gate try:n1 report:released ungate:1");
+    /* AS_OK: bound by the try alone */
+    rec r3 = {.bind_result = AS_OK};
+    ports.gate_arg = ports.arg = &r3;
+    decision_begin(&d, b, &ports);
+    cr_assert_eq(decision_reserve(&d, p, res.cand, res.ncand), AS_OK);
+    cr_assert_eq(decision_try_bind(&d, &diag), AS_OK);
+    decision_end(&d);
+    cr_assert_str_eq(r3.log, "gate try:n1 report:bound ungate:1");
     sched_result_free(&res);
     model_pod_free(p);
 }

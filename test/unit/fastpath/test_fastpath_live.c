@@ -294,7 +294,9 @@ static void exprs(json_t *v, json_t *names, int *count)
 }
 
 /* Pods that arrive one at a time after the sync find activeQ empty: the
- * pod watch decides them itself, and they bind as the workers' would. */
+ * pod watch decides and binds them itself, and they bind as the workers'
+ * would; a binding the API server does not settle at once goes to the
+ * bind threads. */
 Test(fastpath_live, the_pod_watch_decides_pods_the_workers_are_not_behind_on)
 {
     log_set_level(LOG_ERROR);
@@ -314,8 +316,28 @@ Test(fastpath_live, the_pod_watch_decides_pods_the_workers_are_not_behind_on)
     fastpath_stats st;
     fastpath_get_stats(fp, &st);
     cr_assert_geq(st.watch_decisions, 1, "no pod was decided by the watch");
+    cr_assert_geq(st.watch_binds, 1, "no pod was bound by the watch");
+    cr_assert_leq(st.watch_binds, st.watch_decisions);
     cr_assert_eq(st.scheduled, 6);
     cr_assert_eq(bound_on(stub, "n0", NULL) + bound_on(stub, "n1", NULL), 6);
+    /* The API server refuses a binding (503): the watch's one attempt
+     * leaves it to a bind thread, whose retry binds it. */
+    uint64_t watch_binds = st.watch_binds;
+    stub_fault(stub, "/api/v1/namespaces/default/pods/x0/binding", STUB_POST, STUB_F_STATUS, 503);
+    put_pods(stub, "x", 0, 1);
+    while (bound_on(stub, NULL, NULL) < 7 && mono_ms() < end)
+        usleep(2000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 7);
+    cr_assert_eq(stub_faults_pending(stub), 0);
+    put_pods(stub, "x", 1, 2);
+    while (bound_on(stub, NULL, NULL) < 8 && mono_ms() < end)
+        usleep(2000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 8);
+    fastpath_get_stats(fp, &st);
+    cr_assert_eq(st.scheduled, 8);
+    cr_assert_eq(st.bind_failed, 0, "the refused binding was retried, not failed");
+    /* x0 was not the watch's (x1 may be: the pause may be over) */
+    cr_assert_leq(st.watch_binds, watch_binds + 1);
     live_stop(s, fp);
     cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
     svc_free(s);
