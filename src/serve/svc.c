@@ -102,19 +102,13 @@ static bool svc_port_synced(void *arg)
 static as_err svc_port_bind(void *arg, const char *ns, const char *name, const char *uid,
                             const char *node, as_diag *diag)
 {
-    k8s_client *k = svc_k8s(arg);
-    if (!k)
-        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
-    return k8s_bind(k, ns, name, uid, node, diag);
+    return k8s_bind(svc_k8s(arg), ns, name, uid, node, diag); /* NULL: AS_EUNSUPPORTED */
 }
 
 static as_err svc_port_bind_try(void *arg, const char *ns, const char *name, const char *uid,
                                 const char *node, as_diag *diag)
 {
-    k8s_client *k = svc_k8s(arg);
-    if (!k)
-        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
-    return k8s_bind_try(k, ns, name, uid, node, diag);
+    return k8s_bind_try(svc_k8s(arg), ns, name, uid, node, diag);
 }
 
 static as_err svc_port_patch_pod(void *arg, const char *ns, const char *name, const char *body,
