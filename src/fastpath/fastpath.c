@@ -743,7 +743,7 @@ static void decide(fp_worker *w, const queue_item *it)
         }
         bind_job j = {it->e, it->added_ns, dc};
         held = false; /* the bind ends the decision */
-        if (w == &fp->inline_w && fp->inline_bind)
+        if (w == &fp->inline_w && fp->inline_bind && !oc.gpu_devices)
             bind_inline(fp, &j);
         else
             bind_push(fp, &j);
