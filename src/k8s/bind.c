@@ -280,12 +280,17 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
         as_diag d = {{0}, {0}};
         buf_reset(resp);
         unsigned sends = 0;
-        err =
-            k8s_do_kept_within(k, h, path->data, body->data, body->len, resp, &status, &retry_after,
-                               &sends, once ? TRY_TIMEOUT_MS : k->cfg.request_timeout_ms, &d);
+        err = once ? k8s_do_kept_within(k, h, path->data, body->data, body->len, resp, &status,
+                                        &retry_after, &sends, TRY_TIMEOUT_MS, &d)
+                   : k8s_do_kept(k, h, path->data, body->data, body->len, resp, &status,
+                                 &retry_after, &sends, &d);
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
                          "the connection died unanswered and the binding was sent again");
+        if (once && err == AS_EAGAIN) {
+            as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: %s", ns, name, d.msg);
+            goto done;
+        }
         if (err) {
             if (k8s_stopping(k)) {
                 err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns,

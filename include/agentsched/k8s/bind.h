@@ -35,9 +35,11 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
 
 /*
  * k8s_bind_try is one attempt of k8s_bind that never waits: for a free
- * handle, or before a retry. AS_EAGAIN (nothing lost) when every handle
- * is busy or the answer is one k8s_bind would retry (429, 5xx, a 409
- * naming no node, a broken connection); the caller then binds with
+ * handle, a rate-limiter token or before a retry, nor for an answer past
+ * 250 ms. AS_EAGAIN (nothing lost) when every handle is busy, the rate
+ * limiter has no token, or the answer is one k8s_bind would retry (429,
+ * 5xx, a 409 naming no node, a broken connection, no answer in time);
+ * the caller then binds with
  * k8s_bind, whose 201 or 409 naming this node also settles an attempt
  * that went through unheard. Every other result as k8s_bind's. For a
  * thread that must not stall on the API server (the pod watch).

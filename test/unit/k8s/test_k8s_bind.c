@@ -218,6 +218,34 @@ Test(k8s_bind, try_is_one_attempt_that_never_waits)
     bfx_fini(&f);
 }
 
+static void slow_qps(k8s_config *cfg)
+{
+    cfg->qps = 1;
+    cfg->burst = 1;
+}
+
+/* Past the client's rate limit the try sends nothing and says so, where
+ * k8s_bind would wait for a token. */
+Test(k8s_bind, try_does_not_wait_for_the_rate_limiter)
+{
+    bfx f;
+    bfx_init(&f, slow_qps, false);
+    put_pod(&f, "q", NULL);
+    as_diag d = {{0}, {0}};
+    as_err first = k8s_bind_try(f.k, "default", "q", "uid-q", "n1", &d);
+    uint64_t t0 = clock_mono_ns();
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(k8s_bind_try(f.k, "default", "q", "uid-q", "n1", &d), AS_EAGAIN, "%s", d.msg);
+        cr_expect(strstr(d.msg, "--kube-api-qps"), "%s", d.msg);
+    }
+    cr_assert_lt(clock_mono_ns() - t0, 500000000ull, "a try waited for a token");
+    /* the first took the burst's token (or found none left by the sync) */
+    if (first == AS_OK)
+        cr_assert_str_eq(stub_pod_node(&f, "uid-q"), "n1");
+    bind_ok(&f, "q", "n1");
+    bfx_fini(&f);
+}
+
 static void two_retries(k8s_config *cfg)
 {
     cfg->bind_retries = 2;
