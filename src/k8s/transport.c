@@ -122,22 +122,6 @@ bool k8s_rl_wait(k8s_client *k)
     return !k8s_stopping(k);
 }
 
-/* rl_try takes a token of the client's rate limiter only when one is
- * there now: k8s_rl_wait without the wait. */
-static bool rl_try(k8s_client *k)
-{
-    k8s_ratelimit *rl = &k->rl;
-    if (rl->qps <= 0)
-        return true;
-    pthread_mutex_lock(&rl->mu);
-    rl_refill(rl);
-    bool ok = rl->tokens >= 1;
-    if (ok)
-        rl->tokens -= 1;
-    pthread_mutex_unlock(&rl->mu);
-    return ok;
-}
-
 /* ---- tokens ---------------------------------------------------------- */
 
 static char *read_token_file(const char *path)
@@ -418,7 +402,7 @@ as_err k8s_do_kept_within(k8s_client *k, k8s_kept *kh, const char *path, const c
                           size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
                           unsigned *sends, int64_t timeout_ms, as_diag *diag)
 {
-    if (!rl_try(k)) {
+    if (!k8s_rl_take(&k->rl)) {
         *status = 0;
         if (sends)
             *sends = 0;
