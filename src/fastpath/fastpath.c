@@ -79,11 +79,10 @@ struct fastpath {
      * finds activeQ empty is decided on the watch thread, as a worker
      * would a wake-up later; inline_active counts those under way. */
     fp_worker inline_w;
-    int inline_active;       /* (atomic) */
-    uint64_t inline_win_ns;  /* pod watch thread only: the budget's window start */
-    uint64_t inline_used_ns; /* ... and the decisions' time in it */
-    bool inline_bind;        /* ... it binds too (not before inline_bind_off_ns) */
-    uint64_t inline_bind_off_ns;
+    int inline_active;           /* (atomic) */
+    uint64_t inline_win_ns;      /* pod watch thread only: the budget's window start */
+    uint64_t inline_used_ns;     /* ... and the decisions' time in it */
+    uint64_t inline_bind_off_ns; /* ... and binds its pods too from this clock_mono_ns() */
 
     /* bind stage */
     pthread_mutex_t bmu;
@@ -743,7 +742,7 @@ static void decide(fp_worker *w, const queue_item *it)
         }
         bind_job j = {it->e, it->added_ns, dc};
         held = false; /* the bind ends the decision */
-        if (w == &fp->inline_w && fp->inline_bind && !oc.gpu_devices)
+        if (w == &fp->inline_w && t2 >= fp->inline_bind_off_ns && !oc.gpu_devices)
             bind_inline(fp, &j);
         else
             bind_push(fp, &j);
@@ -1235,7 +1234,6 @@ bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
     if (it.e) {
         inc(&fp->st.watch_decisions);
         metrics_inc(fp->m.watch_decisions);
-        fp->inline_bind = now >= fp->inline_bind_off_ns;
         decide(&fp->inline_w, &it);
         bind_flush(fp); /* as a worker going idle: the job must not wait */
         fp->inline_used_ns += clock_mono_ns() - now;

@@ -280,8 +280,8 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
         as_diag d = {{0}, {0}};
         buf_reset(resp);
         unsigned sends = 0;
-        err = once ? k8s_do_kept_within(k, h, path->data, body->data, body->len, resp, &status,
-                                        &retry_after, &sends, TRY_TIMEOUT_MS, &d)
+        err = once ? k8s_do_kept_try(k, h, path->data, body->data, body->len, resp, &status,
+                                     &retry_after, &sends, TRY_TIMEOUT_MS, &d)
                    : k8s_do_kept(k, h, path->data, body->data, body->len, resp, &status,
                                  &retry_after, &sends, &d);
         if (sends > 1)

@@ -398,9 +398,9 @@ as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *bo
 }
 
 /* See transport.h. */
-as_err k8s_do_kept_within(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                          size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
-                          unsigned *sends, int64_t timeout_ms, as_diag *diag)
+as_err k8s_do_kept_try(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                       size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
+                       unsigned *sends, int64_t timeout_ms, as_diag *diag)
 {
     if (!k8s_rl_take(&k->rl)) {
         *status = 0;

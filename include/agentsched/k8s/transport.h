@@ -298,15 +298,15 @@ as_err k8s_kept_init(k8s_kept *kh, size_t resp_cap);
 void k8s_kept_fini(k8s_kept *kh);
 
 /* k8s_do_kept is k8s_do_ex for a JSON POST (body not NULL) on kept
- * handle kh. k8s_do_kept_within is the same without waiting: within
+ * handle kh. k8s_do_kept_try is the same without waiting: within
  * timeout_ms instead of cfg.request_timeout_ms, and AS_EAGAIN (nothing
  * sent) when the client's rate limiter has no token now. */
 as_err k8s_do_kept(k8s_client *k, k8s_kept *kh, const char *path, const char *body, size_t body_len,
                    buf *resp, long *status, int64_t *retry_after_ms, unsigned *sends,
                    as_diag *diag);
-as_err k8s_do_kept_within(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                          size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
-                          unsigned *sends, int64_t timeout_ms, as_diag *diag);
+as_err k8s_do_kept_try(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                       size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
+                       unsigned *sends, int64_t timeout_ms, as_diag *diag);
 
 /*
  * k8s_kept_post_send and k8s_kept_post_recv are k8s_do_kept in two steps
