@@ -33,6 +33,7 @@
 #include "agentsched/core/policy.h"
 #include "agentsched/base/log.h"
 #include "agentsched/serve/svc.h"
+#include "fuzz_json.h"
 #include "fuzz_svc.h"
 
 static svc *fuzz_svc;
@@ -163,6 +164,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     check(resp.body.err == AS_OK, "response buffer error", verb);
     json_t *ans = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, NULL);
+    /* A node echoed verbatim (the Nodes form) may carry a lone surrogate
+     * escape, which JSON's grammar allows and Go decodes to U+FFFD, and
+     * jansson refuses: fuzz_extargs checks such spans. */
+    if (!ans && has_surrogate_escape(resp.body.data, resp.body.len) &&
+        has_surrogate_escape(body, len)) {
+        buf_free(&resp.body);
+        pool_free(req.pool);
+        free(body);
+        return 0;
+    }
     check(ans != NULL, "answer is not JSON", verb);
     if (resp.status != 200) {
         check(resp.status >= 400 && resp.status < 600, "unexpected status", verb);

@@ -1,6 +1,6 @@
 /*
- * fuzz_json.h - what fuzz_json and fuzz_extargs share (each includes it
- * once; everything here is static).
+ * fuzz_json.h - what the JSON fuzz targets share (each includes it once;
+ * everything here is static).
  */
 #ifndef AGENTSCHED_FUZZ_JSON_H
 #define AGENTSCHED_FUZZ_JSON_H
