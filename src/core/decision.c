@@ -48,22 +48,27 @@ as_err decision_reserve_noted(decision *d, const char *uid, const char *node_nam
     return d->err;
 }
 
-/* See decision.h. */
-as_err decision_bind(decision *d, as_diag *diag)
+/* bound_or_released ends a reserved decision's bind with its result
+ * err: bound, or the reservation released. */
+static as_err bound_or_released(decision *d, as_err err)
 {
-    assert(d->state == DECISION_RESERVED);
-    if (!d->ports || !d->ports->bind) {
-        d->state = DECISION_BOUND;
-        return AS_OK;
-    }
-    d->err = d->ports->bind(d->ports->arg, d, diag);
-    if (d->err == AS_OK) {
+    d->err = err;
+    if (err == AS_OK) {
         d->state = DECISION_BOUND;
         return AS_OK;
     }
     binder_release(d->binder, d->uid);
     d->state = DECISION_RELEASED;
-    return d->err;
+    return err;
+}
+
+/* See decision.h. */
+as_err decision_bind(decision *d, as_diag *diag)
+{
+    assert(d->state == DECISION_RESERVED);
+    if (!d->ports || !d->ports->bind)
+        return bound_or_released(d, AS_OK);
+    return bound_or_released(d, d->ports->bind(d->ports->arg, d, diag));
 }
 
 /* See decision.h. */
@@ -72,16 +77,10 @@ as_err decision_try_bind(decision *d, as_diag *diag)
     assert(d->state == DECISION_RESERVED);
     if (!d->ports || !d->ports->try_bind)
         return AS_EAGAIN;
-    d->err = d->ports->try_bind(d->ports->arg, d, diag);
-    if (d->err == AS_OK) {
-        d->state = DECISION_BOUND;
-        return AS_OK;
-    }
-    if (d->err == AS_EAGAIN)
-        return AS_EAGAIN;
-    binder_release(d->binder, d->uid);
-    d->state = DECISION_RELEASED;
-    return d->err;
+    as_err err = d->ports->try_bind(d->ports->arg, d, diag);
+    if (err == AS_EAGAIN)
+        return AS_EAGAIN; /* still reserved */
+    return bound_or_released(d, err);
 }
 
 /* See decision.h. */

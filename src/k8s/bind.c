@@ -111,17 +111,24 @@ void k8s_bind_shutdown(k8s_client *k)
     k->bq = NULL;
 }
 
-/* See bind.h. */
-k8s_kept *k8s_bind_handle_get(k8s_client *k)
+/* handle_take takes a free bind handle, with wait until one is free;
+ * NULL when the client stops, or without wait when none is free. */
+static k8s_kept *handle_take(k8s_client *k, bool wait)
 {
     k8s_kept *h = NULL;
     pthread_mutex_lock(&k->bmu);
-    while (k->nbfree == 0 && !k8s_stopping(k))
+    while (wait && k->nbfree == 0 && !k8s_stopping(k))
         pthread_cond_wait(&k->bcond, &k->bmu);
-    if (!k8s_stopping(k) && k->bhandles)
+    if (k->nbfree && !k8s_stopping(k) && k->bhandles)
         h = k->bhandles[--k->nbfree];
     pthread_mutex_unlock(&k->bmu);
     return h;
+}
+
+/* See bind.h. */
+k8s_kept *k8s_bind_handle_get(k8s_client *k)
+{
+    return handle_take(k, true);
 }
 
 /* See bind.h. */
@@ -208,18 +215,6 @@ static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_
  * attempt that timed out may have been applied; k8s_bind settles it. */
 #define TRY_TIMEOUT_MS 250
 
-/* handle_try_get is k8s_bind_handle_get without the wait: NULL when
- * every handle is busy (or the client stops). */
-static k8s_kept *handle_try_get(k8s_client *k)
-{
-    k8s_kept *h = NULL;
-    pthread_mutex_lock(&k->bmu);
-    if (k->nbfree && !k8s_stopping(k) && k->bhandles)
-        h = k->bhandles[--k->nbfree];
-    pthread_mutex_unlock(&k->bmu);
-    return h;
-}
-
 /* bind_post is k8s_bind, and with once k8s_bind_try: where k8s_bind would
  * wait (for a handle, or before a retry) it answers AS_EAGAIN. */
 static as_err bind_post(k8s_client *k, const char *ns, const char *name, const char *uid,
@@ -230,7 +225,7 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
     if (!ns || !*ns || !name || !*name || !node || !*node)
         return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
     as_err err = AS_OK;
-    k8s_kept *h = once ? handle_try_get(k) : k8s_bind_handle_get(k);
+    k8s_kept *h = handle_take(k, !once);
     if (!h && once && !k8s_stopping(k))
         return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: every handle busy", ns,
                            name);

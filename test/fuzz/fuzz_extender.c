@@ -168,12 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * escape, which JSON's grammar allows and Go decodes to U+FFFD, and
      * jansson refuses: fuzz_extargs checks such spans. */
     if (!ans && has_surrogate_escape(resp.body.data, resp.body.len) &&
-        has_surrogate_escape(body, len)) {
-        buf_free(&resp.body);
-        pool_free(req.pool);
-        free(body);
-        return 0;
-    }
+        has_surrogate_escape(body, len))
+        goto done;
     check(ans != NULL, "answer is not JSON", verb);
     if (resp.status != 200) {
         check(resp.status >= 400 && resp.status < 600, "unexpected status", verb);
@@ -198,6 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         json_decref(r);
     }
+done:
     json_decref(ans);
     buf_free(&resp.body);
     pool_free(req.pool);
