@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "agentsched/base/jscan.h"
+#include "agentsched/model/podscan.h"
 
 /*
  * dedupe compacts n elements of `stride` bytes, each starting with a
@@ -484,157 +485,15 @@ as_err extargs_decode_args(pool *p, const char *body, size_t len, extargs_args *
 
 /* ---- a Pod's fields without its DOM ---------------------------------- */
 
-/* pod_str takes a string member's value into *out (null: absent); false
- * for another type or a string with escapes (the DOM path decides). */
-static bool pod_str(const json_value *v, model_span *out)
-{
-    if (v->type == 'n') {
-        *out = (model_span){NULL, 0};
-        return true;
-    }
-    if (v->type != '"' || v->esc)
-        return false;
-    *out = (model_span){v->s, v->len};
-    return true;
-}
-
-static bool key_is(const char *k, size_t kl, const char *name)
-{
-    size_t n = strlen(name);
-    return kl == n && memcmp(k, name, n) == 0;
-}
-
-/* One member of an object being read (key and value). */
-typedef struct member {
-    const char *k;
-    size_t kl;
-    bool kesc;
-    json_value v;
-} member;
-
-/* obj_begin starts it on v, a member's value: 1 an object, 0 null (an
- * absent object), -1 another type. */
-static int obj_begin(const json_value *v, json_iter *it)
-{
-    if (v->type == 'n')
-        return 0;
-    return v->type == '{' && json_iter_begin(it, v->s, v->len) ? 1 : -1;
-}
-
-/* next_member is json_iter_next into m. */
-static int next_member(json_iter *it, member *m)
-{
-    return json_iter_next(it, &m->k, &m->kl, &m->kesc, &m->v);
-}
-
-/* pod_labels reads metadata.labels into f (a repeated "labels" starts
- * over, as the DOM keeps the last one). */
-static bool pod_labels(const json_value *v, model_pod_fields *f, model_span *keys,
-                       model_span *values, size_t cap)
-{
-    f->nlabels = 0;
-    json_iter it;
-    int b = obj_begin(v, &it);
-    if (b <= 0)
-        return b == 0;
-    member m;
-    int r;
-    while ((r = next_member(&it, &m)) == 1) {
-        if (m.kesc || f->nlabels == cap || m.v.type != '"' || m.v.esc)
-            return false;
-        keys[f->nlabels] = (model_span){m.k, m.kl};
-        values[f->nlabels++] = (model_span){m.v.s, m.v.len};
-    }
-    return r == 0;
-}
-
-/* pod_metadata_fields reads metadata's members into f (a repeated
- * "metadata" starts over). */
-static bool pod_metadata_fields(const json_value *v, model_pod_fields *f, model_span *keys,
-                                model_span *values, size_t cap)
-{
-    f->name = f->ns = f->uid = f->resource_version = f->creation_timestamp = (model_span){NULL, 0};
-    f->deletion_timestamp = false;
-    f->nlabels = 0;
-    json_iter it;
-    int b = obj_begin(v, &it);
-    if (b <= 0)
-        return b == 0;
-    member m;
-    int r;
-    while ((r = next_member(&it, &m)) == 1) {
-        if (m.kesc)
-            return false; /* an escaped key may spell one of ours */
-        bool ok = true;
-        if (key_is(m.k, m.kl, "name")) {
-            ok = pod_str(&m.v, &f->name);
-        } else if (key_is(m.k, m.kl, "namespace")) {
-            ok = pod_str(&m.v, &f->ns);
-        } else if (key_is(m.k, m.kl, "uid")) {
-            ok = pod_str(&m.v, &f->uid);
-        } else if (key_is(m.k, m.kl, "resourceVersion")) {
-            ok = pod_str(&m.v, &f->resource_version);
-        } else if (key_is(m.k, m.kl, "creationTimestamp")) {
-            ok = pod_str(&m.v, &f->creation_timestamp);
-        } else if (key_is(m.k, m.kl, "deletionTimestamp")) {
-            model_span ts = {NULL, 0};
-            ok = pod_str(&m.v, &ts);
-            f->deletion_timestamp = ts.s != NULL;
-        } else if (key_is(m.k, m.kl, "labels")) {
-            ok = pod_labels(&m.v, f, keys, values, cap);
-        }
-        if (!ok)
-            return false;
-    }
-    return r == 0;
-}
-
-/* pod_status_fields reads status.phase into f. */
-static bool pod_status_fields(const json_value *v, model_pod_fields *f)
-{
-    f->phase = (model_span){NULL, 0};
-    json_iter it;
-    int b = obj_begin(v, &it);
-    if (b <= 0)
-        return b == 0;
-    member m;
-    int r;
-    while ((r = next_member(&it, &m)) == 1)
-        if (m.kesc || (key_is(m.k, m.kl, "phase") && !pod_str(&m.v, &f->phase)))
-            return false;
-    return r == 0;
-}
-
 /* See extargs.h. */
 bool extargs_pod_fields(const extargs_args *a, model_pod_fields *f, model_span *keys,
                         model_span *values, size_t cap)
 {
-    memset(f, 0, sizeof *f);
-    f->label_keys = keys;
-    f->label_values = values;
-    json_iter it;
-    if (!a->pod_raw || !json_iter_begin(&it, a->pod_raw, a->pod_raw_len))
+    if (!a->pod_raw)
         return false;
-    if (a->pod_spec_raw) {
-        it.known = a->pod_spec_raw;
-        it.known_end = a->pod_spec_raw + a->pod_spec_len;
-    }
-    member m;
-    int r;
-    while ((r = next_member(&it, &m)) == 1) {
-        if (m.kesc)
-            return false;
-        bool ok = true;
-        if (key_is(m.k, m.kl, "kind"))
-            ok = pod_str(&m.v, &f->kind);
-        else if (key_is(m.k, m.kl, "metadata"))
-            ok = pod_metadata_fields(&m.v, f, keys, values, cap);
-        else if (key_is(m.k, m.kl, "status"))
-            ok = pod_status_fields(&m.v, f);
-        if (!ok)
-            return false;
-    }
-    return r == 0;
+    const char *known = a->pod_spec_raw;
+    return model_pod_fields_read(a->pod_raw, a->pod_raw_len, known,
+                                 known ? known + a->pod_spec_len : NULL, f, keys, values, cap);
 }
 
 /* See extargs.h. */

@@ -20,6 +20,7 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/core/context.h"
 #include "agentsched/model/skip.h"
+#include "agentsched/model/specmemo.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/labels.h"
 #include "agentsched/model/node.h"
@@ -50,8 +51,9 @@ typedef struct unserved {
 } unserved;
 
 struct extender {
-    core *core;    /* borrowed */
-    extmemo *memo; /* filter -> prioritize, and the Pod spec memo */
+    core *core;            /* borrowed */
+    extmemo *memo;         /* filter -> prioritize */
+    model_specmemo *specs; /* decoded Pod specs by their text */
     metrics_counter *refused[RULE_COUNT];
     pthread_mutex_t unserved_mu;
     unserved ring[UNSERVED_RING];
@@ -146,27 +148,17 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
     *out = NULL;
     extmemo *m = x->memo;
     const json_skip *rules = model_skip_pod();
-    if (!m || !a->pod_spec_raw) {
+    if (!x->specs || !a->pod_spec_raw) {
         as_err err = extargs_parse_pod(a, rules, d);
         return err ? err : decode_pod(co, a->pod, out, d);
     }
-    uint64_t h = cache_name_hash(a->pod_spec_raw, a->pod_spec_len), hp = 0;
     int gen = model_registry_count(&co->reg);
+    /* a spec the projection does not follow is decoded with the whole
+     * Pod, which reports what is wrong with it */
+    model_specmemo_keys mk;
     model_pod_spec *spec =
-        extmemo_spec_get(m, EXTMEMO_SPEC_TEXT, h, a->pod_spec_raw, a->pod_spec_len, gen);
-    /* a spec the projection does not follow (an escaped key, a number the
-     * builder refuses) has no second key: the whole Pod is decoded, which
-     * reports what is wrong with it */
-    char *key = NULL;
-    size_t klen = 0;
-    if (!spec && (key = pool_alloc_raw(p, a->pod_spec_len)) &&
-        json_project(a->pod_spec_raw, a->pod_spec_len, rules, "spec", key, a->pod_spec_len,
-                     &klen)) {
-        hp = cache_name_hash(key, klen);
-        spec = extmemo_spec_get(m, EXTMEMO_SPEC_PROJECTION, hp, key, klen, gen);
-    } else {
-        key = NULL;
-    }
+        model_specmemo_find(x->specs, gen, a->pod_spec_raw, a->pod_spec_len, rules,
+                            pool_alloc_raw(p, a->pod_spec_len), a->pod_spec_len, &mk);
     as_err err;
     if (spec) {
         metrics_inc(co->m.spec_memo_hits);
@@ -194,9 +186,7 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
     as_diag scratch;
     if (model_pod_spec_from_json(&co->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
         AS_OK) {
-        extmemo_spec_put(m, EXTMEMO_SPEC_TEXT, h, a->pod_spec_raw, a->pod_spec_len, spec);
-        if (key)
-            extmemo_spec_put(m, EXTMEMO_SPEC_PROJECTION, hp, key, klen, spec);
+        model_specmemo_put(x->specs, &mk, spec);
         model_pod_spec_unref(spec);
     }
     return AS_OK;
@@ -1259,7 +1249,10 @@ as_err extender_new(core *c, extender **out)
         c->metrics, "agentsched_extender_bind_refused_total", "rule", bind_rule_names, RULE_COUNT,
         "Extender binds refused by the authorization rules (HTTP 403), by rule.", x->refused);
     as_err err = extmemo_new(&x->memo);
+    if (!err)
+        err = model_specmemo_new(false, &x->specs);
     if (err) {
+        extmemo_free(x->memo);
         free(x);
         return err;
     }
@@ -1273,6 +1266,7 @@ void extender_free(extender *x)
     if (!x)
         return;
     extmemo_free(x->memo);
+    model_specmemo_free(x->specs);
     pthread_mutex_destroy(&x->unserved_mu);
     free(x);
 }

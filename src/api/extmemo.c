@@ -1,6 +1,6 @@
 /*
  * extmemo.c - the extender's memos: filter scores kept for the same
- * cycle's prioritize, and decoded Pod specs kept by their text.
+ * cycle's prioritize, and the DOM rules a remembered Pod spec completes.
  */
 #include "agentsched/api/extmemo.h"
 
@@ -34,20 +34,6 @@ struct extmemo_ent {
 
 #define MEMO_SPARES 16
 
-/* Decoded Pod specs (model_pod_spec) by a text: the spec's own, or its
- * projection through the Pod skip rules (json_project: less what the
- * model never reads); direct-mapped tables; a text over SPEC_MEMO_MAX_LEN
- * bytes is not remembered. */
-#define SPEC_MEMO_SLOTS   64
-#define SPEC_MEMO_MAX_LEN (64u << 10)
-
-typedef struct spec_ent {
-    uint64_t h;
-    size_t len;
-    char *text; /* the key text, compared whole on a hash match */
-    model_pod_spec *spec;
-} spec_ent;
-
 struct extmemo {
     pthread_mutex_t mu;
     extmemo_ent *slot[MEMO_SLOTS];
@@ -55,10 +41,6 @@ struct extmemo {
      * allocating (and page-faulting) fresh tables every cycle. */
     extmemo_ent *spare[MEMO_SPARES];
     int nspare;
-    /* under mu: by the spec's exact text (pods of one template), and by
-     * its projection (pods that differ only in what the model never
-     * reads) */
-    spec_ent specs[EXTMEMO_SPEC__COUNT][SPEC_MEMO_SLOTS];
     /* The Pod skip rules (k8s_stream_skip) plus the root's "spec": the DOM
      * a remembered spec completes. */
     json_skip no_spec[16];
@@ -176,13 +158,6 @@ as_err extmemo_new(extmemo **out)
     return AS_OK;
 }
 
-static void spec_ent_clear(spec_ent *e)
-{
-    free(e->text);
-    model_pod_spec_unref(e->spec);
-    memset(e, 0, sizeof *e);
-}
-
 /* See extmemo.h. */
 void extmemo_free(extmemo *m)
 {
@@ -192,41 +167,8 @@ void extmemo_free(extmemo *m)
         memo_ent_free(m->slot[i]);
     for (int i = 0; i < m->nspare; i++)
         memo_ent_free(m->spare[i]);
-    for (int t = 0; t < EXTMEMO_SPEC__COUNT; t++)
-        for (int i = 0; i < SPEC_MEMO_SLOTS; i++)
-            spec_ent_clear(&m->specs[t][i]);
     pthread_mutex_destroy(&m->mu);
     free(m);
-}
-
-/* See extmemo.h. */
-model_pod_spec *extmemo_spec_get(extmemo *m, extmemo_spec_by by, uint64_t h, const char *text,
-                                 size_t len, int gen)
-{
-    model_pod_spec *out = NULL;
-    pthread_mutex_lock(&m->mu);
-    spec_ent *e = &m->specs[by][h % SPEC_MEMO_SLOTS];
-    if (e->spec && e->h == h && e->len == len && model_pod_spec_generation(e->spec) == gen &&
-        memcmp(e->text, text, len) == 0)
-        out = model_pod_spec_ref(e->spec);
-    pthread_mutex_unlock(&m->mu);
-    return out;
-}
-
-/* See extmemo.h. */
-void extmemo_spec_put(extmemo *m, extmemo_spec_by by, uint64_t h, const char *text, size_t len,
-                      model_pod_spec *spec)
-{
-    char *copy = len <= SPEC_MEMO_MAX_LEN ? malloc(len) : NULL;
-    if (!copy)
-        return;
-    memcpy(copy, text, len);
-    spec_ent old, e = {h, len, copy, model_pod_spec_ref(spec)};
-    pthread_mutex_lock(&m->mu);
-    old = m->specs[by][h % SPEC_MEMO_SLOTS];
-    m->specs[by][h % SPEC_MEMO_SLOTS] = e;
-    pthread_mutex_unlock(&m->mu);
-    spec_ent_clear(&old);
 }
 
 /* See extmemo.h. */

@@ -397,6 +397,10 @@ void k8s_metrics_update(k8s_client *k, metrics *m)
                "Pod watch events applied without decoding the pod: deletions, and updates "
                "that change nothing the cache holds of a bound pod.",
                (int64_t)st.pod_events_undecoded);
+    set_metric(m, false, "agentsched_k8s_pod_events_spec_reused_total",
+               "Pod watch events built without a DOM: the spec was decoded before for another "
+               "pod of the same template; only the pod's metadata and status were read.",
+               (int64_t)st.pod_events_spec_reused);
     const char *bh = "Bindings posted to the API server, by result.";
     set_metric(m, false, "agentsched_k8s_binds_total{result=\"ok\"}", bh, (int64_t)st.binds_ok);
     set_metric(m, false, "agentsched_k8s_binds_total{result=\"failed\"}", bh,

@@ -11,6 +11,7 @@
 #include "agentsched/k8s/watch.h"
 #include "agentsched/model/podscan.h"
 #include "agentsched/model/skip.h"
+#include "agentsched/model/specmemo.h"
 #include "internal.h"
 
 #define RV_MAX      128
@@ -319,8 +320,12 @@ struct k8s_stream {
     size_t max_line;
     char rv[RV_MAX];
     uint64_t events;
-    uint64_t briefs; /* pod events applied from their brief, not decoded */
-    bool discard;    /* tests/fuzz: nothing */
+    uint64_t briefs;       /* pod events applied from their brief, not decoded */
+    uint64_t fields;       /* pod events built from their fields and a remembered spec */
+    model_specmemo *specs; /* pods: decoded specs by their text */
+    char *scratch;         /* a spec's projection (specmemo.h), grown to the longest */
+    size_t scratch_cap;
+    bool discard; /* tests/fuzz: nothing */
 };
 
 /* See watch.h. */
@@ -339,6 +344,10 @@ as_err k8s_stream_new(k8s_kind kind, cache *c, k8s_client *client, size_t max_li
     s->client = client;
     s->max_line = max_line ? max_line : ((size_t)8 << 20);
     buf_init(&s->line, s->max_line);
+    if (kind == K8S_KIND_POD && model_specmemo_new(true, &s->specs) != AS_OK) {
+        free(s);
+        return AS_ENOMEM;
+    }
     *out = s;
     return AS_OK;
 }
@@ -349,6 +358,8 @@ void k8s_stream_free(k8s_stream *s)
     if (!s)
         return;
     buf_free(&s->line);
+    model_specmemo_free(s->specs);
+    free(s->scratch);
     free(s);
 }
 
@@ -376,6 +387,12 @@ uint64_t k8s_stream_events(const k8s_stream *s)
 uint64_t k8s_stream_briefs(const k8s_stream *s)
 {
     return s->briefs;
+}
+
+/* See watch.h. */
+uint64_t k8s_stream_fields(const k8s_stream *s)
+{
+    return s->fields;
 }
 
 static void note_rv(k8s_stream *s, const json_t *obj)
@@ -429,11 +446,44 @@ static void pod_hook(k8s_stream *s, k8s_event_type ev, model_pod *p)
     model_pod_free(p);
 }
 
-static void apply_pod(k8s_stream *s, k8s_event_type ev, json_t *obj, uint64_t digest)
+/* pod_upsert puts p (owned) into the cache and hands it to the hook. */
+static void pod_upsert(k8s_stream *s, k8s_event_type ev, model_pod *p)
+{
+    as_err err = cache_pod_upsert(s->cache, p);
+    if (err == AS_ELIMIT)
+        log_error("msg=\"cache rejected pod: it holds its maximum of %zu pods\" pod=%s/%s",
+                  (size_t)CACHE_MAX_PODS, p->ns, p->name);
+    else if (err)
+        log_warn("msg=\"cache rejected pod\" pod=%s/%s err=%s", p->ns, p->name, as_strerror(err));
+    pod_hook(s, ev, p);
+}
+
+/* decode_pod decodes obj; with mk (the keys a spec memo lookup missed
+ * under) worth remembering, through its spec decoded apart, which is then
+ * remembered. */
+static as_err decode_pod(k8s_stream *s, json_t *obj, const model_specmemo_keys *mk, model_pod **out,
+                         as_diag *d)
+{
+    model_pod_spec *spec = NULL;
+    as_diag scratch = {{0}, {0}};
+    if (mk && mk->admit &&
+        model_pod_spec_from_json(s->reg, json_object_get(obj, "spec"), &spec, &scratch) == AS_OK) {
+        as_err err = model_pod_from_json_spec(s->reg, obj, spec, out, d);
+        if (!err)
+            model_specmemo_put(s->specs, mk, spec);
+        model_pod_spec_unref(spec);
+        return err;
+    }
+    /* no memo, or a spec it refuses: the whole pod's decode says why */
+    return model_pod_from_json(s->reg, obj, out, d);
+}
+
+static void apply_pod(k8s_stream *s, k8s_event_type ev, json_t *obj, uint64_t digest,
+                      const model_specmemo_keys *mk)
 {
     model_pod *p = NULL;
     as_diag d = {{0}, {0}};
-    as_err derr = model_pod_from_json(s->reg, obj, &p, &d);
+    as_err derr = decode_pod(s, obj, ev == K8S_EV_DELETED ? NULL : mk, &p, &d);
     if (!derr)
         p->digest = digest;
     if (ev == K8S_EV_DELETED) {
@@ -452,13 +502,7 @@ static void apply_pod(k8s_stream *s, k8s_event_type ev, json_t *obj, uint64_t di
                  uid, d.field, d.msg);
         return;
     }
-    as_err err = cache_pod_upsert(s->cache, p);
-    if (err == AS_ELIMIT)
-        log_error("msg=\"cache rejected pod: it holds its maximum of %zu pods\" pod=%s/%s",
-                  (size_t)CACHE_MAX_PODS, p->ns, p->name);
-    else if (err)
-        log_warn("msg=\"cache rejected pod\" pod=%s/%s err=%s", p->ns, p->name, as_strerror(err));
-    pod_hook(s, ev, p);
+    pod_upsert(s, ev, p);
 }
 
 static void apply_shard(k8s_stream *s, k8s_event_type ev, json_t *obj)
@@ -477,8 +521,10 @@ static void apply_shard(k8s_stream *s, k8s_event_type ev, json_t *obj)
 }
 
 /* Applies one object (watch event or list item); digest: the pod's
- * (model_pod_digest), 0 when unknown. */
-static void apply_object(k8s_stream *s, k8s_event_type ev, json_t *obj, uint64_t digest)
+ * (model_pod_digest), 0 when unknown; mk: the keys its spec was missed
+ * under in the spec memo, NULL when not looked up. */
+static void apply_object(k8s_stream *s, k8s_event_type ev, json_t *obj, uint64_t digest,
+                         const model_specmemo_keys *mk)
 {
     ensure_kind(obj, s->kind);
     switch (s->kind) {
@@ -486,7 +532,7 @@ static void apply_object(k8s_stream *s, k8s_event_type ev, json_t *obj, uint64_t
         apply_node(s, ev, obj);
         break;
     case K8S_KIND_POD:
-        apply_pod(s, ev, obj, digest);
+        apply_pod(s, ev, obj, digest, mk);
         break;
     default:
         apply_shard(s, ev, obj);
@@ -499,6 +545,7 @@ typedef struct pod_event_brief {
     k8s_event_type type; /* K8S_EV_BOOKMARK for anything but the three */
     bool scanned;        /* an object was scanned: brief is set */
     model_pod_brief brief;
+    model_span obj; /* the object's text */
 } pod_event_brief;
 
 /* scan_pod_event reads the event's type and its object's brief; false
@@ -522,8 +569,11 @@ static bool scan_pod_event(const char *line, size_t len, pod_event_brief *out)
         if (kesc)
             return false;
         if (klen == 6 && !memcmp(k, "object", 6)) {
+            jscan_ws(&sc);
+            const char *o = sc.p;
             if (out->scanned || !model_podscan(&sc, &out->brief))
                 return false;
+            out->obj = (model_span){o, (size_t)(sc.p - o)};
             out->scanned = true;
         } else if (klen == 4 && !memcmp(k, "type", 4)) {
             const char *t;
@@ -584,6 +634,64 @@ static bool apply_brief(k8s_stream *s, const pod_event_brief *pe, uint64_t diges
     return true;
 }
 
+/* Labels a pod may have to be built from its fields. */
+#define FIELDS_MAX_LABELS 64
+
+/* apply_fields applies an ADDED or MODIFIED pod event without a DOM when
+ * its spec's text, or that text less what the model never reads, was
+ * decoded before, for this or another node (specmemo.h,
+ * model_skip_pod_spec_key): the pod is built from the fields the
+ * scanner reads (model_pod_from_fields), the same pod the decode would
+ * give. True when applied; false: decode, with *mk the keys the lookup
+ * missed under (borrowing the line and s->scratch) when mk->text is set. */
+static bool apply_fields(k8s_stream *s, const pod_event_brief *pe, uint64_t digest,
+                         model_specmemo_keys *mk)
+{
+    const model_pod_brief *b = &pe->brief;
+    mk->text = NULL;
+    mk->proj = NULL;
+    if (!s->specs || !b->plain || !b->spec.s || b->resource_version.len >= sizeof s->rv)
+        return false;
+    if (b->spec.len > s->scratch_cap) {
+        /* at most the line cap: the spec is part of a line */
+        char *g = realloc(s->scratch, b->spec.len);
+        if (g) {
+            s->scratch = g;
+            s->scratch_cap = b->spec.len;
+        }
+    }
+    model_pod_spec *spec =
+        model_specmemo_find(s->specs, model_registry_count(s->reg), b->spec.s, b->spec.len,
+                            model_skip_pod_spec_key(), s->scratch, s->scratch_cap, mk);
+    if (!spec)
+        return false;
+    mk->text = NULL; /* found: nothing to remember */
+    mk->proj = NULL;
+    model_pod_fields f;
+    model_span keys[FIELDS_MAX_LABELS], values[FIELDS_MAX_LABELS];
+    model_pod *p = NULL;
+    bool ok = model_pod_fields_read(pe->obj.s, pe->obj.len, b->spec.s, b->spec.s + b->spec.len, &f,
+                                    keys, values, FIELDS_MAX_LABELS);
+    if (ok) {
+        /* the spec may be another node's pod's: the projection leaves
+         * nodeName out (model_skip_pod_spec_key) */
+        f.node_name = &b->node_name;
+        ok = model_pod_from_fields(s->reg, &f, spec, &p) == AS_OK;
+    }
+    model_pod_spec_unref(spec);
+    if (!ok)
+        return false;
+    p->digest = digest;
+    pod_upsert(s, pe->type, p);
+    if (b->resource_version.len) {
+        memcpy(s->rv, b->resource_version.s, b->resource_version.len);
+        s->rv[b->resource_version.len] = '\0';
+    }
+    s->fields++;
+    s->events++;
+    return true;
+}
+
 static as_err process_line(k8s_stream *s, const char *line, size_t len)
 {
     size_t i = 0;
@@ -593,12 +701,16 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
         return AS_OK; /* blank keep-alive line */
     uint64_t digest = 0;
     bool validated = false;
+    model_specmemo_keys mk = {0};
     if (s->kind == K8S_KIND_POD) {
         pod_event_brief pe;
         if (scan_pod_event(line + i, len - i, &pe)) {
             validated = true; /* the scan checked every byte of the line */
             digest = model_pod_digest(s->reg, &pe.brief);
             if (pe.type != K8S_EV_ADDED && apply_brief(s, &pe, digest))
+                return AS_OK;
+            if ((pe.type == K8S_EV_ADDED || pe.type == K8S_EV_MODIFIED) &&
+                apply_fields(s, &pe, digest, &mk))
                 return AS_OK;
         }
     }
@@ -611,12 +723,13 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
     as_err perr = validated
                       ? json_parse_validated(line + i, len - i, k8s_stream_skip(s->kind), &ev, &jd)
                       : json_parse_skip(line + i, len - i, k8s_stream_skip(s->kind), &ev, &jd);
+    as_err err = AS_OK;
     if (perr != AS_OK) {
         log_warn("msg=\"watch line is not JSON\" kind=%s err=\"%s\" len=%zu",
                  k8s_kind_name(s->kind), jd.msg, len);
-        return AS_EPARSE;
+        err = AS_EPARSE;
+        goto done;
     }
-    as_err err = AS_OK;
     const char *type = json_string_value(json_object_get(ev, "type"));
     json_t *obj = json_object_get(ev, "object");
     if (!type || !json_is_object(obj)) {
@@ -652,7 +765,7 @@ static as_err process_line(k8s_stream *s, const char *line, size_t len)
         goto done;
     }
     if (et != K8S_EV_BOOKMARK)
-        apply_object(s, et, obj, digest);
+        apply_object(s, et, obj, digest, mk.text ? &mk : NULL);
     note_rv(s, obj);
     s->events++;
 done:
@@ -850,7 +963,7 @@ static as_err do_list(k8s_reflector *r)
             if (!json_is_object(it))
                 continue;
             if (r->kind != K8S_KIND_NODESHARD) {
-                apply_object(r->stream, K8S_EV_ADDED, it, 0);
+                apply_object(r->stream, K8S_EV_ADDED, it, 0, NULL);
                 continue;
             }
             /* Shards are staged and swapped in whole: readers never see a
@@ -951,13 +1064,17 @@ static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
     w->bytes += n;
     uint64_t before = k8s_stream_events(w->r->stream);
     uint64_t briefs_before = k8s_stream_briefs(w->r->stream);
+    uint64_t fields_before = k8s_stream_fields(w->r->stream);
     as_err err = k8s_stream_feed(w->r->stream, ptr, n);
     uint64_t applied = k8s_stream_events(w->r->stream) - before;
     uint64_t briefs = k8s_stream_briefs(w->r->stream) - briefs_before;
+    uint64_t fields = k8s_stream_fields(w->r->stream) - fields_before;
     if (applied)
         k8s_count(w->r->k, &w->r->k->st.events[w->r->kind], applied);
     if (briefs)
         k8s_count(w->r->k, &w->r->k->st.pod_events_undecoded, briefs);
+    if (fields)
+        k8s_count(w->r->k, &w->r->k->st.pod_events_spec_reused, fields);
     if (err) {
         w->feed_err = err;
         return 0; /* abort the transfer */

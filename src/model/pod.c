@@ -609,7 +609,7 @@ static as_err pod_metadata(pod_dec *d, const json_t *obj)
         return err;
     p->terminating = v != NULL;
     const json_t *annots = json_object_get(meta, "annotations");
-    p->mirror = json_is_object(annots) && json_object_get(annots, "kubernetes.io/config.mirror");
+    p->mirror = json_is_object(annots) && json_object_get(annots, MODEL_MIRROR_ANNOTATION);
     if ((err = pod_gpu_annotations(d, annots)))
         return err;
     if ((err = model_priv_get(&d->c, meta, "creationTimestamp", "metadata.creationTimestamp",
@@ -845,12 +845,13 @@ as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *
 {
     (void)reg;
     *out = NULL;
-    if (f->kind.s && !(f->kind.len == 3 && memcmp(f->kind.s, "Pod", 3) == 0))
+    if ((f->kind.s && !(f->kind.len == 3 && memcmp(f->kind.s, "Pod", 3) == 0)) || f->annotated)
         return AS_EUNSUPPORTED;
     pool *pl = pool_new_small(0);
     if (!pl)
         return AS_EUNSUPPORTED;
     model_pod *p = pool_alloc(pl, sizeof *p);
+    const char *node = NULL;
     if (!p)
         goto refuse;
     p->pool = pl;
@@ -892,7 +893,12 @@ as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *
         if (!model_priv_rfc3339_ms(ts, &p->created_ms))
             goto refuse;
     }
+    if (f->node_name && f->node_name->s && f->node_name->len &&
+        !field_str(pl, *f->node_name, NULL, &node))
+        goto refuse;
     spec_copy(p, &spec->fields);
+    if (f->node_name)
+        p->node_name = node;
     p->spec = model_pod_spec_ref(spec);
     if (!model_priv_phase_of(f->phase.s, f->phase.len, &p->phase)) {
         model_pod_spec_unref(p->spec);

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "agentsched/base/hash.h"
+#include "agentsched/base/json.h"
 #include "agentsched/base/pool.h"
+#include "agentsched/model/gpuannot.h"
 #include "model_priv.h"
 
 /* Section tags, so that the same member under another parent digests
@@ -198,14 +200,25 @@ static member_how status_member(scan_ctx *c, jscan *s, const char *k, size_t kle
 static member_how top_member(scan_ctx *c, jscan *s, const char *k, size_t klen, bool digested)
 {
     int ok;
-    if (key_is(k, klen, "metadata"))
+    model_pod_brief *b = c->b;
+    /* a repeated member: the decoder's DOM keeps the last, so the brief
+     * takes its spans from the last alone */
+    if (key_is(k, klen, "metadata")) {
+        b->uid = b->ns = b->name = b->resource_version = (model_span){NULL, 0};
+        b->terminating = false;
         ok = walk_object(c, s, SEC_META, meta_member);
-    else if (key_is(k, klen, "spec"))
-        ok = walk_object(c, s, SEC_SPEC, spec_member);
-    else if (key_is(k, klen, "status"))
+    } else if (key_is(k, klen, "spec")) {
+        b->node_name = b->scheduler_name = b->spec = (model_span){NULL, 0};
+        jscan_ws(s);
+        const char *start = s->p;
+        if ((ok = walk_object(c, s, SEC_SPEC, spec_member)) == 1)
+            b->spec = (model_span){start, (size_t)(s->p - start)};
+    } else if (key_is(k, klen, "status")) {
+        b->phase = (model_span){NULL, 0};
         ok = walk_object(c, s, SEC_STATUS, status_member);
-    else
+    } else {
         return MEMBER_DIGEST;
+    }
     return ok ? MEMBER_TAKEN : MEMBER_FAILED;
 }
 
@@ -294,4 +307,173 @@ bool model_pod_brief_key(const model_pod_brief *b, char *out, size_t cap)
         memcpy(out + ns.len + 1, b->name.s, nlen);
     out[ns.len + 1 + nlen] = '\0';
     return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* The fields of model_pod_from_fields                                  */
+/* ------------------------------------------------------------------ */
+
+/* pod_str takes a string member's value into *out (null: absent); false
+ * for another type or a string with escapes (the DOM path decides). */
+static bool pod_str(const json_value *v, model_span *out)
+{
+    if (v->type == 'n') {
+        *out = (model_span){NULL, 0};
+        return true;
+    }
+    if (v->type != '"' || v->esc)
+        return false;
+    *out = (model_span){v->s, v->len};
+    return true;
+}
+
+/* One member of an object being read (key and value). */
+typedef struct member {
+    const char *k;
+    size_t kl;
+    bool kesc;
+    json_value v;
+} member;
+
+/* obj_begin starts it on v, a member's value: 1 an object, 0 null (an
+ * absent object), -1 another type. */
+static int obj_begin(const json_value *v, json_iter *it)
+{
+    if (v->type == 'n')
+        return 0;
+    return v->type == '{' && json_iter_begin(it, v->s, v->len) ? 1 : -1;
+}
+
+/* next_member is json_iter_next into m. */
+static int next_member(json_iter *it, member *m)
+{
+    return json_iter_next(it, &m->k, &m->kl, &m->kesc, &m->v);
+}
+
+/* pod_labels reads metadata.labels into f (a repeated "labels" starts
+ * over, as the DOM keeps the last one). */
+static bool pod_labels(const json_value *v, model_pod_fields *f, model_span *keys,
+                       model_span *values, size_t cap)
+{
+    f->nlabels = 0;
+    json_iter it;
+    int b = obj_begin(v, &it);
+    if (b <= 0)
+        return b == 0;
+    member m;
+    int r;
+    while ((r = next_member(&it, &m)) == 1) {
+        if (m.kesc || f->nlabels == cap || m.v.type != '"' || m.v.esc)
+            return false;
+        keys[f->nlabels] = (model_span){m.k, m.kl};
+        values[f->nlabels++] = (model_span){m.v.s, m.v.len};
+    }
+    return r == 0;
+}
+
+/* pod_annotated: the annotations value v holds a key the pod decoder
+ * reads (agentsched's device annotations, the mirror pod's), may (an
+ * escaped key), or is of a type it does not expect. */
+static bool pod_annotated(const json_value *v)
+{
+    json_iter it;
+    int b = obj_begin(v, &it);
+    if (b <= 0)
+        return b < 0;
+    member m;
+    int r;
+    while ((r = next_member(&it, &m)) == 1)
+        if (m.kesc || key_is(m.k, m.kl, GPUANNOT_DEVICES) || key_is(m.k, m.kl, GPUANNOT_MILLI) ||
+            key_is(m.k, m.kl, GPUANNOT_NODE) || key_is(m.k, m.kl, MODEL_MIRROR_ANNOTATION))
+            return true;
+    return r != 0;
+}
+
+/* pod_metadata_fields reads metadata's members into f (a repeated
+ * "metadata" starts over). */
+static bool pod_metadata_fields(const json_value *v, model_pod_fields *f, model_span *keys,
+                                model_span *values, size_t cap)
+{
+    f->name = f->ns = f->uid = f->resource_version = f->creation_timestamp = (model_span){NULL, 0};
+    f->deletion_timestamp = f->annotated = false;
+    f->nlabels = 0;
+    json_iter it;
+    int b = obj_begin(v, &it);
+    if (b <= 0)
+        return b == 0;
+    member m;
+    int r;
+    while ((r = next_member(&it, &m)) == 1) {
+        if (m.kesc)
+            return false; /* an escaped key may spell one of ours */
+        bool ok = true;
+        if (key_is(m.k, m.kl, "name")) {
+            ok = pod_str(&m.v, &f->name);
+        } else if (key_is(m.k, m.kl, "namespace")) {
+            ok = pod_str(&m.v, &f->ns);
+        } else if (key_is(m.k, m.kl, "uid")) {
+            ok = pod_str(&m.v, &f->uid);
+        } else if (key_is(m.k, m.kl, "resourceVersion")) {
+            ok = pod_str(&m.v, &f->resource_version);
+        } else if (key_is(m.k, m.kl, "creationTimestamp")) {
+            ok = pod_str(&m.v, &f->creation_timestamp);
+        } else if (key_is(m.k, m.kl, "deletionTimestamp")) {
+            model_span ts = {NULL, 0};
+            ok = pod_str(&m.v, &ts);
+            f->deletion_timestamp = ts.s != NULL;
+        } else if (key_is(m.k, m.kl, "labels")) {
+            ok = pod_labels(&m.v, f, keys, values, cap);
+        } else if (key_is(m.k, m.kl, "annotations")) {
+            f->annotated |= pod_annotated(&m.v);
+        }
+        if (!ok)
+            return false;
+    }
+    return r == 0;
+}
+
+/* pod_status_fields reads status.phase into f. */
+static bool pod_status_fields(const json_value *v, model_pod_fields *f)
+{
+    f->phase = (model_span){NULL, 0};
+    json_iter it;
+    int b = obj_begin(v, &it);
+    if (b <= 0)
+        return b == 0;
+    member m;
+    int r;
+    while ((r = next_member(&it, &m)) == 1)
+        if (m.kesc || (key_is(m.k, m.kl, "phase") && !pod_str(&m.v, &f->phase)))
+            return false;
+    return r == 0;
+}
+
+/* See podscan.h. */
+bool model_pod_fields_read(const char *pod, size_t len, const char *known, const char *known_end,
+                           model_pod_fields *f, model_span *keys, model_span *values, size_t cap)
+{
+    memset(f, 0, sizeof *f);
+    f->label_keys = keys;
+    f->label_values = values;
+    json_iter it;
+    if (!json_iter_begin(&it, pod, len))
+        return false;
+    it.known = known;
+    it.known_end = known_end;
+    member m;
+    int r;
+    while ((r = next_member(&it, &m)) == 1) {
+        if (m.kesc)
+            return false;
+        bool ok = true;
+        if (key_is(m.k, m.kl, "kind"))
+            ok = pod_str(&m.v, &f->kind);
+        else if (key_is(m.k, m.kl, "metadata"))
+            ok = pod_metadata_fields(&m.v, f, keys, values, cap);
+        else if (key_is(m.k, m.kl, "status"))
+            ok = pod_status_fields(&m.v, f);
+        if (!ok)
+            return false;
+    }
+    return r == 0;
 }

@@ -15,10 +15,19 @@ static const char *const skip_meta[] = {"managedFields", "annotations", "ownerRe
 static const char *const skip_watch_meta[] = {"managedFields", "ownerReferences", NULL};
 static const char *const skip_annotations[] = {"kubectl.kubernetes.io/last-applied-configuration",
                                                NULL};
-static const char *const skip_pod_spec[] = {
-    "volumes",   "ephemeralContainers", "readinessGates",   "securityContext",
-    "dnsConfig", "hostAliases",         "imagePullSecrets", "topologySpreadConstraints",
-    NULL};
+/* The spec memo's key (model_skip_pod_spec_key) skips nodeName, carried
+ * apart, and then what the decoders skip (skip_pod_spec, the rest). */
+static const char *const skip_pod_spec_key[] = {"nodeName",
+                                                "volumes",
+                                                "ephemeralContainers",
+                                                "readinessGates",
+                                                "securityContext",
+                                                "dnsConfig",
+                                                "hostAliases",
+                                                "imagePullSecrets",
+                                                "topologySpreadConstraints",
+                                                NULL};
+#define skip_pod_spec (skip_pod_spec_key + 1)
 static const char *const skip_container[] = {"command",
                                              "args",
                                              "env",
@@ -52,6 +61,12 @@ static const json_skip pod_watch_skip[] = {
     {"status", skip_pod_status},
     {NULL, NULL},
 };
+static const json_skip pod_spec_key_skip[] = {
+    {"spec", skip_pod_spec_key},
+    {"containers", skip_container},
+    {"initContainers", skip_container},
+    {NULL, NULL},
+};
 static const json_skip node_skip[] = {
     {"metadata", skip_meta},
     {"status", skip_node_status},
@@ -67,6 +82,12 @@ const struct json_skip *model_skip_pod(void)
 const struct json_skip *model_skip_pod_watch(void)
 {
     return pod_watch_skip;
+}
+
+/* See skip.h. */
+const struct json_skip *model_skip_pod_spec_key(void)
+{
+    return pod_spec_key_skip;
 }
 
 /* See skip.h. */

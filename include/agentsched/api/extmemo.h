@@ -12,10 +12,9 @@
  * snapshot; the bind re-checks against the live state either way.
  * Direct-mapped, 64 entries of at most 8192 nodes.
  *
- * The Pod spec memo: decoded specs (model_pod_spec) by a text, the spec's
- * own or its projection through the Pod skip rules (json_project: less
- * what the model never reads); direct-mapped, 64 slots a table; a text
- * over 64 KiB is not remembered.
+ * The Pod spec memo (decoded specs by their text) is the model's
+ * (specmemo.h); this module gives the DOM rules a remembered spec
+ * completes (extmemo_spec_skip).
  *
  * Every function is thread-safe (one mutex per memo).
  */
@@ -37,15 +36,6 @@ typedef struct extmemo extmemo;
 
 /* One filter's remembered scores, taken out of the memo (extmemo_take). */
 typedef struct extmemo_ent extmemo_ent;
-
-/* The spec memo's two tables: by the spec's exact text (pods of one
- * template), and by its projection (pods that differ only in what the
- * model never reads). */
-typedef enum extmemo_spec_by {
-    EXTMEMO_SPEC_TEXT,
-    EXTMEMO_SPEC_PROJECTION,
-    EXTMEMO_SPEC__COUNT
-} extmemo_spec_by;
 
 /* extmemo_new allocates an empty memo (AS_ENOMEM); the caller owns it.
  * extmemo_free frees it and every entry; NULL ok; no handler may still be
@@ -70,15 +60,6 @@ void extmemo_recycle(extmemo *m, extmemo_ent *e);
  * the filter's order (the usual prioritize) are matched in one pass;
  * others go through a hash table of e's names built in p for this call. */
 bool extmemo_scores(const extmemo_ent *e, const sched_name *names, size_t n, int8_t *out, pool *p);
-
-/* extmemo_spec_get returns a reference to the spec remembered in table by
- * under the key text[0..len) (hash h) for registry generation gen, or
- * NULL. extmemo_spec_put remembers spec there (a reference is taken); best
- * effort. */
-model_pod_spec *extmemo_spec_get(extmemo *m, extmemo_spec_by by, uint64_t h, const char *text,
-                                 size_t len, int gen);
-void extmemo_spec_put(extmemo *m, extmemo_spec_by by, uint64_t h, const char *text, size_t len,
-                      model_pod_spec *spec);
 
 /* extmemo_spec_skip returns the Pod skip rules (k8s_stream_skip) plus the
  * root's "spec": the DOM a remembered spec completes. */

@@ -154,6 +154,8 @@ typedef struct k8s_status {
     uint64_t events[K8S_KIND__COUNT];       /* watch events applied */
     uint64_t pod_events_undecoded;          /* of the pods', applied without a decode
                                                (k8s_stream_briefs) */
+    uint64_t pod_events_spec_reused;        /* built from a remembered spec, no DOM
+                                               (k8s_stream_fields) */
     uint64_t relists[K8S_KIND__COUNT];      /* lists after the first */
     uint64_t reconnects[K8S_KIND__COUNT];
     uint64_t binds_ok, binds_failed, bind_retries;

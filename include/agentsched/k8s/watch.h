@@ -112,4 +112,14 @@ uint64_t k8s_stream_events(const k8s_stream *s);
  */
 uint64_t k8s_stream_briefs(const k8s_stream *s);
 
+/*
+ * k8s_stream_fields returns how many were ADDED or MODIFIED pod events
+ * built without a DOM: the pod's spec text, or that text less what the
+ * model never reads (json_project through k8s_stream_skip's rules), was
+ * decoded before (specmemo.h: pods of one template), and the rest of the
+ * pod is read off the line (model_pod_fields_read, model_pod_from_fields).
+ * Any other pod event is decoded, its spec remembered.
+ */
+uint64_t k8s_stream_fields(const k8s_stream *s);
+
 #endif

@@ -33,6 +33,9 @@ typedef enum model_phase {
 #define MODEL_POD_NAME_MAX  253
 #define MODEL_NAMESPACE_MAX 63
 
+/* The annotation the kubelet puts on a static pod's mirror. */
+#define MODEL_MIRROR_ANNOTATION "kubernetes.io/config.mirror"
+
 typedef struct model_pod {
     pool *pool;     /* owns every pointer below */
     const char *ns; /* "default" when absent */
@@ -75,7 +78,7 @@ typedef struct model_pod {
     int32_t priority;
     model_phase phase;
     bool terminating;   /* metadata.deletionTimestamp set */
-    bool mirror;        /* a static pod's mirror (annotation kubernetes.io/config.mirror) */
+    bool mirror;        /* a static pod's mirror (annotation MODEL_MIRROR_ANNOTATION) */
     int64_t created_ms; /* metadata.creationTimestamp, ms since epoch; 0 if absent */
     /* A reference to the shared spec the spec-derived fields above point
      * into (model_pod_from_json_spec); NULL when the pod's pool owns them. */
@@ -160,11 +163,18 @@ typedef struct model_span {
  * request scanner), each a string without escapes: kind, metadata's name,
  * namespace, uid, resourceVersion, creationTimestamp, whether
  * deletionTimestamp is set, the labels (keys and values, in document
- * order), status.phase.
+ * order), status.phase; and whether metadata.annotations holds what the
+ * decoder reads there (agentsched's device annotations, the mirror
+ * annotation), which these fields do not carry. node_name, when not
+ * NULL, is spec.nodeName (a string without escapes, "" for none), which
+ * then replaces the spec's: for a spec remembered less its nodeName
+ * (model_skip_pod_spec_key).
  */
 typedef struct model_pod_fields {
     model_span kind, name, ns, uid, resource_version, creation_timestamp, phase;
     bool deletion_timestamp;
+    bool annotated;
+    const model_span *node_name;
     const model_span *label_keys, *label_values;
     uint32_t nlabels;
 } model_pod_fields;
@@ -173,7 +183,7 @@ typedef struct model_pod_fields {
  * model_pod_from_fields is model_pod_from_json_spec for a Pod given as its
  * fields: the same pod when that decode would succeed. A Pod it would
  * refuse, or that these fields cannot stand for (a label key given twice:
- * the DOM keeps the last), is AS_EUNSUPPORTED with nothing built: decode
+ * the DOM keeps the last; f->annotated), is AS_EUNSUPPORTED with nothing built: decode
  * the Pod's JSON instead, which says what is wrong. Caller owns *out.
  */
 as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *f,

@@ -40,6 +40,7 @@ typedef struct model_pod_brief {
     uint64_t digest;
     model_span uid, ns, name, resource_version, node_name, scheduler_name, phase;
     bool terminating; /* metadata.deletionTimestamp present and not null */
+    model_span spec;  /* the spec member's value, its raw text (the last one) */
     /* Every span above is a plain string (no escape) and every member
      * read had the type the decoder wants: a pod can be built from the
      * brief (model_pod_from_brief). False: decode the object instead. */
@@ -79,5 +80,19 @@ as_err model_pod_from_brief(const model_pod_brief *b, model_pod **out);
  * fit or the brief is not plain.
  */
 bool model_pod_brief_key(const model_pod_brief *b, char *out, size_t cap);
+
+/*
+ * model_pod_fields_read takes out of the Pod object pod[0..len) (JSON the
+ * scanner validated) the members model_pod_from_fields reads: true with
+ * *f filled, its labels in keys/values (room for cap), when each is the
+ * plain case: strings without escapes, no escaped key, members of the
+ * types the pod model takes. false otherwise, or when the span holds what
+ * the Pod's DOM builder may refuse (json_iter_next): decode the DOM then,
+ * which decides. A value starting at known (NULL: none) ends at known_end
+ * and is not walked (the spec, found by the caller). f's spans point into
+ * pod.
+ */
+bool model_pod_fields_read(const char *pod, size_t len, const char *known, const char *known_end,
+                           model_pod_fields *f, model_span *keys, model_span *values, size_t cap);
 
 #endif

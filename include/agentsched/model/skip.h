@@ -26,6 +26,13 @@ const struct json_skip *model_skip_pod(void);
  * pods are pending: it keeps model_skip_pod, so they never carry them. */
 const struct json_skip *model_skip_pod_watch(void);
 
+/* model_skip_pod_spec_key is the rules for a Pod spec's projection as a
+ * key of decoded specs less their nodeName (json_project with parent
+ * "spec"): model_skip_pod's for the spec and its containers, plus
+ * nodeName, which the watch carries apart so that the pods of one
+ * template bound to different nodes share one decoded spec. */
+const struct json_skip *model_skip_pod_spec_key(void);
+
 /* model_skip_node returns the rule table for a v1 Node, as model_skip_pod. */
 const struct json_skip *model_skip_node(void);
 

@@ -246,3 +246,90 @@ Test(k8s_stream_brief, assumed_pod_confirmed_from_brief)
     cache_free(c);
     model_registry_destroy(&reg);
 }
+
+/* A template's pod: uid, node member, a per-pod env value and service
+ * account volume (what the model never reads), the request. */
+#define TPOD(type, uid, node, id, res)                                                             \
+    "{\"type\":\"" type "\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{"     \
+    "\"name\":\"" uid "\",\"namespace\":\"ns\",\"uid\":\"" uid "\",\"resourceVersion\":\"9\","     \
+    "\"labels\":{\"app\":\"agent\"}},\"spec\":{\"volumes\":[{\"name\":\"kube-api-access-" id       \
+    "\"}]," node "\"schedulerName\":\"agent-scheduler\",\"containers\":[{\"name\":\"c\","          \
+    "\"env\":[{\"name\":\"ID\",\"value\":\"" id "\"}],\"volumeMounts\":[{\"name\":"                \
+    "\"kube-api-access-" id "\"}],\"resources\":" res "}]},\"status\":{\"phase\":\"Running\"}}}\n"
+
+/* Pods of one template after the first two are built from their fields
+ * and the remembered spec, whatever their node, env or volumes: the cache
+ * ends as one fed every event decoded. */
+Test(k8s_stream_brief, template_pods_built_without_a_dom)
+{
+    log_set_level(LOG_ERROR);
+    static const struct {
+        const char *event;
+        bool fields;
+    } ev[] = {
+        {TPOD("ADDED", "t0", ON("n1"), "aaaaa", RES), false}, /* a first miss */
+        {TPOD("ADDED", "t1", ON("n2"), "bbbbb", RES), false}, /* remembered */
+        {TPOD("ADDED", "t2", ON("n1"), "ccccc", RES), true},
+        {TPOD("ADDED", "t3", ON("n2"), "ddddd", RES), true},
+        {TPOD("ADDED", "t4", "", "eeeee", RES), true},
+        {TPOD("ADDED", "u0", ON("n1"), "fffff", RES2), false},
+        {TPOD("ADDED", "u1", ON("n1"), "ggggg", RES2), false},
+        {TPOD("ADDED", "u2", ON("n2"), "hhhhh", RES2), true},
+        /* the same pod moved: MODIFIED on another node, from its fields */
+        {TPOD("MODIFIED", "t2", ON("n2"), "ccccc", RES), true},
+        /* a GPU pod's annotations are the DOM's */
+        {POD("ADDED", "g", "40",
+             ",\"annotations\":{\"agentsched.io/gpu-node\":\"n1\",\"agentsched.io/gpu-devices\":"
+             "\"0\",\"agentsched.io/gpu-milli\":\"1000\"}",
+             RESGPU, ON("n1"), RUNNING),
+         false},
+    };
+    model_registry reg, reg2;
+    model_registry_init(&reg);
+    model_registry_init(&reg2);
+    cache *c, *full;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    cr_assert_eq(cache_new(&reg2, &full), AS_OK);
+    add_nodes(c);
+    add_nodes(full);
+    k8s_stream *s;
+    cr_assert_eq(k8s_stream_new(K8S_KIND_POD, c, NULL, 0, &s), AS_OK);
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        uint64_t before = k8s_stream_fields(s);
+        cr_assert_eq(k8s_stream_feed(s, ev[i].event, strlen(ev[i].event)), AS_OK, "event %zu", i);
+        cr_assert_eq(k8s_stream_fields(s) - before, ev[i].fields ? 1u : 0u, "event %zu", i);
+        k8s_stream *fs;
+        cr_assert_eq(k8s_stream_new(K8S_KIND_POD, full, NULL, 0, &fs), AS_OK);
+        cr_assert_eq(k8s_stream_feed(fs, ev[i].event, strlen(ev[i].event)), AS_OK);
+        k8s_stream_free(fs);
+    }
+    cr_assert_str_eq(k8s_stream_rv(s), "40");
+    cache_stats a, b;
+    cache_get_stats(c, &a);
+    cache_get_stats(full, &b);
+    cr_assert_eq(a.pods_bound, 8); /* all but t4, pending */
+    cr_assert_eq(a.pods_bound, b.pods_bound);
+    const char *uids[] = {"t0", "t1", "t2", "t3", "t4", "u0", "u1", "u2", "g"};
+    for (size_t i = 0; i < sizeof uids / sizeof uids[0]; i++) {
+        cache_pod_info x, y;
+        cache_pod_lookup(c, uids[i], &x);
+        cache_pod_lookup(full, uids[i], &y);
+        cr_assert_eq(x.state, y.state, "%s", uids[i]);
+        if (x.state != CACHE_POD_ABSENT)
+            cr_assert_str_eq(x.node, y.node, "%s", uids[i]);
+    }
+    for (size_t n = 0; n < cache_node_count(c); n++) {
+        const cache_node *x = cache_node_at(c, n);
+        const cache_node *y = cache_node_find(full, x->spec->name, strlen(x->spec->name));
+        for (int res = 0; res < MODEL_MAX_RES; res++)
+            cr_assert_eq(cache_node_requested(x, res), cache_node_requested(y, res),
+                         "node %s res %d", x->spec->name, res);
+    }
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(c, &d), AS_OK, "%s", d.msg);
+    k8s_stream_free(s);
+    cache_free(c);
+    cache_free(full);
+    model_registry_destroy(&reg);
+    model_registry_destroy(&reg2);
+}

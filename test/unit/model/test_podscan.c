@@ -14,8 +14,10 @@
 
 #include "agentsched/base/doc.h"
 #include "agentsched/base/jscan.h"
+#include "agentsched/base/json.h"
 #include "agentsched/model/pod.h"
 #include "agentsched/model/podscan.h"
+#include "agentsched/model/skip.h"
 #include "agentsched/model/registry.h"
 
 static json_t *fixture(void)
@@ -233,4 +235,101 @@ Test(podscan, key_without_uid)
     cr_assert_eq(scan_text("{\"metadata\":{\"name\":\"a\"},\"status\":{\"phase\":\"Bogus\"}}", &b),
                  1);
     cr_assert_eq(model_pod_from_brief(&b, &p), AS_EINVAL, "a phase the decoder refuses");
+}
+
+/* fields_vs_watch_decode builds the Pod text pod (spec SPEC_ON(node)) as
+ * the watch does on a spec memo hit, around a spec remembered from
+ * another node's pod, and as the watch decodes it: when the fields path
+ * builds a pod, it is the decoded one; plain: it must build it. */
+#define SPEC_ON(node)                                                                              \
+    "\"spec\":{" node "\"schedulerName\":\"agent-scheduler\",\"containers\":[{\"name\":\"c\","     \
+    "\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}]}"
+static void fields_vs_watch_decode(model_registry *reg, const char *pod, bool plain)
+{
+    model_pod_brief b;
+    cr_assert_eq(scan_text(pod, &b), 1, "%s", pod);
+    cr_assert_not_null(b.spec.s, "%s", pod);
+    json_error_t je;
+    json_t *other = json_loads("{" SPEC_ON("\"nodeName\":\"elsewhere\",") "}", 0, &je);
+    model_pod_spec *spec = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_spec_from_json(reg, json_object_get(other, "spec"), &spec, &d), AS_OK);
+    json_decref(other);
+
+    model_pod_fields f;
+    model_span keys[8], values[8];
+    model_pod *fast = NULL, *dom = NULL;
+    as_err fe = AS_EUNSUPPORTED;
+    /* as the watch: the brief's spans are taken only when plain */
+    if (b.plain && model_pod_fields_read(pod, strlen(pod), b.spec.s, b.spec.s + b.spec.len, &f,
+                                         keys, values, 8)) {
+        f.node_name = &b.node_name;
+        fe = model_pod_from_fields(reg, &f, spec, &fast);
+    }
+    json_t *o = NULL;
+    cr_assert_eq(json_parse_skip(pod, strlen(pod), model_skip_pod_watch(), &o, &d), AS_OK);
+    cr_assert_eq(model_pod_from_json(reg, o, &dom, &d), AS_OK, "%s: %s", pod, d.msg);
+    json_decref(o);
+    cr_assert(fe == AS_OK || fe == AS_EUNSUPPORTED, "%s", pod);
+    cr_assert_eq(fe == AS_OK, plain, "%s: fields path %s", pod, fe ? "refused" : "took it");
+    if (fast) {
+        cr_assert_str_eq(fast->name, dom->name, "%s", pod);
+        cr_assert_eq(!fast->node_name, !dom->node_name, "%s", pod);
+        if (dom->node_name)
+            cr_assert_str_eq(fast->node_name, dom->node_name, "%s", pod);
+        cr_assert_str_eq(fast->scheduler_name, dom->scheduler_name, "%s", pod);
+        cr_assert_eq(fast->labels.n, dom->labels.n, "%s", pod);
+        for (uint32_t i = 0; i < dom->labels.n; i++) {
+            cr_assert_str_eq(fast->labels.items[i].key, dom->labels.items[i].key);
+            cr_assert_str_eq(fast->labels.items[i].value, dom->labels.items[i].value);
+        }
+        cr_assert_eq(fast->mirror, dom->mirror, "%s", pod);
+        cr_assert_eq(fast->annot_gpu_devices, dom->annot_gpu_devices, "%s", pod);
+        cr_assert_eq(!fast->annot_gpu_node, !dom->annot_gpu_node, "%s", pod);
+        cr_assert_eq(fast->phase, dom->phase, "%s", pod);
+        cr_assert_eq(fast->terminating, dom->terminating, "%s", pod);
+        cr_assert(memcmp(&fast->req, &dom->req, sizeof fast->req) == 0, "%s", pod);
+    }
+    model_pod_free(fast);
+    model_pod_free(dom);
+    model_pod_spec_unref(spec);
+}
+
+Test(podscan, fields_build_what_the_watch_decodes)
+{
+    model_registry reg;
+    model_registry_init(&reg);
+    static const struct {
+        const char *meta; /* metadata's members after the name */
+        const char *node; /* spec.nodeName, with its comma */
+        bool plain;
+    } cases[] = {
+        {"", "", true},
+        {",\"labels\":{\"app\":\"agent\",\"b\":\"2\"}", "\"nodeName\":\"n1\",", true},
+        {"", "\"nodeName\":\"\",", true},
+        /* annotations the decoder does not read */
+        {",\"annotations\":{\"team\":\"a\",\"n\":null}", "\"nodeName\":\"n1\",", true},
+        {",\"annotations\":null", "", true},
+        /* annotations it reads: the DOM carries them */
+        {",\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"}", "\"nodeName\":\"n1\",", false},
+        {",\"annotations\":{\"agentsched.io/gpu-devices\":\"0\",\"agentsched.io/gpu-milli\":"
+         "\"500\",\"agentsched.io/gpu-node\":\"n1\"}",
+         "\"nodeName\":\"n1\",", false},
+        {",\"annotations\":{\"agentsched.io/gpu-node\":\"n1\"}", "", false},
+        {",\"annotations\":{\"k\\u0065y\":\"v\"}", "", false},
+        {",\"annotations\":\"odd\"", "", false},
+        /* a nodeName the brief cannot carry */
+        {"", "\"nodeName\":\"n\\u0031\",", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char pod[1024];
+        snprintf(pod, sizeof pod,
+                 "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":"
+                 "\"u\"%s},\"spec\":{%s\"schedulerName\":\"agent-scheduler\",\"containers\":[{"
+                 "\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}]},\"status\":{"
+                 "\"phase\":\"Pending\"}}",
+                 cases[i].meta, cases[i].node);
+        fields_vs_watch_decode(&reg, pod, cases[i].plain);
+    }
+    model_registry_destroy(&reg);
 }
