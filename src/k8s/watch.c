@@ -599,6 +599,17 @@ static bool scan_pod_event(const char *line, size_t len, pod_event_brief *out)
     return sc.p == sc.end && typed && out->scanned;
 }
 
+/* applied_from_text counts an event applied without its DOM and notes
+ * its resourceVersion (which the callers checked fits). */
+static void applied_from_text(k8s_stream *s, const model_pod_brief *b)
+{
+    if (b->resource_version.len) {
+        memcpy(s->rv, b->resource_version.s, b->resource_version.len);
+        s->rv[b->resource_version.len] = '\0';
+    }
+    s->events++;
+}
+
 /* apply_brief applies a pod event from its brief when that is exact
  * (podscan.h, cache_pod_touch): every DELETED event (the cache and the
  * hooks need only the pod's key, node and scheduler), and a MODIFIED
@@ -625,12 +636,8 @@ static bool apply_brief(k8s_stream *s, const pod_event_brief *pe, uint64_t diges
         return false;
     }
     pod_hook(s, pe->type, p);
-    if (b->resource_version.len) {
-        memcpy(s->rv, b->resource_version.s, b->resource_version.len);
-        s->rv[b->resource_version.len] = '\0';
-    }
+    applied_from_text(s, b);
     s->briefs++;
-    s->events++;
     return true;
 }
 
@@ -683,12 +690,8 @@ static bool apply_fields(k8s_stream *s, const pod_event_brief *pe, uint64_t dige
         return false;
     p->digest = digest;
     pod_upsert(s, pe->type, p);
-    if (b->resource_version.len) {
-        memcpy(s->rv, b->resource_version.s, b->resource_version.len);
-        s->rv[b->resource_version.len] = '\0';
-    }
+    applied_from_text(s, b);
     s->fields++;
-    s->events++;
     return true;
 }
 

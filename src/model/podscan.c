@@ -335,117 +335,126 @@ typedef struct member {
     json_value v;
 } member;
 
-/* obj_begin starts it on v, a member's value: 1 an object, 0 null (an
- * absent object), -1 another type. */
-static int obj_begin(const json_value *v, json_iter *it)
-{
-    if (v->type == 'n')
-        return 0;
-    return v->type == '{' && json_iter_begin(it, v->s, v->len) ? 1 : -1;
-}
-
 /* next_member is json_iter_next into m. */
 static int next_member(json_iter *it, member *m)
 {
     return json_iter_next(it, &m->k, &m->kl, &m->kesc, &m->v);
 }
 
-/* pod_labels reads metadata.labels into f (a repeated "labels" starts
- * over, as the DOM keeps the last one). */
-static bool pod_labels(const json_value *v, model_pod_fields *f, model_span *keys,
-                       model_span *values, size_t cap)
-{
-    f->nlabels = 0;
-    json_iter it;
-    int b = obj_begin(v, &it);
-    if (b <= 0)
-        return b == 0;
-    member m;
-    int r;
-    while ((r = next_member(&it, &m)) == 1) {
-        if (m.kesc || f->nlabels == cap || m.v.type != '"' || m.v.esc)
-            return false;
-        keys[f->nlabels] = (model_span){m.k, m.kl};
-        values[f->nlabels++] = (model_span){m.v.s, m.v.len};
-    }
-    return r == 0;
-}
+/* How each_member ended. */
+typedef enum {
+    EACH_OTHER = -1, /* v is neither an object nor null */
+    EACH_NULL = 0,   /* v is null: an absent object */
+    EACH_DONE = 1,   /* fn took every member */
+    EACH_STOPPED = 2 /* fn refused one, or the iterator refused the text */
+} each_end;
 
-/* pod_annotated: the annotations value v holds a key the pod decoder
- * reads (agentsched's device annotations, the mirror pod's), may (an
- * escaped key), or is of a type it does not expect. */
-static bool pod_annotated(const json_value *v)
+/* A member's callback: false stops the walk. */
+typedef bool (*each_fn)(void *ctx, const member *m);
+
+/* each_member hands every member of the object v to fn, in order. */
+static each_end each_member(const json_value *v, each_fn fn, void *ctx)
 {
     json_iter it;
-    int b = obj_begin(v, &it);
-    if (b <= 0)
-        return b < 0;
+    if (v->type == 'n')
+        return EACH_NULL;
+    if (v->type != '{' || !json_iter_begin(&it, v->s, v->len))
+        return EACH_OTHER;
     member m;
     int r;
     while ((r = next_member(&it, &m)) == 1)
-        if (m.kesc || key_is(m.k, m.kl, GPUANNOT_DEVICES) || key_is(m.k, m.kl, GPUANNOT_MILLI) ||
-            key_is(m.k, m.kl, GPUANNOT_NODE) || key_is(m.k, m.kl, MODEL_MIRROR_ANNOTATION))
-            return true;
-    return r != 0;
+        if (!fn(ctx, &m))
+            return EACH_STOPPED;
+    return r == 0 ? EACH_DONE : EACH_STOPPED;
 }
 
-/* pod_metadata_fields reads metadata's members into f (a repeated
- * "metadata" starts over). */
-static bool pod_metadata_fields(const json_value *v, model_pod_fields *f, model_span *keys,
-                                model_span *values, size_t cap)
+/* The fields being read, and the room for their labels. */
+typedef struct fields_ctx {
+    model_pod_fields *f;
+    model_span *keys, *values;
+    size_t cap;
+} fields_ctx;
+
+/* label: one member of metadata.labels, a plain string */
+static bool label(void *ctx, const member *m)
 {
-    f->name = f->ns = f->uid = f->resource_version = f->creation_timestamp = (model_span){NULL, 0};
-    f->deletion_timestamp = f->annotated = false;
-    f->nlabels = 0;
-    json_iter it;
-    int b = obj_begin(v, &it);
-    if (b <= 0)
-        return b == 0;
-    member m;
-    int r;
-    while ((r = next_member(&it, &m)) == 1) {
-        if (m.kesc)
-            return false; /* an escaped key may spell one of ours */
-        bool ok = true;
-        if (key_is(m.k, m.kl, "name")) {
-            ok = pod_str(&m.v, &f->name);
-        } else if (key_is(m.k, m.kl, "namespace")) {
-            ok = pod_str(&m.v, &f->ns);
-        } else if (key_is(m.k, m.kl, "uid")) {
-            ok = pod_str(&m.v, &f->uid);
-        } else if (key_is(m.k, m.kl, "resourceVersion")) {
-            ok = pod_str(&m.v, &f->resource_version);
-        } else if (key_is(m.k, m.kl, "creationTimestamp")) {
-            ok = pod_str(&m.v, &f->creation_timestamp);
-        } else if (key_is(m.k, m.kl, "deletionTimestamp")) {
-            model_span ts = {NULL, 0};
-            ok = pod_str(&m.v, &ts);
-            f->deletion_timestamp = ts.s != NULL;
-        } else if (key_is(m.k, m.kl, "labels")) {
-            ok = pod_labels(&m.v, f, keys, values, cap);
-        } else if (key_is(m.k, m.kl, "annotations")) {
-            f->annotated |= pod_annotated(&m.v);
-        }
-        if (!ok)
-            return false;
+    fields_ctx *c = ctx;
+    model_pod_fields *f = c->f;
+    if (m->kesc || f->nlabels == c->cap || m->v.type != '"' || m->v.esc)
+        return false;
+    c->keys[f->nlabels] = (model_span){m->k, m->kl};
+    c->values[f->nlabels++] = (model_span){m->v.s, m->v.len};
+    return true;
+}
+
+/* unread_annotation: false for a key the pod decoder reads (agentsched's
+ * device annotations, the mirror pod's) or may (an escaped key). */
+static bool unread_annotation(void *ctx, const member *m)
+{
+    (void)ctx;
+    return !(m->kesc || key_is(m->k, m->kl, GPUANNOT_DEVICES) ||
+             key_is(m->k, m->kl, GPUANNOT_MILLI) || key_is(m->k, m->kl, GPUANNOT_NODE) ||
+             key_is(m->k, m->kl, MODEL_MIRROR_ANNOTATION));
+}
+
+/* meta_field: one member of metadata */
+static bool meta_field(void *ctx, const member *m)
+{
+    fields_ctx *c = ctx;
+    model_pod_fields *f = c->f;
+    if (m->kesc)
+        return false; /* an escaped key may spell one of ours */
+    if (key_is(m->k, m->kl, "name"))
+        return pod_str(&m->v, &f->name);
+    if (key_is(m->k, m->kl, "namespace"))
+        return pod_str(&m->v, &f->ns);
+    if (key_is(m->k, m->kl, "uid"))
+        return pod_str(&m->v, &f->uid);
+    if (key_is(m->k, m->kl, "resourceVersion"))
+        return pod_str(&m->v, &f->resource_version);
+    if (key_is(m->k, m->kl, "creationTimestamp"))
+        return pod_str(&m->v, &f->creation_timestamp);
+    if (key_is(m->k, m->kl, "deletionTimestamp")) {
+        model_span ts = {NULL, 0};
+        bool ok = pod_str(&m->v, &ts);
+        f->deletion_timestamp = ts.s != NULL;
+        return ok;
     }
-    return r == 0;
+    if (key_is(m->k, m->kl, "labels")) {
+        /* a repeated "labels" starts over, as the DOM keeps the last */
+        f->nlabels = 0;
+        each_end e = each_member(&m->v, label, c);
+        return e == EACH_DONE || e == EACH_NULL;
+    }
+    if (key_is(m->k, m->kl, "annotations")) {
+        each_end e = each_member(&m->v, unread_annotation, NULL);
+        f->annotated |= e == EACH_STOPPED || e == EACH_OTHER;
+    }
+    return true;
 }
 
-/* pod_status_fields reads status.phase into f. */
-static bool pod_status_fields(const json_value *v, model_pod_fields *f)
+/* status_field: one member of status */
+static bool status_field(void *ctx, const member *m)
 {
-    f->phase = (model_span){NULL, 0};
-    json_iter it;
-    int b = obj_begin(v, &it);
-    if (b <= 0)
-        return b == 0;
-    member m;
-    int r;
-    while ((r = next_member(&it, &m)) == 1)
-        if (m.kesc || (key_is(m.k, m.kl, "phase") && !pod_str(&m.v, &f->phase)))
-            return false;
-    return r == 0;
+    fields_ctx *c = ctx;
+    return !m->kesc && (!key_is(m->k, m->kl, "phase") || pod_str(&m->v, &c->f->phase));
+}
+
+/* section reads metadata or status (v) into c->f; a repeated one starts
+ * over, as the DOM keeps the last. */
+static bool section(const json_value *v, fields_ctx *c, bool meta)
+{
+    model_pod_fields *f = c->f;
+    if (meta) {
+        f->name = f->ns = f->uid = f->resource_version = f->creation_timestamp =
+            (model_span){NULL, 0};
+        f->deletion_timestamp = f->annotated = false;
+        f->nlabels = 0;
+    } else {
+        f->phase = (model_span){NULL, 0};
+    }
+    each_end e = each_member(v, meta ? meta_field : status_field, c);
+    return e == EACH_DONE || e == EACH_NULL;
 }
 
 /* See podscan.h. */
@@ -455,6 +464,7 @@ bool model_pod_fields_read(const char *pod, size_t len, const char *known, const
     memset(f, 0, sizeof *f);
     f->label_keys = keys;
     f->label_values = values;
+    fields_ctx c = {f, keys, values, cap};
     json_iter it;
     if (!json_iter_begin(&it, pod, len))
         return false;
@@ -469,9 +479,9 @@ bool model_pod_fields_read(const char *pod, size_t len, const char *known, const
         if (key_is(m.k, m.kl, "kind"))
             ok = pod_str(&m.v, &f->kind);
         else if (key_is(m.k, m.kl, "metadata"))
-            ok = pod_metadata_fields(&m.v, f, keys, values, cap);
+            ok = section(&m.v, &c, true);
         else if (key_is(m.k, m.kl, "status"))
-            ok = pod_status_fields(&m.v, f);
+            ok = section(&m.v, &c, false);
         if (!ok)
             return false;
     }

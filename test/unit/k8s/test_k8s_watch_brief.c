@@ -127,19 +127,62 @@ static void expect_pod(cache *c, const row *r, size_t i, const char *who)
         cr_assert_str_eq(pi.node, r->node, "%s row %zu", who, i);
 }
 
-Test(k8s_stream_brief, decision_table)
+/* Two caches with the same nodes: c fed by one pod stream s (memos,
+ * digests), full fed each event by a fresh stream (every event decoded). */
+typedef struct twin {
+    model_registry reg, reg2;
+    cache *c, *full;
+    k8s_stream *s;
+} twin;
+
+static void twin_init(twin *t)
 {
     log_set_level(LOG_ERROR);
-    model_registry reg, reg2;
-    model_registry_init(&reg);
-    model_registry_init(&reg2);
-    cache *c, *full;
-    cr_assert_eq(cache_new(&reg, &c), AS_OK);
-    cr_assert_eq(cache_new(&reg2, &full), AS_OK);
-    add_nodes(c);
-    add_nodes(full);
-    k8s_stream *s;
-    cr_assert_eq(k8s_stream_new(K8S_KIND_POD, c, NULL, 0, &s), AS_OK);
+    model_registry_init(&t->reg);
+    model_registry_init(&t->reg2);
+    cr_assert_eq(cache_new(&t->reg, &t->c), AS_OK);
+    cr_assert_eq(cache_new(&t->reg2, &t->full), AS_OK);
+    add_nodes(t->c);
+    add_nodes(t->full);
+    cr_assert_eq(k8s_stream_new(K8S_KIND_POD, t->c, NULL, 0, &t->s), AS_OK);
+}
+
+static void twin_free(twin *t)
+{
+    k8s_stream_free(t->s);
+    cache_free(t->c);
+    cache_free(t->full);
+    model_registry_destroy(&t->reg);
+    model_registry_destroy(&t->reg2);
+}
+
+/* same_caches: c holds as many pods bound and assumed as full, and each
+ * node requests as much; c's invariants hold (after event i). */
+static void same_caches(cache *c, cache *full, size_t i)
+{
+    cache_stats a, b;
+    cache_get_stats(c, &a);
+    cache_get_stats(full, &b);
+    cr_assert_eq(a.pods_bound, b.pods_bound, "event %zu", i);
+    cr_assert_eq(a.pods_assumed, b.pods_assumed, "event %zu", i);
+    for (size_t n = 0; n < cache_node_count(c); n++) {
+        const cache_node *x = cache_node_at(c, n);
+        const cache_node *y = cache_node_find(full, x->spec->name, strlen(x->spec->name));
+        cr_assert_not_null(y);
+        for (int res = 0; res < MODEL_MAX_RES; res++)
+            cr_assert_eq(cache_node_requested(x, res), cache_node_requested(y, res),
+                         "event %zu node %s res %d", i, x->spec->name, res);
+    }
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(cache_check_invariants(c, &d), AS_OK, "event %zu: %s", i, d.msg);
+}
+
+Test(k8s_stream_brief, decision_table)
+{
+    twin t;
+    twin_init(&t);
+    cache *c = t.c, *full = t.full;
+    k8s_stream *s = t.s;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const row *r = &rows[i];
         uint64_t before = k8s_stream_briefs(s), ev = k8s_stream_events(s);
@@ -158,27 +201,9 @@ Test(k8s_stream_brief, decision_table)
         cr_assert_eq(k8s_stream_feed(fs, r->event, strlen(r->event)), AS_OK);
         expect_pod(full, r, i, "full");
         k8s_stream_free(fs);
-        cache_stats a, b;
-        cache_get_stats(c, &a);
-        cache_get_stats(full, &b);
-        cr_assert_eq(a.pods_bound, b.pods_bound, "row %zu", i);
-        cr_assert_eq(a.pods_assumed, b.pods_assumed, "row %zu", i);
-        for (size_t n = 0; n < cache_node_count(c); n++) {
-            const cache_node *x = cache_node_at(c, n);
-            const cache_node *y = cache_node_find(full, x->spec->name, strlen(x->spec->name));
-            cr_assert_not_null(y);
-            for (int res = 0; res < MODEL_MAX_RES; res++)
-                cr_assert_eq(cache_node_requested(x, res), cache_node_requested(y, res),
-                             "row %zu node %s res %d", i, x->spec->name, res);
-        }
-        as_diag d = {{0}, {0}};
-        cr_assert_eq(cache_check_invariants(c, &d), AS_OK, "row %zu: %s", i, d.msg);
+        same_caches(c, full, i);
     }
-    k8s_stream_free(s);
-    cache_free(c);
-    cache_free(full);
-    model_registry_destroy(&reg);
-    model_registry_destroy(&reg2);
+    twin_free(&t);
 }
 
 /* decode_with_digest decodes an event's object as the watch does and
@@ -284,16 +309,10 @@ Test(k8s_stream_brief, template_pods_built_without_a_dom)
              RESGPU, ON("n1"), RUNNING),
          false},
     };
-    model_registry reg, reg2;
-    model_registry_init(&reg);
-    model_registry_init(&reg2);
-    cache *c, *full;
-    cr_assert_eq(cache_new(&reg, &c), AS_OK);
-    cr_assert_eq(cache_new(&reg2, &full), AS_OK);
-    add_nodes(c);
-    add_nodes(full);
-    k8s_stream *s;
-    cr_assert_eq(k8s_stream_new(K8S_KIND_POD, c, NULL, 0, &s), AS_OK);
+    twin t;
+    twin_init(&t);
+    cache *c = t.c, *full = t.full;
+    k8s_stream *s = t.s;
     for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
         uint64_t before = k8s_stream_fields(s);
         cr_assert_eq(k8s_stream_feed(s, ev[i].event, strlen(ev[i].event)), AS_OK, "event %zu", i);
@@ -304,11 +323,10 @@ Test(k8s_stream_brief, template_pods_built_without_a_dom)
         k8s_stream_free(fs);
     }
     cr_assert_str_eq(k8s_stream_rv(s), "40");
-    cache_stats a, b;
+    cache_stats a;
     cache_get_stats(c, &a);
-    cache_get_stats(full, &b);
     cr_assert_eq(a.pods_bound, 8); /* all but t4, pending */
-    cr_assert_eq(a.pods_bound, b.pods_bound);
+    same_caches(c, full, sizeof ev / sizeof ev[0]);
     const char *uids[] = {"t0", "t1", "t2", "t3", "t4", "u0", "u1", "u2", "g"};
     for (size_t i = 0; i < sizeof uids / sizeof uids[0]; i++) {
         cache_pod_info x, y;
@@ -318,18 +336,5 @@ Test(k8s_stream_brief, template_pods_built_without_a_dom)
         if (x.state != CACHE_POD_ABSENT)
             cr_assert_str_eq(x.node, y.node, "%s", uids[i]);
     }
-    for (size_t n = 0; n < cache_node_count(c); n++) {
-        const cache_node *x = cache_node_at(c, n);
-        const cache_node *y = cache_node_find(full, x->spec->name, strlen(x->spec->name));
-        for (int res = 0; res < MODEL_MAX_RES; res++)
-            cr_assert_eq(cache_node_requested(x, res), cache_node_requested(y, res),
-                         "node %s res %d", x->spec->name, res);
-    }
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(cache_check_invariants(c, &d), AS_OK, "%s", d.msg);
-    k8s_stream_free(s);
-    cache_free(c);
-    cache_free(full);
-    model_registry_destroy(&reg);
-    model_registry_destroy(&reg2);
+    twin_free(&t);
 }
