@@ -526,9 +526,12 @@ func agentPodsFit(c *cluster, total int) (*corev1.Pod, int) {
 // scheduled by agentsched alone (kube-scheduler has no such profile), onto
 // nodes that fit 90% of them: every pod that fits is bound, the rest stay
 // Pending with PodScheduled=False/Unschedulable, no node is overcommitted.
+// The pods share one template: the pod watch builds nearly all of them
+// from a spec it decoded before (agentsched_k8s_pod_events_spec_reused_total).
 func scenarioAgentFastpath(c *cluster) {
 	const total = 3000
 	tmpl, fit := agentPodsFit(c, total)
+	reused0 := c.metrics()["agentsched_k8s_pod_events_spec_reused_total"]
 	start := time.Now()
 	d := c.createPods("agent", total, tmpl, 32)
 	logf("created %d pods in %.1fs (%.0f/s)", total, d.Seconds(), total/d.Seconds())
@@ -536,6 +539,12 @@ func scenarioAgentFastpath(c *cluster) {
 	el := time.Since(start)
 	logf("settled after %.1fs: %.0f bound pods/s", el.Seconds(), float64(t.bound)/el.Seconds())
 	burstCheck(c, total, fit, t, pods)
+	if reused := c.metrics()["agentsched_k8s_pod_events_spec_reused_total"] - reused0; reused < total/2 {
+		fail("the pod watch built %.0f of %d pods of one template from a remembered spec (want at least half)",
+			reused, total)
+	} else {
+		logf("the pod watch built %.0f of %d pods from a remembered spec", reused, total)
+	}
 
 	// A node that fits the rest arrives: the unschedulable pods are moved
 	// back by the node event and bound, the first within a second.
