@@ -183,8 +183,9 @@ typedef struct model_pod_fields {
  * model_pod_from_fields is model_pod_from_json_spec for a Pod given as its
  * fields: the same pod when that decode would succeed. A Pod it would
  * refuse, or that these fields cannot stand for (a label key given twice:
- * the DOM keeps the last; f->annotated), is AS_EUNSUPPORTED with nothing built: decode
- * the Pod's JSON instead, which says what is wrong. Caller owns *out.
+ * the DOM keeps the last; f->annotated), is AS_EUNSUPPORTED with nothing
+ * built: decode the Pod's JSON instead, which says what is wrong. Caller
+ * owns *out.
  */
 as_err model_pod_from_fields(const model_registry *reg, const model_pod_fields *f,
                              model_pod_spec *spec, model_pod **out);

@@ -11,10 +11,9 @@
  * memo made to remember on a second miss (a table of 256 recent misses'
  * hashes) lets pods whose specs are each their own cost a lookup, never
  * a decode apart or an entry evicted: for a stream of every pod in the
- * cluster. A
- * spec is found only under the registry generation it was decoded at
- * (model_pod_spec_generation): a resource registered since may charge the
- * same text more.
+ * cluster. A spec is found only under the registry generation it was
+ * decoded at (model_pod_spec_generation): a resource registered since may
+ * charge the same text more.
  *
  * Every function is thread-safe (one mutex per memo).
  */
