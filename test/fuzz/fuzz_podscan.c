@@ -34,12 +34,22 @@ static void fields_vs_decode(model_registry *reg, const char *b, size_t n,
         return; /* jansson refuses a lone surrogate the scanner takes */
     json_t *o = NULL;
     as_diag d = {{0}, {0}};
-    if (json_parse_skip(b, n, model_skip_pod_watch(), &o, &d) != AS_OK)
-        abort(); /* the scanner validated it */
-    model_pod_spec *spec = NULL;
-    model_pod *fast = NULL, *dom = NULL;
     model_pod_fields f;
     model_span keys[8], values[8];
+    if (json_parse_skip(b, n, model_skip_pod_watch(), &o, &d) != AS_OK) {
+        /* The builder refuses what the grammar allows (a number out of
+         * range). In the spec, the watch's memo can hold nothing for it
+         * (the text it remembers was built; a projection refuses it);
+         * anywhere else, the fields path must refuse it too. */
+        json_t *so = NULL;
+        if (json_parse_skip(br->spec.s, br->spec.len, NULL, &so, &d) == AS_OK &&
+            model_pod_fields_read(b, n, br->spec.s, br->spec.s + br->spec.len, &f, keys, values, 8))
+            abort();
+        json_decref(so);
+        return;
+    }
+    model_pod_spec *spec = NULL;
+    model_pod *fast = NULL, *dom = NULL;
     if (model_pod_spec_from_json(reg, json_object_get(o, "spec"), &spec, &d) != AS_OK ||
         !model_pod_fields_read(b, n, br->spec.s, br->spec.s + br->spec.len, &f, keys, values, 8))
         goto done;
