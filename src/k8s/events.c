@@ -18,8 +18,6 @@ struct k8s_event_job {
     int64_t at_ms;
 };
 
-static void settle(k8s_client *k);
-
 /* See events.h. */
 as_err k8s_events_init(k8s_client *k)
 {
@@ -58,13 +56,6 @@ void k8s_events_shutdown(k8s_client *k)
         ejob_free(&k->eq[k->eq_head]);
         k->eq_head = (k->eq_head + 1) % k->eq_cap;
         k->eq_len--;
-    }
-    /* No caller posts any more (the bind threads are joined). */
-    if (k->einh_ready) {
-        if (k->epending)
-            settle(k);
-        k8s_kept_fini(&k->einh);
-        k->einh_ready = false;
     }
     free(k->eq);
     k->eq = NULL;
@@ -169,25 +160,103 @@ static void post_one(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
     tally(k, err, status, j, &d);
 }
 
+/* read_due reads the answers due on kh (the Events sent a tick before:
+ * by now they have come) and counts each. An answer lost with the
+ * connection counts as dropped, as do those behind it; one lost to the
+ * client stopping is not counted (it was sent and may well be posted). */
+static void read_due(k8s_client *k, k8s_kept *kh)
+{
+    while (kh->wire.pending) {
+        unsigned due = kh->wire.pending;
+        long status = 0;
+        as_diag d = {{0}, {0}};
+        as_err err = k8s_kept_post_recv(k, kh, NULL, &status, &d);
+        if (!err) {
+            tally(k, AS_OK, status, NULL, &d);
+            continue;
+        }
+        if (!k8s_stopping(k))
+            for (unsigned i = 0; i < due; i++)
+                tally(k, err, 0, NULL, &d);
+        return;
+    }
+}
+
+/* send_batch frames the n jobs into as few writes as kh's request buffer
+ * allows and sends them, pipelined; their answers are read a tick later
+ * (read_due). Where kh's requests need libcurl, each is posted and
+ * answered in turn. */
+static void send_batch(k8s_client *k, k8s_kept *kh, const k8s_event_job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const k8s_event_job *j = &jobs[i];
+        as_diag d = {{0}, {0}};
+        as_err err = frame(k, kh, j);
+        if (!err)
+            err = k8s_kept_post_add(k, kh, kh->path.data, kh->body.data, kh->body.len, &d);
+        if (err == AS_ETOOBIG && kh->queued) {
+            /* the buffer is full: what it holds goes first */
+            unsigned q = kh->queued;
+            as_err ferr = k8s_kept_post_flush(k, kh, &d);
+            for (unsigned m = 0; ferr && m < q; m++)
+                tally(k, ferr, 0, NULL, &d);
+            err = k8s_kept_post_add(k, kh, kh->path.data, kh->body.data, kh->body.len, &d);
+        }
+        if (err == AS_EUNSUPPORTED) {
+            post_one(k, kh, j);
+            continue;
+        }
+        if (err)
+            tally(k, err, 0, j, &d);
+    }
+    unsigned q = kh->queued;
+    as_diag d = {{0}, {0}};
+    as_err err = k8s_kept_post_flush(k, kh, &d);
+    for (unsigned m = 0; err && m < q; m++)
+        tally(k, err, 0, NULL, &d);
+}
+
+/* The poster wakes this often while Events come; the Events of a tick go
+ * out in one write, and their answers are read at the next tick, when
+ * they have come, so that neither the poster nor the threads that queue
+ * Events are woken once per Event. An Event waits a tick at most. */
+#define EVENT_TICK_MS 50
+/* The most Events taken in one tick (the rest wait for the next). */
+#define EVENT_BATCH 64
+
 static void *event_worker(void *arg)
 {
     k8s_client *k = arg;
     pthread_setname_np(pthread_self(), "as-k8s-events");
     k8s_kept kh; /* one keep-alive connection for events, its options kept */
     bool have = k8s_kept_init(&kh, 64 * 1024) == AS_OK;
+    k8s_event_job batch[EVENT_BATCH];
     pthread_mutex_lock(&k->emu);
     for (;;) {
-        while (k->eq_len == 0 && !k8s_stopping(k))
+        /* Idle: nothing queued, no answer due; a queued Event wakes it. */
+        while (k->eq_len == 0 && !kh.wire.pending && !k8s_stopping(k)) {
+            k->eidle = true;
             pthread_cond_wait(&k->econd, &k->emu);
+            k->eidle = false;
+        }
         if (k8s_stopping(k) || !have)
             break;
-        k8s_event_job j = k->eq[k->eq_head];
-        k->eq_head = (k->eq_head + 1) % k->eq_cap;
-        k->eq_len--;
+        size_t n = 0;
+        while (n < EVENT_BATCH && k->eq_len > 0) {
+            batch[n++] = k->eq[k->eq_head];
+            k->eq_head = (k->eq_head + 1) % k->eq_cap;
+            k->eq_len--;
+        }
         pthread_mutex_unlock(&k->emu);
-        post_one(k, &kh, &j);
-        ejob_free(&j);
+        read_due(k, &kh);
+        send_batch(k, &kh, batch, n);
+        for (size_t i = 0; i < n; i++)
+            ejob_free(&batch[i]);
         pthread_mutex_lock(&k->emu);
+        if (!k8s_stopping(k)) {
+            struct timespec ts = clock_deadline_ms(EVENT_TICK_MS);
+            pthread_cond_timedwait(&k->econd, &k->emu, &ts);
+        }
     }
     pthread_mutex_unlock(&k->emu);
     k8s_kept_fini(&kh);
@@ -269,103 +338,13 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     k->eq[(k->eq_head + k->eq_len) % k->eq_cap] = j;
     k->eq_len++;
     queued = true;
-    pthread_cond_signal(&k->econd);
+    /* a poster between ticks takes it at the next */
+    if (k->eidle)
+        pthread_cond_signal(&k->econd);
 unlock:
     pthread_mutex_unlock(&k->emu);
     if (!queued) {
         ejob_free(&j);
         k8s_count(k, &k->st.events_dropped, 1);
     }
-}
-
-/* settle reads the answer to the Event left on einh (einline held) and
- * counts it. */
-static void settle(k8s_client *k)
-{
-    long status = 0;
-    as_diag d = {{0}, {0}};
-    as_err err = k8s_kept_post_recv(k, &k->einh, NULL, &status, &d);
-    k->epending = false;
-    tally(k, err, status, NULL, &d);
-}
-
-/* send_now sends j on einh (einline held) without waiting for the answer,
- * which the next caller reads (settle): the bind thread is not woken a
- * second time per pod for an answer that changes nothing it does. Where
- * the connection needs libcurl's requests, posted and answered at once. */
-static void send_now(k8s_client *k, const k8s_event_job *j)
-{
-    k8s_kept *kh = &k->einh;
-    as_diag d = {{0}, {0}};
-    as_err err = frame(k, kh, j);
-    if (!err)
-        err = k8s_kept_post_send(k, kh, kh->path.data, kh->body.data, kh->body.len, &d);
-    if (err == AS_EUNSUPPORTED) {
-        post_one(k, kh, j);
-        return;
-    }
-    if (err) {
-        tally(k, err, 0, j, &d);
-        return;
-    }
-    k->epending = true;
-}
-
-/* See events.h. */
-void k8s_events_settle(k8s_client *k, bool wait)
-{
-    if (!k || __atomic_fetch_add(&k->einline, 1, __ATOMIC_ACQ_REL) > 0)
-        goto done;
-    if (k->epending && (wait || k8s_wire_answered(&k->einh.wire)))
-        settle(k);
-done:
-    if (k)
-        __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
-}
-
-/* See events.h. */
-void k8s_event_post_now(k8s_client *k, const char *ns, const char *name, const char *uid,
-                        const char *type, const char *reason, const char *message)
-{
-    if (!k || !ns || !name || !reason)
-        return;
-    /* One caller's Event on the wire at a time, as the poster thread has
-     * one: Events posted by all 32 bind threads at once queued behind each
-     * other in the API server (tens of ms each instead of a few) and held
-     * the bind threads with them. Another one goes to the poster. */
-    if (__atomic_fetch_add(&k->einline, 1, __ATOMIC_ACQ_REL) > 0) {
-        __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
-        k8s_event_post(k, ns, name, uid, type, reason, message);
-        return;
-    }
-    int64_t now = clock_now_ms();
-    uint64_t key = event_key(ns, name, uid, reason);
-    pthread_mutex_lock(&k->emu);
-    bool ok = admit(k, key, now, false);
-    pthread_mutex_unlock(&k->emu);
-    /* The job borrows the caller's strings; the message is cut as queued
-     * Events' are. */
-    char msg[EVENT_MSG_MAX];
-    size_t mlen = message ? strnlen(message, sizeof msg - 1) : 0;
-    if (mlen)
-        memcpy(msg, message, mlen);
-    msg[mlen] = '\0';
-    k8s_event_job j = {(char *)ns,
-                       (char *)name,
-                       (char *)(uid ? uid : ""),
-                       (char *)(type ? type : "Normal"),
-                       (char *)reason,
-                       msg,
-                       now};
-    if (ok && !k->einh_ready)
-        k->einh_ready = k8s_kept_init(&k->einh, 64 * 1024) == AS_OK;
-    if (!ok || !k->einh_ready) {
-        k8s_count(k, &k->st.events_dropped, 1);
-        goto done;
-    }
-    if (k->epending)
-        settle(k);
-    send_now(k, &j);
-done:
-    __atomic_fetch_sub(&k->einline, 1, __ATOMIC_ACQ_REL);
 }

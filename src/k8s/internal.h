@@ -100,11 +100,7 @@ struct k8s_client {
     k8s_ratelimit erl; /* event_qps, taken with k8s_rl_take under emu */
     pthread_t ethread;
     bool erunning;
-    int einline; /* (atomic) Events being posted by callers (k8s_event_post_now) */
-    /* What einline guards: the callers' Events' connection, and whether
-     * the answer to the last Event sent on it is still to be read. */
-    k8s_kept einh;
-    bool einh_ready, epending;
+    bool eidle; /* the poster waits for an Event (emu held to read) */
 };
 
 #endif

@@ -149,7 +149,6 @@ static void *housekeeping_main(void *arg)
     uint64_t last_trim = clock_mono_ns();
     while (k8s_sleep_ms(k, k->cfg.expire_period_ms)) {
         housekeeping_once(k);
-        k8s_events_settle(k, false); /* the last Event's answer, when no next one came */
         uint64_t now = clock_mono_ns();
         if (k->cfg.trim_period_ms > 0 &&
             now - last_trim >= (uint64_t)k->cfg.trim_period_ms * 1000000ull) {

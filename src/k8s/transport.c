@@ -518,12 +518,13 @@ static bool wire_stop(void *arg)
 }
 
 /* kept_frame writes the JSON POST of body to path into kh->out, as it
- * goes on the wire (kept_setup done). */
+ * goes on the wire (kept_setup done), after what kh->out holds; too large
+ * for kh->out's cap, kh->out is left as it was (AS_ETOOBIG). */
 static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
                          size_t body_len, as_diag *diag)
 {
     buf *o = &kh->out;
-    buf_reset(o);
+    size_t at = o->len;
     buf_puts(o, "POST ");
     buf_puts(o, k->wire_prefix);
     buf_puts(o, path);
@@ -536,10 +537,16 @@ static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *path, const ch
     buf_append(o, e, (size_t)(num + sizeof num - e));
     buf_append(o, "\r\n\r\n", 4);
     buf_append(o, body, body_len);
-    if (o->err)
-        return o->err == AS_ENOMEM
+    if (o->err) {
+        as_err err = o->err;
+        o->err = AS_OK;
+        o->len = at;
+        if (o->data)
+            o->data[at] = '\0';
+        return err == AS_ENOMEM
                    ? AS_ENOMEM
                    : as_diag_set(diag, AS_ETOOBIG, NULL, "POST %s: request too large", path);
+    }
     return AS_OK;
 }
 
@@ -548,12 +555,14 @@ static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const cha
                         size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
                         unsigned *sends, int64_t timeout_ms, as_diag *diag)
 {
+    buf_reset(&kh->out);
+    kh->queued = 0;
     as_err ferr = kept_frame(k, kh, path, body, body_len, diag);
     if (ferr)
         return ferr;
     buf *o = &kh->out;
-    k8s_wire_req rq = {o->data, o->len, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
-                       wire_stop, k};
+    k8s_wire_req rq = {o->data,   o->len, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
+                       wire_stop, k,      1};
     k8s_wire_ans ans;
     as_diag wd = {{0}, {0}};
     /* an answer nobody asked for lands in the handle's own scratch */
@@ -665,13 +674,13 @@ done:
 }
 
 /* See transport.h. */
-as_err k8s_kept_post_send(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                          size_t body_len, as_diag *diag)
+as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                         size_t body_len, as_diag *diag)
 {
     if (!k->wire_host || kh->via_curl)
         return AS_EUNSUPPORTED;
-    if (!k8s_rl_wait(k))
-        return as_diag_set(diag, AS_EIO, NULL, "client stopping");
+    if (!kh->queued)
+        buf_reset(&kh->out);
     bool fresh = !kh->set;
     as_err err = kept_setup(k, kh);
     if (!err && fresh) {
@@ -690,15 +699,30 @@ as_err k8s_kept_post_send(k8s_client *k, k8s_kept *kh, const char *path, const c
         err = kept_frame(k, kh, path, body, body_len, diag);
     if (err)
         return err;
-    k8s_wire_req rq = {kh->out.data, kh->out.len,
-                       clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u, wire_stop,
-                       k};
+    kh->queued++;
+    return AS_OK;
+}
+
+/* See transport.h. */
+as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, as_diag *diag)
+{
+    unsigned n = kh->queued;
+    kh->queued = 0;
+    if (!n)
+        return AS_OK;
+    /* one token a request, as each is a write the API server makes */
+    for (unsigned i = 0; i < n; i++)
+        if (!k8s_rl_wait(k))
+            return as_diag_set(diag, AS_EIO, NULL, "client stopping");
+    k8s_wire_req rq = {
+        kh->out.data, kh->out.len, clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u,
+        wire_stop,    k,           n};
     k8s_wire_ans ans;
     as_diag wd = {{0}, {0}};
-    err = k8s_wire_send(&kh->wire, kh->h, &rq, &ans, &wd);
+    as_err err = k8s_wire_send(&kh->wire, kh->h, &rq, &ans, &wd);
     kh->sent = ans.sent;
     if (err)
-        return as_diag_set(diag, err, NULL, "POST %s%s: %s", k->conn->server, path, wd.msg);
+        return as_diag_set(diag, err, NULL, "POST to %s: %s", k->conn->server, wd.msg);
     return AS_OK;
 }
 
@@ -706,8 +730,8 @@ as_err k8s_kept_post_send(k8s_client *k, k8s_kept *kh, const char *path, const c
 as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, as_diag *diag)
 {
     *status = 0;
-    k8s_wire_req rq = {NULL, 0, clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u,
-                       wire_stop, k};
+    k8s_wire_req rq = {
+        NULL, 0, clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u, wire_stop, k, 1};
     k8s_wire_ans ans = {0};
     as_diag wd = {{0}, {0}};
     as_err err = k8s_wire_recv(&kh->wire, &rq, resp ? resp : &kh->resp, &ans, &wd);

@@ -1,6 +1,7 @@
 /* wire.c - HTTP/1.1 requests framed here on a connection libcurl opened. */
 #include "agentsched/k8s/wire.h"
 
+#include <assert.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,8 @@ void k8s_wire_close(k8s_wire *w)
         curl_easy_cleanup(w->h);
     w->h = NULL;
     w->fd = CURL_SOCKET_BAD;
+    w->pending = 0;
+    buf_reset(&w->in);
 }
 
 /* See wire.h. */
@@ -104,6 +107,8 @@ bool k8s_wire_answered(const k8s_wire *w)
 {
     if (!w->h)
         return false;
+    if (w->in.len)
+        return true;
     struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) > 0;
 }
@@ -280,8 +285,8 @@ static k8s_wire_parsed chunks(const char *in, size_t len, size_t at, buf *out, s
 }
 
 /* parse_answer is k8s_wire_parse with the head's fields kept in *a and
- * *trailing: bytes follow the answer. */
-static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, bool *trailing)
+ * *used: the answer's bytes at the start of inb (more may follow). */
+static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, size_t *used)
 {
     for (;;) {
         const char *in = inb->data;
@@ -331,7 +336,7 @@ static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *res
         } else {
             buf_reset(resp);
         }
-        *trailing = end < len; /* bytes past the answer: not an exchange we made */
+        *used = end;
         return K8S_WIRE_DONE;
     }
 }
@@ -340,34 +345,51 @@ static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *res
 k8s_wire_parsed k8s_wire_parse(buf *in, bool eof, buf *resp, long *status, bool *reusable)
 {
     answer_head a;
-    bool trailing = false;
-    k8s_wire_parsed ps = parse_answer(in, eof, &a, resp, &trailing);
+    size_t used = 0;
+    k8s_wire_parsed ps = parse_answer(in, eof, &a, resp, &used);
     *status = ps == K8S_WIRE_DONE ? a.status : 0;
-    *reusable = ps == K8S_WIRE_DONE && !trailing && !a.close && !a.to_eof;
+    /* bytes past the answer: not an exchange we made */
+    *reusable = ps == K8S_WIRE_DONE && used == in->len && !a.close && !a.to_eof;
     return ps;
 }
 
-/* read_answer reads until parse_answer is done. *nothing: the connection
- * ended before a byte of the answer came (a kept connection the server
- * had closed). */
+/* read_answer reads until parse_answer is done, and takes the answer's
+ * bytes off w->in: what follows it there is the start of the next
+ * pipelined answer, kept for the next read (with no request left
+ * unanswered it is not an exchange we made, and the connection is
+ * closed). *nothing: the connection ended before a byte of the answer
+ * came (a kept connection the server had closed). */
 static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer_head *a,
                           bool *nothing, as_diag *diag)
 {
-    buf_reset(&w->in);
     *nothing = true;
-    bool eof = false, trailing = false;
-    /* Nothing of the answer can be there yet: wait for it before the
-     * first read (a read that could only say "again" is a system call
-     * and a TLS call spent). */
-    as_err werr = wait_fd(w, POLLIN, rq, diag);
-    if (werr)
-        return werr;
+    bool eof = false;
+    size_t used = 0;
+    /* Nothing of the answer can be there yet unless an earlier read
+     * brought it: wait for it before the first read (a read that could
+     * only say "again" is a system call and a TLS call spent). */
+    if (!w->in.len) {
+        as_err werr = wait_fd(w, POLLIN, rq, diag);
+        if (werr)
+            return werr;
+    } else {
+        *nothing = false;
+    }
     for (;;) {
         k8s_wire_parsed ps =
-            w->in.len || eof ? parse_answer(&w->in, eof, a, resp, &trailing) : K8S_WIRE_MORE;
+            w->in.len || eof ? parse_answer(&w->in, eof, a, resp, &used) : K8S_WIRE_MORE;
         if (ps == K8S_WIRE_DONE) {
-            if (trailing || a->close || a->to_eof)
+            if (w->pending)
+                w->pending--;
+            size_t rest = w->in.len - used;
+            if ((rest && !w->pending) || a->close || a->to_eof) {
                 k8s_wire_close(w);
+            } else {
+                memmove(w->in.data, w->in.data + used, rest);
+                w->in.len = rest;
+                if (w->in.data)
+                    w->in.data[rest] = '\0';
+            }
             w->done_ns = clock_mono_ns();
             return AS_OK;
         }
@@ -409,7 +431,8 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
 static as_err put(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, bool *reused, k8s_wire_ans *ans,
                   as_diag *diag)
 {
-    *reused = w->h && (clock_mono_ns() - w->done_ns < FRESH_NS || alive(w));
+    /* With answers due, the connection is in use: readable is not closed. */
+    *reused = w->h && (w->pending || clock_mono_ns() - w->done_ns < FRESH_NS || alive(w));
     as_err err = *reused ? AS_OK : open_conn(w, proto, rq, diag);
     if (err)
         return err;
@@ -419,6 +442,8 @@ static as_err put(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, bool *reused
         ans->sends++;
         ans->sent = sent;
     }
+    if (!err)
+        w->pending += rq->count ? rq->count : 1;
     return err;
 }
 
@@ -439,6 +464,7 @@ static as_err take(k8s_wire *w, const k8s_wire_req *rq, buf *resp, bool *nothing
 as_err k8s_wire_do(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, buf *resp, k8s_wire_ans *ans,
                    as_diag *diag)
 {
+    assert(!w->pending); /* answers due to a pipelining caller would be read as this one's */
     memset(ans, 0, sizeof *ans);
     for (int attempt = 0;; attempt++) {
         bool reused, nothing = true;

@@ -153,9 +153,8 @@ static void svc_port_scheduled(void *arg, const model_pod *pod, const char *node
         return;
     char msg[600];
     snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", pod->ns, pod->name, node);
-    /* called on the bind thread right after the Binding: post on its
-     * connection rather than waking the Event poster */
-    k8s_event_post_now(k, pod->ns, pod->name, pod->uid, "Normal", "Scheduled", msg);
+    /* queued: the poster sends a tick's Events in one write */
+    k8s_event_post(k, pod->ns, pod->name, pod->uid, "Normal", "Scheduled", msg);
 }
 
 /* ---- routes ------------------------------------------------------------- */

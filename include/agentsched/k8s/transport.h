@@ -283,8 +283,9 @@ typedef struct k8s_kept {
      * connection needs what only libcurl's requests do (basic auth). */
     bool via_curl;
     k8s_wire wire;
-    buf head; /* the wire's headers after the request line (token included) */
-    buf out;  /* the wire's request as sent */
+    buf head;        /* the wire's headers after the request line (token included) */
+    buf out;         /* the wire's requests as sent */
+    unsigned queued; /* requests added to out and not yet flushed */
     /* bytes of the last request that reached the connection (0: it was
      * never sent, so it cannot have been applied) */
     size_t sent;
@@ -311,17 +312,23 @@ as_err k8s_do_kept_try(k8s_client *k, k8s_kept *kh, const char *path, const char
                        unsigned *sends, int64_t timeout_ms, as_diag *diag);
 
 /*
- * k8s_kept_post_send and k8s_kept_post_recv are k8s_do_kept in two steps
- * (k8s_wire_send, k8s_wire_recv), for a best-effort POST whose answer the
- * caller reads later, e.g. when it next uses kh: send passes the rate
- * limiter and writes the request, never twice; AS_EUNSUPPORTED when kh's
- * requests go through libcurl (then use k8s_do_kept). recv reads the
- * answer into resp (kh->resp when NULL), *status its HTTP status (0 on
- * failure), within the client's request timeout from the call. Nothing
- * else may use kh between the two.
+ * k8s_kept_post_add, k8s_kept_post_flush and k8s_kept_post_recv are
+ * k8s_do_kept in steps, for best-effort POSTs whose answers the caller
+ * reads later, several in one write (HTTP/1.1 pipelining; k8s_wire_send,
+ * k8s_wire_recv). add frames one behind those added since the last flush
+ * (AS_ETOOBIG, nothing added, when it would pass kh's request buffer:
+ * flush, then add it again; AS_EUNSUPPORTED when kh's requests go through
+ * libcurl: then use k8s_do_kept). flush passes the client's rate limiter
+ * once for each and writes them all, never twice. recv reads the next
+ * answer due (kh->wire.pending counts them) into resp (kh->resp when
+ * NULL), *status its HTTP status (0 on failure), within the client's
+ * request timeout from the call. More flushes may come before the recvs.
+ * After an error every answer due is lost. Nothing else may use kh while
+ * answers are due.
  */
-as_err k8s_kept_post_send(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                          size_t body_len, as_diag *diag);
+as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                         size_t body_len, as_diag *diag);
+as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, as_diag *diag);
 as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, as_diag *diag);
 
 /* k8s_do_priority: as k8s_do, but outside the rate limiter and with its

@@ -12,8 +12,12 @@
  * as in the kernel, and none of it is needed to send a few hundred bytes
  * of JSON on a connection that is already open.
  *
- * A wire is used by one thread at a time. It never pipelines: one request
- * is answered before the next goes out. A request on a reused connection
+ * A wire is used by one thread at a time. k8s_wire_do never pipelines:
+ * its request is answered before the next goes out. k8s_wire_send may
+ * (HTTP/1.1 pipelining, for best-effort writes whose answers are read
+ * later): several requests in one send, or sends before the answers to
+ * earlier ones are read; k8s_wire_recv reads the answers in order, one a
+ * call, keeping the bytes of the next. A request on a reused connection
  * that fails before the first byte of an answer (the server closed an
  * idle connection) is sent once more on a new connection, as libcurl
  * does; the answer reports both sends. A connection that answered in the
@@ -39,8 +43,9 @@
 typedef struct k8s_wire {
     CURL *h;          /* the open connection's handle; NULL: none */
     curl_socket_t fd; /* its socket */
-    buf in;           /* the answer's bytes as read (capped) */
+    buf in;           /* the answers' bytes as read and not yet taken (capped) */
     uint64_t done_ns; /* clock_mono_ns() when its last answer was read */
+    unsigned pending; /* requests sent whose answers were not read */
 } k8s_wire;
 
 /* One request: its bytes as they go on the wire (request line, headers,
@@ -51,6 +56,7 @@ typedef struct k8s_wire_req {
     uint64_t deadline_ns;    /* clock_mono_ns() past which the request times out */
     bool (*stop)(void *arg); /* polled while waiting; true aborts; may be NULL */
     void *stop_arg;
+    unsigned count; /* requests in data, for k8s_wire_send (0: one) */
 } k8s_wire_req;
 
 /* What came back. sends: times the request went out (2: resent once on a
@@ -89,10 +95,13 @@ as_err k8s_wire_do(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, buf *resp, 
  * k8s_wire_send and k8s_wire_recv are k8s_wire_do in two steps, for a
  * caller that reads the answer later (a best-effort write whose outcome
  * the sender does not wait for): send connects when no kept connection
- * is open and writes rq, never sending it twice; recv reads the answer
- * to what send wrote (rq gives the deadline and stop; the bytes are not
- * used) into resp. Errors as k8s_wire_do's; after one the connection is
- * closed. Nothing else may go on the wire between the two.
+ * is open and writes rq (rq->count requests), never sending it twice;
+ * recv reads the next answer due (w->pending counts them) into resp (rq
+ * gives the deadline and stop; the bytes are not used). More sends may
+ * come before the recvs (pipelining), each answer read by its own recv,
+ * in order. Errors as k8s_wire_do's; after one the connection is closed
+ * and every answer still due is lost (w->pending is 0). k8s_wire_do is
+ * not called while answers are due.
  */
 as_err k8s_wire_send(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, k8s_wire_ans *ans,
                      as_diag *diag);
@@ -100,7 +109,8 @@ as_err k8s_wire_recv(k8s_wire *w, const k8s_wire_req *rq, buf *resp, k8s_wire_an
                      as_diag *diag);
 
 /* k8s_wire_answered: the open connection has bytes (or its close) to
- * read, so a k8s_wire_recv would not wait for the first of them. */
+ * read, or holds some read already, so a k8s_wire_recv would not wait for
+ * the first of them. */
 bool k8s_wire_answered(const k8s_wire *w);
 
 /*

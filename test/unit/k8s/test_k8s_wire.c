@@ -34,25 +34,35 @@ typedef struct server {
     pthread_t t;
 } server;
 
-/* read_request reads one request (head and Content-Length body); false at
- * the connection's end. */
-static bool read_request(int fd)
-{
+/* A connection's bytes read and not yet taken: pipelined requests may
+ * come in one read. */
+typedef struct inbuf {
     char b[65536];
-    size_t n = 0;
+    size_t n;
+} inbuf;
+
+/* read_request takes one request (head and Content-Length body) off the
+ * connection; false at its end. */
+static bool read_request(int fd, inbuf *in)
+{
     for (;;) {
-        ssize_t r = read(fd, b + n, sizeof b - n - 1);
+        in->b[in->n] = '\0';
+        char *end = strstr(in->b, "\r\n\r\n");
+        if (end) {
+            const char *cl = strcasestr(in->b, "Content-Length:");
+            if (cl > end)
+                cl = NULL;
+            size_t want = (size_t)(end + 4 - in->b) + (cl ? (size_t)atol(cl + 15) : 0);
+            if (in->n >= want) {
+                memmove(in->b, in->b + want, in->n - want);
+                in->n -= want;
+                return true;
+            }
+        }
+        ssize_t r = read(fd, in->b + in->n, sizeof in->b - in->n - 1);
         if (r <= 0)
             return false;
-        n += (size_t)r;
-        b[n] = '\0';
-        char *end = strstr(b, "\r\n\r\n");
-        if (!end)
-            continue;
-        const char *cl = strcasestr(b, "Content-Length:");
-        size_t want = (size_t)(end + 4 - b) + (cl ? (size_t)atol(cl + 15) : 0);
-        if (n >= want)
-            return true;
+        in->n += (size_t)r;
     }
 }
 
@@ -67,7 +77,8 @@ static void *server_main(void *arg)
         if (fd < 0)
             continue;
         s->accepts++;
-        while (s->next < s->nsteps && read_request(fd)) {
+        inbuf in = {.n = 0};
+        while (s->next < s->nsteps && read_request(fd, &in)) {
             const step *st = &s->steps[s->next++];
             if (st->what == CLOSE_UNANSWERED)
                 break;
@@ -152,8 +163,8 @@ static const char REQ[] = "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\
 
 static as_err post(fx *f, int64_t timeout_ms, k8s_wire_ans *ans, as_diag *d)
 {
-    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
-                       stop_now, &f->stop};
+    k8s_wire_req rq = {REQ,      sizeof REQ - 1, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
+                       stop_now, &f->stop,       1};
     return k8s_wire_do(&f->w, f->proto, &rq, &f->resp, ans, d);
 }
 
@@ -360,7 +371,7 @@ Test(k8s_wire, send_now_read_the_answer_later)
     };
     fx f;
     fx_init(&f, steps, 2, 1024);
-    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + 5000000000u, stop_now, &f.stop};
+    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + 5000000000u, stop_now, &f.stop, 1};
     k8s_wire_ans ans;
     as_diag d = {{0}, {0}};
     cr_assert_not(k8s_wire_answered(&f.w), "no connection yet");
@@ -379,6 +390,70 @@ Test(k8s_wire, send_now_read_the_answer_later)
     cr_expect_eq(f.s.accepts, 1);
     k8s_wire_close(&f.w);
     cr_assert_eq(k8s_wire_recv(&f.w, &rq, &f.resp, &ans, &d), AS_EIO);
+    fx_fini(&f);
+}
+
+/* Pipelined: three requests in one send, then one more before any
+ * answer is read; the answers, in one write or spread over several, are
+ * read one a call and in order. An answer past the last one due is not
+ * an exchange we made: the connection is closed. */
+Test(k8s_wire, pipelined_answers_read_in_order)
+{
+    static const step steps[] = {
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\na", KEEP},
+        {"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n", KEEP},
+        {"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 1\r\n\r\nc", BYTE_BY_BYTE},
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nd"
+         "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\ne",
+         KEEP},
+    };
+    fx f;
+    fx_init(&f, steps, 4, 1024);
+    char three[3 * (sizeof REQ - 1) + 1];
+    snprintf(three, sizeof three, "%s%s%s", REQ, REQ, REQ);
+    k8s_wire_req rq3 = {three, strlen(three), clock_mono_ns() + 5000000000u, stop_now, &f.stop, 3};
+    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + 5000000000u, stop_now, &f.stop, 1};
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_wire_send(&f.w, f.proto, &rq3, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(f.w.pending, 3);
+    cr_assert_eq(k8s_wire_send(&f.w, f.proto, &rq, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(f.w.pending, 4);
+    static const long want_status[] = {201, 201, 429, 201};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(k8s_wire_recv(&f.w, &rq, &f.resp, &ans, &d), AS_OK, "answer %d: %s", i, d.msg);
+        cr_expect_eq(ans.status, want_status[i], "answer %d", i);
+        cr_expect_eq(f.resp.len, 1);
+        cr_expect_eq(f.resp.data[0], "abcd"[i], "answer %d", i);
+        cr_expect_eq(f.w.pending, (unsigned)(3 - i));
+    }
+    cr_expect_eq(f.s.accepts, 1, "one connection");
+    cr_assert_null(f.w.h, "the extra answer closed the connection");
+    cr_expect_eq(f.w.in.len, 0);
+    fx_fini(&f);
+}
+
+/* A connection lost with answers due loses them all. */
+Test(k8s_wire, pipelined_answers_lost_with_the_connection)
+{
+    static const step steps[] = {
+        {"HTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\na", KEEP},
+        {"", CLOSE_UNANSWERED},
+    };
+    fx f;
+    fx_init(&f, steps, 2, 1024);
+    char two[2 * (sizeof REQ - 1) + 1];
+    snprintf(two, sizeof two, "%s%s", REQ, REQ);
+    k8s_wire_req rq = {two, strlen(two), clock_mono_ns() + 5000000000u, stop_now, &f.stop, 2};
+    k8s_wire_ans ans;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(k8s_wire_send(&f.w, f.proto, &rq, &ans, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(k8s_wire_recv(&f.w, &rq, &f.resp, &ans, &d), AS_OK, "%s", d.msg);
+    cr_expect_eq(ans.status, 201);
+    cr_expect_eq(f.w.pending, 1);
+    cr_assert_eq(k8s_wire_recv(&f.w, &rq, &f.resp, &ans, &d), AS_EIO);
+    cr_expect_eq(f.w.pending, 0);
+    cr_assert_null(f.w.h);
     fx_fini(&f);
 }
 
@@ -422,7 +497,7 @@ Test(k8s_wire, refused_connection_sends_nothing)
     server_stop(&f.s); /* nobody listens on the port any more */
     k8s_wire_ans ans;
     as_diag d = {{0}, {0}};
-    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + 2000000000u, NULL, NULL};
+    k8s_wire_req rq = {REQ, sizeof REQ - 1, clock_mono_ns() + 2000000000u, NULL, NULL, 1};
     cr_assert_eq(k8s_wire_do(&f.w, f.proto, &rq, &f.resp, &ans, &d), AS_EIO);
     cr_expect_eq(ans.sends, 0);
     cr_expect_eq(ans.sent, 0);
