@@ -84,6 +84,13 @@ as_err decision_try_bind(decision *d, as_diag *diag)
 }
 
 /* See decision.h. */
+as_err decision_bind_settled(decision *d, as_err err)
+{
+    assert(d->state == DECISION_RESERVED);
+    return bound_or_released(d, err);
+}
+
+/* See decision.h. */
 void decision_unreserve(decision *d)
 {
     assert(d->state != DECISION_ENDED);

@@ -82,7 +82,15 @@ struct fastpath {
     int inline_active;           /* (atomic) */
     uint64_t inline_win_ns;      /* pod watch thread only: the budget's window start */
     uint64_t inline_used_ns;     /* ... and the decisions' time in it */
-    uint64_t inline_bind_off_ns; /* ... and binds its pods too from this clock_mono_ns() */
+    uint64_t inline_bind_off_ns; /* (atomic) ... and binds its pods too from this clock_mono_ns() */
+    /* The pod watch's Binding whose answer is still to be read
+     * (ops.bind_send): one at a time; the watch reads it at its next
+     * event, by when it has come, the watcher when no event comes. */
+    pthread_mutex_t ipmu;
+    bool ip_on;     /* (atomic; set under ipmu) a Binding is out */
+    bind_job ip;    /* its job, still reserved */
+    void *ip_sent;  /* the transport's handle for bind_recv */
+    uint64_t ip_t0; /* clock_mono_ns() when it was sent */
 
     /* bind stage */
     pthread_mutex_t bmu;
@@ -163,6 +171,29 @@ static as_err live_bind_try(void *arg, const model_pod *pod, const char *node, a
     if (!core_live(c) || !c->ports.bind_try)
         return AS_EAGAIN; /* the bind thread's live_bind says why */
     return c->ports.bind_try(c->ports.arg, pod->ns, pod->name, pod->uid, node, diag);
+}
+
+static as_err live_bind_send(void *arg, const model_pod *pod, const char *node, void **sent,
+                             as_diag *diag)
+{
+    core *c = arg;
+    *sent = NULL;
+    if (!core_live(c) || !c->ports.bind_send)
+        return AS_EUNSUPPORTED;
+    return c->ports.bind_send(c->ports.arg, pod->ns, pod->name, pod->uid, node, sent, diag);
+}
+
+static as_err live_bind_recv(void *arg, void *sent, const model_pod *pod, const char *node,
+                             as_diag *diag)
+{
+    core *c = arg;
+    return c->ports.bind_recv(c->ports.arg, sent, pod->ns, pod->name, pod->uid, node, diag);
+}
+
+static bool live_bind_answered(void *arg, void *sent)
+{
+    core *c = arg;
+    return c->ports.bind_answered(c->ports.arg, sent);
 }
 
 static void live_unschedulable(void *arg, const model_pod *pod, const char *message)
@@ -464,6 +495,8 @@ static void bind_flush(fastpath *fp)
         pthread_cond_signal(&fp->bnotempty);
 }
 
+static void bind_ended(fastpath *fp, bind_job *jp, as_err err, const as_diag *dp, uint64_t t0);
+
 /* bind_run binds one reserved pod on the API server and ends its
  * decision: the pod leaves the queue when bound (or deleted), else it
  * backs off; the bind's result. With try (the pod watch's own): one
@@ -482,6 +515,16 @@ static as_err bind_run(fastpath *fp, const bind_job *jp, bool try)
         bind_push(fp, &j);
         return err;
     }
+    bind_ended(fp, &j, err, &d, t0);
+    return err;
+}
+
+/* bind_ended ends job j's decision, whose bind (begun at t0) gave err:
+ * the pod leaves the queue when bound (or deleted), else it backs off. */
+static void bind_ended(fastpath *fp, bind_job *jp, as_err err, const as_diag *dp, uint64_t t0)
+{
+    bind_job j = *jp;
+    as_diag d = *dp;
     decision_end(&j.dc);
     const model_pod *pod = j.dc.pod;
     const char *node = j.dc.out.node;
@@ -514,7 +557,6 @@ static as_err bind_run(fastpath *fp, const bind_job *jp, bool try)
         /* The released capacity may fit pods that failed meanwhile. */
         queue_move_all(fp->q);
     }
-    return err;
 }
 
 static void *binder_main(void *arg)
@@ -561,17 +603,111 @@ static void *binder_main(void *arg)
  * INLINE_BIND_PAUSE_NS: the bind threads bind meanwhile. */
 #define INLINE_BIND_SLOW_NS  50000000u
 #define INLINE_BIND_PAUSE_NS 1000000000u
-static void bind_inline(fastpath *fp, const bind_job *j)
+
+/* inline_pause turns the pod watch's binds off for INLINE_BIND_PAUSE_NS
+ * after a try at t1 that was not settled or slower than
+ * INLINE_BIND_SLOW_NS since t0. */
+static void inline_pause(fastpath *fp, as_err err, uint64_t t0, uint64_t t1)
 {
-    uint64_t t0 = clock_mono_ns();
-    as_err err = bind_run(fp, j, true);
-    uint64_t t1 = clock_mono_ns();
+    if (err == AS_EAGAIN || t1 - t0 > INLINE_BIND_SLOW_NS)
+        __atomic_store_n(&fp->inline_bind_off_ns, t1 + INLINE_BIND_PAUSE_NS, __ATOMIC_RELAXED);
+}
+
+/* inline_settle reads the answer to the pod watch's Binding that is out,
+ * if any: only when it has come, unless wait, the event being handled is
+ * that pod's (uid; may be NULL), or it has been out longer than
+ * INLINE_BIND_SLOW_NS (then waiting for it, 250 ms at most). Not
+ * settled, the job goes to the bind threads, still reserved; settled, its
+ * decision ends as a bind thread's would. Any thread. */
+static void inline_settle(fastpath *fp, const char *uid, bool wait)
+{
+    if (!__atomic_load_n(&fp->ip_on, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&fp->ipmu);
+    if (!__atomic_load_n(&fp->ip_on, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_unlock(&fp->ipmu);
+        return;
+    }
+    /* the pod's own event comes after the answer */
+    wait = wait || (uid && !strcmp(fp->ip.dc.uid, uid));
+    uint64_t now = clock_mono_ns();
+    if (!wait && now - fp->ip_t0 <= INLINE_BIND_SLOW_NS &&
+        !fp->ops.bind_answered(fp->ops.arg, fp->ip_sent)) {
+        pthread_mutex_unlock(&fp->ipmu);
+        return;
+    }
+    bind_job j = fp->ip;
+    void *sent = fp->ip_sent;
+    uint64_t t0 = fp->ip_t0;
+    __atomic_store_n(&fp->ip_on, false, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&fp->ipmu);
+    as_diag d = {{0}, {0}};
+    as_err err = fp->ops.bind_recv(fp->ops.arg, sent, j.dc.pod, j.dc.out.node, &d);
+    inline_pause(fp, err, t0, clock_mono_ns());
+    if (err == AS_EAGAIN) {
+        log_debug("msg=\"bind passed to the bind threads\" pod=%s/%s reason=\"%s\"", j.dc.pod->ns,
+                  j.dc.pod->name, d.msg);
+        bind_push(fp, &j);
+        return;
+    }
+    decision_bind_settled(&j.dc, err);
+    bind_ended(fp, &j, err, &d, t0);
     if (err == AS_OK) {
         inc(&fp->st.watch_binds);
         metrics_inc(fp->m.watch_binds);
     }
-    if (err == AS_EAGAIN || t1 - t0 > INLINE_BIND_SLOW_NS)
-        fp->inline_bind_off_ns = t1 + INLINE_BIND_PAUSE_NS;
+}
+
+/* bind_inline: the pod watch binds the pod it decided itself, saving a
+ * bind thread's wake-up and hand-off (the largest cost of a pod that
+ * comes alone), in one attempt that never waits (k8s_bind_try, 250 ms at
+ * most). Where the transport can, the Binding is sent and its answer read
+ * later (inline_settle at the watch's next event: the pod's own MODIFIED
+ * comes after the answer), so the watch does not sleep for it. A try not
+ * settled or slower than INLINE_BIND_SLOW_NS (a slow or refusing API
+ * server, every handle busy) turns this off for INLINE_BIND_PAUSE_NS:
+ * the bind threads bind meanwhile. */
+static void bind_inline(fastpath *fp, const bind_job *j)
+{
+    uint64_t t0 = clock_mono_ns();
+    /* One Binding out at a time: the last one's answer first (pods that
+     * come together wait for it here, as every pod did before). */
+    inline_settle(fp, NULL, true);
+    if (clock_mono_ns() < __atomic_load_n(&fp->inline_bind_off_ns, __ATOMIC_RELAXED)) {
+        bind_push(fp, j); /* that answer turned the watch's binds off */
+        return;
+    }
+    as_err err = AS_EUNSUPPORTED;
+    as_diag d = {{0}, {0}};
+    void *sent = NULL;
+    if (fp->ops.bind_send && !j->dc.out.gpu_devices)
+        err = fp->ops.bind_send(fp->ops.arg, j->dc.pod, j->dc.out.node, &sent, &d);
+    if (err == AS_OK) {
+        pthread_mutex_lock(&fp->ipmu);
+        fp->ip = *j;
+        fp->ip_sent = sent;
+        fp->ip_t0 = t0;
+        __atomic_store_n(&fp->ip_on, true, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&fp->ipmu);
+        return;
+    }
+    if (err == AS_EAGAIN) {
+        inline_pause(fp, err, t0, clock_mono_ns());
+        bind_push(fp, j);
+        return;
+    }
+    if (err != AS_EUNSUPPORTED) {
+        bind_job jj = *j;
+        decision_bind_settled(&jj.dc, err);
+        bind_ended(fp, &jj, err, &d, t0);
+        return;
+    }
+    err = bind_run(fp, j, true);
+    if (err == AS_OK) {
+        inc(&fp->st.watch_binds);
+        metrics_inc(fp->m.watch_binds);
+    }
+    inline_pause(fp, err, t0, clock_mono_ns());
 }
 
 /* With no pod in the queue there is nothing for the watcher to move back,
@@ -742,7 +878,8 @@ static void decide(fp_worker *w, const queue_item *it)
         }
         bind_job j = {it->e, it->added_ns, dc};
         held = false; /* the bind ends the decision */
-        if (w == &fp->inline_w && t2 >= fp->inline_bind_off_ns && !oc.gpu_devices)
+        if (w == &fp->inline_w &&
+            t2 >= __atomic_load_n(&fp->inline_bind_off_ns, __ATOMIC_RELAXED) && !oc.gpu_devices)
             bind_inline(fp, &j);
         else
             bind_push(fp, &j);
@@ -898,6 +1035,8 @@ static void *watcher_main(void *arg)
         pthread_mutex_unlock(&fp->wmu);
         if (stop)
             return NULL;
+        /* a Binding of the pod watch's whose answer no event brought */
+        inline_settle(fp, NULL, false);
 
         cache_stats cs;
         cache_get_stats(c, &cs);
@@ -977,7 +1116,9 @@ as_err fastpath_new(core *c, const fastpath_config *cfg, const fastpath_ops *ops
         fp->ops = *ops;
     } else {
         fp->live = true;
-        fp->ops = (fastpath_ops){live_bind, live_unschedulable, live_scheduled, c, live_bind_try};
+        fp->ops =
+            (fastpath_ops){live_bind,     live_unschedulable, live_scheduled, c,
+                           live_bind_try, live_bind_send,     live_bind_recv, live_bind_answered};
     }
     fp->dports = core_decision_ports(c, fp_bind_port, NULL, fp);
     fp->dports.try_bind = fp_bind_port_try;
@@ -1010,6 +1151,7 @@ as_err fastpath_new(core *c, const fastpath_config *cfg, const fastpath_ops *ops
         return as_diag_set(diag, err, NULL, "fast path: out of memory");
     }
     sync_mutex_init_hot(&fp->bmu);
+    pthread_mutex_init(&fp->ipmu, NULL);
     pthread_cond_init(&fp->bnotempty, NULL);
     pthread_cond_init(&fp->bnotfull, NULL);
     pthread_mutex_init(&fp->rmu, NULL);
@@ -1075,6 +1217,7 @@ void fastpath_stop(fastpath *fp)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    inline_settle(fp, NULL, true);
     /* Workers are gone: the bind queue only drains now. */
     pthread_mutex_lock(&fp->bmu);
     fp->bstop = true;
@@ -1123,6 +1266,7 @@ void fastpath_free(fastpath *fp)
     free(fp->workers);
     free(fp->binders);
     pthread_mutex_destroy(&fp->bmu);
+    pthread_mutex_destroy(&fp->ipmu);
     pthread_cond_destroy(&fp->bnotempty);
     pthread_cond_destroy(&fp->bnotfull);
     pthread_mutex_destroy(&fp->rmu);
@@ -1196,6 +1340,9 @@ bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
         return false;
     char tmp[600];
     const char *uid = model_pod_key(pod, tmp, sizeof tmp, NULL);
+    /* the answer to the watch's last Binding first, as it came before
+     * this event (and before the pod's own) */
+    inline_settle(fp, uid, false);
     if (ev == K8S_EV_DELETED) {
         queue_remove(fp->q, uid);
         if (pod->node_name)

@@ -215,26 +215,12 @@ static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_
  * attempt that timed out may have been applied; k8s_bind settles it. */
 #define TRY_TIMEOUT_MS 250
 
-/* bind_post is k8s_bind, and with once k8s_bind_try: where k8s_bind would
- * wait (for a handle, or before a retry) it answers AS_EAGAIN. */
-static as_err bind_post(k8s_client *k, const char *ns, const char *name, const char *uid,
-                        const char *node, bool once, as_diag *diag)
+/* frame_binding writes the Binding's path and body into h's scratch;
+ * AS_ENOMEM past their caps. */
+static as_err frame_binding(k8s_kept *h, const char *ns, const char *name, const char *uid,
+                            const char *node)
 {
-    if (!k)
-        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
-    if (!ns || !*ns || !name || !*name || !node || !*node)
-        return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
-    as_err err = AS_OK;
-    k8s_kept *h = handle_take(k, !once);
-    if (!h && once && !k8s_stopping(k))
-        return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: every handle busy", ns,
-                           name);
-    if (!h) {
-        err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
-        goto out;
-    }
-    /* the handle's own scratch: nothing allocated per bind */
-    buf *body = &h->body, *resp = &h->resp, *path = &h->path;
+    buf *body = &h->body, *path = &h->path;
     buf_reset(body);
     buf_reset(path);
     buf_puts(path, "/api/v1/namespaces/");
@@ -253,7 +239,41 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
     buf_puts(body, "},\"target\":{\"kind\":\"Node\",\"name\":");
     buf_json_cstr(body, node);
     buf_puts(body, "}}");
-    if (path->err || body->err) {
+    return path->err || body->err ? AS_ENOMEM : AS_OK;
+}
+
+/* bind_checked: the arguments every bind needs, else why not. */
+static as_err bind_checked(const k8s_client *k, const char *ns, const char *name, const char *node,
+                           as_diag *diag)
+{
+    if (!k)
+        return as_diag_set(diag, AS_EUNSUPPORTED, NULL, "not connected to an API server");
+    if (!ns || !*ns || !name || !*name || !node || !*node)
+        return as_diag_set(diag, AS_EINVAL, NULL, "bind needs a namespace, a pod name and a node");
+    return AS_OK;
+}
+
+/* bind_post is k8s_bind, and with once k8s_bind_try: where k8s_bind would
+ * wait (for a handle, or before a retry) it answers AS_EAGAIN. sent: a
+ * handle on which k8s_bind_try_send sent this Binding; its answer is the
+ * first attempt's (once only), and the handle goes back to the pool. */
+static as_err bind_post(k8s_client *k, const char *ns, const char *name, const char *uid,
+                        const char *node, bool once, k8s_kept *sent, as_diag *diag)
+{
+    as_err err = bind_checked(k, ns, name, node, diag);
+    if (err)
+        return err;
+    k8s_kept *h = sent ? sent : handle_take(k, !once);
+    if (!h && once && !k8s_stopping(k))
+        return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: every handle busy", ns,
+                           name);
+    if (!h) {
+        err = as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s not sent", ns, name);
+        goto out;
+    }
+    /* the handle's own scratch: nothing allocated per bind */
+    buf *body = &h->body, *resp = &h->resp, *path = &h->path;
+    if (!sent && frame_binding(h, ns, name, uid, node) != AS_OK) {
         err = AS_ENOMEM;
         goto done;
     }
@@ -275,10 +295,16 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
         as_diag d = {{0}, {0}};
         buf_reset(resp);
         unsigned sends = 0;
-        err = once ? k8s_do_kept_try(k, h, path->data, body->data, body->len, resp, &status,
-                                     &retry_after, &sends, TRY_TIMEOUT_MS, &d)
-                   : k8s_do_kept(k, h, path->data, body->data, body->len, resp, &status,
-                                 &retry_after, &sends, &d);
+        if (sent && attempt == 0) {
+            sends = 1;
+            err = k8s_kept_post_recv(k, h, resp, &status, TRY_TIMEOUT_MS, &d);
+        } else if (once) {
+            err = k8s_do_kept_try(k, h, path->data, body->data, body->len, resp, &status,
+                                  &retry_after, &sends, TRY_TIMEOUT_MS, &d);
+        } else {
+            err = k8s_do_kept(k, h, path->data, body->data, body->len, resp, &status, &retry_after,
+                              &sends, &d);
+        }
         if (sends > 1)
             note_unknown(k, &unknown, ns, name, node,
                          "the connection died unanswered and the binding was sent again");
@@ -402,14 +428,60 @@ out:
 as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid, const char *node,
                 as_diag *diag)
 {
-    return bind_post(k, ns, name, uid, node, false, diag);
+    return bind_post(k, ns, name, uid, node, false, NULL, diag);
 }
 
 /* See bind.h. */
 as_err k8s_bind_try(k8s_client *k, const char *ns, const char *name, const char *uid,
                     const char *node, as_diag *diag)
 {
-    return bind_post(k, ns, name, uid, node, true, diag);
+    return bind_post(k, ns, name, uid, node, true, NULL, diag);
+}
+
+/* See bind.h. */
+as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const char *uid,
+                         const char *node, k8s_kept **sent, as_diag *diag)
+{
+    *sent = NULL;
+    as_err err = bind_checked(k, ns, name, node, diag);
+    if (err)
+        return err;
+    k8s_kept *h = handle_take(k, false);
+    if (!h)
+        return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: %s", ns, name,
+                           k8s_stopping(k) ? "client stopping" : "every handle busy");
+    as_diag d = {{0}, {0}};
+    err = frame_binding(h, ns, name, uid, node);
+    h->queued = 0;
+    if (!err)
+        err = k8s_kept_post_add(k, h, h->path.data, h->body.data, h->body.len, &d);
+    if (!err)
+        err = k8s_kept_post_flush(k, h, false, &d);
+    if (!err) {
+        *sent = h;
+        return AS_OK;
+    }
+    h->queued = 0;
+    k8s_bind_handle_put(k, h);
+    if (err == AS_ENOMEM || err == AS_EUNSUPPORTED)
+        return as_diag_set(diag, err, NULL, "bind of %s/%s not sent: %s", ns, name,
+                           err == AS_ENOMEM ? "out of memory" : "needs libcurl's requests");
+    /* Not settled: when bytes left, the binding may have been applied, and
+     * k8s_bind's first attempt (201, or 409 naming this node) settles it. */
+    return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not settled: %s", ns, name, d.msg);
+}
+
+/* See bind.h. */
+bool k8s_bind_try_answered(const k8s_kept *sent)
+{
+    return k8s_wire_answered(&sent->wire);
+}
+
+/* See bind.h. */
+as_err k8s_bind_try_recv(k8s_client *k, k8s_kept *sent, const char *ns, const char *name,
+                         const char *uid, const char *node, as_diag *diag)
+{
+    return bind_post(k, ns, name, uid, node, true, sent, diag);
 }
 
 static void *bind_worker(void *arg)

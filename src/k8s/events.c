@@ -170,7 +170,7 @@ static void read_due(k8s_client *k, k8s_kept *kh)
         unsigned due = kh->wire.pending;
         long status = 0;
         as_diag d = {{0}, {0}};
-        as_err err = k8s_kept_post_recv(k, kh, NULL, &status, &d);
+        as_err err = k8s_kept_post_recv(k, kh, NULL, &status, 0, &d);
         if (!err) {
             tally(k, AS_OK, status, NULL, &d);
             continue;
@@ -197,7 +197,7 @@ static void send_batch(k8s_client *k, k8s_kept *kh, const k8s_event_job *jobs, s
         if (err == AS_ETOOBIG && kh->queued) {
             /* the buffer is full: what it holds goes first */
             unsigned q = kh->queued;
-            as_err ferr = k8s_kept_post_flush(k, kh, &d);
+            as_err ferr = k8s_kept_post_flush(k, kh, true, &d);
             for (unsigned m = 0; ferr && m < q; m++)
                 tally(k, ferr, 0, NULL, &d);
             err = k8s_kept_post_add(k, kh, kh->path.data, kh->body.data, kh->body.len, &d);
@@ -211,7 +211,7 @@ static void send_batch(k8s_client *k, k8s_kept *kh, const k8s_event_job *jobs, s
     }
     unsigned q = kh->queued;
     as_diag d = {{0}, {0}};
-    as_err err = k8s_kept_post_flush(k, kh, &d);
+    as_err err = k8s_kept_post_flush(k, kh, true, &d);
     for (unsigned m = 0; err && m < q; m++)
         tally(k, err, 0, NULL, &d);
 }

@@ -704,16 +704,21 @@ as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const ch
 }
 
 /* See transport.h. */
-as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, as_diag *diag)
+as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, bool wait, as_diag *diag)
 {
     unsigned n = kh->queued;
-    kh->queued = 0;
     if (!n)
         return AS_OK;
     /* one token a request, as each is a write the API server makes */
-    for (unsigned i = 0; i < n; i++)
-        if (!k8s_rl_wait(k))
+    for (unsigned i = 0; i < n; i++) {
+        if (!wait && !k8s_rl_take(&k->rl))
+            return as_diag_set(diag, AS_EAGAIN, NULL, "POST not sent: over --kube-api-qps");
+        if (wait && !k8s_rl_wait(k)) {
+            kh->queued = 0;
             return as_diag_set(diag, AS_EIO, NULL, "client stopping");
+        }
+    }
+    kh->queued = 0;
     k8s_wire_req rq = {
         kh->out.data, kh->out.len, clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u,
         wire_stop,    k,           n};
@@ -727,11 +732,13 @@ as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, as_diag *diag)
 }
 
 /* See transport.h. */
-as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, as_diag *diag)
+as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, int64_t timeout_ms,
+                          as_diag *diag)
 {
     *status = 0;
-    k8s_wire_req rq = {
-        NULL, 0, clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u, wire_stop, k, 1};
+    if (timeout_ms <= 0)
+        timeout_ms = k->cfg.request_timeout_ms;
+    k8s_wire_req rq = {NULL, 0, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u, wire_stop, k, 1};
     k8s_wire_ans ans = {0};
     as_diag wd = {{0}, {0}};
     as_err err = k8s_wire_recv(&kh->wire, &rq, resp ? resp : &kh->resp, &ans, &wd);

@@ -111,6 +111,27 @@ static as_err svc_port_bind_try(void *arg, const char *ns, const char *name, con
     return k8s_bind_try(svc_k8s(arg), ns, name, uid, node, diag);
 }
 
+static as_err svc_port_bind_send(void *arg, const char *ns, const char *name, const char *uid,
+                                 const char *node, void **sent, as_diag *diag)
+{
+    k8s_kept *h = NULL;
+    as_err err = k8s_bind_try_send(svc_k8s(arg), ns, name, uid, node, &h, diag);
+    *sent = h;
+    return err;
+}
+
+static as_err svc_port_bind_recv(void *arg, void *sent, const char *ns, const char *name,
+                                 const char *uid, const char *node, as_diag *diag)
+{
+    return k8s_bind_try_recv(svc_k8s(arg), sent, ns, name, uid, node, diag);
+}
+
+static bool svc_port_bind_answered(void *arg, void *sent)
+{
+    (void)arg;
+    return k8s_bind_try_answered(sent);
+}
+
 static as_err svc_port_patch_pod(void *arg, const char *ns, const char *name, const char *body,
                                  size_t len, as_diag *diag)
 {
@@ -274,6 +295,9 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         .synced = svc_port_synced,
         .bind = svc_port_bind,
         .bind_try = svc_port_bind_try,
+        .bind_send = svc_port_bind_send,
+        .bind_recv = svc_port_bind_recv,
+        .bind_answered = svc_port_bind_answered,
         .patch_pod = svc_port_patch_pod,
         .decision_begin = svc_port_decision_begin,
         .decision_end = svc_port_decision_end,

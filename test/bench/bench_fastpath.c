@@ -170,7 +170,7 @@ static rate fast_rate(svc *s, unsigned workers, double secs, bool eq, int shapes
     fc.no_eqcache = !eq;
     fc.candidates = 3;
     fc.bind_threads = 2;
-    fastpath_ops ops = {bind_and_release, NULL, NULL, s, NULL};
+    fastpath_ops ops = {bind_and_release, NULL, NULL, s, NULL, NULL, NULL, NULL};
     fastpath *fp = NULL;
     as_diag d = {{0}, {0}};
     if (fastpath_new(s->core, &fc, &ops, &fp, &d)) {
@@ -361,7 +361,7 @@ static double conflict_run(unsigned workers, unsigned k, int *over, double *util
     fc.workers = workers;
     fc.candidates = k;
     fc.bind_threads = 2;
-    fastpath_ops ops = {bind_ok, NULL, NULL, s, NULL};
+    fastpath_ops ops = {bind_ok, NULL, NULL, s, NULL, NULL, NULL, NULL};
     fastpath *fp = NULL;
     as_diag d = {{0}, {0}};
     fastpath_new(s->core, &fc, &ops, &fp, &d);

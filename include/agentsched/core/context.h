@@ -76,6 +76,9 @@ typedef struct core_metrics {
  *   synced      true once its first list of nodes and pods is done
  *   bind        posts a Binding for the pod (k8s_bind's contract)
  *   bind_try    one attempt that never waits (k8s_bind_try's contract)
+ *   bind_send, bind_recv, bind_answered  bind_try in two steps
+ *               (k8s_bind_try_send / _recv / _answered, the handle as
+ *               an opaque pointer)
  *   patch_pod   sends a JSON merge patch to the pod (k8s_patch_pod's
  *               contract: AS_ECONFLICT when a precondition failed)
  *   decision_begin/end  the NodeShard gate (shard.h shard_decision_*)
@@ -90,6 +93,11 @@ typedef struct core_ports {
                    as_diag *diag);
     as_err (*bind_try)(void *arg, const char *ns, const char *name, const char *uid,
                        const char *node, as_diag *diag);
+    as_err (*bind_send)(void *arg, const char *ns, const char *name, const char *uid,
+                        const char *node, void **sent, as_diag *diag);
+    as_err (*bind_recv)(void *arg, void *sent, const char *ns, const char *name, const char *uid,
+                        const char *node, as_diag *diag);
+    bool (*bind_answered)(void *arg, void *sent);
     as_err (*patch_pod)(void *arg, const char *ns, const char *name, const char *body, size_t len,
                         as_diag *diag);
     uint64_t (*decision_begin)(void *arg);

@@ -120,6 +120,12 @@ as_err decision_bind(decision *d, as_diag *diag);
  * the decision reserved, for a decision_bind later, on any thread. */
 as_err decision_try_bind(decision *d, as_diag *diag);
 
+/* decision_bind_settled ends a reserved decision's bind with err, the
+ * result of a bind the entry point made by its own means (the fast path's
+ * pod watch sends a Binding and reads its answer later): AS_OK bound,
+ * else unreserved, as decision_bind would; returns err. */
+as_err decision_bind_settled(decision *d, as_err err);
+
 /* decision_unreserve gives up a reservation that will not be bound (the
  * entry point abandons it). No-op unless reserved. */
 void decision_unreserve(decision *d);

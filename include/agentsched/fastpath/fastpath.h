@@ -78,6 +78,16 @@ typedef struct fastpath_ops {
     /* The pod watch's bind: one attempt that never waits (k8s_bind_try);
      * AS_EAGAIN sends the pod to a bind thread's bind. May be NULL. */
     as_err (*bind_try)(void *arg, const model_pod *pod, const char *node, as_diag *diag);
+    /* bind_try in two steps (k8s_bind_try_send / _recv / _answered): the
+     * pod watch sends the Binding and reads the answer at its next event,
+     * when it has come, instead of sleeping for it. bind_send AS_OK: sent,
+     * *sent for exactly one bind_recv; AS_EAGAIN: as bind_try's;
+     * AS_EUNSUPPORTED: use bind_try. May be NULL (bind_try then). */
+    as_err (*bind_send)(void *arg, const model_pod *pod, const char *node, void **sent,
+                        as_diag *diag);
+    as_err (*bind_recv)(void *arg, void *sent, const model_pod *pod, const char *node,
+                        as_diag *diag);
+    bool (*bind_answered)(void *arg, void *sent);
 } fastpath_ops;
 
 /* The scheduler name served when the config names none. */

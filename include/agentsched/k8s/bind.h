@@ -47,6 +47,26 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
 as_err k8s_bind_try(k8s_client *k, const char *ns, const char *name, const char *uid,
                     const char *node, as_diag *diag);
 
+/*
+ * k8s_bind_try_send and k8s_bind_try_recv are k8s_bind_try in two steps,
+ * for a thread that has other work while the API server answers (the pod
+ * watch reads the binding's own event meanwhile): send takes a free
+ * handle and a rate-limiter token without waiting and writes the
+ * Binding, *sent the handle, which then carries nothing else; AS_EAGAIN
+ * (*sent NULL) as k8s_bind_try's when nothing could be sent or a send
+ * broke (then k8s_bind settles it), AS_EUNSUPPORTED when the client's
+ * requests need libcurl (use k8s_bind_try), AS_EINVAL / AS_ENOMEM. recv
+ * reads the answer (within 250 ms of the call), gives the handle back and
+ * returns what k8s_bind_try would have; exactly one recv for each send
+ * that succeeded, on any thread, one at a time. k8s_bind_try_answered:
+ * recv would not wait for the answer's first bytes.
+ */
+as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const char *uid,
+                         const char *node, k8s_kept **sent, as_diag *diag);
+as_err k8s_bind_try_recv(k8s_client *k, k8s_kept *sent, const char *ns, const char *name,
+                         const char *uid, const char *node, as_diag *diag);
+bool k8s_bind_try_answered(const k8s_kept *sent);
+
 /* Completion of an asynchronous bind (called on a bind worker thread). */
 typedef void (*k8s_bind_done_fn)(void *arg, as_err err, const as_diag *diag);
 

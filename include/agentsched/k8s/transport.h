@@ -313,23 +313,25 @@ as_err k8s_do_kept_try(k8s_client *k, k8s_kept *kh, const char *path, const char
 
 /*
  * k8s_kept_post_add, k8s_kept_post_flush and k8s_kept_post_recv are
- * k8s_do_kept in steps, for best-effort POSTs whose answers the caller
- * reads later, several in one write (HTTP/1.1 pipelining; k8s_wire_send,
+ * k8s_do_kept in steps, for POSTs whose answers the caller reads later,
+ * several in one write (HTTP/1.1 pipelining; k8s_wire_send,
  * k8s_wire_recv). add frames one behind those added since the last flush
  * (AS_ETOOBIG, nothing added, when it would pass kh's request buffer:
  * flush, then add it again; AS_EUNSUPPORTED when kh's requests go through
- * libcurl: then use k8s_do_kept). flush passes the client's rate limiter
- * once for each and writes them all, never twice. recv reads the next
- * answer due (kh->wire.pending counts them) into resp (kh->resp when
- * NULL), *status its HTTP status (0 on failure), within the client's
- * request timeout from the call. More flushes may come before the recvs.
- * After an error every answer due is lost. Nothing else may use kh while
- * answers are due.
+ * libcurl: then use k8s_do_kept). flush takes a token of the client's
+ * rate limiter for each, with wait as it comes, else only if one is there
+ * now (AS_EAGAIN: nothing sent, the requests still added), and writes them
+ * all, never twice. recv reads the next answer due (kh->wire.pending
+ * counts them) into resp (kh->resp when NULL), *status its HTTP status (0
+ * on failure), within timeout_ms from the call (0: the client's request
+ * timeout). More flushes may come before the recvs. After an error every
+ * answer due is lost. Nothing else may use kh while answers are due.
  */
 as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
                          size_t body_len, as_diag *diag);
-as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, as_diag *diag);
-as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, as_diag *diag);
+as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, bool wait, as_diag *diag);
+as_err k8s_kept_post_recv(k8s_client *k, k8s_kept *kh, buf *resp, long *status, int64_t timeout_ms,
+                          as_diag *diag);
 
 /* k8s_do_priority: as k8s_do, but outside the rate limiter and with its
  * own timeout (connect included), for leader election: a renewal must not

@@ -115,7 +115,7 @@ static void setup(unsigned workers, unsigned k)
     fc.poll_ms = 5;
     fc.queue.backoff_initial_ms = 20;
     fc.queue.backoff_max_ms = 100;
-    fastpath_ops ops = {fake_bind, fake_unsched, fake_scheduled, &api, NULL};
+    fastpath_ops ops = {fake_bind, fake_unsched, fake_scheduled, &api, NULL, NULL, NULL, NULL};
     cr_assert_eq(fastpath_new(s->core, &fc, &ops, &fp, &d), AS_OK, "%s", d.msg);
 }
 

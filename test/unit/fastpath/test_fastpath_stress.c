@@ -160,7 +160,7 @@ static void run(unsigned k)
     fc.poll_ms = 2;
     fc.queue.backoff_initial_ms = 2;
     fc.queue.backoff_max_ms = 20;
-    fastpath_ops ops = {flaky_bind, NULL, NULL, &w, NULL};
+    fastpath_ops ops = {flaky_bind, NULL, NULL, &w, NULL, NULL, NULL, NULL};
     cr_assert_eq(fastpath_new(w.s->core, &fc, &ops, &w.fp, &d), AS_OK, "%s", d.msg);
     cr_assert_eq(fastpath_start(w.fp), AS_OK);
     pthread_t ct;

@@ -218,6 +218,67 @@ Test(k8s_bind, try_is_one_attempt_that_never_waits)
     bfx_fini(&f);
 }
 
+/* try_split is k8s_bind_try as the pod watch makes it: the Binding sent,
+ * its answer read once it has come. */
+static as_err try_split(bfx *f, const char *name, const char *uid, const char *node, as_diag *d)
+{
+    k8s_kept *sent = NULL;
+    as_err err = k8s_bind_try_send(f->k, "default", name, uid, node, &sent, d);
+    if (err) {
+        cr_assert_null(sent);
+        return err;
+    }
+    cr_assert_not_null(sent);
+    for (int t = 0; t < 2000 && !k8s_bind_try_answered(sent); t++)
+        usleep(1000);
+    return k8s_bind_try_recv(f->k, sent, "default", name, uid, node, d);
+}
+
+/* k8s_bind_try in two steps answers as k8s_bind_try does, and gives its
+ * handle back either way. */
+Test(k8s_bind, try_sent_then_answered)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "t", NULL);
+    put_pod(&f, "u", "n2");
+    as_diag d = {{0}, {0}};
+    bind_faults(&f, "t", STUB_F_STATUS, 503, 1);
+    cr_assert_eq(try_split(&f, "t", "uid-t", "n1", &d), AS_EAGAIN, "%s", d.msg);
+    cr_expect(strstr(d.msg, "not settled"), "%s", d.msg);
+    cr_assert_eq(try_split(&f, "t", "uid-t", "n1", &d), AS_OK, "%s", d.msg);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-t"), "n1");
+    cr_assert_eq(try_split(&f, "t", "uid-t", "n1", &d), AS_OK, "409 naming this node: %s", d.msg);
+    cr_assert_eq(try_split(&f, "u", "uid-u", "n0", &d), AS_ECONFLICT);
+    cr_assert_eq(try_split(&f, "ghost", NULL, "n0", &d), AS_ENOTFOUND);
+    /* slower than the try's wait: not settled, k8s_bind settles it */
+    put_pod(&f, "v", NULL);
+    bind_faults(&f, "v", STUB_F_SLOW, 600, 1);
+    k8s_kept *sent = NULL;
+    cr_assert_eq(k8s_bind_try_send(f.k, "default", "v", "uid-v", "n1", &sent, &d), AS_OK);
+    cr_assert_not(k8s_bind_try_answered(sent));
+    cr_assert_eq(k8s_bind_try_recv(f.k, sent, "default", "v", "uid-v", "n1", &d), AS_EAGAIN, "%s",
+                 d.msg);
+    cr_assert_eq(k8s_bind(f.k, "default", "v", "uid-v", "n1", &d), AS_OK, "%s", d.msg);
+    /* every handle is back: as many sends as the pool has, then none */
+    put_pod(&f, "w", NULL);
+    k8s_kept *held[128];
+    int n = 0;
+    while (n < 128 && k8s_bind_try_send(f.k, "default", "w", "uid-w", "n1", &held[n], &d) == AS_OK)
+        n++;
+    cr_assert_gt(n, 0);
+    cr_assert_lt(n, 128);
+    cr_expect(strstr(d.msg, "every handle busy"), "%s", d.msg);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(k8s_bind_try_recv(f.k, held[i], "default", "w", "uid-w", "n1", &d), AS_OK,
+                     "%s", d.msg);
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_retries, 0, "a try never retries");
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    bfx_fini(&f);
+}
+
 static void slow_qps(k8s_config *cfg)
 {
     cfg->qps = 1;
