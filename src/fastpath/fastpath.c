@@ -614,12 +614,11 @@ static void inline_pause(fastpath *fp, as_err err, uint64_t t0, uint64_t t1)
 }
 
 /* inline_settle reads the answer to the pod watch's Binding that is out,
- * if any: only when it has come, unless wait, the event being handled is
- * that pod's (uid; may be NULL), or it has been out longer than
- * INLINE_BIND_SLOW_NS (then waiting for it, 250 ms at most). Not
+ * if any: only when it has come, unless wait or it has been out longer
+ * than INLINE_BIND_SLOW_NS (then waiting for it, 250 ms at most). Not
  * settled, the job goes to the bind threads, still reserved; settled, its
  * decision ends as a bind thread's would. Any thread. */
-static void inline_settle(fastpath *fp, const char *uid, bool wait)
+static void inline_settle(fastpath *fp, bool wait)
 {
     if (!__atomic_load_n(&fp->ip_on, __ATOMIC_ACQUIRE))
         return;
@@ -628,8 +627,6 @@ static void inline_settle(fastpath *fp, const char *uid, bool wait)
         pthread_mutex_unlock(&fp->ipmu);
         return;
     }
-    /* the pod's own event comes after the answer */
-    wait = wait || (uid && !strcmp(fp->ip.dc.uid, uid));
     uint64_t now = clock_mono_ns();
     if (!wait && now - fp->ip_t0 <= INLINE_BIND_SLOW_NS &&
         !fp->ops.bind_answered(fp->ops.arg, fp->ip_sent)) {
@@ -662,8 +659,8 @@ static void inline_settle(fastpath *fp, const char *uid, bool wait)
  * bind thread's wake-up and hand-off (the largest cost of a pod that
  * comes alone), in one attempt that never waits (k8s_bind_try, 250 ms at
  * most). Where the transport can, the Binding is sent and its answer read
- * later (inline_settle at the watch's next event: the pod's own MODIFIED
- * comes after the answer), so the watch does not sleep for it. A try not
+ * later (inline_settle at a later event of the watch's, once it has
+ * come), so the watch does not sleep for it. A try not
  * settled or slower than INLINE_BIND_SLOW_NS (a slow or refusing API
  * server, every handle busy) turns this off for INLINE_BIND_PAUSE_NS:
  * the bind threads bind meanwhile. */
@@ -672,7 +669,7 @@ static void bind_inline(fastpath *fp, const bind_job *j)
     uint64_t t0 = clock_mono_ns();
     /* One Binding out at a time: the last one's answer first (pods that
      * come together wait for it here, as every pod did before). */
-    inline_settle(fp, NULL, true);
+    inline_settle(fp, true);
     if (clock_mono_ns() < __atomic_load_n(&fp->inline_bind_off_ns, __ATOMIC_RELAXED)) {
         bind_push(fp, j); /* that answer turned the watch's binds off */
         return;
@@ -1036,7 +1033,7 @@ static void *watcher_main(void *arg)
         if (stop)
             return NULL;
         /* a Binding of the pod watch's whose answer no event brought */
-        inline_settle(fp, NULL, false);
+        inline_settle(fp, false);
 
         cache_stats cs;
         cache_get_stats(c, &cs);
@@ -1217,7 +1214,7 @@ void fastpath_stop(fastpath *fp)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    inline_settle(fp, NULL, true);
+    inline_settle(fp, true);
     /* Workers are gone: the bind queue only drains now. */
     pthread_mutex_lock(&fp->bmu);
     fp->bstop = true;
@@ -1340,9 +1337,11 @@ bool fastpath_pod_event(void *arg, k8s_event_type ev, model_pod *pod)
         return false;
     char tmp[600];
     const char *uid = model_pod_key(pod, tmp, sizeof tmp, NULL);
-    /* the answer to the watch's last Binding first, as it came before
-     * this event (and before the pod's own) */
-    inline_settle(fp, uid, false);
+    /* the answer to the watch's last Binding first, when it has come (as
+     * a rule before the pod's own event: not waited for even then, as the
+     * answer that follows that event by a fraction of a millisecond would
+     * cost a sleep, and the next event or the watcher reads it) */
+    inline_settle(fp, false);
     if (ev == K8S_EV_DELETED) {
         queue_remove(fp->q, uid);
         if (pod->node_name)
