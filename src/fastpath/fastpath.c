@@ -4,6 +4,7 @@
  */
 #include "agentsched/fastpath/fastpath.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,17 @@ typedef struct fp_metrics {
     metrics_counter *eq_hit, *eq_rebuild, *eq_bypass, *eq_classes;
 } fp_metrics;
 
+/* The most Bindings of the pod watch's out at once (past them, pods go
+ * to the bind threads). */
+#define INLINE_BINDS_MAX 64
+
+/* One Binding of the pod watch's whose answer is still to be read. */
+typedef struct inline_bind {
+    bind_job j;  /* its job, still reserved */
+    void *sent;  /* the transport's handle for bind_recv */
+    uint64_t t0; /* clock_mono_ns() when it was sent */
+} inline_bind;
+
 struct fastpath {
     decision_ports dports; /* the core's gate, fp_bind_port */
     core *core;            /* borrowed */
@@ -83,14 +95,13 @@ struct fastpath {
     uint64_t inline_win_ns;      /* pod watch thread only: the budget's window start */
     uint64_t inline_used_ns;     /* ... and the decisions' time in it */
     uint64_t inline_bind_off_ns; /* (atomic) ... and binds its pods too from this clock_mono_ns() */
-    /* The pod watch's Binding whose answer is still to be read
-     * (ops.bind_send): one at a time; the watch reads it at its next
-     * event, by when it has come, the watcher when no event comes. */
+    /* The pod watch's Bindings whose answers are still to be read
+     * (ops.bind_send), oldest first: the watch reads each at a later
+     * event once it has come, the watcher when no event brings it. */
     pthread_mutex_t ipmu;
-    bool ip_on;     /* (atomic; set under ipmu) a Binding is out */
-    bind_job ip;    /* its job, still reserved */
-    void *ip_sent;  /* the transport's handle for bind_recv */
-    uint64_t ip_t0; /* clock_mono_ns() when it was sent */
+    inline_bind ip[INLINE_BINDS_MAX]; /* a ring (ipmu) */
+    unsigned ip_head, ip_len;         /* (ipmu) */
+    unsigned ip_n;                    /* (atomic; set under ipmu) ip_len */
 
     /* bind stage */
     pthread_mutex_t bmu;
@@ -595,63 +606,65 @@ static void *binder_main(void *arg)
     }
 }
 
-/* bind_inline: the pod watch binds the pod it decided itself, saving a
- * bind thread's wake-up and hand-off (the largest cost of a pod that
- * comes alone), in one attempt that never waits (k8s_bind_try, 250 ms at
- * most). A try not settled or slower than INLINE_BIND_SLOW_NS (a slow or
- * refusing API server, every handle busy) turns this off for
- * INLINE_BIND_PAUSE_NS: the bind threads bind meanwhile. */
+/* The pod watch's binds (bind_inline) pause this long after a try that
+ * was not settled, or one it waited for that took this long. */
 #define INLINE_BIND_SLOW_NS  50000000u
 #define INLINE_BIND_PAUSE_NS 1000000000u
 
 /* inline_pause turns the pod watch's binds off for INLINE_BIND_PAUSE_NS
- * after a try at t1 that was not settled or slower than
- * INLINE_BIND_SLOW_NS since t0. */
-static void inline_pause(fastpath *fp, as_err err, uint64_t t0, uint64_t t1)
+ * after a try at t1 that was not settled, or, when slow counts (a try
+ * the watch waited for), slower than INLINE_BIND_SLOW_NS since t0. */
+static void inline_pause(fastpath *fp, as_err err, bool slow, uint64_t t0, uint64_t t1)
 {
-    if (err == AS_EAGAIN || t1 - t0 > INLINE_BIND_SLOW_NS)
+    if (err == AS_EAGAIN || (slow && t1 - t0 > INLINE_BIND_SLOW_NS))
         __atomic_store_n(&fp->inline_bind_off_ns, t1 + INLINE_BIND_PAUSE_NS, __ATOMIC_RELAXED);
 }
 
-/* inline_settle reads the answer to the pod watch's Binding that is out,
- * if any: only when it has come, unless wait or it has been out longer
- * than INLINE_BIND_SLOW_NS (then waiting for it, 250 ms at most). Not
- * settled, the job goes to the bind threads, still reserved; settled, its
- * decision ends as a bind thread's would. Any thread. */
+/* An answer of the pod watch's Bindings not read this long after the send
+ * is waited for (by the watcher, 250 ms at most, then the bind threads
+ * settle it). */
+#define INLINE_ANSWER_LATE_NS 200000000u
+
+/* inline_settle reads the answers to the pod watch's Bindings that are
+ * out, oldest first, as long as they have come; with wait, or once the
+ * oldest is late (INLINE_ANSWER_LATE_NS), it waits for that one (250 ms
+ * at most). Not settled, a job goes to the bind threads, still reserved;
+ * settled, its decision ends as a bind thread's would. Any thread. */
 static void inline_settle(fastpath *fp, bool wait)
 {
-    if (!__atomic_load_n(&fp->ip_on, __ATOMIC_ACQUIRE))
-        return;
-    pthread_mutex_lock(&fp->ipmu);
-    if (!__atomic_load_n(&fp->ip_on, __ATOMIC_ACQUIRE)) {
+    while (__atomic_load_n(&fp->ip_n, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&fp->ipmu);
+        if (!fp->ip_len) {
+            pthread_mutex_unlock(&fp->ipmu);
+            return;
+        }
+        const inline_bind *o = &fp->ip[fp->ip_head];
+        if (!wait && clock_mono_ns() - o->t0 <= INLINE_ANSWER_LATE_NS &&
+            !fp->ops.bind_answered(fp->ops.arg, o->sent)) {
+            pthread_mutex_unlock(&fp->ipmu);
+            return;
+        }
+        inline_bind b = *o;
+        fp->ip_head = (fp->ip_head + 1) % INLINE_BINDS_MAX;
+        fp->ip_len--;
+        __atomic_store_n(&fp->ip_n, fp->ip_len, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&fp->ipmu);
-        return;
-    }
-    uint64_t now = clock_mono_ns();
-    if (!wait && now - fp->ip_t0 <= INLINE_BIND_SLOW_NS &&
-        !fp->ops.bind_answered(fp->ops.arg, fp->ip_sent)) {
-        pthread_mutex_unlock(&fp->ipmu);
-        return;
-    }
-    bind_job j = fp->ip;
-    void *sent = fp->ip_sent;
-    uint64_t t0 = fp->ip_t0;
-    __atomic_store_n(&fp->ip_on, false, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&fp->ipmu);
-    as_diag d = {{0}, {0}};
-    as_err err = fp->ops.bind_recv(fp->ops.arg, sent, j.dc.pod, j.dc.out.node, &d);
-    inline_pause(fp, err, t0, clock_mono_ns());
-    if (err == AS_EAGAIN) {
-        log_debug("msg=\"bind passed to the bind threads\" pod=%s/%s reason=\"%s\"", j.dc.pod->ns,
-                  j.dc.pod->name, d.msg);
-        bind_push(fp, &j);
-        return;
-    }
-    decision_bind_settled(&j.dc, err);
-    bind_ended(fp, &j, err, &d, t0);
-    if (err == AS_OK) {
-        inc(&fp->st.watch_binds);
-        metrics_inc(fp->m.watch_binds);
+        wait = false; /* one waited for at most */
+        as_diag d = {{0}, {0}};
+        as_err err = fp->ops.bind_recv(fp->ops.arg, b.sent, b.j.dc.pod, b.j.dc.out.node, &d);
+        inline_pause(fp, err, false, b.t0, clock_mono_ns());
+        if (err == AS_EAGAIN) {
+            log_debug("msg=\"bind passed to the bind threads\" pod=%s/%s reason=\"%s\"",
+                      b.j.dc.pod->ns, b.j.dc.pod->name, d.msg);
+            bind_push(fp, &b.j);
+            continue;
+        }
+        decision_bind_settled(&b.j.dc, err);
+        bind_ended(fp, &b.j, err, &d, b.t0);
+        if (err == AS_OK) {
+            inc(&fp->st.watch_binds);
+            metrics_inc(fp->m.watch_binds);
+        }
     }
 }
 
@@ -660,18 +673,20 @@ static void inline_settle(fastpath *fp, bool wait)
  * comes alone), in one attempt that never waits (k8s_bind_try, 250 ms at
  * most). Where the transport can, the Binding is sent and its answer read
  * later (inline_settle at a later event of the watch's, once it has
- * come), so the watch does not sleep for it. A try not
- * settled or slower than INLINE_BIND_SLOW_NS (a slow or refusing API
- * server, every handle busy) turns this off for INLINE_BIND_PAUSE_NS:
- * the bind threads bind meanwhile. */
+ * come), so the watch sleeps for no answer and, under load, reads several
+ * answers in the wake-ups its events cost anyway; up to INLINE_BINDS_MAX
+ * are out at once, past them the pod goes to the bind threads. A try not
+ * settled, or one the watch waited for (the transport cannot split it)
+ * slower than INLINE_BIND_SLOW_NS (a slow or refusing API server, every
+ * handle busy), turns this off for INLINE_BIND_PAUSE_NS: the bind
+ * threads bind meanwhile. */
 static void bind_inline(fastpath *fp, const bind_job *j)
 {
     uint64_t t0 = clock_mono_ns();
-    /* One Binding out at a time: the last one's answer first (pods that
-     * come together wait for it here, as every pod did before). */
-    inline_settle(fp, true);
-    if (clock_mono_ns() < __atomic_load_n(&fp->inline_bind_off_ns, __ATOMIC_RELAXED)) {
-        bind_push(fp, j); /* that answer turned the watch's binds off */
+    inline_settle(fp, false);
+    if (clock_mono_ns() < __atomic_load_n(&fp->inline_bind_off_ns, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&fp->ip_n, __ATOMIC_ACQUIRE) >= INLINE_BINDS_MAX) {
+        bind_push(fp, j);
         return;
     }
     as_err err = AS_EUNSUPPORTED;
@@ -681,15 +696,15 @@ static void bind_inline(fastpath *fp, const bind_job *j)
         err = fp->ops.bind_send(fp->ops.arg, j->dc.pod, j->dc.out.node, &sent, &d);
     if (err == AS_OK) {
         pthread_mutex_lock(&fp->ipmu);
-        fp->ip = *j;
-        fp->ip_sent = sent;
-        fp->ip_t0 = t0;
-        __atomic_store_n(&fp->ip_on, true, __ATOMIC_RELEASE);
+        /* only this thread adds, and the room was checked above */
+        assert(fp->ip_len < INLINE_BINDS_MAX);
+        fp->ip[(fp->ip_head + fp->ip_len++) % INLINE_BINDS_MAX] = (inline_bind){*j, sent, t0};
+        __atomic_store_n(&fp->ip_n, fp->ip_len, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&fp->ipmu);
         return;
     }
     if (err == AS_EAGAIN) {
-        inline_pause(fp, err, t0, clock_mono_ns());
+        inline_pause(fp, err, false, t0, clock_mono_ns());
         bind_push(fp, j);
         return;
     }
@@ -704,7 +719,7 @@ static void bind_inline(fastpath *fp, const bind_job *j)
         inc(&fp->st.watch_binds);
         metrics_inc(fp->m.watch_binds);
     }
-    inline_pause(fp, err, t0, clock_mono_ns());
+    inline_pause(fp, err, true, t0, clock_mono_ns());
 }
 
 /* With no pod in the queue there is nothing for the watcher to move back,
@@ -1214,7 +1229,8 @@ void fastpath_stop(fastpath *fp)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    inline_settle(fp, true);
+    while (__atomic_load_n(&fp->ip_n, __ATOMIC_ACQUIRE))
+        inline_settle(fp, true);
     /* Workers are gone: the bind queue only drains now. */
     pthread_mutex_lock(&fp->bmu);
     fp->bstop = true;

@@ -354,6 +354,45 @@ Test(fastpath_live, the_pod_watch_decides_pods_the_workers_are_not_behind_on)
     stub_free(stub);
 }
 
+/* A burst: the pod watch sends several Bindings before their answers
+ * come and reads them at later events; every pod is bound once, within
+ * the nodes' capacity, and counted once. */
+Test(fastpath_live, the_pod_watch_has_several_bindings_out)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    put_nodes(stub, 4, "6", "16Gi");
+    svc *s = NULL;
+    fastpath *fp = live_start(stub, 1, false, &s);
+    as_diag d = {{0}, {0}};
+    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    int64_t end = mono_ms() + WAIT_CAP_MS;
+    put_pods(stub, "b", 0, 30); /* 24 fit */
+    while (bound_on(stub, NULL, NULL) < 24 && mono_ms() < end)
+        usleep(2000);
+    fastpath_stats st;
+    fastpath_get_stats(fp, &st);
+    while ((st.scheduled < 24 || st.unschedulable < 1) && mono_ms() < end) {
+        usleep(2000);
+        fastpath_get_stats(fp, &st);
+    }
+    usleep(100000);
+    cr_assert_eq(bound_on(stub, NULL, NULL), 24);
+    for (int n = 0; n < 4; n++) {
+        char node[16];
+        snprintf(node, sizeof node, "n%d", n);
+        cr_assert_eq(bound_on(stub, node, NULL), 6, "%s", node);
+    }
+    fastpath_get_stats(fp, &st);
+    cr_assert_eq(st.scheduled, 24);
+    cr_assert_eq(st.bind_failed, 0);
+    cr_assert_geq(st.watch_binds, 1, "no pod was bound by the watch");
+    live_stop(s, fp);
+    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
+    svc_free(s);
+    stub_free(stub);
+}
+
 /* The shipped Grafana dashboard and alert rules query only series that
  * `serve` in live mode with the fast path actually exports. */
 Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
