@@ -297,15 +297,24 @@ static void exprs(json_t *v, json_t *names, int *count)
  * pod watch decides and binds them itself, and they bind as the workers'
  * would; a binding the API server does not settle at once goes to the
  * bind threads. */
-Test(fastpath_live, the_pod_watch_decides_pods_the_workers_are_not_behind_on)
+/* live_begin starts the fast path live over a stub API server with
+ * nodes nodes of cpu CPUs (16Gi) and waits for the first sync. */
+static fastpath *live_begin(int nodes, const char *cpu, int workers, k8s_stub **stub, svc **s)
 {
     log_set_level(LOG_ERROR);
-    k8s_stub *stub = stub_new();
-    put_nodes(stub, 2, "4", "16Gi");
+    *stub = stub_new();
+    put_nodes(*stub, nodes, cpu, "16Gi");
+    fastpath *fp = live_start(*stub, workers, false, s);
+    cr_assert(k8s_wait_synced((*s)->k8s, 5000));
+    return fp;
+}
+
+Test(fastpath_live, the_pod_watch_decides_pods_the_workers_are_not_behind_on)
+{
+    k8s_stub *stub = NULL;
     svc *s = NULL;
-    fastpath *fp = live_start(stub, 2, false, &s);
+    fastpath *fp = live_begin(2, "4", 2, &stub, &s);
     as_diag d = {{0}, {0}};
-    cr_assert(k8s_wait_synced(s->k8s, 5000));
     int64_t end = mono_ms() + WAIT_CAP_MS;
     for (int i = 0; i < 6; i++) {
         put_pods(stub, "w", i, i + 1);
@@ -359,38 +368,35 @@ Test(fastpath_live, the_pod_watch_decides_pods_the_workers_are_not_behind_on)
  * the nodes' capacity, and counted once. */
 Test(fastpath_live, the_pod_watch_has_several_bindings_out)
 {
-    log_set_level(LOG_ERROR);
-    k8s_stub *stub = stub_new();
-    put_nodes(stub, 4, "6", "16Gi");
+    k8s_stub *stub = NULL;
     svc *s = NULL;
-    fastpath *fp = live_start(stub, 1, false, &s);
-    as_diag d = {{0}, {0}};
-    cr_assert(k8s_wait_synced(s->k8s, 5000));
+    fastpath *fp = live_begin(4, "6", 1, &stub, &s);
     int64_t end = mono_ms() + WAIT_CAP_MS;
     put_pods(stub, "b", 0, 30); /* 24 fit */
-    while (bound_on(stub, NULL, NULL) < 24 && mono_ms() < end)
-        usleep(2000);
-    fastpath_stats st;
-    fastpath_get_stats(fp, &st);
+    fastpath_stats st = {0};
     while ((st.scheduled < 24 || st.unschedulable < 1) && mono_ms() < end) {
         usleep(2000);
         fastpath_get_stats(fp, &st);
     }
-    usleep(100000);
-    cr_assert_eq(bound_on(stub, NULL, NULL), 24);
+    usleep(100000); /* nothing more is bound */
+    int per_node[4];
     for (int n = 0; n < 4; n++) {
         char node[16];
         snprintf(node, sizeof node, "n%d", n);
-        cr_assert_eq(bound_on(stub, node, NULL), 6, "%s", node);
+        per_node[n] = bound_on(stub, node, NULL);
     }
     fastpath_get_stats(fp, &st);
+    live_stop(s, fp);
+    as_diag d = {{0}, {0}};
+    as_err inv = cache_check_invariants(s->core->cache, &d);
+    svc_free(s);
+    stub_free(stub);
+    for (int n = 0; n < 4; n++)
+        cr_assert_eq(per_node[n], 6, "n%d holds %d pods", n, per_node[n]);
     cr_assert_eq(st.scheduled, 24);
     cr_assert_eq(st.bind_failed, 0);
     cr_assert_geq(st.watch_binds, 1, "no pod was bound by the watch");
-    live_stop(s, fp);
-    cr_assert_eq(cache_check_invariants(s->core->cache, &d), AS_OK, "%s", d.msg);
-    svc_free(s);
-    stub_free(stub);
+    cr_assert_eq(inv, AS_OK, "%s", d.msg);
 }
 
 /* The shipped Grafana dashboard and alert rules query only series that

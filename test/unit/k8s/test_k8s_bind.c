@@ -240,17 +240,17 @@ Test(k8s_bind, try_sent_then_answered)
 {
     bfx f;
     bfx_init(&f, NULL, false);
-    put_pod(&f, "t", NULL);
-    put_pod(&f, "u", "n2");
     as_diag d = {{0}, {0}};
+    cr_assert_eq(try_split(&f, "ghost", NULL, "n0", &d), AS_ENOTFOUND);
+    put_pod(&f, "u", "n2");
+    cr_assert_eq(try_split(&f, "u", "uid-u", "n0", &d), AS_ECONFLICT);
+    put_pod(&f, "t", NULL);
     bind_faults(&f, "t", STUB_F_STATUS, 503, 1);
     cr_assert_eq(try_split(&f, "t", "uid-t", "n1", &d), AS_EAGAIN, "%s", d.msg);
     cr_expect(strstr(d.msg, "not settled"), "%s", d.msg);
     cr_assert_eq(try_split(&f, "t", "uid-t", "n1", &d), AS_OK, "%s", d.msg);
     cr_assert_str_eq(stub_pod_node(&f, "uid-t"), "n1");
     cr_assert_eq(try_split(&f, "t", "uid-t", "n1", &d), AS_OK, "409 naming this node: %s", d.msg);
-    cr_assert_eq(try_split(&f, "u", "uid-u", "n0", &d), AS_ECONFLICT);
-    cr_assert_eq(try_split(&f, "ghost", NULL, "n0", &d), AS_ENOTFOUND);
     /* slower than the try's wait: not settled, k8s_bind settles it */
     put_pod(&f, "v", NULL);
     bind_faults(&f, "v", STUB_F_SLOW, 600, 1);
