@@ -100,8 +100,8 @@ struct fastpath {
      * event once it has come, the watcher when no event brings it. */
     pthread_mutex_t ipmu;
     inline_bind ip[INLINE_BINDS_MAX]; /* a ring (ipmu) */
-    unsigned ip_head, ip_len;         /* (ipmu) */
-    unsigned ip_n;                    /* (atomic; set under ipmu) ip_len */
+    unsigned ip_head;                 /* (ipmu) */
+    unsigned ip_len;                  /* (ipmu; atomic, also read without it) */
 
     /* bind stage */
     pthread_mutex_t bmu;
@@ -506,7 +506,7 @@ static void bind_flush(fastpath *fp)
         pthread_cond_signal(&fp->bnotempty);
 }
 
-static void bind_ended(fastpath *fp, bind_job *jp, as_err err, const as_diag *dp, uint64_t t0);
+static void bind_ended(fastpath *fp, bind_job *j, as_err err, const as_diag *d, uint64_t t0);
 
 /* bind_run binds one reserved pod on the API server and ends its
  * decision: the pod leaves the queue when bound (or deleted), else it
@@ -532,38 +532,36 @@ static as_err bind_run(fastpath *fp, const bind_job *jp, bool try)
 
 /* bind_ended ends job j's decision, whose bind (begun at t0) gave err:
  * the pod leaves the queue when bound (or deleted), else it backs off. */
-static void bind_ended(fastpath *fp, bind_job *jp, as_err err, const as_diag *dp, uint64_t t0)
+static void bind_ended(fastpath *fp, bind_job *j, as_err err, const as_diag *d, uint64_t t0)
 {
-    bind_job j = *jp;
-    as_diag d = *dp;
-    decision_end(&j.dc);
-    const model_pod *pod = j.dc.pod;
-    const char *node = j.dc.out.node;
+    decision_end(&j->dc);
+    const model_pod *pod = j->dc.pod;
+    const char *node = j->dc.out.node;
     uint64_t t1 = clock_mono_ns();
     metrics_observe(fp->m.st_api, (double)(t1 - t0) / 1e9);
     if (err == AS_OK) {
         inc(&fp->st.scheduled);
         metrics_inc(fp->m.att_scheduled);
-        metrics_observe(fp->m.e2e, (double)(t1 - j.added_ns) / 1e9);
+        metrics_observe(fp->m.e2e, (double)(t1 - j->added_ns) / 1e9);
         if (fp->ops.scheduled)
             fp->ops.scheduled(fp->ops.arg, pod, node);
         log_debug("msg=\"bound\" pod=%s/%s node=%s api_us=%llu", pod->ns, pod->name, node,
                   (unsigned long long)((t1 - t0) / 1000));
-        queue_done(fp->q, j.e);
+        queue_done(fp->q, j->e);
     } else {
         metrics_inc(fp->m.bind_failures);
         log_info("msg=\"API bind failed; pod released\" pod=%s/%s node=%s err=\"%s\"", pod->ns,
-                 pod->name, node, d.msg[0] ? d.msg : as_strerror(err));
+                 pod->name, node, d->msg[0] ? d->msg : as_strerror(err));
         if (err == AS_ENOTFOUND) {
             inc(&fp->st.dropped); /* deleted: the watch tells */
-            queue_done(fp->q, j.e);
+            queue_done(fp->q, j->e);
         } else {
             /* Bound elsewhere (AS_ECONFLICT) included: the watch removes
              * the pod once it shows the binding; should it never (the
              * conflict was not what it said), the pod is tried again
              * instead of being stranded. */
             inc(&fp->st.bind_failed);
-            queue_backoff(fp->q, j.e);
+            queue_backoff(fp->q, j->e);
         }
         /* The released capacity may fit pods that failed meanwhile. */
         queue_move_all(fp->q);
@@ -620,6 +618,15 @@ static void inline_pause(fastpath *fp, as_err err, bool slow, uint64_t t0, uint6
         __atomic_store_n(&fp->inline_bind_off_ns, t1 + INLINE_BIND_PAUSE_NS, __ATOMIC_RELAXED);
 }
 
+/* watch_bound counts a bind of the pod watch's own that succeeded. */
+static void watch_bound(fastpath *fp, as_err err)
+{
+    if (err == AS_OK) {
+        inc(&fp->st.watch_binds);
+        metrics_inc(fp->m.watch_binds);
+    }
+}
+
 /* An answer of the pod watch's Bindings not read this long after the send
  * is waited for (by the watcher, 250 ms at most, then the bind threads
  * settle it). */
@@ -632,7 +639,7 @@ static void inline_pause(fastpath *fp, as_err err, bool slow, uint64_t t0, uint6
  * settled, its decision ends as a bind thread's would. Any thread. */
 static void inline_settle(fastpath *fp, bool wait)
 {
-    while (__atomic_load_n(&fp->ip_n, __ATOMIC_ACQUIRE)) {
+    while (__atomic_load_n(&fp->ip_len, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&fp->ipmu);
         if (!fp->ip_len) {
             pthread_mutex_unlock(&fp->ipmu);
@@ -646,8 +653,7 @@ static void inline_settle(fastpath *fp, bool wait)
         }
         inline_bind b = *o;
         fp->ip_head = (fp->ip_head + 1) % INLINE_BINDS_MAX;
-        fp->ip_len--;
-        __atomic_store_n(&fp->ip_n, fp->ip_len, __ATOMIC_RELEASE);
+        __atomic_store_n(&fp->ip_len, fp->ip_len - 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&fp->ipmu);
         wait = false; /* one waited for at most */
         as_diag d = {{0}, {0}};
@@ -661,10 +667,7 @@ static void inline_settle(fastpath *fp, bool wait)
         }
         decision_bind_settled(&b.j.dc, err);
         bind_ended(fp, &b.j, err, &d, b.t0);
-        if (err == AS_OK) {
-            inc(&fp->st.watch_binds);
-            metrics_inc(fp->m.watch_binds);
-        }
+        watch_bound(fp, err);
     }
 }
 
@@ -685,7 +688,7 @@ static void bind_inline(fastpath *fp, const bind_job *j)
     uint64_t t0 = clock_mono_ns();
     inline_settle(fp, false);
     if (clock_mono_ns() < __atomic_load_n(&fp->inline_bind_off_ns, __ATOMIC_RELAXED) ||
-        __atomic_load_n(&fp->ip_n, __ATOMIC_ACQUIRE) >= INLINE_BINDS_MAX) {
+        __atomic_load_n(&fp->ip_len, __ATOMIC_ACQUIRE) >= INLINE_BINDS_MAX) {
         bind_push(fp, j);
         return;
     }
@@ -698,8 +701,8 @@ static void bind_inline(fastpath *fp, const bind_job *j)
         pthread_mutex_lock(&fp->ipmu);
         /* only this thread adds, and the room was checked above */
         assert(fp->ip_len < INLINE_BINDS_MAX);
-        fp->ip[(fp->ip_head + fp->ip_len++) % INLINE_BINDS_MAX] = (inline_bind){*j, sent, t0};
-        __atomic_store_n(&fp->ip_n, fp->ip_len, __ATOMIC_RELEASE);
+        fp->ip[(fp->ip_head + fp->ip_len) % INLINE_BINDS_MAX] = (inline_bind){*j, sent, t0};
+        __atomic_store_n(&fp->ip_len, fp->ip_len + 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&fp->ipmu);
         return;
     }
@@ -715,10 +718,7 @@ static void bind_inline(fastpath *fp, const bind_job *j)
         return;
     }
     err = bind_run(fp, j, true);
-    if (err == AS_OK) {
-        inc(&fp->st.watch_binds);
-        metrics_inc(fp->m.watch_binds);
-    }
+    watch_bound(fp, err);
     inline_pause(fp, err, true, t0, clock_mono_ns());
 }
 
@@ -1229,7 +1229,7 @@ void fastpath_stop(fastpath *fp)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    while (__atomic_load_n(&fp->ip_n, __ATOMIC_ACQUIRE))
+    while (__atomic_load_n(&fp->ip_len, __ATOMIC_ACQUIRE))
         inline_settle(fp, true);
     /* Workers are gone: the bind queue only drains now. */
     pthread_mutex_lock(&fp->bmu);

@@ -452,7 +452,6 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
                            k8s_stopping(k) ? "client stopping" : "every handle busy");
     as_diag d = {{0}, {0}};
     err = frame_binding(h, ns, name, uid, node);
-    h->queued = 0;
     if (!err)
         err = k8s_kept_post_add(k, h, h->path.data, h->body.data, h->body.len, &d);
     if (!err)

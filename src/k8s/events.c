@@ -160,6 +160,24 @@ static void post_one(k8s_client *k, k8s_kept *kh, const k8s_event_job *j)
     tally(k, err, status, j, &d);
 }
 
+/* tally_lost counts n Events whose answers err lost as dropped. */
+static void tally_lost(k8s_client *k, as_err err, unsigned n, const as_diag *d)
+{
+    for (unsigned i = 0; i < n; i++)
+        tally(k, err, 0, NULL, d);
+}
+
+/* flush sends the Events added on kh; those a failed send lost count as
+ * dropped. */
+static void flush(k8s_client *k, k8s_kept *kh)
+{
+    unsigned n = kh->queued;
+    as_diag d = {{0}, {0}};
+    as_err err = k8s_kept_post_flush(k, kh, true, &d);
+    if (err)
+        tally_lost(k, err, n, &d);
+}
+
 /* read_due reads the answers due on kh (the Events sent a tick before:
  * by now they have come) and counts each. An answer lost with the
  * connection counts as dropped, as do those behind it; one lost to the
@@ -176,8 +194,7 @@ static void read_due(k8s_client *k, k8s_kept *kh)
             continue;
         }
         if (!k8s_stopping(k))
-            for (unsigned i = 0; i < due; i++)
-                tally(k, err, 0, NULL, &d);
+            tally_lost(k, err, due, &d);
         return;
     }
 }
@@ -195,11 +212,7 @@ static void send_batch(k8s_client *k, k8s_kept *kh, const k8s_event_job *jobs, s
         if (!err)
             err = k8s_kept_post_add(k, kh, kh->path.data, kh->body.data, kh->body.len, &d);
         if (err == AS_ETOOBIG && kh->queued) {
-            /* the buffer is full: what it holds goes first */
-            unsigned q = kh->queued;
-            as_err ferr = k8s_kept_post_flush(k, kh, true, &d);
-            for (unsigned m = 0; ferr && m < q; m++)
-                tally(k, ferr, 0, NULL, &d);
+            flush(k, kh); /* the buffer is full: what it holds goes first */
             err = k8s_kept_post_add(k, kh, kh->path.data, kh->body.data, kh->body.len, &d);
         }
         if (err == AS_EUNSUPPORTED) {
@@ -209,11 +222,7 @@ static void send_batch(k8s_client *k, k8s_kept *kh, const k8s_event_job *jobs, s
         if (err)
             tally(k, err, 0, j, &d);
     }
-    unsigned q = kh->queued;
-    as_diag d = {{0}, {0}};
-    as_err err = k8s_kept_post_flush(k, kh, true, &d);
-    for (unsigned m = 0; err && m < q; m++)
-        tally(k, err, 0, NULL, &d);
+    flush(k, kh);
 }
 
 /* The poster wakes this often while Events come; the Events of a tick go
