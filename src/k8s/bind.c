@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/mux.h"
@@ -210,6 +211,73 @@ static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_
     return attempt >= k->cfg.bind_retries && !(unknown && clock_mono_ns() < unknown_until);
 }
 
+/* unheard_key is a binding's key in the unheard table (never 0): the pod
+ * and the node, so that only the same binding, sent again, inherits its
+ * window. A collision merely retries another bind longer. */
+static uint64_t unheard_key(const char *ns, const char *name, const char *uid, const char *node)
+{
+    const uint64_t k1 = 0x9e3779b97f4a7c15ull;
+    uint64_t key = hash_str(uid && *uid ? uid : name);
+    key = hash_mix(key ^ hash_str(ns), k1);
+    key = hash_mix(key ^ hash_str(node), k1);
+    return key ? key : 1;
+}
+
+/* unheard_take removes the binding's entry from the unheard table and
+ * gives the end of its unknown window; 0 when there is none. */
+static uint64_t unheard_take(k8s_client *k, uint64_t key)
+{
+    /* the common case, nothing lost, costs no lock */
+    if (!__atomic_load_n(&k->nunheard, __ATOMIC_ACQUIRE))
+        return 0;
+    uint64_t until = 0;
+    pthread_mutex_lock(&k->bmu);
+    for (size_t i = 0; i < k->nunheard; i++) {
+        if (k->unheard_key[i] != key)
+            continue;
+        until = k->unheard_until[i];
+        size_t last = k->nunheard - 1;
+        k->unheard_key[i] = k->unheard_key[last];
+        k->unheard_until[i] = k->unheard_until[last];
+        __atomic_store_n(&k->nunheard, last, __ATOMIC_RELEASE);
+        break;
+    }
+    pthread_mutex_unlock(&k->bmu);
+    return until;
+}
+
+/* unheard_put remembers a binding whose answer was lost until its unknown
+ * window closes at until. Closed windows are dropped first; a full table
+ * gives up the entry whose window closes soonest (logged), which then
+ * settles within the usual retry budget. */
+static void unheard_put(k8s_client *k, uint64_t key, uint64_t until)
+{
+    uint64_t now = clock_mono_ns();
+    pthread_mutex_lock(&k->bmu);
+    size_t n = 0, soonest = 0;
+    for (size_t i = 0; i < k->nunheard; i++) {
+        if (k->unheard_until[i] <= now || k->unheard_key[i] == key)
+            continue;
+        k->unheard_key[n] = k->unheard_key[i];
+        k->unheard_until[n] = k->unheard_until[i];
+        if (k->unheard_until[n] < k->unheard_until[soonest])
+            soonest = n;
+        n++;
+    }
+    if (n == K8S_UNHEARD_MAX) {
+        log_warn("msg=\"%d bindings with lost answers remembered; forgetting the oldest: its bind "
+                 "retries only the usual budget\"",
+                 K8S_UNHEARD_MAX);
+        n--;
+        k->unheard_key[soonest] = k->unheard_key[n];
+        k->unheard_until[soonest] = k->unheard_until[n];
+    }
+    k->unheard_key[n] = key;
+    k->unheard_until[n] = until;
+    __atomic_store_n(&k->nunheard, n + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&k->bmu);
+}
+
 /* k8s_bind_try's wait for its answer: far above a healthy API server's
  * bind (a few ms) and short enough that its caller keeps going. An
  * attempt that timed out may have been applied; k8s_bind settles it. */
@@ -273,6 +341,8 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
     }
     /* the handle's own scratch: nothing allocated per bind */
     buf *body = &h->body, *resp = &h->resp, *path = &h->path;
+    uint64_t key = unheard_key(ns, name, uid, node);
+    uint64_t heard_until = unheard_take(k, key);
     if (!sent && frame_binding(h, ns, name, uid, node) != AS_OK) {
         err = AS_ENOMEM;
         goto done;
@@ -285,9 +355,14 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
      * the binding. So the same binding is retried past the usual budget,
      * until an answer settles it (201, or 409 naming this node when the
      * lost attempt went through) or half the assumed-pod TTL has passed
-     * (the cache forgets the assumption at the full TTL anyway). */
-    bool unknown = false;
-    uint64_t unknown_until = clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull;
+     * (the cache forgets the assumption at the full TTL anyway). A try's
+     * lost answer leaves its window to this bind (counted and logged
+     * then), so that a caller retrying with k8s_bind does not release a
+     * pod the try may have bound. */
+    bool unknown = heard_until > clock_mono_ns();
+    uint64_t unknown_until =
+        unknown ? heard_until
+                : clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull;
     char msg[256];
     for (unsigned attempt = 0;; attempt++) {
         long status = 0;
@@ -310,6 +385,8 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
                          "the connection died unanswered and the binding was sent again");
         if (once && err == AS_EAGAIN) {
             as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: %s", ns, name, d.msg);
+            if (unknown)
+                unheard_put(k, key, unknown_until);
             goto done;
         }
         if (err) {
@@ -400,6 +477,8 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
              * then settles an attempt that went through unheard) */
             err = as_diag_set(diag, AS_EAGAIN, NULL, "bind %s/%s to %s not settled: %s", ns, name,
                               node, status ? status_message(resp, msg, sizeof msg) : d.msg);
+            if (unknown)
+                unheard_put(k, key, unknown_until);
             goto done;
         }
         k8s_count(k, &k->st.bind_retries, 1);
@@ -451,6 +530,7 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
         return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not sent: %s", ns, name,
                            k8s_stopping(k) ? "client stopping" : "every handle busy");
     as_diag d = {{0}, {0}};
+    h->sent = 0; /* what this send writes, not an earlier one's */
     err = frame_binding(h, ns, name, uid, node);
     if (!err)
         err = k8s_kept_post_add(k, h, h->path.data, h->body.data, h->body.len, &d);
@@ -461,12 +541,21 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
         return AS_OK;
     }
     h->queued = 0;
+    /* bytes of this Binding left only when the send itself failed */
+    bool left = err != AS_EAGAIN && h->sent > 0;
     k8s_bind_handle_put(k, h);
     if (err == AS_ENOMEM || err == AS_EUNSUPPORTED)
         return as_diag_set(diag, err, NULL, "bind of %s/%s not sent: %s", ns, name,
                            err == AS_ENOMEM ? "out of memory" : "needs libcurl's requests");
-    /* Not settled: when bytes left, the binding may have been applied, and
-     * k8s_bind's first attempt (201, or 409 naming this node) settles it. */
+    /* Not settled: when bytes left, the binding may have been applied; the
+     * k8s_bind that settles it (201, or 409 naming this node) keeps to
+     * the same binding for its unknown window. */
+    if (left) {
+        bool unknown = false;
+        note_unknown(k, &unknown, ns, name, node, d.msg);
+        unheard_put(k, unheard_key(ns, name, uid, node),
+                    clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull);
+    }
     return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not settled: %s", ns, name, d.msg);
 }
 

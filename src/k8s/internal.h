@@ -16,6 +16,9 @@
 #include "agentsched/k8s/kubeconfig.h"
 #include "agentsched/k8s/transport.h"
 
+/* Bindings whose answer was lost, remembered at once (bind.c). */
+#define K8S_UNHEARD_MAX 1024
+
 /* The modules above the transport keep their own types to themselves: the
  * client holds them by pointer only, so this layout (and the transport,
  * which reads it) depends on nothing above transport.h. */
@@ -88,6 +91,12 @@ struct k8s_client {
     size_t bq_cap, bq_head, bq_len;
     pthread_t *bworkers;
     size_t nbworkers;
+    /* Bindings a try sent whose answer was lost, so may have been applied:
+     * each one's key and the end of its unknown window, for the k8s_bind
+     * that settles it (under bmu; nunheard also read atomically without) */
+    uint64_t unheard_key[K8S_UNHEARD_MAX];
+    uint64_t unheard_until[K8S_UNHEARD_MAX];
+    size_t nunheard;
 
     /* events */
     pthread_mutex_t emu;

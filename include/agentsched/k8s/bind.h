@@ -25,7 +25,9 @@
  * connection broke after the request was sent, 504, or that 409), the
  * same binding is retried beyond that budget until an answer
  * settles it or cfg.assumed_ttl_ms / 2 has passed since the call began
- * (counted in bind_unknown). 401/403: AS_EAUTH. Other: AS_EHTTP. The
+ * (counted in bind_unknown), or since a try of the same binding (pod and
+ * node) lost its answer, whose window the client remembers for the
+ * k8s_bind that settles it. 401/403: AS_EAUTH. Other: AS_EHTTP. The
  * caller releases the assumed pod on failure. diag says what happened.
  * k NULL (a service without an API server binds in its cache only):
  * AS_EUNSUPPORTED.
@@ -41,7 +43,8 @@ as_err k8s_bind(k8s_client *k, const char *ns, const char *name, const char *uid
  * 5xx, a 409 naming no node, a broken connection, no answer in time);
  * the caller then binds with
  * k8s_bind, whose 201 or 409 naming this node also settles an attempt
- * that went through unheard. Every other result as k8s_bind's. For a
+ * that went through unheard, and which keeps to the same binding for
+ * that attempt's unknown window even past its retry budget. Every other result as k8s_bind's. For a
  * thread that must not stall on the API server (the pod watch).
  */
 as_err k8s_bind_try(k8s_client *k, const char *ns, const char *name, const char *uid,

@@ -417,6 +417,47 @@ Test(k8s_bind, resent_on_a_new_connection_is_unknown)
     bfx_fini(&f);
 }
 
+/* A try whose answer was lost (the API server applied the binding, then
+ * went away) hands the bind to k8s_bind, which the API server then refuses
+ * longer than the retry budget: k8s_bind keeps to the same binding for the
+ * try's unknown window and succeeds when 409 names the node, instead of
+ * failing, which would release a pod etcd holds. Both ways of trying. */
+Test(k8s_bind, a_tries_lost_answer_keeps_k8s_bind_retrying)
+{
+    bfx f;
+    bfx_init(&f, long_ttl, false);
+    as_diag d = {{0}, {0}};
+    const char *pods[] = {"split", "whole"};
+    for (int i = 0; i < 2; i++) {
+        char uid[64];
+        snprintf(uid, sizeof uid, "uid-%s", pods[i]);
+        put_pod(&f, pods[i], NULL);
+        bind_faults(&f, pods[i], STUB_F_APPLY_CLOSE, 0, 1);
+        if (i == 0) {
+            cr_assert_eq(try_split(&f, pods[i], uid, "n1", &d), AS_EAGAIN, "%s", d.msg);
+        } else {
+            /* the connection's own resend breaks too: nothing answered */
+            bind_faults(&f, pods[i], STUB_F_CLOSE, 0, 1);
+            cr_assert_eq(k8s_bind_try(f.k, "default", pods[i], uid, "n1", &d), AS_EAGAIN, "%s",
+                         d.msg);
+        }
+        cr_assert_str_eq(stub_pod_node(&f, uid), "n1", "the lost attempt was applied");
+        bind_faults(&f, pods[i], STUB_F_STATUS, 503, 6);
+        cr_assert_eq(k8s_bind(f.k, "default", pods[i], uid, "n1", &d), AS_OK, "%s", d.msg);
+        cr_assert_eq(stub_faults_pending(f.stub), 0);
+    }
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_unknown, 2, "one each, counted when the answer was lost");
+    cr_assert_eq(st.binds_ok, 2);
+    cr_assert_eq(st.binds_failed, 0);
+    /* settled, forgotten: another bind of the same pod has the usual budget */
+    bind_faults(&f, "whole", STUB_F_STATUS, 503, 5);
+    cr_assert_eq(k8s_bind(f.k, "default", "whole", "uid-whole", "n1", &d), AS_EHTTP, "%s", d.msg);
+    cr_assert_eq(stub_faults_pending(f.stub), 2);
+    bfx_fini(&f);
+}
+
 Test(k8s_bind, unknown_outcome_gives_up_after_half_the_ttl)
 {
     bfx f;
