@@ -704,6 +704,63 @@ as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const ch
 }
 
 /* See transport.h. */
+as_err k8s_get_stream_open(k8s_client *k, k8s_wire *w, CURL *proto, const char *path, long *status,
+                           buf *errbody, as_diag *diag)
+{
+    *status = 0;
+    if (!k->wire_host)
+        return AS_EUNSUPPORTED;
+    if (!k8s_rl_wait(k))
+        return as_diag_set(diag, AS_EIO, NULL, "client stopping");
+    char tok[TOKEN_CAP];
+    current_token(k, tok, sizeof tok);
+    struct curl_slist *hdrs = NULL;
+    as_err err = build_headers(tok, false, &hdrs);
+    if (err)
+        return err;
+    /* the GET as libcurl would send it: Host first, then the headers */
+    buf req;
+    buf_init(&req, TOKEN_CAP + 8192);
+    buf_puts(&req, "GET ");
+    buf_puts(&req, k->wire_prefix);
+    buf_puts(&req, path);
+    buf_puts(&req, " HTTP/1.1\r\nHost: ");
+    buf_puts(&req, k->wire_host);
+    buf_puts(&req, "\r\n");
+    for (const struct curl_slist *e = hdrs; e; e = e->next) {
+        buf_puts(&req, e->data);
+        buf_puts(&req, "\r\n");
+    }
+    buf_puts(&req, "\r\n");
+    curl_slist_free_all(hdrs);
+    if (req.err) {
+        err = as_diag_set(diag, req.err == AS_ENOMEM ? AS_ENOMEM : AS_ETOOBIG, NULL,
+                          "GET %s: request too large", path);
+        goto done;
+    }
+    k8s_wire_req rq = {
+        req.data,  req.len, clock_mono_ns() + (uint64_t)k->cfg.request_timeout_ms * 1000000u,
+        wire_stop, k,       1};
+    as_diag wd = {{0}, {0}};
+    err = k8s_wire_stream_open(w, proto, &rq, status, errbody, &wd);
+    if (err)
+        err = as_diag_set(diag, err, NULL, "GET %s%s: %s", k->conn->server, path, wd.msg);
+    else if (*status == 401)
+        k8s_token_invalidate(k);
+done:
+    buf_free(&req);
+    return err;
+}
+
+/* See transport.h. */
+as_err k8s_get_stream_read(k8s_client *k, k8s_wire *w, int64_t timeout_ms, k8s_wire_sink sink,
+                           void *arg, bool *end, as_diag *diag)
+{
+    k8s_wire_req rq = {NULL, 0, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u, wire_stop, k, 1};
+    return k8s_wire_stream_read(w, &rq, sink, arg, end, diag);
+}
+
+/* See transport.h. */
 as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, bool wait, as_diag *diag)
 {
     unsigned n = kh->queued;

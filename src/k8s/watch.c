@@ -19,6 +19,9 @@
 #define SHARDS_MAX  4096
 /* libcurl's receive buffer for watch streams (its default is 16 KiB). */
 #define WATCH_RECV_BUFFER (256L * 1024)
+/* The watch wire's answer cap: an error's Status (ERRBODY_CAP); a stream
+ * holds one read (16 KiB) and a partial chunk-size line at a time. */
+#define WATCH_WIRE_CAP ERRBODY_CAP
 
 /* See watch.h. */
 const struct json_skip *k8s_stream_skip(k8s_kind kind)
@@ -824,7 +827,8 @@ struct k8s_reflector {
     k8s_client *k;
     k8s_kind kind;
     k8s_stream *stream;
-    CURL *h; /* one persistent connection for list pages and the watch */
+    CURL *h;       /* one persistent connection for list pages (and the watch: no wire) */
+    k8s_wire wire; /* the watch's connection, where the client's requests can use one */
     uint64_t rng;
     bool absent_logged;
     unsigned attempt;
@@ -1107,6 +1111,44 @@ static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut,
     return 0;
 }
 
+/* wire_sink takes the stream's bytes as watch_write takes libcurl's;
+ * after a feed error the rest is dropped (the connection is closed). */
+static void wire_sink(void *arg, const char *data, size_t len)
+{
+    watch_ctx *w = arg;
+    if (!w->feed_err)
+        (void)watch_write((char *)data, 1, len, w);
+}
+
+/* watch_wire is the watch on the reflector's wire: the stream read as it
+ * comes, none of libcurl's transfer machinery per wake-up (its polls and
+ * state machine cost as much as the events' own reading at a few hundred
+ * events a second). The outcome lands in w as watch_write's and
+ * watch_progress's do; AS_EIO with diag when the connection failed. */
+static as_err watch_wire(k8s_reflector *r, const char *path, watch_ctx *w, as_diag *diag)
+{
+    k8s_client *k = r->k;
+    as_err err = k8s_get_stream_open(k, &r->wire, r->h, path, &w->status, &w->errbody, diag);
+    if (err || w->status != 200)
+        return err;
+    w->marked_up = true;
+    k8s_mark_up(k, r->kind);
+    for (;;) {
+        int64_t idle_ms = (int64_t)((clock_mono_ns() - w->last_byte_ns) / 1000000u);
+        int64_t left = k->cfg.watch_timeout_ms - idle_ms;
+        bool end = false;
+        err = left > 0 ? k8s_get_stream_read(k, &r->wire, left, wire_sink, w, &end, diag)
+                       : AS_ETIMEOUT;
+        if (w->feed_err || end || (err == AS_ETIMEOUT && left <= 0)) {
+            w->timed_out = !w->feed_err && !end;
+            k8s_wire_close(&r->wire);
+            return AS_OK;
+        }
+        if (err && err != AS_ETIMEOUT)
+            return err;
+    }
+}
+
 /* One watch connection from the stream's resourceVersion until it ends. */
 static as_err do_watch(k8s_reflector *r, bool *progressed)
 {
@@ -1139,13 +1181,28 @@ static as_err do_watch(k8s_reflector *r, bool *progressed)
         err = AS_ENOMEM;
         goto done;
     }
+    curl_easy_reset(r->h);
+    if ((err = k8s_easy_prepare(k, r->h, url, false, &hdrs)))
+        goto done;
+    k8s_stream_reset(r->stream, NULL);
+    w.last_byte_ns = clock_mono_ns();
+    uint64_t events_before = k8s_stream_events(r->stream);
+    as_diag wd = {{0}, {0}};
+    as_err werr = watch_wire(r, path, &w, &wd);
+    if (werr != AS_EUNSUPPORTED) {
+        *progressed = k8s_stream_events(r->stream) > events_before;
+        if (werr && !w.feed_err && !k8s_stopping(k)) {
+            log_warn("msg=\"watch connection dropped\" kind=%s err=\"%s\" rv=%s",
+                     k8s_kind_name(r->kind), wd.msg, k8s_stream_rv(r->stream));
+            err = AS_EIO;
+            goto done;
+        }
+        goto outcome;
+    }
     if (!k8s_rl_wait(k)) {
         err = AS_EIO;
         goto done;
     }
-    curl_easy_reset(r->h);
-    if ((err = k8s_easy_prepare(k, r->h, url, false, &hdrs)))
-        goto done;
     /* Under load several events wait in the socket: a larger receive
      * buffer takes them in one read and one write callback. */
     curl_easy_setopt(r->h, CURLOPT_BUFFERSIZE, WATCH_RECV_BUFFER);
@@ -1154,13 +1211,17 @@ static as_err do_watch(k8s_reflector *r, bool *progressed)
     curl_easy_setopt(r->h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(r->h, CURLOPT_XFERINFOFUNCTION, watch_progress);
     curl_easy_setopt(r->h, CURLOPT_XFERINFODATA, &w);
-    k8s_stream_reset(r->stream, NULL);
-    w.last_byte_ns = clock_mono_ns();
-    uint64_t events_before = k8s_stream_events(r->stream);
     CURLcode cc = curl_easy_perform(r->h);
     *progressed = k8s_stream_events(r->stream) > events_before;
     if (!w.status)
         curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &w.status);
+    if (cc != CURLE_OK && !w.feed_err && !k8s_stopping(k) && !w.timed_out) {
+        log_warn("msg=\"watch connection dropped\" kind=%s err=\"%s\" rv=%s",
+                 k8s_kind_name(r->kind), curl_easy_strerror(cc), k8s_stream_rv(r->stream));
+        err = AS_EIO;
+        goto done;
+    }
+outcome:
     if (w.feed_err) {
         err = w.feed_err;
     } else if (k8s_stopping(k)) {
@@ -1170,10 +1231,6 @@ static as_err do_watch(k8s_reflector *r, bool *progressed)
                  k8s_kind_name(r->kind), (long long)k->cfg.watch_timeout_ms,
                  k8s_stream_rv(r->stream));
         err = AS_ETIMEOUT;
-    } else if (cc != CURLE_OK) {
-        log_warn("msg=\"watch connection dropped\" kind=%s err=\"%s\" rv=%s",
-                 k8s_kind_name(r->kind), curl_easy_strerror(cc), k8s_stream_rv(r->stream));
-        err = AS_EIO;
     } else if (w.status != 200) {
         if (!(r->kind == K8S_KIND_NODESHARD && w.status == 404))
             log_http_failure(r, "watch", w.status, &w.errbody);
@@ -1319,9 +1376,11 @@ as_err k8s_reflectors_start(k8s_client *k)
         r->kind = (k8s_kind)i;
         r->rng = clock_mono_ns() ^ ((uint64_t)(uintptr_t)r << 7) ^ (uint64_t)i;
         r->h = curl_easy_init();
+        k8s_wire_init(&r->wire, WATCH_WIRE_CAP);
         if (!r->h || k8s_stream_new(r->kind, k->cache, k, k->cfg.max_line, &r->stream)) {
             if (r->h)
                 curl_easy_cleanup(r->h);
+            k8s_wire_free(&r->wire);
             free(r);
             return AS_ENOMEM;
         }
@@ -1344,6 +1403,7 @@ void k8s_reflectors_join(k8s_client *k)
         k8s_reflector *r = k->refl[i];
         if (r) {
             k8s_stream_free(r->stream);
+            k8s_wire_free(&r->wire);
             curl_easy_cleanup(r->h);
             free(r);
             k->refl[i] = NULL;

@@ -35,6 +35,7 @@ void k8s_wire_close(k8s_wire *w)
     w->h = NULL;
     w->fd = CURL_SOCKET_BAD;
     w->pending = 0;
+    memset(&w->body, 0, sizeof w->body);
     buf_reset(&w->in);
 }
 
@@ -504,5 +505,268 @@ as_err k8s_wire_recv(k8s_wire *w, const k8s_wire_req *rq, buf *resp, k8s_wire_an
     as_err err = take(w, rq, resp, &nothing, ans, diag);
     if (err)
         k8s_wire_close(w);
+    return err;
+}
+
+/* ---- a streamed answer ---------------------------------------------- */
+
+/* Where a streamed body's reading is (k8s_wire_body.state). */
+enum {
+    BODY_NONE,
+    BODY_SIZE,     /* at a chunk-size line */
+    BODY_DATA,     /* within a chunk's data, left bytes of it to come */
+    BODY_DATA_END, /* at the line end after a chunk's data */
+    BODY_TRAILER,  /* after the last chunk: trailer lines, then a blank one */
+    BODY_LENGTH,   /* a sized body, left bytes of it to come */
+    BODY_TO_EOF    /* a body the connection's end ends */
+};
+
+/* A chunk-size line (with extensions) longer than this is not one. */
+#define SIZE_LINE_MAX 1024
+
+/* See wire.h. */
+void k8s_wire_body_start(k8s_wire_body *b, bool chunked, bool has_len, uint64_t length)
+{
+    b->left = chunked || !has_len ? 0 : length;
+    b->state = chunked ? BODY_SIZE : has_len ? BODY_LENGTH : BODY_TO_EOF;
+}
+
+/* chunk_size reads a chunk-size line's hex digits from p[0..n) (what
+ * follows them, extensions, is ignored); false when it has none or
+ * overflows. */
+static bool chunk_size(const char *p, size_t n, uint64_t *size)
+{
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; digits < n; digits++) {
+        char c = p[digits];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            break;
+        if (v > (UINT64_MAX >> 8))
+            return false;
+        v = v << 4 | (uint64_t)d;
+    }
+    *size = v;
+    return digits > 0;
+}
+
+/* See wire.h. */
+k8s_wire_parsed k8s_wire_body_take(k8s_wire_body *b, buf *in, k8s_wire_sink sink, void *arg)
+{
+    const char *p = in->data;
+    size_t len = in->len, at = 0;
+    k8s_wire_parsed r = K8S_WIRE_MORE;
+    while (r == K8S_WIRE_MORE && at < len) {
+        const char *eol;
+        size_t n;
+        switch (b->state) {
+        case BODY_SIZE:
+        case BODY_TRAILER:
+            eol = memchr(p + at, '\n', len - at);
+            if (!eol) {
+                if (len - at > SIZE_LINE_MAX)
+                    r = K8S_WIRE_BAD;
+                goto out;
+            }
+            n = (size_t)(eol - (p + at)); /* the line, without its \n */
+            if (b->state == BODY_TRAILER) {
+                if (n == 0 || (n == 1 && p[at] == '\r')) {
+                    b->state = BODY_NONE;
+                    r = K8S_WIRE_DONE;
+                }
+            } else if (!chunk_size(p + at, n, &b->left)) {
+                r = K8S_WIRE_BAD;
+                goto out;
+            } else {
+                b->state = b->left ? BODY_DATA : BODY_TRAILER;
+            }
+            at += n + 1;
+            break;
+        case BODY_DATA:
+        case BODY_LENGTH:
+        case BODY_TO_EOF:
+            n = len - at;
+            if (b->state != BODY_TO_EOF && n > b->left)
+                n = (size_t)b->left;
+            if (n)
+                sink(arg, p + at, n);
+            at += n;
+            if (b->state == BODY_TO_EOF)
+                break;
+            b->left -= n;
+            if (!b->left && b->state == BODY_DATA) {
+                b->state = BODY_DATA_END;
+            } else if (!b->left) {
+                b->state = BODY_NONE;
+                r = K8S_WIRE_DONE;
+            }
+            break;
+        case BODY_DATA_END:
+            if (p[at] == '\r') {
+                if (at + 1 == len)
+                    goto out; /* its \n is still to come */
+                at++;
+            }
+            if (p[at] != '\n') {
+                r = K8S_WIRE_BAD;
+                goto out;
+            }
+            at++;
+            b->state = BODY_SIZE;
+            break;
+        default:
+            r = K8S_WIRE_BAD;
+            goto out;
+        }
+    }
+    /* a sized body of 0 bytes, or one whose last bytes came exactly */
+    if (r == K8S_WIRE_MORE && b->state == BODY_LENGTH && !b->left) {
+        b->state = BODY_NONE;
+        r = K8S_WIRE_DONE;
+    }
+out:
+    if (at) {
+        memmove(in->data, in->data + at, len - at);
+        in->len = len - at;
+        in->data[in->len] = '\0';
+    }
+    return r;
+}
+
+/* recv_more reads what the connection has into w->in, waiting for it
+ * until rq's deadline: AS_OK with bytes added or *eof (the connection
+ * ended); AS_ETIMEOUT; AS_EIO when told to stop or the connection broke;
+ * AS_ETOOBIG / AS_ENOMEM when w->in has no room. */
+static as_err recv_more(k8s_wire *w, const k8s_wire_req *rq, bool *eof, as_diag *diag)
+{
+    *eof = false;
+    if (buf_reserve(&w->in, RECV_CHUNK) != AS_OK)
+        return as_diag_set(diag, w->in.err == AS_ENOMEM ? AS_ENOMEM : AS_ETOOBIG, NULL,
+                           "more than %zu bytes unread", w->in.cap);
+    /* Wait first: a read takes a whole TLS record (at most RECV_CHUNK of
+     * data), so nothing is left inside the TLS layer that the socket's
+     * readiness would not show, and a read that could only say "again"
+     * is a system call and a TLS call spent. */
+    as_err err = wait_fd(w, POLLIN, rq, diag);
+    if (err)
+        return err;
+    for (;;) {
+        size_t n = 0;
+        CURLcode cc = curl_easy_recv(w->h, w->in.data + w->in.len, RECV_CHUNK, &n);
+        if (cc == CURLE_AGAIN) {
+            as_err err = wait_fd(w, POLLIN, rq, diag);
+            if (err)
+                return err;
+            continue;
+        }
+        if (cc != CURLE_OK)
+            return as_diag_set(diag, AS_EIO, NULL, "receive: %s", curl_easy_strerror(cc));
+        *eof = n == 0;
+        w->in.len += n;
+        w->in.data[w->in.len] = '\0';
+        return AS_OK;
+    }
+}
+
+/* See wire.h. */
+as_err k8s_wire_stream_open(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, long *status,
+                            buf *errbody, as_diag *diag)
+{
+    *status = 0;
+    /* a stream lasts minutes and ends with its connection: always a new one */
+    as_err err = open_conn(w, proto, rq, diag);
+    size_t sent = 0;
+    if (!err)
+        err = send_all(w, rq, &sent, diag);
+    answer_head a;
+    while (!err) {
+        const char *hend = w->in.len >= 4 ? memmem(w->in.data, w->in.len, "\r\n\r\n", 4) : NULL;
+        if (!hend) {
+            bool eof = false;
+            if (w->in.len > K8S_WIRE_HEAD_MAX)
+                err = as_diag_set(diag, AS_ETOOBIG, NULL, "answer head over %zu bytes",
+                                  K8S_WIRE_HEAD_MAX);
+            else if (!(err = recv_more(w, rq, &eof, diag)) && eof)
+                err = as_diag_set(diag, AS_EIO, NULL, "connection closed before the answer");
+            continue;
+        }
+        if (parse_head(w->in.data, (size_t)(hend - w->in.data), &a) != K8S_WIRE_DONE) {
+            char seen[41];
+            as_printable(seen, sizeof seen, w->in.data);
+            err = as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (\"%s\")", seen);
+            break;
+        }
+        size_t at = (size_t)(hend - w->in.data) + 4;
+        if (a.status >= 200 && a.status != 200) {
+            /* an error's Status: read whole, cut at errbody's cap */
+            w->pending = 1;
+            bool nothing;
+            buf_reset(errbody);
+            err = read_answer(w, rq, errbody, &a, &nothing, diag);
+            if (err == AS_ETOOBIG)
+                err = AS_OK;
+            if (!err)
+                *status = a.status;
+            break;
+        }
+        memmove(w->in.data, w->in.data + at, w->in.len - at);
+        w->in.len -= at;
+        w->in.data[w->in.len] = '\0';
+        if (a.status == 200) {
+            *status = 200;
+            k8s_wire_body_start(&w->body, a.chunked, a.has_len, a.content_len);
+            return AS_OK;
+        }
+        /* an interim answer (100 Continue): the real one follows */
+    }
+    k8s_wire_close(w);
+    return err;
+}
+
+/* See wire.h. */
+as_err k8s_wire_stream_read(k8s_wire *w, const k8s_wire_req *rq, k8s_wire_sink sink, void *arg,
+                            bool *end, as_diag *diag)
+{
+    *end = false;
+    as_err err = AS_OK;
+    if (!w->h || w->body.state == BODY_NONE)
+        return as_diag_set(diag, AS_EIO, NULL, "no stream open to read");
+    for (;;) {
+        size_t before = w->in.len;
+        bool sized_end = w->body.state == BODY_LENGTH && !w->body.left;
+        k8s_wire_parsed r = w->in.len || sized_end ? k8s_wire_body_take(&w->body, &w->in, sink, arg)
+                                                   : K8S_WIRE_MORE;
+        if (r == K8S_WIRE_DONE) {
+            *end = true;
+            goto done;
+        }
+        if (r == K8S_WIRE_BAD) {
+            err = as_diag_set(diag, AS_EIO, NULL, "the stream's chunks are not HTTP/1.1's");
+            goto done;
+        }
+        /* handed on (or framing taken): the caller goes on, reading again
+         * when it comes back, as the socket may hold more already */
+        if (w->in.len < before)
+            return AS_OK;
+        bool eof = false;
+        err = recv_more(w, rq, &eof, diag);
+        if (err == AS_ETIMEOUT)
+            return err;
+        if (err)
+            goto done;
+        if (eof) {
+            if (w->body.state == BODY_TO_EOF)
+                *end = true;
+            else
+                err = as_diag_set(diag, AS_EIO, NULL, "connection closed within the stream");
+            goto done;
+        }
+    }
+done:
+    k8s_wire_close(w);
     return err;
 }

@@ -327,6 +327,23 @@ as_err k8s_do_kept_try(k8s_client *k, k8s_kept *kh, const char *path, const char
  * timeout). More flushes may come before the recvs. After an error every
  * answer due is lost. Nothing else may use kh while answers are due.
  */
+/*
+ * k8s_get_stream_open and k8s_get_stream_read are a GET whose answer is a
+ * stream (a watch) on w, a wire of the caller's, framed here and read as
+ * it comes, with none of libcurl's transfer machinery on the way: open
+ * takes a rate-limiter token (waiting), frames the GET of path with the
+ * client's current bearer token, connects a new connection from proto's
+ * options (a handle the client's options were set on, k8s_easy_prepare;
+ * borrowed) and reads the head, as k8s_wire_stream_open (a 401 also
+ * drops the cached token). AS_EUNSUPPORTED: the client's requests need
+ * libcurl; use curl_easy_perform. read is k8s_wire_stream_read, waiting
+ * up to timeout_ms and stopping when the client stops.
+ */
+as_err k8s_get_stream_open(k8s_client *k, k8s_wire *w, CURL *proto, const char *path, long *status,
+                           buf *errbody, as_diag *diag);
+as_err k8s_get_stream_read(k8s_client *k, k8s_wire *w, int64_t timeout_ms, k8s_wire_sink sink,
+                           void *arg, bool *end, as_diag *diag);
+
 as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
                          size_t body_len, as_diag *diag);
 as_err k8s_kept_post_flush(k8s_client *k, k8s_kept *kh, bool wait, as_diag *diag);

@@ -6,11 +6,12 @@
  * answer is read with curl_easy_recv and parsed here (status line,
  * Content-Length or chunked body, Connection: close, Retry-After).
  *
- * This is the per-pod writes' path (Bindings, Events): a request through
- * curl_easy_perform spends about as much CPU in libcurl's own machinery
- * (URL parsing, header assembly, its state machine and their allocations)
- * as in the kernel, and none of it is needed to send a few hundred bytes
- * of JSON on a connection that is already open.
+ * This is the per-pod writes' path (Bindings, Events) and the watches'
+ * read path: a request through curl_easy_perform spends about as much CPU
+ * in libcurl's own machinery (URL parsing, header assembly, its state
+ * machine and their allocations) as in the kernel, and none of it is
+ * needed to send a few hundred bytes of JSON on a connection that is
+ * already open, or to read a stream's next event.
  *
  * A wire is used by one thread at a time. k8s_wire_do never pipelines:
  * its request is answered before the next goes out. k8s_wire_send may
@@ -40,12 +41,28 @@
  * API server's are under a KiB). */
 #define K8S_WIRE_HEAD_MAX ((size_t)16 << 10)
 
+/* What a parser made of the bytes it was given (k8s_wire_parse,
+ * k8s_wire_body_take). */
+typedef enum k8s_wire_parsed {
+    K8S_WIRE_MORE,
+    K8S_WIRE_DONE,
+    K8S_WIRE_BAD,
+    K8S_WIRE_BIG
+} k8s_wire_parsed;
+
+/* Where the reading of a streamed body is (k8s_wire_body_take). */
+typedef struct k8s_wire_body {
+    unsigned char state; /* where the decoder is; 0: no body */
+    uint64_t left;       /* bytes left of the chunk, or of a sized body */
+} k8s_wire_body;
+
 typedef struct k8s_wire {
-    CURL *h;          /* the open connection's handle; NULL: none */
-    curl_socket_t fd; /* its socket */
-    buf in;           /* the answers' bytes as read and not yet taken (capped) */
-    uint64_t done_ns; /* clock_mono_ns() when its last answer was read */
-    unsigned pending; /* requests sent whose answers were not read */
+    CURL *h;            /* the open connection's handle; NULL: none */
+    curl_socket_t fd;   /* its socket */
+    buf in;             /* the answers' bytes as read and not yet taken (capped) */
+    uint64_t done_ns;   /* clock_mono_ns() when its last answer was read */
+    unsigned pending;   /* requests sent whose answers were not read */
+    k8s_wire_body body; /* the streamed answer's body, when one is open */
 } k8s_wire;
 
 /* One request: its bytes as they go on the wire (request line, headers,
@@ -114,6 +131,45 @@ as_err k8s_wire_recv(k8s_wire *w, const k8s_wire_req *rq, buf *resp, k8s_wire_an
 bool k8s_wire_answered(const k8s_wire *w);
 
 /*
+ * A streamed answer (a watch: a 200 whose body lasts as long as the
+ * connection, chunked or not), read as it comes instead of whole.
+ *
+ * k8s_wire_stream_open sends rq (a GET) on a new connection and reads
+ * the answer's head, *status its status. A 200's body is then read with
+ * k8s_wire_stream_read. Any other answer is read whole, its body into
+ * errbody (reset first; past its cap it is cut, which is no error), and
+ * the connection closed. Errors as k8s_wire_do's (never sent again).
+ *
+ * k8s_wire_stream_read hands the body's bytes that came, chunk framing
+ * removed, to sink, waiting for them until rq->deadline_ns: AS_OK when
+ * some were handed on (call again for more; the socket may hold them
+ * already) or, with *end, when the body ended (its last chunk, or the
+ * connection's end for a body framed by it; the connection is then
+ * closed). AS_ETIMEOUT: nothing came by the deadline; the stream stays
+ * open. AS_EIO: rq->stop said stop, the connection broke or closed
+ * within the body, or the framing is not HTTP/1.1's; AS_ENOMEM. After
+ * any error but AS_ETIMEOUT the connection is closed.
+ */
+typedef void (*k8s_wire_sink)(void *arg, const char *data, size_t len);
+as_err k8s_wire_stream_open(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, long *status,
+                            buf *errbody, as_diag *diag);
+as_err k8s_wire_stream_read(k8s_wire *w, const k8s_wire_req *rq, k8s_wire_sink sink, void *arg,
+                            bool *end, as_diag *diag);
+
+/*
+ * k8s_wire_body_take is the streamed body's decoder alone
+ * (k8s_wire_stream_read reads with it): it hands what in holds of the
+ * body to sink and removes those bytes, framing included, from in,
+ * keeping an incomplete chunk-size line or line end for the next call.
+ * b: where the body's reading is (set by k8s_wire_body_start: chunked,
+ * else length bytes, else up to the connection's end when !has_len).
+ * K8S_WIRE_DONE: the body ended (bytes after it stay in in); MORE: it
+ * needs more; BAD: broken chunk framing.
+ */
+void k8s_wire_body_start(k8s_wire_body *b, bool chunked, bool has_len, uint64_t length);
+k8s_wire_parsed k8s_wire_body_take(k8s_wire_body *b, buf *in, k8s_wire_sink sink, void *arg);
+
+/*
  * k8s_wire_parse is the answer's parser alone (k8s_wire_do reads with
  * it): in holds the bytes read so far (an interim 1xx answer at its start
  * is removed from it), eof that the connection has ended. K8S_WIRE_DONE:
@@ -122,12 +178,6 @@ bool k8s_wire_answered(const k8s_wire *w);
  * needs more bytes (at eof: the answer was cut short); BAD: not an HTTP/1.1 answer this parser
  * takes; BIG: the body passes resp's cap or the head K8S_WIRE_HEAD_MAX.
  */
-typedef enum k8s_wire_parsed {
-    K8S_WIRE_MORE,
-    K8S_WIRE_DONE,
-    K8S_WIRE_BAD,
-    K8S_WIRE_BIG
-} k8s_wire_parsed;
 k8s_wire_parsed k8s_wire_parse(buf *in, bool eof, buf *resp, long *status, bool *reusable);
 
 #endif

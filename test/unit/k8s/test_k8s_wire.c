@@ -505,3 +505,188 @@ Test(k8s_wire, refused_connection_sends_nothing)
     curl_easy_cleanup(f.proto);
     buf_free(&f.resp);
 }
+
+/* ---- streamed answers ------------------------------------------------- */
+
+/* collect is a stream sink appending to a buf. */
+static void collect(void *arg, const char *data, size_t len)
+{
+    cr_assert_gt(len, 0, "an empty run handed on");
+    cr_assert_eq(buf_append(arg, data, len), AS_OK);
+}
+
+/* One streamed body as data: its framing, its bytes as they come, what
+ * the decoder hands on and ends with, and the bytes it leaves after. */
+typedef struct body_case {
+    const char *name;
+    bool chunked, has_len;
+    uint64_t length;
+    const char *in;
+    k8s_wire_parsed end;
+    const char *body, *rest;
+} body_case;
+
+static const body_case bodies[] = {
+    {"chunks", true, false, 0, "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", K8S_WIRE_DONE, "abcde", ""},
+    {"extensions, trailer, bytes after", true, false, 0,
+     "A;ext=1\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\nHTTP", K8S_WIRE_DONE, "0123456789", "HTTP"},
+    {"bare line ends, upper-case hex", true, false, 0, "A\n{\"type\":1}\n0\n\n", K8S_WIRE_DONE,
+     "{\"type\":1}", ""},
+    {"still going", true, false, 0, "4\r\nwxyz\r\n10\r\n0123", K8S_WIRE_MORE, "wxyz0123", ""},
+    {"no size", true, false, 0, "\r\nabc", K8S_WIRE_BAD, "", ""},
+    {"data longer than its size", true, false, 0, "2\r\nabc\r\n", K8S_WIRE_BAD, "ab", ""},
+    {"sized", false, true, 5, "hello, again", K8S_WIRE_DONE, "hello", ", again"},
+    {"sized, short", false, true, 9, "hello", K8S_WIRE_MORE, "hello", ""},
+    {"to the end of the connection", false, false, 0, "all of it", K8S_WIRE_MORE, "all of it", ""},
+};
+
+/* take_split feeds c->in to a fresh decoder in pieces of step bytes
+ * (0: all at once), as reads would bring them. */
+static k8s_wire_parsed take_split(const body_case *c, size_t step, buf *out, buf *in)
+{
+    k8s_wire_body b;
+    k8s_wire_body_start(&b, c->chunked, c->has_len, c->length);
+    buf_reset(out);
+    buf_reset(in);
+    size_t len = strlen(c->in), at = 0;
+    k8s_wire_parsed r = K8S_WIRE_MORE;
+    while (r == K8S_WIRE_MORE && at < len) {
+        size_t n = step && len - at > step ? step : len - at;
+        cr_assert_eq(buf_append(in, c->in + at, n), AS_OK);
+        at += n;
+        r = k8s_wire_body_take(&b, in, collect, out);
+    }
+    /* what came after the end stays for whoever reads next */
+    if (at < len)
+        cr_assert_eq(buf_append(in, c->in + at, len - at), AS_OK);
+    return r;
+}
+
+Test(k8s_wire, stream_bodies_as_data)
+{
+    buf out, in;
+    buf_init(&out, 4096);
+    buf_init(&in, 4096);
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        const body_case *c = &bodies[i];
+        size_t steps[] = {0, 1, 2, 3, 7};
+        for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+            k8s_wire_parsed r = take_split(c, steps[s], &out, &in);
+            cr_expect_eq(r, c->end, "%s, %zu bytes a read: %d", c->name, steps[s], (int)r);
+            if (c->end == K8S_WIRE_BAD)
+                continue;
+            cr_expect(out.len == strlen(c->body) && !memcmp(out.data, c->body, out.len),
+                      "%s, %zu bytes a read: \"%.*s\"", c->name, steps[s], (int)out.len,
+                      out.data ? out.data : "");
+            if (c->end == K8S_WIRE_DONE)
+                cr_expect(in.len == strlen(c->rest) && !memcmp(in.data, c->rest, in.len),
+                          "%s: %zu bytes left", c->name, in.len);
+        }
+    }
+    buf_free(&out);
+    buf_free(&in);
+}
+
+static const char GET[] = "GET /w?watch=true HTTP/1.1\r\nHost: t\r\n\r\n";
+
+/* stream_open opens f's stream with a GET; errbody is f->resp. */
+static as_err stream_open(fx *f, long *status, as_diag *d)
+{
+    k8s_wire_req rq = {GET, sizeof GET - 1, clock_mono_ns() + 5000000000u, stop_now, &f->stop, 1};
+    return k8s_wire_stream_open(&f->w, f->proto, &rq, status, &f->resp, d);
+}
+
+/* stream_read reads f's stream for at most ms. */
+static as_err stream_read(fx *f, int64_t ms, buf *out, bool *end, as_diag *d)
+{
+    k8s_wire_req rq = {NULL, 0, clock_mono_ns() + (uint64_t)ms * 1000000u, stop_now, &f->stop, 1};
+    return k8s_wire_stream_read(&f->w, &rq, collect, out, end, d);
+}
+
+#define WATCH_HEAD "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+
+/* A watch's chunks are handed on as they come, a byte at a time
+ * included, until the last chunk ends the stream and its connection. */
+Test(k8s_wire, stream_read_as_it_comes)
+{
+    static const step steps[] = {{"HTTP/1.1 100 Continue\r\n\r\n" WATCH_HEAD
+                                  "Transfer-Encoding: chunked\r\n\r\n"
+                                  "d\r\n{\"type\":\"A\"}\n\r\n"
+                                  "d\r\n{\"type\":\"B\"}\n\r\n0\r\n\r\n",
+                                  BYTE_BY_BYTE}};
+    fx f;
+    fx_init(&f, steps, 1, 1024);
+    as_diag d = {{0}, {0}};
+    long status = 0;
+    cr_assert_eq(stream_open(&f, &status, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(status, 200);
+    buf out;
+    buf_init(&out, 4096);
+    bool end = false;
+    int reads = 0;
+    while (!end) {
+        cr_assert_eq(stream_read(&f, 5000, &out, &end, &d), AS_OK, "%s", d.msg);
+        cr_assert_lt(++reads, 10000);
+    }
+    cr_assert_gt(reads, 2, "handed on as it came, not at the end");
+    cr_assert_eq(out.len, 26);
+    cr_assert(!memcmp(out.data, "{\"type\":\"A\"}\n{\"type\":\"B\"}\n", 26));
+    cr_assert_null(f.w.h, "the stream's end closes its connection");
+    cr_assert_eq(stream_read(&f, 100, &out, &end, &d), AS_EIO);
+    buf_free(&out);
+    fx_fini(&f);
+}
+
+/* An error's answer is read whole into errbody; a stream cut within a
+ * chunk is an error; a quiet stream times out and stays open; a body
+ * framed by the connection's end ends with it. */
+Test(k8s_wire, stream_errors_quiet_and_unframed)
+{
+    static const step steps[] = {
+        {"HTTP/1.1 410 Gone\r\nContent-Length: 14\r\n\r\n{\"code\":410}\r\n", KEEP},
+        {WATCH_HEAD "Transfer-Encoding: chunked\r\n\r\n10\r\nabc", CLOSE_AFTER},
+        {WATCH_HEAD "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n", KEEP},
+        {WATCH_HEAD "\r\nuntil the end", CLOSE_AFTER}};
+    fx f;
+    fx_init(&f, steps, 4, 1024);
+    as_diag d = {{0}, {0}};
+    long status = 0;
+    buf out;
+    buf_init(&out, 4096);
+    bool end = false;
+    cr_assert_eq(stream_open(&f, &status, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(status, 410);
+    cr_assert_str_eq(f.resp.data, "{\"code\":410}\r\n");
+    cr_assert_null(f.w.h);
+
+    cr_assert_eq(stream_open(&f, &status, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(status, 200);
+    as_err err;
+    while ((err = stream_read(&f, 5000, &out, &end, &d)) == AS_OK && !end)
+        ;
+    cr_assert_eq(err, AS_EIO);
+    cr_expect(strstr(d.msg, "within the stream"), "%s", d.msg);
+    cr_assert_null(f.w.h);
+
+    buf_reset(&out);
+    cr_assert_eq(stream_open(&f, &status, &d), AS_OK, "%s", d.msg);
+    while ((err = stream_read(&f, 200, &out, &end, &d)) == AS_OK)
+        cr_assert_not(end);
+    cr_assert_eq(err, AS_ETIMEOUT, "%s", d.msg);
+    cr_assert_str_eq(out.data, "abc");
+    cr_assert_not_null(f.w.h, "a quiet stream stays open");
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+    cr_assert_eq(stream_read(&f, 5000, &out, &end, &d), AS_EIO);
+    cr_expect(strstr(d.msg, "stopping"), "%s", d.msg);
+    __atomic_store_n(&f.stop, 0, __ATOMIC_RELEASE);
+
+    buf_reset(&out);
+    cr_assert_eq(stream_open(&f, &status, &d), AS_OK, "%s", d.msg);
+    while ((err = stream_read(&f, 5000, &out, &end, &d)) == AS_OK && !end)
+        ;
+    cr_assert_eq(err, AS_OK, "%s", d.msg);
+    cr_assert(end);
+    cr_assert_str_eq(out.data, "until the end");
+    buf_free(&out);
+    fx_fini(&f);
+}
