@@ -233,6 +233,32 @@ static k8s_wire_parsed parse_head(const char *in, size_t end, answer_head *a)
     return K8S_WIRE_DONE;
 }
 
+/* A chunk-size line (with extensions) longer than this is not one. */
+#define SIZE_LINE_MAX 1024
+
+/* chunk_size reads a chunk-size line's hex digits from p[0..n) (what
+ * follows them, extensions, is ignored); false when it has none or
+ * overflows. */
+static bool chunk_size(const char *p, size_t n, uint64_t *size)
+{
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; digits < n; digits++) {
+        char c = p[digits];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            break;
+        if (v > (UINT64_MAX >> 8))
+            return false;
+        v = v << 4 | (uint64_t)d;
+    }
+    *size = v;
+    return digits > 0;
+}
+
 /* chunks walks a chunked body from in[at..len): K8S_WIRE_DONE with *end past the
  * last chunk's trailer; copies the data into out when out is not NULL. */
 static k8s_wire_parsed chunks(const char *in, size_t len, size_t at, buf *out, size_t *end)
@@ -240,22 +266,9 @@ static k8s_wire_parsed chunks(const char *in, size_t len, size_t at, buf *out, s
     for (;;) {
         const char *eol = memchr(in + at, '\n', len - at);
         if (!eol)
-            return len - at > 1024 ? K8S_WIRE_BAD : K8S_WIRE_MORE;
+            return len - at > SIZE_LINE_MAX ? K8S_WIRE_BAD : K8S_WIRE_MORE;
         uint64_t size = 0;
-        size_t i = at, digits = 0;
-        for (; in + i < eol; i++, digits++) {
-            char c = in[i];
-            int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
-            if (d < 0)
-                break;
-            if (size > (UINT64_MAX >> 8))
-                return K8S_WIRE_BAD;
-            size = size << 4 | (uint64_t)d;
-        }
-        if (!digits)
+        if (!chunk_size(in + at, (size_t)(eol - (in + at)), &size))
             return K8S_WIRE_BAD;
         at = (size_t)(eol - in) + 1; /* extensions after the size are ignored */
         if (!size) {
@@ -521,37 +534,11 @@ enum {
     BODY_TO_EOF    /* a body the connection's end ends */
 };
 
-/* A chunk-size line (with extensions) longer than this is not one. */
-#define SIZE_LINE_MAX 1024
-
 /* See wire.h. */
 void k8s_wire_body_start(k8s_wire_body *b, bool chunked, bool has_len, uint64_t length)
 {
     b->left = chunked || !has_len ? 0 : length;
     b->state = chunked ? BODY_SIZE : has_len ? BODY_LENGTH : BODY_TO_EOF;
-}
-
-/* chunk_size reads a chunk-size line's hex digits from p[0..n) (what
- * follows them, extensions, is ignored); false when it has none or
- * overflows. */
-static bool chunk_size(const char *p, size_t n, uint64_t *size)
-{
-    uint64_t v = 0;
-    size_t digits = 0;
-    for (; digits < n; digits++) {
-        char c = p[digits];
-        int d = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-        if (d < 0)
-            break;
-        if (v > (UINT64_MAX >> 8))
-            return false;
-        v = v << 4 | (uint64_t)d;
-    }
-    *size = v;
-    return digits > 0;
 }
 
 /* See wire.h. */
