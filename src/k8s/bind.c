@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "agentsched/base/clock.h"
-#include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/bind.h"
 #include "agentsched/k8s/mux.h"
@@ -211,18 +210,6 @@ static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_
     return attempt >= k->cfg.bind_retries && !(unknown && clock_mono_ns() < unknown_until);
 }
 
-/* unheard_key is a binding's key in the unheard table (never 0): the pod
- * and the node, so that only the same binding, sent again, inherits its
- * window. A collision merely retries another bind longer. */
-static uint64_t unheard_key(const char *ns, const char *name, const char *uid, const char *node)
-{
-    const uint64_t k1 = 0x9e3779b97f4a7c15ull;
-    uint64_t key = hash_str(uid && *uid ? uid : name);
-    key = hash_mix(key ^ hash_str(ns), k1);
-    key = hash_mix(key ^ hash_str(node), k1);
-    return key ? key : 1;
-}
-
 /* unheard_take removes the binding's entry from the unheard table and
  * gives the end of its unknown window; 0 when there is none. */
 static uint64_t unheard_take(k8s_client *k, uint64_t key)
@@ -341,7 +328,9 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
     }
     /* the handle's own scratch: nothing allocated per bind */
     buf *body = &h->body, *resp = &h->resp, *path = &h->path;
-    uint64_t key = unheard_key(ns, name, uid, node);
+    /* the pod and the node: only the same binding, sent again, inherits a
+     * lost attempt's window (a collision merely retries another longer) */
+    uint64_t key = k8s_pod_key_hash(ns, name, uid, node);
     uint64_t heard_until = unheard_take(k, key);
     if (!sent && frame_binding(h, ns, name, uid, node) != AS_OK) {
         err = AS_ENOMEM;
@@ -553,7 +542,7 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
     if (left) {
         bool unknown = false;
         note_unknown(k, &unknown, ns, name, node, d.msg);
-        unheard_put(k, unheard_key(ns, name, uid, node),
+        unheard_put(k, k8s_pod_key_hash(ns, name, uid, node),
                     clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull);
     }
     return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not settled: %s", ns, name, d.msg);

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "agentsched/base/clock.h"
-#include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/events.h"
 #include "internal.h"
@@ -272,18 +271,6 @@ static void *event_worker(void *arg)
     return NULL;
 }
 
-/* event_key is the per pod+reason rate table's key (never 0). The table
- * lives in memory only, so the key needs no stable value across
- * processes; mixing between the parts keeps them in order. */
-static uint64_t event_key(const char *ns, const char *name, const char *uid, const char *reason)
-{
-    const uint64_t k1 = 0x9e3779b97f4a7c15ull;
-    uint64_t key = hash_str(uid && *uid ? uid : name);
-    key = hash_mix(key ^ hash_str(ns), k1);
-    key = hash_mix(key ^ hash_str(reason), k1);
-    return key ? key : 1;
-}
-
 /* admit applies the limits every Event passes (emu held): the client not
  * stopping, one per pod and reason per cfg.event_pod_interval_ms, the
  * queue's room when queued, then a token of --event-qps. True: admitted
@@ -332,7 +319,7 @@ void k8s_event_post(k8s_client *k, const char *ns, const char *name, const char 
     if (!k || !ns || !name || !reason)
         return;
     int64_t now = clock_now_ms();
-    uint64_t key = event_key(ns, name, uid, reason);
+    uint64_t key = k8s_pod_key_hash(ns, name, uid, reason);
     k8s_event_job j = {0};
     bool queued = false;
     pthread_mutex_lock(&k->emu);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "agentsched/base/clock.h"
+#include "agentsched/base/hash.h"
 #include "agentsched/base/doc.h"
 #include "agentsched/base/log.h"
 #include "agentsched/k8s/kubeconfig.h"
@@ -701,6 +702,17 @@ as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const ch
         return err;
     kh->queued++;
     return AS_OK;
+}
+
+/* See transport.h. */
+uint64_t k8s_pod_key_hash(const char *ns, const char *name, const char *uid, const char *what)
+{
+    /* mixing between the parts keeps them in order */
+    const uint64_t k1 = 0x9e3779b97f4a7c15ull;
+    uint64_t key = hash_str(uid && *uid ? uid : name);
+    key = hash_mix(key ^ hash_str(ns), k1);
+    key = hash_mix(key ^ hash_str(what), k1);
+    return key ? key : 1;
 }
 
 /* See transport.h. */

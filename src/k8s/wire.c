@@ -367,6 +367,40 @@ k8s_wire_parsed k8s_wire_parse(buf *in, bool eof, buf *resp, long *status, bool 
     return ps;
 }
 
+/* recv_more reads what the connection has into w->in, waiting for it
+ * until rq's deadline (with wait, before trying a read): AS_OK with bytes
+ * added or *eof (the connection ended); AS_ETIMEOUT; AS_EIO when told to
+ * stop or the connection broke; AS_ETOOBIG / AS_ENOMEM when w->in has no
+ * room. Wait when nothing can be there yet but what the socket shows: a
+ * read takes a whole TLS record (at most RECV_CHUNK of data), so nothing
+ * is left inside the TLS layer unseen, and a read that could only say
+ * "again" is a system call and a TLS call spent. */
+static as_err recv_more(k8s_wire *w, const k8s_wire_req *rq, bool wait, bool *eof, as_diag *diag)
+{
+    *eof = false;
+    if (buf_reserve(&w->in, RECV_CHUNK) != AS_OK)
+        return as_diag_set(diag, w->in.err == AS_ENOMEM ? AS_ENOMEM : AS_ETOOBIG, NULL,
+                           "more than %zu bytes unread", w->in.cap);
+    as_err err = wait ? wait_fd(w, POLLIN, rq, diag) : AS_OK;
+    if (err)
+        return err;
+    for (;;) {
+        size_t n = 0;
+        CURLcode cc = curl_easy_recv(w->h, w->in.data + w->in.len, RECV_CHUNK, &n);
+        if (cc == CURLE_AGAIN) {
+            if ((err = wait_fd(w, POLLIN, rq, diag)))
+                return err;
+            continue;
+        }
+        if (cc != CURLE_OK)
+            return as_diag_set(diag, AS_EIO, NULL, "receive: %s", curl_easy_strerror(cc));
+        *eof = n == 0;
+        w->in.len += n;
+        w->in.data[w->in.len] = '\0';
+        return AS_OK;
+    }
+}
+
 /* read_answer reads until parse_answer is done, and takes the answer's
  * bytes off w->in: what follows it there is the start of the next
  * pipelined answer, kept for the next read (with no request left
@@ -417,26 +451,12 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
         if (eof)
             return as_diag_set(diag, AS_EIO, NULL, "connection closed %s the answer",
                                *nothing ? "before" : "within");
-        if (buf_reserve(&w->in, RECV_CHUNK) != AS_OK)
-            return as_diag_set(diag, w->in.err == AS_ENOMEM ? AS_ENOMEM : AS_ETOOBIG, NULL,
-                               "answer larger than %zu bytes", resp->cap);
-        size_t n = 0;
-        CURLcode cc = curl_easy_recv(w->h, w->in.data + w->in.len, RECV_CHUNK, &n);
-        if (cc == CURLE_AGAIN) {
-            as_err err = wait_fd(w, POLLIN, rq, diag);
-            if (err)
-                return err;
-            continue;
-        }
-        if (cc != CURLE_OK)
-            return as_diag_set(diag, AS_EIO, NULL, "receive: %s", curl_easy_strerror(cc));
-        if (!n) {
-            eof = true;
-            continue;
-        }
-        *nothing = false;
-        w->in.len += n;
-        w->in.data[w->in.len] = '\0';
+        as_err err = recv_more(w, rq, false, &eof, diag);
+        if (err == AS_ETOOBIG)
+            return as_diag_set(diag, err, NULL, "answer larger than %zu bytes", resp->cap);
+        if (err)
+            return err;
+        *nothing = *nothing && eof;
     }
 }
 
@@ -624,41 +644,6 @@ out:
     return r;
 }
 
-/* recv_more reads what the connection has into w->in, waiting for it
- * until rq's deadline: AS_OK with bytes added or *eof (the connection
- * ended); AS_ETIMEOUT; AS_EIO when told to stop or the connection broke;
- * AS_ETOOBIG / AS_ENOMEM when w->in has no room. */
-static as_err recv_more(k8s_wire *w, const k8s_wire_req *rq, bool *eof, as_diag *diag)
-{
-    *eof = false;
-    if (buf_reserve(&w->in, RECV_CHUNK) != AS_OK)
-        return as_diag_set(diag, w->in.err == AS_ENOMEM ? AS_ENOMEM : AS_ETOOBIG, NULL,
-                           "more than %zu bytes unread", w->in.cap);
-    /* Wait first: a read takes a whole TLS record (at most RECV_CHUNK of
-     * data), so nothing is left inside the TLS layer that the socket's
-     * readiness would not show, and a read that could only say "again"
-     * is a system call and a TLS call spent. */
-    as_err err = wait_fd(w, POLLIN, rq, diag);
-    if (err)
-        return err;
-    for (;;) {
-        size_t n = 0;
-        CURLcode cc = curl_easy_recv(w->h, w->in.data + w->in.len, RECV_CHUNK, &n);
-        if (cc == CURLE_AGAIN) {
-            as_err err = wait_fd(w, POLLIN, rq, diag);
-            if (err)
-                return err;
-            continue;
-        }
-        if (cc != CURLE_OK)
-            return as_diag_set(diag, AS_EIO, NULL, "receive: %s", curl_easy_strerror(cc));
-        *eof = n == 0;
-        w->in.len += n;
-        w->in.data[w->in.len] = '\0';
-        return AS_OK;
-    }
-}
-
 /* See wire.h. */
 as_err k8s_wire_stream_open(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, long *status,
                             buf *errbody, as_diag *diag)
@@ -677,7 +662,7 @@ as_err k8s_wire_stream_open(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, lo
             if (w->in.len > K8S_WIRE_HEAD_MAX)
                 err = as_diag_set(diag, AS_ETOOBIG, NULL, "answer head over %zu bytes",
                                   K8S_WIRE_HEAD_MAX);
-            else if (!(err = recv_more(w, rq, &eof, diag)) && eof)
+            else if (!(err = recv_more(w, rq, true, &eof, diag)) && eof)
                 err = as_diag_set(diag, AS_EIO, NULL, "connection closed before the answer");
             continue;
         }
@@ -740,7 +725,7 @@ as_err k8s_wire_stream_read(k8s_wire *w, const k8s_wire_req *rq, k8s_wire_sink s
         if (w->in.len < before)
             return AS_OK;
         bool eof = false;
-        err = recv_more(w, rq, &eof, diag);
+        err = recv_more(w, rq, true, &eof, diag);
         if (err == AS_ETIMEOUT)
             return err;
         if (err)

@@ -327,6 +327,11 @@ as_err k8s_do_kept_try(k8s_client *k, k8s_kept *kh, const char *path, const char
  * timeout). More flushes may come before the recvs. After an error every
  * answer due is lost. Nothing else may use kh while answers are due.
  */
+/* k8s_pod_key_hash keys a pod (by uid, else name, and namespace) with
+ * one more string (an Event's reason, a Binding's node) for the client's
+ * in-memory tables; never 0. Not stable across processes. */
+uint64_t k8s_pod_key_hash(const char *ns, const char *name, const char *uid, const char *what);
+
 /*
  * k8s_get_stream_open and k8s_get_stream_read are a GET whose answer is a
  * stream (a watch) on w, a wire of the caller's, framed here and read as
