@@ -674,7 +674,7 @@ as_err k8s_wire_stream_open(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, lo
         }
         size_t at = (size_t)(hend - w->in.data) + 4;
         if (a.status >= 200 && a.status != 200) {
-            /* an error's Status: read whole, cut at errbody's cap */
+            /* an error's Status: read whole (past errbody's cap, left out) */
             w->pending = 1;
             bool nothing;
             buf_reset(errbody);

@@ -137,8 +137,9 @@ bool k8s_wire_answered(const k8s_wire *w);
  * k8s_wire_stream_open sends rq (a GET) on a new connection and reads
  * the answer's head, *status its status. A 200's body is then read with
  * k8s_wire_stream_read. Any other answer is read whole, its body into
- * errbody (reset first; past its cap it is cut, which is no error), and
- * the connection closed. Errors as k8s_wire_do's (never sent again).
+ * errbody (reset first; a body past its cap leaves it empty, which is
+ * no error), and the connection closed. Errors as k8s_wire_do's (never
+ * sent again).
  *
  * k8s_wire_stream_read hands the body's bytes that came, chunk framing
  * removed, to sink, waiting for them until rq->deadline_ns: AS_OK when
