@@ -210,6 +210,13 @@ static bool give_up(const k8s_client *k, unsigned attempt, bool unknown, uint64_
     return attempt >= k->cfg.bind_retries && !(unknown && clock_mono_ns() < unknown_until);
 }
 
+/* unknown_window_end: when the window of a bind whose outcome turns
+ * unknown now closes, half the assumed-pod TTL on (bind_post says why). */
+static uint64_t unknown_window_end(const k8s_client *k)
+{
+    return clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull;
+}
+
 /* unheard_take removes the binding's entry from the unheard table and
  * gives the end of its unknown window; 0 when there is none. */
 static uint64_t unheard_take(k8s_client *k, uint64_t key)
@@ -349,9 +356,7 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
      * then), so that a caller retrying with k8s_bind does not release a
      * pod the try may have bound. */
     bool unknown = heard_until > clock_mono_ns();
-    uint64_t unknown_until =
-        unknown ? heard_until
-                : clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull;
+    uint64_t unknown_until = unknown ? heard_until : unknown_window_end(k);
     char msg[256];
     for (unsigned attempt = 0;; attempt++) {
         long status = 0;
@@ -542,8 +547,7 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
     if (left) {
         bool unknown = false;
         note_unknown(k, &unknown, ns, name, node, d.msg);
-        unheard_put(k, k8s_pod_key_hash(ns, name, uid, node),
-                    clock_mono_ns() + (uint64_t)(k->cfg.assumed_ttl_ms / 2) * 1000000ull);
+        unheard_put(k, k8s_pod_key_hash(ns, name, uid, node), unknown_window_end(k));
     }
     return as_diag_set(diag, AS_EAGAIN, NULL, "bind of %s/%s not settled: %s", ns, name, d.msg);
 }

@@ -470,6 +470,20 @@ static void transfer_options(k8s_client *k, CURL *h, bool limited, int64_t timeo
         curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, count_send);
 }
 
+/* wire_head appends to b what follows a request's path on the wire, as
+ * libcurl sends it: the protocol, Host first, then hdrs, each line ended
+ * (the blank line and any Content-Length are the caller's). */
+static void wire_head(const k8s_client *k, const struct curl_slist *hdrs, buf *b)
+{
+    buf_puts(b, " HTTP/1.1\r\nHost: ");
+    buf_puts(b, k->wire_host);
+    buf_puts(b, "\r\n");
+    for (const struct curl_slist *e = hdrs; e; e = e->next) {
+        buf_puts(b, e->data);
+        buf_puts(b, "\r\n");
+    }
+}
+
 /* kept_setup makes kept's handle ready for a JSON POST: on first use the
  * client's options and the ones every kept request shares; the headers
  * again whenever the bearer token changed. AS_ENOMEM. */
@@ -496,13 +510,7 @@ static as_err kept_setup(k8s_client *k, k8s_kept *kh)
              * sends it */
             buf_reset(&kh->head);
             if (k->wire_host) {
-                buf_puts(&kh->head, " HTTP/1.1\r\nHost: ");
-                buf_puts(&kh->head, k->wire_host);
-                buf_puts(&kh->head, "\r\n");
-                for (const struct curl_slist *e = l; e; e = e->next) {
-                    buf_puts(&kh->head, e->data);
-                    buf_puts(&kh->head, "\r\n");
-                }
+                wire_head(k, l, &kh->head);
                 buf_puts(&kh->head, "Content-Length: ");
                 if (kh->head.err)
                     err = kh->head.err;
@@ -730,19 +738,12 @@ as_err k8s_get_stream_open(k8s_client *k, k8s_wire *w, CURL *proto, const char *
     as_err err = build_headers(tok, false, &hdrs);
     if (err)
         return err;
-    /* the GET as libcurl would send it: Host first, then the headers */
     buf req;
     buf_init(&req, TOKEN_CAP + 8192);
     buf_puts(&req, "GET ");
     buf_puts(&req, k->wire_prefix);
     buf_puts(&req, path);
-    buf_puts(&req, " HTTP/1.1\r\nHost: ");
-    buf_puts(&req, k->wire_host);
-    buf_puts(&req, "\r\n");
-    for (const struct curl_slist *e = hdrs; e; e = e->next) {
-        buf_puts(&req, e->data);
-        buf_puts(&req, "\r\n");
-    }
+    wire_head(k, hdrs, &req);
     buf_puts(&req, "\r\n");
     curl_slist_free_all(hdrs);
     if (req.err) {
@@ -757,8 +758,6 @@ as_err k8s_get_stream_open(k8s_client *k, k8s_wire *w, CURL *proto, const char *
     err = k8s_wire_stream_open(w, proto, &rq, status, errbody, &wd);
     if (err)
         err = as_diag_set(diag, err, NULL, "GET %s%s: %s", k->conn->server, path, wd.msg);
-    else if (*status == 401)
-        k8s_token_invalidate(k);
 done:
     buf_free(&req);
     return err;

@@ -298,15 +298,15 @@ static k8s_wire_parsed chunks(const char *in, size_t len, size_t at, buf *out, s
     }
 }
 
-/* parse_answer is k8s_wire_parse with the head's fields kept in *a and
- * *used: the answer's bytes at the start of inb (more may follow). */
-static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, size_t *used)
+/* take_head parses the final answer's head at the start of inb into *a
+ * (a->body_at: where its body starts), removing interim answers (100
+ * Continue) before it: K8S_WIRE_DONE, MORE (the head is not whole yet),
+ * BAD, or BIG (past K8S_WIRE_HEAD_MAX). */
+static k8s_wire_parsed take_head(buf *inb, answer_head *a)
 {
     for (;;) {
         const char *in = inb->data;
         size_t len = inb->len;
-        if (!len)
-            return K8S_WIRE_MORE;
         const char *hend = len >= 4 ? memmem(in, len, "\r\n\r\n", 4) : NULL;
         if (!hend)
             return len > K8S_WIRE_HEAD_MAX ? K8S_WIRE_BIG : K8S_WIRE_MORE;
@@ -314,45 +314,55 @@ static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *res
         if (ps != K8S_WIRE_DONE)
             return ps;
         a->body_at = (size_t)(hend - in) + 4;
-        if (a->status >= 100 && a->status < 200) {
-            /* an interim answer (100 Continue): the real one follows */
-            memmove(inb->data, in + a->body_at, len - a->body_at);
-            inb->len = len - a->body_at;
-            continue;
-        }
-        size_t end = a->body_at;
-        if (a->chunked) {
-            ps = chunks(in, len, a->body_at, NULL, &end);
-            if (ps != K8S_WIRE_DONE)
-                return ps;
-            buf_reset(resp);
-            ps = chunks(in, len, a->body_at, resp, &end);
-            if (ps != K8S_WIRE_DONE)
-                return ps;
-        } else if (a->has_len) {
-            if (a->content_len > resp->cap)
-                return K8S_WIRE_BIG;
-            if (len - a->body_at < a->content_len)
-                return K8S_WIRE_MORE;
-            end = a->body_at + (size_t)a->content_len;
-            buf_reset(resp);
-            if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
-                return K8S_WIRE_BIG;
-        } else if (a->to_eof) {
-            if (len - a->body_at > resp->cap)
-                return K8S_WIRE_BIG;
-            if (!eof)
-                return K8S_WIRE_MORE;
-            end = len;
-            buf_reset(resp);
-            if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
-                return K8S_WIRE_BIG;
-        } else {
-            buf_reset(resp);
-        }
-        *used = end;
-        return K8S_WIRE_DONE;
+        if (a->status >= 200)
+            return K8S_WIRE_DONE;
+        /* an interim answer: the real one follows */
+        memmove(inb->data, in + a->body_at, len - a->body_at);
+        inb->len = len - a->body_at;
     }
+}
+
+/* parse_answer is k8s_wire_parse with the head's fields kept in *a and
+ * *used: the answer's bytes at the start of inb (more may follow). */
+static k8s_wire_parsed parse_answer(buf *inb, bool eof, answer_head *a, buf *resp, size_t *used)
+{
+    k8s_wire_parsed ps = take_head(inb, a);
+    if (ps != K8S_WIRE_DONE)
+        return ps;
+    const char *in = inb->data;
+    size_t len = inb->len;
+    size_t end = a->body_at;
+    if (a->chunked) {
+        ps = chunks(in, len, a->body_at, NULL, &end);
+        if (ps != K8S_WIRE_DONE)
+            return ps;
+        buf_reset(resp);
+        ps = chunks(in, len, a->body_at, resp, &end);
+        if (ps != K8S_WIRE_DONE)
+            return ps;
+    } else if (a->has_len) {
+        if (a->content_len > resp->cap)
+            return K8S_WIRE_BIG;
+        if (len - a->body_at < a->content_len)
+            return K8S_WIRE_MORE;
+        end = a->body_at + (size_t)a->content_len;
+        buf_reset(resp);
+        if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
+            return K8S_WIRE_BIG;
+    } else if (a->to_eof) {
+        if (len - a->body_at > resp->cap)
+            return K8S_WIRE_BIG;
+        if (!eof)
+            return K8S_WIRE_MORE;
+        end = len;
+        buf_reset(resp);
+        if (buf_append(resp, in + a->body_at, end - a->body_at) != AS_OK)
+            return K8S_WIRE_BIG;
+    } else {
+        buf_reset(resp);
+    }
+    *used = end;
+    return K8S_WIRE_DONE;
 }
 
 /* See wire.h. */
@@ -365,6 +375,15 @@ k8s_wire_parsed k8s_wire_parse(buf *in, bool eof, buf *resp, long *status, bool 
     /* bytes past the answer: not an exchange we made */
     *reusable = ps == K8S_WIRE_DONE && used == in->len && !a.close && !a.to_eof;
     return ps;
+}
+
+/* not_http: the answer in w->in is not HTTP/1.1 this parser takes (its
+ * start, printable, goes in the diag for the log). */
+static as_err not_http(const k8s_wire *w, as_diag *diag)
+{
+    char seen[41];
+    as_printable(seen, sizeof seen, w->in.data);
+    return as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (\"%s\")", seen);
 }
 
 /* recv_more reads what the connection has into w->in, waiting for it
@@ -443,11 +462,8 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
         }
         if (ps == K8S_WIRE_BIG)
             return as_diag_set(diag, AS_ETOOBIG, NULL, "answer larger than %zu bytes", resp->cap);
-        if (ps == K8S_WIRE_BAD) {
-            char seen[41]; /* the answer's start, printable, for the log */
-            as_printable(seen, sizeof seen, w->in.data);
-            return as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (\"%s\")", seen);
-        }
+        if (ps == K8S_WIRE_BAD)
+            return not_http(w, diag);
         if (eof)
             return as_diag_set(diag, AS_EIO, NULL, "connection closed %s the answer",
                                *nothing ? "before" : "within");
@@ -656,24 +672,23 @@ as_err k8s_wire_stream_open(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, lo
         err = send_all(w, rq, &sent, diag);
     answer_head a;
     while (!err) {
-        const char *hend = w->in.len >= 4 ? memmem(w->in.data, w->in.len, "\r\n\r\n", 4) : NULL;
-        if (!hend) {
+        k8s_wire_parsed ps = take_head(&w->in, &a);
+        if (ps == K8S_WIRE_MORE) {
             bool eof = false;
-            if (w->in.len > K8S_WIRE_HEAD_MAX)
-                err = as_diag_set(diag, AS_ETOOBIG, NULL, "answer head over %zu bytes",
-                                  K8S_WIRE_HEAD_MAX);
-            else if (!(err = recv_more(w, rq, true, &eof, diag)) && eof)
+            if (!(err = recv_more(w, rq, true, &eof, diag)) && eof)
                 err = as_diag_set(diag, AS_EIO, NULL, "connection closed before the answer");
             continue;
         }
-        if (parse_head(w->in.data, (size_t)(hend - w->in.data), &a) != K8S_WIRE_DONE) {
-            char seen[41];
-            as_printable(seen, sizeof seen, w->in.data);
-            err = as_diag_set(diag, AS_EIO, NULL, "answer is not HTTP/1.1 (\"%s\")", seen);
+        if (ps == K8S_WIRE_BIG) {
+            err = as_diag_set(diag, AS_ETOOBIG, NULL, "answer head over %zu bytes",
+                              K8S_WIRE_HEAD_MAX);
             break;
         }
-        size_t at = (size_t)(hend - w->in.data) + 4;
-        if (a.status >= 200 && a.status != 200) {
+        if (ps == K8S_WIRE_BAD) {
+            err = not_http(w, diag);
+            break;
+        }
+        if (a.status != 200) {
             /* an error's Status: read whole (past errbody's cap, left out) */
             w->pending = 1;
             bool nothing;
@@ -685,15 +700,12 @@ as_err k8s_wire_stream_open(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, lo
                 *status = a.status;
             break;
         }
-        memmove(w->in.data, w->in.data + at, w->in.len - at);
-        w->in.len -= at;
+        memmove(w->in.data, w->in.data + a.body_at, w->in.len - a.body_at);
+        w->in.len -= a.body_at;
         w->in.data[w->in.len] = '\0';
-        if (a.status == 200) {
-            *status = 200;
-            k8s_wire_body_start(&w->body, a.chunked, a.has_len, a.content_len);
-            return AS_OK;
-        }
-        /* an interim answer (100 Continue): the real one follows */
+        *status = 200;
+        k8s_wire_body_start(&w->body, a.chunked, a.has_len, a.content_len);
+        return AS_OK;
     }
     k8s_wire_close(w);
     return err;

@@ -339,8 +339,8 @@ uint64_t k8s_pod_key_hash(const char *ns, const char *name, const char *uid, con
  * takes a rate-limiter token (waiting), frames the GET of path with the
  * client's current bearer token, connects a new connection from proto's
  * options (a handle the client's options were set on, k8s_easy_prepare;
- * borrowed) and reads the head, as k8s_wire_stream_open (a 401 also
- * drops the cached token). AS_EUNSUPPORTED: the client's requests need
+ * borrowed) and reads the head, as k8s_wire_stream_open (a 401 is the
+ * caller's to act on: k8s_token_invalidate). AS_EUNSUPPORTED: the client's requests need
  * libcurl; use curl_easy_perform. read is k8s_wire_stream_read, waiting
  * up to timeout_ms and stopping when the client stops.
  */
