@@ -553,7 +553,7 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
 }
 
 /* See bind.h. */
-bool k8s_bind_try_answered(const k8s_kept *sent)
+bool k8s_bind_try_answered(k8s_kept *sent)
 {
     return k8s_wire_answered(&sent->wire);
 }

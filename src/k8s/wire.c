@@ -35,6 +35,7 @@ void k8s_wire_close(k8s_wire *w)
     w->h = NULL;
     w->fd = CURL_SOCKET_BAD;
     w->pending = 0;
+    w->readable = false;
     memset(&w->body, 0, sizeof w->body);
     buf_reset(&w->in);
 }
@@ -104,14 +105,15 @@ static as_err open_conn(k8s_wire *w, CURL *proto, const k8s_wire_req *rq, as_dia
 }
 
 /* See wire.h. */
-bool k8s_wire_answered(const k8s_wire *w)
+bool k8s_wire_answered(k8s_wire *w)
 {
     if (!w->h)
         return false;
-    if (w->in.len)
+    if (w->in.len || w->readable)
         return true;
     struct pollfd pfd = {.fd = w->fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) > 0;
+    w->readable = poll(&pfd, 1, 0) > 0;
+    return w->readable;
 }
 
 /* alive: a kept connection the server has not closed. Between answers
@@ -123,6 +125,7 @@ static bool alive(k8s_wire *w)
         return true;
     char b[256];
     size_t n = 0;
+    w->readable = false;
     return curl_easy_recv(w->h, b, sizeof b, &n) == CURLE_AGAIN;
 }
 
@@ -405,6 +408,7 @@ static as_err recv_more(k8s_wire *w, const k8s_wire_req *rq, bool wait, bool *eo
         return err;
     for (;;) {
         size_t n = 0;
+        w->readable = false;
         CURLcode cc = curl_easy_recv(w->h, w->in.data + w->in.len, RECV_CHUNK, &n);
         if (cc == CURLE_AGAIN) {
             if ((err = wait_fd(w, POLLIN, rq, diag)))
@@ -434,9 +438,10 @@ static as_err read_answer(k8s_wire *w, const k8s_wire_req *rq, buf *resp, answer
     size_t used = 0;
     /* Nothing of the answer can be there yet unless an earlier read
      * brought it: wait for it before the first read (a read that could
-     * only say "again" is a system call and a TLS call spent). */
+     * only say "again" is a system call and a TLS call spent); a poll
+     * of k8s_wire_answered's that found it there is not made again */
     if (!w->in.len) {
-        as_err werr = wait_fd(w, POLLIN, rq, diag);
+        as_err werr = w->readable ? AS_OK : wait_fd(w, POLLIN, rq, diag);
         if (werr)
             return werr;
     } else {

@@ -68,7 +68,7 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
                          const char *node, k8s_kept **sent, as_diag *diag);
 as_err k8s_bind_try_recv(k8s_client *k, k8s_kept *sent, const char *ns, const char *name,
                          const char *uid, const char *node, as_diag *diag);
-bool k8s_bind_try_answered(const k8s_kept *sent);
+bool k8s_bind_try_answered(k8s_kept *sent);
 
 /* Completion of an asynchronous bind (called on a bind worker thread). */
 typedef void (*k8s_bind_done_fn)(void *arg, as_err err, const as_diag *diag);

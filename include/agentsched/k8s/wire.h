@@ -63,6 +63,8 @@ typedef struct k8s_wire {
     uint64_t done_ns;   /* clock_mono_ns() when its last answer was read */
     unsigned pending;   /* requests sent whose answers were not read */
     k8s_wire_body body; /* the streamed answer's body, when one is open */
+    bool readable;      /* k8s_wire_answered's poll found the socket readable,
+                           and no read has followed yet */
 } k8s_wire;
 
 /* One request: its bytes as they go on the wire (request line, headers,
@@ -127,8 +129,9 @@ as_err k8s_wire_recv(k8s_wire *w, const k8s_wire_req *rq, buf *resp, k8s_wire_an
 
 /* k8s_wire_answered: the open connection has bytes (or its close) to
  * read, or holds some read already, so a k8s_wire_recv would not wait for
- * the first of them. */
-bool k8s_wire_answered(const k8s_wire *w);
+ * the first of them (nor poll again: what the poll found is kept until
+ * the next read). */
+bool k8s_wire_answered(k8s_wire *w);
 
 /*
  * A streamed answer (a watch: a 200 whose body lasts as long as the

@@ -381,9 +381,11 @@ Test(k8s_wire, send_now_read_the_answer_later)
     for (int t = 0; t < 2000 && !k8s_wire_answered(&f.w); t += 2)
         usleep(2000);
     cr_assert(k8s_wire_answered(&f.w));
+    cr_expect(f.w.readable, "what the poll found is kept for the read");
     cr_assert_eq(k8s_wire_recv(&f.w, &rq, &f.resp, &ans, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(ans.status, 201);
     cr_expect_eq(f.resp.data[0], 'a');
+    cr_expect_not(f.w.readable, "spent by the read");
     cr_assert_not(k8s_wire_answered(&f.w), "nothing more is due");
     cr_assert_eq(post(&f, 5000, &ans, &d), AS_OK, "%s", d.msg);
     cr_expect_eq(ans.status, 409);
