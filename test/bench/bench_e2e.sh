@@ -7,7 +7,7 @@
 #                           [--shortlist 10] [--rate 0] [--timeout 10m]
 #                           [--state-dir build/bench-e2e] [--agentsched-args "..."]
 #                           [--shipped-qps]
-#                           [--vc-agent-workers 1]
+#                           [--vc-agent-workers 1] [--warmup 0]
 #
 # Brings up a dev-cluster (test/e2e/dev-cluster: etcd, kube-apiserver,
 # kube-scheduler with agentsched as extender, agentsched serve --kubeconfig
@@ -42,6 +42,12 @@
 # that latency is measured below saturation; 0 (default) creates as fast as
 # the workers can, which measures throughput. --agentsched-args adds flags to
 # agentsched's command line (e.g. "--event-qps 20").
+# --warmup W first runs each mode once with W pods, untimed, its pods
+# deleted, so that the timed run measures a scheduler in its steady state:
+# connections open (agentsched keeps one TLS connection per Binding out
+# at once, each a handshake of about a millisecond of CPU on first use),
+# caches and heaps grown. 0 (default) times each mode's first pods, start-up
+# costs included.
 # Each mode's pods are deleted (grace 0) before the next mode starts. Prints
 # the table (pods/s, p50/p99 create->bound, the scheduler's CPU seconds per
 # 1000 pods) and the ratios b/a, c/a, c/d and fastpath/vc-agent, and
@@ -72,6 +78,7 @@ EXTRA_ARGS=
 SCHED_QPS=5000
 SCHED_BURST=10000
 VC_AGENT_WORKERS=1
+WARMUP=0
 export AGENTSCHED_BIN=${AGENTSCHED_BIN:-$REPO/build/agentsched}
 export E2E_SKIP_BUILD=${E2E_SKIP_BUILD:-1}
 
@@ -88,11 +95,15 @@ while [ $# -gt 0 ]; do
 	--agentsched-args) EXTRA_ARGS=$2; shift 2 ;;
 	--shipped-qps) SCHED_QPS="" SCHED_BURST=""; shift ;;
 	--vc-agent-workers) VC_AGENT_WORKERS=$2; shift 2 ;;
+	--warmup) WARMUP=$2; shift 2 ;;
 	-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "bench_e2e: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
 case "$STATE" in /*) ;; *) STATE=$PWD/$STATE ;; esac
+case "$WARMUP" in
+'' | *[!0-9]*) echo "bench_e2e: --warmup takes a number of pods (0: none), not '$WARMUP'" >&2; exit 2 ;;
+esac
 case "$SHORTLIST" in
 [1-9] | [1-9][0-9] | 100) ;;
 *) echo "bench_e2e: --shortlist takes 1..100 (the policy's extender.shortlist), not '$SHORTLIST'" >&2; exit 2 ;;
@@ -272,6 +283,13 @@ cpu_groups() {
 case " $MODES " in *" plain "*) start_plain ;; esac
 for mode in $MODES; do
 	[ "$mode" = shortlist ] && set_shortlist "$SHORTLIST"
+	if [ "$WARMUP" -gt 0 ]; then
+		log "mode $mode: warm-up, $WARMUP pods (untimed)"
+		timeout -k 10 "$budget" "$BIN/e2ectl" bench --state-dir "$STATE" --mode "$mode" --pods "$WARMUP" \
+			--workers "$WORKERS" --rate "$RATE" --timeout "$TIMEOUT" >&2 ||
+			log "mode $mode: warm-up failed (see above); timing it anyway"
+		sleep 2 # the deletions' events, past
+	fi
 	before=$(cpu_snapshot)
 	vbefore=$(verb_stats)
 	abefore=$(api_stats)
@@ -328,7 +346,7 @@ done
 stop_plain
 
 echo
-echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max); $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
+echo "bench_e2e: $NODES nodes, $PODS pods per mode, $WORKERS client workers, arrival rate $RATE/s (0: max), warm-up $WARMUP pods; $(nproc) cores; load: $(uptime | sed 's/.*load/load/')"
 [ -n "$EXTRA_ARGS" ] && echo "agentsched flags added: $EXTRA_ARGS"
 echo "kube-scheduler client qps=${SCHED_QPS:-default} burst=${SCHED_BURST:-default} (both instances); bench client qps 20000 burst 40000; (b') extender.shortlist $SHORTLIST"
 [ ${#VC_UP[@]} -gt 0 ] && echo "vc-agent-scheduler: Volcano's agent-scheduler.conf, --scheduler-worker-count $VC_AGENT_WORKERS, default client qps 2000 burst 2000"
