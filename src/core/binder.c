@@ -262,13 +262,23 @@ typedef struct fit_ctx {
     char why[160];  /* rendered reason of the last refusal */
 } fit_ctx;
 
+/* copy_name copies s (NULL: "") into dst[0..cap), cut to fit and always
+ * terminated (cap > 0); a memcpy, as it runs for every pod committed. */
+static void copy_name(char *dst, size_t cap, const char *s)
+{
+    size_t n = s ? strnlen(s, cap - 1) : 0;
+    if (n)
+        memcpy(dst, s, n);
+    dst[n] = '\0';
+}
+
 /* Re-check under the cache's writer mutex: every predicate against the
  * node's current spec and usage, then the GPU devices to take. */
 static bool fit_now(void *arg, const model_pod *pod, const cache_node *node, uint32_t *devices)
 {
     fit_ctx *f = arg;
     cache *c = f->b->c;
-    snprintf(f->node, sizeof f->node, "%s", node->spec->name);
+    copy_name(f->node, sizeof f->node, node->spec->name);
     f->last = pred_check(cache_registry(c), cache_get_shard_mode(c), pod, node);
     if (f->last.code == PRED_OK && !pred_gpu_choose(pod, node, devices))
         f->last = (pred_result){PRED_INSUFFICIENT_GPU, 0};
@@ -276,11 +286,6 @@ static bool fit_now(void *arg, const model_pod *pod, const cache_node *node, uin
         return true;
     pred_reason(cache_registry(c), node, pod, f->last, f->why, sizeof f->why);
     return false;
-}
-
-static void copy_name(char *dst, size_t cap, const char *s)
-{
-    snprintf(dst, cap, "%s", s ? s : "");
 }
 
 /* See binder.h. */
