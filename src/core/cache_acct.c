@@ -161,7 +161,8 @@ pentry *cache_acct_entry_new(const char *uid, size_t uid_len, const model_pod *p
         }
     const char *ns = pod->ns ? pod->ns : "default";
     const char *name = pod->name ? pod->name : "";
-    size_t key_len = strlen(ns) + 1 + strlen(name);
+    size_t ns_len = strlen(ns), name_len = strlen(name);
+    size_t key_len = ns_len + 1 + name_len;
     size_t size = sizeof(pentry) + (size_t)nreq * sizeof(int64_t) + uid_len + 1 + key_len + 1;
     pentry *e = calloc(1, size);
     if (!e)
@@ -177,7 +178,11 @@ pentry *cache_acct_entry_new(const char *uid, size_t uid_len, const model_pod *p
     memcpy(e->uid, uid, uid_len);
     e->uid[uid_len] = '\0';
     e->key = e->uid + uid_len + 1;
-    snprintf(e->key, key_len + 1, "%s/%s", ns, name);
+    /* "ns/name", put together without printf: every pod assumed comes here */
+    memcpy(e->key, ns, ns_len);
+    e->key[ns_len] = '/';
+    memcpy(e->key + ns_len + 1, name, name_len);
+    e->key[key_len] = '\0';
     e->containers_cpu = pod->mirror ? 0 : pod->containers_cpu;
     e->gpu_count = (uint16_t)(pod->gpu_count > MODEL_MAX_GPUS ? MODEL_MAX_GPUS : pod->gpu_count);
     e->gpu_milli = (int32_t)(pod->gpu_milli > MODEL_GPU_MILLI ? MODEL_GPU_MILLI : pod->gpu_milli);

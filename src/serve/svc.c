@@ -172,8 +172,19 @@ static void svc_port_scheduled(void *arg, const model_pod *pod, const char *node
     k8s_client *k = svc_k8s(arg);
     if (!k)
         return;
+    /* kube-scheduler's message, put together without printf (every pod
+     * bound comes here); cut, as a format would, past msg's size */
     char msg[600];
-    snprintf(msg, sizeof msg, "Successfully assigned %s/%s to %s", pod->ns, pod->name, node);
+    const char *part[] = {
+        "Successfully assigned ", pod->ns ? pod->ns : "", "/", pod->name ? pod->name : "", " to ",
+        node ? node : ""};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof part / sizeof part[0]; i++) {
+        size_t l = strnlen(part[i], sizeof msg - 1 - n);
+        memcpy(msg + n, part[i], l);
+        n += l;
+    }
+    msg[n] = '\0';
     /* queued: the poster sends a tick's Events in one write */
     k8s_event_post(k, pod->ns, pod->name, pod->uid, "Normal", "Scheduled", msg);
 }

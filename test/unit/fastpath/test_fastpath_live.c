@@ -135,6 +135,31 @@ static void put_pods(k8s_stub *stub, const char *prefix, int from, int to)
     }
 }
 
+/* A pod bound gets kube-scheduler's Scheduled Event, its message naming
+ * the pod and the node. */
+Test(fastpath_live, scheduled_event_names_pod_and_node)
+{
+    log_set_level(LOG_ERROR);
+    k8s_stub *stub = stub_new();
+    put_nodes(stub, 1, "4", "16Gi");
+    put_pods(stub, "p", 0, 1);
+    svc *s = NULL;
+    fastpath *fp = live_start(stub, 1, false, &s);
+    int64_t end = mono_ms() + WAIT_CAP_MS;
+    while (stub_events_posted(stub) < 1 && mono_ms() < end)
+        usleep(5000);
+    cr_assert_eq(bound_on(stub, "n0", NULL), 1);
+    json_t *ev = stub_last_event(stub);
+    cr_assert_not_null(ev);
+    cr_expect_str_eq(json_string_value(json_object_get(ev, "reason")), "Scheduled");
+    cr_expect_str_eq(json_string_value(json_object_get(ev, "message")),
+                     "Successfully assigned default/p0 to n0");
+    json_decref(ev);
+    live_stop(s, fp);
+    svc_free(s);
+    stub_free(stub);
+}
+
 Test(fastpath_live, binds_through_the_api_server_and_reports_unschedulable)
 {
     log_set_level(LOG_ERROR);
