@@ -113,18 +113,24 @@ static double seconds_since(uint64_t t0)
 }
 
 /* decode_pod turns the Pod DOM into a model pod; diag fields start "Pod". */
-static as_err decode_pod(core *co, const json_t *pod_json, model_pod **out, as_diag *d)
+/* pod_err puts the Pod's decode error err under the field "Pod" in d,
+ * with a message when the decoder left none; err. */
+static as_err pod_err(as_err err, as_diag *d)
 {
-    *out = NULL;
-    if (!pod_json)
-        return as_diag_set(d, AS_EINVAL, "Pod", "Pod is required: send the v1.Pod being scheduled");
-    as_err err = model_pod_from_json(&co->reg, pod_json, out, d);
     if (err) {
         as_diag_prefix_field(d, "Pod");
         if (!d->msg[0])
             as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
     }
     return err;
+}
+
+static as_err decode_pod(core *co, const json_t *pod_json, model_pod **out, as_diag *d)
+{
+    *out = NULL;
+    if (!pod_json)
+        return as_diag_set(d, AS_EINVAL, "Pod", "Pod is required: send the v1.Pod being scheduled");
+    return pod_err(model_pod_from_json(&co->reg, pod_json, out, d), d);
 }
 
 /* Labels a Pod may have for its fields to be read without a DOM. */
@@ -138,9 +144,10 @@ static as_err decode_pod(core *co, const json_t *pod_json, model_pod **out, as_d
  * model_pod_from_json would). Sandboxes that each carry their own session
  * in what the pod model never reads (env, args, probes, volumes: the Pod
  * skip rules) share the spec's projection through those rules
- * (json_project), the second key tried. A miss decodes the whole Pod,
- * then remembers its spec under both. p: the request pool (the
- * projection).
+ * (json_project), the second key tried. A miss decodes the spec once,
+ * builds the Pod on it and remembers it under both (a spec that does not
+ * decode alone is decoded with the whole Pod, for its error). p: the
+ * request pool (the projection).
  */
 static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod **out, as_diag *d)
 {
@@ -172,24 +179,25 @@ static as_err decode_args_pod(extender *x, pool *p, extargs_args *a, model_pod *
             return AS_OK;
         }
         err = extargs_parse_pod(a, extmemo_spec_skip(m), d);
-        if (!err && (err = model_pod_from_json_spec(&co->reg, a->pod, spec, out, d))) {
-            as_diag_prefix_field(d, "Pod");
-            if (!d->msg[0])
-                as_diag_set(d, err, d->field, "Pod could not be decoded: %s", as_strerror(err));
-        }
+        if (!err)
+            err = pod_err(model_pod_from_json_spec(&co->reg, a->pod, spec, out, d), d);
         model_pod_spec_unref(spec);
         return err;
     }
     metrics_inc(co->m.spec_memo_misses);
-    if ((err = extargs_parse_pod(a, rules, d)) || (err = decode_pod(co, a->pod, out, d)))
+    if ((err = extargs_parse_pod(a, rules, d)))
         return err;
+    /* The spec is decoded once, for the memo and the pod alike; one that
+     * does not decode alone is decoded with the whole Pod, which says
+     * what is wrong with it. */
     as_diag scratch;
-    if (model_pod_spec_from_json(&co->reg, json_object_get(a->pod, "spec"), &spec, &scratch) ==
-        AS_OK) {
+    if (model_pod_spec_from_json(&co->reg, json_object_get(a->pod, "spec"), &spec, &scratch) !=
+        AS_OK)
+        return decode_pod(co, a->pod, out, d);
+    if (!(err = pod_err(model_pod_from_json_spec(&co->reg, a->pod, spec, out, d), d)))
         model_specmemo_put(x->specs, &mk, spec);
-        model_pod_spec_unref(spec);
-    }
-    return AS_OK;
+    model_pod_spec_unref(spec);
+    return err;
 }
 
 /* ------------------------------------------------------------------ */
