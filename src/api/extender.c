@@ -112,7 +112,6 @@ static double seconds_since(uint64_t t0)
     return (double)(clock_mono_ns() - t0) / 1e9;
 }
 
-/* decode_pod turns the Pod DOM into a model pod; diag fields start "Pod". */
 /* pod_err puts the Pod's decode error err under the field "Pod" in d,
  * with a message when the decoder left none; err. */
 static as_err pod_err(as_err err, as_diag *d)
@@ -125,6 +124,7 @@ static as_err pod_err(as_err err, as_diag *d)
     return err;
 }
 
+/* decode_pod turns the Pod DOM into a model pod; diag fields start "Pod". */
 static as_err decode_pod(core *co, const json_t *pod_json, model_pod **out, as_diag *d)
 {
     *out = NULL;
