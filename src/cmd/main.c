@@ -141,6 +141,7 @@ typedef enum serve_flag_id {
     F_WATCH_TIMEOUT,
     F_WATCH_DOWN_LIMIT,
     F_EVENT_QPS,
+    F_BIND_WARM,
     F_LEADER_ELECT,
     F_LEADER_ELECT_LEASE,
     F_LEADER_ELECT_IDENTITY,
@@ -226,6 +227,12 @@ static const cli_flag serve_flags[] = {
      "live mode: at most N Events a second (Scheduled,\n"
      "FailedScheduling), 0..100000; the rest are dropped\n"
      "and counted (default 0: no limit)"},
+    {F_BIND_WARM, "--bind-warm", 0, "N",
+     "live mode: while leading, keep N of the 96 bind\n"
+     "connections open ahead of use (a GET on one idle for\n"
+     "45 s), so that a burst of bindings starts without TLS\n"
+     "handshakes, 0..96 (default 96; 0: open them as\n"
+     "bindings need them)"},
     {F_LEADER_ELECT, "--leader-elect", 0, NULL,
      "live mode: run the fast path only while holding a Lease\n"
      "(coordination.k8s.io/v1), so that replicas never\n"
@@ -316,6 +323,7 @@ static const struct serve_number {
     {F_WATCH_TIMEOUT, 1, 86400, offsetof(svc_config, watch_timeout_ms), SERVE_SECONDS_MS},
     {F_WATCH_DOWN_LIMIT, 1, 86400, offsetof(svc_config, watch_down_ms), SERVE_SECONDS_MS},
     {F_EVENT_QPS, 0, 100000, offsetof(svc_config, event_qps), SERVE_DOUBLE},
+    {F_BIND_WARM, 0, K8S_BIND_CONCURRENCY, offsetof(svc_config, bind_warm), SERVE_UNSIGNED},
 };
 
 /* If id is one of serve_numbers, parses value into cfg and sets *handled.

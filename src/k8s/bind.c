@@ -140,6 +140,78 @@ void k8s_bind_handle_put(k8s_client *k, k8s_kept *h)
     pthread_mutex_unlock(&k->bmu);
 }
 
+/* Connections one k8s_bind_keep_warm call opens or refreshes at most, so
+ * that the API server sees a few handshakes a second rather than a whole
+ * pool's at once. */
+#define WARM_PER_CALL   16
+#define WARM_TIMEOUT_MS 5000
+
+/* warm_pick takes off the free stack (bmu held) the handles this call
+ * warms into out (at most WARM_PER_CALL), bottom first (the least
+ * recently used): open ones idle cfg.bind_warm_idle_ms and closed ones
+ * while fewer than want are open or busy. Returns how many. */
+static size_t warm_pick(k8s_client *k, size_t want, uint64_t now, k8s_kept **out)
+{
+    size_t open = k->cfg.bind_concurrency - k->nbfree; /* busy ones hold a connection */
+    for (size_t i = 0; i < k->nbfree; i++)
+        open += k->bhandles[i]->wire.h != NULL;
+    size_t to_open = want > open ? want - open : 0;
+    uint64_t idle_ns = (uint64_t)k->cfg.bind_warm_idle_ms * 1000000u;
+    size_t n = 0;
+    for (size_t i = 0; i < k->nbfree && n < WARM_PER_CALL;) {
+        k8s_kept *h = k->bhandles[i];
+        bool pick = h->wire.h ? now - h->wire.done_ns >= idle_ns : to_open > 0;
+        if (!pick) {
+            i++;
+            continue;
+        }
+        if (!h->wire.h)
+            to_open--;
+        out[n++] = h;
+        memmove(&k->bhandles[i], &k->bhandles[i + 1], (k->nbfree - i - 1) * sizeof *k->bhandles);
+        k->nbfree--;
+    }
+    return n;
+}
+
+/* See bind.h. */
+size_t k8s_bind_keep_warm(k8s_client *k)
+{
+    size_t want =
+        k->cfg.bind_warm < k->cfg.bind_concurrency ? k->cfg.bind_warm : k->cfg.bind_concurrency;
+    if (!want || !k->bhandles)
+        return 0;
+    k8s_kept *picked[WARM_PER_CALL];
+    pthread_mutex_lock(&k->bmu);
+    size_t n = k8s_stopping(k) ? 0 : warm_pick(k, want, clock_mono_ns(), picked);
+    pthread_mutex_unlock(&k->bmu);
+    size_t warmed = 0;
+    bool failed = false;
+    for (size_t i = 0; i < n; i++) {
+        k8s_kept *h = picked[i];
+        bool was_open = h->wire.h != NULL;
+        long status = 0;
+        as_diag d = {{0}, {0}};
+        /* After one failure the rest wait for the next call: an API server
+         * that is down is not sent a connection per handle each second. */
+        as_err err =
+            failed ? AS_EAGAIN : k8s_kept_get(k, h, "/version", &status, WARM_TIMEOUT_MS, &d);
+        if (!failed && (err || status != 200)) {
+            failed = true;
+            if (!err)
+                k8s_wire_close(&h->wire); /* not a connection to keep */
+            log_debug("msg=\"bind connection not warmed\" status=%ld error=\"%s\"", status,
+                      err ? d.msg : "unexpected status");
+            k8s_count(k, &k->st.bind_warm_failed, 1);
+        } else if (!failed) {
+            warmed++;
+            k8s_count(k, was_open ? &k->st.bind_warm_refreshed : &k->st.bind_warm_opened, 1);
+        }
+        k8s_bind_handle_put(k, h);
+    }
+    return warmed;
+}
+
 /* See bind.h. */
 bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen)
 {

@@ -42,8 +42,10 @@ void k8s_config_defaults(k8s_config *cfg)
     cfg->expire_period_ms = 1000;
     cfg->trim_period_ms = 60000;
     cfg->shard_retry_ms = 60000;
-    /* the fast path's 32 bind threads plus the extender's 64 (svc.h) */
-    cfg->bind_concurrency = 96;
+    cfg->bind_concurrency = K8S_BIND_CONCURRENCY;
+    /* under the API server's idle timeout (90 s) and the 60 s of many
+     * load balancers */
+    cfg->bind_warm_idle_ms = 45000;
     cfg->bind_retries = 5;
     cfg->bind_backoff_ms = 50;
     cfg->event_pod_interval_ms = 30000;
@@ -116,7 +118,11 @@ static void housekeeping_once(k8s_client *k)
     pthread_mutex_lock(&k->st_mu);
     bool steady = !k->st.down_since_ms[K8S_KIND_POD] &&
                   now - k->st.up_since_ms[K8S_KIND_POD] >= k->cfg.assumed_ttl_ms;
+    bool leading = k->st.leader;
     pthread_mutex_unlock(&k->st_mu);
+    /* only a leader binds; a standby's connections close idle */
+    if (leading)
+        k8s_bind_keep_warm(k);
     if (!steady)
         return;
     size_t n = 0;
@@ -234,6 +240,7 @@ as_err k8s_client_new(const k8s_config *cfg, cache *c, k8s_client **out, as_diag
     DEF(trim_period_ms);
     DEF(shard_retry_ms);
     DEF(bind_concurrency);
+    DEF(bind_warm_idle_ms);
     DEF(bind_backoff_ms);
     DEF(event_pod_interval_ms);
     DEF(event_queue);
@@ -411,6 +418,14 @@ void k8s_metrics_update(k8s_client *k, metrics *m)
                "Binds whose outcome was unknown (connection lost after sending, or 504), "
                "retried to the same node until answered.",
                (int64_t)st.bind_unknown);
+    const char *wh = "Bind connections opened ahead of use (--bind-warm), kept open by a GET "
+                     "before the API server's idle timeout, or failed to.";
+    set_metric(m, false, "agentsched_k8s_bind_connections_warmed_total{how=\"opened\"}", wh,
+               (int64_t)st.bind_warm_opened);
+    set_metric(m, false, "agentsched_k8s_bind_connections_warmed_total{how=\"refreshed\"}", wh,
+               (int64_t)st.bind_warm_refreshed);
+    set_metric(m, false, "agentsched_k8s_bind_connections_warmed_total{how=\"failed\"}", wh,
+               (int64_t)st.bind_warm_failed);
     const char *eh = "v1 Events, by outcome once answered (dropped: rate-limited, queue full or "
                      "refused).";
     set_metric(m, false, "agentsched_k8s_events_total{result=\"posted\"}", eh,

@@ -526,15 +526,17 @@ static bool wire_stop(void *arg)
     return k8s_stopping(arg);
 }
 
-/* kept_frame writes the JSON POST of body to path into kh->out, as it
- * goes on the wire (kept_setup done), after what kh->out holds; too large
- * for kh->out's cap, kh->out is left as it was (AS_ETOOBIG). */
-static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                         size_t body_len, as_diag *diag)
+/* kept_frame writes the request (method "POST" with the JSON body, or
+ * "GET" with none) of path into kh->out, as it goes on the wire
+ * (kept_setup done), after what kh->out holds; too large for kh->out's
+ * cap, kh->out is left as it was (AS_ETOOBIG). */
+static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *method, const char *path,
+                         const char *body, size_t body_len, as_diag *diag)
 {
     buf *o = &kh->out;
     size_t at = o->len;
-    buf_puts(o, "POST ");
+    buf_puts(o, method);
+    buf_puts(o, " ");
     buf_puts(o, k->wire_prefix);
     buf_puts(o, path);
     buf_append(o, kh->head.data, kh->head.len);
@@ -545,7 +547,8 @@ static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *path, const ch
     while (n /= 10);
     buf_append(o, e, (size_t)(num + sizeof num - e));
     buf_append(o, "\r\n\r\n", 4);
-    buf_append(o, body, body_len);
+    if (body_len)
+        buf_append(o, body, body_len);
     if (o->err) {
         as_err err = o->err;
         o->err = AS_OK;
@@ -554,7 +557,7 @@ static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *path, const ch
             o->data[at] = '\0';
         return err == AS_ENOMEM
                    ? AS_ENOMEM
-                   : as_diag_set(diag, AS_ETOOBIG, NULL, "POST %s: request too large", path);
+                   : as_diag_set(diag, AS_ETOOBIG, NULL, "%s %s: request too large", method, path);
     }
     return AS_OK;
 }
@@ -566,7 +569,7 @@ static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const cha
 {
     buf_reset(&kh->out);
     kh->queued = 0;
-    as_err ferr = kept_frame(k, kh, path, body, body_len, diag);
+    as_err ferr = kept_frame(k, kh, "POST", path, body, body_len, diag);
     if (ferr)
         return ferr;
     buf *o = &kh->out;
@@ -682,20 +685,15 @@ done:
     return err;
 }
 
-/* See transport.h. */
-as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                         size_t body_len, as_diag *diag)
+/* kept_wire_ready is kept_setup for a request on kh's wire: on first use
+ * also the URL a new connection's scheme, host and port are taken from
+ * (set once, as the handle's options stay set and the wire writes each
+ * request's path itself). AS_ENOMEM. */
+static as_err kept_wire_ready(k8s_client *k, k8s_kept *kh, const char *path)
 {
-    if (!k->wire_host || kh->via_curl)
-        return AS_EUNSUPPORTED;
-    if (!kh->queued)
-        buf_reset(&kh->out);
     bool fresh = !kh->set;
     as_err err = kept_setup(k, kh);
     if (!err && fresh) {
-        /* What a new connection's scheme, host and port are taken from;
-         * set once, as the handle's options stay set (kept_setup) and the
-         * wire writes each request's path itself. */
         char *url = k8s_url(k, path);
         if (!url) {
             kh->set = false; /* the next call sets the handle up again */
@@ -704,8 +702,47 @@ as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const ch
         curl_easy_setopt(kh->h, CURLOPT_URL, url);
         free(url);
     }
+    return err;
+}
+
+/* See transport.h. */
+as_err k8s_kept_get(k8s_client *k, k8s_kept *kh, const char *path, long *status, int64_t timeout_ms,
+                    as_diag *diag)
+{
+    *status = 0;
+    if (!k->wire_host || kh->via_curl)
+        return AS_EUNSUPPORTED;
+    assert(!kh->wire.pending && !kh->queued);
+    buf_reset(&kh->out);
+    as_err err = kept_wire_ready(k, kh, path);
     if (!err)
-        err = kept_frame(k, kh, path, body, body_len, diag);
+        err = kept_frame(k, kh, "GET", path, NULL, 0, diag);
+    if (err)
+        return err;
+    k8s_wire_req rq = {kh->out.data, kh->out.len, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
+                       wire_stop,    k,           1};
+    k8s_wire_ans ans;
+    as_diag wd = {{0}, {0}};
+    err = k8s_wire_do(&kh->wire, kh->h, &rq, &kh->resp, &ans, &wd);
+    if (err)
+        return as_diag_set(diag, err, NULL, "GET %s%s: %s", k->conn->server, path, wd.msg);
+    *status = ans.status;
+    if (ans.status == 401)
+        k8s_token_invalidate(k);
+    return AS_OK;
+}
+
+/* See transport.h. */
+as_err k8s_kept_post_add(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
+                         size_t body_len, as_diag *diag)
+{
+    if (!k->wire_host || kh->via_curl)
+        return AS_EUNSUPPORTED;
+    if (!kh->queued)
+        buf_reset(&kh->out);
+    as_err err = kept_wire_ready(k, kh, path);
+    if (!err)
+        err = kept_frame(k, kh, "POST", path, body, body_len, diag);
     if (err)
         return err;
     kh->queued++;

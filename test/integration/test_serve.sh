@@ -72,6 +72,8 @@ expect_exit 2 "--workers above 256" serve --cluster "$CLUSTER" --workers 257
 err_has "0..256" "bad --workers says the range"
 expect_exit 2 "bad --event-qps" serve --kubeconfig /dev/null --event-qps 1.5
 err_has "--event-qps: '1.5' is not a whole number in 0..100000" "bad --event-qps names the flag and range"
+expect_exit 2 "--bind-warm past the pool" serve --kubeconfig /dev/null --bind-warm 97
+err_has "--bind-warm: '97' is not a whole number in 0..96" "bad --bind-warm names the flag and range"
 expect_exit 2 "--leader-elect with --cluster" serve --cluster "$CLUSTER" --leader-elect
 err_has "needs a live cluster" "--leader-elect explains it needs --kubeconfig/--in-cluster"
 expect_exit 2 "--leader-elect takes no value" serve --kubeconfig /dev/null --leader-elect=yes

@@ -916,6 +916,9 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
         pthread_mutex_unlock(&s->mu);
         return send_response(fd, 201, body);
     }
+    if (type == STUB_LIST && !strcmp(path, "/version"))
+        return send_response(fd, 200,
+                             "{\"major\":\"1\",\"minor\":\"36\",\"gitVersion\":\"v1.36.0\"}");
     return send_status(fd, 404, "NotFound", "no such path");
 }
 

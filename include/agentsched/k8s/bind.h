@@ -127,6 +127,20 @@ bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen);
 k8s_kept *k8s_bind_handle_get(k8s_client *k);
 void k8s_bind_handle_put(k8s_client *k, k8s_kept *h);
 
+/*
+ * k8s_bind_keep_warm keeps cfg.bind_warm of the pool's connections open
+ * (at most cfg.bind_concurrency; 0: does nothing), so that a burst of
+ * Bindings does not begin with a TLS handshake per connection: free
+ * handles without a connection, while fewer than bind_warm are open or in
+ * use, are connected with a GET of /version, and free connections idle
+ * for cfg.bind_warm_idle_ms (45 s) are sent one, before the API server's
+ * idle timeout (90 s) closes them. At most 16 handles a call, least recently used first;
+ * handles in use are never waited for. After a failed GET the rest wait
+ * for the next call. Returns the handles warmed; counted in k8s_status
+ * (bind_warm_*). For the client's housekeeping thread, while leading.
+ */
+size_t k8s_bind_keep_warm(k8s_client *k);
+
 /* k8s_bind_init allocates the bind queue and cfg.bind_concurrency curl
  * handles (workers start on the first async bind); k8s_client_new calls it.
  * AS_ENOMEM. */

@@ -83,6 +83,11 @@ typedef void (*k8s_leader_fn)(void *arg, bool leading);
  */
 typedef void (*k8s_synced_fn)(void *arg);
 
+/* The bind pool's keep-alive handles by default (k8s_config's
+ * bind_concurrency): the fast path's 32 bind threads and the extender's
+ * 64. */
+#define K8S_BIND_CONCURRENCY 96
+
 typedef struct k8s_config {
     const char *kubeconfig; /* path; NULL with in_cluster */
     const char *context;    /* NULL = current-context */
@@ -110,7 +115,11 @@ typedef struct k8s_config {
                                        (glibc malloc_trim) this often; default
                                        60000, < 0 never */
     int64_t shard_retry_ms;         /* re-probe an absent NodeShard CRD; default 60000 */
-    unsigned bind_concurrency;      /* keep-alive handles; default 96 */
+    unsigned bind_concurrency;      /* keep-alive handles; default K8S_BIND_CONCURRENCY */
+    unsigned bind_warm;             /* of them kept open while leading, ahead
+                                       of use (k8s_bind_keep_warm); default 0 */
+    int64_t bind_warm_idle_ms;      /* a free warm connection idle this long is
+                                       sent a GET; default 45000 */
     unsigned bind_retries;          /* retries on 429/5xx/network; default 5
                                        (more while an outcome is unknown:
                                        see k8s_bind) */
@@ -160,6 +169,9 @@ typedef struct k8s_status {
     uint64_t reconnects[K8S_KIND__COUNT];
     uint64_t binds_ok, binds_failed, bind_retries;
     uint64_t bind_unknown; /* binds retried because an attempt may have been applied */
+    /* bind connections k8s_bind_keep_warm opened, kept from the idle
+     * timeout, and failed to */
+    uint64_t bind_warm_opened, bind_warm_refreshed, bind_warm_failed;
     uint64_t events_posted, events_dropped;
     uint64_t assumed_expired;
     bool leader_elect;           /* an elector runs (lease_name set) */
@@ -327,6 +339,16 @@ as_err k8s_do_kept_try(k8s_client *k, k8s_kept *kh, const char *path, const char
  * timeout). More flushes may come before the recvs. After an error every
  * answer due is lost. Nothing else may use kh while answers are due.
  */
+/* k8s_kept_get sends a GET of path on kh's wire (connecting when it has
+ * no connection) and reads the answer into kh->resp (its cap applies),
+ * *status its HTTP status (0 on failure), within timeout_ms; outside the
+ * rate limiter (the bind pool's keep-alive: a few small reads a second).
+ * AS_EUNSUPPORTED when kh's requests go through libcurl; else errors as
+ * k8s_wire_do's, after which the connection is closed. Not while answers
+ * are due on kh. */
+as_err k8s_kept_get(k8s_client *k, k8s_kept *kh, const char *path, long *status, int64_t timeout_ms,
+                    as_diag *diag);
+
 /* k8s_pod_key_hash keys a pod (by uid, else name, and namespace) with
  * one more string (an Event's reason, a Binding's node) for the client's
  * in-memory tables; never 0. Not stable across processes. */

@@ -59,6 +59,8 @@ typedef struct svc_config {
     int log_level;                  /* 0 error .. 3 debug; default 2 */
     int64_t watch_timeout_ms;       /* live mode: reconnect a silent watch; 0 = default */
     double event_qps;               /* live mode: Events a second; 0 = no limit */
+    unsigned bind_warm;             /* live mode: bind connections kept open while
+                                       leading; default K8S_BIND_CONCURRENCY, 0 = none */
     /* Leader election of the fast path (live mode; `serve` wires it into
      * k8s_config): only the holder of the Lease schedules. */
     bool leader_elect;

@@ -548,6 +548,77 @@ Test(k8s_bind, bounded_concurrency_keepalive)
     bfx_fini(&f);
 }
 
+static void warm_three_of_four(k8s_config *cfg)
+{
+    cfg->bind_concurrency = 4;
+    cfg->bind_warm = 3;
+    cfg->bind_warm_idle_ms = 100;
+}
+
+static uint64_t warm_count(bfx *f, int how)
+{
+    k8s_status st;
+    k8s_get_status(f->k, &st);
+    return how == 0 ? st.bind_warm_opened : how == 1 ? st.bind_warm_refreshed : st.bind_warm_failed;
+}
+
+Test(k8s_bind, keep_warm_opens_ahead_and_refreshes_idle_connections)
+{
+    bfx f;
+    bfx_init(&f, warm_three_of_four, false);
+    cr_assert_eq(k8s_bind_keep_warm(f.k), 3);
+    cr_assert_eq(stub_connections(f.stub), 3, "one connection per warmed handle");
+    cr_assert_eq(stub_count(f.stub, "/version", STUB_LIST), 3);
+    cr_assert_eq(warm_count(&f, 0), 3);
+    /* within the idle window there is nothing to do */
+    cr_assert_eq(k8s_bind_keep_warm(f.k), 0);
+    /* a bind goes out on a warm connection */
+    put_pod(&f, "w1", NULL);
+    bind_ok(&f, "w1", "n1");
+    cr_assert_eq(stub_connections(f.stub), 3, "the bind opened no connection");
+    /* idle past the window: each open one is sent a GET on its connection */
+    msleep(150);
+    cr_assert_eq(k8s_bind_keep_warm(f.k), 3);
+    cr_assert_eq(warm_count(&f, 1), 3);
+    cr_assert_eq(stub_connections(f.stub), 3, "refreshed, not reopened");
+    cr_assert_eq(stub_count(f.stub, "/version", STUB_LIST), 6);
+    bfx_fini(&f);
+}
+
+Test(k8s_bind, keep_warm_stops_at_the_first_failure)
+{
+    bfx f;
+    bfx_init(&f, warm_three_of_four, false);
+    stub_fault(f.stub, "/version", STUB_LIST, STUB_F_STATUS, 500);
+    cr_assert_eq(k8s_bind_keep_warm(f.k), 0);
+    cr_assert_eq(stub_count(f.stub, "/version", STUB_LIST), 1, "one try a call");
+    cr_assert_eq(warm_count(&f, 2), 1);
+    /* the next call opens them; binds were never held up */
+    cr_assert_eq(k8s_bind_keep_warm(f.k), 3);
+    put_pod(&f, "w2", NULL);
+    bind_ok(&f, "w2", "n2");
+    bfx_fini(&f);
+}
+
+static void warm_two_housekept(k8s_config *cfg)
+{
+    cfg->bind_concurrency = 4;
+    cfg->bind_warm = 2;
+}
+
+Test(k8s_bind, housekeeping_keeps_the_leaders_connections_warm)
+{
+    bfx f;
+    bfx_init(&f, warm_two_housekept, true);
+    for (int t = 0; t < 5000 && warm_count(&f, 0) < 2; t += 10)
+        msleep(10);
+    cr_assert_eq(warm_count(&f, 0), 2);
+    msleep(200); /* several housekeeping rounds: still two */
+    cr_assert_eq(warm_count(&f, 0), 2);
+    cr_assert_eq(stub_count(f.stub, "/version", STUB_LIST), 2);
+    bfx_fini(&f);
+}
+
 static bool fit_any(void *arg, const model_pod *pod, const cache_node *node, uint32_t *gpu)
 {
     *gpu = 0;
