@@ -141,9 +141,9 @@ void k8s_bind_handle_put(k8s_client *k, k8s_kept *h)
 }
 
 /* Connections one k8s_bind_keep_warm call opens or refreshes at most, so
- * that the API server sees a few handshakes a second rather than a whole
- * pool's at once. */
-#define WARM_PER_CALL   16
+ * that the API server sees a few dozen handshakes a second rather than a
+ * whole pool's at once. */
+#define WARM_PER_CALL   32
 #define WARM_TIMEOUT_MS 5000
 
 /* warm_pick takes off the free stack (bmu held) the handles this call

@@ -67,7 +67,7 @@ void svc_config_defaults(svc_config *cfg)
     cfg->kube_api_qps = 1000;
     cfg->kube_api_burst = 2000;
     cfg->watch_down_ms = 60000;
-    cfg->bind_warm = K8S_BIND_CONCURRENCY;
+    cfg->bind_warm = SVC_BIND_WARM_AUTO;
     cfg->log_level = LOG_INFO;
 }
 
@@ -508,7 +508,9 @@ static as_err svc_connect(svc *s, as_diag *diag)
     kc.watch_down_ms = cfg->watch_down_ms;
     kc.watch_timeout_ms = cfg->watch_timeout_ms;
     kc.event_qps = cfg->event_qps;
-    kc.bind_warm = cfg->bind_warm;
+    kc.bind_warm = cfg->bind_warm != SVC_BIND_WARM_AUTO ? cfg->bind_warm
+                   : s->fp                              ? K8S_BIND_CONCURRENCY
+                                                        : 0;
     /* every pod: Volcano's verbs learn which exist; the fast path takes
      * the pending pods of our scheduler name */
     kc.pod_hook = svc_pod_hook;

@@ -12,6 +12,7 @@
 #ifndef AGENTSCHED_SVC_H
 #define AGENTSCHED_SVC_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -60,7 +61,7 @@ typedef struct svc_config {
     int64_t watch_timeout_ms;       /* live mode: reconnect a silent watch; 0 = default */
     double event_qps;               /* live mode: Events a second; 0 = no limit */
     unsigned bind_warm;             /* live mode: bind connections kept open while
-                                       leading; default K8S_BIND_CONCURRENCY, 0 = none */
+                                       leading, 0 = none; default SVC_BIND_WARM_AUTO */
     /* Leader election of the fast path (live mode; `serve` wires it into
      * k8s_config): only the holder of the Lease schedules. */
     bool leader_elect;
@@ -82,6 +83,12 @@ typedef struct svc_config {
     const char *tls_client_exempt;
     bool metrics_auth;
 } svc_config;
+
+/* svc_config's bind_warm by default: K8S_BIND_CONCURRENCY with the fast
+ * path (only its leader binds), else 0 (the extender's bind verb: every
+ * replica beside a kube-scheduler would warm a pool its standby never
+ * uses). */
+#define SVC_BIND_WARM_AUTO UINT_MAX
 
 /* svc_config_defaults fills every field with its default. */
 void svc_config_defaults(svc_config *cfg);
