@@ -120,18 +120,17 @@ static void housekeeping_once(k8s_client *k)
                   now - k->st.up_since_ms[K8S_KIND_POD] >= k->cfg.assumed_ttl_ms;
     bool leading = k->st.leader;
     pthread_mutex_unlock(&k->st_mu);
-    /* only a leader binds; a standby's connections close idle */
-    if (leading)
-        k8s_bind_keep_warm(k);
-    if (!steady)
-        return;
     size_t n = 0;
-    if (cache_expire_assumed(k->cache, now, k->cfg.assumed_ttl_ms, &n) == AS_OK && n) {
+    if (steady && cache_expire_assumed(k->cache, now, k->cfg.assumed_ttl_ms, &n) == AS_OK && n) {
         log_warn("msg=\"forgot assumed pods never confirmed by the API server\" count=%zu "
                  "ttl_ms=%lld",
                  n, (long long)k->cfg.assumed_ttl_ms);
         k8s_count(k, &k->st.assumed_expired, n);
     }
+    /* Only a leader binds; a standby's connections close idle. Last, as
+     * its GETs may wait for a slow API server. */
+    if (leading)
+        k8s_bind_keep_warm(k);
 }
 
 /* trim_heap hands the heap's free pages back to the kernel. Pod churn

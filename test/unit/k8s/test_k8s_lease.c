@@ -290,6 +290,10 @@ static k8s_client *elector_client(k8s_stub *stub, cache *c, const char *id, hook
     cfg.lease_retry_ms = 50;
     cfg.leader_hook = on_leader;
     cfg.leader_hook_arg = h;
+    /* the leader's bind connections are kept open, a standby's not */
+    cfg.bind_concurrency = 4;
+    cfg.bind_warm = 2;
+    cfg.expire_period_ms = 50;
     k8s_client *k = NULL;
     as_diag d = {{0}, {0}};
     cr_assert_eq(k8s_client_new(&cfg, c, &k, &d), AS_OK, "%s", d.msg);
@@ -334,6 +338,14 @@ Test(k8s_lease, elector_thread_leads_hands_over_on_stop_and_reports_it)
     k8s_get_status(k2, &st);
     cr_assert(st.leader_elect && !st.leader);
     cr_assert_str_eq(st.leader_holder, "one");
+    cr_assert_eq(st.bind_warm_opened, 0, "a standby opens no bind connections");
+    for (int t = 0; t < 3000; t += 10) {
+        k8s_get_status(k1, &st);
+        if (st.bind_warm_opened >= 2)
+            break;
+        msleep(10);
+    }
+    cr_assert_eq(st.bind_warm_opened, 2, "the leader keeps its bind connections open");
 
     /* Stopping the leader releases the lease: the standby leads within a
      * few rounds, not after the 3 s duration. */
@@ -345,6 +357,13 @@ Test(k8s_lease, elector_thread_leads_hands_over_on_stop_and_reports_it)
               "stopping did not release the lease (holder %s)", holder);
     json_decref(l);
     cr_assert(wait_for(&h2, true, 2500), "the standby took over");
+    for (int t = 0; t < 3000; t += 10) {
+        k8s_get_status(k2, &st);
+        if (st.bind_warm_opened >= 2)
+            break;
+        msleep(10);
+    }
+    cr_assert_eq(st.bind_warm_opened, 2, "the new leader opens its bind connections");
     k8s_get_status(k1, &st);
     cr_assert_not(st.leader);
     k8s_client_free(k1);
