@@ -158,6 +158,11 @@ func scenarioExtenderPath(c *cluster) {
 	if len(nodes) > 1 && p1-p0 < 1 {
 		fail("agentsched's prioritize was never called")
 	}
+	// The sidecar (--workers=0) binds only for its kube-scheduler, whose
+	// standbys never call it: no pool kept open ahead of use.
+	if w := after[`agentsched_k8s_bind_connections_warmed_total{how="opened"}`]; w != 0 {
+		fail("agentsched without a fast path opened %.0f bind connections ahead of use (want none)", w)
+	}
 	c.checkNoOvercommit()
 }
 
