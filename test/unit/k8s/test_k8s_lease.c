@@ -311,6 +311,19 @@ static bool wait_for(hook_log *h, bool want, int ms)
     return hook_last(h, NULL) == want;
 }
 
+/* warm_opened: k's bind connections opened ahead of use, once there are
+ * want of them or 3 s passed. */
+static uint64_t warm_opened(k8s_client *k, uint64_t want)
+{
+    k8s_status st;
+    for (int t = 0;; t += 10) {
+        k8s_get_status(k, &st);
+        if (st.bind_warm_opened >= want || t >= 3000)
+            return st.bind_warm_opened;
+        msleep(10);
+    }
+}
+
 Test(k8s_lease, elector_thread_leads_hands_over_on_stop_and_reports_it)
 {
     log_set_level(LOG_ERROR);
@@ -339,13 +352,7 @@ Test(k8s_lease, elector_thread_leads_hands_over_on_stop_and_reports_it)
     cr_assert(st.leader_elect && !st.leader);
     cr_assert_str_eq(st.leader_holder, "one");
     cr_assert_eq(st.bind_warm_opened, 0, "a standby opens no bind connections");
-    for (int t = 0; t < 3000; t += 10) {
-        k8s_get_status(k1, &st);
-        if (st.bind_warm_opened >= 2)
-            break;
-        msleep(10);
-    }
-    cr_assert_eq(st.bind_warm_opened, 2, "the leader keeps its bind connections open");
+    cr_assert_eq(warm_opened(k1, 2), 2, "the leader keeps its bind connections open");
 
     /* Stopping the leader releases the lease: the standby leads within a
      * few rounds, not after the 3 s duration. */
@@ -357,13 +364,7 @@ Test(k8s_lease, elector_thread_leads_hands_over_on_stop_and_reports_it)
               "stopping did not release the lease (holder %s)", holder);
     json_decref(l);
     cr_assert(wait_for(&h2, true, 2500), "the standby took over");
-    for (int t = 0; t < 3000; t += 10) {
-        k8s_get_status(k2, &st);
-        if (st.bind_warm_opened >= 2)
-            break;
-        msleep(10);
-    }
-    cr_assert_eq(st.bind_warm_opened, 2, "the new leader opens its bind connections");
+    cr_assert_eq(warm_opened(k2, 2), 2, "the new leader opens its bind connections");
     k8s_get_status(k1, &st);
     cr_assert_not(st.leader);
     k8s_client_free(k1);
