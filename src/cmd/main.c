@@ -231,8 +231,8 @@ static const cli_flag serve_flags[] = {
      "live mode: while leading, keep N of the 96 bind\n"
      "connections open ahead of use (a GET on one idle for\n"
      "45 s), so that a burst of bindings starts without TLS\n"
-     "handshakes, 0..96 (0: open them as bindings need them;\n"
-     "default 96, with --workers 0 0)"},
+     "handshakes, 0..96 (0: open them as bindings need them,\n"
+     "the default with --workers 0; else default 96)"},
     {F_LEADER_ELECT, "--leader-elect", 0, NULL,
      "live mode: run the fast path only while holding a Lease\n"
      "(coordination.k8s.io/v1), so that replicas never\n"

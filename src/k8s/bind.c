@@ -179,7 +179,7 @@ size_t k8s_bind_keep_warm(k8s_client *k)
 {
     size_t want =
         k->cfg.bind_warm < k->cfg.bind_concurrency ? k->cfg.bind_warm : k->cfg.bind_concurrency;
-    if (!want || !k->bhandles)
+    if (!want || !k->bhandles || !k->wire_host)
         return 0;
     k8s_kept *picked[WARM_PER_CALL];
     pthread_mutex_lock(&k->bmu);
