@@ -200,10 +200,23 @@ size_t k8s_bind_keep_warm(k8s_client *k)
             failed = true;
             if (!err)
                 k8s_wire_close(&h->wire); /* not a connection to keep */
-            log_debug("msg=\"bind connection not warmed\" status=%ld error=\"%s\"", status,
-                      err ? d.msg : "unexpected status");
+            /* said once when it starts failing, then at debug */
+            if (!k->bwarm_failing)
+                log_warn("msg=\"bind connections not kept open: GET /version failed; bursts of "
+                         "bindings pay a TLS handshake per connection until it answers (a 403: "
+                         "RBAC no longer grants /version to authenticated users, the "
+                         "system:public-info-viewer role; --bind-warm 0 turns this off)\" "
+                         "status=%ld error=\"%s\"",
+                         status, err ? d.msg : "unexpected status");
+            else
+                log_debug("msg=\"bind connection not warmed\" status=%ld error=\"%s\"", status,
+                          err ? d.msg : "unexpected status");
+            k->bwarm_failing = true;
             k8s_count(k, &k->st.bind_warm_failed, 1);
         } else if (!failed) {
+            if (k->bwarm_failing)
+                log_info("msg=\"bind connections kept open again\"");
+            k->bwarm_failing = false;
             warmed++;
             k8s_count(k, was_open ? &k->st.bind_warm_refreshed : &k->st.bind_warm_opened, 1);
         }

@@ -91,6 +91,8 @@ struct k8s_client {
     size_t bq_cap, bq_head, bq_len;
     pthread_t *bworkers;
     size_t nbworkers;
+    /* k8s_bind_keep_warm's last GET failed (its caller's only) */
+    bool bwarm_failing;
     /* Bindings a try sent whose answer was lost, so may have been applied:
      * each one's key and the end of its unknown window, for the k8s_bind
      * that settles it (under bmu; nunheard also read atomically without) */

@@ -136,10 +136,11 @@ void k8s_bind_handle_put(k8s_client *k, k8s_kept *h);
  * for cfg.bind_warm_idle_ms (45 s) are sent one, before the API server's
  * idle timeout (90 s) closes them. At most 32 handles a call, least
  * recently used first; handles in use are never waited for. After a
- * failed GET the rest wait for the next call. Does nothing when the
+ * failed GET the rest wait for the next call; the first failure after a
+ * success is logged as a warning, the rest at debug. Does nothing when the
  * client's requests need libcurl's (basic auth). Returns the handles
- * warmed; counted in k8s_status (bind_warm_*). For the client's
- * housekeeping thread, while leading.
+ * warmed; counted in k8s_status (bind_warm_*). One caller at a time: the
+ * client's housekeeping thread, while leading.
  */
 size_t k8s_bind_keep_warm(k8s_client *k);
 
