@@ -174,6 +174,40 @@ static size_t warm_pick(k8s_client *k, size_t want, uint64_t now, k8s_kept **out
     return n;
 }
 
+/* warm_one sends h's GET of /version (connecting h when closed) and
+ * counts it; false when it failed, which is logged as a warning when the
+ * last one succeeded (at debug otherwise). Only k8s_bind_keep_warm's
+ * caller runs it. */
+static bool warm_one(k8s_client *k, k8s_kept *h)
+{
+    bool was_open = h->wire.h != NULL;
+    long status = 0;
+    as_diag d = {{0}, {0}};
+    as_err err = k8s_kept_get(k, h, "/version", &status, WARM_TIMEOUT_MS, &d);
+    if (!err && status == 200) {
+        if (k->bwarm_failing)
+            log_info("msg=\"bind connections kept open again\"");
+        k->bwarm_failing = false;
+        k8s_count(k, was_open ? &k->st.bind_warm_refreshed : &k->st.bind_warm_opened, 1);
+        return true;
+    }
+    if (!err)
+        k8s_wire_close(&h->wire); /* not a connection to keep */
+    if (!k->bwarm_failing)
+        log_warn("msg=\"bind connections not kept open: GET /version failed; bursts of "
+                 "bindings pay a TLS handshake per connection until it answers (a 403: "
+                 "RBAC no longer grants /version to authenticated users, the "
+                 "system:public-info-viewer role; --bind-warm 0 turns this off)\" "
+                 "status=%ld error=\"%s\"",
+                 status, err ? d.msg : "unexpected status");
+    else
+        log_debug("msg=\"bind connection not warmed\" status=%ld error=\"%s\"", status,
+                  err ? d.msg : "unexpected status");
+    k->bwarm_failing = true;
+    k8s_count(k, &k->st.bind_warm_failed, 1);
+    return false;
+}
+
 /* See bind.h. */
 size_t k8s_bind_keep_warm(k8s_client *k)
 {
@@ -185,42 +219,16 @@ size_t k8s_bind_keep_warm(k8s_client *k)
     pthread_mutex_lock(&k->bmu);
     size_t n = k8s_stopping(k) ? 0 : warm_pick(k, want, clock_mono_ns(), picked);
     pthread_mutex_unlock(&k->bmu);
+    /* After one failure the rest wait for the next call: an API server
+     * that is down is not sent a connection per handle each second. */
     size_t warmed = 0;
     bool failed = false;
     for (size_t i = 0; i < n; i++) {
-        k8s_kept *h = picked[i];
-        bool was_open = h->wire.h != NULL;
-        long status = 0;
-        as_diag d = {{0}, {0}};
-        /* After one failure the rest wait for the next call: an API server
-         * that is down is not sent a connection per handle each second. */
-        as_err err =
-            failed ? AS_EAGAIN : k8s_kept_get(k, h, "/version", &status, WARM_TIMEOUT_MS, &d);
-        if (!failed && (err || status != 200)) {
-            failed = true;
-            if (!err)
-                k8s_wire_close(&h->wire); /* not a connection to keep */
-            /* said once when it starts failing, then at debug */
-            if (!k->bwarm_failing)
-                log_warn("msg=\"bind connections not kept open: GET /version failed; bursts of "
-                         "bindings pay a TLS handshake per connection until it answers (a 403: "
-                         "RBAC no longer grants /version to authenticated users, the "
-                         "system:public-info-viewer role; --bind-warm 0 turns this off)\" "
-                         "status=%ld error=\"%s\"",
-                         status, err ? d.msg : "unexpected status");
-            else
-                log_debug("msg=\"bind connection not warmed\" status=%ld error=\"%s\"", status,
-                          err ? d.msg : "unexpected status");
-            k->bwarm_failing = true;
-            k8s_count(k, &k->st.bind_warm_failed, 1);
-        } else if (!failed) {
-            if (k->bwarm_failing)
-                log_info("msg=\"bind connections kept open again\"");
-            k->bwarm_failing = false;
+        if (!failed && warm_one(k, picked[i]))
             warmed++;
-            k8s_count(k, was_open ? &k->st.bind_warm_refreshed : &k->st.bind_warm_opened, 1);
-        }
-        k8s_bind_handle_put(k, h);
+        else
+            failed = true;
+        k8s_bind_handle_put(k, picked[i]);
     }
     return warmed;
 }

@@ -562,14 +562,15 @@ static as_err kept_frame(k8s_client *k, k8s_kept *kh, const char *method, const 
     return AS_OK;
 }
 
-/* kept_wire is do_request's JSON POST on kh's wire (kept_setup done). */
-static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const char *body,
-                        size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
-                        unsigned *sends, int64_t timeout_ms, as_diag *diag)
+/* kept_wire is do_request's request on kh's wire (kept_setup done):
+ * method "POST" with the JSON body, or "GET" with none. */
+static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *method, const char *path,
+                        const char *body, size_t body_len, buf *resp, long *status,
+                        int64_t *retry_after_ms, unsigned *sends, int64_t timeout_ms, as_diag *diag)
 {
     buf_reset(&kh->out);
     kh->queued = 0;
-    as_err ferr = kept_frame(k, kh, "POST", path, body, body_len, diag);
+    as_err ferr = kept_frame(k, kh, method, path, body, body_len, diag);
     if (ferr)
         return ferr;
     buf *o = &kh->out;
@@ -583,7 +584,7 @@ static as_err kept_wire(k8s_client *k, k8s_kept *kh, const char *path, const cha
     if (sends)
         *sends = ans.sends;
     if (err)
-        return as_diag_set(diag, err, NULL, "POST %s%s: %s", k->conn->server, path, wd.msg);
+        return as_diag_set(diag, err, NULL, "%s %s%s: %s", method, k->conn->server, path, wd.msg);
     *status = ans.status;
     if (ans.status == 401)
         k8s_token_invalidate(k);
@@ -617,8 +618,8 @@ static as_err do_request(k8s_client *k, CURL *h, k8s_kept *kh, const char *metho
             goto done;
         curl_easy_setopt(h, CURLOPT_URL, url);
         if (k->wire_host && !kh->via_curl) {
-            err = kept_wire(k, kh, path, body, body_len, resp, status, retry_after_ms, sends,
-                            timeout_ms, diag);
+            err = kept_wire(k, kh, "POST", path, body, body_len, resp, status, retry_after_ms,
+                            sends, timeout_ms, diag);
             goto done;
         }
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
@@ -713,23 +714,10 @@ as_err k8s_kept_get(k8s_client *k, k8s_kept *kh, const char *path, long *status,
     if (!k->wire_host || kh->via_curl)
         return AS_EUNSUPPORTED;
     assert(!kh->wire.pending && !kh->queued);
-    buf_reset(&kh->out);
     as_err err = kept_wire_ready(k, kh, path);
-    if (!err)
-        err = kept_frame(k, kh, "GET", path, NULL, 0, diag);
     if (err)
         return err;
-    k8s_wire_req rq = {kh->out.data, kh->out.len, clock_mono_ns() + (uint64_t)timeout_ms * 1000000u,
-                       wire_stop,    k,           1};
-    k8s_wire_ans ans;
-    as_diag wd = {{0}, {0}};
-    err = k8s_wire_do(&kh->wire, kh->h, &rq, &kh->resp, &ans, &wd);
-    if (err)
-        return as_diag_set(diag, err, NULL, "GET %s%s: %s", k->conn->server, path, wd.msg);
-    *status = ans.status;
-    if (ans.status == 401)
-        k8s_token_invalidate(k);
-    return AS_OK;
+    return kept_wire(k, kh, "GET", path, NULL, 0, NULL, status, NULL, NULL, timeout_ms, diag);
 }
 
 /* See transport.h. */
