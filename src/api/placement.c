@@ -272,6 +272,10 @@ static void eval_node(run_ctx *x, cache_shard_mode mode, double bonus, const mod
         return;
     }
     double score = score_node(x->policy, pod, v);
+    if (score == SCORE_KEPT) {
+        reasons_add(&x->rs, x->reg, v, pod, (pred_result){PRED_KEPT, 0});
+        return;
+    }
     if (mode == CACHE_SHARD_SOFT) {
         if (!cache_node_in_shard(node)) {
             topk_offer(out_shard, node, score);

@@ -661,12 +661,17 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
 
     char why[256] = "";
     int code = VOLCANO_CODE_SUCCESS;
+    score_policy *policy = t.pod->gpu_count ? NULL : core_policy_get(co);
     cache_read_lock(co->cache);
     /* name: nlen bytes in the body or the DOM, not terminated */
     const cache_node *cn = cache_node_find(co->cache, name, nlen);
     pred_result r = {PRED_NOT_FOUND, 0};
     if (cn)
         r = pred_check(&co->reg, CACHE_SHARD_NONE, t.pod, cn);
+    /* the policy may keep a GPU node's CPU for its GPUs, as the fast
+     * path's and kube-scheduler's filters do */
+    if (r.code == PRED_OK && policy && score_keeps(policy, t.pod, cn))
+        r = (pred_result){PRED_KEPT, 0};
     if (r.code != PRED_OK) {
         pred_reason(&co->reg, cn, t.pod, r, why, sizeof why);
         if (!why[0])
@@ -674,6 +679,8 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
         code = volcano_pred_code(r.code);
     }
     cache_read_unlock(co->cache);
+    if (policy)
+        score_policy_unref(policy);
 
     buf *o = &resp->body;
     buf_reset(o);
@@ -820,7 +827,7 @@ void volcano_handle_prioritize(void *ctx, const http_request *req, http_response
         if (cn && pred_check(&co->reg, CACHE_SHARD_NONE, t.pod, cn).code == PRED_OK) {
             double sc = score_node(policy, t.pod, cn);
             score[i] = sc > 0 ? sc : 0;
-            feasible++;
+            feasible += sc != SCORE_KEPT;
         }
     }
     cache_read_unlock(co->cache);

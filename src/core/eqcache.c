@@ -416,8 +416,9 @@ static void eval_slot(const eval_ctx *x, uint32_t s)
     if (node) {
         /* Acquire the version before any usage read: the seqlock contract. */
         k->hit[s].ver = cache_node_bind_version(node);
-        if (pred_check(x->reg, x->mode, x->pod, node).code == PRED_OK) {
-            double sc = score_node(x->pol, x->pod, node);
+        double sc;
+        if (pred_check(x->reg, x->mode, x->pod, node).code == PRED_OK &&
+            (sc = score_node(x->pol, x->pod, node)) != SCORE_KEPT) {
             bool in = x->mode == CACHE_SHARD_NONE || cache_node_in_shard(node);
             if (x->mode == CACHE_SHARD_SOFT && in)
                 sc += x->bonus;

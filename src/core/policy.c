@@ -493,9 +493,9 @@ static as_err load_shapes(ld_ctx *c, const json_t *obj)
 
 static as_err load_fragment(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"strand",       "strandMix",     "partial",   "multiGpu",
-                                       "spread",       "spreadGpu",     "pack",      "cpuPerGpu",
-                                       "memoryPerGpu", "spreadSurplus", "spreadCpu", NULL};
+    static const char *const keys[] = {
+        "strand",    "strandMix",    "partial",       "multiGpu",  "spread",  "spreadGpu", "pack",
+        "cpuPerGpu", "memoryPerGpu", "spreadSurplus", "spreadCpu", "reserve", NULL};
     as_err err = check_keys(c, obj, "fragment", keys);
     if (err)
         return err;
@@ -511,6 +511,7 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
         {"spreadGpu", offsetof(score_policy, f_spread_gpu)},
         {"pack", offsetof(score_policy, f_pack)},
         {"spreadCpu", offsetof(score_policy, f_spread_cpu)},
+        {"reserve", offsetof(score_policy, f_reserve)},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         const json_t *v = json_object_get(obj, nums[i].key);

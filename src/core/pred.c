@@ -213,6 +213,9 @@ const char *pred_reason(const model_registry *reg, const cache_node *node, const
     case PRED_EXCEEDS_GPU:
         snprintf(out, len, "Insufficient %s", reg ? reg->gpu_name : "nvidia.com/gpu");
         break;
+    case PRED_KEPT:
+        snprintf(out, len, "node(s) kept their cpu and memory for their free GPUs");
+        break;
     default:
         snprintf(out, len, "unknown predicate failure");
         break;

@@ -245,6 +245,16 @@ static inline double eval_node(eval_ctx *x, const cache_node *node, const char *
         *res = (pred_result){PRED_OK, 0};
     }
     double s = score_node(req->policy, req->pod, node);
+    if (s < 0 && req->skip_filter) {
+        s = 0; /* filtered upstream: a kept node only scores nothing */
+    } else if (s < 0) {
+        if (res)
+            *res = (pred_result){PRED_KEPT, 0};
+        uint8_t b = add_reason(x, node, (pred_result){PRED_KEPT, 0});
+        if (why)
+            *why = b;
+        return -1;
+    }
     if (x->mode == CACHE_SHARD_SOFT && cache_node_in_shard(node))
         s += x->bonus;
     offer_fit(x, node, name, len, version, s);

@@ -138,6 +138,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_multi = 0;
     p->f_mix = 0;
     p->f_spread_cpu = 1;
+    p->f_reserve = 2;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */
@@ -239,6 +240,13 @@ static void rebuild_fragment(score_policy *p)
     uint64_t gp = __atomic_load_n(&p->gpu_pods, __ATOMIC_RELAXED);
     uint64_t cp = __atomic_load_n(&p->cpu_pods, __ATOMIC_RELAXED);
     st(&p->t_gpu_share, gp + cp >= 20 ? (double)gp / (double)(gp + cp) : 1.0);
+    /* reserve keeps CPU beside free GPUs as much as GPU pods come, all of
+     * their need once they are half the pods (at the default 2); not on
+     * the priors: a guessed ratio must not turn pods away. */
+    double keep = gp + cp >= 20 && milli >= 10 * MODEL_GPU_MILLI
+                      ? p->f_reserve * (double)gp / (double)(gp + cp)
+                      : 0.0;
+    st(&p->t_reserve, keep > 1 ? 1.0 : keep);
     /* spreadCpu's blend from c, the share of the CPU demand that CPU-only
      * pods ask for (none until 20 pods were seen): its excess over the
      * GPU pods' share, 2c - 1, times the weight, within [0, 1]. */
@@ -336,7 +344,7 @@ typedef struct table_sig {
     int cls_first[SCORE_MAX_TYPICAL], cls_end[SCORE_MAX_TYPICAL];
     double cls_pop[SCORE_MAX_TYPICAL];
     int64_t cls_max_cpu[SCORE_MAX_TYPICAL], cls_max_mem[SCORE_MAX_TYPICAL];
-    double t_cpu_per_milli, t_mem_per_milli, t_gpu_share, t_cpu_blend;
+    double t_cpu_per_milli, t_mem_per_milli, t_gpu_share, t_cpu_blend, t_reserve;
     double t_p_above[SCORE_HIST_BUCKETS];
     double t_k_above[MODEL_MAX_GPUS + 1];
     int t_nrc;
@@ -365,6 +373,7 @@ static void table_sig_take(const score_policy *p, table_sig *g)
         g->t_mem_per_milli = p->t_mem_per_milli;
         g->t_gpu_share = p->t_gpu_share;
         g->t_cpu_blend = p->t_cpu_blend;
+        g->t_reserve = p->t_reserve;
         memcpy(g->t_p_above, p->t_p_above, sizeof g->t_p_above);
         if (p->f_multi > 0)
             memcpy(g->t_k_above, p->t_k_above, sizeof g->t_k_above);
@@ -1145,6 +1154,18 @@ static double frag_waste(const score_policy *p, const view *v, int64_t *free_tot
     return p->f_strand * strand + p->f_frag * frag + p->f_multi * multi;
 }
 
+/* view_keeps: the node, as v (after the pod), has less free CPU or memory
+ * than reserve keeps for its free_gpu milli (score_keeps). */
+static bool view_keeps(const score_policy *p, const view *v, int64_t free_gpu)
+{
+    double r = ld(&p->t_reserve);
+    if (r <= 0 || free_gpu <= 0)
+        return false;
+    double need = r * (double)free_gpu;
+    return (double)v->cpu_free < need * ld(&p->t_cpu_per_milli) ||
+           (double)v->mem_free < need * ld(&p->t_mem_per_milli);
+}
+
 /* A node's waste before the pod (frag_waste of its view) depends on the
  * node's state and the learned tables only, not on the pod; a scan asks
  * it of every node for every pod, and most nodes have not changed since
@@ -1214,6 +1235,8 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
     }
     view_place(&v, pod);
     double after = frag_waste(p, &v, &free_gpu);
+    if (!pod->gpu_count && view_keeps(p, &v, free_gpu))
+        return SCORE_KEPT;
     /* Spreading CPU and memory (not GPU) places a CPU-only pod, whose waste
      * change is zero on most nodes, as least-allocated would. For a pod
      * asking for GPUs (spreadGpu) it keeps nodes partly used: with 0 its
@@ -1262,6 +1285,18 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
     if (w == 0)
         s -= 1e-10 * (double)node->slot;
     return s < 0 ? 0 : s > 100 ? 100 : s;
+}
+
+/* See score.h. */
+bool score_keeps(const score_policy *p, const model_pod *pod, const cache_node *node)
+{
+    if (p->strategy != SCORE_FRAGMENT || pod->gpu_count || ld(&p->t_reserve) <= 0)
+        return false;
+    view v;
+    view_load(&v, node);
+    if (!view_place(&v, pod))
+        return false;
+    return view_keeps(p, &v, view_gpu(&v).total);
 }
 
 /* See score.h. */

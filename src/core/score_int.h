@@ -124,6 +124,7 @@ struct score_policy {
     double f_multi;      /* weight of whole devices a multi-GPU demand cannot use */
     double f_mix;        /* strand over the CPU-per-GPU mix (1) or its mean (0) */
     double f_spread_cpu; /* every pod spreads over free CPU, x the CPU-only share of CPU */
+    double f_reserve;    /* CPU-only pods leave min(1, this x g) of the free GPUs' need */
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
     double t_cpu_per_milli;               /* cpu millicores per milli-GPU */
@@ -131,6 +132,7 @@ struct score_policy {
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
+    double t_reserve;   /* min(1, reserve x g) once learned, else 0 */
     double t_cpu_blend; /* spreadCpu's blend: spreadCpu x (2c - 1) in [0, 1], c the CPU-only
                          * pods' share of the CPU demand */
     /* Non-empty CPU-per-GPU classes, leanest first: milli-GPU fed per cpu

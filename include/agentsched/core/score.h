@@ -9,7 +9,8 @@
  *
  * score_node returns a value in [0, 100], higher is better; the extender
  * integer score (0..10) and the standalone ranking derive from it as the
- * policy says.
+ * policy says. fragment may also keep a node from a pod (score_keeps),
+ * which every filter treats as a predicate failure.
  */
 #ifndef AGENTSCHED_SCORE_H
 #define AGENTSCHED_SCORE_H
@@ -88,12 +89,27 @@ double score_policy_soft_shard_bonus(const score_policy *p);
  * node). policy/default.yaml's extender.shortlist says why one would. */
 uint32_t score_policy_extender_shortlist(const score_policy *p);
 
+/* What score_node returns for a node the policy keeps from the pod
+ * (score_keeps): the caller treats the node as not fitting. */
+#define SCORE_KEPT (-1.0)
+
 /*
  * score_node scores placing pod on node (which must fit: pred_check OK) in
  * its current state. Reads usage with cache accessors; never allocates.
- * Returns [0, 100].
+ * Returns [0, 100], or SCORE_KEPT when score_keeps holds.
  */
 double score_node(const score_policy *p, const model_pod *pod, const cache_node *node);
+
+/*
+ * score_keeps is true when the policy keeps node's CPU and memory for the
+ * node's free GPUs, away from pod (fragment's reserve): pod asks for no
+ * GPU, and after it the node would have less free CPU or memory than its
+ * free GPUs need at the learned CPU and memory per GPU, times min(1,
+ * reserve x g), g the share of pods asking for GPUs. Nothing is kept until
+ * 20 pods and ten GPUs' worth of GPU pods were seen, nor with reserve 0 or
+ * another strategy. pod must fit node (pred_check OK). Never allocates.
+ */
+bool score_keeps(const score_policy *p, const model_pod *pod, const cache_node *node);
 
 /* score_observe_pod feeds the learned task-shape popularity (fgd,
  * fragment). Thread-safe. */

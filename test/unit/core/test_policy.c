@@ -192,6 +192,8 @@ Test(policy, wrong_types)
     parse_bad("fragment: {strandMix: 1.5}\n", AS_ERANGE, "fragment.strandMix", "out of range");
     parse_bad("fragment: {spreadGpu: -1}\n", AS_ERANGE, "fragment.spreadGpu", "out of range");
     parse_bad("fragment: {spreadCpu: -1}\n", AS_ERANGE, "fragment.spreadCpu", "out of range");
+    parse_bad("fragment: {reserve: -1}\n", AS_ERANGE, "fragment.reserve", "out of range");
+    parse_bad("fragment: {reserve: all}\n", AS_EINVAL, "fragment.reserve", "number");
     parse_bad("fragment: {spreadSurplus: 1}\n", AS_EINVAL, "fragment.spreadSurplus",
               "true or false");
     parse_bad("fragment: {cpuPerGpu: 0}\n", AS_ERANGE, "fragment.cpuPerGpu", "greater than zero");

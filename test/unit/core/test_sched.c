@@ -289,6 +289,58 @@ Test(sched, named_nodes_per_name_and_scores)
     model_pod_free(pod);
 }
 
+/* fragment's reserve is a filter: a GPU node whose free GPUs need the CPU
+ * a CPU-only pod would take fails with its own reason, in a scan and by
+ * name; prioritize (names filtered upstream) scores it 0. */
+Test(sched, a_kept_node_fails_with_its_reason)
+{
+    model_node *g = fx_node("gpu", 32000, 128 * FX_GI, 110);
+    fx_node_gpus(&reg, g, 4);
+    add(g);
+    add(fx_node("small", 8000, 128 * FX_GI, 110));
+    score_policy *frag = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &frag), AS_OK);
+    model_pod *gp = fx_pod("g", "g", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, gp, 1, 0);
+    for (int k = 0; k < 20; k++) /* 4 cores per GPU: 16 kept for 4 free GPUs */
+        score_observe_pod(frag, gp);
+    model_pod *pod = fx_pod("p", "u", 20000, FX_GI);
+    sched_request req = {.pod = pod, .policy = frag, .k = 2};
+    sched_result r;
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.ncand, 0);
+    cr_assert_eq(r.nreasons, 2);
+    char msg[512];
+    sched_format_unschedulable(&r, 2, msg, sizeof msg);
+    cr_assert_str_eq(msg, "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) kept their cpu "
+                          "and memory for their free GPUs.");
+    sched_result_free(&r);
+
+    const char *buf = "gpu";
+    sched_name names[] = {{buf, 3, 0}};
+    req.names = names;
+    req.nnames = 1;
+    req.score_all = true;
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.per_name[0].code, PRED_KEPT);
+    cr_assert_float_eq(r.score[0], -1.0, 1e-9);
+    sched_result_free(&r);
+    req.skip_filter = true;
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_float_eq(r.score[0], 0.0, 1e-9);
+    sched_result_free(&r);
+
+    model_pod *small = fx_pod("q", "q", 4000, FX_GI); /* leaves 28 cores */
+    req = (sched_request){.pod = small, .policy = frag, .k = 2};
+    cr_assert_eq(sched_evaluate(c, &req, &r), AS_OK);
+    cr_assert_eq(r.ncand, 2);
+    sched_result_free(&r);
+    model_pod_free(small);
+    model_pod_free(pod);
+    model_pod_free(gp);
+    score_policy_unref(frag);
+}
+
 Test(sched, bad_requests)
 {
     sched_result r;

@@ -311,8 +311,9 @@ Test(score, fragment_strand_mix_exact)
     model_pod *pod = fx_pod("p", "p", 8000, 8 * FX_GI);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char yaml[128];
-        snprintf(yaml, sizeof yaml, "strategy: fragment\nfragment:\n  strandMix: %s\n",
-                 cases[i].mix);
+        /* reserve 0: the CPU-only pod would be kept from the node */
+        snprintf(yaml, sizeof yaml,
+                 "strategy: fragment\nfragment:\n  strandMix: %s\n  reserve: 0\n", cases[i].mix);
         score_policy *p = NULL;
         as_diag d = {{0}, {0}};
         cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
@@ -329,6 +330,73 @@ Test(score, fragment_strand_mix_exact)
     model_pod_free(hungry);
     model_pod_free(pod);
     model_node_free(h.spec);
+}
+
+/* fragment's reserve: GPU pods of 4 cores and 16Gi per GPU were seen, so
+ * a GPU node of 32 cores / 128Gi / 4 free GPUs keeps 16 cores and 64Gi
+ * for them, times min(1, reserve x g). A CPU-only pod leaving less is
+ * kept away (score_keeps; score_node says SCORE_KEPT); leaving as much
+ * is scored as usual. Nothing is kept before 20 pods were seen, for a GPU
+ * pod, on a node without GPUs, nor with reserve 0. */
+Test(score, fragment_reserve_keeps_cpu_beside_free_gpus)
+{
+    hnode gpu, cpu;
+    hnode_init(&gpu, 32000, 128 * FX_GI, 4);
+    hnode_init(&cpu, 32000, 128 * FX_GI, 0);
+    model_pod *g = fx_pod("g", "g", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, g, 1, 0);
+    model_pod *c = fx_pod("c", "c", 1000, FX_GI);
+    model_pod *big = fx_pod("b", "b", 20000, 16 * FX_GI);  /* leaves 12 cores */
+    model_pod *fits = fx_pod("f", "f", 16000, 16 * FX_GI); /* leaves 16 */
+    model_pod *mem = fx_pod("m", "m", 4000, 100 * FX_GI);  /* leaves 28Gi */
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    for (int k = 0; k < 19; k++)
+        score_observe_pod(p, g);
+    cr_assert_not(score_keeps(p, big, &gpu.cn), "19 pods seen: nothing kept yet");
+    score_observe_pod(p, g);
+    /* g = 1: the whole need */
+    cr_assert(score_keeps(p, big, &gpu.cn));
+    cr_assert_eq(score_node(p, big, &gpu.cn), SCORE_KEPT);
+    cr_assert(score_keeps(p, mem, &gpu.cn));
+    cr_assert_not(score_keeps(p, fits, &gpu.cn));
+    cr_assert_geq(score_node(p, fits, &gpu.cn), 0);
+    cr_assert_not(score_keeps(p, g, &gpu.cn), "GPU pods are what it keeps for");
+    cr_assert_not(score_keeps(p, big, &cpu.cn), "a node without GPUs keeps nothing");
+    cr_assert_geq(score_node(p, big, &cpu.cn), 0);
+    /* the node's GPUs in use need nothing: 2 of 4 used keeps 8 cores */
+    gpu.cn.gpu_used[0] = MODEL_GPU_MILLI;
+    gpu.cn.gpu_used[1] = MODEL_GPU_MILLI;
+    cr_assert_not(score_keeps(p, big, &gpu.cn));
+    memset(gpu.cn.gpu_used, 0, sizeof gpu.cn.gpu_used);
+    /* 20 GPU pods, 44 CPU-only: g = 0.3125, min(1, 2g) keeps 10 cores */
+    for (int k = 0; k < 44; k++)
+        score_observe_pod(p, c);
+    cr_assert_not(score_keeps(p, big, &gpu.cn));
+    hnode_use(&gpu, 6000, 0); /* 26 free: the big pod leaves 6 */
+    cr_assert(score_keeps(p, big, &gpu.cn));
+    score_policy_unref(p);
+
+    static const char yaml[] = "strategy: fragment\nfragment:\n  reserve: 0\n";
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
+                 d.msg);
+    for (int k = 0; k < 40; k++)
+        score_observe_pod(p, g);
+    cr_assert_not(score_keeps(p, big, &gpu.cn), "reserve 0 keeps nothing");
+    score_policy_unref(p);
+    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_LEAST_ALLOCATED, &p), AS_OK);
+    for (int k = 0; k < 40; k++)
+        score_observe_pod(p, g);
+    cr_assert_not(score_keeps(p, big, &gpu.cn), "only fragment keeps");
+    score_policy_unref(p);
+    model_pod_free(g);
+    model_pod_free(c);
+    model_pod_free(big);
+    model_pod_free(fits);
+    model_pod_free(mem);
+    model_node_free(gpu.spec);
+    model_node_free(cpu.spec);
 }
 
 /* fragment's spreadGpu, exact values with the priors (8 cores and 32Gi
