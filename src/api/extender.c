@@ -1072,10 +1072,12 @@ typedef struct victim {
     model_pod *pod;       /* decoded full pod (NodeNameToVictims), else NULL */
 } victim;
 
-/* can_host_after: does pod fit `node` once the victims are gone?
+/* can_host_after: does pod fit `node` once the victims are gone, and
+ * would pol (NULL: any) not keep the node from it then (score_keeps)?
  * Called under the read lock. */
-static bool can_host_after(const model_registry *reg, cache_shard_mode mode, const model_pod *pod,
-                           const cache_node *node, const victim *v, size_t nv, bool meta)
+static bool can_host_after(const model_registry *reg, const score_policy *pol,
+                           cache_shard_mode mode, const model_pod *pod, const cache_node *node,
+                           const victim *v, size_t nv, bool meta)
 {
     pred_result r = pred_check_static(mode, pod, node);
     if (r.code != PRED_OK)
@@ -1119,7 +1121,7 @@ static bool can_host_after(const model_registry *reg, cache_shard_mode mode, con
         }
     }
     r = pred_check_resources(reg, pod, &tmp);
-    return r.code == PRED_OK;
+    return r.code == PRED_OK && !(pol && score_keeps(pol, pod, &tmp));
 }
 
 /* See extender.h. */
@@ -1191,15 +1193,20 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
             }
         }
     }
-    /* Phase 2: judge every node under one read lock. */
+    /* Phase 2: judge every node under one read lock. Evicting pods does
+     * not help where the policy would still keep the node's CPU for its
+     * free GPUs (a CPU-only pod only). */
+    score_policy *pol = pod->gpu_count ? NULL : core_policy_get(co);
     cache_read_lock(co->cache);
     cache_shard_mode mode = cache_get_shard_mode(co->cache);
     for (size_t i = 0; i < a.nentries; i++) {
         extargs_victims *en = &a.entries[i];
         const cache_node *node = cache_node_find(co->cache, en->node, strlen(en->node));
-        keep[i] = node && can_host_after(&co->reg, mode, pod, node, vs[i], en->npods, a.meta);
+        keep[i] = node && can_host_after(&co->reg, pol, mode, pod, node, vs[i], en->npods, a.meta);
     }
     cache_read_unlock(co->cache);
+    if (pol)
+        score_policy_unref(pol);
 
     buf *o = &resp->body;
     buf_reset(o);

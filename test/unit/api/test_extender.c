@@ -13,6 +13,7 @@
 #include "agentsched/api/extargs.h"
 #include "agentsched/api/extender.h"
 #include "agentsched/core/policy.h"
+#include "agentsched/core/score.h"
 #include "agentsched/base/log.h"
 #include "agentsched/serve/svc.h"
 
@@ -256,6 +257,66 @@ Test(extender, prioritize_after_filter_uses_the_memo)
     reply_free(&r);
     reply_free(&fresh);
     free(args);
+    svc_free(s);
+}
+
+/* fragment's reserve through the verbs: once 20 GPU pods of 4 cores a GPU
+ * were seen, gpu-2a (16 cores, 0.3 used; 600 milli-GPU free) keeps 2.4
+ * cores for its GPUs. A CPU-only pod of 14 cores fails it with the kept
+ * reason (in FailedNodes, not unresolvable), one of 10 cores passes, and
+ * preempt drops gpu-2a from the victims' nodes: with every pod there
+ * evicted the 14 cores would still leave 2 beside 600 free milli-GPU. */
+Test(extender, a_node_kept_for_its_gpus_fails_filter_and_preempt)
+{
+    svc *s = new_svc();
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&s->core->reg, &p), AS_OK);
+    json_t *j =
+        json_loads("{\"metadata\":{\"name\":\"g\",\"namespace\":\"default\",\"uid\":\"g\"},"
+                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                   "\"requests\":{\"cpu\":\"4\",\"memory\":\"8Gi\",\"nvidia.com/gpu\":\"1\"},"
+                   "\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+                   0, NULL);
+    cr_assert(j);
+    model_pod *g = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&s->core->reg, j, &g, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(g->gpu_count, 1);
+    for (int k = 0; k < 20; k++)
+        score_observe_pod(p, g);
+    model_pod_free(g);
+    json_decref(j);
+    core_policy_set(s->core, p);
+
+    char *args = pod_args("cpu-big", "uid-cb", "14", "[\"gpu-2a\",\"big-1\"]");
+    reply r = call(s, extender_handle_filter, args);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    const json_t *pass = json_object_get(r.json, "NodeNames");
+    cr_assert_eq(json_array_size(pass), 1, "%s", r.raw);
+    cr_assert_str_eq(json_string_value(json_array_get(pass, 0)), "big-1");
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(r.json, "FailedNodes"), "gpu-2a")),
+        "node(s) kept their cpu and memory for their free GPUs", "%s", r.raw);
+    cr_assert_null(
+        json_object_get(json_object_get(r.json, "FailedAndUnresolvableNodes"), "gpu-2a"));
+    reply_free(&r);
+    free(args);
+    filter_ok(s, "cpu-small", "uid-cs", "10", "[\"gpu-2a\",\"big-1\"]", 2);
+
+    char *pre = NULL;
+    cr_assert(asprintf(&pre,
+                       "{\"Pod\":{\"metadata\":{\"name\":\"cpu-big\",\"namespace\":\"default\","
+                       "\"uid\":\"uid-cb\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                       "\"resources\":{\"requests\":{\"cpu\":\"14\",\"memory\":\"512Mi\"}}}]}},"
+                       "\"NodeNameToMetaVictims\":{\"gpu-2a\":{\"Pods\":[],\"NumPDBViolations\":0},"
+                       "\"big-1\":{\"Pods\":[],\"NumPDBViolations\":0}}}") > 0);
+    r = call(s, extender_handle_preempt, pre);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    const json_t *v = json_object_get(r.json, "NodeNameToMetaVictims");
+    cr_assert_eq(json_object_size(v), 1, "%s", r.raw);
+    cr_assert(json_object_get(v, "big-1"), "%s", r.raw);
+    reply_free(&r);
+    free(pre);
     svc_free(s);
 }
 

@@ -17,6 +17,8 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/core/binder.h"
+#include "agentsched/core/policy.h"
+#include "agentsched/core/score.h"
 #include "agentsched/serve/svc.h"
 #include "agentsched/api/vcsession.h"
 #include "agentsched/api/volcano.h"
@@ -132,6 +134,45 @@ static bool filter_passes(svc *s, const char *node)
             "Insufficient cpu", "%s", r.raw);
     reply_free(&r);
     return pass;
+}
+
+/* fragment's reserve in Volcano's predicate, as in kube-scheduler's
+ * filter: once 20 GPU pods of 4 cores a GPU were seen, gpu-1 (32 cores, 4
+ * free GPUs) keeps 16 cores; a CPU-only task of 20 cores gets code 2 with
+ * the kept reason, one of 8 cores fits. */
+Test(volcano, predicate_keeps_a_gpu_nodes_cpu_for_its_gpus)
+{
+    svc *s = new_svc();
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&s->core->reg, &p), AS_OK);
+    json_t *j =
+        json_loads("{\"metadata\":{\"name\":\"g\",\"namespace\":\"default\",\"uid\":\"g\"},"
+                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                   "\"requests\":{\"cpu\":\"4\",\"memory\":\"8Gi\",\"nvidia.com/gpu\":\"1\"},"
+                   "\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+                   0, NULL);
+    cr_assert(j);
+    model_pod *g = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&s->core->reg, j, &g, &d), AS_OK, "%s", d.msg);
+    for (int k = 0; k < 20; k++)
+        score_observe_pod(p, g);
+    model_pod_free(g);
+    json_decref(j);
+    core_policy_set(s->core, p);
+    reply r = call(s, volcano_handle_predicate,
+                   "{\"task\": {\"Name\": \"big\", \"Namespace\": \"default\", \"Resreq\": "
+                   "{\"MilliCPU\": 20000, \"Memory\": 0}}, \"node\": {\"Name\": \"gpu-1\"}}");
+    cr_assert_eq(json_integer_value(json_object_get(r.json, "code")), 2, "%s", r.raw);
+    cr_assert_str_eq(json_string_value(json_object_get(r.json, "status")),
+                     "node(s) kept their cpu and memory for their free GPUs");
+    reply_free(&r);
+    r = call(s, volcano_handle_predicate,
+             "{\"task\": {\"Name\": \"small\", \"Namespace\": \"default\", \"Resreq\": "
+             "{\"MilliCPU\": 8000, \"Memory\": 0}}, \"node\": {\"Name\": \"gpu-1\"}}");
+    cr_assert_eq(json_integer_value(json_object_get(r.json, "code")), 0, "%s", r.raw);
+    reply_free(&r);
+    svc_free(s);
 }
 
 static void expect_errmsg(reply *r, const char *want)

@@ -233,6 +233,9 @@ static void mutate(world *w)
 
 /* ---- comparison ------------------------------------------------------ */
 
+/* Full scans that failed a node for fragment's reserve (PRED_KEPT). */
+static int kept_seen;
+
 static void check_same(eqcache *e, score_policy *pol, const model_pod *pod, uint32_t k,
                        const char *what)
 {
@@ -244,6 +247,8 @@ static void check_same(eqcache *e, score_policy *pol, const model_pod *pod, uint
     req.policy = pol;
     req.k = k;
     cr_assert_eq(sched_evaluate(c, &req, &b), AS_OK);
+    for (uint32_t i = 0; i < b.nreasons; i++)
+        kept_seen += b.reasons[i].reason.code == PRED_KEPT;
     cr_assert_eq(a.ncand, b.ncand, "%s: %u candidates, full scan %u", what, a.ncand, b.ncand);
     for (uint32_t i = 0; i < a.ncand; i++) {
         cr_assert_eq(a.cand[i].slot, b.cand[i].slot, "%s: cand %u slot %u vs %u (%s vs %s)", what,
@@ -391,7 +396,9 @@ static void run_random(score_strategy strat, cache_shard_mode mode, unsigned see
 
 Test(eqcache, random_fragment_no_shards)
 {
+    kept_seen = 0;
     run_random(SCORE_FRAGMENT, CACHE_SHARD_NONE, 1, 600, true);
+    cr_assert_gt(kept_seen, 0, "the run should meet nodes kept for their GPUs");
 }
 
 Test(eqcache, random_least_allocated_soft_shards)
