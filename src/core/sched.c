@@ -223,6 +223,20 @@ static inline void offer_fit(eval_ctx *x, const cache_node *node, const char *na
     }
 }
 
+/* kept records a node the policy keeps from the pod (score_keeps) as a
+ * predicate failure; returns -1. Out of line: eval_node is the scan's
+ * inner loop and this is its rare case. */
+static __attribute__((noinline, cold)) double kept(eval_ctx *x, const cache_node *node,
+                                                   pred_result *res, uint8_t *why)
+{
+    if (res)
+        *res = (pred_result){PRED_KEPT, 0};
+    uint8_t b = add_reason(x, node, (pred_result){PRED_KEPT, 0});
+    if (why)
+        *why = b;
+    return -1;
+}
+
 /* eval_node evaluates one node; returns its score or -1 when infeasible. */
 static inline double eval_node(eval_ctx *x, const cache_node *node, const char *name, size_t len,
                                pred_result *res, uint8_t *why)
@@ -245,15 +259,11 @@ static inline double eval_node(eval_ctx *x, const cache_node *node, const char *
         *res = (pred_result){PRED_OK, 0};
     }
     double s = score_node(req->policy, req->pod, node);
-    if (s < 0 && req->skip_filter) {
-        s = 0; /* filtered upstream: a kept node only scores nothing */
-    } else if (s < 0) {
-        if (res)
-            *res = (pred_result){PRED_KEPT, 0};
-        uint8_t b = add_reason(x, node, (pred_result){PRED_KEPT, 0});
-        if (why)
-            *why = b;
-        return -1;
+    if (__builtin_expect(s < 0, 0)) {
+        if (req->skip_filter)
+            s = 0; /* filtered upstream: a kept node only scores nothing */
+        else
+            return kept(x, node, res, why);
     }
     if (x->mode == CACHE_SHARD_SOFT && cache_node_in_shard(node))
         s += x->bonus;

@@ -132,7 +132,7 @@ struct score_policy {
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
-    double t_reserve;   /* min(1, reserve x g) once learned, else 0 */
+    double t_reserve;                     /* min(1, reserve x g) once learned, else 0 */
     double t_cpu_blend; /* spreadCpu's blend: spreadCpu x (2c - 1) in [0, 1], c the CPU-only
                          * pods' share of the CPU demand */
     /* Non-empty CPU-per-GPU classes, leanest first: milli-GPU fed per cpu

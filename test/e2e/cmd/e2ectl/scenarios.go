@@ -39,6 +39,7 @@ var scenarios = map[string]func(c *cluster){
 	"gpu_all_paths":           scenarioGPUAllPaths,
 	"gpu_share_advertiser":    scenarioGPUShareAdvertiser,
 	"live_equals_replay":      scenarioLiveEqualsReplay,
+	"gpu_reserve":             scenarioGPUReserve,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
