@@ -84,30 +84,8 @@ def place(seq, ndev, rule, p_above):
             t = int(rule.split()[1])
             fit = next((g for g in range(m, FULL + 1) if cnt[g]), -1)
             best = FULL if fit >= 0 and fit - m > t and cnt[FULL] else fit
-            if best < 0:
-                refused += 1
-                continue
-            cnt[best] -= 1
-            cnt[best - m] += 1
-            alloc += m
-            continue
-        best, best_cost = -1, None
-        for g in range(m, FULL + 1):
-            if not cnt[g]:
-                continue
-            r = g - m
-            if rule == "best-fit":
-                cost = g
-            elif rule == "worst-fit":
-                cost = -g
-            elif rule == "expected-waste":
-                cost = r * p_above[r] - (g * p_above[g] if g < FULL else 0)
-            else:  # sum-of-squares: devices wholly used or wholly free do not count
-                cost = (2 * cnt[r] + 1 if r > 0 else 0) - (2 * cnt[g] - 1 if g < FULL else 0)
-            if best_cost is None or cost < best_cost:
-                best, best_cost = g, cost
-            if rule == "best-fit":
-                break
+        else:
+            best = choose(cnt, m, rule, p_above)
         if best < 0:
             refused += 1
             continue
@@ -117,6 +95,29 @@ def place(seq, ndev, rule, p_above):
     if at100 is None:
         at100 = alloc / (ndev * FULL)
     return at100, sum(g * c for g, c in enumerate(cnt)) / FULL, refused
+
+
+def choose(cnt, m, rule, p_above):
+    """The free milli of the device a share of m takes by a costed rule
+    (cnt: devices per free milli); -1 when none holds it."""
+    best, best_cost = -1, None
+    for g in range(m, FULL + 1):
+        if not cnt[g]:
+            continue
+        r = g - m
+        if rule == "best-fit":
+            cost = g
+        elif rule == "worst-fit":
+            cost = -g
+        elif rule == "expected-waste":
+            cost = r * p_above[r] - (g * p_above[g] if g < FULL else 0)
+        else:  # sum-of-squares: devices wholly used or wholly free do not count
+            cost = (2 * cnt[r] + 1 if r > 0 else 0) - (2 * cnt[g] - 1 if g < FULL else 0)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = g, cost
+        if rule == "best-fit":
+            break
+    return best
 
 
 def main():

@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "agentsched/core/cache.h"
+#include "agentsched/core/score.h"
+#include "agentsched/model/pod.h"
 #include "agentsched/base/doc.h"
 #include "agentsched/base/http.h"
 #include "agentsched/base/log.h"
@@ -53,6 +55,31 @@ typedef struct reply {
     char *raw;
     json_t *json;
 } reply;
+
+/* teach_gpu_pods gives s the default policy after it saw n one-GPU pods
+ * of 4 cores and 8Gi, as the fast path shows them: fragment's learned
+ * tables then say 4 cores and 8Gi per GPU, all pods asking for GPUs. */
+__attribute__((unused)) static void teach_gpu_pods(svc *s, int n)
+{
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&s->core->reg, &p), AS_OK);
+    json_t *j =
+        json_loads("{\"metadata\":{\"name\":\"g\",\"namespace\":\"default\",\"uid\":\"g\"},"
+                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                   "\"requests\":{\"cpu\":\"4\",\"memory\":\"8Gi\",\"nvidia.com/gpu\":\"1\"},"
+                   "\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+                   0, NULL);
+    cr_assert(j);
+    model_pod *g = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(model_pod_from_json(&s->core->reg, j, &g, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(g->gpu_count, 1);
+    for (int k = 0; k < n; k++)
+        score_observe_pod(p, g);
+    model_pod_free(g);
+    json_decref(j);
+    core_policy_set(s->core, p);
+}
 
 static void reply_free(reply *r)
 {

@@ -13,7 +13,6 @@
 #include "agentsched/api/extargs.h"
 #include "agentsched/api/extender.h"
 #include "agentsched/core/policy.h"
-#include "agentsched/core/score.h"
 #include "agentsched/base/log.h"
 #include "agentsched/serve/svc.h"
 
@@ -269,24 +268,7 @@ Test(extender, prioritize_after_filter_uses_the_memo)
 Test(extender, a_node_kept_for_its_gpus_fails_filter_and_preempt)
 {
     svc *s = new_svc();
-    score_policy *p = NULL;
-    cr_assert_eq(score_policy_new_default(&s->core->reg, &p), AS_OK);
-    json_t *j =
-        json_loads("{\"metadata\":{\"name\":\"g\",\"namespace\":\"default\",\"uid\":\"g\"},"
-                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
-                   "\"requests\":{\"cpu\":\"4\",\"memory\":\"8Gi\",\"nvidia.com/gpu\":\"1\"},"
-                   "\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
-                   0, NULL);
-    cr_assert(j);
-    model_pod *g = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(model_pod_from_json(&s->core->reg, j, &g, &d), AS_OK, "%s", d.msg);
-    cr_assert_eq(g->gpu_count, 1);
-    for (int k = 0; k < 20; k++)
-        score_observe_pod(p, g);
-    model_pod_free(g);
-    json_decref(j);
-    core_policy_set(s->core, p);
+    teach_gpu_pods(s, 20);
 
     char *args = pod_args("cpu-big", "uid-cb", "14", "[\"gpu-2a\",\"big-1\"]");
     reply r = call(s, extender_handle_filter, args);

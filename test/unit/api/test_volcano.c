@@ -17,8 +17,6 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/log.h"
 #include "agentsched/core/binder.h"
-#include "agentsched/core/policy.h"
-#include "agentsched/core/score.h"
 #include "agentsched/serve/svc.h"
 #include "agentsched/api/vcsession.h"
 #include "agentsched/api/volcano.h"
@@ -143,23 +141,7 @@ static bool filter_passes(svc *s, const char *node)
 Test(volcano, predicate_keeps_a_gpu_nodes_cpu_for_its_gpus)
 {
     svc *s = new_svc();
-    score_policy *p = NULL;
-    cr_assert_eq(score_policy_new_default(&s->core->reg, &p), AS_OK);
-    json_t *j =
-        json_loads("{\"metadata\":{\"name\":\"g\",\"namespace\":\"default\",\"uid\":\"g\"},"
-                   "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
-                   "\"requests\":{\"cpu\":\"4\",\"memory\":\"8Gi\",\"nvidia.com/gpu\":\"1\"},"
-                   "\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
-                   0, NULL);
-    cr_assert(j);
-    model_pod *g = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(model_pod_from_json(&s->core->reg, j, &g, &d), AS_OK, "%s", d.msg);
-    for (int k = 0; k < 20; k++)
-        score_observe_pod(p, g);
-    model_pod_free(g);
-    json_decref(j);
-    core_policy_set(s->core, p);
+    teach_gpu_pods(s, 20);
     reply r = call(s, volcano_handle_predicate,
                    "{\"task\": {\"Name\": \"big\", \"Namespace\": \"default\", \"Resreq\": "
                    "{\"MilliCPU\": 20000, \"Memory\": 0}}, \"node\": {\"Name\": \"gpu-1\"}}");
