@@ -127,8 +127,10 @@ struct score_policy {
     double f_reserve;    /* CPU-only pods leave min(1, this x g) of the free GPUs' need */
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
-    double t_cpu_per_milli;               /* cpu millicores per milli-GPU */
-    double t_mem_per_milli;               /* memory bytes per milli-GPU */
+    double t_cpu_per_milli; /* cpu millicores per milli-GPU */
+    double t_mem_per_milli; /* memory bytes per milli-GPU */
+    double t_milli_per_cpu; /* their inverses (a scan multiplies) */
+    double t_milli_per_mem;
     double t_p_above[SCORE_HIST_BUCKETS]; /* P(per-device demand > bucket) */
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */

@@ -801,6 +801,60 @@ Test(score, share_cannot_span_devices)
     cache_free(c);
 }
 
+/* fragment takes the waste after a whole-GPU pod from the waste before's
+ * device terms (whole devices going from free to used change no partly
+ * used one): it must equal the full recount to the bit. A policy with
+ * multiGpu 1e-300 recounts every device for such a pod, its own term far
+ * below a score's precision; both score random node states alike. */
+Test(score, fragment_whole_gpu_waste_from_parts)
+{
+    static const char *const yaml[] = {
+        "strategy: fragment\nfragment:\n  reserve: 0\n",
+        "strategy: fragment\nfragment:\n  reserve: 0\n  multiGpu: 1e-300\n"};
+    score_policy *p[2] = {NULL, NULL};
+    model_pod *seen[3] = {fx_pod("s1", "s1", 4000, 16 * FX_GI), fx_pod("s2", "s2", 6000, 8 * FX_GI),
+                          fx_pod("s3", "s3", 16000, 64 * FX_GI)};
+    fx_pod_gpu(&reg, seen[0], 1, 300);
+    fx_pod_gpu(&reg, seen[1], 1, 550);
+    fx_pod_gpu(&reg, seen[2], 2, 0);
+    for (int i = 0; i < 2; i++) {
+        as_diag d = {{0}, {0}};
+        cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml[i], strlen(yaml[i]), &p[i], &d), AS_OK,
+                     "%s", d.msg);
+        for (int k = 0; k < 30; k++)
+            score_observe_pod(p[i], seen[k % 3]);
+    }
+    model_pod *pods[3] = {fx_pod("w1", "w1", 8000, 32 * FX_GI), fx_pod("w2", "w2", 2000, 4 * FX_GI),
+                          fx_pod("w4", "w4", 24000, 96 * FX_GI)};
+    fx_pod_gpu(&reg, pods[0], 1, 0);
+    fx_pod_gpu(&reg, pods[1], 2, 0);
+    fx_pod_gpu(&reg, pods[2], 4, 0);
+    hnode h;
+    hnode_init(&h, 64000, 256 * FX_GI, 8);
+    unsigned seed = 11;
+    int compared = 0;
+    for (int round = 0; round < 500; round++) {
+        hnode_use(&h, rand_r(&seed) % 64000, (int64_t)(rand_r(&seed) % 256) * FX_GI);
+        for (int i = 0; i < 8; i++) {
+            int r = rand_r(&seed) % 3;
+            h.cn.gpu_used[i] = r == 0 ? 0 : r == 1 ? MODEL_GPU_MILLI : rand_r(&seed) % 1000;
+        }
+        for (int k = 0; k < 3; k++) {
+            double a = score_node(p[0], pods[k], &h.cn), b = score_node(p[1], pods[k], &h.cn);
+            cr_assert_eq(a, b, "round %d pod %d: %.17g against %.17g", round, k, a, b);
+            compared += a > 0;
+        }
+    }
+    cr_assert_gt(compared, 500);
+    for (int k = 0; k < 3; k++) {
+        model_pod_free(pods[k]);
+        model_pod_free(seen[k]);
+    }
+    score_policy_unref(p[0]);
+    score_policy_unref(p[1]);
+    model_node_free(h.spec);
+}
+
 /* fragment keeps a node's waste before the pod between scans: a second
  * score of an unchanged node (the memo's) equals the first, and once a
  * pod lands the score follows the node's new usage, as a copy of the node
@@ -814,20 +868,26 @@ Test(score, fragment_memo_follows_the_node)
     cr_assert_eq(cache_node_upsert(c, n), AS_OK);
     score_policy *p = NULL;
     cr_assert_eq(score_policy_new_strategy(&reg, SCORE_FRAGMENT, &p), AS_OK);
-    model_pod *pod = fx_pod("p", "p", 2000, 4 * FX_GI);
-    fx_pod_gpu(&reg, pod, 1, 300);
+    /* a share, a CPU-only pod (its waste after comes from the memo's
+     * parts, no device read) and a whole GPU */
+    model_pod *pods[3] = {fx_pod("p", "p", 2000, 4 * FX_GI), fx_pod("c", "c", 3000, 4 * FX_GI),
+                          fx_pod("w", "w", 2000, 4 * FX_GI)};
+    fx_pod_gpu(&reg, pods[0], 1, 300);
+    fx_pod_gpu(&reg, pods[2], 1, 0);
     for (int round = 0; round < 3; round++) {
         cache_read_lock(c);
         const cache_node *cn = cache_node_find(c, "g", 1);
         cr_assert(cn && cn->id != 0);
         cache_node copy = *cn;
         copy.id = 0;
-        double first = score_node(p, pod, cn);
-        double again = score_node(p, pod, cn);
-        double fresh = score_node(p, pod, &copy);
+        for (int k = 0; k < 3; k++) {
+            double first = score_node(p, pods[k], cn);
+            double again = score_node(p, pods[k], cn);
+            double fresh = score_node(p, pods[k], &copy);
+            cr_assert_eq(first, again, "round %d pod %d", round, k);
+            cr_assert_eq(first, fresh, "round %d pod %d", round, k);
+        }
         cache_read_unlock(c);
-        cr_assert_eq(first, again, "round %d", round);
-        cr_assert_eq(first, fresh, "round %d", round);
         /* a 700 share lands on a device: the waste before changes */
         char name[8];
         snprintf(name, sizeof name, "u%d", round);
@@ -838,6 +898,7 @@ Test(score, fragment_memo_follows_the_node)
         model_pod_free(u);
     }
     score_policy_unref(p);
-    model_pod_free(pod);
+    for (int k = 0; k < 3; k++)
+        model_pod_free(pods[k]);
     cache_free(c);
 }
