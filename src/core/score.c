@@ -1262,8 +1262,9 @@ static void frag_memo_put(const score_policy *p, const cache_node *node, uint64_
     __atomic_store_n(&e->ngen, ngen, __ATOMIC_RELEASE);
     __atomic_store_n(&e->tgen, tgen, __ATOMIC_RELEASE);
     __atomic_store(&e->waste, &waste, __ATOMIC_RELEASE);
-    __atomic_store(&e->frag, &parts->frag, __ATOMIC_RELEASE);
-    __atomic_store(&e->multi, &parts->multi, __ATOMIC_RELEASE);
+    double frag = parts->frag, multi = parts->multi;
+    __atomic_store(&e->frag, &frag, __ATOMIC_RELEASE);
+    __atomic_store(&e->multi, &multi, __ATOMIC_RELEASE);
     __atomic_store_n(&e->free_total, (int32_t)parts->total, __ATOMIC_RELEASE);
     __atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
