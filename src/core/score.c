@@ -1120,9 +1120,9 @@ static double score_fgd(const score_policy *p, const model_pod *pod, const cache
 /* fragment                                                            */
 /* ------------------------------------------------------------------ */
 
-/* The GPU of a view that is not partial-device waste, kept so that a
- * CPU-only pod's waste after it lands (same devices, less CPU and memory)
- * needs the stranding term only (frag_waste_cpu). */
+/* A view's free GPU and its waste's device terms (frag_waste), kept with
+ * the waste before a pod so that the waste after a pod that changes no
+ * partly used device needs the stranding term only (frag_waste_parts). */
 typedef struct frag_parts {
     int64_t total; /* free GPU (milli) */
     double frag;   /* partial devices' expected waste (before f_frag) */
@@ -1313,6 +1313,8 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
      * ties go to a fixed node order (first fit, below), which leaves the
      * other nodes whole for multi-GPU pods and lets nodes drain when pods
      * leave. */
+    /* inverses: one division a resource per node where the terms below
+     * took three */
     double icpu = v.cpu_alloc > 0 ? 1.0 / (double)v.cpu_alloc : 0;
     double imem = v.mem_alloc > 0 ? 1.0 / (double)v.mem_alloc : 0;
     double cpu_frac = (double)v.cpu_free * icpu;
