@@ -82,7 +82,7 @@ def place(seq, ndev, rule, p_above):
             continue
         if rule.startswith("fresh-first"):
             t = int(rule.split()[1])
-            fit = next((g for g in range(m, FULL + 1) if cnt[g]), -1)
+            fit = choose(cnt, m, "best-fit", p_above)
             best = FULL if fit >= 0 and fit - m > t and cnt[FULL] else fit
         else:
             best = choose(cnt, m, rule, p_above)
