@@ -33,10 +33,14 @@ func scenarioGPUReserve(c *cluster) {
 		fail("want 2 GPU nodes and 1 CPU-only node, have %v and %v", gpuNodes, cpuNodes)
 	}
 
-	teach := wholeGPUPod("teach", 1)
-	teach.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("4")
-	teach.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("8Gi")
-	c.createPods("teach", 20, teach, 4)
+	// a one-GPU pod of 4 cores and 8Gi: the teaching pods and gpu-a
+	gpuPod4 := func(name string) *corev1.Pod {
+		p := wholeGPUPod(name, 1)
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("4")
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("8Gi")
+		return p
+	}
+	c.createPods("teach", 20, gpuPod4("teach"), 4)
 	t, _ := c.waitSettled(20, 8, 5*time.Second, 90*time.Second)
 	if t.bound != 8 {
 		fail("teaching pods: %s, want 8 bound (2 nodes x 4 devices)", t)
@@ -78,16 +82,9 @@ func scenarioGPUReserve(c *cluster) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	create := func(p *corev1.Pod) {
-		p.Namespace = c.ns
-		ctx, cancel := ctxTimeout(30 * time.Second)
-		_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, p, metav1.CreateOptions{})
-		cancel()
-		check(err, "create pod "+p.Name)
-	}
 	bound := func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
 
-	create(agentPod("cpu-a", "12", "8Gi"))
+	c.createPod(agentPod("cpu-a", "12", "8Gi"))
 	a := wait("cpu-a", bound)
 	if a.Spec.NodeName != cpuNodes[0] {
 		fail("cpu-a (12 cores, no GPU) bound on %s, want the CPU-only node %s", a.Spec.NodeName, cpuNodes[0])
@@ -95,7 +92,7 @@ func scenarioGPUReserve(c *cluster) {
 	logf("cpu-a bound on the CPU-only node %s", a.Spec.NodeName)
 
 	const kept = "2 node(s) kept their cpu and memory for their free GPUs"
-	create(agentPod("cpu-b", "12", "8Gi"))
+	c.createPod(agentPod("cpu-b", "12", "8Gi"))
 	b := wait("cpu-b", func(p *corev1.Pod) bool {
 		cond := scheduledCondition(p)
 		return p.Spec.NodeName != "" || (cond != nil && cond.Status == corev1.ConditionFalse &&
@@ -106,10 +103,7 @@ func scenarioGPUReserve(c *cluster) {
 	}
 	logf("cpu-b Pending: %s", scheduledCondition(b).Message)
 
-	g := wholeGPUPod("gpu-a", 1)
-	g.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("4")
-	g.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("8Gi")
-	create(g)
+	c.createPod(gpuPod4("gpu-a"))
 	gb := wait("gpu-a", bound)
 	if info[gb.Spec.NodeName].devices == 0 {
 		fail("gpu-a bound on %s, which has no GPU", gb.Spec.NodeName)
