@@ -91,6 +91,7 @@ static cnode *cnode_alloc(cache *c)
     cnode *n = c->free_cnodes;
     c->free_cnodes = (cnode *)n->rec;
     memset(n, 0, sizeof *n);
+    n->pub.cluster_gpus = c->acct.gpus;
     n->acct = (cache_acct_node){
         .requested = n->pub.requested,
         .gpu_used = n->pub.gpu_used,
@@ -685,7 +686,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         n->epoch = c->acct.epoch;
         if (old->ngpus != node->ngpus) {
             /* Device indexes may no longer exist. */
-            cache_acct_replace_devices(n->rec);
+            cache_acct_replace_devices(&c->acct, n->rec);
         }
         bump_generation(&n->acct);
         bump_bind_version(&n->acct);
@@ -975,6 +976,13 @@ uint64_t cache_shard_revision(const cache *c)
 /* ------------------------------------------------------------------ */
 
 /* See cache.h. */
+void cache_gpu_devices(const cache *c, uint64_t *devices, uint64_t *free_devices)
+{
+    *devices = __atomic_load_n(&c->acct.gpus[0], __ATOMIC_RELAXED);
+    *free_devices = __atomic_load_n(&c->acct.gpus[1], __ATOMIC_RELAXED);
+}
+
+/* See cache.h. */
 void cache_get_stats(cache *c, cache_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -1021,6 +1029,20 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                           "pod counters bound=%zu/%zu assumed=%zu/%zu detached=%zu/%zu", bound,
                           c->acct.pods_bound, assumed, c->acct.pods_assumed, detached,
                           c->acct.pods_detached);
+        goto done;
+    }
+    uint64_t ndev = 0, nfree = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const cnode *n = c->nodes[i];
+        ndev += n->pub.ngpus;
+        for (uint32_t d = 0; d < n->pub.ngpus; d++)
+            nfree += cache_node_gpu_used(&n->pub, (int)d) == 0;
+    }
+    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1]) {
+        err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                          "device counts: %llu devices, %llu free, but the nodes hold %llu, %llu",
+                          (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
+                          (unsigned long long)ndev, (unsigned long long)nfree);
         goto done;
     }
     for (size_t i = 0; i < c->nnodes; i++) {

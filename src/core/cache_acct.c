@@ -17,7 +17,7 @@ static inline int32_t gpu_used(const cache_acct_node *n, int d)
 /* usage_apply adds (sign > 0) or removes the pod's usage on n. An increase
  * bumps bind_version last; a decrease only generation (it can only make
  * more pods fit, so earlier fit decisions stay valid). */
-static void usage_apply(cache_acct *a, const cache_acct_node *n, const pentry *e, int sign)
+static void usage_apply(cache_acct *a, cache_acct_node *n, const pentry *e, int sign)
 {
     int64_t *requested = n->requested;
     int32_t *used = n->gpu_used;
@@ -32,6 +32,8 @@ static void usage_apply(cache_acct *a, const cache_acct_node *n, const pentry *e
     }
     if (e->containers_cpu)
         __atomic_add_fetch(n->containers_cpu, sign * e->containers_cpu, __ATOMIC_RELAXED);
+    if (e->gpu_devices)
+        devices_note(a, n, false);
     bump_generation(n);
     if (sign > 0)
         bump_bind_version(n);
@@ -268,6 +270,7 @@ static void repack(cache_acct *a, prec *r)
     for (uint32_t d = 0; d < ngpus; d++)
         if (want[d] < gpu_used(n, (int)d))
             __atomic_store_n(&used[d], want[d], __ATOMIC_RELAXED);
+    devices_note(a, n, false);
     bump_generation(n);
     log_node(a, n);
 done:
@@ -409,17 +412,19 @@ void cache_acct_node_attach(cache_acct *a, prec *r, cache_acct_node *n)
         }
     if (stranded)
         repack(a, r);
+    devices_note(a, n, false);
 }
 
 /* See cache_acct.h. */
 void cache_acct_node_detach(cache_acct *a, prec *r)
 {
+    devices_note(a, r->node, true);
     r->node = NULL;
     a->pods_detached += r->npods;
 }
 
 /* See cache_acct.h. */
-void cache_acct_replace_devices(prec *r)
+void cache_acct_replace_devices(cache_acct *a, prec *r)
 {
     cache_acct_node *n = r->node;
     int32_t *used = n->gpu_used;
@@ -443,6 +448,7 @@ void cache_acct_replace_devices(prec *r)
             for (uint32_t m = e->gpu_devices; m; m &= m - 1)
                 __atomic_add_fetch(&used[__builtin_ctz(m)], e->gpu_milli, __ATOMIC_RELAXED);
         }
+    devices_note(a, n, false);
 }
 
 /* See cache_acct.h. */

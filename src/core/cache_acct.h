@@ -80,9 +80,10 @@ void cache_acct_node_attach(cache_acct *a, prec *r, cache_acct_node *n);
 void cache_acct_node_detach(cache_acct *a, prec *r);
 
 /* cache_acct_replace_devices re-places the GPU shares of r's pods after its node's
- * device count changed (indexes may no longer exist). Leaves the version
- * bumps to the caller, which changes the spec alongside. */
-void cache_acct_replace_devices(prec *r);
+ * device count changed (indexes may no longer exist), and counts the
+ * node's devices again. Leaves the version bumps to the caller, which
+ * changes the spec alongside. */
+void cache_acct_replace_devices(cache_acct *a, prec *r);
 
 /* cache_acct_expire drops the entries ASSUMED before now_ms - ttl_ms and
  * returns how many. */

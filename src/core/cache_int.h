@@ -51,6 +51,9 @@ typedef struct cache_acct_node {
     uint64_t *bind_version;
     const uint32_t *slot;  /* where the node sits in the dense array */
     const uint32_t *ngpus; /* devices of the current spec, capped */
+    /* What the node adds to the accounting's device counts (devices_note):
+     * its devices and those wholly free, as last counted. */
+    uint32_t counted_devices, counted_free;
 } cache_acct_node;
 
 typedef struct prec prec;
@@ -96,6 +99,11 @@ typedef struct cache_acct {
     uint64_t epoch;  /* resync mark given to entries inserted or seen */
     size_t pods_bound, pods_assumed, pods_detached;
 
+    /* GPU devices of the attached nodes, and those with nothing on them
+     * ([0], [1]; atomic: readers load them lock-free, through the nodes'
+     * cluster_gpus too; devices_note writes). */
+    uint64_t gpus[2];
+
     /* Change log (cache.h CHANGE LOG): slots of changed nodes. */
     uint64_t log[CACHE_ACCT_LOG_CAP]; /* (atomic) sequence tag << LOG_SLOT_BITS | slot */
     uint64_t log_head;                /* (atomic) entries appended */
@@ -136,6 +144,25 @@ static inline void log_append(cache_acct *a, uint32_t slot)
     uint64_t e = log_tag(h) | (slot < LOG_SLOT_NONE ? slot : LOG_SLOT_NONE);
     __atomic_store_n(&a->log[h & (CACHE_ACCT_LOG_CAP - 1)], e, __ATOMIC_RELAXED);
     __atomic_store_n(&a->log_head, h + 1, __ATOMIC_RELEASE);
+}
+
+/* devices_note brings a's device counts up to date with n (attached, or
+ * `gone`: being detached): every change to a node's devices or usage ends
+ * with it. Writer mutex held. */
+static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
+{
+    uint32_t dev = 0, nfree = 0;
+    if (!gone) {
+        dev = *n->ngpus;
+        for (uint32_t d = 0; d < dev; d++)
+            nfree += __atomic_load_n(&n->gpu_used[d], __ATOMIC_RELAXED) == 0;
+    }
+    uint64_t td = __atomic_load_n(&a->gpus[0], __ATOMIC_RELAXED);
+    uint64_t tf = __atomic_load_n(&a->gpus[1], __ATOMIC_RELAXED);
+    __atomic_store_n(&a->gpus[0], td - n->counted_devices + dev, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->gpus[1], tf - n->counted_free + nfree, __ATOMIC_RELAXED);
+    n->counted_devices = dev;
+    n->counted_free = nfree;
 }
 
 /* log_node is log_append for n's current slot. */

@@ -876,6 +876,65 @@ Test(cache, gpu_packing_survives_node_return_and_resize)
     check_invariants();
 }
 
+/* devices_are: cache_gpu_devices reads `devices` and `free_devices`, and
+ * the invariants (which recount both from the nodes) hold. */
+static void devices_are(uint64_t devices, uint64_t free_devices, const char *what)
+{
+    uint64_t d = 0, f = 0;
+    cache_gpu_devices(c, &d, &f);
+    cr_assert_eq(d, devices, "%s: %llu devices", what, (unsigned long long)d);
+    cr_assert_eq(f, free_devices, "%s: %llu free", what, (unsigned long long)f);
+    check_invariants();
+}
+
+/* The cache's device counts follow every change to a node's devices or
+ * usage: nodes coming, resized and going, shares and whole GPUs bound,
+ * assumed, expired and deleted, pods waiting for their node. */
+Test(cache, gpu_device_counts_follow_every_change)
+{
+    devices_are(0, 0, "empty");
+    add_node("cpu", 8000);
+    devices_are(0, 0, "a node without GPUs");
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 4)), AS_OK);
+    devices_are(4, 4, "a 4-GPU node");
+    static const struct {
+        const char *uid;
+        uint32_t count, milli;
+    } pods[] = {{"s1", 1, 300}, {"s2", 1, 300}, {"w2", 2, 0}};
+    for (int i = 0; i < 3; i++) {
+        model_pod *p = fx_pod(pods[i].uid, pods[i].uid, 100, 0);
+        fx_pod_gpu(&reg, p, pods[i].count, pods[i].milli);
+        fx_pod_bind(p, "g");
+        cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+        model_pod_free(p);
+    }
+    devices_are(4, 1, "two shares on one device, a 2-GPU pod");
+    model_pod *a = fx_pod("a", "ua", 100, 0);
+    fx_pod_gpu(&reg, a, 1, 400);
+    cr_assert_eq(assume(a, "g"), CACHE_ASSUME_FAST);
+    devices_are(4, 1, "an assumed share filling the shared device");
+    size_t nexp = 0;
+    cr_assert_eq(cache_expire_assumed(c, INT64_MAX / 2, 0, &nexp), AS_OK);
+    cr_assert_eq(nexp, 1);
+    devices_are(4, 1, "the assumed share expired (its device still holds two)");
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 6)), AS_OK);
+    devices_are(6, 3, "grown to 6 devices");
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
+    devices_are(2, 0, "shrunk to 2: every pod re-placed on them");
+    cr_assert_eq(cache_node_remove(c, "g"), AS_OK);
+    devices_are(0, 0, "the node gone, its pods waiting");
+    cr_assert_eq(cache_node_upsert(c, gpu_node("g", 4)), AS_OK);
+    devices_are(4, 1, "back with 4 devices, its pods on them again");
+    cr_assert_eq(cache_pod_delete(c, "w2"), AS_OK);
+    devices_are(4, 3, "the 2-GPU pod deleted");
+    cr_assert_eq(cache_pod_delete(c, "s1"), AS_OK);
+    cr_assert_eq(cache_pod_delete(c, "s2"), AS_OK);
+    devices_are(4, 4, "every pod deleted");
+    cr_assert_eq(cache_node_remove(c, "g"), AS_OK);
+    devices_are(0, 0, "no GPU node");
+    model_pod_free(a);
+}
+
 Test(cache, resized_pod_keeps_its_gpu_device)
 {
     cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
