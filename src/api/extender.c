@@ -1194,9 +1194,9 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
         }
     }
     /* Phase 2: judge every node under one read lock. Evicting pods does
-     * not help where the policy would still keep the node's CPU for its
-     * free GPUs (a CPU-only pod only). */
-    score_policy *pol = pod->gpu_count ? NULL : core_policy_get(co);
+     * not help where the policy would still keep the node from the pod
+     * (its CPU for its free GPUs, its last free devices). */
+    score_policy *pol = core_policy_get(co);
     cache_read_lock(co->cache);
     cache_shard_mode mode = cache_get_shard_mode(co->cache);
     for (size_t i = 0; i < a.nentries; i++) {

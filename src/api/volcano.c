@@ -661,15 +661,16 @@ void volcano_handle_predicate(void *ctx, const http_request *req, http_response 
 
     char why[256] = "";
     int code = VOLCANO_CODE_SUCCESS;
-    score_policy *policy = t.pod->gpu_count ? NULL : core_policy_get(co);
+    score_policy *policy = core_policy_get(co);
     cache_read_lock(co->cache);
     /* name: nlen bytes in the body or the DOM, not terminated */
     const cache_node *cn = cache_node_find(co->cache, name, nlen);
     pred_result r = {PRED_NOT_FOUND, 0};
     if (cn)
         r = pred_check(&co->reg, CACHE_SHARD_NONE, t.pod, cn);
-    /* the policy may keep a GPU node's CPU for its GPUs, as the fast
-     * path's and kube-scheduler's filters do */
+    /* the policy may keep a node from the pod (a GPU node's CPU for its
+     * GPUs, the last free devices), as the fast path's and kube-scheduler's
+     * filters do */
     if (r.code == PRED_OK && policy && score_keeps(policy, t.pod, cn))
         r = (pred_result){PRED_KEPT, 0};
     if (r.code != PRED_OK) {

@@ -507,6 +507,14 @@ static size_t dedupe(uint32_t *buf, size_t n)
     return m;
 }
 
+/* class_gen: what the class's scores depend on besides the nodes: the
+ * policy's table generation, and whether free GPU devices are short (a
+ * cluster-wide state that changes no node, score_policy_devices_short). */
+static uint64_t class_gen(const eval_ctx *x)
+{
+    return score_policy_generation(x->pol) << 1 | score_policy_devices_short(x->pol, x->c);
+}
+
 /* class_stale: the class cannot be brought up to date incrementally (not
  * built, or built for another policy, score-table generation, shard mode,
  * registry or a smaller cluster). */
@@ -524,7 +532,7 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
     eq_class *k = x->k;
     eqcache *e = x->e;
     *rebuilt = false;
-    uint64_t gen = score_policy_generation(x->pol);
+    uint64_t gen = class_gen(x);
     int reg_n = model_registry_count(x->reg);
     int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
     bool stale = class_stale(x, gen, reg_n, gpu_res);
@@ -671,8 +679,7 @@ static bool is_current(eval_ctx *x)
 {
     refresh(x);
     int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
-    return !class_stale(x, score_policy_generation(x->pol), model_registry_count(x->reg),
-                        gpu_res) &&
+    return !class_stale(x, class_gen(x), model_registry_count(x->reg), gpu_res) &&
            x->k->seq == cache_log_head(x->c);
 }
 

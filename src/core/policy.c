@@ -493,9 +493,10 @@ static as_err load_shapes(ld_ctx *c, const json_t *obj)
 
 static as_err load_fragment(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {
-        "strand",    "strandMix",    "partial",       "multiGpu",  "spread",  "spreadGpu", "pack",
-        "cpuPerGpu", "memoryPerGpu", "spreadSurplus", "spreadCpu", "reserve", NULL};
+    static const char *const keys[] = {"strand",       "strandMix",     "partial",   "multiGpu",
+                                       "spread",       "spreadGpu",     "pack",      "cpuPerGpu",
+                                       "memoryPerGpu", "spreadSurplus", "spreadCpu", "reserve",
+                                       "keepFree",     "fillable",      NULL};
     as_err err = check_keys(c, obj, "fragment", keys);
     if (err)
         return err;
@@ -526,6 +527,12 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
         return err;
     if ((v = json_object_get(obj, "strandMix")) &&
         (err = get_num(c, v, "fragment.strandMix", 0, 1, &p->f_mix)))
+        return err;
+    if ((v = json_object_get(obj, "keepFree")) &&
+        (err = get_num(c, v, "fragment.keepFree", 0, 1, &p->f_keep_free)))
+        return err;
+    if ((v = json_object_get(obj, "fillable")) &&
+        (err = get_num(c, v, "fragment.fillable", 0, 1, &p->f_fillable)))
         return err;
     int64_t q;
     if ((v = json_object_get(obj, "cpuPerGpu"))) {

@@ -214,7 +214,12 @@ const char *pred_reason(const model_registry *reg, const cache_node *node, const
         snprintf(out, len, "Insufficient %s", reg ? reg->gpu_name : "nvidia.com/gpu");
         break;
     case PRED_KEPT:
-        snprintf(out, len, "node(s) kept their cpu and memory for their free GPUs");
+        if (pod && pod->gpu_count)
+            snprintf(out, len,
+                     "node(s) kept their free GPU devices for shares that fill them "
+                     "(free devices are short)");
+        else
+            snprintf(out, len, "node(s) kept their cpu and memory for their free GPUs");
         break;
     default:
         snprintf(out, len, "unknown predicate failure");

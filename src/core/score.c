@@ -142,6 +142,8 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_mix = 0;
     p->f_spread_cpu = 1;
     p->f_reserve = 2;
+    p->f_keep_free = 0.05;
+    p->f_fillable = 0.1;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */
@@ -239,6 +241,16 @@ static void rebuild_fragment(score_policy *p)
     for (int b = SCORE_HIST_BUCKETS - 1; b >= 0; b--) {
         st(&p->t_p_above[b], tot ? acc / (double)tot : 0.5);
         acc += (double)h[b];
+    }
+    /* What a share's remainder holds: buckets 0..19 are the shares'
+     * demands (20 the whole GPUs'). */
+    uint64_t shares = 0;
+    for (int b = 0; b < SCORE_HIST_BUCKETS - 1; b++)
+        shares += h[b];
+    acc = 0;
+    for (int b = 0; b < SCORE_HIST_BUCKETS; b++) {
+        acc += b < SCORE_HIST_BUCKETS - 1 ? (double)h[b] : 0;
+        st(&p->t_fill[b], shares >= 20 ? acc / (double)shares : 1.0);
     }
     /* GPU waste only matters as much as GPU pods come: a stream of
      * CPU-only agent pods should not keep GPU nodes' CPU idle. */
@@ -351,6 +363,7 @@ typedef struct table_sig {
     int64_t cls_max_cpu[SCORE_MAX_TYPICAL], cls_max_mem[SCORE_MAX_TYPICAL];
     double t_cpu_per_milli, t_mem_per_milli, t_gpu_share, t_cpu_blend, t_reserve;
     double t_p_above[SCORE_HIST_BUCKETS];
+    bool fillable[SCORE_HIST_BUCKETS]; /* keepFree reads t_fill only against fillable */
     double t_k_above[MODEL_MAX_GPUS + 1];
     int t_nrc;
     double t_rc_icpu[SCORE_RATIO_CLASSES];
@@ -380,6 +393,9 @@ static void table_sig_take(const score_policy *p, table_sig *g)
         g->t_cpu_blend = p->t_cpu_blend;
         g->t_reserve = p->t_reserve;
         memcpy(g->t_p_above, p->t_p_above, sizeof g->t_p_above);
+        if (p->f_keep_free > 0)
+            for (int b = 0; b < SCORE_HIST_BUCKETS; b++)
+                g->fillable[b] = p->t_fill[b] >= p->f_fillable;
         if (p->f_multi > 0)
             memcpy(g->t_k_above, p->t_k_above, sizeof g->t_k_above);
         if (p->f_mix > 0) {
@@ -1213,6 +1229,41 @@ static bool view_keeps(const score_policy *p, const view *v, int64_t free_gpu)
            (double)v->mem_free < need * ld(&p->t_mem_per_milli);
 }
 
+/* See score.h. */
+bool score_policy_devices_short(const score_policy *p, const cache *c)
+{
+    if (p->strategy != SCORE_FRAGMENT || p->f_keep_free <= 0)
+        return false;
+    uint64_t dev, nfree;
+    cache_gpu_devices(c, &dev, &nfree);
+    return dev > 0 && (double)nfree <= p->f_keep_free * (double)dev;
+}
+
+/* view_keeps_device: keepFree keeps the node (before the pod, as v, with
+ * free_gpu milli free) from pod (score_keeps). Cheap tests first: it runs
+ * for every share on every node. */
+static bool view_keeps_device(const score_policy *p, const model_pod *pod, const cache_node *node,
+                              const view *v, int64_t free_gpu)
+{
+    if (pod->gpu_count != 1 || pod->gpu_milli >= MODEL_GPU_MILLI || !node->cluster_gpus ||
+        p->f_keep_free <= 0)
+        return false;
+    uint64_t dev = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
+    uint64_t nfree = __atomic_load_n(&node->cluster_gpus[1], __ATOMIC_RELAXED);
+    if (!dev || (double)nfree > p->f_keep_free * (double)dev)
+        return false;
+    int32_t m = (int32_t)pod->gpu_milli, best = -1;
+    for (int i = 0; i < v->ngpu; i++)
+        if (v->f[i] >= m && (best < 0 || v->f[i] < best))
+            best = v->f[i];
+    /* best fit takes a partly used device whenever one holds the share */
+    if (best < MODEL_GPU_MILLI)
+        return false;
+    if ((double)v->cpu_free < (double)free_gpu * ld(&p->t_cpu_per_milli))
+        return false;
+    return ld(&p->t_fill[(MODEL_GPU_MILLI - m) / 50]) < p->f_fillable;
+}
+
 /* A node's waste before the pod (frag_waste of its view) depends on the
  * node's state and the learned tables only, not on the pod; a scan asks
  * it of every node for every pod, and most nodes have not changed since
@@ -1294,6 +1345,8 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
         if (memo)
             frag_memo_put(p, node, ngen, tgen, before, &parts);
     }
+    if (pod->gpu_count == 1 && view_keeps_device(p, pod, node, &v, parts.total))
+        return SCORE_KEPT;
     bool placed = view_place(&v, pod);
     if (!pod->gpu_count) {
         if (view_keeps(p, &v, parts.total))
@@ -1360,9 +1413,17 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
 /* See score.h. */
 bool score_keeps(const score_policy *p, const model_pod *pod, const cache_node *node)
 {
-    if (p->strategy != SCORE_FRAGMENT || pod->gpu_count || ld(&p->t_reserve) <= 0)
+    if (p->strategy != SCORE_FRAGMENT)
         return false;
     view v;
+    if (pod->gpu_count) {
+        if (pod->gpu_count != 1 || p->f_keep_free <= 0)
+            return false;
+        view_load(&v, node);
+        return view_keeps_device(p, pod, node, &v, view_gpu(&v).total);
+    }
+    if (ld(&p->t_reserve) <= 0)
+        return false;
     view_load(&v, node);
     if (!view_place(&v, pod))
         return false;

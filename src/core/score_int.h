@@ -125,6 +125,9 @@ struct score_policy {
     double f_mix;        /* strand over the CPU-per-GPU mix (1) or its mean (0) */
     double f_spread_cpu; /* every pod spreads over free CPU, x the CPU-only share of CPU */
     double f_reserve;    /* CPU-only pods leave min(1, this x g) of the free GPUs' need */
+    double f_keep_free;  /* while wholly free devices are at most this share of all, */
+    double f_fillable;   /* a share whose remainder fewer than this share of shares fit
+                          * may not take one (score_keeps) */
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
     double t_cpu_per_milli; /* cpu millicores per milli-GPU */
@@ -135,6 +138,9 @@ struct score_policy {
     double t_k_above[MODEL_MAX_GPUS + 1]; /* P(GPU pod needs > n free devices) */
     double t_gpu_share;                   /* share of pods asking for GPUs */
     double t_reserve;                     /* min(1, reserve x g) once learned, else 0 */
+    /* Share of the shares seen whose demand is in buckets 0..b, i.e. that a
+     * remainder in bucket b holds, in 50-milli steps (1 before 20 shares). */
+    double t_fill[SCORE_HIST_BUCKETS];
     double t_cpu_blend; /* spreadCpu's blend: spreadCpu x (2c - 1) in [0, 1], c the CPU-only
                          * pods' share of the CPU demand */
     /* Non-empty CPU-per-GPU classes, leanest first: milli-GPU fed per cpu

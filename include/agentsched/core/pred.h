@@ -42,8 +42,9 @@ typedef enum pred_code {
      * make room (upstream NodeResourcesFit's Unresolvable): */
     PRED_EXCEEDS,     /* arg = resource index: above its allocatable */
     PRED_EXCEEDS_GPU, /* more devices than the node has, or it has none */
-    /* Not from pred_check: the scoring policy keeps the node's CPU and
-     * memory for its free GPUs (score_keeps); filters report it so. */
+    /* Not from pred_check: the scoring policy keeps the node from the pod
+     * (score_keeps: its CPU and memory for its free GPUs, or, from a share,
+     * its last free devices); filters report it so. */
     PRED_KEPT,
     PRED__COUNT
 } pred_code;

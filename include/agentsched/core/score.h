@@ -101,15 +101,31 @@ uint32_t score_policy_extender_shortlist(const score_policy *p);
 double score_node(const score_policy *p, const model_pod *pod, const cache_node *node);
 
 /*
- * score_keeps is true when the policy keeps node's CPU and memory for the
- * node's free GPUs, away from pod (fragment's reserve): pod asks for no
- * GPU, and after it the node would have less free CPU or memory than its
- * free GPUs need at the learned CPU and memory per GPU, times min(1,
- * reserve x g), g the share of pods asking for GPUs. Nothing is kept until
- * 20 pods and ten GPUs' worth of GPU pods were seen, nor with reserve 0 or
- * another strategy. pod must fit node (pred_check OK). Never allocates.
+ * score_keeps is true when fragment keeps node from pod (pod must fit it:
+ * pred_check OK; never allocates; false for other strategies):
+ *   - reserve: pod asks for no GPU, and after it the node would have less
+ *     free CPU or memory than its free GPUs need at the learned CPU and
+ *     memory per GPU, times min(1, reserve x g), g the share of pods asking
+ *     for GPUs. Not until 20 pods and ten GPUs' worth of GPU pods were
+ *     seen, nor with reserve 0.
+ *   - keepFree: pod is a share (one device, under 1000 milli) that would
+ *     take a wholly free device here (no partly used one holds it), free
+ *     devices are short (score_policy_devices_short), fewer than
+ *     `fillable` of the shares seen would fit the device's remainder (in
+ *     50-milli steps; not before 20 shares), and the node has the CPU its
+ *     free GPUs need at the learned CPU per GPU (a node short of CPU is
+ *     best used by a share that asks for little). A node built by hand
+ *     (no cluster_gpus) is never kept for this.
  */
 bool score_keeps(const score_policy *p, const model_pod *pod, const cache_node *node);
+
+/*
+ * score_policy_devices_short: for a fragment policy with keepFree > 0, are
+ * c's wholly free GPU devices at most keepFree of its devices (so shares
+ * that would strand most of a device are kept from the last ones,
+ * score_keeps)? False otherwise. Lock-free; any thread.
+ */
+bool score_policy_devices_short(const score_policy *p, const cache *c);
 
 /* score_observe_pod feeds the learned task-shape popularity (fgd,
  * fragment). Thread-safe. */

@@ -15,6 +15,7 @@
 
 #include "agentsched/core/cache.h"
 #include "agentsched/core/eqcache.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
 #include "agentsched/core/score.h"
@@ -628,6 +629,56 @@ Test(eqcache, table_generation_moves_only_on_real_change)
     score_policy_unref(la);
     score_policy_unref(fr);
     score_policy_unref(fr2);
+}
+
+/* fragment's keepFree depends on how many devices are free in the whole
+ * cluster, which changes no node the class has not seen change: a class
+ * built while free devices were plenty must not answer from its old
+ * evaluations once they are short, nor the other way round. */
+Test(eqcache, free_devices_short_rebuilds_the_class)
+{
+    static const char yaml[] = "strategy: fragment\nfragment:\n  keepFree: 0.5\n";
+    score_policy *pol = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
+                 d.msg);
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "g%d", i);
+        model_node *n = fx_node(name, 32000, 128 * FX_GI, 110);
+        fx_node_gpus(&reg, n, 2);
+        cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    }
+    model_pod *big = fx_pod("big", "big", 3000, 4 * FX_GI);
+    fx_pod_gpu(&reg, big, 1, 810);
+    for (int i = 0; i < 20; i++)
+        score_observe_pod(pol, big);
+    eqcache *e = new_eq(8, true);
+    kept_seen = 0;
+    check_same(e, pol, big, 3, "8 of 8 devices free");
+    cr_assert_eq(kept_seen, 0);
+    /* whole GPUs fill g0 and g1: 4 of 8 free, short at keepFree 0.5 */
+    for (int i = 0; i < 2; i++) {
+        char uid[8], node[8];
+        snprintf(uid, sizeof uid, "w%d", i);
+        snprintf(node, sizeof node, "g%d", i);
+        model_pod *w = fx_pod(uid, uid, 1000, FX_GI);
+        fx_pod_gpu(&reg, w, 2, 0);
+        fx_pod_bind(w, node);
+        cr_assert_eq(cache_pod_upsert(c, w), AS_OK);
+        model_pod_free(w);
+    }
+    cr_assert(score_policy_devices_short(pol, c));
+    check_same(e, pol, big, 3, "4 of 8 free: short");
+    cr_assert_gt(kept_seen, 0, "g2 and g3 keep their free devices from the 810 share");
+    cr_assert_eq(cache_pod_delete(c, "w0"), AS_OK);
+    cr_assert_not(score_policy_devices_short(pol, c));
+    kept_seen = 0;
+    check_same(e, pol, big, 3, "6 of 8 free again");
+    cr_assert_eq(kept_seen, 0);
+    eqcache_free(e);
+    model_pod_free(big);
+    score_policy_unref(pol);
 }
 
 /* ---- concurrency ------------------------------------------------------- */

@@ -399,6 +399,76 @@ Test(score, fragment_reserve_keeps_cpu_beside_free_gpus)
     model_node_free(cpu.spec);
 }
 
+/* fragment's keepFree: shares of 810 and 470 milli (3 cores each) were
+ * seen, half each, so the 190 milli an 810 leaves of a wholly free device
+ * fits none of them (under fillable 0.1) and the 530 a 470 leaves fits
+ * half. With free devices short (5 of 100 free: keepFree 0.05) an 810
+ * share is kept from a node where it would take a wholly free device and
+ * the node has the CPU its free GPUs need (4 free GPUs x 4.6875 cores per
+ * GPU learned, 60 cores over 12.8 GPUs: 18.75 of 32 cores). Not kept: the
+ * 470 share, the 810 where a partly used device holds it or the node lacks
+ * that CPU, with 6 of 100 free, before 20 shares were seen, on a node
+ * built by hand without the cache's counts, with keepFree 0 or another
+ * strategy. */
+Test(score, fragment_keep_free_keeps_the_last_free_devices)
+{
+    hnode h;
+    hnode_init(&h, 32000, 128 * FX_GI, 4);
+    uint64_t cg[2] = {100, 5};
+    h.cn.cluster_gpus = cg;
+    model_pod *big = fx_pod("b", "b", 3000, 4 * FX_GI);
+    fx_pod_gpu(&reg, big, 1, 810);
+    model_pod *half = fx_pod("h", "h", 3000, 4 * FX_GI);
+    fx_pod_gpu(&reg, half, 1, 470);
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    for (int k = 0; k < 9; k++) {
+        score_observe_pod(p, big);
+        score_observe_pod(p, half);
+    }
+    score_observe_pod(p, big);
+    cr_assert_not(score_keeps(p, big, &h.cn), "19 shares seen: nothing kept yet");
+    score_observe_pod(p, half);
+    cr_assert(score_keeps(p, big, &h.cn));
+    cr_assert_eq(score_node(p, big, &h.cn), SCORE_KEPT);
+    cr_assert_not(score_keeps(p, half, &h.cn), "half the shares fill what a 470 leaves");
+    cr_assert_geq(score_node(p, half, &h.cn), 0);
+    cg[1] = 6;
+    cr_assert_not(score_keeps(p, big, &h.cn), "6 of 100 free: not short");
+    cr_assert_geq(score_node(p, big, &h.cn), 0);
+    cg[1] = 5;
+    h.cn.gpu_used[2] = 150; /* 850 free holds the 810: best fit takes it */
+    cr_assert_not(score_keeps(p, big, &h.cn));
+    cr_assert_geq(score_node(p, big, &h.cn), 0);
+    h.cn.gpu_used[2] = 0;
+    hnode_use(&h, 14000, 0); /* 18 cores for 4 free GPUs that need 18.75 */
+    cr_assert_not(score_keeps(p, big, &h.cn), "a node short of CPU takes the lean share");
+    hnode_use(&h, 13000, 0);
+    cr_assert(score_keeps(p, big, &h.cn), "19 cores: enough");
+    h.cn.cluster_gpus = NULL;
+    cr_assert_not(score_keeps(p, big, &h.cn), "a node built by hand");
+    cr_assert_geq(score_node(p, big, &h.cn), 0);
+    h.cn.cluster_gpus = cg;
+    score_policy_unref(p);
+
+    static const char yaml[] = "strategy: fragment\nfragment:\n  keepFree: 0\n";
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
+                 d.msg);
+    for (int k = 0; k < 40; k++)
+        score_observe_pod(p, big);
+    cr_assert_not(score_keeps(p, big, &h.cn), "keepFree 0 keeps nothing");
+    score_policy_unref(p);
+    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_BEST_FIT, &p), AS_OK);
+    for (int k = 0; k < 40; k++)
+        score_observe_pod(p, big);
+    cr_assert_not(score_keeps(p, big, &h.cn), "only fragment keeps");
+    score_policy_unref(p);
+    model_pod_free(big);
+    model_pod_free(half);
+    model_node_free(h.spec);
+}
+
 /* fragment's spreadGpu, exact values with the priors (8 cores and 32Gi
  * per GPU). Node 32 cores / 128Gi / 4 GPUs, nothing used; a 1-GPU pod of
  * 4 cores / 16Gi strands nothing (28 cores and 112Gi feed the 3 GPUs
