@@ -94,12 +94,14 @@ _Static_assert(offsetof(cache_node, requested) > offsetof(cache_node, slot) &&
                    offsetof(cache_node, ready) > offsetof(cache_node, in_shard),
                "cache_node layout changed: revisit view_of");
 
-/* view_of returns n itself when no earlier pod went there, else tmp filled
- * with n's live usage plus the overlay. bind_version is loaded first
- * (acquire), as every reader of usage must. */
-static const cache_node *view_of(const cache_node *n, const ov_entry *e, cache_node *tmp)
+/* view_of returns n itself when no earlier pod went there and the cluster's
+ * device counts are the cache's (gpus NULL), else tmp filled with n's live
+ * usage plus the overlay (e, if any) and pointing at gpus. bind_version is
+ * loaded first (acquire), as every reader of usage must. */
+static const cache_node *view_of(const cache_node *n, const ov_entry *e, const uint64_t *gpus,
+                                 cache_node *tmp)
 {
-    if (!e)
+    if (!e && !gpus)
         return n;
     tmp->bind_version = cache_node_bind_version(n);
     tmp->generation = cache_node_generation(n);
@@ -108,9 +110,11 @@ static const cache_node *view_of(const cache_node *n, const ov_entry *e, cache_n
            sizeof *tmp - offsetof(cache_node, ready));
     tmp->in_shard = cache_node_in_shard(n) ? 1 : 0;
     for (int r = 0; r < MODEL_MAX_RES; r++)
-        tmp->requested[r] = cache_node_requested(n, r) + e->req[r];
+        tmp->requested[r] = cache_node_requested(n, r) + (e ? e->req[r] : 0);
     for (int d = 0; d < MODEL_MAX_GPUS; d++)
-        tmp->gpu_used[d] = cache_node_gpu_used(n, d) + e->gpu[d];
+        tmp->gpu_used[d] = cache_node_gpu_used(n, d) + (e ? e->gpu[d] : 0);
+    if (gpus)
+        tmp->cluster_gpus = gpus;
     return tmp;
 }
 
@@ -251,6 +255,10 @@ typedef struct run_ctx {
     const model_registry *reg;
     const score_policy *policy;
     overlay ov;
+    /* Wholly free devices the overlay's pods took, and the cluster's device
+     * counts less them (what the policy's keepFree reads), once any were. */
+    uint64_t taken;
+    uint64_t gpus[2];
     reason_set rs;
     buf key;
     uint32_t k;
@@ -265,7 +273,8 @@ static void eval_node(run_ctx *x, cache_shard_mode mode, double bonus, const mod
         return;
     }
     cache_node tmp;
-    const cache_node *v = view_of(node, overlay_find(&x->ov, node->id), &tmp);
+    const cache_node *v =
+        view_of(node, overlay_find(&x->ov, node->id), x->taken ? x->gpus : NULL, &tmp);
     r = pred_check_resources(x->reg, pod, v);
     if (r.code != PRED_OK) {
         reasons_add(&x->rs, x->reg, v, pod, r);
@@ -299,7 +308,7 @@ static uint32_t commit_overlay(run_ctx *x, const model_pod *pod, const cache_nod
     uint32_t devices = 0;
     if (pod->gpu_count > 0) {
         cache_node tmp;
-        const cache_node *v = view_of(node, e, &tmp);
+        const cache_node *v = view_of(node, e, NULL, &tmp);
         if (!pred_gpu_choose(pod, v, &devices)) {
             /* pred_check_resources accepted this very view; a refusal here
              * means the two disagree. Count the request without devices. */
@@ -307,6 +316,8 @@ static uint32_t commit_overlay(run_ctx *x, const model_pod *pod, const cache_nod
                      node->spec->name);
             devices = 0;
         }
+        for (uint32_t m = devices; m; m &= m - 1)
+            x->taken += cache_node_gpu_used(v, __builtin_ctz(m)) == 0;
     }
     for (int r = 0; r < MODEL_MAX_RES; r++)
         e->req[r] += pod->req.v[r];
@@ -323,6 +334,10 @@ static void place_one(run_ctx *x, const model_pod *pod, buf *out)
     double bonus = score_policy_soft_shard_bonus(x->policy);
 
     cache_read_lock(x->c);
+    if (x->taken) {
+        cache_gpu_devices(x->c, &x->gpus[0], &x->gpus[1]);
+        x->gpus[1] = x->gpus[1] > x->taken ? x->gpus[1] - x->taken : 0;
+    }
     cache_shard_mode mode = cache_get_shard_mode(x->c);
     if (pod->node_name) {
         /* Already pinned: the only question is whether that node takes it. */

@@ -18,7 +18,9 @@
 
 #include "agentsched/base/doc.h"
 #include "agentsched/api/placement.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/serve/svc.h"
+#include "core_fixtures.h"
 
 #define DATA    TEST_DATA_DIR "/placement"
 #define CLUSTER DATA "/cluster.yaml"
@@ -645,6 +647,67 @@ Test(placement, run_direct_and_k_bounds)
     placement_pods_free(pods, n);
     json_decref(req);
     svc_free(s);
+}
+
+/* A dry run counts the free devices its own earlier pods took: fragment
+ * with keepFree 0.5 on 8 devices places four 810-milli shares (8 free down
+ * to 4) and keeps the last free devices from the other four, as a live
+ * scheduler would, though the cache still has all 8 free. */
+Test(placement, earlier_pods_take_free_devices)
+{
+    model_registry reg;
+    model_registry_init(&reg);
+    fx_res(&reg, reg.gpu_name);
+    cache *c = NULL;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "g%d", i);
+        model_node *n = fx_node(name, 32000, 128 * FX_GI, 110);
+        fx_node_gpus(&reg, n, 2);
+        cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    }
+    static const char yaml[] = "strategy: fragment\nfragment:\n  keepFree: 0.5\n";
+    score_policy *pol = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
+                 d.msg);
+    model_pod *pods[8];
+    for (int i = 0; i < 8; i++) {
+        char uid[8];
+        snprintf(uid, sizeof uid, "s%d", i);
+        pods[i] = fx_pod(uid, uid, 3000, 4 * FX_GI);
+        fx_pod_gpu(&reg, pods[i], 1, 810);
+    }
+    for (int i = 0; i < 20; i++)
+        score_observe_pod(pol, pods[0]);
+    buf out;
+    buf_init(&out, 0);
+    cr_assert_eq(placement_run(c, pol, (const model_pod *const *)pods, 8, 1, &out), AS_OK);
+    json_t *r = json_loadb(out.data, out.len, 0, NULL);
+    cr_assert_not_null(r);
+    json_t *pl = json_object_get(r, "placements");
+    for (int i = 0; i < 8; i++) {
+        json_t *e = json_array_get(pl, (size_t)i);
+        bool placed = json_is_string(json_object_get(e, "node"));
+        cr_expect_eq(placed, i < 4, "pod %d: %s", i, out.data);
+        if (i >= 4)
+            cr_expect_not_null(
+                json_object_get(json_object_get(e, "reasons"),
+                                "node(s) kept their free GPU devices for shares that fill them "
+                                "(free devices are short)"),
+                "pod %d: %s", i, out.data);
+    }
+    uint64_t dev = 0, nfree = 0;
+    cache_gpu_devices(c, &dev, &nfree);
+    cr_assert_eq(nfree, 8, "a dry run changes nothing");
+    json_decref(r);
+    buf_free(&out);
+    for (int i = 0; i < 8; i++)
+        model_pod_free(pods[i]);
+    score_policy_unref(pol);
+    cache_free(c);
+    model_registry_destroy(&reg);
 }
 
 Test(placement, table_printer)
