@@ -103,6 +103,17 @@ FX_UNUSED static void fx_node_gpus(model_registry *reg, model_node *n, uint32_t 
     n->ngpus = ngpus;
 }
 
+/* fx_gpu_node: node "g<i>" of 32 cores, 128Gi and 110 pods with ngpus
+ * devices (the GPU-share tests' node). */
+FX_UNUSED static model_node *fx_gpu_node(model_registry *reg, int i, uint32_t ngpus)
+{
+    char name[16];
+    snprintf(name, sizeof name, "g%d", i);
+    model_node *n = fx_node(name, 32000, 128 * FX_GI, 110);
+    fx_node_gpus(reg, n, ngpus);
+    return n;
+}
+
 FX_UNUSED static void fx_node_res(model_registry *reg, model_node *n, const char *res, int64_t v)
 {
     int r = fx_res(reg, res);

@@ -660,13 +660,8 @@ Test(placement, earlier_pods_take_free_devices)
     fx_res(&reg, reg.gpu_name);
     cache *c = NULL;
     cr_assert_eq(cache_new(&reg, &c), AS_OK);
-    for (int i = 0; i < 4; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "g%d", i);
-        model_node *n = fx_node(name, 32000, 128 * FX_GI, 110);
-        fx_node_gpus(&reg, n, 2);
-        cr_assert_eq(cache_node_upsert(c, n), AS_OK);
-    }
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
     static const char yaml[] = "strategy: fragment\nfragment:\n  keepFree: 0.5\n";
     score_policy *pol = NULL;
     as_diag d = {{0}, {0}};

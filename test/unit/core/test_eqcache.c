@@ -642,13 +642,8 @@ Test(eqcache, free_devices_short_rebuilds_the_class)
     as_diag d = {{0}, {0}};
     cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
                  d.msg);
-    for (int i = 0; i < 4; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "g%d", i);
-        model_node *n = fx_node(name, 32000, 128 * FX_GI, 110);
-        fx_node_gpus(&reg, n, 2);
-        cr_assert_eq(cache_node_upsert(c, n), AS_OK);
-    }
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
     model_pod *big = fx_pod("big", "big", 3000, 4 * FX_GI);
     fx_pod_gpu(&reg, big, 1, 810);
     for (int i = 0; i < 20; i++)
