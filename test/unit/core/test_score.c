@@ -332,6 +332,27 @@ Test(score, fragment_strand_mix_exact)
     model_node_free(h.spec);
 }
 
+/* keeps_nothing_off: a fragment policy from `yaml` (the rule under test
+ * off) and one of strategy `other` keep node from probe after 40 pods like
+ * teach were seen: neither does. */
+static void keeps_nothing_off(const char *yaml, score_strategy other, const model_pod *teach,
+                              const model_pod *probe, const cache_node *node)
+{
+    score_policy *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
+                 d.msg);
+    for (int k = 0; k < 40; k++)
+        score_observe_pod(p, teach);
+    cr_assert_not(score_keeps(p, probe, node), "%s keeps nothing", yaml);
+    score_policy_unref(p);
+    cr_assert_eq(score_policy_new_strategy(&reg, other, &p), AS_OK);
+    for (int k = 0; k < 40; k++)
+        score_observe_pod(p, teach);
+    cr_assert_not(score_keeps(p, probe, node), "only fragment keeps");
+    score_policy_unref(p);
+}
+
 /* fragment's reserve: GPU pods of 4 cores and 16Gi per GPU were seen, so
  * a GPU node of 32 cores / 128Gi / 4 free GPUs keeps 16 cores and 64Gi
  * for them, times min(1, reserve x g). A CPU-only pod leaving less is
@@ -376,20 +397,8 @@ Test(score, fragment_reserve_keeps_cpu_beside_free_gpus)
     hnode_use(&gpu, 6000, 0); /* 26 free: the big pod leaves 6 */
     cr_assert(score_keeps(p, big, &gpu.cn));
     score_policy_unref(p);
-
-    static const char yaml[] = "strategy: fragment\nfragment:\n  reserve: 0\n";
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
-                 d.msg);
-    for (int k = 0; k < 40; k++)
-        score_observe_pod(p, g);
-    cr_assert_not(score_keeps(p, big, &gpu.cn), "reserve 0 keeps nothing");
-    score_policy_unref(p);
-    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_LEAST_ALLOCATED, &p), AS_OK);
-    for (int k = 0; k < 40; k++)
-        score_observe_pod(p, g);
-    cr_assert_not(score_keeps(p, big, &gpu.cn), "only fragment keeps");
-    score_policy_unref(p);
+    keeps_nothing_off("strategy: fragment\nfragment:\n  reserve: 0\n", SCORE_LEAST_ALLOCATED, g,
+                      big, &gpu.cn);
     model_pod_free(g);
     model_pod_free(c);
     model_pod_free(big);
@@ -450,20 +459,8 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
     cr_assert_geq(score_node(p, big, &h.cn), 0);
     h.cn.cluster_gpus = cg;
     score_policy_unref(p);
-
-    static const char yaml[] = "strategy: fragment\nfragment:\n  keepFree: 0\n";
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
-                 d.msg);
-    for (int k = 0; k < 40; k++)
-        score_observe_pod(p, big);
-    cr_assert_not(score_keeps(p, big, &h.cn), "keepFree 0 keeps nothing");
-    score_policy_unref(p);
-    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_BEST_FIT, &p), AS_OK);
-    for (int k = 0; k < 40; k++)
-        score_observe_pod(p, big);
-    cr_assert_not(score_keeps(p, big, &h.cn), "only fragment keeps");
-    score_policy_unref(p);
+    keeps_nothing_off("strategy: fragment\nfragment:\n  keepFree: 0\n", SCORE_BEST_FIT, big, big,
+                      &h.cn);
     model_pod_free(big);
     model_pod_free(half);
     model_node_free(h.spec);
