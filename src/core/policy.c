@@ -504,35 +504,30 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
     static const struct {
         const char *key;
         size_t off;
+        double max; /* weights 0..100; shares of a whole 0..1 */
     } nums[] = {
-        {"strand", offsetof(score_policy, f_strand)},
-        {"partial", offsetof(score_policy, f_frag)},
-        {"multiGpu", offsetof(score_policy, f_multi)},
-        {"spread", offsetof(score_policy, f_spread)},
-        {"spreadGpu", offsetof(score_policy, f_spread_gpu)},
-        {"pack", offsetof(score_policy, f_pack)},
-        {"spreadCpu", offsetof(score_policy, f_spread_cpu)},
-        {"reserve", offsetof(score_policy, f_reserve)},
+        {"strand", offsetof(score_policy, f_strand), 100},
+        {"partial", offsetof(score_policy, f_frag), 100},
+        {"multiGpu", offsetof(score_policy, f_multi), 100},
+        {"spread", offsetof(score_policy, f_spread), 100},
+        {"spreadGpu", offsetof(score_policy, f_spread_gpu), 100},
+        {"pack", offsetof(score_policy, f_pack), 100},
+        {"spreadCpu", offsetof(score_policy, f_spread_cpu), 100},
+        {"reserve", offsetof(score_policy, f_reserve), 100},
+        {"strandMix", offsetof(score_policy, f_mix), 1},
+        {"keepFree", offsetof(score_policy, f_keep_free), 1},
+        {"fillable", offsetof(score_policy, f_fillable), 1},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         const json_t *v = json_object_get(obj, nums[i].key);
         char f[192];
         join(f, sizeof f, "fragment", nums[i].key);
-        if (v && (err = get_num(c, v, f, 0, 100, (double *)((char *)p + nums[i].off))))
+        if (v && (err = get_num(c, v, f, 0, nums[i].max, (double *)((char *)p + nums[i].off))))
             return err;
     }
     const json_t *v;
     if ((v = json_object_get(obj, "spreadSurplus")) &&
         (err = get_bool(c, v, "fragment.spreadSurplus", &p->f_surplus)))
-        return err;
-    if ((v = json_object_get(obj, "strandMix")) &&
-        (err = get_num(c, v, "fragment.strandMix", 0, 1, &p->f_mix)))
-        return err;
-    if ((v = json_object_get(obj, "keepFree")) &&
-        (err = get_num(c, v, "fragment.keepFree", 0, 1, &p->f_keep_free)))
-        return err;
-    if ((v = json_object_get(obj, "fillable")) &&
-        (err = get_num(c, v, "fragment.fillable", 0, 1, &p->f_fillable)))
         return err;
     int64_t q;
     if ((v = json_object_get(obj, "cpuPerGpu"))) {
