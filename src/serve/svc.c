@@ -656,6 +656,18 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
     svc_gauge(s, "agentsched_cache_pods{state=\"bound\"}", pods, (int64_t)cs.pods_bound);
     svc_gauge(s, "agentsched_cache_pods{state=\"assumed\"}", pods, (int64_t)cs.pods_assumed);
     svc_gauge(s, "agentsched_cache_pods{state=\"detached\"}", pods, (int64_t)cs.pods_detached);
+    uint64_t ndev = 0, nfree = 0;
+    cache_gpu_devices(s->core->cache, &ndev, &nfree);
+    const char *gd = "GPU devices of the cached nodes: all, and wholly free ones.";
+    svc_gauge(s, "agentsched_cache_gpu_devices{state=\"all\"}", gd, (int64_t)ndev);
+    svc_gauge(s, "agentsched_cache_gpu_devices{state=\"free\"}", gd, (int64_t)nfree);
+    score_policy *pol = core_policy_get(s->core);
+    svc_gauge(s, "agentsched_policy_free_devices_short",
+              "1 while the policy keeps the last wholly free GPU devices from shares "
+              "(fragment.keepFree).",
+              pol && score_policy_devices_short(pol, s->core->cache));
+    if (pol)
+        score_policy_unref(pol);
     const char *ev = "Cache mutations applied, by object kind.";
     svc_counter_set(s, "agentsched_cache_events_total{kind=\"node\"}", ev, cs.node_events);
     svc_counter_set(s, "agentsched_cache_events_total{kind=\"pod\"}", ev, cs.pod_events);

@@ -242,6 +242,9 @@ Test(svc, metrics_endpoint_reports_cache)
     cr_assert_not_null(strstr(t, "\nagentsched_cache_nodes 2\n"), "%s", t);
     cr_assert_not_null(strstr(t, "agentsched_cache_pods{state=\"bound\"} 1\n"), "%s", t);
     cr_assert_not_null(strstr(t, "agentsched_cache_pods{state=\"assumed\"} 0\n"), "%s", t);
+    cr_assert_not_null(strstr(t, "agentsched_cache_gpu_devices{state=\"all\"} 0\n"), "%s", t);
+    cr_assert_not_null(strstr(t, "agentsched_cache_gpu_devices{state=\"free\"} 0\n"), "%s", t);
+    cr_assert_not_null(strstr(t, "agentsched_policy_free_devices_short 0\n"), "%s", t);
     cr_assert_not_null(strstr(t, "agentsched_binds_total{result=\"fast\"} 1\n"), "%s", t);
     cr_assert_not_null(strstr(t, "agentsched_ready 1\n"), "%s", t);
     cr_assert_not_null(strstr(t, "agentsched_request_duration_seconds_count{verb=\"filter\"} 1\n"),
