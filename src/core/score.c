@@ -765,6 +765,18 @@ static void view_load(view *v, const cache_node *node)
     view_load_devices(v, node);
 }
 
+/* view_share_device: the device a share of milli takes in the view, as
+ * pred_gpu_choose picks it (the least free milli that holds it); -1 when
+ * none does. */
+static int view_share_device(const view *v, int32_t milli)
+{
+    int best = -1;
+    for (int i = 0; i < v->ngpu; i++)
+        if (v->f[i] >= milli && (best < 0 || v->f[i] < v->f[best]))
+            best = i;
+    return best;
+}
+
 /* Applies pod to the view the way pred_gpu_choose places it: whole GPUs on
  * fully free devices (lowest index first), a share on the device with the
  * least free milli that holds it. Returns false if the GPUs do not fit. */
@@ -783,10 +795,7 @@ static bool view_place(view *v, const model_pod *pod)
             }
         return need == 0;
     }
-    int best = -1;
-    for (int i = 0; i < v->ngpu; i++)
-        if (v->f[i] >= (int32_t)pod->gpu_milli && (best < 0 || v->f[i] < v->f[best]))
-            best = i;
+    int best = view_share_device(v, (int32_t)pod->gpu_milli);
     if (best < 0)
         return false;
     v->f[best] -= (int32_t)pod->gpu_milli;
@@ -1229,6 +1238,12 @@ static bool view_keeps(const score_policy *p, const view *v, int64_t free_gpu)
            (double)v->mem_free < need * ld(&p->t_mem_per_milli);
 }
 
+/* devices_short: are nfree of dev devices at most keepFree of them? */
+static bool devices_short(const score_policy *p, uint64_t dev, uint64_t nfree)
+{
+    return dev > 0 && (double)nfree <= p->f_keep_free * (double)dev;
+}
+
 /* See score.h. */
 bool score_policy_devices_short(const score_policy *p, const cache *c)
 {
@@ -1236,7 +1251,7 @@ bool score_policy_devices_short(const score_policy *p, const cache *c)
         return false;
     uint64_t dev, nfree;
     cache_gpu_devices(c, &dev, &nfree);
-    return dev > 0 && (double)nfree <= p->f_keep_free * (double)dev;
+    return devices_short(p, dev, nfree);
 }
 
 /* view_keeps_device: keepFree keeps the node (before the pod, as v, with
@@ -1248,16 +1263,13 @@ static bool view_keeps_device(const score_policy *p, const model_pod *pod, const
     if (pod->gpu_count != 1 || pod->gpu_milli >= MODEL_GPU_MILLI || !node->cluster_gpus ||
         p->f_keep_free <= 0)
         return false;
-    uint64_t dev = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
-    uint64_t nfree = __atomic_load_n(&node->cluster_gpus[1], __ATOMIC_RELAXED);
-    if (!dev || (double)nfree > p->f_keep_free * (double)dev)
+    if (!devices_short(p, __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED),
+                       __atomic_load_n(&node->cluster_gpus[1], __ATOMIC_RELAXED)))
         return false;
-    int32_t m = (int32_t)pod->gpu_milli, best = -1;
-    for (int i = 0; i < v->ngpu; i++)
-        if (v->f[i] >= m && (best < 0 || v->f[i] < best))
-            best = v->f[i];
+    int32_t m = (int32_t)pod->gpu_milli;
+    int best = view_share_device(v, m);
     /* best fit takes a partly used device whenever one holds the share */
-    if (best < MODEL_GPU_MILLI)
+    if (best < 0 || v->f[best] < MODEL_GPU_MILLI)
         return false;
     if ((double)v->cpu_free < (double)free_gpu * ld(&p->t_cpu_per_milli))
         return false;
@@ -1345,7 +1357,7 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
         if (memo)
             frag_memo_put(p, node, ngen, tgen, before, &parts);
     }
-    if (pod->gpu_count == 1 && view_keeps_device(p, pod, node, &v, parts.total))
+    if (view_keeps_device(p, pod, node, &v, parts.total))
         return SCORE_KEPT;
     bool placed = view_place(&v, pod);
     if (!pod->gpu_count) {
