@@ -1034,19 +1034,6 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
     uint64_t ndev = 0, nfree = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         const cnode *n = c->nodes[i];
-        ndev += n->pub.ngpus;
-        for (uint32_t d = 0; d < n->pub.ngpus; d++)
-            nfree += cache_node_gpu_used(&n->pub, (int)d) == 0;
-    }
-    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1]) {
-        err = as_diag_set(diag, AS_EINTERNAL, NULL,
-                          "device counts: %llu devices, %llu free, but the nodes hold %llu, %llu",
-                          (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
-                          (unsigned long long)ndev, (unsigned long long)nfree);
-        goto done;
-    }
-    for (size_t i = 0; i < c->nnodes; i++) {
-        const cnode *n = c->nodes[i];
         const model_node *spec = n->pub.spec;
         if (n->pub.slot != i || n->rec->node != &n->acct) {
             err =
@@ -1118,8 +1105,15 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                                   spec->name, d, have);
                 goto done;
             }
+            nfree += (uint32_t)d < n->pub.ngpus && have == 0;
         }
+        ndev += n->pub.ngpus;
     }
+    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1])
+        err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                          "device counts: %llu devices, %llu free, but the nodes hold %llu, %llu",
+                          (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
+                          (unsigned long long)ndev, (unsigned long long)nfree);
 done:
     pthread_mutex_unlock(&c->wmu);
     return err;
