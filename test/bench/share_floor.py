@@ -52,6 +52,16 @@ def replay(binary, nodes, pods, seed, extra):
     return list(csv.DictReader(io.StringIO(out)))
 
 
+def find_binary(given, tool):
+    """agentsched: given, else the Release build's, else the default build's."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for b in (given, os.path.join(repo, "build-rel", "agentsched"),
+              os.path.join(repo, "build", "agentsched")):
+        if b and os.access(b, os.X_OK):
+            return b
+    sys.exit("%s: build agentsched first (or pass --agentsched)" % tool)
+
+
 def demand_of(row):
     """(devices, milli per device): (1, m) for a share, (n, 1000) whole."""
     n = int(row["num_gpu"])
@@ -121,22 +131,13 @@ def choose(cnt, m, rule, p_above):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.dirname(os.path.dirname(here))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--agentsched", default=None)
     ap.add_argument("--nodes", required=True)
     ap.add_argument("--pods", required=True)
     ap.add_argument("--seed", type=int, default=42)
     a = ap.parse_args()
-    binary = a.agentsched
-    for b in (binary, os.path.join(repo, "build-rel", "agentsched"),
-              os.path.join(repo, "build", "agentsched")):
-        if b and os.access(b, os.X_OK):
-            binary = b
-            break
-    else:
-        sys.exit("share_floor: build agentsched first (or pass --agentsched)")
+    binary = find_binary(a.agentsched, "share_floor")
     with open(a.nodes) as f:
         ndev = sum(int(r["gpu"]) for r in csv.DictReader(f))
     with open(a.pods) as f:
