@@ -1120,6 +1120,18 @@ static bool can_host_after(const model_registry *reg, const score_policy *pol,
                 tmp.requested[i] = 0;
         }
     }
+    /* The devices the victims leave wholly free count among the cluster's
+     * free ones too (keepFree reads them): after the evictions the
+     * cluster has them as well as the ones free now. */
+    uint64_t gpus[2];
+    uint32_t freed = 0;
+    for (uint32_t g = 0; g < node->ngpus; g++)
+        freed += cache_node_gpu_used(node, (int)g) > 0 && tmp.gpu_used[g] == 0;
+    if (freed && node->cluster_gpus) {
+        gpus[0] = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
+        gpus[1] = __atomic_load_n(&node->cluster_gpus[1], __ATOMIC_RELAXED) + freed;
+        tmp.cluster_gpus = gpus;
+    }
     r = pred_check_resources(reg, pod, &tmp);
     return r.code == PRED_OK && !(pol && score_keeps(pol, pod, &tmp));
 }

@@ -302,6 +302,71 @@ Test(extender, a_node_kept_for_its_gpus_fails_filter_and_preempt)
     svc_free(s);
 }
 
+/* preempt_share_on is preempt's answer for a share of milli (1 core) on
+ * node, evicting the pod of victim_uid there, under a fragment policy with
+ * keepFree keep_free that saw 20 such shares (caller frees). */
+static reply preempt_share_on(svc *s, double keep_free, int milli, const char *node,
+                              const char *victim_uid)
+{
+    char *yaml = NULL, *pod = NULL, *pre = NULL;
+    cr_assert(asprintf(&yaml, "strategy: fragment\nfragment:\n  keepFree: %g\n", keep_free) > 0);
+    cr_assert(asprintf(&pod,
+                       "{\"metadata\":{\"name\":\"share\",\"namespace\":\"default\","
+                       "\"uid\":\"uid-share\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                       "\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\","
+                       "\"agentsched.io/gpu-milli\":\"%d\"}}}]}}",
+                       milli) > 0);
+    score_policy *p = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&s->core->reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK,
+                 "%s", d.msg);
+    json_t *j = json_loads(pod, 0, NULL);
+    cr_assert(j);
+    model_pod *g = NULL;
+    cr_assert_eq(model_pod_from_json(&s->core->reg, j, &g, &d), AS_OK, "%s", d.msg);
+    for (int k = 0; k < 20; k++)
+        score_observe_pod(p, g);
+    model_pod_free(g);
+    json_decref(j);
+    core_policy_set(s->core, p);
+    cr_assert(asprintf(&pre,
+                       "{\"Pod\":%s,\"NodeNameToMetaVictims\":{\"%s\":{\"Pods\":"
+                       "[{\"UID\":\"%s\"}],\"NumPDBViolations\":0}}}",
+                       pod, node, victim_uid) > 0);
+    reply r = call(s, extender_handle_preempt, pre);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    free(pre);
+    free(pod);
+    free(yaml);
+    return r;
+}
+
+/* fragment's keepFree through preempt: 2 of the fixture's 12 devices are
+ * wholly free (gpu-1's). An 810-milli share (no share seen fits the 190 it
+ * leaves) would take the device that evicting gpu-3a's whole-GPU pod
+ * frees; after that eviction 3 of 12 are free. With keepFree 0.2 free
+ * devices are then not short and gpu-3a is a node for the share, though
+ * 2 of 12 are short now; with keepFree 0.3 they stay short and preempt
+ * drops it. */
+Test(extender, preempt_counts_the_devices_its_victims_free)
+{
+    svc *s = new_svc();
+    uint64_t dev = 0, nfree = 0;
+    cache_gpu_devices(s->core->cache, &dev, &nfree);
+    cr_assert_eq(dev, 12);
+    cr_assert_eq(nfree, 2);
+    reply r = preempt_share_on(s, 0.2, 810, "gpu-3a", "gpu-3a-whole");
+    const json_t *v = json_object_get(r.json, "NodeNameToMetaVictims");
+    cr_assert_eq(json_object_size(v), 1, "%s", r.raw);
+    cr_assert(json_object_get(v, "gpu-3a"), "%s", r.raw);
+    reply_free(&r);
+    r = preempt_share_on(s, 0.3, 810, "gpu-3a", "gpu-3a-whole");
+    cr_assert_eq(json_object_size(json_object_get(r.json, "NodeNameToMetaVictims")), 0, "%s",
+                 r.raw);
+    reply_free(&r);
+    svc_free(s);
+}
+
 /* spec_args is a filter of pod name with spec text spec. */
 static char *spec_args(const char *name, const char *spec_key, const char *spec)
 {
