@@ -36,13 +36,12 @@ Needs python3-scipy (Debian's, 1.10 or later: linprog's HiGHS method).
 Usage: offline_bound.py [--agentsched BIN] --nodes NODES.csv --pods PODS.csv
                         [--seed S] [--policy P]
 """
-import argparse
 import csv
 import os
 import sys
 from collections import Counter, defaultdict
 
-from share_floor import FULL, demand_of, find_binary, replay
+from share_floor import FULL, demand_of, find_binary, replay, replay_parser
 
 try:
     import numpy as np
@@ -154,11 +153,7 @@ def most_gpu(kinds, pods, configs, cpu_pods, min_early=None):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--agentsched", default=None)
-    ap.add_argument("--nodes", required=True)
-    ap.add_argument("--pods", required=True)
-    ap.add_argument("--seed", type=int, default=42)
+    ap = replay_parser(__doc__)
     ap.add_argument("--policy", default="fragment")
     a = ap.parse_args()
     binary = find_binary(a.agentsched, "offline_bound")

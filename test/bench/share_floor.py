@@ -130,13 +130,19 @@ def choose(cnt, m, rule, p_above):
     return best
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def replay_parser(doc):
+    """The flags of a tool over one replay: --agentsched, --nodes, --pods,
+    --seed; doc's first line describes it."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--agentsched", default=None)
     ap.add_argument("--nodes", required=True)
     ap.add_argument("--pods", required=True)
     ap.add_argument("--seed", type=int, default=42)
-    a = ap.parse_args()
+    return ap
+
+
+def main():
+    a = replay_parser(__doc__).parse_args()
     binary = find_binary(a.agentsched, "share_floor")
     with open(a.nodes) as f:
         ndev = sum(int(r["gpu"]) for r in csv.DictReader(f))
