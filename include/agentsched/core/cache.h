@@ -101,8 +101,9 @@ typedef struct cache_node {
     uint32_t name_len;  /* strlen(spec->name) */
     model_resvec alloc; /* spec->alloc */
     /* The cache's GPU device counts, [0] devices and [1] wholly free ones
-     * over all its nodes (atomic; cache_gpu_devices), so a score can ask
-     * how scarce free devices are; NULL on a node built by hand. */
+     * over the nodes a scheduler may place on (atomic; cache_gpu_devices),
+     * so a score can ask how scarce free devices are; NULL on a node built
+     * by hand. */
     const uint64_t *cluster_gpus;
     /* (atomic) what Volcano's sharding controller counts of the same pods:
      * their containers' CPU requests (model_pod containers_cpu), mirror
@@ -375,11 +376,12 @@ typedef struct cache_stats {
 } cache_stats;
 
 /*
- * cache_gpu_devices reads the GPU devices of the cache's nodes and how many
- * of them nothing is charged to (wholly free), kept up to date by every
- * change to a node's devices or usage. Lock-free; the two values are each
- * exact after a change completes, and may be one change apart while a
- * writer runs.
+ * cache_gpu_devices reads the GPU devices a scheduler may place on (the
+ * cache's nodes; in hard shard mode those in its shard) and how many of
+ * them nothing is charged to (wholly free), kept up to date by every
+ * change to a node's devices, usage or shard membership and by a change of
+ * mode. Lock-free; the two values are each exact after a change completes,
+ * and may be one change apart while a writer runs.
  */
 void cache_gpu_devices(const cache *c, uint64_t *devices, uint64_t *free_devices);
 

@@ -935,6 +935,48 @@ Test(cache, gpu_device_counts_follow_every_change)
     model_pod_free(a);
 }
 
+/* In hard shard mode a scheduler places only on its shard's nodes, so the
+ * device counts it reads (cluster_gpus too) are the shard's: they follow
+ * the membership and the mode, and every other mode counts all nodes. */
+Test(cache, gpu_device_counts_are_the_shards_in_hard_mode)
+{
+    cr_assert_eq(cache_node_upsert(c, gpu_node("a", 4)), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, gpu_node("b", 2)), AS_OK);
+    model_pod *p = fx_pod("w", "uw", 100, 0);
+    fx_pod_gpu(&reg, p, 1, 0);
+    fx_pod_bind(p, "b");
+    cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+    model_pod_free(p);
+    devices_are(6, 5, "no shard mode: every node");
+    cache_set_shard_mode(c, CACHE_SHARD_HARD);
+    uint64_t rev = 0;
+    const char *only_b[] = {"b"};
+    cr_assert_eq(cache_shard_apply(c, only_b, 1, &rev), AS_OK);
+    devices_are(2, 1, "hard, shard {b}");
+    cache_read_lock(c);
+    const cache_node *a = cache_node_find(c, "a", 1);
+    cr_assert_not_null(a);
+    uint64_t seen = __atomic_load_n(&a->cluster_gpus[1], __ATOMIC_RELAXED);
+    cache_read_unlock(c);
+    cr_assert_eq(seen, 1, "a node outside the shard reads the shard's counts too");
+    const char *both[] = {"a", "b"};
+    cr_assert_eq(cache_shard_apply(c, both, 2, &rev), AS_OK);
+    devices_are(6, 5, "hard, shard {a, b}");
+    const char *only_a[] = {"a"};
+    cr_assert_eq(cache_shard_apply(c, only_a, 1, &rev), AS_OK);
+    devices_are(4, 4, "hard, shard {a}");
+    cr_assert_eq(cache_pod_delete(c, "uw"), AS_OK);
+    devices_are(4, 4, "a change outside the shard");
+    cache_set_shard_mode(c, CACHE_SHARD_SOFT);
+    devices_are(6, 6, "soft: every node");
+    cache_set_shard_mode(c, CACHE_SHARD_HARD);
+    devices_are(4, 4, "hard again");
+    cr_assert_eq(cache_node_remove(c, "a"), AS_OK);
+    devices_are(0, 0, "the shard's node gone");
+    cr_assert_eq(cache_node_upsert(c, gpu_node("a", 2)), AS_OK);
+    devices_are(2, 2, "back, in the shard");
+}
+
 Test(cache, resized_pod_keeps_its_gpu_device)
 {
     cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);
