@@ -91,7 +91,7 @@ static cnode *cnode_alloc(cache *c)
     cnode *n = c->free_cnodes;
     c->free_cnodes = (cnode *)n->rec;
     memset(n, 0, sizeof *n);
-    n->pub.cluster_gpus = c->acct.usable_gpus;
+    n->pub.cluster_gpus = c->acct.gpus;
     n->acct = (cache_acct_node){
         .requested = n->pub.requested,
         .gpu_used = n->pub.gpu_used,
@@ -877,11 +877,12 @@ void cache_set_shard_mode(cache *c, cache_shard_mode mode)
     pthread_mutex_lock(&c->wmu);
     cache_shard_mode old = cache_get_shard_mode(c);
     __atomic_store_n(&c->mode, (int)mode, __ATOMIC_RELAXED);
-    c->acct.hard = mode == CACHE_SHARD_HARD;
-    devices_publish(&c->acct);
     if (old != mode) {
-        /* A stricter mode can make a fitting pod stop fitting. */
+        /* A stricter mode can make a fitting pod stop fitting; in hard
+         * mode the device counts are the shard's nodes'. */
+        c->acct.hard = mode == CACHE_SHARD_HARD;
         for (size_t i = 0; i < c->nnodes; i++) {
+            devices_note(&c->acct, &c->nodes[i]->acct, false);
             bump_generation(&c->nodes[i]->acct);
             bump_bind_version(&c->nodes[i]->acct);
             log_node(&c->acct, &c->nodes[i]->acct);
@@ -982,8 +983,8 @@ uint64_t cache_shard_revision(const cache *c)
 /* See cache.h. */
 void cache_gpu_devices(const cache *c, uint64_t *devices, uint64_t *free_devices)
 {
-    *devices = __atomic_load_n(&c->acct.usable_gpus[0], __ATOMIC_RELAXED);
-    *free_devices = __atomic_load_n(&c->acct.usable_gpus[1], __ATOMIC_RELAXED);
+    *devices = __atomic_load_n(&c->acct.gpus[0], __ATOMIC_RELAXED);
+    *free_devices = __atomic_load_n(&c->acct.gpus[1], __ATOMIC_RELAXED);
 }
 
 /* See cache.h. */
@@ -1035,7 +1036,7 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                           c->acct.pods_detached);
         goto done;
     }
-    uint64_t ndev = 0, nfree = 0, sdev = 0, sfree = 0;
+    uint64_t ndev = 0, nfree = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         const cnode *n = c->nodes[i];
         const model_node *spec = n->pub.spec;
@@ -1095,7 +1096,8 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                 goto done;
             }
         }
-        uint64_t nfree_before = nfree;
+        /* the nodes a scheduler may place on are the ones counted */
+        bool usable = !c->acct.hard || cache_node_in_shard(&n->pub);
         for (int d = 0; d < MODEL_MAX_GPUS; d++) {
             int32_t have = cache_node_gpu_used(&n->pub, d);
             if (have != gsum[d]) {
@@ -1110,27 +1112,16 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                                   spec->name, d, have);
                 goto done;
             }
-            nfree += (uint32_t)d < n->pub.ngpus && have == 0;
+            nfree += usable && (uint32_t)d < n->pub.ngpus && have == 0;
         }
-        ndev += n->pub.ngpus;
-        if (cache_node_in_shard(&n->pub)) {
-            sdev += n->pub.ngpus;
-            sfree += nfree - nfree_before;
-        }
+        ndev += usable ? n->pub.ngpus : 0;
     }
-    const uint64_t *use = c->acct.hard ? c->acct.shard_gpus : c->acct.gpus;
-    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1] || sdev != c->acct.shard_gpus[0] ||
-        sfree != c->acct.shard_gpus[1] || use[0] != c->acct.usable_gpus[0] ||
-        use[1] != c->acct.usable_gpus[1])
-        err = as_diag_set(
-            diag, AS_EINTERNAL, NULL,
-            "device counts: %llu devices, %llu free (%llu, %llu in the shard; "
-            "%llu, %llu usable), but the nodes hold %llu, %llu (%llu, %llu)",
-            (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
-            (unsigned long long)c->acct.shard_gpus[0], (unsigned long long)c->acct.shard_gpus[1],
-            (unsigned long long)c->acct.usable_gpus[0], (unsigned long long)c->acct.usable_gpus[1],
-            (unsigned long long)ndev, (unsigned long long)nfree, (unsigned long long)sdev,
-            (unsigned long long)sfree);
+    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1])
+        err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                          "device counts: %llu devices, %llu free, but the nodes a scheduler "
+                          "may place on hold %llu, %llu",
+                          (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
+                          (unsigned long long)ndev, (unsigned long long)nfree);
 done:
     pthread_mutex_unlock(&c->wmu);
     return err;

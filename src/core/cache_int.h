@@ -53,10 +53,9 @@ typedef struct cache_acct_node {
     const uint32_t *ngpus; /* devices of the current spec, capped */
     const int *in_shard;   /* (atomic) the node is in the cache's shard */
     /* What the node adds to the accounting's device counts (devices_note):
-     * its devices and those wholly free, as last counted, and whether they
-     * were counted among the shard's. */
+     * its devices and those wholly free, as last counted (0, 0 while a
+     * scheduler may not place on it). */
     uint32_t counted_devices, counted_free;
-    bool counted_in_shard;
 } cache_acct_node;
 
 typedef struct prec prec;
@@ -102,15 +101,12 @@ typedef struct cache_acct {
     uint64_t epoch;  /* resync mark given to entries inserted or seen */
     size_t pods_bound, pods_assumed, pods_detached;
 
-    /* GPU devices of the attached nodes, and those with nothing on them
-     * ([0], [1]), over all of them (gpus) and over those in the shard
-     * (shard_gpus); usable_gpus is the pair a scheduler may place on: the
-     * shard's when `hard` (hard shard mode), else all. Atomic: readers
-     * load usable_gpus lock-free, through the nodes' cluster_gpus too;
-     * devices_note and devices_publish write. */
+    /* GPU devices of the attached nodes a scheduler may place on (with
+     * `hard`, hard shard mode, those in the shard), and those with nothing
+     * on them ([0], [1]; atomic: readers load them lock-free, through the
+     * nodes' cluster_gpus too; devices_note writes, and is called for every
+     * node when `hard` changes). */
     uint64_t gpus[2];
-    uint64_t shard_gpus[2];
-    uint64_t usable_gpus[2];
     bool hard;
 
     /* Change log (cache.h CHANGE LOG): slots of changed nodes. */
@@ -155,41 +151,23 @@ static inline void log_append(cache_acct *a, uint32_t slot)
     __atomic_store_n(&a->log_head, h + 1, __ATOMIC_RELEASE);
 }
 
-/* devices_publish sets a's usable_gpus from the pair `hard` selects.
- * Writer mutex held. */
-static inline void devices_publish(cache_acct *a)
-{
-    const uint64_t *src = a->hard ? a->shard_gpus : a->gpus;
-    for (int i = 0; i < 2; i++)
-        __atomic_store_n(&a->usable_gpus[i], src[i], __ATOMIC_RELAXED);
-}
-
 /* devices_note brings a's device counts up to date with n (attached, or
  * `gone`: being detached): every change to a node's devices, usage or
  * shard membership ends with it. Writer mutex held. */
 static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
 {
     uint32_t dev = 0, nfree = 0;
-    if (!gone) {
+    if (!gone && (!a->hard || __atomic_load_n(n->in_shard, __ATOMIC_RELAXED))) {
         dev = *n->ngpus;
         for (uint32_t d = 0; d < dev; d++)
             nfree += __atomic_load_n(&n->gpu_used[d], __ATOMIC_RELAXED) == 0;
     }
-    bool in = !gone && __atomic_load_n(n->in_shard, __ATOMIC_RELAXED);
-    a->gpus[0] += dev - (uint64_t)n->counted_devices;
-    a->gpus[1] += nfree - (uint64_t)n->counted_free;
-    if (n->counted_in_shard) {
-        a->shard_gpus[0] -= n->counted_devices;
-        a->shard_gpus[1] -= n->counted_free;
-    }
-    if (in) {
-        a->shard_gpus[0] += dev;
-        a->shard_gpus[1] += nfree;
-    }
+    uint64_t td = __atomic_load_n(&a->gpus[0], __ATOMIC_RELAXED);
+    uint64_t tf = __atomic_load_n(&a->gpus[1], __ATOMIC_RELAXED);
+    __atomic_store_n(&a->gpus[0], td - n->counted_devices + dev, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->gpus[1], tf - n->counted_free + nfree, __ATOMIC_RELAXED);
     n->counted_devices = dev;
     n->counted_free = nfree;
-    n->counted_in_shard = in;
-    devices_publish(a);
 }
 
 /* log_node is log_append for n's current slot. */
