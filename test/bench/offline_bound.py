@@ -189,8 +189,8 @@ def main():
                   for p in ("least-allocated", "most-allocated", "best-fit"))
     fgd100 = float(got["fgd"]["gpu_alloc_ratio_at_100"])
     mine = base[-1]  # the policy's row: the replay keeps the order asked
-    early = Counter({k: c for k, c in pods.items() if k[5]})
-    ceiling = most_gpu(kinds, early, configs, cpu_pods[0]) / cap
+    early_pods = Counter({k: c for k, c in pods.items() if k[5]})
+    ceiling = most_gpu(kinds, early_pods, configs, cpu_pods[0]) / cap
     floor = max(0.0, cap - most_gpu(kinds, pods, configs, cpu_pods[1])) / FULL
     floor_fgd = max(0.0, cap - most_gpu(kinds, pods, configs, cpu_pods[1], fgd100 * cap)) / FULL
     print("pods: %s; %d GPUs; %d pods offered, %d device configurations; %s gave CPU-only"
