@@ -658,7 +658,8 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
     svc_gauge(s, "agentsched_cache_pods{state=\"detached\"}", pods, (int64_t)cs.pods_detached);
     uint64_t ndev = 0, nfree = 0;
     cache_gpu_devices(s->core->cache, &ndev, &nfree);
-    const char *gd = "GPU devices of the cached nodes: all, and wholly free ones.";
+    const char *gd = "GPU devices agentsched may place on (with hard shards, its shard's): all, "
+                     "and wholly free ones.";
     svc_gauge(s, "agentsched_cache_gpu_devices{state=\"all\"}", gd, (int64_t)ndev);
     svc_gauge(s, "agentsched_cache_gpu_devices{state=\"free\"}", gd, (int64_t)nfree);
     score_policy *pol = core_policy_get(s->core);
