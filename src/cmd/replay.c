@@ -235,6 +235,7 @@ typedef struct run {
     cache *c;
     binder *b;
     model_pod **pods; /* one per trace pod */
+    size_t *order;    /* the list's submission order: trace pod indexes */
     score_task_shape *shapes;
     size_t nshapes;
     sched_result res;
@@ -276,12 +277,57 @@ static void run_teardown(run *r, const trace *t)
         for (size_t i = 0; i < t->npods; i++)
             model_pod_free(r->pods[i]);
     free(r->pods);
+    free(r->order);
     free(r->shapes);
     binder_free(r->b);
     cache_free(r->c);
     if (r->pol)
         score_policy_unref(r->pol);
     model_registry_destroy(&r->reg);
+}
+
+typedef struct named {
+    const char *name;
+    size_t idx;
+} named;
+
+static int named_cmp(const void *a, const void *b)
+{
+    const named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The list's submission order into r->order: the trace's own, or with
+ * o->shuffle the pods sorted by name and shuffled (Fisher-Yates) with a
+ * stream of the seed apart from the sampling's, as the paper's experiments
+ * submit them. The same for every policy. */
+static as_err run_order(run *r, const trace *t, const replay_options *o, as_diag *diag)
+{
+    named *v = NULL;
+    if (!(r->order = malloc((t->npods ? t->npods : 1) * sizeof *r->order)) ||
+        (o->shuffle && !(v = malloc((t->npods ? t->npods : 1) * sizeof *v)))) {
+        free(v);
+        return as_diag_set(diag, AS_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t i = 0; i < t->npods; i++)
+        r->order[i] = i;
+    if (!o->shuffle)
+        return AS_OK;
+    for (size_t i = 0; i < t->npods; i++)
+        v[i] = (named){t->pods[i].name, i};
+    qsort(v, t->npods, sizeof *v, named_cmp);
+    uint64_t rng = o->seed ^ 0x2545f4914f6cdd1dull;
+    for (size_t i = t->npods; i > 1; i--) {
+        size_t j = (size_t)(splitmix(&rng) % i);
+        named x = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = x;
+    }
+    for (size_t i = 0; i < t->npods; i++)
+        r->order[i] = v[i].idx;
+    free(v);
+    return AS_OK;
 }
 
 /* Schedules trace pod idx as submission seq (a distinct pod) through the decision
@@ -374,7 +420,7 @@ static as_err run_fill(run *r, const trace *t, const replay_options *o, replay_r
     for (uint64_t seq = 0;; seq++) {
         if (sample ? (double)arrived >= target || seq >= MAX_SUBMISSIONS : seq >= t->npods)
             break;
-        size_t idx = seq < t->npods ? (size_t)seq : (size_t)(splitmix(&rng) % t->npods);
+        size_t idx = seq < t->npods ? r->order[seq] : (size_t)(splitmix(&rng) % t->npods);
         const trace_pod *tp = &t->pods[idx];
         int64_t demand = tp->num_gpu * tp->gpu_milli;
         arrived += demand;
@@ -567,7 +613,7 @@ static as_err run_churn(run *r, const trace *t, const replay_options *o, replay_
         }
         area += level(r, gpu) * in_window(last, ta, win);
         last = ta;
-        size_t idx = seq < t->npods ? seq : (size_t)(splitmix(&rng_pick) % t->npods);
+        size_t idx = seq < t->npods ? r->order[seq] : (size_t)(splitmix(&rng_pick) % t->npods);
         const trace_pod *tp = &t->pods[idx];
         double life = tp->deleted > tp->created ? (double)(tp->deleted - tp->created)
                       : nlives                  ? lives[splitmix(&rng_life) % nlives]
@@ -617,7 +663,7 @@ as_err replay_run(const trace *t, const char *policy, const replay_options *o, r
     model_registry_init(&r.reg);
     sched_result_init(&r.res);
     as_err err;
-    if ((err = run_setup(&r, t, policy, diag)) ||
+    if ((err = run_setup(&r, t, policy, diag)) || (err = run_order(&r, t, o, diag)) ||
         (err = o->churn ? run_churn(&r, t, o, out, diag) : run_fill(&r, t, o, out, diag)))
         goto done;
     double gcap = t->gpu_cap > 0 ? (double)t->gpu_cap : 1;
@@ -655,6 +701,7 @@ enum {
     REPLAY_CHURN,
     REPLAY_ARRIVALS,
     REPLAY_ONCE,
+    REPLAY_ORDER,
     REPLAY_PLACEMENTS,
     REPLAY_HELP,
 };
@@ -681,7 +728,11 @@ static const cli_flag replay_flags[] = {
      "inflate x capacity, each placed pod deleted after its trace\n"
      "lifetime; judged over the second half of the time"},
     {REPLAY_ARRIVALS, "--arrivals", 0, "N", "with --churn: pods submitted (default 3 x the list)"},
-    {REPLAY_ONCE, "--once", 0, NULL, "submit the list once, in trace order (no sampling)"},
+    {REPLAY_ONCE, "--once", 0, NULL, "submit the list once (no sampling)"},
+    {REPLAY_ORDER, "--order", 0, "O",
+     "the list's submission order: trace (creation time, then\n"
+     "name; file order without it; the default) or shuffle (by\n"
+     "name, shuffled with the seed: the FGD paper's experiments)"},
     {REPLAY_PLACEMENTS, "--placements", 0, "FILE",
      "with one policy: write submission,pod,node per pod (node\n"
      "empty when refused) to FILE (- for standard output)"},
@@ -693,12 +744,12 @@ static const cli_spec replay_cli = {
     .synopsis = "Usage: agentsched replay --nodes NODES.csv --pods PODS.csv [--policy a,b,c]\n"
                 "                         [--inflate 1.3] [--seed S] [--format table|json|csv]\n"
                 "                         [--plot FILE.png] [--churn [--arrivals N] | --once]\n"
-                "                         [--placements FILE]\n\n"
+                "                         [--order trace|shuffle] [--placements FILE]\n\n"
                 "Replays an openb GPU trace (Alibaba cluster-trace-gpu-v2023) through the\n"
                 "scheduling core with each policy and compares placement quality. Pods arrive\n"
-                "in trace order and are never deleted; then pods are sampled from the list\n"
-                "(with the seed) until the arrived GPU demand reaches inflate x capacity.\n"
-                "With --churn the same pods arrive over time and leave after their\n"
+                "in trace order (or shuffled) and are never deleted; then pods are sampled\n"
+                "from the list (with the seed) until the arrived GPU demand reaches inflate x\n"
+                "capacity. With --churn the same pods arrive over time and leave after their\n"
                 "lifetimes (docs/scoring.md, \"Churn\").\n\n",
     .flags = replay_flags,
     .nflags = sizeof replay_flags / sizeof replay_flags[0],
@@ -712,9 +763,10 @@ static void print_churn_table(FILE *f, const trace *t, const replay_options *o,
 {
     fprintf(f,
             "trace: %zu nodes, %zu pods, %.0f GPUs; churn: offered load %.2f x capacity, "
-            "%llu arrivals, seed %llu; over the second half of the time:\n",
+            "%llu arrivals%s, seed %llu; over the second half of the time:\n",
             t->nnodes, t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, o->inflate,
-            (unsigned long long)r[0].submitted, (unsigned long long)o->seed);
+            (unsigned long long)r[0].submitted, o->shuffle ? " (the list shuffled)" : "",
+            (unsigned long long)o->seed);
     fprintf(f, "%-20s %7s %7s %9s %9s %9s %9s %11s\n", "policy", "placed", "failed", "alloc",
             "refused", "live_end", "frag_end", "decisions/s");
     for (size_t i = 0; i < n; i++)
@@ -731,12 +783,13 @@ static void print_table(FILE *f, const trace *t, const replay_options *o, const 
         print_churn_table(f, t, o, r, n);
         return;
     }
+    const char *order = o->shuffle ? "shuffled" : "in trace order";
     if (o->once)
-        fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; the list once, in trace order\n",
-                t->nnodes, t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI);
+        fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; the list once, %s\n", t->nnodes,
+                t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, order);
     else
-        fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; inflate %.2f, seed %llu\n", t->nnodes,
-                t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, o->inflate,
+        fprintf(f, "trace: %zu nodes, %zu pods, %.0f GPUs; the list %s, inflate %.2f, seed %llu\n",
+                t->nnodes, t->npods, (double)t->gpu_cap / MODEL_GPU_MILLI, order, o->inflate,
                 (unsigned long long)o->seed);
     fprintf(f, "%-20s %7s %7s %8s %8s %8s %8s %8s %9s %9s %11s\n", "policy", "placed", "failed",
             "cpu-pods", "gpu@100", "gpu_end", "cpu_end", "mem_end", "unalloc", "frag",
@@ -969,6 +1022,13 @@ int replay_cli_main(int argc, char **argv)
             break;
         case REPLAY_ONCE:
             o.once = true;
+            break;
+        case REPLAY_ORDER:
+            if (strcmp(v, "trace") && strcmp(v, "shuffle")) {
+                fprintf(stderr, "agentsched replay: --order %s: use trace or shuffle\n", v);
+                return 2;
+            }
+            o.shuffle = strcmp(v, "shuffle") == 0;
             break;
         case REPLAY_PLACEMENTS:
             placements = v;

@@ -5,7 +5,9 @@
  *   - nodes become cluster nodes (GPU model as the policy's model label,
  *     GPUs as the whole-GPU resource);
  *   - pods are submitted in trace order (creation_time, then name; file
- *     order when there is no creation_time column) and never deleted;
+ *     order when there is no creation_time column) and never deleted; or,
+ *     with options.shuffle, as the paper's experiments submit them: sorted
+ *     by name, then shuffled with the seed;
  *   - once the list is exhausted, pods are sampled uniformly from it with
  *     the seed until the GPU demand that has arrived reaches inflate x the
  *     cluster's GPU capacity;
@@ -47,7 +49,9 @@ typedef struct replay_options {
     bool curve;       /* record allocation against arrived demand (for plots) */
     bool churn;       /* pods leave: see below */
     size_t arrivals;  /* churn: pods submitted (0: three times the list) */
-    bool once;        /* fill: submit the list once, in trace order, no samples */
+    bool once;        /* fill: submit the list once, no samples */
+    bool shuffle;     /* the list in name order shuffled with the seed, not in
+                       * trace order (the paper's experiments) */
     FILE *placements; /* not NULL: one line "submission,pod,node" per pod
                        * submitted (node empty when refused); borrowed */
 } replay_options;

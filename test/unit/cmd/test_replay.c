@@ -166,6 +166,62 @@ Test(replay, sampling_until_inflated)
     trace_free(t);
 }
 
+/* The pod names of a run's placements file, in submission order, joined. */
+static void submitted_names(const trace *t, bool shuffle, uint64_t seed, char *out, size_t cap)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    replay_options o = {
+        .inflate = 1.3, .seed = seed, .once = true, .shuffle = shuffle, .placements = f};
+    replay_result r;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(replay_run(t, "least-allocated", &o, &r, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(r.submitted, t->npods);
+    fclose(f);
+    size_t n = 0;
+    out[0] = 0;
+    /* lines "submission,pod,node": keep the pod */
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        const char *pod = strchr(line, ',') + 1;
+        n += (size_t)snprintf(out + n, cap - n, "%.*s ", (int)strcspn(pod, ","), pod);
+        cr_assert_lt(n, cap);
+    }
+    free(text);
+}
+
+/* --order shuffle submits the list as the paper's experiments do: sorted by
+ * name, then shuffled with the seed; every pod once, the same order for the
+ * same seed, another for another seed. */
+Test(replay, shuffled_order)
+{
+    char nodes[256], pods[4096];
+    snprintf(nodes, sizeof nodes, "%sn1,64000,262144,8,G2\n", nodes_hdr);
+    size_t n = (size_t)snprintf(pods, sizeof pods, "%s", pods_hdr);
+    for (int i = 0; i < 24; i++) /* creation times in reverse name order */
+        n += (size_t)snprintf(pods + n, sizeof pods - n, "p%02d,100,128,0,0,,LS,Running,%d,0,0\n",
+                              i, 100 - i);
+    trace *t = parse(nodes, pods);
+    char trace_order[512], a[512], b[512], c[512];
+    submitted_names(t, false, 42, trace_order, sizeof trace_order);
+    cr_assert(strncmp(trace_order, "p23 p22 ", 8) == 0, "%s", trace_order);
+    submitted_names(t, true, 42, a, sizeof a);
+    submitted_names(t, true, 42, b, sizeof b);
+    submitted_names(t, true, 43, c, sizeof c);
+    cr_assert_str_eq(a, b);
+    cr_assert_str_neq(a, c);
+    cr_assert_str_neq(a, trace_order);
+    for (int i = 0; i < 24; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "p%02d ", i);
+        const char *at = strstr(a, name);
+        cr_assert(at && !strstr(at + 1, name), "%s once in %s", name, a);
+    }
+    trace_free(t);
+}
+
 /* gpu_spec restricts pods to the listed models (node affinity). */
 Test(replay, gpu_spec_is_affinity)
 {
@@ -329,6 +385,10 @@ Test(replay, cli_usage_errors)
     free(out);
     out = cli_run(&st, "replay --nodes a --pods b --inflate 0.5 2>&1");
     cr_assert_eq(WEXITSTATUS(st), 2);
+    free(out);
+    out = cli_run(&st, "replay --nodes a --pods b --order random 2>&1");
+    cr_assert_eq(WEXITSTATUS(st), 2);
+    cr_assert(strstr(out, "--order random: use trace or shuffle"), "%s", out);
     free(out);
     out = cli_run(&st, "replay --nodes %s/nodes.csv --pods %s/pods.csv --policy nope 2>&1", DATA,
                   DATA);
