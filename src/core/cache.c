@@ -650,6 +650,43 @@ static void set_spec(cnode *n, const model_node *spec)
     n->pub.alloc = spec->alloc;
 }
 
+/* gpu_model_entry is spec's GPU model entry, appended when new if add;
+ * NULL without devices or a model label, for a label longer than an entry
+ * holds, or when not found (or the table is full). Writer mutex held. */
+static cache_gpu_model *gpu_model_entry(cache *c, const model_node *spec, bool add)
+{
+    if (!spec->ngpus || !spec->gpu_model || !spec->gpu_model[0])
+        return NULL;
+    size_t len = strlen(spec->gpu_model);
+    uint32_t n = c->acct.nmodels;
+    if (len >= sizeof c->acct.models[0].name)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(c->acct.models[i].name, spec->gpu_model) == 0)
+            return &c->acct.models[i];
+    if (!add || n == CACHE_MAX_GPU_MODELS)
+        return NULL;
+    memcpy(c->acct.models[n].name, spec->gpu_model, len + 1);
+    __atomic_store_n(&c->acct.nmodels, n + 1, __ATOMIC_RELEASE);
+    return &c->acct.models[n];
+}
+
+/* set_gpu_model points n at its spec's GPU model entry; an attached node
+ * (attached) moves its devices from the old entry's count to the new
+ * one's. Writer mutex and write lock held (scans read the pointer). */
+static void set_gpu_model(cache *c, cnode *n, bool attached)
+{
+    cache_gpu_model *gm = gpu_model_entry(c, n->pub.spec, true);
+    if (gm == n->pub.gpu_model)
+        return;
+    if (attached)
+        devices_note(&c->acct, &n->acct, true);
+    n->pub.gpu_model = gm;
+    n->acct.model_devices = gm ? &gm->devices : NULL;
+    if (attached)
+        devices_note(&c->acct, &n->acct, false);
+}
+
 static bool shard_has(const cache *c, const char *name, size_t len)
 {
     return table_get(&c->shard, name, len) != NULL;
@@ -680,6 +717,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         const model_node *old = n->pub.spec;
         pthread_rwlock_wrlock(&c->rw);
         set_spec(n, node);
+        set_gpu_model(c, n, true);
         /* Logged under the write lock: the old spec is freed below, and a
          * reader that still remembers this slot must re-read it first. */
         log_node(&c->acct, &n->acct);
@@ -713,6 +751,7 @@ as_err cache_node_upsert(cache *c, model_node *node)
         goto done;
     }
     set_spec(n, node);
+    set_gpu_model(c, n, false); /* counted when attached, below */
     n->pub.id = c->next_id++;
     n->pub.bind_version = 1; /* 0 never matches: "always recheck" */
     n->pub.generation = 1;
@@ -1036,7 +1075,7 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                           c->acct.pods_detached);
         goto done;
     }
-    uint64_t ndev = 0, nfree = 0;
+    uint64_t ndev = 0, nfree = 0, mdev[CACHE_MAX_GPU_MODELS] = {0};
     for (size_t i = 0; i < c->nnodes; i++) {
         const cnode *n = c->nodes[i];
         const model_node *spec = n->pub.spec;
@@ -1115,13 +1154,32 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
             nfree += usable && (uint32_t)d < n->pub.ngpus && have == 0;
         }
         ndev += usable ? n->pub.ngpus : 0;
+        const cache_gpu_model *gm = n->pub.gpu_model;
+        if (gm != gpu_model_entry(c, spec, false)) {
+            err = as_diag_set(diag, AS_EINTERNAL, NULL, "node %s: GPU model entry %s, label %s",
+                              spec->name, gm ? gm->name : "none",
+                              spec->gpu_model ? spec->gpu_model : "none");
+            goto done;
+        }
+        if (gm && usable)
+            mdev[gm - c->acct.models] += n->pub.ngpus;
     }
-    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1])
+    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1]) {
         err = as_diag_set(diag, AS_EINTERNAL, NULL,
                           "device counts: %llu devices, %llu free, but the nodes a scheduler "
                           "may place on hold %llu, %llu",
                           (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
                           (unsigned long long)ndev, (unsigned long long)nfree);
+        goto done;
+    }
+    for (uint32_t m = 0; m < c->acct.nmodels; m++)
+        if (mdev[m] != c->acct.models[m].devices) {
+            err = as_diag_set(diag, AS_EINTERNAL, NULL,
+                              "GPU model %s: %llu devices counted, its nodes hold %llu",
+                              c->acct.models[m].name, (unsigned long long)c->acct.models[m].devices,
+                              (unsigned long long)mdev[m]);
+            break;
+        }
 done:
     pthread_mutex_unlock(&c->wmu);
     return err;

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "agentsched/base/table.h"
+#include "agentsched/core/cache.h"
 #include "agentsched/model/node.h"
 #include "agentsched/model/pod.h"
 
@@ -56,6 +57,8 @@ typedef struct cache_acct_node {
      * its devices and those wholly free, as last counted (0, 0 while a
      * scheduler may not place on it). */
     uint32_t counted_devices, counted_free;
+    /* Its GPU model's device count (cache_node gpu_model), or NULL. */
+    uint64_t *model_devices;
 } cache_acct_node;
 
 typedef struct prec prec;
@@ -108,6 +111,10 @@ typedef struct cache_acct {
      * node when `hard` changes). */
     uint64_t gpus[2];
     bool hard;
+    /* The same devices per GPU model (cache_node gpu_model): entries are
+     * appended under the writer mutex, nmodels published with release. */
+    cache_gpu_model models[CACHE_MAX_GPU_MODELS];
+    uint32_t nmodels; /* atomic */
 
     /* Change log (cache.h CHANGE LOG): slots of changed nodes. */
     uint64_t log[CACHE_ACCT_LOG_CAP]; /* (atomic) sequence tag << LOG_SLOT_BITS | slot */
@@ -166,6 +173,10 @@ static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
     uint64_t tf = __atomic_load_n(&a->gpus[1], __ATOMIC_RELAXED);
     __atomic_store_n(&a->gpus[0], td - n->counted_devices + dev, __ATOMIC_RELAXED);
     __atomic_store_n(&a->gpus[1], tf - n->counted_free + nfree, __ATOMIC_RELAXED);
+    if (n->model_devices) {
+        uint64_t md = __atomic_load_n(n->model_devices, __ATOMIC_RELAXED);
+        __atomic_store_n(n->model_devices, md - n->counted_devices + dev, __ATOMIC_RELAXED);
+    }
     n->counted_devices = dev;
     n->counted_free = nfree;
 }

@@ -493,10 +493,11 @@ static as_err load_shapes(ld_ctx *c, const json_t *obj)
 
 static as_err load_fragment(ld_ctx *c, const json_t *obj)
 {
-    static const char *const keys[] = {"strand",       "strandMix",     "partial",   "multiGpu",
-                                       "spread",       "spreadGpu",     "pack",      "cpuPerGpu",
-                                       "memoryPerGpu", "spreadSurplus", "spreadCpu", "reserve",
-                                       "keepFree",     "fillable",      NULL};
+    static const char *const keys[] = {
+        "strand",       "strandMix",     "partial",       "multiGpu",
+        "spread",       "spreadGpu",     "pack",          "cpuPerGpu",
+        "memoryPerGpu", "spreadSurplus", "spreadCpu",     "reserve",
+        "keepFree",     "fillable",      "modelPressure", NULL};
     as_err err = check_keys(c, obj, "fragment", keys);
     if (err)
         return err;
@@ -517,6 +518,7 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
         {"strandMix", offsetof(score_policy, f_mix), 1},
         {"keepFree", offsetof(score_policy, f_keep_free), 1},
         {"fillable", offsetof(score_policy, f_fillable), 1},
+        {"modelPressure", offsetof(score_policy, f_model), 100},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         const json_t *v = json_object_get(obj, nums[i].key);

@@ -144,6 +144,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_reserve = 2;
     p->f_keep_free = 0.05;
     p->f_fillable = 0.1;
+    p->f_model = 0.05;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */
@@ -200,6 +201,67 @@ as_err score_policy_add_shape(score_policy *p, const score_shape *s, double pop)
     uint64_t c = (uint64_t)llround(pop * 1e6);
     __atomic_add_fetch(&sl->count, c ? c : 1, __ATOMIC_RELAXED);
     return AS_OK;
+}
+
+/* pod_models writes the GPU models pod is pinned to as "|A|B|" into key:
+ * the policy's model label in its nodeSelector, or In on that label in
+ * every term of its required node affinity (the union). False when pod is
+ * not pinned that way or the list does not fit. */
+static bool pod_models(const score_policy *p, const model_pod *pod, char *key, size_t cap)
+{
+    const char *label = p->gpu_model_label;
+    const char *v = model_labels_get(&pod->node_selector, label);
+    if (v)
+        return (size_t)snprintf(key, cap, "|%s|", v) < cap;
+    if (!pod->affinity.present || !pod->affinity.nterms)
+        return false;
+    size_t n = (size_t)snprintf(key, cap, "|");
+    for (uint32_t t = 0; t < pod->affinity.nterms; t++) {
+        const model_selector_term *term = &pod->affinity.terms[t];
+        bool named = false;
+        for (uint32_t e = 0; e < term->nexprs && !named; e++) {
+            const model_selector_req *r = &term->exprs[e];
+            if (r->op != MODEL_SEL_IN || strcmp(r->key, label) != 0)
+                continue;
+            named = true;
+            for (uint32_t i = 0; i < r->nvalues; i++) {
+                n += (size_t)snprintf(key + n, cap - n, "%s|", r->values[i]);
+                if (n >= cap)
+                    return false;
+            }
+        }
+        if (!named)
+            return false; /* a term any model satisfies */
+    }
+    return n > 1;
+}
+
+/* Finds or claims the slot of pin set key; NULL when the table is full
+ * (shape_slot's protocol). */
+static score_pin_slot *pin_slot(score_policy *p, const char *key)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = key; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    for (int probe = 0; probe < SCORE_PIN_SETS; probe++) {
+        score_pin_slot *sl = &p->pins[(h + (uint64_t)probe) % SCORE_PIN_SETS];
+        int st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+        if (st == 0) {
+            int expect = 0;
+            if (__atomic_compare_exchange_n(&sl->state, &expect, 1, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                snprintf(sl->key, sizeof sl->key, "%s", key);
+                __atomic_store_n(&sl->state, 2, __ATOMIC_RELEASE);
+                return sl;
+            }
+            st = expect;
+        }
+        while (st == 1)
+            st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+        if (strcmp(sl->key, key) == 0)
+            return sl;
+    }
+    return NULL;
 }
 
 /* Relaxed atomic double load / store for the derived tables. */
@@ -316,6 +378,34 @@ static void rebuild_fragment(score_policy *p)
         st(&p->t_rc_asuf[c], suf);
     }
     __atomic_store_n(&p->t_nrc, nrc, __ATOMIC_RELAXED);
+    /* Pinned demand per model: the share of the GPU demand pinned to a
+     * set that holds the model (a set's demand counts for each of its
+     * models). Models are appended in the order first named. */
+    int npm = p->t_npm;
+    double pm[SCORE_PIN_MODELS] = {0};
+    for (int i = 0; i < SCORE_PIN_SETS; i++) {
+        const score_pin_slot *sl = &p->pins[i];
+        if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != 2)
+            continue;
+        uint64_t m = __atomic_load_n(&sl->milli, __ATOMIC_RELAXED);
+        for (const char *a = sl->key + 1; *a; a = strchr(a, '|') + 1) {
+            size_t len = strcspn(a, "|");
+            int k = 0;
+            while (k < npm && !(strncmp(p->t_pm_name[k], a, len) == 0 && !p->t_pm_name[k][len]))
+                k++;
+            if (k == npm) {
+                if (npm == SCORE_PIN_MODELS || len >= SCORE_MODEL_NAME)
+                    continue;
+                memcpy(p->t_pm_name[k], a, len);
+                p->t_pm_name[k][len] = 0;
+                npm++;
+            }
+            pm[k] += (double)m;
+        }
+    }
+    for (int k = 0; k < npm; k++)
+        st(&p->t_pm_share[k], milli ? pm[k] / (double)milli : 0);
+    __atomic_store_n(&p->t_npm, npm, __ATOMIC_RELEASE);
 }
 
 typedef struct typ_tmp {
@@ -368,6 +458,8 @@ typedef struct table_sig {
     int t_nrc;
     double t_rc_icpu[SCORE_RATIO_CLASSES];
     double t_rc_ppre[SCORE_RATIO_CLASSES + 1], t_rc_asuf[SCORE_RATIO_CLASSES + 1];
+    int t_npm;
+    double t_pm_share[SCORE_PIN_MODELS];
 } table_sig;
 
 static void table_sig_take(const score_policy *p, table_sig *g)
@@ -403,6 +495,10 @@ static void table_sig_take(const score_policy *p, table_sig *g)
             memcpy(g->t_rc_icpu, p->t_rc_icpu, sizeof g->t_rc_icpu);
             memcpy(g->t_rc_ppre, p->t_rc_ppre, sizeof g->t_rc_ppre);
             memcpy(g->t_rc_asuf, p->t_rc_asuf, sizeof g->t_rc_asuf);
+        }
+        if (p->f_model > 0) {
+            g->t_npm = p->t_npm;
+            memcpy(g->t_pm_share, p->t_pm_share, sizeof g->t_pm_share);
         }
     }
 }
@@ -690,6 +786,10 @@ void score_observe_pod(score_policy *p, const model_pod *pod)
             c++;
         __atomic_add_fetch(&p->rc_milli[c], milli, __ATOMIC_RELAXED);
         __atomic_add_fetch(&p->rc_cpu[c], (uint64_t)(s.cpu > 0 ? s.cpu : 0), __ATOMIC_RELAXED);
+        char key[SCORE_PIN_KEY];
+        score_pin_slot *pin;
+        if (p->f_model > 0 && pod_models(p, pod, key, sizeof key) && (pin = pin_slot(p, key)))
+            __atomic_add_fetch(&pin->milli, milli, __ATOMIC_RELAXED);
     } else {
         __atomic_add_fetch(&p->cpu_pods, 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&p->cpu_only_cpu_sum, (uint64_t)(s.cpu > 0 ? s.cpu : 0),
@@ -1332,6 +1432,29 @@ static void frag_memo_put(const score_policy *p, const cache_node *node, uint64_
     __atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 
+/* model_pressure: how far the GPU demand pinned to node's model exceeds
+ * the model's share of the devices, max(0, r - 1) with r = (share of the
+ * GPU demand pinned to sets holding the model) / (the model's share of the
+ * devices a scheduler may place on); 0 without pins, model or counts. */
+static double model_pressure(const score_policy *p, const cache_node *node)
+{
+    int npm = __atomic_load_n(&p->t_npm, __ATOMIC_ACQUIRE);
+    const cache_gpu_model *gm = node->gpu_model;
+    if (!npm || !gm || !node->cluster_gpus)
+        return 0;
+    int k = 0;
+    while (k < npm && strcmp(p->t_pm_name[k], gm->name) != 0)
+        k++;
+    if (k == npm)
+        return 0;
+    uint64_t md = __atomic_load_n(&gm->devices, __ATOMIC_RELAXED);
+    uint64_t all = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
+    if (!md || !all)
+        return 0;
+    double r = ld(&p->t_pm_share[k]) * (double)all / (double)md;
+    return r > 1 ? r - 1 : 0;
+}
+
 static double score_fragment(const score_policy *p, const model_pod *pod, const cache_node *node)
 {
     /* A node built by hand (id 0: tests, tools) is never memoized. The
@@ -1372,6 +1495,11 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
         after = frag_waste(p, &v, &parts);
     }
     int64_t free_gpu = parts.total;
+    /* The devices of a model that pods pinned to it ask for beyond its
+     * share are wasted on a pod that could go elsewhere (modelPressure). */
+    if (pod->gpu_count && placed && p->f_model > 0)
+        after +=
+            p->f_model * model_pressure(p, node) * (double)pod->gpu_count * (double)pod->gpu_milli;
     /* Spreading CPU and memory (not GPU) places a CPU-only pod, whose waste
      * change is zero on most nodes, as least-allocated would. For a pod
      * asking for GPUs (spreadGpu) it keeps nodes partly used: with 0 its

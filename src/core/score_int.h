@@ -18,6 +18,10 @@
 #define SCORE_MAX_TYPICAL   32  /* shapes fgd evaluates per node */
 #define SCORE_HIST_BUCKETS  21  /* per-GPU demand histogram, 50-milli buckets */
 #define SCORE_RATIO_CLASSES 5   /* GPU pods by CPU per GPU: below 1 core, then x4 */
+#define SCORE_PIN_SETS      64  /* learned sets of GPU models pods are pinned to */
+#define SCORE_PIN_KEY       256 /* a set as "|A|B|" */
+#define SCORE_PIN_MODELS    32  /* models named by those sets */
+#define SCORE_MODEL_NAME    64
 
 /* A resource weight by name. idx caches the registry index once the name is
  * interned (-1 until then; registry names never move, so caching is safe). */
@@ -43,6 +47,15 @@ typedef struct score_shape_slot {
     score_shape shape;
     uint64_t count; /* atomic */
 } score_shape_slot;
+
+/* A learned set of GPU models pods are pinned to (the policy's model label
+ * in their nodeSelector or required node affinity), as "|A|B|", with the
+ * GPU milli those pods asked for. state as score_shape_slot's. */
+typedef struct score_pin_slot {
+    int state;
+    char key[SCORE_PIN_KEY];
+    uint64_t milli; /* atomic */
+} score_pin_slot;
 
 /* A typical shape as fgd evaluates it; fields written with atomics so a
  * rebuild racing a reader yields a stale mix, never undefined behaviour. */
@@ -128,6 +141,10 @@ struct score_policy {
     double f_keep_free;  /* while wholly free devices are at most this share of all, */
     double f_fillable;   /* a share whose remainder fewer than this share of shares fit
                           * may not take one (score_keeps) */
+    double f_model;      /* weight of a model's pinned demand beyond its share of devices */
+
+    /* fragment: GPU model sets pods are pinned to (open addressing). */
+    score_pin_slot pins[SCORE_PIN_SETS];
 
     /* fragment: derived table, rebuilt with the typical shapes (atomics). */
     double t_cpu_per_milli; /* cpu millicores per milli-GPU */
@@ -150,6 +167,12 @@ struct score_policy {
     int t_nrc;
     double t_rc_icpu[SCORE_RATIO_CLASSES];
     double t_rc_ppre[SCORE_RATIO_CLASSES + 1], t_rc_asuf[SCORE_RATIO_CLASSES + 1];
+    /* The models the pin sets name (appended by the rebuilder, then never
+     * changed; t_npm published with release) and the share of the GPU
+     * demand pinned to a set that holds each (atomic). */
+    char t_pm_name[SCORE_PIN_MODELS][SCORE_MODEL_NAME];
+    double t_pm_share[SCORE_PIN_MODELS];
+    int t_npm; /* atomic */
 
     /* Bumped (release) after a table rebuild that changed a value the
      * policy's strategy scores with (score_policy_generation). */

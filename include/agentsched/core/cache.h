@@ -73,6 +73,15 @@ typedef enum cache_shard_mode {
 as_err cache_shard_mode_parse(const char *s, cache_shard_mode *out);
 const char *cache_shard_mode_name(cache_shard_mode m);
 
+/* A GPU model (the node label the registry names) as the cache counts it:
+ * the GPU devices of its nodes that a scheduler may place on, as
+ * cluster_gpus counts them all. Entries are never removed or renamed. */
+#define CACHE_MAX_GPU_MODELS 32
+typedef struct cache_gpu_model {
+    char name[64];    /* label value */
+    uint64_t devices; /* (atomic) */
+} cache_gpu_model;
+
 /*
  * A node as the cache holds it. Fields marked (atomic) must be read with the
  * accessors below; everything else is stable while the read lock is held.
@@ -105,6 +114,10 @@ typedef struct cache_node {
      * so a score can ask how scarce free devices are; NULL on a node built
      * by hand. */
     const uint64_t *cluster_gpus;
+    /* Its GPU model's entry (devices counted like cluster_gpus[0]); NULL
+     * without devices or a model label, past CACHE_MAX_GPU_MODELS models,
+     * or on a node built by hand. */
+    const cache_gpu_model *gpu_model;
     /* (atomic) what Volcano's sharding controller counts of the same pods:
      * their containers' CPU requests (model_pod containers_cpu), mirror
      * pods left out. Only the shard controller reads it. */

@@ -977,6 +977,62 @@ Test(cache, gpu_device_counts_are_the_shards_in_hard_mode)
     devices_are(2, 2, "back, in the shard");
 }
 
+/* model_devices_are: the GPU model entry `name` counts `devices` (0 also
+ * when there is no such entry). */
+static void model_devices_are(const char *name, uint64_t devices, const char *what)
+{
+    cache_read_lock(c);
+    uint64_t got = 0;
+    for (size_t i = 0; i < cache_node_count(c); i++) {
+        const cache_gpu_model *gm = cache_node_at(c, i)->gpu_model;
+        if (gm && strcmp(gm->name, name) == 0)
+            got = __atomic_load_n(&gm->devices, __ATOMIC_RELAXED);
+    }
+    cache_read_unlock(c);
+    cr_assert_eq(got, devices, "%s: %s has %llu devices", what, name, (unsigned long long)got);
+    check_invariants();
+}
+
+static model_node *model_node_of(const char *name, uint32_t ngpus, const char *model)
+{
+    model_node *n = gpu_node(name, ngpus);
+    n->gpu_model = model;
+    return n;
+}
+
+/* Each node points at its GPU model's entry, which counts the devices of
+ * the model's nodes a scheduler may place on: through a relabel, a resize,
+ * a removal and hard shards. */
+Test(cache, gpu_devices_are_counted_per_model)
+{
+    cr_assert_eq(cache_node_upsert(c, model_node_of("a", 4, "T4")), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, model_node_of("b", 2, "T4")), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, model_node_of("g", 8, "G2")), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, model_node_of("x", 0, "T4")), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, gpu_node("n", 2)), AS_OK); /* no label */
+    model_devices_are("T4", 6, "two T4 nodes");
+    model_devices_are("G2", 8, "one G2 node");
+    cache_read_lock(c);
+    cr_assert_null(cache_node_find(c, "x", 1)->gpu_model, "no devices, no entry");
+    cr_assert_null(cache_node_find(c, "n", 1)->gpu_model, "no label, no entry");
+    cache_read_unlock(c);
+    cr_assert_eq(cache_node_upsert(c, model_node_of("b", 2, "G2")), AS_OK);
+    model_devices_are("T4", 4, "b relabelled");
+    model_devices_are("G2", 10, "b relabelled");
+    cr_assert_eq(cache_node_upsert(c, model_node_of("a", 2, "T4")), AS_OK);
+    model_devices_are("T4", 2, "a resized");
+    cache_set_shard_mode(c, CACHE_SHARD_HARD);
+    uint64_t rev = 0;
+    const char *only_g[] = {"g"};
+    cr_assert_eq(cache_shard_apply(c, only_g, 1, &rev), AS_OK);
+    model_devices_are("G2", 8, "hard, shard {g}");
+    model_devices_are("T4", 0, "hard, shard {g}");
+    cache_set_shard_mode(c, CACHE_SHARD_NONE);
+    model_devices_are("G2", 10, "every node again");
+    cr_assert_eq(cache_node_remove(c, "g"), AS_OK);
+    model_devices_are("G2", 2, "g gone");
+}
+
 Test(cache, resized_pod_keeps_its_gpu_device)
 {
     cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);

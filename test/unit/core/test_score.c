@@ -466,6 +466,62 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
     model_node_free(h.spec);
 }
 
+/* fragment's modelPressure: of 40 one-GPU pods seen, 10 were pinned to T4
+ * (5 by nodeSelector, 5 by required node affinity), a quarter of the GPU
+ * demand, while T4 holds 10 of the cluster's 100 devices: r = 0.25 x 100 /
+ * 10 = 2.5, so a GPU placed on a T4 node adds 0.05 x (2.5 - 1) x 1000 milli
+ * to the waste, 50 x 75 / 16000 = 0.234375 points below the same node as
+ * G2 (no pins). Nothing with 30 T4 devices (r below 1), with
+ * modelPressure 0, or before any pinned pod. */
+Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
+{
+    hnode t4, g2;
+    hnode_init(&t4, 64000, 256 * FX_GI, 4);
+    hnode_init(&g2, 64000, 256 * FX_GI, 4);
+    uint64_t cg[2] = {100, 50};
+    cache_gpu_model mt4 = {"T4", 10}, mg2 = {"G2", 90};
+    t4.cn.cluster_gpus = g2.cn.cluster_gpus = cg;
+    t4.cn.gpu_model = &mt4;
+    g2.cn.gpu_model = &mg2;
+    model_pod *pod = fx_pod("p", "p", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, pod, 1, 0);
+    model_pod *sel = fx_pod("s", "s", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, sel, 1, 0);
+    fx_pod_selector(sel, "agentsched.io/gpu-model", "T4");
+    model_pod *aff = fx_pod("a", "a", 4000, 16 * FX_GI);
+    fx_pod_gpu(&reg, aff, 1, 0);
+    fx_pod_affinity_in(aff, "agentsched.io/gpu-model", "T4");
+    static const char *const yaml[] = {"strategy: fragment\n",
+                                       "strategy: fragment\nfragment:\n  modelPressure: 0\n"};
+    for (int y = 0; y < 2; y++) {
+        score_policy *p = NULL;
+        cr_assert_eq(score_policy_parse(&reg, "t", yaml[y], strlen(yaml[y]), &p, NULL), AS_OK);
+        for (int k = 0; k < 30; k++)
+            score_observe_pod(p, pod);
+        cr_assert_float_eq(score_node(p, pod, &t4.cn), score_node(p, pod, &g2.cn), 1e-12,
+                           "no pinned pod seen");
+        for (int k = 0; k < 5; k++) {
+            score_observe_pod(p, sel);
+            score_observe_pod(p, aff);
+        }
+        double d = score_node(p, pod, &g2.cn) - score_node(p, pod, &t4.cn);
+        cr_assert_float_eq(d, y == 0 ? 0.234375 : 0, 1e-9, "modelPressure %s: %g",
+                           y == 0 ? "default" : "0", d);
+        cr_assert_float_eq(score_node(p, aff, &g2.cn) - score_node(p, aff, &t4.cn), d, 1e-9,
+                           "pinned pods weigh the same");
+        mt4.devices = 30;
+        cr_assert_float_eq(score_node(p, pod, &t4.cn), score_node(p, pod, &g2.cn), 1e-12,
+                           "30 of 100 devices: not short");
+        mt4.devices = 10;
+        score_policy_unref(p);
+    }
+    model_pod_free(pod);
+    model_pod_free(sel);
+    model_pod_free(aff);
+    model_node_free(t4.spec);
+    model_node_free(g2.spec);
+}
+
 /* fragment's spreadGpu, exact values with the priors (8 cores and 32Gi
  * per GPU). Node 32 cores / 128Gi / 4 GPUs, nothing used; a 1-GPU pod of
  * 4 cores / 16Gi strands nothing (28 cores and 112Gi feed the 3 GPUs
@@ -794,7 +850,9 @@ static void *scorer(void *arg)
     return NULL;
 }
 
-/* Observing (learning) while other threads score is safe (run under TSan). */
+/* Observing (learning) while other threads score is safe (run under TSan);
+ * the observed pods are pinned to the scored node's GPU model, so the
+ * model table is rebuilt while it is read. */
 Test(score, observe_while_scoring)
 {
     for (int s = SCORE_FGD; s <= SCORE_FRAGMENT; s++) {
@@ -802,8 +860,13 @@ Test(score, observe_while_scoring)
         cr_assert_eq(score_policy_new_strategy(&reg, (score_strategy)s, &p), AS_OK);
         hnode h;
         hnode_init(&h, 32000, 64 * FX_GI, 2);
+        uint64_t cg[2] = {100, 50};
+        cache_gpu_model t4 = {"T4", 10};
+        h.cn.cluster_gpus = cg;
+        h.cn.gpu_model = &t4;
         model_pod *wp = fx_pod("w", "w", 1000, FX_GI);
         fx_pod_gpu(&reg, wp, 1, 300);
+        fx_pod_affinity_in(wp, "agentsched.io/gpu-model", "T4");
         model_pod *rp = fx_pod("r", "r", 1000, FX_GI);
         fx_pod_gpu(&reg, rp, 1, 300);
         race_arg w = {p, wp, &h.cn, 0}, r = {p, rp, &h.cn, 0};
