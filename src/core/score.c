@@ -166,26 +166,36 @@ static uint64_t shape_hash(const score_shape *s)
     return h;
 }
 
+/* slot_claim: a learned table's slot is empty (state 0), being written
+ * (1) or ready (2). Claims an empty one (true: the caller fills it, then
+ * stores 2 with release) or returns once it is ready (false), waiting
+ * while another thread writes it (a few stores). */
+static bool slot_claim(int *state)
+{
+    int st = __atomic_load_n(state, __ATOMIC_ACQUIRE);
+    if (st == 0) {
+        int expect = 0;
+        if (__atomic_compare_exchange_n(state, &expect, 1, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return true;
+        st = expect;
+    }
+    while (st == 1)
+        st = __atomic_load_n(state, __ATOMIC_ACQUIRE);
+    return false;
+}
+
 /* Finds or claims the slot of shape s; NULL when the table is full. */
 static score_shape_slot *shape_slot(score_policy *p, const score_shape *s)
 {
     uint64_t h = shape_hash(s);
     for (int probe = 0; probe < SCORE_MAX_SHAPES; probe++) {
         score_shape_slot *sl = &p->slots[(h + (uint64_t)probe) % SCORE_MAX_SHAPES];
-        int st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
-        if (st == 0) {
-            int expect = 0;
-            if (__atomic_compare_exchange_n(&sl->state, &expect, 1, false, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE)) {
-                sl->shape = *s;
-                __atomic_store_n(&sl->state, 2, __ATOMIC_RELEASE);
-                return sl;
-            }
-            st = expect;
+        if (slot_claim(&sl->state)) {
+            sl->shape = *s;
+            __atomic_store_n(&sl->state, 2, __ATOMIC_RELEASE);
+            return sl;
         }
-        /* Another thread is writing this slot: wait for it (a few stores). */
-        while (st == 1)
-            st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
         if (memcmp(&sl->shape, s, sizeof *s) == 0)
             return sl;
     }
@@ -236,8 +246,7 @@ static bool pod_models(const score_policy *p, const model_pod *pod, char *key, s
     return n > 1;
 }
 
-/* Finds or claims the slot of pin set key; NULL when the table is full
- * (shape_slot's protocol). */
+/* Finds or claims the slot of pin set key; NULL when the table is full. */
 static score_pin_slot *pin_slot(score_policy *p, const char *key)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -245,19 +254,11 @@ static score_pin_slot *pin_slot(score_policy *p, const char *key)
         h = (h ^ (unsigned char)*c) * 1099511628211ULL;
     for (int probe = 0; probe < SCORE_PIN_SETS; probe++) {
         score_pin_slot *sl = &p->pins[(h + (uint64_t)probe) % SCORE_PIN_SETS];
-        int st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
-        if (st == 0) {
-            int expect = 0;
-            if (__atomic_compare_exchange_n(&sl->state, &expect, 1, false, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE)) {
-                snprintf(sl->key, sizeof sl->key, "%s", key);
-                __atomic_store_n(&sl->state, 2, __ATOMIC_RELEASE);
-                return sl;
-            }
-            st = expect;
+        if (slot_claim(&sl->state)) {
+            snprintf(sl->key, sizeof sl->key, "%s", key);
+            __atomic_store_n(&sl->state, 2, __ATOMIC_RELEASE);
+            return sl;
         }
-        while (st == 1)
-            st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
         if (strcmp(sl->key, key) == 0)
             return sl;
     }
