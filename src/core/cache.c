@@ -1027,6 +1027,12 @@ void cache_gpu_devices(const cache *c, uint64_t *devices, uint64_t *free_devices
 }
 
 /* See cache.h. */
+uint64_t cache_gpu_devices_version(const cache *c)
+{
+    return __atomic_load_n(&c->acct.devices_version, __ATOMIC_ACQUIRE);
+}
+
+/* See cache.h. */
 void cache_get_stats(cache *c, cache_stats *out)
 {
     memset(out, 0, sizeof *out);

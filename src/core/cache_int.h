@@ -115,6 +115,9 @@ typedef struct cache_acct {
      * appended under the writer mutex, nmodels published with release. */
     cache_gpu_model models[CACHE_MAX_GPU_MODELS];
     uint32_t nmodels; /* atomic */
+    /* Bumped (release) after the device counts when a node's devices
+     * counted change (cache_gpu_devices_version). */
+    uint64_t devices_version; /* atomic */
 
     /* Change log (cache.h CHANGE LOG): slots of changed nodes. */
     uint64_t log[CACHE_ACCT_LOG_CAP]; /* (atomic) sequence tag << LOG_SLOT_BITS | slot */
@@ -177,6 +180,8 @@ static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
         uint64_t md = __atomic_load_n(n->model_devices, __ATOMIC_RELAXED);
         __atomic_store_n(n->model_devices, md - n->counted_devices + dev, __ATOMIC_RELAXED);
     }
+    if (dev != n->counted_devices)
+        __atomic_add_fetch(&a->devices_version, 1, __ATOMIC_RELEASE);
     n->counted_devices = dev;
     n->counted_free = nfree;
 }

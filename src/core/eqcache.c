@@ -69,6 +69,7 @@ typedef struct eq_class {
     bool built;
     score_policy *pol; /* own reference */
     uint64_t gen;
+    uint64_t devices; /* cache_gpu_devices_version when its scores read it, else 0 */
     int mode;
     int reg_n, gpu_res;
     uint64_t seq; /* change log consumed up to */
@@ -515,14 +516,23 @@ static uint64_t class_gen(const eval_ctx *x)
     return score_policy_generation(x->pol) << 1 | score_policy_devices_short(x->pol, x->c);
 }
 
+/* class_devices: the cache's device-count version where the policy's scores
+ * read the counts (modelPressure: a node joining or leaving moves every
+ * node of its model), else 0. */
+static uint64_t class_devices(const eval_ctx *x)
+{
+    return score_policy_reads_device_counts(x->pol) ? cache_gpu_devices_version(x->c) : 0;
+}
+
 /* class_stale: the class cannot be brought up to date incrementally (not
- * built, or built for another policy, score-table generation, shard mode,
- * registry or a smaller cluster). */
-static bool class_stale(const eval_ctx *x, uint64_t gen, int reg_n, int gpu_res)
+ * built, or built for another policy, score-table generation, device
+ * counts its scores read, shard mode, registry or a smaller cluster). */
+static bool class_stale(const eval_ctx *x, uint64_t gen, uint64_t devices, int reg_n, int gpu_res)
 {
     const eq_class *k = x->k;
-    return !k->built || k->pol != x->pol || k->gen != gen || k->mode != (int)x->mode ||
-           k->reg_n != reg_n || k->gpu_res != gpu_res || x->nnodes > k->cap;
+    return !k->built || k->pol != x->pol || k->gen != gen || k->devices != devices ||
+           k->mode != (int)x->mode || k->reg_n != reg_n || k->gpu_res != gpu_res ||
+           x->nnodes > k->cap;
 }
 
 /* consume brings the class up to the log head: incrementally when it can,
@@ -532,10 +542,10 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
     eq_class *k = x->k;
     eqcache *e = x->e;
     *rebuilt = false;
-    uint64_t gen = class_gen(x);
+    uint64_t gen = class_gen(x), devices = class_devices(x);
     int reg_n = model_registry_count(x->reg);
     int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
-    bool stale = class_stale(x, gen, reg_n, gpu_res);
+    bool stale = class_stale(x, gen, devices, reg_n, gpu_res);
     uint64_t cnt = head - k->seq;
     if (!stale && cnt > x->nnodes / 2 + 64) {
         /* A rebuild costs about as much, and the log may have wrapped. */
@@ -552,6 +562,7 @@ static as_err consume(eval_ctx *x, uint64_t head, bool *rebuilt)
             k->pol = score_policy_ref((score_policy *)x->pol);
         }
         k->gen = gen;
+        k->devices = devices;
         k->mode = (int)x->mode;
         k->reg_n = reg_n;
         k->gpu_res = gpu_res;
@@ -679,7 +690,7 @@ static bool is_current(eval_ctx *x)
 {
     refresh(x);
     int gpu_res = __atomic_load_n(&x->reg->gpu_res, __ATOMIC_ACQUIRE);
-    return !class_stale(x, class_gen(x), model_registry_count(x->reg), gpu_res) &&
+    return !class_stale(x, class_gen(x), class_devices(x), model_registry_count(x->reg), gpu_res) &&
            x->k->seq == cache_log_head(x->c);
 }
 

@@ -1355,6 +1355,13 @@ bool score_policy_devices_short(const score_policy *p, const cache *c)
     return devices_short(p, dev, nfree);
 }
 
+/* See score.h. */
+bool score_policy_reads_device_counts(const score_policy *p)
+{
+    return p->strategy == SCORE_FRAGMENT && p->f_model > 0 &&
+           __atomic_load_n(&p->t_npm, __ATOMIC_ACQUIRE) > 0;
+}
+
 /* view_keeps_device: keepFree keeps the node (before the pod, as v, with
  * free_gpu milli free) from pod (score_keeps). Cheap tests first: it runs
  * for every share on every node. */

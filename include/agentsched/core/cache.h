@@ -398,6 +398,14 @@ typedef struct cache_stats {
  */
 void cache_gpu_devices(const cache *c, uint64_t *devices, uint64_t *free_devices);
 
+/*
+ * cache_gpu_devices_version changes (after the counts) whenever the number
+ * of GPU devices a scheduler may place on changes, in all or of a model
+ * (cache_node gpu_model): what a score that reads those counts was
+ * computed with is current while it stays the same. Lock-free.
+ */
+uint64_t cache_gpu_devices_version(const cache *c);
+
 /* cache_get_stats fills *out with one consistent snapshot, O(nodes). Takes
  * the writer mutex: never call it with the read lock held (lock order) or
  * from a cache_assume_if recheck. */

@@ -127,6 +127,15 @@ bool score_keeps(const score_policy *p, const model_pod *pod, const cache_node *
  */
 bool score_policy_devices_short(const score_policy *p, const cache *c);
 
+/*
+ * score_policy_reads_device_counts: do p's scores depend on the cache's GPU
+ * device counts in all and per model (a fragment policy with
+ * modelPressure > 0 once pods pinned to GPU models were seen), so that a
+ * node joining or leaving changes other nodes' scores? Lock-free; any
+ * thread.
+ */
+bool score_policy_reads_device_counts(const score_policy *p);
+
 /* score_observe_pod feeds the learned task-shape popularity (fgd,
  * fragment). Thread-safe. */
 void score_observe_pod(score_policy *p, const model_pod *pod);

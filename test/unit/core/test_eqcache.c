@@ -676,6 +676,47 @@ Test(eqcache, free_devices_short_rebuilds_the_class)
     score_policy_unref(pol);
 }
 
+/* fragment's modelPressure reads its model's device count and the
+ * cluster's, which a node joining or leaving changes for every node of
+ * the model: a class must not keep the other nodes' old scores. 8 of 16
+ * devices are T4 and all the pinned demand is T4's (r = 2); a T4 node
+ * joining makes it 10 of 18 (r = 1.8), then a G2 node 10 of 22 (r = 2.2),
+ * the T4 node leaving 8 of 20 (r = 2.5). */
+Test(eqcache, model_device_counts_rebuild_the_class)
+{
+    static const uint32_t gpus[] = {2, 3, 3, 4, 4};
+    score_policy *pol = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &pol), AS_OK);
+    for (int i = 0; i < 5; i++) {
+        model_node *n = fx_gpu_node(&reg, i, gpus[i]);
+        n->gpu_model = i < 3 ? "T4" : "G2";
+        cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    }
+    model_pod *pinned = fx_pod("p", "p", 1000, FX_GI);
+    fx_pod_gpu(&reg, pinned, 1, 0);
+    fx_pod_selector(pinned, "agentsched.io/gpu-model", "T4");
+    model_pod *any = fx_pod("a", "a", 1000, FX_GI);
+    fx_pod_gpu(&reg, any, 1, 0);
+    for (int i = 0; i < 40; i++)
+        score_observe_pod(pol, pinned);
+    eqcache *e = new_eq(8, true);
+    check_same(e, pol, any, 6, "8 of 16 devices T4");
+    model_node *n = fx_gpu_node(&reg, 6, 2);
+    n->gpu_model = "T4";
+    cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    check_same(e, pol, any, 6, "a T4 node joined");
+    n = fx_gpu_node(&reg, 7, 4);
+    n->gpu_model = "G2";
+    cr_assert_eq(cache_node_upsert(c, n), AS_OK);
+    check_same(e, pol, any, 6, "a G2 node joined");
+    cr_assert_eq(cache_node_remove(c, "g6"), AS_OK);
+    check_same(e, pol, any, 6, "the T4 node left");
+    eqcache_free(e);
+    model_pod_free(pinned);
+    model_pod_free(any);
+    score_policy_unref(pol);
+}
+
 /* ---- concurrency ------------------------------------------------------- */
 
 typedef struct race {
