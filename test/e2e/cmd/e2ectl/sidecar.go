@@ -162,8 +162,12 @@ func scenarioLeaderFailoverSidecar(c *cluster) {
 	}
 	logf("%s took the Lease %v after the kill (holder %q; %v after the last renewal; lease %v)",
 		standby.verb, takeover.Round(time.Millisecond), holder(taken), sinceRenew.Round(time.Millisecond), leaseDuration)
-	if !c.acquiredIn(standby.log) {
-		fail("the Lease changed hands but %s's log does not say it acquired it", standby.verb)
+	// The elector writes the Lease, then logs: give the line a moment to
+	// reach the file.
+	for logged := time.Now(); !c.acquiredIn(standby.log); time.Sleep(100 * time.Millisecond) {
+		if time.Since(logged) > 5*time.Second {
+			fail("the Lease changed hands but %s's log does not say it acquired it", standby.verb)
+		}
 	}
 	// client-go's elector tries every retryPeriod plus up to 1.2 of it
 	// (jitter): the standby sees the last renewal up to 4.4 s late, waits
