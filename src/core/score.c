@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentsched/base/hash.h"
 #include "agentsched/model/gpuannot.h"
 #include "score_int.h"
 
@@ -249,9 +250,7 @@ static bool pod_models(const score_policy *p, const model_pod *pod, char *key, s
 /* Finds or claims the slot of pin set key; NULL when the table is full. */
 static score_pin_slot *pin_slot(score_policy *p, const char *key)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (const char *c = key; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    uint64_t h = hash_bytes(key, strlen(key));
     for (int probe = 0; probe < SCORE_PIN_SETS; probe++) {
         score_pin_slot *sl = &p->pins[(h + (uint64_t)probe) % SCORE_PIN_SETS];
         if (slot_claim(&sl->state)) {
