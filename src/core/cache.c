@@ -682,7 +682,7 @@ static void set_gpu_model(cache *c, cnode *n, bool attached)
     if (attached)
         devices_note(&c->acct, &n->acct, true);
     n->pub.gpu_model = gm;
-    n->acct.model_devices = gm ? &gm->devices : NULL;
+    n->acct.model = gm;
     if (attached)
         devices_note(&c->acct, &n->acct, false);
 }
@@ -1033,6 +1033,14 @@ uint64_t cache_gpu_devices_version(const cache *c)
 }
 
 /* See cache.h. */
+size_t cache_gpu_models(const cache *c, const cache_gpu_model **out)
+{
+    /* nmodels is published with release after the entry's name is written */
+    *out = c->acct.models;
+    return __atomic_load_n(&c->acct.nmodels, __ATOMIC_ACQUIRE);
+}
+
+/* See cache.h. */
 void cache_get_stats(cache *c, cache_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -1081,7 +1089,8 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                           c->acct.pods_detached);
         goto done;
     }
-    uint64_t ndev = 0, nfree = 0, mdev[CACHE_MAX_GPU_MODELS] = {0};
+    uint64_t ndev = 0, nfree = 0, mdev[CACHE_MAX_GPU_MODELS] = {0},
+             mfree[CACHE_MAX_GPU_MODELS] = {0};
     for (size_t i = 0; i < c->nnodes; i++) {
         const cnode *n = c->nodes[i];
         const model_node *spec = n->pub.spec;
@@ -1143,6 +1152,7 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
         }
         /* the nodes a scheduler may place on are the ones counted */
         bool usable = !c->acct.hard || cache_node_in_shard(&n->pub);
+        uint64_t nodefree = 0;
         for (int d = 0; d < MODEL_MAX_GPUS; d++) {
             int32_t have = cache_node_gpu_used(&n->pub, d);
             if (have != gsum[d]) {
@@ -1157,8 +1167,9 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                                   spec->name, d, have);
                 goto done;
             }
-            nfree += usable && (uint32_t)d < n->pub.ngpus && have == 0;
+            nodefree += usable && (uint32_t)d < n->pub.ngpus && have == 0;
         }
+        nfree += nodefree;
         ndev += usable ? n->pub.ngpus : 0;
         const cache_gpu_model *gm = n->pub.gpu_model;
         if (gm != gpu_model_entry(c, spec, false)) {
@@ -1167,8 +1178,10 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                               spec->gpu_model ? spec->gpu_model : "none");
             goto done;
         }
-        if (gm && usable)
+        if (gm && usable) {
             mdev[gm - c->acct.models] += n->pub.ngpus;
+            mfree[gm - c->acct.models] += nodefree;
+        }
     }
     if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1]) {
         err = as_diag_set(diag, AS_EINTERNAL, NULL,
@@ -1179,11 +1192,13 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
         goto done;
     }
     for (uint32_t m = 0; m < c->acct.nmodels; m++)
-        if (mdev[m] != c->acct.models[m].devices) {
+        if (mdev[m] != c->acct.models[m].devices || mfree[m] != c->acct.models[m].free_devices) {
             err = as_diag_set(diag, AS_EINTERNAL, NULL,
-                              "GPU model %s: %llu devices counted, its nodes hold %llu",
+                              "GPU model %s: %llu devices, %llu free counted, its nodes hold "
+                              "%llu, %llu",
                               c->acct.models[m].name, (unsigned long long)c->acct.models[m].devices,
-                              (unsigned long long)mdev[m]);
+                              (unsigned long long)c->acct.models[m].free_devices,
+                              (unsigned long long)mdev[m], (unsigned long long)mfree[m]);
             break;
         }
 done:

@@ -57,8 +57,8 @@ typedef struct cache_acct_node {
      * its devices and those wholly free, as last counted (0, 0 while a
      * scheduler may not place on it). */
     uint32_t counted_devices, counted_free;
-    /* Its GPU model's device count (cache_node gpu_model), or NULL. */
-    uint64_t *model_devices;
+    /* Its GPU model's entry (cache_node gpu_model), or NULL. */
+    cache_gpu_model *model;
 } cache_acct_node;
 
 typedef struct prec prec;
@@ -176,9 +176,11 @@ static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
     uint64_t tf = __atomic_load_n(&a->gpus[1], __ATOMIC_RELAXED);
     __atomic_store_n(&a->gpus[0], td - n->counted_devices + dev, __ATOMIC_RELAXED);
     __atomic_store_n(&a->gpus[1], tf - n->counted_free + nfree, __ATOMIC_RELAXED);
-    if (n->model_devices) {
-        uint64_t md = __atomic_load_n(n->model_devices, __ATOMIC_RELAXED);
-        __atomic_store_n(n->model_devices, md - n->counted_devices + dev, __ATOMIC_RELAXED);
+    if (n->model) {
+        uint64_t md = __atomic_load_n(&n->model->devices, __ATOMIC_RELAXED);
+        uint64_t mf = __atomic_load_n(&n->model->free_devices, __ATOMIC_RELAXED);
+        __atomic_store_n(&n->model->devices, md - n->counted_devices + dev, __ATOMIC_RELAXED);
+        __atomic_store_n(&n->model->free_devices, mf - n->counted_free + nfree, __ATOMIC_RELAXED);
     }
     if (dev != n->counted_devices)
         __atomic_add_fetch(&a->devices_version, 1, __ATOMIC_RELEASE);

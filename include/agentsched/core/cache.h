@@ -74,12 +74,14 @@ as_err cache_shard_mode_parse(const char *s, cache_shard_mode *out);
 const char *cache_shard_mode_name(cache_shard_mode m);
 
 /* A GPU model (the node label the registry names) as the cache counts it:
- * the GPU devices of its nodes that a scheduler may place on, as
- * cluster_gpus counts them all. Entries are never removed or renamed. */
+ * the GPU devices of its nodes that a scheduler may place on, and those
+ * wholly free, as cluster_gpus counts them all. Entries are never removed
+ * or renamed. */
 #define CACHE_MAX_GPU_MODELS 32
 typedef struct cache_gpu_model {
-    char name[64];    /* label value */
-    uint64_t devices; /* (atomic) */
+    char name[64];         /* label value */
+    uint64_t devices;      /* (atomic) */
+    uint64_t free_devices; /* (atomic) nothing charged to them */
 } cache_gpu_model;
 
 /*
@@ -405,6 +407,15 @@ void cache_gpu_devices(const cache *c, uint64_t *devices, uint64_t *free_devices
  * computed with is current while it stays the same. Lock-free.
  */
 uint64_t cache_gpu_devices_version(const cache *c);
+
+/*
+ * cache_gpu_models points *out at the cache's GPU model entries (borrowed:
+ * they live as long as the cache, and are never removed or renamed) and
+ * returns how many there are, at most CACHE_MAX_GPU_MODELS. Lock-free: read
+ * each entry's counts with atomic loads; like cache_gpu_devices, they are
+ * exact after a change completes.
+ */
+size_t cache_gpu_models(const cache *c, const cache_gpu_model **out);
 
 /* cache_get_stats fills *out with one consistent snapshot, O(nodes). Takes
  * the writer mutex: never call it with the read lock held (lock order) or

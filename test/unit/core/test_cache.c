@@ -977,19 +977,30 @@ Test(cache, gpu_device_counts_are_the_shards_in_hard_mode)
     devices_are(2, 2, "back, in the shard");
 }
 
-/* model_devices_are: the GPU model entry `name` counts `devices` (0 also
- * when there is no such entry). */
-static void model_devices_are(const char *name, uint64_t devices, const char *what)
+/* model_devices_are: the GPU model entry `name` counts `devices`, `nfree`
+ * of them wholly free (0, 0 also when there is no such entry), and
+ * cache_gpu_models lists the same entry. */
+static void model_devices_are(const char *name, uint64_t devices, uint64_t nfree, const char *what)
 {
     cache_read_lock(c);
-    uint64_t got = 0;
+    uint64_t got = 0, gotfree = 0;
+    const cache_gpu_model *gm = NULL;
     for (size_t i = 0; i < cache_node_count(c); i++) {
-        const cache_gpu_model *gm = cache_node_at(c, i)->gpu_model;
-        if (gm && strcmp(gm->name, name) == 0)
-            got = __atomic_load_n(&gm->devices, __ATOMIC_RELAXED);
+        const cache_gpu_model *m = cache_node_at(c, i)->gpu_model;
+        if (m && strcmp(m->name, name) == 0)
+            gm = m;
     }
     cache_read_unlock(c);
+    if (gm) {
+        got = __atomic_load_n(&gm->devices, __ATOMIC_RELAXED);
+        gotfree = __atomic_load_n(&gm->free_devices, __ATOMIC_RELAXED);
+        const cache_gpu_model *all = NULL;
+        size_t n = cache_gpu_models(c, &all);
+        cr_assert(n <= CACHE_MAX_GPU_MODELS);
+        cr_assert(all <= gm && gm < all + n, "%s: %s is listed", what, name);
+    }
     cr_assert_eq(got, devices, "%s: %s has %llu devices", what, name, (unsigned long long)got);
+    cr_assert_eq(gotfree, nfree, "%s: %s has %llu free", what, name, (unsigned long long)gotfree);
     check_invariants();
 }
 
@@ -1001,8 +1012,9 @@ static model_node *model_node_of(const char *name, uint32_t ngpus, const char *m
 }
 
 /* Each node points at its GPU model's entry, which counts the devices of
- * the model's nodes a scheduler may place on: through a relabel, a resize,
- * a removal and hard shards. */
+ * the model's nodes a scheduler may place on, and the wholly free ones:
+ * through pods charged and released, a relabel, a resize, a removal and
+ * hard shards. */
 Test(cache, gpu_devices_are_counted_per_model)
 {
     cr_assert_eq(cache_node_upsert(c, model_node_of("a", 4, "T4")), AS_OK);
@@ -1010,27 +1022,38 @@ Test(cache, gpu_devices_are_counted_per_model)
     cr_assert_eq(cache_node_upsert(c, model_node_of("g", 8, "G2")), AS_OK);
     cr_assert_eq(cache_node_upsert(c, model_node_of("x", 0, "T4")), AS_OK);
     cr_assert_eq(cache_node_upsert(c, gpu_node("n", 2)), AS_OK); /* no label */
-    model_devices_are("T4", 6, "two T4 nodes");
-    model_devices_are("G2", 8, "one G2 node");
+    model_devices_are("T4", 6, 6, "two T4 nodes");
+    model_devices_are("G2", 8, 8, "one G2 node");
     cache_read_lock(c);
     cr_assert_null(cache_node_find(c, "x", 1)->gpu_model, "no devices, no entry");
     cr_assert_null(cache_node_find(c, "n", 1)->gpu_model, "no label, no entry");
     cache_read_unlock(c);
+    const cache_gpu_model *all = NULL;
+    cr_assert_eq(cache_gpu_models(c, &all), 2u, "T4 and G2");
+    cr_assert_str_eq(all[0].name, "T4", "in the order first seen");
+    cr_assert_str_eq(all[1].name, "G2");
+    model_pod *p = fx_pod("p", "up", 100, 0);
+    fx_pod_gpu(&reg, p, 1, 300);
+    cr_assert_eq(assume(p, "b"), CACHE_ASSUME_FAST);
+    model_devices_are("T4", 6, 5, "a share on b");
     cr_assert_eq(cache_node_upsert(c, model_node_of("b", 2, "G2")), AS_OK);
-    model_devices_are("T4", 4, "b relabelled");
-    model_devices_are("G2", 10, "b relabelled");
+    model_devices_are("T4", 4, 4, "b relabelled");
+    model_devices_are("G2", 10, 9, "b relabelled, its share with it");
+    cr_assert_eq(cache_forget(c, "up"), AS_OK);
+    model_devices_are("G2", 10, 10, "the share forgotten");
     cr_assert_eq(cache_node_upsert(c, model_node_of("a", 2, "T4")), AS_OK);
-    model_devices_are("T4", 2, "a resized");
+    model_devices_are("T4", 2, 2, "a resized");
     cache_set_shard_mode(c, CACHE_SHARD_HARD);
     uint64_t rev = 0;
     const char *only_g[] = {"g"};
     cr_assert_eq(cache_shard_apply(c, only_g, 1, &rev), AS_OK);
-    model_devices_are("G2", 8, "hard, shard {g}");
-    model_devices_are("T4", 0, "hard, shard {g}");
+    model_devices_are("G2", 8, 8, "hard, shard {g}");
+    model_devices_are("T4", 0, 0, "hard, shard {g}");
     cache_set_shard_mode(c, CACHE_SHARD_NONE);
-    model_devices_are("G2", 10, "every node again");
+    model_devices_are("G2", 10, 10, "every node again");
     cr_assert_eq(cache_node_remove(c, "g"), AS_OK);
-    model_devices_are("G2", 2, "g gone");
+    model_devices_are("G2", 2, 2, "g gone");
+    model_pod_free(p);
 }
 
 Test(cache, resized_pod_keeps_its_gpu_device)

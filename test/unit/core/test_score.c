@@ -479,7 +479,7 @@ Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
     hnode_init(&t4, 64000, 256 * FX_GI, 4);
     hnode_init(&g2, 64000, 256 * FX_GI, 4);
     uint64_t cg[2] = {100, 50};
-    cache_gpu_model mt4 = {"T4", 10}, mg2 = {"G2", 90};
+    cache_gpu_model mt4 = {.name = "T4", .devices = 10}, mg2 = {.name = "G2", .devices = 90};
     t4.cn.cluster_gpus = g2.cn.cluster_gpus = cg;
     t4.cn.gpu_model = &mt4;
     g2.cn.gpu_model = &mg2;
@@ -861,7 +861,7 @@ Test(score, observe_while_scoring)
         hnode h;
         hnode_init(&h, 32000, 64 * FX_GI, 2);
         uint64_t cg[2] = {100, 50};
-        cache_gpu_model t4 = {"T4", 10};
+        cache_gpu_model t4 = {.name = "T4", .devices = 10};
         h.cn.cluster_gpus = cg;
         h.cn.gpu_model = &t4;
         model_pod *wp = fx_pod("w", "w", 1000, FX_GI);

@@ -431,6 +431,14 @@ Test(fastpath_live, dashboard_and_alerts_use_served_metrics)
     log_set_level(LOG_ERROR);
     k8s_stub *stub = stub_new();
     put_nodes(stub, 1, "4", "16Gi");
+    /* a GPU node with a model label, for the per-model device series */
+    json_t *g = stub_make_node("g0", "8", "32Gi", 110);
+    json_object_set_new(json_object_get(json_object_get(g, "metadata"), "labels"),
+                        "agentsched.io/gpu-model", json_string("T4"));
+    json_object_set_new(json_object_get(json_object_get(g, "status"), "allocatable"),
+                        "nvidia.com/gpu", json_string("2"));
+    stub_put(stub, STUB_NODE, g);
+    json_decref(g);
     svc *s = NULL;
     fastpath *fp = live_start(stub, 0, true, &s);
     as_diag d = {{0}, {0}};

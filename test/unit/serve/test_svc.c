@@ -228,6 +228,30 @@ Test(svc, healthz_readyz_version)
     svc_free(s);
 }
 
+/* The device gauges come per GPU model too, the model label escaped. */
+Test(svc, metrics_endpoint_counts_devices_per_model)
+{
+    svc *s = new_svc(NULL);
+    as_diag d = {0};
+    cr_assert_eq(svc_load_cluster(s, DATA "gpu-models.yaml", &d), AS_OK, "%s", d.msg);
+    http_response m = call(s, "GET", "/metrics");
+    cr_assert_eq(m.status, 200);
+    const char *t = m.body.data;
+    cr_assert_not_null(strstr(t, "agentsched_cache_gpu_devices{state=\"all\"} 6\n"), "%s", t);
+    cr_assert_not_null(strstr(t, "agentsched_cache_gpu_devices{state=\"free\"} 5\n"), "%s", t);
+    cr_assert_not_null(
+        strstr(t, "agentsched_cache_gpu_model_devices{model=\"A100\",state=\"all\"} 4\n"), "%s", t);
+    cr_assert_not_null(
+        strstr(t, "agentsched_cache_gpu_model_devices{model=\"A100\",state=\"free\"} 3\n"), "%s",
+        t);
+    cr_assert_not_null(strstr(t, "agentsched_cache_gpu_model_devices{model=\"odd\\\"model\\\\x\","
+                                 "state=\"all\"} 2\n"),
+                       "%s", t);
+    cr_assert_not_null(strstr(t, "# TYPE agentsched_cache_gpu_model_devices gauge\n"), "%s", t);
+    buf_free(&m.body);
+    svc_free(s);
+}
+
 Test(svc, metrics_endpoint_reports_cache)
 {
     svc *s = new_svc(NULL);
