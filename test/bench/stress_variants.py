@@ -19,6 +19,11 @@ into the shared data folder):
                      demand): single-GPU pods drawn at random take the shape
                      of a random multi-GPU pod
 
+Any percentage works the same way (share65, pin15, cpu150, multi35), and
+several joined with "+" are applied in turn (share70+cpu0: the mix changes
+in two ways at once). `--only mixes` builds MIXES, ten such combinations
+that no single variant covers.
+
 A shape change keeps the pod's name and times. Rows keep the shared file's
 columns. Prints the path of every file written.
 
@@ -32,6 +37,19 @@ import random
 import sys
 
 VARIANTS = ["share80", "share100", "pin33", "cpu0", "cpu100", "cpu250", "multi20", "multi50"]
+MIXES = ["share60+multi30", "share70+cpu150", "pin20+cpu60", "share50+pin33", "share70+multi20",
+         "multi40+cpu200", "share65+multi25+cpu30", "pin15+multi35", "cpu0+share70",
+         "pin33+share60+cpu120"]
+KINDS = ("share", "multi", "pin", "cpu")
+
+
+def known(name):
+    """True when every "+"-joined part is a kind followed by a percentage."""
+    for part in name.split("+"):
+        kind = next((k for k in KINDS if part.startswith(k)), None)
+        if not kind or not part[len(kind):].isdigit():
+            return False
+    return True
 
 
 def is_gpu(r):
@@ -91,6 +109,10 @@ def reshape_demand(rows, rng, frac, donors):
 
 
 def build(name, rows, nodes, rng):
+    if "+" in name:
+        for part in name.split("+"):
+            rows = build(part, rows, nodes, rng)
+        return rows
     rows = [dict(r) for r in rows]
     if name.startswith("share"):
         donors = [r for r in rows if is_share(r)]
@@ -98,7 +120,7 @@ def build(name, rows, nodes, rng):
     if name.startswith("multi"):
         donors = [r for r in rows if is_multi(r)]
         return reshape_demand(rows, rng, int(name[5:]) / 100, donors)
-    if name == "pin33":
+    if name.startswith("pin"):
         models = {}
         for n in nodes:
             if n["model"]:
@@ -109,7 +131,8 @@ def build(name, rows, nodes, rng):
         pinned = sum(1 for i in gpu if rows[i].get("gpu_spec"))
         cand = [i for i in gpu if not rows[i].get("gpu_spec")]
         rng.shuffle(cand)
-        for i in cand[: max(0, round(len(gpu) / 3) - pinned)]:
+        frac = 1 / 3 if name == "pin33" else int(name[3:]) / 100  # pin33: a third
+        for i in cand[: max(0, round(len(gpu) * frac) - pinned)]:
             rows[i]["gpu_spec"] = rng.choices(names, weights)[0]
         return rows
     if name.startswith("cpu"):
@@ -155,9 +178,13 @@ def main():
     if "gpu_spec" not in cols:
         cols = cols + ["gpu_spec"]
     os.makedirs(out, exist_ok=True)
-    for i, name in enumerate(v for v in a.only.split(",") if v):
-        if name not in VARIANTS:
-            sys.exit("stress_variants: unknown variant %s (known: %s)" % (name, " ".join(VARIANTS)))
+    names = []
+    for v in a.only.split(","):
+        names += MIXES if v == "mixes" else [v] if v else []
+    for name in names:
+        if not known(name):
+            sys.exit("stress_variants: unknown variant %s (known: %s, any percentage, "
+                     "several joined with +, or mixes)" % (name, " ".join(VARIANTS)))
         rng = random.Random("%d/%s/%s" % (a.seed, a.base, name))
         rows2 = build(name, rows, nodes, rng)
         path = os.path.join(out, "%s-%s.csv" % (a.base, name))
