@@ -119,7 +119,8 @@ type gpuPathsPod struct {
 // its node; no device above 1000 thousandths by the annotations, no node
 // above its devices x 1000, every model asked for honoured, nothing on the
 // CPU-only nodes; every pod bound before the kill keeps its node and
-// annotations unchanged after the restart.
+// annotations unchanged after the restart; agentsched's /metrics counts
+// each model's devices and the free ones as the annotations leave them.
 func scenarioGPUAllPaths(c *cluster) {
 	if c.env["LAYOUT"] != "mixed" || c.env["VOLCANO"] != "1" {
 		fail("gpu_all_paths wants the mixed layout with --volcano (have layout %q, VOLCANO=%q)",
@@ -322,11 +323,52 @@ func scenarioGPUAllPaths(c *cluster) {
 	if changed > 0 {
 		fail("%d of %d pods bound before agentsched's restart changed node or annotations", changed, len(before))
 	}
+	c.checkModelDevices(info, perDevice)
 	fmt.Printf("gpu all paths: %d of %d GPU pods bound (kube-scheduler %d, vc-scheduler %d, fast path %d; "+
 		"share %d, whole %d, multi %d; %d with a model), %d bound before the kill unchanged, %d devices in use, "+
 		"none over 1000, no node over capacity\n",
 		t.bound, len(pods), boundBy["ks"], boundBy["vc"], boundBy["fp"], kindBound["share"], kindBound["whole"],
 		kindBound["multi"], modelPods, len(before), len(perDevice))
+}
+
+// checkModelDevices waits up to 15 s for agentsched's per-model device
+// gauges to agree with the API server: for each model, its nodes' devices
+// (state all) and those no bound pod's annotations name (state free),
+// whichever scheduler bound the pods.
+func (c *cluster) checkModelDevices(info map[string]gpuNodeInfo, perDevice map[string]int64) {
+	want := map[string]int64{}
+	for node, in := range info {
+		if in.devices == 0 || in.model == "" {
+			continue
+		}
+		want[fmt.Sprintf(`agentsched_cache_gpu_model_devices{model="%s",state="all"}`, in.model)] += in.devices
+		free := fmt.Sprintf(`agentsched_cache_gpu_model_devices{model="%s",state="free"}`, in.model)
+		want[free] += 0
+		for k := int64(0); k < in.devices; k++ {
+			if perDevice[fmt.Sprintf("%s/%d", node, k)] == 0 {
+				want[free]++
+			}
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		m := c.metrics()
+		var wrong []string
+		for series, v := range want {
+			if got, ok := m[series]; !ok || int64(got) != v {
+				wrong = append(wrong, fmt.Sprintf("%s %v (present %v), want %d", series, got, ok, v))
+			}
+		}
+		if len(wrong) == 0 {
+			logf("per-model device gauges agree with the annotations: %v", want)
+			return
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(wrong)
+			fail("agentsched's per-model device gauges after 15s: %s", strings.Join(wrong, "; "))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // patchNodeStatus sends a merge patch of nodes/NAME/status as the admin
