@@ -1120,16 +1120,22 @@ static bool can_host_after(const model_registry *reg, const score_policy *pol,
                 tmp.requested[i] = 0;
         }
     }
-    /* The devices the victims leave wholly free count among the cluster's
-     * free ones too (keepFree reads them): after the evictions the
-     * cluster has them as well as the ones free now. */
-    uint64_t gpus[2];
+    /* The devices the victims leave wholly free, and the milli they free,
+     * count among the cluster's too (keepFree and modelPressure read them):
+     * after the evictions the cluster has them as well as what is free now.
+     * The node's GPU model keeps its counts as before the evictions. */
+    uint64_t gpus[3];
     uint32_t freed = 0;
-    for (uint32_t g = 0; g < node->ngpus; g++)
-        freed += cache_node_gpu_used(node, (int)g) > 0 && tmp.gpu_used[g] == 0;
-    if (freed && node->cluster_gpus) {
+    uint64_t freed_milli = 0;
+    for (uint32_t g = 0; g < node->ngpus; g++) {
+        int32_t was = cache_node_gpu_used(node, (int)g);
+        freed += was > 0 && tmp.gpu_used[g] == 0;
+        freed_milli += was > tmp.gpu_used[g] ? (uint64_t)(was - tmp.gpu_used[g]) : 0;
+    }
+    if (freed_milli && node->cluster_gpus) {
         gpus[0] = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
         gpus[1] = __atomic_load_n(&node->cluster_gpus[1], __ATOMIC_RELAXED) + freed;
+        gpus[2] = __atomic_load_n(&node->cluster_gpus[2], __ATOMIC_RELAXED) + freed_milli;
         tmp.cluster_gpus = gpus;
     }
     r = pred_check_resources(reg, pod, &tmp);

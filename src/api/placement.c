@@ -255,10 +255,12 @@ typedef struct run_ctx {
     const model_registry *reg;
     const score_policy *policy;
     overlay ov;
-    /* Wholly free devices the overlay's pods took, and the cluster's device
-     * counts less them (what the policy's keepFree reads), once any were. */
-    uint64_t taken;
-    uint64_t gpus[2];
+    /* Wholly free devices and milli-GPU the overlay's pods took, and the
+     * cluster's device counts less them (what the policy's keepFree and
+     * modelPressure read), once any were. A GPU model's own counts are the
+     * cache's: a batch's later pods see the models as before it. */
+    uint64_t taken, milli_taken;
+    uint64_t gpus[3];
     reason_set rs;
     buf key;
     uint32_t k;
@@ -274,7 +276,7 @@ static void eval_node(run_ctx *x, cache_shard_mode mode, double bonus, const mod
     }
     cache_node tmp;
     const cache_node *v =
-        view_of(node, overlay_find(&x->ov, node->id), x->taken ? x->gpus : NULL, &tmp);
+        view_of(node, overlay_find(&x->ov, node->id), x->milli_taken ? x->gpus : NULL, &tmp);
     r = pred_check_resources(x->reg, pod, v);
     if (r.code != PRED_OK) {
         reasons_add(&x->rs, x->reg, v, pod, r);
@@ -316,8 +318,10 @@ static uint32_t commit_overlay(run_ctx *x, const model_pod *pod, const cache_nod
                      node->spec->name);
             devices = 0;
         }
-        for (uint32_t m = devices; m; m &= m - 1)
+        for (uint32_t m = devices; m; m &= m - 1) {
             x->taken += cache_node_gpu_used(v, __builtin_ctz(m)) == 0;
+            x->milli_taken += (uint64_t)pod->gpu_milli;
+        }
     }
     for (int r = 0; r < MODEL_MAX_RES; r++)
         e->req[r] += pod->req.v[r];
@@ -334,9 +338,11 @@ static void place_one(run_ctx *x, const model_pod *pod, buf *out)
     double bonus = score_policy_soft_shard_bonus(x->policy);
 
     cache_read_lock(x->c);
-    if (x->taken) {
+    if (x->milli_taken) {
         cache_gpu_devices(x->c, &x->gpus[0], &x->gpus[1]);
         x->gpus[1] = x->gpus[1] > x->taken ? x->gpus[1] - x->taken : 0;
+        uint64_t fm = cache_gpu_free_milli(x->c);
+        x->gpus[2] = fm > x->milli_taken ? fm - x->milli_taken : 0;
     }
     cache_shard_mode mode = cache_get_shard_mode(x->c);
     if (pod->node_name) {

@@ -1033,6 +1033,12 @@ uint64_t cache_gpu_devices_version(const cache *c)
 }
 
 /* See cache.h. */
+uint64_t cache_gpu_free_milli(const cache *c)
+{
+    return __atomic_load_n(&c->acct.gpus[2], __ATOMIC_RELAXED);
+}
+
+/* See cache.h. */
 size_t cache_gpu_models(const cache *c, const cache_gpu_model **out)
 {
     /* nmodels is published with release after the entry's name is written */
@@ -1089,8 +1095,8 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                           c->acct.pods_detached);
         goto done;
     }
-    uint64_t ndev = 0, nfree = 0, mdev[CACHE_MAX_GPU_MODELS] = {0},
-             mfree[CACHE_MAX_GPU_MODELS] = {0};
+    uint64_t ndev = 0, nfree = 0, nmilli = 0, mdev[CACHE_MAX_GPU_MODELS] = {0},
+             mfree[CACHE_MAX_GPU_MODELS] = {0}, mmilli[CACHE_MAX_GPU_MODELS] = {0};
     for (size_t i = 0; i < c->nnodes; i++) {
         const cnode *n = c->nodes[i];
         const model_node *spec = n->pub.spec;
@@ -1152,7 +1158,7 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
         }
         /* the nodes a scheduler may place on are the ones counted */
         bool usable = !c->acct.hard || cache_node_in_shard(&n->pub);
-        uint64_t nodefree = 0;
+        uint64_t nodefree = 0, nodemilli = 0;
         for (int d = 0; d < MODEL_MAX_GPUS; d++) {
             int32_t have = cache_node_gpu_used(&n->pub, d);
             if (have != gsum[d]) {
@@ -1167,9 +1173,13 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
                                   spec->name, d, have);
                 goto done;
             }
-            nodefree += usable && (uint32_t)d < n->pub.ngpus && have == 0;
+            bool counted = usable && (uint32_t)d < n->pub.ngpus;
+            nodefree += counted && have == 0;
+            if (counted && have < MODEL_GPU_MILLI)
+                nodemilli += (uint64_t)(MODEL_GPU_MILLI - (have > 0 ? have : 0));
         }
         nfree += nodefree;
+        nmilli += nodemilli;
         ndev += usable ? n->pub.ngpus : 0;
         const cache_gpu_model *gm = n->pub.gpu_model;
         if (gm != gpu_model_entry(c, spec, false)) {
@@ -1181,24 +1191,30 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
         if (gm && usable) {
             mdev[gm - c->acct.models] += n->pub.ngpus;
             mfree[gm - c->acct.models] += nodefree;
+            mmilli[gm - c->acct.models] += nodemilli;
         }
     }
-    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1]) {
-        err = as_diag_set(diag, AS_EINTERNAL, NULL,
-                          "device counts: %llu devices, %llu free, but the nodes a scheduler "
-                          "may place on hold %llu, %llu",
-                          (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
-                          (unsigned long long)ndev, (unsigned long long)nfree);
+    if (ndev != c->acct.gpus[0] || nfree != c->acct.gpus[1] || nmilli != c->acct.gpus[2]) {
+        err =
+            as_diag_set(diag, AS_EINTERNAL, NULL,
+                        "device counts: %llu devices, %llu free, %llu milli free, but the nodes a "
+                        "scheduler may place on hold %llu, %llu, %llu",
+                        (unsigned long long)c->acct.gpus[0], (unsigned long long)c->acct.gpus[1],
+                        (unsigned long long)c->acct.gpus[2], (unsigned long long)ndev,
+                        (unsigned long long)nfree, (unsigned long long)nmilli);
         goto done;
     }
     for (uint32_t m = 0; m < c->acct.nmodels; m++)
-        if (mdev[m] != c->acct.models[m].devices || mfree[m] != c->acct.models[m].free_devices) {
+        if (mdev[m] != c->acct.models[m].devices || mfree[m] != c->acct.models[m].free_devices ||
+            mmilli[m] != c->acct.models[m].free_milli) {
             err = as_diag_set(diag, AS_EINTERNAL, NULL,
-                              "GPU model %s: %llu devices, %llu free counted, its nodes hold "
-                              "%llu, %llu",
+                              "GPU model %s: %llu devices, %llu free, %llu milli free counted, its "
+                              "nodes hold %llu, %llu, %llu",
                               c->acct.models[m].name, (unsigned long long)c->acct.models[m].devices,
                               (unsigned long long)c->acct.models[m].free_devices,
-                              (unsigned long long)mdev[m], (unsigned long long)mfree[m]);
+                              (unsigned long long)c->acct.models[m].free_milli,
+                              (unsigned long long)mdev[m], (unsigned long long)mfree[m],
+                              (unsigned long long)mmilli[m]);
             break;
         }
 done:

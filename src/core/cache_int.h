@@ -57,6 +57,7 @@ typedef struct cache_acct_node {
      * its devices and those wholly free, as last counted (0, 0 while a
      * scheduler may not place on it). */
     uint32_t counted_devices, counted_free;
+    uint64_t counted_milli; /* and the milli-GPU free on them */
     /* Its GPU model's entry (cache_node gpu_model), or NULL. */
     cache_gpu_model *model;
 } cache_acct_node;
@@ -105,18 +106,20 @@ typedef struct cache_acct {
     size_t pods_bound, pods_assumed, pods_detached;
 
     /* GPU devices of the attached nodes a scheduler may place on (with
-     * `hard`, hard shard mode, those in the shard), and those with nothing
-     * on them ([0], [1]; atomic: readers load them lock-free, through the
-     * nodes' cluster_gpus too; devices_note writes, and is called for every
-     * node when `hard` changes). */
-    uint64_t gpus[2];
+     * `hard`, hard shard mode, those in the shard), those with nothing on
+     * them, and the milli-GPU free on them ([0], [1], [2]; atomic: readers
+     * load them lock-free, through the nodes' cluster_gpus too;
+     * devices_note writes, and is called for every node when `hard`
+     * changes). */
+    uint64_t gpus[3];
     bool hard;
     /* The same devices per GPU model (cache_node gpu_model): entries are
      * appended under the writer mutex, nmodels published with release. */
     cache_gpu_model models[CACHE_MAX_GPU_MODELS];
     uint32_t nmodels; /* atomic */
     /* Bumped (release) after the device counts when a node's devices
-     * counted change (cache_gpu_devices_version). */
+     * counted change, or a free-capacity level (cache_free_level) of all
+     * devices or of a model's (cache_gpu_devices_version). */
     uint64_t devices_version; /* atomic */
 
     /* Change log (cache.h CHANGE LOG): slots of changed nodes. */
@@ -167,25 +170,40 @@ static inline void log_append(cache_acct *a, uint32_t slot)
 static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
 {
     uint32_t dev = 0, nfree = 0;
+    uint64_t fm = 0;
     if (!gone && (!a->hard || __atomic_load_n(n->in_shard, __ATOMIC_RELAXED))) {
         dev = *n->ngpus;
-        for (uint32_t d = 0; d < dev; d++)
-            nfree += __atomic_load_n(&n->gpu_used[d], __ATOMIC_RELAXED) == 0;
+        for (uint32_t d = 0; d < dev; d++) {
+            int32_t used = __atomic_load_n(&n->gpu_used[d], __ATOMIC_RELAXED);
+            nfree += used == 0;
+            fm += used >= MODEL_GPU_MILLI ? 0 : (uint64_t)(MODEL_GPU_MILLI - (used > 0 ? used : 0));
+        }
     }
     uint64_t td = __atomic_load_n(&a->gpus[0], __ATOMIC_RELAXED);
     uint64_t tf = __atomic_load_n(&a->gpus[1], __ATOMIC_RELAXED);
-    __atomic_store_n(&a->gpus[0], td - n->counted_devices + dev, __ATOMIC_RELAXED);
+    uint64_t tm = __atomic_load_n(&a->gpus[2], __ATOMIC_RELAXED);
+    uint64_t td2 = td - n->counted_devices + dev, tm2 = tm - n->counted_milli + fm;
+    bool moved =
+        dev != n->counted_devices || cache_free_level(tm, td) != cache_free_level(tm2, td2);
+    __atomic_store_n(&a->gpus[0], td2, __ATOMIC_RELAXED);
     __atomic_store_n(&a->gpus[1], tf - n->counted_free + nfree, __ATOMIC_RELAXED);
-    if (n->model) {
-        uint64_t md = __atomic_load_n(&n->model->devices, __ATOMIC_RELAXED);
-        uint64_t mf = __atomic_load_n(&n->model->free_devices, __ATOMIC_RELAXED);
-        __atomic_store_n(&n->model->devices, md - n->counted_devices + dev, __ATOMIC_RELAXED);
-        __atomic_store_n(&n->model->free_devices, mf - n->counted_free + nfree, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->gpus[2], tm2, __ATOMIC_RELAXED);
+    cache_gpu_model *m = n->model;
+    if (m) {
+        uint64_t md = __atomic_load_n(&m->devices, __ATOMIC_RELAXED);
+        uint64_t mf = __atomic_load_n(&m->free_devices, __ATOMIC_RELAXED);
+        uint64_t mm = __atomic_load_n(&m->free_milli, __ATOMIC_RELAXED);
+        uint64_t md2 = md - n->counted_devices + dev, mm2 = mm - n->counted_milli + fm;
+        moved |= cache_free_level(mm, md) != cache_free_level(mm2, md2);
+        __atomic_store_n(&m->devices, md2, __ATOMIC_RELAXED);
+        __atomic_store_n(&m->free_devices, mf - n->counted_free + nfree, __ATOMIC_RELAXED);
+        __atomic_store_n(&m->free_milli, mm2, __ATOMIC_RELAXED);
     }
-    if (dev != n->counted_devices)
+    if (moved)
         __atomic_add_fetch(&a->devices_version, 1, __ATOMIC_RELEASE);
     n->counted_devices = dev;
     n->counted_free = nfree;
+    n->counted_milli = fm;
 }
 
 /* log_node is log_append for n's current slot. */

@@ -1439,10 +1439,20 @@ static void frag_memo_put(const score_policy *p, const cache_node *node, uint64_
     __atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 
+/* The most a model's r counts (a model almost full would otherwise push
+ * every other pod off its last free milli at any price). */
+#define SCORE_MODEL_R_MAX 4.0
+
 /* model_pressure: how far the GPU demand pinned to node's model exceeds
- * the model's share of the devices, max(0, r - 1) with r = (share of the
- * GPU demand pinned to sets holding the model) / (the model's share of the
- * devices a scheduler may place on); 0 without pins, model or counts. */
+ * the model's share of the free GPU capacity, max(0, r - 1) with r =
+ * (share of the GPU demand pinned to sets holding the model) / (the
+ * model's share of the free milli-GPU a scheduler may place on), at most
+ * SCORE_MODEL_R_MAX; 0 without pins, model or counts. The share is taken
+ * at free-capacity levels (cache_free_level, each level counted at its
+ * middle), so the score changes only when the cache's device version
+ * does. Where the model fills faster than the cluster (other pods take
+ * it first), its share of the free capacity falls and r rises, until the
+ * pods that could go elsewhere do. */
 static double model_pressure(const score_policy *p, const cache_node *node)
 {
     int npm = __atomic_load_n(&p->t_npm, __ATOMIC_ACQUIRE);
@@ -1458,7 +1468,11 @@ static double model_pressure(const score_policy *p, const cache_node *node)
     uint64_t all = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
     if (!md || !all)
         return 0;
-    double r = ld(&p->t_pm_share[k]) * (double)all / (double)md;
+    double lm = cache_free_level(__atomic_load_n(&gm->free_milli, __ATOMIC_RELAXED), md);
+    double lc = cache_free_level(__atomic_load_n(&node->cluster_gpus[2], __ATOMIC_RELAXED), all);
+    double r = ld(&p->t_pm_share[k]) * (double)all / (double)md * (lc + 0.5) / (lm + 0.5);
+    if (r > SCORE_MODEL_R_MAX)
+        r = SCORE_MODEL_R_MAX;
     return r > 1 ? r - 1 : 0;
 }
 
@@ -1503,7 +1517,8 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
     }
     int64_t free_gpu = parts.total;
     /* The devices of a model that pods pinned to it ask for beyond its
-     * share are wasted on a pod that could go elsewhere (modelPressure). */
+     * share of the free capacity are wasted on a pod that could go
+     * elsewhere (modelPressure). */
     if (pod->gpu_count && placed && p->f_model > 0)
         after +=
             p->f_model * model_pressure(p, node) * (double)pod->gpu_count * (double)pod->gpu_milli;

@@ -11,6 +11,8 @@ into the shared data folder):
                      shape (cpu, memory, milli) of a random sharing pod
   pin33              a third of the GPU pods require a GPU model (gpu_spec),
                      drawn with the cluster's GPU count per model as weight
+  pinu20, pinu33     the same, the model drawn uniformly: the rare models are
+                     asked for beyond their devices (pinu33: a third pinned)
   cpu0, cpu100,      CPU-only pods are 0%, 100%, 250% of the GPU pods: CPU-only
   cpu250             pods removed, or copies of random CPU-only pods added at
                      random existing creation times
@@ -40,7 +42,7 @@ VARIANTS = ["share80", "share100", "pin33", "cpu0", "cpu100", "cpu250", "multi20
 MIXES = ["share60+multi30", "share70+cpu150", "pin20+cpu60", "share50+pin33", "share70+multi20",
          "multi40+cpu200", "share65+multi25+cpu30", "pin15+multi35", "cpu0+share70",
          "pin33+share60+cpu120"]
-KINDS = ("share", "multi", "pin", "cpu")
+KINDS = ("share", "multi", "pinu", "pin", "cpu")
 
 
 def known(name):
@@ -126,12 +128,14 @@ def build(name, rows, nodes, rng):
             if n["model"]:
                 models[n["model"]] = models.get(n["model"], 0) + int(n["gpu"])
         names = sorted(models)
-        weights = [models[m] for m in names]
+        uniform = name.startswith("pinu")
+        weights = [1 if uniform else models[m] for m in names]
         gpu = [i for i, r in enumerate(rows) if is_gpu(r)]
         pinned = sum(1 for i in gpu if rows[i].get("gpu_spec"))
         cand = [i for i in gpu if not rows[i].get("gpu_spec")]
         rng.shuffle(cand)
-        frac = 1 / 3 if name == "pin33" else int(name[3:]) / 100  # pin33: a third
+        pct = int(name[4:] if uniform else name[3:])
+        frac = 1 / 3 if pct == 33 else pct / 100  # pin33, pinu33: a third
         for i in cand[: max(0, round(len(gpu) * frac) - pinned)]:
             rows[i]["gpu_spec"] = rng.choices(names, weights)[0]
         return rows

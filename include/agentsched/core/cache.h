@@ -74,15 +74,27 @@ as_err cache_shard_mode_parse(const char *s, cache_shard_mode *out);
 const char *cache_shard_mode_name(cache_shard_mode m);
 
 /* A GPU model (the node label the registry names) as the cache counts it:
- * the GPU devices of its nodes that a scheduler may place on, and those
- * wholly free, as cluster_gpus counts them all. Entries are never removed
- * or renamed. */
+ * the GPU devices of its nodes that a scheduler may place on, those wholly
+ * free, and the milli-GPU free on them, as cluster_gpus counts them all.
+ * Entries are never removed or renamed. */
 #define CACHE_MAX_GPU_MODELS 32
 typedef struct cache_gpu_model {
     char name[64];         /* label value */
     uint64_t devices;      /* (atomic) */
     uint64_t free_devices; /* (atomic) nothing charged to them */
+    uint64_t free_milli;   /* (atomic) milli-GPU not charged, over its devices */
 } cache_gpu_model;
+
+/* Free-capacity levels: free milli-GPU over devices x 1000, floored to
+ * steps of 1/CACHE_FREE_LEVELS (CACHE_FREE_LEVELS when all is free, 0
+ * without devices). cache_gpu_devices_version changes whenever the level
+ * of the cluster (cluster_gpus) or of a GPU model changes, so a score that
+ * reads levels, not the milli themselves, is current while it stays. */
+#define CACHE_FREE_LEVELS 64
+static inline uint32_t cache_free_level(uint64_t free_milli, uint64_t devices)
+{
+    return devices ? (uint32_t)(free_milli * CACHE_FREE_LEVELS / (devices * MODEL_GPU_MILLI)) : 0;
+}
 
 /*
  * A node as the cache holds it. Fields marked (atomic) must be read with the
@@ -111,12 +123,12 @@ typedef struct cache_node {
     uint32_t ngpus;     /* spec->ngpus, capped at MODEL_MAX_GPUS */
     uint32_t name_len;  /* strlen(spec->name) */
     model_resvec alloc; /* spec->alloc */
-    /* The cache's GPU device counts, [0] devices and [1] wholly free ones
-     * over the nodes a scheduler may place on (atomic; cache_gpu_devices),
-     * so a score can ask how scarce free devices are; NULL on a node built
-     * by hand. */
+    /* The cache's GPU device counts, [0] devices, [1] wholly free ones and
+     * [2] the milli-GPU free on them, over the nodes a scheduler may place
+     * on (atomic; cache_gpu_devices, cache_gpu_free_milli), so a score can
+     * ask how scarce free devices are; NULL on a node built by hand. */
     const uint64_t *cluster_gpus;
-    /* Its GPU model's entry (devices counted like cluster_gpus[0]); NULL
+    /* Its GPU model's entry (counted like cluster_gpus); NULL
      * without devices or a model label, past CACHE_MAX_GPU_MODELS models,
      * or on a node built by hand. */
     const cache_gpu_model *gpu_model;
@@ -400,11 +412,17 @@ typedef struct cache_stats {
  */
 void cache_gpu_devices(const cache *c, uint64_t *devices, uint64_t *free_devices);
 
+/* cache_gpu_free_milli reads the milli-GPU free over those devices
+ * (cluster_gpus[2]). Lock-free, exact after a change completes. */
+uint64_t cache_gpu_free_milli(const cache *c);
+
 /*
  * cache_gpu_devices_version changes (after the counts) whenever the number
  * of GPU devices a scheduler may place on changes, in all or of a model
- * (cache_node gpu_model): what a score that reads those counts was
- * computed with is current while it stays the same. Lock-free.
+ * (cache_node gpu_model), and whenever a free-capacity level changes
+ * (cache_free_level, of all of them or of a model's): what a score that
+ * reads those counts and levels was computed with is current while it
+ * stays the same. Lock-free.
  */
 uint64_t cache_gpu_devices_version(const cache *c);
 

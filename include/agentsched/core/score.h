@@ -129,9 +129,10 @@ bool score_policy_devices_short(const score_policy *p, const cache *c);
 
 /*
  * score_policy_reads_device_counts: do p's scores depend on the cache's GPU
- * device counts in all and per model (a fragment policy with
- * modelPressure > 0 once pods pinned to GPU models were seen), so that a
- * node joining or leaving changes other nodes' scores? Lock-free; any
+ * device counts and free-capacity levels in all and per model (a fragment
+ * policy with modelPressure > 0 once pods pinned to GPU models were seen),
+ * so that a node joining or leaving, or usage elsewhere moving a level,
+ * changes other nodes' scores (cache_gpu_devices_version)? Lock-free; any
  * thread.
  */
 bool score_policy_reads_device_counts(const score_policy *p);

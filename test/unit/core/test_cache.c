@@ -1056,6 +1056,60 @@ Test(cache, gpu_devices_are_counted_per_model)
     model_pod_free(p);
 }
 
+/* free_milli_is: the milli-GPU free on model `name`'s devices and on all. */
+static void free_milli_is(const char *name, uint64_t model, uint64_t all, const char *what)
+{
+    const cache_gpu_model *m = NULL;
+    size_t n = cache_gpu_models(c, &m);
+    size_t i = 0;
+    while (i < n && strcmp(m[i].name, name) != 0)
+        i++;
+    cr_assert_lt(i, n, "%s: no entry %s", what, name);
+    uint64_t got = __atomic_load_n(&m[i].free_milli, __ATOMIC_RELAXED);
+    cr_assert_eq(got, model, "%s: %s has %llu milli free", what, name, (unsigned long long)got);
+    cr_assert_eq(cache_gpu_free_milli(c), all, "%s: %llu milli free in all", what,
+                 (unsigned long long)cache_gpu_free_milli(c));
+    check_invariants();
+}
+
+/* The milli-GPU free is counted per model and in all, and the device
+ * version moves when a free-capacity level does (1/64 of the devices),
+ * not for a change within one. */
+Test(cache, free_milli_is_counted_per_model_and_moves_the_version_by_level)
+{
+    cr_assert_eq(cache_node_upsert(c, model_node_of("t", 2, "T4")), AS_OK);
+    cr_assert_eq(cache_node_upsert(c, model_node_of("g", 4, "G2")), AS_OK);
+    free_milli_is("T4", 2000, 6000, "nothing used");
+    cr_assert_eq(cache_free_level(2000, 2), CACHE_FREE_LEVELS);
+    cr_assert_eq(cache_free_level(0, 0), 0u);
+    model_pod *p = fx_pod("p", "up", 100, 0);
+    fx_pod_gpu(&reg, p, 1, 300);
+    cr_assert_eq(assume(p, "t"), CACHE_ASSUME_FAST);
+    free_milli_is("T4", 1700, 5700, "a 300 share on t");
+    model_pod *a = fx_pod("a", "ua", 100, 0);
+    fx_pod_gpu(&reg, a, 1, 10);
+    uint64_t v = cache_gpu_devices_version(c);
+    cr_assert_eq(assume(a, "g"), CACHE_ASSUME_FAST);
+    free_milli_is("G2", 3990, 5690, "a 10 share on g");
+    cr_assert_neq(cache_gpu_devices_version(c), v, "G2 no longer all free: level 63");
+    model_pod *b = fx_pod("b", "ub", 100, 0);
+    fx_pod_gpu(&reg, b, 1, 10);
+    v = cache_gpu_devices_version(c);
+    cr_assert_eq(assume(b, "g"), CACHE_ASSUME_FAST);
+    free_milli_is("G2", 3980, 5680, "another 10 on g");
+    cr_assert_eq(cache_gpu_devices_version(c), v, "levels 63 and 60 as before");
+    cr_assert_eq(cache_node_upsert(c, model_node_of("t", 2, "G2")), AS_OK);
+    free_milli_is("G2", 5680, 5680, "t relabelled, its share with it");
+    free_milli_is("T4", 0, 5680, "t relabelled");
+    cr_assert_eq(cache_forget(c, "up"), AS_OK);
+    free_milli_is("G2", 5980, 5980, "the 300 share forgotten");
+    cr_assert_eq(cache_node_remove(c, "g"), AS_OK);
+    free_milli_is("G2", 2000, 2000, "g gone");
+    model_pod_free(p);
+    model_pod_free(a);
+    model_pod_free(b);
+}
+
 Test(cache, resized_pod_keeps_its_gpu_device)
 {
     cr_assert_eq(cache_node_upsert(c, gpu_node("g", 2)), AS_OK);

@@ -681,7 +681,8 @@ Test(eqcache, free_devices_short_rebuilds_the_class)
  * the model: a class must not keep the other nodes' old scores. 8 of 16
  * devices are T4 and all the pinned demand is T4's (r = 2); a T4 node
  * joining makes it 10 of 18 (r = 1.8), then a G2 node 10 of 22 (r = 2.2),
- * the T4 node leaving 8 of 20 (r = 2.5). */
+ * the T4 node leaving 8 of 20 (r = 2.5). It reads free-capacity levels
+ * too, which pods elsewhere move: whole GPUs on two G2 nodes. */
 Test(eqcache, model_device_counts_rebuild_the_class)
 {
     static const uint32_t gpus[] = {2, 3, 3, 4, 4};
@@ -711,6 +712,22 @@ Test(eqcache, model_device_counts_rebuild_the_class)
     check_same(e, pol, any, 6, "a G2 node joined");
     cr_assert_eq(cache_node_remove(c, "g6"), AS_OK);
     check_same(e, pol, any, 6, "the T4 node left");
+    /* Pods on the G2 nodes only: the cluster's free level falls while
+     * T4's stays, so T4's share of the free capacity rises and with it the
+     * pressure on every T4 node, though none of them changed. */
+    for (int i = 0; i < 2; i++) {
+        char uid[8], node[8];
+        snprintf(uid, sizeof uid, "w%d", i);
+        snprintf(node, sizeof node, "g%d", 3 + i);
+        model_pod *w = fx_pod(uid, uid, 1000, FX_GI);
+        fx_pod_gpu(&reg, w, 2, 0);
+        fx_pod_bind(w, node);
+        uint64_t v = cache_gpu_devices_version(c);
+        cr_assert_eq(cache_pod_upsert(c, w), AS_OK);
+        cr_assert_neq(cache_gpu_devices_version(c), v, "the cluster's free level moved");
+        model_pod_free(w);
+        check_same(e, pol, any, 6, "two G2 devices taken");
+    }
     eqcache_free(e);
     model_pod_free(pinned);
     model_pod_free(any);

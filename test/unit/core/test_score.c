@@ -423,7 +423,7 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
 {
     hnode h;
     hnode_init(&h, 32000, 128 * FX_GI, 4);
-    uint64_t cg[2] = {100, 5};
+    uint64_t cg[3] = {100, 5, 50000};
     h.cn.cluster_gpus = cg;
     model_pod *big = fx_pod("b", "b", 3000, 4 * FX_GI);
     fx_pod_gpu(&reg, big, 1, 810);
@@ -468,18 +468,22 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
 
 /* fragment's modelPressure: of 40 one-GPU pods seen, 10 were pinned to T4
  * (5 by nodeSelector, 5 by required node affinity), a quarter of the GPU
- * demand, while T4 holds 10 of the cluster's 100 devices: r = 0.25 x 100 /
- * 10 = 2.5, so a GPU placed on a T4 node adds 0.05 x (2.5 - 1) x 1000 milli
- * to the waste, 50 x 75 / 16000 = 0.234375 points below the same node as
- * G2 (no pins). Nothing with 30 T4 devices (r below 1), with
- * modelPressure 0, or before any pinned pod. */
+ * demand, while T4 holds 10 of the cluster's 100 devices, half of both
+ * free: r = 0.25 x 100 / 10 = 2.5, so a GPU placed on a T4 node adds 0.05
+ * x (2.5 - 1) x 1000 milli to the waste, 50 x 75 / 16000 = 0.234375 points
+ * below the same node as G2 (no pins). Nothing with 30 T4 devices (r =
+ * 0.83), unless T4 has filled faster than the cluster: a fifth of it free
+ * (level 12 of 64) against half of all (32), r = 0.83 x 32.5 / 12.5 =
+ * 2.17, 0.1822916 points; r stops at 4 (T4 full: 0.46875 points at 10
+ * devices). Nothing with modelPressure 0, or before any pinned pod. */
 Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
 {
     hnode t4, g2;
     hnode_init(&t4, 64000, 256 * FX_GI, 4);
     hnode_init(&g2, 64000, 256 * FX_GI, 4);
-    uint64_t cg[2] = {100, 50};
-    cache_gpu_model mt4 = {.name = "T4", .devices = 10}, mg2 = {.name = "G2", .devices = 90};
+    uint64_t cg[3] = {100, 50, 50000};
+    cache_gpu_model mt4 = {.name = "T4", .devices = 10, .free_milli = 5000},
+                    mg2 = {.name = "G2", .devices = 90, .free_milli = 45000};
     t4.cn.cluster_gpus = g2.cn.cluster_gpus = cg;
     t4.cn.gpu_model = &mt4;
     g2.cn.gpu_model = &mg2;
@@ -510,9 +514,19 @@ Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
         cr_assert_float_eq(score_node(p, aff, &g2.cn) - score_node(p, aff, &t4.cn), d, 1e-9,
                            "pinned pods weigh the same");
         mt4.devices = 30;
+        mt4.free_milli = 15000;
         cr_assert_float_eq(score_node(p, pod, &t4.cn), score_node(p, pod, &g2.cn), 1e-12,
                            "30 of 100 devices: not short");
+        mt4.free_milli = 6000;
+        d = score_node(p, pod, &g2.cn) - score_node(p, pod, &t4.cn);
+        cr_assert_float_eq(
+            d, y == 0 ? 50.0 * 0.05 * (0.25 * 100 / 30 * 32.5 / 12.5 - 1) * 1000 / 16000 : 0, 1e-9,
+            "T4 a fifth free against half of all: %g", d);
         mt4.devices = 10;
+        mt4.free_milli = 0;
+        d = score_node(p, pod, &g2.cn) - score_node(p, pod, &t4.cn);
+        cr_assert_float_eq(d, y == 0 ? 0.46875 : 0, 1e-9, "r stops at 4: %g", d);
+        mt4.free_milli = 5000;
         score_policy_unref(p);
     }
     model_pod_free(pod);
@@ -860,8 +874,8 @@ Test(score, observe_while_scoring)
         cr_assert_eq(score_policy_new_strategy(&reg, (score_strategy)s, &p), AS_OK);
         hnode h;
         hnode_init(&h, 32000, 64 * FX_GI, 2);
-        uint64_t cg[2] = {100, 50};
-        cache_gpu_model t4 = {.name = "T4", .devices = 10};
+        uint64_t cg[3] = {100, 50, 50000};
+        cache_gpu_model t4 = {.name = "T4", .devices = 10, .free_milli = 5000};
         h.cn.cluster_gpus = cg;
         h.cn.gpu_model = &t4;
         model_pod *wp = fx_pod("w", "w", 1000, FX_GI);
