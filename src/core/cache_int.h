@@ -24,6 +24,7 @@
 
 #include "agentsched/base/table.h"
 #include "agentsched/core/cache.h"
+#include "agentsched/core/gpu.h"
 #include "agentsched/model/node.h"
 #include "agentsched/model/pod.h"
 
@@ -118,7 +119,7 @@ typedef struct cache_acct {
     cache_gpu_model models[CACHE_MAX_GPU_MODELS];
     uint32_t nmodels; /* atomic */
     /* Bumped (release) after the device counts when a node's devices
-     * counted change, or a free-capacity level (cache_free_level) of all
+     * counted change, or a free-capacity level (gpu_free_level) of all
      * devices or of a model's (cache_gpu_devices_version). */
     uint64_t devices_version; /* atomic */
 
@@ -183,8 +184,7 @@ static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
     uint64_t tf = __atomic_load_n(&a->gpus[1], __ATOMIC_RELAXED);
     uint64_t tm = __atomic_load_n(&a->gpus[2], __ATOMIC_RELAXED);
     uint64_t td2 = td - n->counted_devices + dev, tm2 = tm - n->counted_milli + fm;
-    bool moved =
-        dev != n->counted_devices || cache_free_level(tm, td) != cache_free_level(tm2, td2);
+    bool moved = dev != n->counted_devices || gpu_free_level(tm, td) != gpu_free_level(tm2, td2);
     __atomic_store_n(&a->gpus[0], td2, __ATOMIC_RELAXED);
     __atomic_store_n(&a->gpus[1], tf - n->counted_free + nfree, __ATOMIC_RELAXED);
     __atomic_store_n(&a->gpus[2], tm2, __ATOMIC_RELAXED);
@@ -194,7 +194,7 @@ static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
         uint64_t mf = __atomic_load_n(&m->free_devices, __ATOMIC_RELAXED);
         uint64_t mm = __atomic_load_n(&m->free_milli, __ATOMIC_RELAXED);
         uint64_t md2 = md - n->counted_devices + dev, mm2 = mm - n->counted_milli + fm;
-        moved |= cache_free_level(mm, md) != cache_free_level(mm2, md2);
+        moved |= gpu_free_level(mm, md) != gpu_free_level(mm2, md2);
         __atomic_store_n(&m->devices, md2, __ATOMIC_RELAXED);
         __atomic_store_n(&m->free_devices, mf - n->counted_free + nfree, __ATOMIC_RELAXED);
         __atomic_store_n(&m->free_milli, mm2, __ATOMIC_RELAXED);

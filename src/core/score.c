@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "agentsched/base/hash.h"
+#include "agentsched/core/gpu.h"
 #include "agentsched/model/gpuannot.h"
 #include "score_int.h"
 
@@ -1448,7 +1449,7 @@ static void frag_memo_put(const score_policy *p, const cache_node *node, uint64_
  * (share of the GPU demand pinned to sets holding the model) / (the
  * model's share of the free milli-GPU a scheduler may place on), at most
  * SCORE_MODEL_R_MAX; 0 without pins, model or counts. The share is taken
- * at free-capacity levels (cache_free_level, each level counted at its
+ * at free-capacity levels (gpu_free_level, each level counted at its
  * middle), so the score changes only when the cache's device version
  * does. Where the model fills faster than the cluster (other pods take
  * it first), its share of the free capacity falls and r rises, until the
@@ -1468,8 +1469,8 @@ static double model_pressure(const score_policy *p, const cache_node *node)
     uint64_t all = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
     if (!md || !all)
         return 0;
-    double lm = cache_free_level(__atomic_load_n(&gm->free_milli, __ATOMIC_RELAXED), md);
-    double lc = cache_free_level(__atomic_load_n(&node->cluster_gpus[2], __ATOMIC_RELAXED), all);
+    double lm = gpu_free_level(__atomic_load_n(&gm->free_milli, __ATOMIC_RELAXED), md);
+    double lc = gpu_free_level(__atomic_load_n(&node->cluster_gpus[2], __ATOMIC_RELAXED), all);
     double r = ld(&p->t_pm_share[k]) * (double)all / (double)md * (lc + 0.5) / (lm + 0.5);
     if (r > SCORE_MODEL_R_MAX)
         r = SCORE_MODEL_R_MAX;

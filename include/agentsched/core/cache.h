@@ -85,17 +85,6 @@ typedef struct cache_gpu_model {
     uint64_t free_milli;   /* (atomic) milli-GPU not charged, over its devices */
 } cache_gpu_model;
 
-/* Free-capacity levels: free milli-GPU over devices x 1000, floored to
- * steps of 1/CACHE_FREE_LEVELS (CACHE_FREE_LEVELS when all is free, 0
- * without devices). cache_gpu_devices_version changes whenever the level
- * of the cluster (cluster_gpus) or of a GPU model changes, so a score that
- * reads levels, not the milli themselves, is current while it stays. */
-#define CACHE_FREE_LEVELS 64
-static inline uint32_t cache_free_level(uint64_t free_milli, uint64_t devices)
-{
-    return devices ? (uint32_t)(free_milli * CACHE_FREE_LEVELS / (devices * MODEL_GPU_MILLI)) : 0;
-}
-
 /*
  * A node as the cache holds it. Fields marked (atomic) must be read with the
  * accessors below; everything else is stable while the read lock is held.
@@ -420,7 +409,7 @@ uint64_t cache_gpu_free_milli(const cache *c);
  * cache_gpu_devices_version changes (after the counts) whenever the number
  * of GPU devices a scheduler may place on changes, in all or of a model
  * (cache_node gpu_model), and whenever a free-capacity level changes
- * (cache_free_level, of all of them or of a model's): what a score that
+ * (gpu_free_level, of all of them or of a model's): what a score that
  * reads those counts and levels was computed with is current while it
  * stays the same. Lock-free.
  */

@@ -23,4 +23,15 @@
 bool gpu_choose(uint32_t count, uint32_t milli, const int32_t *used, uint32_t ngpus,
                 uint32_t *devices);
 
+/*
+ * gpu_free_level is the free-capacity level of `devices` devices with
+ * free_milli milli-GPU free on them: free_milli over devices x 1000,
+ * floored to steps of 1/GPU_FREE_LEVELS (GPU_FREE_LEVELS when all is free,
+ * 0 without devices). The cache moves its device version whenever the
+ * level of all devices or of a GPU model's changes, so a score that reads
+ * levels, not the milli themselves, is current while that version stays.
+ */
+#define GPU_FREE_LEVELS 64
+uint32_t gpu_free_level(uint64_t free_milli, uint64_t devices);
+
 #endif

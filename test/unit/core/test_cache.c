@@ -1080,8 +1080,6 @@ Test(cache, free_milli_is_counted_per_model_and_moves_the_version_by_level)
     cr_assert_eq(cache_node_upsert(c, model_node_of("t", 2, "T4")), AS_OK);
     cr_assert_eq(cache_node_upsert(c, model_node_of("g", 4, "G2")), AS_OK);
     free_milli_is("T4", 2000, 6000, "nothing used");
-    cr_assert_eq(cache_free_level(2000, 2), CACHE_FREE_LEVELS);
-    cr_assert_eq(cache_free_level(0, 0), 0u);
     model_pod *p = fx_pod("p", "up", 100, 0);
     fx_pod_gpu(&reg, p, 1, 300);
     cr_assert_eq(assume(p, "t"), CACHE_ASSUME_FAST);

@@ -43,3 +43,16 @@ Test(gpu, more_devices_than_the_node_has_never_fit)
     cr_assert(gpu_choose(MODEL_MAX_GPUS, 0, used, MODEL_MAX_GPUS, &dev));
     cr_expect_eq(dev, (1u << MODEL_MAX_GPUS) - 1);
 }
+
+/* Levels of 1/64 of the devices' milli, floored: all free is the top
+ * level, one milli used drops a level, nothing without devices. */
+Test(gpu, free_level_steps_by_a_64th_of_the_devices)
+{
+    cr_expect_eq(gpu_free_level(2000, 2), GPU_FREE_LEVELS);
+    cr_expect_eq(gpu_free_level(1999, 2), GPU_FREE_LEVELS - 1);
+    cr_expect_eq(gpu_free_level(1000, 2), GPU_FREE_LEVELS / 2);
+    cr_expect_eq(gpu_free_level(31, 2), 0u, "under 1/64 of 2000");
+    cr_expect_eq(gpu_free_level(32, 2), 1u);
+    cr_expect_eq(gpu_free_level(0, 0), 0u);
+    cr_expect_eq(gpu_free_level(4392000, 4392), GPU_FREE_LEVELS, "openb's G2 devices");
+}
