@@ -146,7 +146,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_reserve = 2;
     p->f_keep_free = 0.05;
     p->f_fillable = 0.1;
-    p->f_model = 0.05;
+    p->f_model = 0.5;
     p->f_cpu_gpu = 8000;
     p->f_mem_gpu = 32768;
     /* kube-scheduler's default resources, plus the GPU so shares count. */

@@ -469,12 +469,12 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
 /* fragment's modelPressure: of 40 one-GPU pods seen, 10 were pinned to T4
  * (5 by nodeSelector, 5 by required node affinity), a quarter of the GPU
  * demand, while T4 holds 10 of the cluster's 100 devices, half of both
- * free: r = 0.25 x 100 / 10 = 2.5, so a GPU placed on a T4 node adds 0.05
- * x (2.5 - 1) x 1000 milli to the waste, 50 x 75 / 16000 = 0.234375 points
+ * free: r = 0.25 x 100 / 10 = 2.5, so a GPU placed on a T4 node adds 0.5
+ * x (2.5 - 1) x 1000 milli to the waste, 50 x 750 / 16000 = 2.34375 points
  * below the same node as G2 (no pins). Nothing with 30 T4 devices (r =
  * 0.83), unless T4 has filled faster than the cluster: a fifth of it free
  * (level 12 of 64) against half of all (32), r = 0.83 x 32.5 / 12.5 =
- * 2.17, 0.1822916 points; r stops at 4 (T4 full: 0.46875 points at 10
+ * 2.17, 1.822916 points; r stops at 4 (T4 full: 4.6875 points at 10
  * devices). Nothing with modelPressure 0, or before any pinned pod. */
 Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
 {
@@ -509,7 +509,7 @@ Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
             score_observe_pod(p, aff);
         }
         double d = score_node(p, pod, &g2.cn) - score_node(p, pod, &t4.cn);
-        cr_assert_float_eq(d, y == 0 ? 0.234375 : 0, 1e-9, "modelPressure %s: %g",
+        cr_assert_float_eq(d, y == 0 ? 2.34375 : 0, 1e-9, "modelPressure %s: %g",
                            y == 0 ? "default" : "0", d);
         cr_assert_float_eq(score_node(p, aff, &g2.cn) - score_node(p, aff, &t4.cn), d, 1e-9,
                            "pinned pods weigh the same");
@@ -520,12 +520,12 @@ Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
         mt4.free_milli = 6000;
         d = score_node(p, pod, &g2.cn) - score_node(p, pod, &t4.cn);
         cr_assert_float_eq(
-            d, y == 0 ? 50.0 * 0.05 * (0.25 * 100 / 30 * 32.5 / 12.5 - 1) * 1000 / 16000 : 0, 1e-9,
+            d, y == 0 ? 50.0 * 0.5 * (0.25 * 100 / 30 * 32.5 / 12.5 - 1) * 1000 / 16000 : 0, 1e-9,
             "T4 a fifth free against half of all: %g", d);
         mt4.devices = 10;
         mt4.free_milli = 0;
         d = score_node(p, pod, &g2.cn) - score_node(p, pod, &t4.cn);
-        cr_assert_float_eq(d, y == 0 ? 0.46875 : 0, 1e-9, "r stops at 4: %g", d);
+        cr_assert_float_eq(d, y == 0 ? 4.6875 : 0, 1e-9, "r stops at 4: %g", d);
         mt4.free_milli = 5000;
         score_policy_unref(p);
     }
