@@ -1175,8 +1175,8 @@ as_err cache_check_invariants(cache *c, as_diag *diag)
             }
             bool counted = usable && (uint32_t)d < n->pub.ngpus;
             nodefree += counted && have == 0;
-            if (counted && have < MODEL_GPU_MILLI)
-                nodemilli += (uint64_t)(MODEL_GPU_MILLI - (have > 0 ? have : 0));
+            if (counted)
+                nodemilli += gpu_device_free(have);
         }
         nfree += nodefree;
         nmilli += nodemilli;

@@ -177,7 +177,7 @@ static inline void devices_note(cache_acct *a, cache_acct_node *n, bool gone)
         for (uint32_t d = 0; d < dev; d++) {
             int32_t used = __atomic_load_n(&n->gpu_used[d], __ATOMIC_RELAXED);
             nfree += used == 0;
-            fm += used >= MODEL_GPU_MILLI ? 0 : (uint64_t)(MODEL_GPU_MILLI - (used > 0 ? used : 0));
+            fm += gpu_device_free(used);
         }
     }
     uint64_t td = __atomic_load_n(&a->gpus[0], __ATOMIC_RELAXED);

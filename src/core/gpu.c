@@ -37,6 +37,12 @@ bool gpu_choose(uint32_t count, uint32_t milli, const int32_t *used, uint32_t ng
 }
 
 /* See gpu.h. */
+uint32_t gpu_device_free(int32_t used)
+{
+    return used >= MODEL_GPU_MILLI ? 0 : (uint32_t)(MODEL_GPU_MILLI - (used > 0 ? used : 0));
+}
+
+/* See gpu.h. */
 uint32_t gpu_free_level(uint64_t free_milli, uint64_t devices)
 {
     return devices ? (uint32_t)(free_milli * GPU_FREE_LEVELS / (devices * MODEL_GPU_MILLI)) : 0;

@@ -23,6 +23,11 @@
 bool gpu_choose(uint32_t count, uint32_t milli, const int32_t *used, uint32_t ngpus,
                 uint32_t *devices);
 
+/* gpu_device_free is the milli-GPU free on a device with `used` milli in
+ * use: 1000 - used, never below 0 (an overcommitted device has none) nor
+ * above 1000. */
+uint32_t gpu_device_free(int32_t used);
+
 /*
  * gpu_free_level is the free-capacity level of `devices` devices with
  * free_milli milli-GPU free on them: free_milli over devices x 1000,

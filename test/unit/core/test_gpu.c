@@ -56,3 +56,12 @@ Test(gpu, free_level_steps_by_a_64th_of_the_devices)
     cr_expect_eq(gpu_free_level(0, 0), 0u);
     cr_expect_eq(gpu_free_level(4392000, 4392), GPU_FREE_LEVELS, "openb's G2 devices");
 }
+
+Test(gpu, device_free_stays_within_one_device)
+{
+    cr_expect_eq(gpu_device_free(0), MODEL_GPU_MILLI);
+    cr_expect_eq(gpu_device_free(300), 700u);
+    cr_expect_eq(gpu_device_free(MODEL_GPU_MILLI), 0u);
+    cr_expect_eq(gpu_device_free(1200), 0u, "overcommitted");
+    cr_expect_eq(gpu_device_free(-5), MODEL_GPU_MILLI, "never above a device");
+}
