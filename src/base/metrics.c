@@ -160,6 +160,27 @@ void metrics_new_counters(metrics *m, const char *family, const char *label,
 }
 
 /* See metrics.h. */
+bool metrics_label_value(const char *v, char *out, size_t cap)
+{
+    if (cap == 0)
+        return false;
+    size_t o = 0;
+    for (; *v; v++) {
+        const char *rep = *v == '\\' ? "\\\\" : *v == '"' ? "\\\"" : *v == '\n' ? "\\n" : NULL;
+        size_t n = rep ? 2 : 1;
+        if (o + n >= cap)
+            return false;
+        if (rep)
+            memcpy(out + o, rep, 2);
+        else
+            out[o] = *v;
+        o += n;
+    }
+    out[o] = 0;
+    return true;
+}
+
+/* See metrics.h. */
 metrics_counter *metrics_new_gauge(metrics *m, const char *name, const char *help)
 {
     metrics_series *s = metrics_declare(m, name, help, METRICS_GAUGE, NULL, 0);

@@ -643,26 +643,6 @@ static void svc_counter_set(svc *s, const char *name, const char *help, uint64_t
     metrics_set(c, (int64_t)v);
 }
 
-/* prom_label_value copies v into out (cap bytes, NUL-terminated) escaped
- * as a Prometheus label value; false when it does not fit. */
-static bool prom_label_value(const char *v, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (; *v; v++) {
-        const char *rep = *v == '\\' ? "\\\\" : *v == '"' ? "\\\"" : *v == '\n' ? "\\n" : NULL;
-        size_t n = rep ? 2 : 1;
-        if (o + n >= cap)
-            return false;
-        if (rep)
-            memcpy(out + o, rep, 2);
-        else
-            out[o] = *v;
-        o += n;
-    }
-    out[o] = 0;
-    return true;
-}
-
 /* The device gauges per GPU model, one pair per model the cache has seen
  * (a model whose nodes are gone stays at 0). */
 static void svc_gpu_model_gauges(svc *s)
@@ -673,7 +653,7 @@ static void svc_gpu_model_gauges(svc *s)
     size_t n = cache_gpu_models(s->core->cache, &m);
     for (size_t i = 0; i < n; i++) {
         char label[2 * sizeof m[i].name], name[256];
-        if (!prom_label_value(m[i].name, label, sizeof label))
+        if (!metrics_label_value(m[i].name, label, sizeof label))
             continue;
         snprintf(name, sizeof name,
                  "agentsched_cache_gpu_model_devices{model=\"%s\",state=\"all\"}", label);

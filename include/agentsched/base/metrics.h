@@ -11,6 +11,7 @@
 #ifndef AGENTSCHED_METRICS_H
 #define AGENTSCHED_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,11 @@ void metrics_free(metrics *m);
  * name is malformed, or it was declared before with another type. */
 metrics_counter *metrics_new_counter(metrics *m, const char *name, const char *help);
 metrics_counter *metrics_new_gauge(metrics *m, const char *name, const char *help);
+/* metrics_label_value copies v into out (cap bytes, NUL-terminated)
+ * escaped as a label value of the text format (backslash, double quote and
+ * newline), for a series name that carries text the code did not write (a
+ * node label, say); false, out unspecified, when it does not fit. */
+bool metrics_label_value(const char *v, char *out, size_t cap);
 /* metrics_new_counters declares one counter per value of one label,
  * family{label="values[i]"}, into out[0..n), each as metrics_new_counter
  * (NULL where that refuses one, a name too long included). */

@@ -187,6 +187,21 @@ Test(metrics, help_is_escaped)
     metrics_free(m);
 }
 
+Test(metrics, label_values_are_escaped)
+{
+    char out[16];
+    cr_assert(metrics_label_value("T4", out, sizeof out));
+    cr_assert_str_eq(out, "T4");
+    cr_assert(metrics_label_value("a\"b\\c\nd", out, sizeof out));
+    cr_assert_str_eq(out, "a\\\"b\\\\c\\nd");
+    cr_assert(metrics_label_value("", out, 1));
+    cr_assert_str_eq(out, "");
+    cr_assert_not(metrics_label_value("", out, 0), "no room for the NUL");
+    cr_assert_not(metrics_label_value("abc", out, 3), "no room for the NUL");
+    cr_assert_not(metrics_label_value("ab\"", out, 4), "the escape does not fit");
+    cr_assert(metrics_label_value("abc", out, 4));
+}
+
 Test(metrics, series_count_is_capped)
 {
     metrics *m = NULL;
