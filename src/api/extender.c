@@ -1092,6 +1092,7 @@ static bool can_host_after(const model_registry *reg, const score_policy *pol,
     size_t tail = offsetof(cache_node, in_shard) + sizeof node->in_shard;
     memcpy((char *)&tmp + tail, (const char *)node + tail, sizeof tmp - tail);
     tmp.in_shard = cache_node_in_shard(node);
+    tmp.id = 0; /* not the node a score may have kept a waste for (score_node) */
     for (int i = 0; i < MODEL_MAX_RES; i++)
         tmp.requested[i] = meta ? 0 : cache_node_requested(node, i);
     for (int g = 0; g < MODEL_MAX_GPUS; g++)

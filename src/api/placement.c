@@ -96,7 +96,7 @@ _Static_assert(offsetof(cache_node, requested) > offsetof(cache_node, slot) &&
 
 /* view_of returns n itself when no earlier pod went there and the cluster's
  * device counts are the cache's (gpus NULL), else tmp filled with n's live
- * usage plus the overlay (e, if any) and pointing at gpus. bind_version is
+ * usage plus the overlay (e, if any; then with id 0) and pointing at gpus. bind_version is
  * loaded first (acquire), as every reader of usage must. */
 static const cache_node *view_of(const cache_node *n, const ov_entry *e, const uint64_t *gpus,
                                  cache_node *tmp)
@@ -113,6 +113,12 @@ static const cache_node *view_of(const cache_node *n, const ov_entry *e, const u
         tmp->requested[r] = cache_node_requested(n, r) + (e ? e->req[r] : 0);
     for (int d = 0; d < MODEL_MAX_GPUS; d++)
         tmp->gpu_used[d] = cache_node_gpu_used(n, d) + (e ? e->gpu[d] : 0);
+    /* With earlier pods on it the view is not the node a score may have
+     * kept a waste for under its id and generation (fragment's memo): id 0
+     * is never memoized, so the view neither reads the node's nor
+     * leaves its own for live decisions. */
+    if (e)
+        tmp->id = 0;
     if (gpus)
         tmp->cluster_gpus = gpus;
     return tmp;

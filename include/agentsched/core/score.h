@@ -96,7 +96,10 @@ uint32_t score_policy_extender_shortlist(const score_policy *p);
 /*
  * score_node scores placing pod on node (which must fit: pred_check OK) in
  * its current state. Reads usage with cache accessors; never allocates.
- * Returns [0, 100], or SCORE_KEPT when score_keeps holds.
+ * Returns [0, 100], or SCORE_KEPT when score_keeps holds. fragment keeps
+ * what it computed for a node under the node's id and generation: a copy
+ * whose usage differs from its cache node's (a dry run's or a preempt's
+ * view) must carry id 0, which is never kept.
  */
 double score_node(const score_policy *p, const model_pod *pod, const cache_node *node);
 
