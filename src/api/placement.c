@@ -21,6 +21,7 @@
 #include "agentsched/base/clock.h"
 #include "agentsched/base/hash.h"
 #include "agentsched/base/log.h"
+#include "agentsched/core/gpu.h"
 #include "agentsched/core/pred.h"
 #include "agentsched/core/sched.h"
 
@@ -96,10 +97,11 @@ _Static_assert(offsetof(cache_node, requested) > offsetof(cache_node, slot) &&
 
 /* view_of returns n itself when no earlier pod went there and the cluster's
  * device counts are the cache's (gpus NULL), else tmp filled with n's live
- * usage plus the overlay (e, if any; then with id 0) and pointing at gpus. bind_version is
+ * usage plus the overlay (e, if any; then with id 0), pointing at gpus and
+ * at gm (if not NULL) for its GPU model's counts. bind_version is
  * loaded first (acquire), as every reader of usage must. */
 static const cache_node *view_of(const cache_node *n, const ov_entry *e, const uint64_t *gpus,
-                                 cache_node *tmp)
+                                 const cache_gpu_model *gm, cache_node *tmp)
 {
     if (!e && !gpus)
         return n;
@@ -121,6 +123,8 @@ static const cache_node *view_of(const cache_node *n, const ov_entry *e, const u
         tmp->id = 0;
     if (gpus)
         tmp->cluster_gpus = gpus;
+    if (gm)
+        tmp->gpu_model = gm;
     return tmp;
 }
 
@@ -256,17 +260,34 @@ static void put_pod_key(buf *out, buf *scratch, const model_pod *pod)
 /* Engine                                                              */
 /* ------------------------------------------------------------------ */
 
+/* What a dry run's pods took of some GPU devices: the devices that were
+ * wholly free before them, and the free milli-GPU (gpu_device_free). */
+typedef struct ov_taken {
+    uint64_t devices, milli;
+} ov_taken;
+
+/* model_index: node's GPU model as an index in the cache's entries. */
+static size_t model_index(const cache_gpu_model *models, const cache_node *node)
+{
+    size_t i = (size_t)(node->gpu_model - models);
+    assert(i < CACHE_MAX_GPU_MODELS);
+    return i;
+}
+
 typedef struct run_ctx {
     cache *c;
     const model_registry *reg;
     const score_policy *policy;
     overlay ov;
-    /* Wholly free devices and milli-GPU the overlay's pods took, and the
-     * cluster's device counts less them (what the policy's keepFree and
-     * modelPressure read), once any were. A GPU model's own counts are the
-     * cache's: a batch's later pods see the models as before it. */
-    uint64_t taken, milli_taken;
+    /* What the overlay's pods took of the GPU devices, in all and per GPU
+     * model (by index in the cache's entries, cache_models), and the
+     * counts less that, which the policy's keepFree and modelPressure
+     * read: the cluster's (gpus) once anything was taken, a model's copy
+     * (models) once any of its devices were. */
+    ov_taken all, model_taken[CACHE_MAX_GPU_MODELS];
     uint64_t gpus[3];
+    const cache_gpu_model *cache_models;
+    cache_gpu_model models[CACHE_MAX_GPU_MODELS];
     reason_set rs;
     buf key;
     uint32_t k;
@@ -280,9 +301,14 @@ static void eval_node(run_ctx *x, cache_shard_mode mode, double bonus, const mod
         reasons_add(&x->rs, x->reg, node, pod, r);
         return;
     }
+    const cache_gpu_model *gm = NULL;
+    if (node->gpu_model) {
+        size_t i = model_index(x->cache_models, node);
+        gm = x->model_taken[i].milli ? &x->models[i] : NULL;
+    }
     cache_node tmp;
     const cache_node *v =
-        view_of(node, overlay_find(&x->ov, node->id), x->milli_taken ? x->gpus : NULL, &tmp);
+        view_of(node, overlay_find(&x->ov, node->id), x->all.milli ? x->gpus : NULL, gm, &tmp);
     r = pred_check_resources(x->reg, pod, v);
     if (r.code != PRED_OK) {
         reasons_add(&x->rs, x->reg, v, pod, r);
@@ -316,7 +342,7 @@ static uint32_t commit_overlay(run_ctx *x, const model_pod *pod, const cache_nod
     uint32_t devices = 0;
     if (pod->gpu_count > 0) {
         cache_node tmp;
-        const cache_node *v = view_of(node, e, NULL, &tmp);
+        const cache_node *v = view_of(node, e, NULL, NULL, &tmp);
         if (!pred_gpu_choose(pod, v, &devices)) {
             /* pred_check_resources accepted this very view; a refusal here
              * means the two disagree. Count the request without devices. */
@@ -324,9 +350,18 @@ static uint32_t commit_overlay(run_ctx *x, const model_pod *pod, const cache_nod
                      node->spec->name);
             devices = 0;
         }
+        ov_taken t = {0, 0};
         for (uint32_t m = devices; m; m &= m - 1) {
-            x->taken += cache_node_gpu_used(v, __builtin_ctz(m)) == 0;
-            x->milli_taken += (uint64_t)pod->gpu_milli;
+            int32_t used = cache_node_gpu_used(v, __builtin_ctz(m));
+            t.devices += used == 0;
+            t.milli += gpu_device_free(used) - gpu_device_free(used + (int32_t)pod->gpu_milli);
+        }
+        x->all.devices += t.devices;
+        x->all.milli += t.milli;
+        if (node->gpu_model) {
+            ov_taken *mt = &x->model_taken[model_index(x->cache_models, node)];
+            mt->devices += t.devices;
+            mt->milli += t.milli;
         }
     }
     for (int r = 0; r < MODEL_MAX_RES; r++)
@@ -337,6 +372,12 @@ static uint32_t commit_overlay(run_ctx *x, const model_pod *pod, const cache_nod
     return devices;
 }
 
+/* sub0: a - b, at least 0 (the cache may have freed what a pod took). */
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
 static void place_one(run_ctx *x, const model_pod *pod, buf *out)
 {
     topk in = {.k = x->k}, out_shard = {.k = x->k};
@@ -344,11 +385,22 @@ static void place_one(run_ctx *x, const model_pod *pod, buf *out)
     double bonus = score_policy_soft_shard_bonus(x->policy);
 
     cache_read_lock(x->c);
-    if (x->milli_taken) {
+    if (x->all.milli) {
         cache_gpu_devices(x->c, &x->gpus[0], &x->gpus[1]);
-        x->gpus[1] = x->gpus[1] > x->taken ? x->gpus[1] - x->taken : 0;
-        uint64_t fm = cache_gpu_free_milli(x->c);
-        x->gpus[2] = fm > x->milli_taken ? fm - x->milli_taken : 0;
+        x->gpus[1] = sub0(x->gpus[1], x->all.devices);
+        x->gpus[2] = sub0(cache_gpu_free_milli(x->c), x->all.milli);
+        for (size_t i = 0; i < CACHE_MAX_GPU_MODELS; i++) {
+            const ov_taken *mt = &x->model_taken[i];
+            if (!mt->milli)
+                continue;
+            const cache_gpu_model *gm = &x->cache_models[i];
+            cache_gpu_model *cp = &x->models[i];
+            memcpy(cp->name, gm->name, sizeof cp->name);
+            cp->devices = __atomic_load_n(&gm->devices, __ATOMIC_RELAXED);
+            cp->free_devices =
+                sub0(__atomic_load_n(&gm->free_devices, __ATOMIC_RELAXED), mt->devices);
+            cp->free_milli = sub0(__atomic_load_n(&gm->free_milli, __ATOMIC_RELAXED), mt->milli);
+        }
     }
     cache_shard_mode mode = cache_get_shard_mode(x->c);
     if (pod->node_name) {
@@ -412,6 +464,7 @@ as_err placement_run(cache *c, const score_policy *policy, const model_pod *cons
     x->reg = cache_registry(c);
     x->policy = policy;
     x->k = k;
+    cache_gpu_models(c, &x->cache_models);
     /* as large as the answer may grow: a key that does not fit it would not
      * fit the answer either (the pod model caps names far below) */
     buf_init(&x->key, PLACEMENT_RESPONSE_CAP);

@@ -117,7 +117,8 @@ typedef struct cache_node {
      * on (atomic; cache_gpu_devices, cache_gpu_free_milli), so a score can
      * ask how scarce free devices are; NULL on a node built by hand. */
     const uint64_t *cluster_gpus;
-    /* Its GPU model's entry (counted like cluster_gpus); NULL
+    /* Its GPU model's entry (counted like cluster_gpus), one of those
+     * cache_gpu_models returns; NULL
      * without devices or a model label, past CACHE_MAX_GPU_MODELS models,
      * or on a node built by hand. */
     const cache_gpu_model *gpu_model;

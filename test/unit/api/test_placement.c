@@ -705,24 +705,37 @@ Test(placement, earlier_pods_take_free_devices)
     model_registry_destroy(&reg);
 }
 
-/* last_placement runs the dry run of pods[0..n) on a fresh cache of three
- * 2-GPU nodes under pol, with the pods of bound[0..nb) bound first, and
- * returns the answer of its last pod (caller decrefs). */
-static json_t *last_placement(model_registry *reg, const score_policy *pol, model_pod **bound,
-                              size_t nb, model_pod **pods, size_t n)
+/* last_placement runs the dry run of pods[0..n) on a fresh cache of 2-GPU
+ * nodes g0, g1, ... of the GPU models models[0..nn) (NULL: no model label)
+ * under pol, with the pods of bound[0..nb) bound first, and returns the
+ * answer of its last pod (caller decrefs). */
+static json_t *last_placement(model_registry *reg, const score_policy *pol,
+                              const char *const *models, size_t nn, model_pod **bound, size_t nb,
+                              model_pod **pods, size_t n)
 {
     cache *c = NULL;
     cr_assert_eq(cache_new(reg, &c), AS_OK);
-    for (int i = 0; i < 3; i++)
-        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(reg, i, 2)), AS_OK);
+    for (size_t i = 0; i < nn; i++) {
+        model_node *node = fx_gpu_node(reg, (int)i, 2);
+        if (models[i]) {
+            fx_node_label(node, "agentsched.io/gpu-model", models[i]);
+            node->gpu_model = pool_strdup(node->pool, models[i]);
+        }
+        cr_assert_eq(cache_node_upsert(c, node), AS_OK);
+    }
     for (size_t i = 0; i < nb; i++)
         cr_assert_eq(cache_pod_upsert(c, bound[i]), AS_OK);
     buf out;
     buf_init(&out, 0);
-    cr_assert_eq(placement_run(c, pol, (const model_pod *const *)pods, n, 3, &out), AS_OK);
+    cr_assert_eq(placement_run(c, pol, (const model_pod *const *)pods, n, (uint32_t)nn, &out),
+                 AS_OK);
     json_t *r = json_loadb(out.data, out.len, 0, NULL);
     cr_assert_not_null(r, "%s", out.data);
-    json_t *last = json_incref(json_array_get(json_object_get(r, "placements"), n - 1));
+    json_t *pl = json_object_get(r, "placements");
+    for (size_t i = 0; i + 1 < n; i++)
+        cr_assert(json_is_string(json_object_get(json_array_get(pl, i), "node")),
+                  "earlier pod %zu placed: %s", i, out.data);
+    json_t *last = json_incref(json_array_get(pl, n - 1));
     json_decref(r);
     buf_free(&out);
     cache_free(c);
@@ -755,12 +768,13 @@ Test(placement, earlier_pods_score_as_if_bound)
     model_pod *pods[2] = {fx_pod("p1", "p1", 2000, 4 * FX_GI), fx_pod("p2", "p2", 2000, 4 * FX_GI)};
     fx_pod_gpu(&reg, pods[0], 1, 300);
     fx_pod_gpu(&reg, pods[1], 1, 300);
-    json_t *both = last_placement(&reg, pol, NULL, 0, pods, 2);
+    static const char *const plain[3] = {NULL, NULL, NULL};
+    json_t *both = last_placement(&reg, pol, plain, 3, NULL, 0, pods, 2);
     /* the first share went to the first node; bind it there */
     model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
     fx_pod_gpu(&reg, p1, 1, 300);
     fx_pod_bind(p1, "g0");
-    json_t *alone = last_placement(&reg, pol, &p1, 1, &pods[1], 1);
+    json_t *alone = last_placement(&reg, pol, plain, 3, &p1, 1, &pods[1], 1);
     char *a = json_dumps(both, JSON_SORT_KEYS), *b = json_dumps(alone, JSON_SORT_KEYS);
     cr_expect_str_eq(a, b);
     free(a);
@@ -770,6 +784,52 @@ Test(placement, earlier_pods_score_as_if_bound)
     model_pod_free(p1);
     for (int i = 0; i < 3; i++)
         model_pod_free(seen[i]);
+    for (int i = 0; i < 2; i++)
+        model_pod_free(pods[i]);
+    score_policy_unref(pol);
+    model_registry_destroy(&reg);
+}
+
+/* The same with pinned GPU models: a pod pinned to T4 (a quarter of the
+ * devices, asked for by 3/8 of the demand) takes a T4 device, and the
+ * share after it weighs T4 with the cluster's and T4's free capacity as
+ * they are once the first pod is bound (modelPressure reads both). */
+Test(placement, earlier_pods_take_their_models_capacity)
+{
+    model_registry reg;
+    model_registry_init(&reg);
+    fx_res(&reg, reg.gpu_name);
+    static const char yaml[] = "strategy: fragment\n";
+    score_policy *pol = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
+                 d.msg);
+    model_pod *any = fx_pod("a", "a", 2000, 4 * FX_GI), *pin = fx_pod("t", "t", 2000, 4 * FX_GI);
+    fx_pod_gpu(&reg, any, 1, 0);
+    fx_pod_gpu(&reg, pin, 1, 0);
+    fx_pod_selector(pin, "agentsched.io/gpu-model", "T4");
+    for (int i = 0; i < 128; i++)
+        score_observe_pod(pol, i % 8 < 3 ? pin : any);
+    model_pod *pods[2] = {fx_pod("p1", "p1", 2000, 4 * FX_GI), fx_pod("p2", "p2", 2000, 4 * FX_GI)};
+    fx_pod_gpu(&reg, pods[0], 1, 0);
+    fx_pod_selector(pods[0], "agentsched.io/gpu-model", "T4");
+    fx_pod_gpu(&reg, pods[1], 1, 300);
+    static const char *const models[4] = {"T4", "G2", "G2", "G2"};
+    json_t *both = last_placement(&reg, pol, models, 4, NULL, 0, pods, 2);
+    model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
+    fx_pod_gpu(&reg, p1, 1, 0);
+    fx_pod_selector(p1, "agentsched.io/gpu-model", "T4");
+    fx_pod_bind(p1, "g0");
+    json_t *alone = last_placement(&reg, pol, models, 4, &p1, 1, &pods[1], 1);
+    char *a = json_dumps(both, JSON_SORT_KEYS), *b = json_dumps(alone, JSON_SORT_KEYS);
+    cr_expect_str_eq(a, b);
+    free(a);
+    free(b);
+    json_decref(both);
+    json_decref(alone);
+    model_pod_free(p1);
+    model_pod_free(any);
+    model_pod_free(pin);
     for (int i = 0; i < 2; i++)
         model_pod_free(pods[i]);
     score_policy_unref(pol);
