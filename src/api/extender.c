@@ -12,23 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentsched/core/binder.h"
-#include "agentsched/core/cache.h"
-#include "agentsched/core/eqcache.h"
 #include "agentsched/api/extargs.h"
 #include "agentsched/api/extmemo.h"
 #include "agentsched/base/clock.h"
-#include "agentsched/core/context.h"
-#include "agentsched/model/skip.h"
-#include "agentsched/model/specmemo.h"
 #include "agentsched/base/log.h"
+#include "agentsched/core/binder.h"
+#include "agentsched/core/cache.h"
+#include "agentsched/core/context.h"
+#include "agentsched/core/eqcache.h"
+#include "agentsched/core/gpu.h"
+#include "agentsched/core/pred.h"
+#include "agentsched/core/sched.h"
+#include "agentsched/core/score.h"
 #include "agentsched/model/labels.h"
 #include "agentsched/model/node.h"
 #include "agentsched/model/pod.h"
 #include "agentsched/model/registry.h"
-#include "agentsched/core/pred.h"
-#include "agentsched/core/sched.h"
-#include "agentsched/core/score.h"
+#include "agentsched/model/skip.h"
+#include "agentsched/model/specmemo.h"
 
 /* The bind verb's refusal rules (extender.h BIND), one counter each. */
 typedef enum bind_rule {
@@ -1122,16 +1123,16 @@ static bool can_host_after(const model_registry *reg, const score_policy *pol,
         }
     }
     /* The devices the victims leave wholly free, and the milli they free,
-     * count among the cluster's too (keepFree and modelPressure read them):
-     * after the evictions the cluster has them as well as what is free now.
-     * The node's GPU model keeps its counts as before the evictions. */
+     * count among the cluster's too (score_keeps' keepFree reads them):
+     * after the evictions the cluster has them as well as what is free
+     * now. Nothing here scores, so the node's GPU model keeps its counts. */
     uint64_t gpus[3];
     uint32_t freed = 0;
     uint64_t freed_milli = 0;
     for (uint32_t g = 0; g < node->ngpus; g++) {
         int32_t was = cache_node_gpu_used(node, (int)g);
         freed += was > 0 && tmp.gpu_used[g] == 0;
-        freed_milli += was > tmp.gpu_used[g] ? (uint64_t)(was - tmp.gpu_used[g]) : 0;
+        freed_milli += gpu_device_free(tmp.gpu_used[g]) - gpu_device_free(was);
     }
     if (freed_milli && node->cluster_gpus) {
         gpus[0] = __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED);
