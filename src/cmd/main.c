@@ -23,9 +23,7 @@
 #include "agentsched/serve/svc.h"
 #include "agentsched/base/sync.h"
 
-#ifndef AGENTSCHED_GIT_COMMIT
-#define AGENTSCHED_GIT_COMMIT "unknown"
-#endif
+#include "agentsched_commit.h" /* generated at build time: AGENTSCHED_GIT_COMMIT */
 #ifndef AGENTSCHED_BUILD_TYPE
 #define AGENTSCHED_BUILD_TYPE "unknown"
 #endif
