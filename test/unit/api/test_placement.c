@@ -742,6 +742,23 @@ static json_t *last_placement(model_registry *reg, const score_policy *pol,
     return last;
 }
 
+/* expect_as_if_bound: on nn nodes of models, the dry run of pods[0] and
+ * pods[1] answers for pods[1] what the dry run of pods[1] alone answers
+ * with `bound` (pods[0] bound where the first run put it) in the cache. */
+static void expect_as_if_bound(model_registry *reg, const score_policy *pol,
+                               const char *const *models, size_t nn, model_pod **pods,
+                               model_pod *bound)
+{
+    json_t *both = last_placement(reg, pol, models, nn, NULL, 0, pods, 2);
+    json_t *alone = last_placement(reg, pol, models, nn, &bound, 1, &pods[1], 1);
+    char *a = json_dumps(both, JSON_SORT_KEYS), *b = json_dumps(alone, JSON_SORT_KEYS);
+    cr_expect_str_eq(a, b);
+    free(a);
+    free(b);
+    json_decref(both);
+    json_decref(alone);
+}
+
 /* A dry run scores each pod on the nodes as its earlier pods left them,
  * as if they were bound: the answer for the second of two shares equals
  * the answer for it alone where the first is bound where the dry run put
@@ -753,11 +770,8 @@ Test(placement, earlier_pods_score_as_if_bound)
     model_registry reg;
     model_registry_init(&reg);
     fx_res(&reg, reg.gpu_name);
-    static const char yaml[] = "strategy: fragment\n";
     score_policy *pol = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
-                 d.msg);
+    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_FRAGMENT, &pol), AS_OK);
     model_pod *seen[3] = {fx_pod("a", "a", 2000, 4 * FX_GI), fx_pod("b", "b", 4000, 8 * FX_GI),
                           fx_pod("c", "c", 8000, 16 * FX_GI)};
     fx_pod_gpu(&reg, seen[0], 1, 300);
@@ -768,19 +782,12 @@ Test(placement, earlier_pods_score_as_if_bound)
     model_pod *pods[2] = {fx_pod("p1", "p1", 2000, 4 * FX_GI), fx_pod("p2", "p2", 2000, 4 * FX_GI)};
     fx_pod_gpu(&reg, pods[0], 1, 300);
     fx_pod_gpu(&reg, pods[1], 1, 300);
-    static const char *const plain[3] = {NULL, NULL, NULL};
-    json_t *both = last_placement(&reg, pol, plain, 3, NULL, 0, pods, 2);
-    /* the first share went to the first node; bind it there */
+    /* the first share goes to the first node; bound there */
     model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
     fx_pod_gpu(&reg, p1, 1, 300);
     fx_pod_bind(p1, "g0");
-    json_t *alone = last_placement(&reg, pol, plain, 3, &p1, 1, &pods[1], 1);
-    char *a = json_dumps(both, JSON_SORT_KEYS), *b = json_dumps(alone, JSON_SORT_KEYS);
-    cr_expect_str_eq(a, b);
-    free(a);
-    free(b);
-    json_decref(both);
-    json_decref(alone);
+    static const char *const plain[3] = {NULL, NULL, NULL};
+    expect_as_if_bound(&reg, pol, plain, 3, pods, p1);
     model_pod_free(p1);
     for (int i = 0; i < 3; i++)
         model_pod_free(seen[i]);
@@ -799,11 +806,8 @@ Test(placement, earlier_pods_take_their_models_capacity)
     model_registry reg;
     model_registry_init(&reg);
     fx_res(&reg, reg.gpu_name);
-    static const char yaml[] = "strategy: fragment\n";
     score_policy *pol = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
-                 d.msg);
+    cr_assert_eq(score_policy_new_strategy(&reg, SCORE_FRAGMENT, &pol), AS_OK);
     model_pod *any = fx_pod("a", "a", 2000, 4 * FX_GI), *pin = fx_pod("t", "t", 2000, 4 * FX_GI);
     fx_pod_gpu(&reg, any, 1, 0);
     fx_pod_gpu(&reg, pin, 1, 0);
@@ -814,19 +818,12 @@ Test(placement, earlier_pods_take_their_models_capacity)
     fx_pod_gpu(&reg, pods[0], 1, 0);
     fx_pod_selector(pods[0], "agentsched.io/gpu-model", "T4");
     fx_pod_gpu(&reg, pods[1], 1, 300);
-    static const char *const models[4] = {"T4", "G2", "G2", "G2"};
-    json_t *both = last_placement(&reg, pol, models, 4, NULL, 0, pods, 2);
     model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
     fx_pod_gpu(&reg, p1, 1, 0);
     fx_pod_selector(p1, "agentsched.io/gpu-model", "T4");
     fx_pod_bind(p1, "g0");
-    json_t *alone = last_placement(&reg, pol, models, 4, &p1, 1, &pods[1], 1);
-    char *a = json_dumps(both, JSON_SORT_KEYS), *b = json_dumps(alone, JSON_SORT_KEYS);
-    cr_expect_str_eq(a, b);
-    free(a);
-    free(b);
-    json_decref(both);
-    json_decref(alone);
+    static const char *const models[4] = {"T4", "G2", "G2", "G2"};
+    expect_as_if_bound(&reg, pol, models, 4, pods, p1);
     model_pod_free(p1);
     model_pod_free(any);
     model_pod_free(pin);
