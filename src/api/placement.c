@@ -5,9 +5,11 @@
  * live in a private overlay keyed by node incarnation id (ids are never
  * reused, so an overlay entry cannot leak onto a node that replaced a
  * removed one). A node with an overlay entry is evaluated through a stack
- * copy whose usage is the cache's live usage plus the entry; every other
- * node is evaluated in place. Predicates and scores therefore run the very
- * same code as sched_evaluate, on an adjusted view.
+ * copy whose usage is the cache's live usage plus the entry; once earlier
+ * pods took GPU devices, every node's copy also sees the cluster's and its
+ * GPU model's device counts less what they took. Every other node is
+ * evaluated in place. Predicates and scores therefore run the very same
+ * code as sched_evaluate, on the state the earlier pods would leave bound.
  */
 #include "agentsched/api/placement.h"
 
