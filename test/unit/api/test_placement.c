@@ -1,7 +1,8 @@
 /*
  * test_placement.c - dry-run placement: fixture cases (request.json ->
  * expected.json under data/placement/<case>/), isolation from the shared
- * cache, determinism, concurrency, shard modes and the table printer.
+ * cache, determinism, concurrency, shard modes, every answer as if the
+ * earlier pods were bound (also on random clusters), and the table printer.
  *
  * Fixture matching: objects must have exactly the expected keys, arrays
  * the expected length, numbers match within 1e-6, and the string "*"
@@ -705,21 +706,77 @@ Test(placement, earlier_pods_take_free_devices)
     model_registry_destroy(&reg);
 }
 
-/* last_placement runs the dry run of pods[0..n) on a fresh cache of 2-GPU
- * nodes g0, g1, ... of the GPU models models[0..nn) (NULL: no model label)
- * under pol, with the pods of bound[0..nb) bound first, and returns the
- * answer of its last pod (caller decrefs). */
-static json_t *last_placement(model_registry *reg, const score_policy *pol,
-                              const char *const *models, size_t nn, model_pod **bound, size_t nb,
-                              model_pod **pods, size_t n)
+/* A small deterministic generator for the randomized case. */
+static uint32_t rnd(uint64_t *s, uint32_t n)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s % n);
+}
+
+typedef struct rnode {
+    uint32_t ngpus;
+    int64_t cpu;
+    const char *model;
+} rnode;
+
+typedef struct rpod {
+    int64_t cpu;
+    uint32_t count, milli; /* count 0: no GPU; milli 0: whole GPUs */
+    const char *pin;       /* GPU model by nodeSelector, or NULL */
+} rpod;
+
+static const char *const rmodels[3] = {"A", "B", "C"};
+
+static rpod rpod_draw(uint64_t *s)
+{
+    static const uint32_t shares[5] = {150, 320, 470, 650, 810};
+    rpod r = {.cpu = 1000 * (1 + (int64_t)rnd(s, 12))};
+    uint32_t kind = rnd(s, 8);
+    if (kind >= 2) {
+        r.count = 1;
+        r.milli = kind < 5 ? shares[rnd(s, 5)] : 0;
+        if (kind == 7)
+            r.count = 2;
+        if (rnd(s, 4) == 0)
+            r.pin = rmodels[rnd(s, 3)];
+    }
+    return r;
+}
+
+/* rpod_new builds pod number i of shape r, bound to node if not NULL. */
+static model_pod *rpod_new(model_registry *reg, const rpod *r, int i, const char *node)
+{
+    char name[16];
+    snprintf(name, sizeof name, "r%d", i);
+    model_pod *p = fx_pod(name, name, r->cpu, 4 * FX_GI);
+    if (r->count)
+        fx_pod_gpu(reg, p, r->count, r->milli);
+    if (r->pin)
+        fx_pod_selector(p, "agentsched.io/gpu-model", r->pin);
+    if (node)
+        fx_pod_bind(p, node);
+    return p;
+}
+
+/* rplacements: the answers of the dry run of pods[0..n) on a fresh cache
+ * of the nodes (n00, n01, ...; model NULL: no model label), with
+ * bound[0..nb) bound first (caller decrefs). */
+static json_t *rplacements(model_registry *reg, const score_policy *pol, const rnode *nodes,
+                           size_t nn, model_pod **bound, size_t nb, model_pod **pods, size_t n)
 {
     cache *c = NULL;
     cr_assert_eq(cache_new(reg, &c), AS_OK);
     for (size_t i = 0; i < nn; i++) {
-        model_node *node = fx_gpu_node(reg, (int)i, 2);
-        if (models[i]) {
-            fx_node_label(node, "agentsched.io/gpu-model", models[i]);
-            node->gpu_model = pool_strdup(node->pool, models[i]);
+        char name[16];
+        snprintf(name, sizeof name, "n%02zu", i);
+        model_node *node = fx_node(name, nodes[i].cpu, 256 * FX_GI, 110);
+        if (nodes[i].ngpus)
+            fx_node_gpus(reg, node, nodes[i].ngpus);
+        if (nodes[i].ngpus && nodes[i].model) {
+            fx_node_label(node, "agentsched.io/gpu-model", nodes[i].model);
+            node->gpu_model = pool_strdup(node->pool, nodes[i].model);
         }
         cr_assert_eq(cache_node_upsert(c, node), AS_OK);
     }
@@ -727,31 +784,27 @@ static json_t *last_placement(model_registry *reg, const score_policy *pol,
         cr_assert_eq(cache_pod_upsert(c, bound[i]), AS_OK);
     buf out;
     buf_init(&out, 0);
-    cr_assert_eq(placement_run(c, pol, (const model_pod *const *)pods, n, (uint32_t)nn, &out),
-                 AS_OK);
+    cr_assert_eq(placement_run(c, pol, (const model_pod *const *)pods, n, 16, &out), AS_OK);
     json_t *r = json_loadb(out.data, out.len, 0, NULL);
     cr_assert_not_null(r, "%s", out.data);
-    json_t *pl = json_object_get(r, "placements");
-    for (size_t i = 0; i + 1 < n; i++)
-        cr_assert(json_is_string(json_object_get(json_array_get(pl, i), "node")),
-                  "earlier pod %zu placed: %s", i, out.data);
-    json_t *last = json_incref(json_array_get(pl, n - 1));
+    json_t *pl = json_incref(json_object_get(r, "placements"));
     json_decref(r);
     buf_free(&out);
     cache_free(c);
-    return last;
+    return pl;
 }
 
-/* expect_as_if_bound: on nn nodes of models, the dry run of pods[0] and
- * pods[1] answers for pods[1] what the dry run of pods[1] alone answers
- * with `bound` (pods[0] bound where the first run put it) in the cache. */
-static void expect_as_if_bound(model_registry *reg, const score_policy *pol,
-                               const char *const *models, size_t nn, model_pod **pods,
-                               model_pod *bound)
+/* expect_as_if_bound: the dry run of pods[0] and pods[1] answers for
+ * pods[1] what the dry run of pods[1] alone answers with `bound` (pods[0]
+ * bound where the first run put it) in the cache. */
+static void expect_as_if_bound(model_registry *reg, const score_policy *pol, const rnode *nodes,
+                               size_t nn, model_pod **pods, model_pod *bound)
 {
-    json_t *both = last_placement(reg, pol, models, nn, NULL, 0, pods, 2);
-    json_t *alone = last_placement(reg, pol, models, nn, &bound, 1, &pods[1], 1);
-    char *a = json_dumps(both, JSON_SORT_KEYS), *b = json_dumps(alone, JSON_SORT_KEYS);
+    json_t *both = rplacements(reg, pol, nodes, nn, NULL, 0, pods, 2);
+    cr_assert(json_is_string(json_object_get(json_array_get(both, 0), "node")));
+    json_t *alone = rplacements(reg, pol, nodes, nn, &bound, 1, &pods[1], 1);
+    char *a = json_dumps(json_array_get(both, 1), JSON_SORT_KEYS);
+    char *b = json_dumps(json_array_get(alone, 0), JSON_SORT_KEYS);
     cr_expect_str_eq(a, b);
     free(a);
     free(b);
@@ -785,8 +838,8 @@ Test(placement, earlier_pods_score_as_if_bound)
     /* the first share goes to the first node; bound there */
     model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
     fx_pod_gpu(&reg, p1, 1, 300);
-    fx_pod_bind(p1, "g0");
-    static const char *const plain[3] = {NULL, NULL, NULL};
+    fx_pod_bind(p1, "n00");
+    static const rnode plain[3] = {{2, 32000, NULL}, {2, 32000, NULL}, {2, 32000, NULL}};
     expect_as_if_bound(&reg, pol, plain, 3, pods, p1);
     model_pod_free(p1);
     for (int i = 0; i < 3; i++)
@@ -821,8 +874,9 @@ Test(placement, earlier_pods_take_their_models_capacity)
     model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
     fx_pod_gpu(&reg, p1, 1, 0);
     fx_pod_selector(p1, "agentsched.io/gpu-model", "T4");
-    fx_pod_bind(p1, "g0");
-    static const char *const models[4] = {"T4", "G2", "G2", "G2"};
+    fx_pod_bind(p1, "n00");
+    static const rnode models[4] = {
+        {2, 32000, "T4"}, {2, 32000, "G2"}, {2, 32000, "G2"}, {2, 32000, "G2"}};
     expect_as_if_bound(&reg, pol, models, 4, pods, p1);
     model_pod_free(p1);
     model_pod_free(any);
@@ -830,6 +884,70 @@ Test(placement, earlier_pods_take_their_models_capacity)
     for (int i = 0; i < 2; i++)
         model_pod_free(pods[i]);
     score_policy_unref(pol);
+    model_registry_destroy(&reg);
+}
+
+/* Random clusters, learned mixes and pod lists (seeded): every pod of a dry
+ * run is answered as the dry run of that pod alone answers once the pods
+ * before it are bound where the run placed them (shares, whole GPUs,
+ * pinned models, keepFree's counts, the memo of each node's waste). */
+Test(placement, random_runs_answer_as_if_bound)
+{
+    model_registry reg;
+    model_registry_init(&reg);
+    fx_res(&reg, reg.gpu_name);
+    enum { NPODS = 6 };
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        rnode nodes[12];
+        size_t nn = 6 + rnd(&s, 7);
+        static const uint32_t gpus[5] = {0, 1, 2, 4, 8};
+        for (size_t i = 0; i < nn; i++)
+            nodes[i] = (rnode){gpus[rnd(&s, 5)], 8000 << rnd(&s, 4), rmodels[rnd(&s, 3)]};
+        static const char *const yaml[2] = {"strategy: fragment\n",
+                                            "strategy: fragment\nfragment:\n  keepFree: 0.5\n"};
+        score_policy *pol = NULL;
+        as_diag d = {{0}, {0}};
+        const char *y = yaml[seed % 2];
+        cr_assert_eq(score_policy_parse(&reg, "t.yaml", y, strlen(y), &pol, &d), AS_OK, "%s",
+                     d.msg);
+        for (int i = 0; i < 128; i++) {
+            rpod r = rpod_draw(&s);
+            model_pod *p = rpod_new(&reg, &r, 1000 + i, NULL);
+            score_observe_pod(pol, p);
+            model_pod_free(p);
+        }
+        rpod shapes[NPODS];
+        model_pod *pods[NPODS];
+        for (int i = 0; i < NPODS; i++) {
+            shapes[i] = rpod_draw(&s);
+            pods[i] = rpod_new(&reg, &shapes[i], i, NULL);
+        }
+        json_t *all = rplacements(&reg, pol, nodes, nn, NULL, 0, pods, NPODS);
+        for (int k = 1; k < NPODS; k++) {
+            model_pod *bound[NPODS];
+            size_t nb = 0;
+            for (int j = 0; j < k; j++) {
+                const char *node =
+                    json_string_value(json_object_get(json_array_get(all, (size_t)j), "node"));
+                if (node)
+                    bound[nb++] = rpod_new(&reg, &shapes[j], j, node);
+            }
+            json_t *alone = rplacements(&reg, pol, nodes, nn, bound, nb, &pods[k], 1);
+            char *a = json_dumps(json_array_get(all, (size_t)k), JSON_SORT_KEYS);
+            char *b = json_dumps(json_array_get(alone, 0), JSON_SORT_KEYS);
+            cr_expect_str_eq(a, b, "seed %llu pod %d", (unsigned long long)seed, k);
+            free(a);
+            free(b);
+            json_decref(alone);
+            for (size_t j = 0; j < nb; j++)
+                model_pod_free(bound[j]);
+        }
+        json_decref(all);
+        for (int i = 0; i < NPODS; i++)
+            model_pod_free(pods[i]);
+        score_policy_unref(pol);
+    }
     model_registry_destroy(&reg);
 }
 
