@@ -1070,6 +1070,7 @@ typedef struct victim {
     bool on_node;         /* the cache has it on the entry's node */
     uint32_t gpu_devices; /* devices it holds there */
     int32_t gpu_milli;    /* milli-GPU it holds on each (the cache's account) */
+    model_resvec req;     /* what it adds to the node's requested (the same) */
     model_pod *pod;       /* decoded full pod (NodeNameToVictims), else NULL */
 } victim;
 
@@ -1078,7 +1079,7 @@ typedef struct victim {
  * Called under the read lock. */
 static bool can_host_after(const model_registry *reg, const score_policy *pol,
                            cache_shard_mode mode, const model_pod *pod, const cache_node *node,
-                           const victim *v, size_t nv, bool meta)
+                           const victim *v, size_t nv)
 {
     pred_result r = pred_check_static(mode, pod, node);
     if (r.code != PRED_OK)
@@ -1095,18 +1096,18 @@ static bool can_host_after(const model_registry *reg, const score_policy *pol,
     tmp.in_shard = cache_node_in_shard(node);
     tmp.id = 0; /* not the node a score may have kept a waste for (score_node) */
     for (int i = 0; i < MODEL_MAX_RES; i++)
-        tmp.requested[i] = meta ? 0 : cache_node_requested(node, i);
+        tmp.requested[i] = cache_node_requested(node, i);
     for (int g = 0; g < MODEL_MAX_GPUS; g++)
         tmp.gpu_used[g] = cache_node_gpu_used(node, g);
     for (size_t k = 0; k < nv; k++) {
         if (!v[k].on_node)
             continue;
-        /* A victim frees what the cache counted for it, on its own
-         * devices only: a 300-milli share frees 300 on its device (the
-         * preemptor still needs one device holding its whole share), a
-         * whole GPU frees its device. The cache's account, not the
-         * victim's spec, is what gpu_used holds, and is all a MetaVictim
-         * (a UID) offers. */
+        /* A victim frees what the cache counted for it: its requests, and
+         * on its own devices only its milli (a 300-milli share frees 300
+         * on its device, and the preemptor still needs one device holding
+         * its whole share; a whole GPU frees its device). The cache's
+         * account, not the victim's spec, is what the node's usage holds,
+         * and it is all a MetaVictim (a UID) offers. */
         for (uint32_t m = v[k].gpu_devices; m; m &= m - 1) {
             int g = __builtin_ctz(m);
             if (g >= MODEL_MAX_GPUS)
@@ -1114,10 +1115,8 @@ static bool can_host_after(const model_registry *reg, const score_policy *pol,
             int32_t freed = v[k].gpu_milli;
             tmp.gpu_used[g] = tmp.gpu_used[g] > freed ? tmp.gpu_used[g] - freed : 0;
         }
-        if (meta || !v[k].pod)
-            continue;
         for (int i = 0; i < MODEL_MAX_RES; i++) {
-            tmp.requested[i] -= v[k].pod->req.v[i];
+            tmp.requested[i] -= v[k].req.v[i];
             if (tmp.requested[i] < 0)
                 tmp.requested[i] = 0;
         }
@@ -1210,6 +1209,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
                 v->on_node = true;
                 v->gpu_devices = info.gpu_devices;
                 v->gpu_milli = info.gpu_milli;
+                v->req = info.req;
             }
         }
     }
@@ -1222,7 +1222,7 @@ void extender_handle_preempt(void *ctx, const http_request *req, http_response *
     for (size_t i = 0; i < a.nentries; i++) {
         extargs_victims *en = &a.entries[i];
         const cache_node *node = cache_node_find(co->cache, en->node, strlen(en->node));
-        keep[i] = node && can_host_after(&co->reg, pol, mode, pod, node, vs[i], en->npods, a.meta);
+        keep[i] = node && can_host_after(&co->reg, pol, mode, pod, node, vs[i], en->npods);
     }
     cache_read_unlock(co->cache);
     if (pol)

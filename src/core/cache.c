@@ -382,6 +382,9 @@ void cache_pod_lookup(cache *c, const char *uid, cache_pod_info *out)
         out->assumed_at_ms = e->assumed_at_ms;
         out->gpu_devices = e->gpu_devices;
         out->gpu_milli = e->gpu_milli;
+        int k = 0;
+        for (uint32_t m = e->req_mask; m; m &= m - 1)
+            out->req.v[__builtin_ctz(m)] = e->req[k++];
     }
     pthread_mutex_unlock(&c->wmu);
 }

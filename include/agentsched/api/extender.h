@@ -86,17 +86,16 @@
  * minus the nodes agentsched knows cannot host the pod even after the
  * eviction: unknown to the cache, an unresolvable predicate failure
  * (taints, affinity, not ready, unschedulable, hard shard, unknown
- * resource), or resources that stay insufficient with the victims removed.
- * With full victim Pods (NodeNameToVictims) their requests are subtracted
- * exactly; with MetaVictims (UIDs only) the cache pod index confirms each
- * victim is on that node, but it keeps no per-pod request, so the CPU,
- * memory and pods check is conservative: the node is dropped only if the
- * pod cannot fit even with every pod on it evicted (requested beyond
- * allocatable). GPUs are exact either way: each victim frees the milli-GPU
- * the cache counted for it on its own devices only (a 300-milli share
- * frees 300 on its device, a whole GPU its device), and the pod must then
- * find devices by the cache's own choice (gpu_choose): a share one device
- * with room for all of it, whole GPUs fully free devices.
+ * resource), resources that stay insufficient with the victims removed,
+ * or a node the policy would still keep from the pod (score_keeps). Each
+ * victim the cache pod index holds on that node frees what the cache
+ * charged for it there, with full victim Pods (NodeNameToVictims) and with
+ * MetaVictims (UIDs only) alike: its requests (CPU, memory, one pod) and
+ * the milli-GPU it holds on its own devices only (a 300-milli share frees
+ * 300 on its device, a whole GPU its device); the pod must then find
+ * devices by the cache's own choice (gpu_choose): a share one device with
+ * room for all of it, whole GPUs fully free devices. A victim the cache
+ * does not hold there frees nothing.
  * NumPDBViolations is carried through. Pod is required.
  *
  * ERRORS. A malformed body or a missing / wrongly-typed field (including

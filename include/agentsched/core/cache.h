@@ -240,6 +240,7 @@ typedef struct cache_pod_info {
     int64_t assumed_at_ms; /* when it was assumed (0 when BOUND from the start) */
     uint32_t gpu_devices;  /* bitmask of GPU device indexes it holds */
     int32_t gpu_milli;     /* milli-GPU it holds on each of them (1000: whole) */
+    model_resvec req;      /* what it adds to its node's requested (1 pod) */
 } cache_pod_info;
 
 /* cache_pod_lookup copies what the cache knows of pod uid into *out

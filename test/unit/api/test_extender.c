@@ -263,8 +263,8 @@ Test(extender, prioritize_after_filter_uses_the_memo)
  * were seen, gpu-2a (16 cores, 0.3 used; 600 milli-GPU free) keeps 2.4
  * cores for its GPUs. A CPU-only pod of 14 cores fails it with the kept
  * reason (in FailedNodes, not unresolvable), one of 10 cores passes, and
- * preempt drops gpu-2a from the victims' nodes: with every pod there
- * evicted the 14 cores would still leave 2 beside 600 free milli-GPU. */
+ * preempt drops gpu-2a from the victims' nodes: with no victim there the
+ * 14 cores would still leave 1.7 beside 600 free milli-GPU. */
 Test(extender, a_node_kept_for_its_gpus_fails_filter_and_preempt)
 {
     svc *s = new_svc();

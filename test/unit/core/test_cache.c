@@ -456,6 +456,10 @@ Test(cache, pod_without_uid_keys_by_namespace_name)
     cache_pod_info info;
     cache_pod_lookup(c, "default/web", &info);
     cr_assert_eq(info.state, CACHE_POD_BOUND);
+    /* what it adds to the node's requested, as preempt frees it */
+    cr_assert_eq(info.req.v[MODEL_RES_CPU], 100);
+    cr_assert_eq(info.req.v[MODEL_RES_PODS], 1);
+    cr_assert_eq(info.req.v[MODEL_RES_CPU], used("n1", MODEL_RES_CPU));
     cr_assert_eq(cache_pod_delete(c, "default/web"), AS_OK);
     model_pod_free(p);
 }
