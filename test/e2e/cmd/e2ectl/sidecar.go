@@ -11,6 +11,7 @@ import (
 
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -352,10 +353,114 @@ func scenarioGPUShareSidecar(c *cluster) {
 			}
 		}
 	}
+	for _, w := range whole {
+		c.deletePodGone(w.name)
+	}
+	evicted, high := c.preemptShare(nodes[0].Name, nodes[1].Name)
 	b, _ := bindsDone(c.metrics())
 	fmt.Printf("gpu share: %d of %d pods bound through kube-scheduler and agentsched (agentsched binds %.0f); "+
-		"no node over its devices; a 2-GPU and a 1-GPU pod bound with their devices on the pod\n",
-		t.bound, len(shares), b)
+		"no node over its devices; a 2-GPU and a 1-GPU pod bound with their devices on the pod; "+
+		"a higher-priority share preempted %v and took their device on %s\n",
+		t.bound, len(shares), b, evicted, high)
+}
+
+// preemptShare runs kube-scheduler's preemption through agentsched's
+// preempt verb, as shipped (MetaVictims: UIDs only). One (a device) holds
+// three 300-milli shares of priority 10; two (two devices) 600 + 300 on
+// device 0 and 600 on device 1, the 600s of priority 100. A 700-milli
+// share of priority 1000 fits no device. By kube-scheduler's own count of
+// the share resource, evicting the 300 on two makes room (1200 + 700 of
+// 2000), and on one two of the 300s: two has the cheaper victims, and
+// kube-scheduler would pick it. But on two no device would then hold 700
+// (400 free on each), so agentsched drops two from the candidates, and
+// kube-scheduler evicts two 300s on one, where the 700 is bound with
+// device 0. Returns the evicted pods and the node.
+func (c *cluster) preemptShare(one, two string) ([]string, string) {
+	classes := map[string]int32{"agentsched-e2e-gpu-10": 10, "agentsched-e2e-gpu-100": 100,
+		"agentsched-e2e-gpu-1000": 1000}
+	for name, v := range classes {
+		ctx, cancel := ctxTimeout(30 * time.Second)
+		_, err := c.cs.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: v,
+			Description: "agentsched e2e: shares that preempt and are preempted",
+		}, metav1.CreateOptions{})
+		cancel()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			check(err, "create PriorityClass "+name)
+		}
+	}
+	share := func(name string, milli int64, prio int32, node string) *corev1.Pod {
+		p := gpuPod(name, milli)
+		p.Spec.PriorityClassName = fmt.Sprintf("agentsched-e2e-gpu-%d", prio)
+		p.Spec.Priority = &prio
+		if node != "" {
+			pinnedTo(p, node)
+		}
+		return p
+	}
+	// In this order, so that the 300 on two shares device 0 with a 600.
+	low := []struct {
+		name  string
+		milli int64
+		prio  int32
+		node  string
+	}{{"one-a", 300, 10, one}, {"one-b", 300, 10, one}, {"one-c", 300, 10, one},
+		{"two-a", 600, 100, two}, {"two-b", 600, 100, two}, {"two-c", 300, 10, two}}
+	for _, l := range low {
+		c.createPod(share(l.name, l.milli, l.prio, l.node))
+		if at := c.waitBoundNamed([]string{l.name}, 60*time.Second)[l.name]; at != l.node {
+			fail("share %s bound to %s, want %s", l.name, at, l.node)
+		}
+	}
+	uids := map[string]string{}
+	for _, p := range c.pods() {
+		uids[p.Name] = string(p.UID)
+		if p.Name == "two-c" && p.Annotations["agentsched.io/gpu-devices"] != "0" {
+			fail("two-c holds device %q on %s, want 0 (beside two-a's 600)",
+				p.Annotations["agentsched.io/gpu-devices"], two)
+		}
+	}
+	const calls = `agentsched_request_duration_seconds_count{verb="preempt"}`
+	before := c.metrics()[calls]
+	c.createPod(share("high", 700, 1000, ""))
+	if got := c.waitBoundNamed([]string{"high"}, 90*time.Second)["high"]; got != one {
+		fail("the 700-milli share of priority 1000 bound to %s, want %s (no device on %s holds it "+
+			"after kube-scheduler's victims there)", got, one, two)
+	}
+	after := c.metrics()[calls]
+	if after <= before {
+		fail("kube-scheduler preempted without asking agentsched's preempt verb (%.0f calls before, %.0f after)",
+			before, after)
+	}
+	alive := map[string]bool{}
+	for _, p := range c.pods() {
+		if p.DeletionTimestamp == nil && uids[p.Name] == string(p.UID) {
+			alive[p.Name] = true
+		}
+		if p.Name == "high" {
+			a := p.Annotations
+			if a["agentsched.io/gpu-devices"] != "0" || a["agentsched.io/gpu-milli"] != "700" ||
+				a["agentsched.io/gpu-node"] != one {
+				fail("the preemptor on %s carries devices %q, milli %q, node %q; want 0, 700, %s", one,
+					a["agentsched.io/gpu-devices"], a["agentsched.io/gpu-milli"], a["agentsched.io/gpu-node"], one)
+			}
+		}
+	}
+	var evicted []string
+	for _, l := range low {
+		if !alive[l.name] {
+			evicted = append(evicted, l.name)
+		}
+		if l.node == two && !alive[l.name] {
+			fail("%s on %s was evicted: no device there would hold the 700 after it", l.name, two)
+		}
+	}
+	if len(evicted) != 2 {
+		fail("evicted %v on %s, want two of its three 300s", evicted, one)
+	}
+	logf("preemption: %v evicted on %s for the 700-milli share, %s's pods kept; %d preempt call(s) to agentsched",
+		evicted, one, two, int(after-before))
+	return evicted, one
 }
 
 // checkDeviceAnnotations reads every bound share pod's device annotations
