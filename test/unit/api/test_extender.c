@@ -299,6 +299,22 @@ Test(extender, a_node_kept_for_its_gpus_fails_filter_and_preempt)
     cr_assert(json_object_get(v, "big-1"), "%s", r.raw);
     reply_free(&r);
     free(pre);
+    /* 13.5 cores: on gpu-2a emptied they would leave 2.5 of its 16 (not
+     * kept), but the pods there stay (no victim), and with their 0.3 the
+     * pod leaves 2.2 */
+    cr_assert(
+        asprintf(&pre,
+                 "{\"Pod\":{\"metadata\":{\"name\":\"cpu-mid\",\"namespace\":\"default\","
+                 "\"uid\":\"uid-cm\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                 "\"resources\":{\"requests\":{\"cpu\":\"13500m\",\"memory\":\"512Mi\"}}}]}},"
+                 "\"NodeNameToMetaVictims\":{\"gpu-2a\":{\"Pods\":[],\"NumPDBViolations\":0}}}") >
+        0);
+    r = call(s, extender_handle_preempt, pre);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    cr_assert_eq(json_object_size(json_object_get(r.json, "NodeNameToMetaVictims")), 0, "%s",
+                 r.raw);
+    reply_free(&r);
+    free(pre);
     svc_free(s);
 }
 
