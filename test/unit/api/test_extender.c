@@ -18,6 +18,7 @@
 
 #define DATA TEST_DATA_DIR "/extender"
 
+#include "core_fixtures.h"
 #include "handler_fixtures.h"
 
 static svc *new_svc(void)
@@ -381,6 +382,192 @@ Test(extender, preempt_counts_the_devices_its_victims_free)
                  r.raw);
     reply_free(&r);
     svc_free(s);
+}
+
+/* ---- preempt against the filter, on random clusters ----------------- */
+
+static uint32_t prnd(uint64_t *s, uint32_t n)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s % n);
+}
+
+enum { PR_NODES = 5, PR_PODS = 24 };
+
+/* One random world: nodes r0..r4 of 4 to 16 cores and 0 to 4 GPUs, and
+ * the pods bound on them (uids rp-0, rp-1, ...; -1: did not fit). */
+typedef struct pr_pod {
+    int node; /* -1: not placed */
+    int64_t cpu;
+    uint32_t count, milli; /* count 0: no GPU; milli 0: whole */
+} pr_pod;
+
+typedef struct pr_world {
+    uint32_t ngpus[PR_NODES];
+    int64_t cpu[PR_NODES];
+    pr_pod pods[PR_PODS];
+} pr_world;
+
+static void pr_draw(uint64_t *s, pr_world *w)
+{
+    static const uint32_t gpus[4] = {0, 1, 2, 4};
+    int32_t dev[PR_NODES][4] = {{0}};
+    int64_t used[PR_NODES] = {0};
+    for (int n = 0; n < PR_NODES; n++) {
+        w->ngpus[n] = gpus[prnd(s, 4)];
+        w->cpu[n] = 4000 * (1 + (int64_t)prnd(s, 4));
+    }
+    static const uint32_t shares[4] = {200, 300, 500, 700};
+    for (int i = 0; i < PR_PODS; i++) {
+        pr_pod *p = &w->pods[i];
+        int n = (int)prnd(s, PR_NODES);
+        *p = (pr_pod){.node = -1, .cpu = 250 * (1 + (int64_t)prnd(s, 8))};
+        uint32_t kind = prnd(s, 3);
+        if (kind && w->ngpus[n]) {
+            p->count = 1;
+            p->milli = kind == 1 ? shares[prnd(s, 4)] : 0;
+        }
+        if (used[n] + p->cpu > w->cpu[n])
+            continue;
+        if (p->count) {
+            /* the cache's choice: best fit for a share, a free device for
+             * a whole GPU */
+            int best = -1;
+            int32_t need = p->milli ? (int32_t)p->milli : 1000;
+            for (uint32_t d = 0; d < w->ngpus[n]; d++) {
+                int32_t f = 1000 - dev[n][d];
+                if (f >= need && (p->milli || dev[n][d] == 0) &&
+                    (best < 0 || f < 1000 - dev[n][best]))
+                    best = (int)d;
+            }
+            if (best < 0)
+                continue;
+            dev[n][best] += need;
+        }
+        used[n] += p->cpu;
+        p->node = n;
+    }
+}
+
+/* pr_svc: the fixture cluster plus w's nodes and pods (as pr_draw placed
+ * them, so the cache chooses the same devices), its policy having
+ * seen 20 one-GPU pods (so fragment keeps CPU beside free GPUs). */
+static svc *pr_svc(const pr_world *w)
+{
+    svc *s = new_svc();
+    teach_gpu_pods(s, 20);
+    model_registry *reg = &s->core->reg;
+    for (int n = 0; n < PR_NODES; n++) {
+        char name[8];
+        snprintf(name, sizeof name, "r%d", n);
+        model_node *node = fx_node(name, w->cpu[n], 64 * FX_GI, 110);
+        if (w->ngpus[n])
+            fx_node_gpus(reg, node, w->ngpus[n]);
+        cr_assert_eq(cache_node_upsert(s->core->cache, node), AS_OK);
+    }
+    for (int i = 0; i < PR_PODS; i++) {
+        const pr_pod *p = &w->pods[i];
+        if (p->node < 0)
+            continue;
+        char uid[16], node[8];
+        snprintf(uid, sizeof uid, "rp-%d", i);
+        snprintf(node, sizeof node, "r%d", p->node);
+        model_pod *m = fx_pod(uid, uid, p->cpu, FX_GI);
+        if (p->count)
+            fx_pod_gpu(reg, m, p->count, p->milli);
+        fx_pod_bind(m, node);
+        cr_assert_eq(cache_pod_upsert(s->core->cache, m), AS_OK);
+        model_pod_free(m);
+    }
+    return s;
+}
+
+/* Random clusters (seeded): preempt keeps a node for a pod, with the
+ * victims named by UID only, exactly where the filter passes the pod on
+ * that node once the victims are deleted. */
+Test(extender, random_preempt_answers_as_the_filter_after_the_evictions)
+{
+    int kept = 0, dropped = 0;
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        uint64_t st = seed * 0x9E3779B97F4A7C15ull;
+        pr_world w;
+        pr_draw(&st, &w);
+        /* the preemptor: CPU only, a share or a whole GPU */
+        int64_t cpu = 500 * (1 + (int64_t)prnd(&st, 16));
+        uint32_t kind = prnd(&st, 3), milli = 100 * (1 + prnd(&st, 9));
+        char extra[64] = "";
+        if (kind == 1)
+            snprintf(extra, sizeof extra, ",\"agentsched.io/gpu-milli\":\"%u\"", milli);
+        else if (kind == 2)
+            snprintf(extra, sizeof extra, ",\"nvidia.com/gpu\":\"1\"");
+        char pod[512];
+        snprintf(pod, sizeof pod,
+                 "{\"metadata\":{\"name\":\"pre\",\"namespace\":\"default\",\"uid\":\"uid-pre\"},"
+                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":"
+                 "{\"cpu\":\"%lldm\",\"memory\":\"1Gi\"%s},\"limits\":{%s}}}]}}",
+                 (long long)cpu, extra, kind ? extra + 1 : "");
+        /* victims: a random half of each node's pods */
+        bool victim[PR_PODS];
+        buf pre;
+        buf_init(&pre, 0);
+        buf_printf(&pre, "{\"Pod\":%s,\"NodeNameToMetaVictims\":{", pod);
+        for (int n = 0; n < PR_NODES; n++) {
+            buf_printf(&pre, "%s\"r%d\":{\"Pods\":[", n ? "," : "", n);
+            bool first = true;
+            for (int i = 0; i < PR_PODS; i++) {
+                victim[i] = w.pods[i].node == n && prnd(&st, 2);
+                if (victim[i]) {
+                    buf_printf(&pre, "%s{\"UID\":\"rp-%d\"}", first ? "" : ",", i);
+                    first = false;
+                }
+            }
+            buf_puts(&pre, "],\"NumPDBViolations\":0}");
+        }
+        buf_puts(&pre, "}}");
+        svc *s = pr_svc(&w);
+        reply r = call_n(s, extender_handle_preempt, pre.data, pre.len);
+        cr_assert_eq(r.status, 200, "%s", r.raw);
+        const json_t *keep = json_object_get(r.json, "NodeNameToMetaVictims");
+        for (int n = 0; n < PR_NODES; n++) {
+            char name[8];
+            snprintf(name, sizeof name, "r%d", n);
+            const json_t *ent = json_object_get(keep, name);
+            /* the same node after its victims (as listed in the request)
+             * are deleted, asked of the filter */
+            json_t *req = json_loadb(pre.data, pre.len, 0, NULL);
+            const json_t *vs = json_object_get(
+                json_object_get(json_object_get(req, "NodeNameToMetaVictims"), name), "Pods");
+            svc *after = pr_svc(&w);
+            size_t k;
+            const json_t *v;
+            json_array_foreach(vs, k, v)
+            {
+                cr_assert_eq(cache_pod_delete(after->core->cache,
+                                              json_string_value(json_object_get(v, "UID"))),
+                             AS_OK);
+            }
+            char *args = NULL;
+            cr_assert(asprintf(&args, "{\"Pod\":%s,\"NodeNames\":[\"%s\"]}", pod, name) > 0);
+            reply f = call(after, extender_handle_filter, args);
+            cr_assert_eq(f.status, 200, "%s", f.raw);
+            bool passes = json_array_size(json_object_get(f.json, "NodeNames")) == 1;
+            cr_expect_eq(ent != NULL, passes, "seed %llu node %s: preempt %s, filter after %s: %s",
+                         (unsigned long long)seed, name, ent ? "keeps" : "drops",
+                         passes ? "passes" : "fails", f.raw);
+            kept += ent != NULL;
+            dropped += ent == NULL;
+            reply_free(&f);
+            free(args);
+            svc_free(after);
+            json_decref(req);
+        }
+        reply_free(&r);
+        svc_free(s);
+        buf_free(&pre);
+    }
+    cr_assert(kept > 10 && dropped > 10, "kept %d, dropped %d", kept, dropped);
 }
 
 /* spec_args is a filter of pod name with spec text spec. */
