@@ -509,7 +509,6 @@ Test(extender, random_preempt_answers_as_the_filter_after_the_evictions)
                  "{\"cpu\":\"%lldm\",\"memory\":\"1Gi\"%s},\"limits\":{%s}}}]}}",
                  (long long)cpu, extra, kind ? extra + 1 : "");
         /* victims: a random half of each node's pods */
-        bool victim[PR_PODS];
         buf pre;
         buf_init(&pre, 0);
         buf_printf(&pre, "{\"Pod\":%s,\"NodeNameToMetaVictims\":{", pod);
@@ -517,8 +516,7 @@ Test(extender, random_preempt_answers_as_the_filter_after_the_evictions)
             buf_printf(&pre, "%s\"r%d\":{\"Pods\":[", n ? "," : "", n);
             bool first = true;
             for (int i = 0; i < PR_PODS; i++) {
-                victim[i] = w.pods[i].node == n && prnd(&st, 2);
-                if (victim[i]) {
+                if (w.pods[i].node == n && prnd(&st, 2)) {
                     buf_printf(&pre, "%s{\"UID\":\"rp-%d\"}", first ? "" : ",", i);
                     first = false;
                 }
