@@ -794,22 +794,47 @@ static json_t *rplacements(model_registry *reg, const score_policy *pol, const r
     return pl;
 }
 
-/* expect_as_if_bound: the dry run of pods[0] and pods[1] answers for
- * pods[1] what the dry run of pods[1] alone answers with `bound` (pods[0]
- * bound where the first run put it) in the cache. */
-static void expect_as_if_bound(model_registry *reg, const score_policy *pol, const rnode *nodes,
-                               size_t nn, model_pod **pods, model_pod *bound)
+/* expect_as_if_bound runs the dry run of the pods of shapes[0..n)
+ * (rpod_new of each index) on a fresh cache of the nodes, and expects for
+ * each pod after the first the answer the dry run of that pod alone gives
+ * once the pods before it are bound where the run placed them. `what`
+ * names the case in a failure. Returns the run's answers (caller decrefs). */
+static json_t *expect_as_if_bound(model_registry *reg, const score_policy *pol, const rnode *nodes,
+                                  size_t nn, const rpod *shapes, size_t n, const char *what)
 {
-    json_t *both = rplacements(reg, pol, nodes, nn, NULL, 0, pods, 2);
-    cr_assert(json_is_string(json_object_get(json_array_get(both, 0), "node")));
-    json_t *alone = rplacements(reg, pol, nodes, nn, &bound, 1, &pods[1], 1);
-    char *a = json_dumps(json_array_get(both, 1), JSON_SORT_KEYS);
-    char *b = json_dumps(json_array_get(alone, 0), JSON_SORT_KEYS);
-    cr_expect_str_eq(a, b);
-    free(a);
-    free(b);
-    json_decref(both);
-    json_decref(alone);
+    model_pod **pods = calloc(n, sizeof *pods), **bound = calloc(n, sizeof *bound);
+    cr_assert(pods && bound);
+    for (size_t i = 0; i < n; i++)
+        pods[i] = rpod_new(reg, &shapes[i], (int)i, NULL);
+    json_t *all = rplacements(reg, pol, nodes, nn, NULL, 0, pods, n);
+    for (size_t k = 1; k < n; k++) {
+        size_t nb = 0;
+        for (size_t j = 0; j < k; j++) {
+            const char *node = json_string_value(json_object_get(json_array_get(all, j), "node"));
+            if (node)
+                bound[nb++] = rpod_new(reg, &shapes[j], (int)j, node);
+        }
+        json_t *alone = rplacements(reg, pol, nodes, nn, bound, nb, &pods[k], 1);
+        char *a = json_dumps(json_array_get(all, k), JSON_SORT_KEYS);
+        char *b = json_dumps(json_array_get(alone, 0), JSON_SORT_KEYS);
+        cr_expect_str_eq(a, b, "%s pod %zu", what, k);
+        free(a);
+        free(b);
+        json_decref(alone);
+        for (size_t j = 0; j < nb; j++)
+            model_pod_free(bound[j]);
+    }
+    for (size_t i = 0; i < n; i++)
+        model_pod_free(pods[i]);
+    free(pods);
+    free(bound);
+    return all;
+}
+
+/* first_node: the node a dry run's answers (rplacements) give its first pod, or NULL. */
+static const char *first_node(const json_t *all)
+{
+    return json_string_value(json_object_get(json_array_get(all, 0), "node"));
 }
 
 /* A dry run scores each pod on the nodes as its earlier pods left them,
@@ -832,20 +857,14 @@ Test(placement, earlier_pods_score_as_if_bound)
     fx_pod_gpu(&reg, seen[2], 1, 0);
     for (int i = 0; i < 30; i++)
         score_observe_pod(pol, seen[i % 3]);
-    model_pod *pods[2] = {fx_pod("p1", "p1", 2000, 4 * FX_GI), fx_pod("p2", "p2", 2000, 4 * FX_GI)};
-    fx_pod_gpu(&reg, pods[0], 1, 300);
-    fx_pod_gpu(&reg, pods[1], 1, 300);
-    /* the first share goes to the first node; bound there */
-    model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
-    fx_pod_gpu(&reg, p1, 1, 300);
-    fx_pod_bind(p1, "n00");
+    /* the first share goes to the first node */
+    static const rpod shares[2] = {{2000, 1, 300, NULL}, {2000, 1, 300, NULL}};
     static const rnode plain[3] = {{2, 32000, NULL}, {2, 32000, NULL}, {2, 32000, NULL}};
-    expect_as_if_bound(&reg, pol, plain, 3, pods, p1);
-    model_pod_free(p1);
+    json_t *all = expect_as_if_bound(&reg, pol, plain, 3, shares, 2, "two shares");
+    cr_assert_str_eq(first_node(all), "n00");
+    json_decref(all);
     for (int i = 0; i < 3; i++)
         model_pod_free(seen[i]);
-    for (int i = 0; i < 2; i++)
-        model_pod_free(pods[i]);
     score_policy_unref(pol);
     model_registry_destroy(&reg);
 }
@@ -867,22 +886,14 @@ Test(placement, earlier_pods_take_their_models_capacity)
     fx_pod_selector(pin, "agentsched.io/gpu-model", "T4");
     for (int i = 0; i < 128; i++)
         score_observe_pod(pol, i % 8 < 3 ? pin : any);
-    model_pod *pods[2] = {fx_pod("p1", "p1", 2000, 4 * FX_GI), fx_pod("p2", "p2", 2000, 4 * FX_GI)};
-    fx_pod_gpu(&reg, pods[0], 1, 0);
-    fx_pod_selector(pods[0], "agentsched.io/gpu-model", "T4");
-    fx_pod_gpu(&reg, pods[1], 1, 300);
-    model_pod *p1 = fx_pod("p1", "p1", 2000, 4 * FX_GI);
-    fx_pod_gpu(&reg, p1, 1, 0);
-    fx_pod_selector(p1, "agentsched.io/gpu-model", "T4");
-    fx_pod_bind(p1, "n00");
+    static const rpod two[2] = {{2000, 1, 0, "T4"}, {2000, 1, 300, NULL}};
     static const rnode models[4] = {
         {2, 32000, "T4"}, {2, 32000, "G2"}, {2, 32000, "G2"}, {2, 32000, "G2"}};
-    expect_as_if_bound(&reg, pol, models, 4, pods, p1);
-    model_pod_free(p1);
+    json_t *all = expect_as_if_bound(&reg, pol, models, 4, two, 2, "pinned, then a share");
+    cr_assert_str_eq(first_node(all), "n00");
+    json_decref(all);
     model_pod_free(any);
     model_pod_free(pin);
-    for (int i = 0; i < 2; i++)
-        model_pod_free(pods[i]);
     score_policy_unref(pol);
     model_registry_destroy(&reg);
 }
@@ -918,34 +929,11 @@ Test(placement, random_runs_answer_as_if_bound)
             model_pod_free(p);
         }
         rpod shapes[NPODS];
-        model_pod *pods[NPODS];
-        for (int i = 0; i < NPODS; i++) {
-            shapes[i] = rpod_draw(&s);
-            pods[i] = rpod_new(&reg, &shapes[i], i, NULL);
-        }
-        json_t *all = rplacements(&reg, pol, nodes, nn, NULL, 0, pods, NPODS);
-        for (int k = 1; k < NPODS; k++) {
-            model_pod *bound[NPODS];
-            size_t nb = 0;
-            for (int j = 0; j < k; j++) {
-                const char *node =
-                    json_string_value(json_object_get(json_array_get(all, (size_t)j), "node"));
-                if (node)
-                    bound[nb++] = rpod_new(&reg, &shapes[j], j, node);
-            }
-            json_t *alone = rplacements(&reg, pol, nodes, nn, bound, nb, &pods[k], 1);
-            char *a = json_dumps(json_array_get(all, (size_t)k), JSON_SORT_KEYS);
-            char *b = json_dumps(json_array_get(alone, 0), JSON_SORT_KEYS);
-            cr_expect_str_eq(a, b, "seed %llu pod %d", (unsigned long long)seed, k);
-            free(a);
-            free(b);
-            json_decref(alone);
-            for (size_t j = 0; j < nb; j++)
-                model_pod_free(bound[j]);
-        }
-        json_decref(all);
         for (int i = 0; i < NPODS; i++)
-            model_pod_free(pods[i]);
+            shapes[i] = rpod_draw(&s);
+        char what[32];
+        snprintf(what, sizeof what, "seed %llu", (unsigned long long)seed);
+        json_decref(expect_as_if_bound(&reg, pol, nodes, nn, shapes, NPODS, what));
         score_policy_unref(pol);
     }
     model_registry_destroy(&reg);
