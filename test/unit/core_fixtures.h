@@ -199,4 +199,14 @@ FX_UNUSED static void fx_pod_affinity_in(model_pod *pod, const char *k, const ch
     pod->affinity = (model_affinity){true, term, 1};
 }
 
+/* fx_rnd: a small deterministic generator for randomized cases (xorshift
+ * on the caller's state *s, which must not be 0): the next value below n. */
+FX_UNUSED static uint32_t fx_rnd(uint64_t *s, uint32_t n)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s % n);
+}
+
 #endif

@@ -386,14 +386,6 @@ Test(extender, preempt_counts_the_devices_its_victims_free)
 
 /* ---- preempt against the filter, on random clusters ----------------- */
 
-static uint32_t prnd(uint64_t *s, uint32_t n)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (uint32_t)(*s % n);
-}
-
 enum { PR_NODES = 5, PR_PODS = 24 };
 
 /* One random world: nodes r0..r4 of 4 to 16 cores and 0 to 4 GPUs, and
@@ -416,18 +408,18 @@ static void pr_draw(uint64_t *s, pr_world *w)
     int32_t dev[PR_NODES][4] = {{0}};
     int64_t used[PR_NODES] = {0};
     for (int n = 0; n < PR_NODES; n++) {
-        w->ngpus[n] = gpus[prnd(s, 4)];
-        w->cpu[n] = 4000 * (1 + (int64_t)prnd(s, 4));
+        w->ngpus[n] = gpus[fx_rnd(s, 4)];
+        w->cpu[n] = 4000 * (1 + (int64_t)fx_rnd(s, 4));
     }
     static const uint32_t shares[4] = {200, 300, 500, 700};
     for (int i = 0; i < PR_PODS; i++) {
         pr_pod *p = &w->pods[i];
-        int n = (int)prnd(s, PR_NODES);
-        *p = (pr_pod){.node = -1, .cpu = 250 * (1 + (int64_t)prnd(s, 8))};
-        uint32_t kind = prnd(s, 3);
+        int n = (int)fx_rnd(s, PR_NODES);
+        *p = (pr_pod){.node = -1, .cpu = 250 * (1 + (int64_t)fx_rnd(s, 8))};
+        uint32_t kind = fx_rnd(s, 3);
         if (kind && w->ngpus[n]) {
             p->count = 1;
-            p->milli = kind == 1 ? shares[prnd(s, 4)] : 0;
+            p->milli = kind == 1 ? shares[fx_rnd(s, 4)] : 0;
         }
         if (used[n] + p->cpu > w->cpu[n])
             continue;
@@ -495,8 +487,8 @@ Test(extender, random_preempt_answers_as_the_filter_after_the_evictions)
         pr_world w;
         pr_draw(&st, &w);
         /* the preemptor: CPU only, a share or a whole GPU */
-        int64_t cpu = 500 * (1 + (int64_t)prnd(&st, 16));
-        uint32_t kind = prnd(&st, 3), milli = 100 * (1 + prnd(&st, 9));
+        int64_t cpu = 500 * (1 + (int64_t)fx_rnd(&st, 16));
+        uint32_t kind = fx_rnd(&st, 3), milli = 100 * (1 + fx_rnd(&st, 9));
         char extra[64] = "";
         if (kind == 1)
             snprintf(extra, sizeof extra, ",\"agentsched.io/gpu-milli\":\"%u\"", milli);
@@ -516,7 +508,7 @@ Test(extender, random_preempt_answers_as_the_filter_after_the_evictions)
             buf_printf(&pre, "%s\"r%d\":{\"Pods\":[", n ? "," : "", n);
             bool first = true;
             for (int i = 0; i < PR_PODS; i++) {
-                if (w.pods[i].node == n && prnd(&st, 2)) {
+                if (w.pods[i].node == n && fx_rnd(&st, 2)) {
                     buf_printf(&pre, "%s{\"UID\":\"rp-%d\"}", first ? "" : ",", i);
                     first = false;
                 }

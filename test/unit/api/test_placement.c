@@ -706,15 +706,6 @@ Test(placement, earlier_pods_take_free_devices)
     model_registry_destroy(&reg);
 }
 
-/* A small deterministic generator for the randomized case. */
-static uint32_t rnd(uint64_t *s, uint32_t n)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (uint32_t)(*s % n);
-}
-
 typedef struct rnode {
     uint32_t ngpus;
     int64_t cpu;
@@ -732,15 +723,15 @@ static const char *const rmodels[3] = {"A", "B", "C"};
 static rpod rpod_draw(uint64_t *s)
 {
     static const uint32_t shares[5] = {150, 320, 470, 650, 810};
-    rpod r = {.cpu = 1000 * (1 + (int64_t)rnd(s, 12))};
-    uint32_t kind = rnd(s, 8);
+    rpod r = {.cpu = 1000 * (1 + (int64_t)fx_rnd(s, 12))};
+    uint32_t kind = fx_rnd(s, 8);
     if (kind >= 2) {
         r.count = 1;
-        r.milli = kind < 5 ? shares[rnd(s, 5)] : 0;
+        r.milli = kind < 5 ? shares[fx_rnd(s, 5)] : 0;
         if (kind == 7)
             r.count = 2;
-        if (rnd(s, 4) == 0)
-            r.pin = rmodels[rnd(s, 3)];
+        if (fx_rnd(s, 4) == 0)
+            r.pin = rmodels[fx_rnd(s, 3)];
     }
     return r;
 }
@@ -911,10 +902,10 @@ Test(placement, random_runs_answer_as_if_bound)
     for (uint64_t seed = 1; seed <= 40; seed++) {
         uint64_t s = seed * 0x9E3779B97F4A7C15ull;
         rnode nodes[12];
-        size_t nn = 6 + rnd(&s, 7);
+        size_t nn = 6 + fx_rnd(&s, 7);
         static const uint32_t gpus[5] = {0, 1, 2, 4, 8};
         for (size_t i = 0; i < nn; i++)
-            nodes[i] = (rnode){gpus[rnd(&s, 5)], 8000 << rnd(&s, 4), rmodels[rnd(&s, 3)]};
+            nodes[i] = (rnode){gpus[fx_rnd(&s, 5)], 8000 << fx_rnd(&s, 4), rmodels[fx_rnd(&s, 3)]};
         static const char *const yaml[2] = {"strategy: fragment\n",
                                             "strategy: fragment\nfragment:\n  keepFree: 0.5\n"};
         score_policy *pol = NULL;
