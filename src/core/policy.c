@@ -494,10 +494,9 @@ static as_err load_shapes(ld_ctx *c, const json_t *obj)
 static as_err load_fragment(ld_ctx *c, const json_t *obj)
 {
     static const char *const keys[] = {
-        "strand",       "strandMix",     "partial",       "multiGpu",
-        "spread",       "spreadGpu",     "pack",          "cpuPerGpu",
-        "memoryPerGpu", "spreadSurplus", "spreadCpu",     "reserve",
-        "keepFree",     "fillable",      "modelPressure", NULL};
+        "strand",   "strandMix",          "partial",      "multiGpu",      "spread",    "spreadGpu",
+        "pack",     "cpuPerGpu",          "memoryPerGpu", "spreadSurplus", "spreadCpu", "reserve",
+        "keepFree", "keepFreeFragmented", "fillable",     "modelPressure", NULL};
     as_err err = check_keys(c, obj, "fragment", keys);
     if (err)
         return err;
@@ -517,6 +516,7 @@ static as_err load_fragment(ld_ctx *c, const json_t *obj)
         {"reserve", offsetof(score_policy, f_reserve), 100},
         {"strandMix", offsetof(score_policy, f_mix), 1},
         {"keepFree", offsetof(score_policy, f_keep_free), 1},
+        {"keepFreeFragmented", offsetof(score_policy, f_keep_frag), 1},
         {"fillable", offsetof(score_policy, f_fillable), 1},
         {"modelPressure", offsetof(score_policy, f_model), 100},
     };

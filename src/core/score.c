@@ -145,6 +145,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_spread_cpu = 1;
     p->f_reserve = 2;
     p->f_keep_free = 0.05;
+    p->f_keep_frag = 0.1;
     p->f_fillable = 0.1;
     p->f_model = 0.5;
     p->f_cpu_gpu = 8000;
@@ -1339,10 +1340,22 @@ static bool view_keeps(const score_policy *p, const view *v, int64_t free_gpu)
            (double)v->mem_free < need * ld(&p->t_mem_per_milli);
 }
 
-/* devices_short: are nfree of dev devices at most keepFree of them? */
-static bool devices_short(const score_policy *p, uint64_t dev, uint64_t nfree)
+/* devices_short: are nfree of dev devices at most keepFree of them, or at
+ * most keepFreeFragmented while they hold at most half of the free_milli
+ * free on all devices? The second asks whether free devices are short
+ * against what is free at all: where the free capacity is mostly wholly
+ * free devices (pods pinned to other models were refused, say), the
+ * devices are idle, not scarce, and a share that opens one costs nothing
+ * before more pods come; where most of it is already in pieces, each
+ * share that strands a device adds to what nothing fills. */
+static bool devices_short(const score_policy *p, uint64_t dev, uint64_t nfree, uint64_t free_milli)
 {
-    return dev > 0 && (double)nfree <= p->f_keep_free * (double)dev;
+    if (dev == 0)
+        return false;
+    if ((double)nfree <= p->f_keep_free * (double)dev)
+        return true;
+    return (double)nfree <= p->f_keep_frag * (double)dev &&
+           2 * (double)nfree * MODEL_GPU_MILLI <= (double)free_milli;
 }
 
 /* See score.h. */
@@ -1352,7 +1365,7 @@ bool score_policy_devices_short(const score_policy *p, const cache *c)
         return false;
     uint64_t dev, nfree;
     cache_gpu_devices(c, &dev, &nfree);
-    return devices_short(p, dev, nfree);
+    return devices_short(p, dev, nfree, cache_gpu_free_milli(c));
 }
 
 /* See score.h. */
@@ -1372,7 +1385,8 @@ static bool view_keeps_device(const score_policy *p, const model_pod *pod, const
         p->f_keep_free <= 0)
         return false;
     if (!devices_short(p, __atomic_load_n(&node->cluster_gpus[0], __ATOMIC_RELAXED),
-                       __atomic_load_n(&node->cluster_gpus[1], __ATOMIC_RELAXED)))
+                       __atomic_load_n(&node->cluster_gpus[1], __ATOMIC_RELAXED),
+                       __atomic_load_n(&node->cluster_gpus[2], __ATOMIC_RELAXED)))
         return false;
     int32_t m = (int32_t)pod->gpu_milli;
     int best = view_share_device(v, m);

@@ -139,6 +139,7 @@ struct score_policy {
     double f_spread_cpu; /* every pod spreads over free CPU, x the CPU-only share of CPU */
     double f_reserve;    /* CPU-only pods leave min(1, this x g) of the free GPUs' need */
     double f_keep_free;  /* while wholly free devices are at most this share of all, */
+    double f_keep_frag;  /* (or of this, holding at most half the free GPU capacity) */
     double f_fillable;   /* a share whose remainder fewer than this share of shares fit
                           * may not take one (score_keeps) */
     double f_model;      /* weight of a model's pinned demand beyond its share of devices */

@@ -685,7 +685,7 @@ static void svc_metrics_endpoint(void *ctx, const http_request *req, http_respon
     score_policy *pol = core_policy_get(s->core);
     svc_gauge(s, "agentsched_policy_free_devices_short",
               "1 while the policy keeps the last wholly free GPU devices from shares "
-              "(fragment.keepFree).",
+              "(fragment.keepFree, keepFreeFragmented).",
               pol && score_policy_devices_short(pol, s->core->cache));
     if (pol)
         score_policy_unref(pol);

@@ -124,9 +124,12 @@ bool score_keeps(const score_policy *p, const model_pod *pod, const cache_node *
 
 /*
  * score_policy_devices_short: for a fragment policy with keepFree > 0, are
- * c's wholly free GPU devices at most keepFree of its devices (so shares
- * that would strand most of a device are kept from the last ones,
- * score_keeps)? False otherwise. Lock-free; any thread.
+ * c's wholly free GPU devices at most keepFree of its devices, or at most
+ * keepFreeFragmented of them while they hold at most half the milli free
+ * on all its devices (so shares that would strand most of a device are
+ * kept from the last ones, score_keeps)? False otherwise. It can change
+ * with any pod bound or deleted anywhere, not only with the free count.
+ * Lock-free; any thread.
  */
 bool score_policy_devices_short(const score_policy *p, const cache *c);
 

@@ -676,6 +676,59 @@ Test(eqcache, free_devices_short_rebuilds_the_class)
     score_policy_unref(pol);
 }
 
+/* bind_gpu_pod binds a pod of count devices (milli 0: whole ones) or a
+ * share of milli to node. */
+static void bind_gpu_pod(const char *uid, const char *node, uint32_t count, uint32_t milli)
+{
+    model_pod *w = fx_pod(uid, uid, 100, FX_GI);
+    fx_pod_gpu(&reg, w, count, milli);
+    fx_pod_bind(w, node);
+    cr_assert_eq(cache_pod_upsert(c, w), AS_OK);
+    model_pod_free(w);
+}
+
+/* keepFreeFragmented makes free devices short by what is free in pieces,
+ * which a share bound on another node changes: 2 of 8 devices free (on
+ * g3; keepFree 0.125 keeps at 1, keepFreeFragmented 0.25 at 2) are short
+ * while the 2700 milli free on g0-g2's partly used devices make them at
+ * most half the 4700 free, and not once an 800 share on g0 leaves 3900. */
+Test(eqcache, free_capacity_in_pieces_rebuilds_the_class)
+{
+    static const char yaml[] =
+        "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n";
+    score_policy *pol = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
+                 d.msg);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
+    model_pod *big = fx_pod("big", "big", 3000, 4 * FX_GI);
+    fx_pod_gpu(&reg, big, 1, 810);
+    for (int i = 0; i < 20; i++)
+        score_observe_pod(pol, big);
+    eqcache *e = new_eq(8, true);
+    for (int i = 0; i < 3; i++) {
+        char uid[8], node[8];
+        snprintf(node, sizeof node, "g%d", i);
+        snprintf(uid, sizeof uid, "s%d", i);
+        bind_gpu_pod(uid, node, 1, 100);
+        snprintf(uid, sizeof uid, "w%d", i);
+        bind_gpu_pod(uid, node, 1, 0);
+    }
+    cr_assert(score_policy_devices_short(pol, c));
+    kept_seen = 0;
+    check_same(e, pol, big, 3, "2 of 8 free, 2700 milli in pieces: short");
+    cr_assert_gt(kept_seen, 0, "g3 keeps its free devices from the 810 share");
+    bind_gpu_pod("f0", "g0", 1, 800);
+    cr_assert_not(score_policy_devices_short(pol, c));
+    kept_seen = 0;
+    check_same(e, pol, big, 3, "1900 milli in pieces: the free devices hold more than half");
+    cr_assert_eq(kept_seen, 0);
+    eqcache_free(e);
+    model_pod_free(big);
+    score_policy_unref(pol);
+}
+
 /* fragment's modelPressure reads its model's device count and the
  * cluster's, which a node joining or leaving changes for every node of
  * the model: a class must not keep the other nodes' old scores. 8 of 16

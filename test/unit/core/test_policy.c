@@ -195,6 +195,8 @@ Test(policy, wrong_types)
     parse_bad("fragment: {reserve: -1}\n", AS_ERANGE, "fragment.reserve", "out of range");
     parse_bad("fragment: {reserve: all}\n", AS_EINVAL, "fragment.reserve", "number");
     parse_bad("fragment: {keepFree: 1.5}\n", AS_ERANGE, "fragment.keepFree", "out of range");
+    parse_bad("fragment: {keepFreeFragmented: 2}\n", AS_ERANGE, "fragment.keepFreeFragmented",
+              "out of range");
     parse_bad("fragment: {fillable: -0.1}\n", AS_ERANGE, "fragment.fillable", "out of range");
     parse_bad("fragment: {keepFree: few}\n", AS_EINVAL, "fragment.keepFree", "number");
     parse_bad("fragment: {spreadSurplus: 1}\n", AS_EINVAL, "fragment.spreadSurplus",

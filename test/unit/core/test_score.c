@@ -443,9 +443,11 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
     cr_assert_not(score_keeps(p, half, &h.cn), "half the shares fill what a 470 leaves");
     cr_assert_geq(score_node(p, half, &h.cn), 0);
     cg[1] = 6;
-    cr_assert_not(score_keeps(p, big, &h.cn), "6 of 100 free: not short");
+    cg[2] = 11000;
+    cr_assert_not(score_keeps(p, big, &h.cn), "6 of 100 free, most free milli on them: not short");
     cr_assert_geq(score_node(p, big, &h.cn), 0);
     cg[1] = 5;
+    cg[2] = 50000;
     h.cn.gpu_used[2] = 150; /* 850 free holds the 810: best fit takes it */
     cr_assert_not(score_keeps(p, big, &h.cn));
     cr_assert_geq(score_node(p, big, &h.cn), 0);
@@ -463,6 +465,49 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
                       &h.cn);
     model_pod_free(big);
     model_pod_free(half);
+    model_node_free(h.spec);
+}
+
+/* keepFreeFragmented (0.1): with more than keepFree (0.05) of the devices
+ * wholly free, they are short while they are at most keepFreeFragmented
+ * of all and hold at most half the free milli (the rest in partly used
+ * devices); the cluster's counts alone decide, the node is the one above. */
+Test(score, fragment_keep_free_fragmented_keeps_where_free_capacity_is_in_pieces)
+{
+    hnode h;
+    hnode_init(&h, 32000, 128 * FX_GI, 4);
+    uint64_t cg[3] = {100, 6, 12000};
+    h.cn.cluster_gpus = cg;
+    model_pod *big = fx_pod("b", "b", 3000, 4 * FX_GI);
+    fx_pod_gpu(&reg, big, 1, 810);
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    for (int k = 0; k < 20; k++)
+        score_observe_pod(p, big);
+    cr_assert(score_keeps(p, big, &h.cn), "6000 of 12000 free milli on free devices: short");
+    cg[2] = 11999;
+    cr_assert_not(score_keeps(p, big, &h.cn), "more than half on free devices: idle, not short");
+    cg[1] = 10;
+    cg[2] = 40000;
+    cr_assert(score_keeps(p, big, &h.cn), "10 of 100: still in the band");
+    cg[1] = 11;
+    cg[2] = 90000;
+    cr_assert_not(score_keeps(p, big, &h.cn), "11 of 100: above keepFreeFragmented");
+    score_policy_unref(p);
+    /* at or under keepFree the band adds nothing; keepFree 0 keeps nothing */
+    static const char *const off[] = {
+        "strategy: fragment\nfragment:\n  keepFreeFragmented: 0.05\n",
+        "strategy: fragment\nfragment:\n  keepFree: 0\n  keepFreeFragmented: 0.5\n"};
+    cg[1] = 6;
+    cg[2] = 40000;
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+        cr_assert_eq(score_policy_parse(&reg, "t.yaml", off[i], strlen(off[i]), &p, NULL), AS_OK);
+        for (int k = 0; k < 20; k++)
+            score_observe_pod(p, big);
+        cr_assert_not(score_keeps(p, big, &h.cn), "%s", off[i]);
+        score_policy_unref(p);
+    }
+    model_pod_free(big);
     model_node_free(h.spec);
 }
 
