@@ -706,6 +706,69 @@ Test(placement, earlier_pods_take_free_devices)
     model_registry_destroy(&reg);
 }
 
+/* A dry run counts the free milli its own earlier pods took, which
+ * keepFreeFragmented reads: 2 of 8 devices free (g3's; keepFree 0.125
+ * keeps at 1, keepFreeFragmented 0.25 at 2) and 2700 milli in pieces on
+ * g0-g2 make them short, so a 950-milli share (what it leaves fits none of
+ * the shares seen) is kept from g3. An 800 share first fills one piece
+ * (1900 left in pieces): no longer short, and the 950 that follows it in
+ * the same run goes to g3, as it would once the 800 were bound. */
+Test(placement, earlier_pods_take_free_milli)
+{
+    model_registry reg;
+    model_registry_init(&reg);
+    fx_res(&reg, reg.gpu_name);
+    cache *c = NULL;
+    cr_assert_eq(cache_new(&reg, &c), AS_OK);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
+    for (int i = 0; i < 6; i++) {
+        char uid[8], node[8];
+        snprintf(uid, sizeof uid, "b%d", i);
+        snprintf(node, sizeof node, "g%d", i / 2);
+        model_pod *b = fx_pod(uid, uid, 100, FX_GI);
+        fx_pod_gpu(&reg, b, 1, i % 2 ? 0 : 100); /* a 100 share, then a whole GPU */
+        fx_pod_bind(b, node);
+        cr_assert_eq(cache_pod_upsert(c, b), AS_OK);
+        model_pod_free(b);
+    }
+    static const char yaml[] =
+        "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n";
+    score_policy *pol = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
+                 d.msg);
+    model_pod *fill = fx_pod("f", "f", 100, FX_GI);
+    fx_pod_gpu(&reg, fill, 1, 800);
+    model_pod *big = fx_pod("w", "w", 100, FX_GI);
+    fx_pod_gpu(&reg, big, 1, 950);
+    for (int i = 0; i < 20; i++)
+        score_observe_pod(pol, big);
+    cr_assert(score_policy_devices_short(pol, c));
+    for (int run = 0; run < 2; run++) {
+        const model_pod *batch[2] = {fill, big};
+        size_t n = run ? 2 : 1;
+        buf out;
+        buf_init(&out, 0);
+        cr_assert_eq(placement_run(c, pol, batch + (run ? 0 : 1), n, 1, &out), AS_OK);
+        json_t *r = json_loadb(out.data, out.len, 0, NULL);
+        cr_assert_not_null(r);
+        json_t *last = json_array_get(json_object_get(r, "placements"), n - 1);
+        const char *node = json_string_value(json_object_get(last, "node"));
+        if (run)
+            cr_expect(node && strcmp(node, "g3") == 0, "after the 800: %s", out.data);
+        else
+            cr_expect_null(node, "alone: kept from g3, %s", out.data);
+        json_decref(r);
+        buf_free(&out);
+    }
+    model_pod_free(fill);
+    model_pod_free(big);
+    score_policy_unref(pol);
+    cache_free(c);
+    model_registry_destroy(&reg);
+}
+
 typedef struct rnode {
     uint32_t ngpus;
     int64_t cpu;
@@ -892,7 +955,8 @@ Test(placement, earlier_pods_take_their_models_capacity)
 /* Random clusters, learned mixes and pod lists (seeded): every pod of a dry
  * run is answered as the dry run of that pod alone answers once the pods
  * before it are bound where the run placed them (shares, whole GPUs,
- * pinned models, keepFree's counts, the memo of each node's waste). */
+ * pinned models, keepFree's counts and keepFreeFragmented's free milli,
+ * the memo of each node's waste). */
 Test(placement, random_runs_answer_as_if_bound)
 {
     model_registry reg;
@@ -906,11 +970,12 @@ Test(placement, random_runs_answer_as_if_bound)
         static const uint32_t gpus[5] = {0, 1, 2, 4, 8};
         for (size_t i = 0; i < nn; i++)
             nodes[i] = (rnode){gpus[fx_rnd(&s, 5)], 8000 << fx_rnd(&s, 4), rmodels[fx_rnd(&s, 3)]};
-        static const char *const yaml[2] = {"strategy: fragment\n",
-                                            "strategy: fragment\nfragment:\n  keepFree: 0.5\n"};
+        static const char *const yaml[3] = {
+            "strategy: fragment\n", "strategy: fragment\nfragment:\n  keepFree: 0.5\n",
+            "strategy: fragment\nfragment:\n  keepFree: 0.1\n  keepFreeFragmented: 0.6\n"};
         score_policy *pol = NULL;
         as_diag d = {{0}, {0}};
-        const char *y = yaml[seed % 2];
+        const char *y = yaml[seed % 3];
         cr_assert_eq(score_policy_parse(&reg, "t.yaml", y, strlen(y), &pol, &d), AS_OK, "%s",
                      d.msg);
         for (int i = 0; i < 128; i++) {
