@@ -1,7 +1,8 @@
 /*
  * core_fixtures.h - hand-built model_node / model_pod objects for the
  * decision-core tests (cache, pred, sched, binder), so those tests state
- * exactly the fields they exercise. Objects live in their own pool, as the
+ * exactly the fields they exercise, and the cache and policy set-ups they
+ * share. Objects live in their own pool, as the
  * decoders' do, and are freed with model_node_free / model_pod_free.
  */
 #ifndef AGENTSCHED_TEST_CORE_FIXTURES_H
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agentsched/core/cache.h"
+#include "agentsched/core/policy.h"
 #include "agentsched/model/labels.h"
 #include "agentsched/model/node.h"
 #include "agentsched/model/pod.h"
@@ -197,6 +200,29 @@ FX_UNUSED static void fx_pod_affinity_in(model_pod *pod, const char *k, const ch
     term->exprs = req;
     term->nexprs = 1;
     pod->affinity = (model_affinity){true, term, 1};
+}
+
+/* fx_bind_gpu upserts into c a pod uid bound to node (100m CPU, 1Gi) that
+ * asks for count whole GPUs (milli 0) or a share of milli on one device. */
+FX_UNUSED static void fx_bind_gpu(model_registry *reg, cache *c, const char *uid, const char *node,
+                                  uint32_t count, uint32_t milli)
+{
+    model_pod *p = fx_pod(uid, uid, 100, FX_GI);
+    fx_pod_gpu(reg, p, count, milli);
+    fx_pod_bind(p, node);
+    cr_assert_eq(cache_pod_upsert(c, p), AS_OK);
+    model_pod_free(p);
+}
+
+/* fx_policy parses yaml as a policy file over reg; it must be valid. The
+ * caller unrefs the result. */
+FX_UNUSED static score_policy *fx_policy(model_registry *reg, const char *yaml)
+{
+    score_policy *pol = NULL;
+    as_diag d = {{0}, {0}};
+    cr_assert_eq(score_policy_parse(reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
+                 d.msg);
+    return pol;
 }
 
 /* fx_rnd: a small deterministic generator for randomized cases (xorshift

@@ -650,6 +650,19 @@ Test(placement, run_direct_and_k_bounds)
     svc_free(s);
 }
 
+/* four_gpu_nodes: reg initialized with the GPU resource, and a new cache
+ * over it holding four 2-GPU nodes g0-g3 (the caller frees both). */
+static cache *four_gpu_nodes(model_registry *reg)
+{
+    model_registry_init(reg);
+    fx_res(reg, reg->gpu_name);
+    cache *c = NULL;
+    cr_assert_eq(cache_new(reg, &c), AS_OK);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(reg, i, 2)), AS_OK);
+    return c;
+}
+
 /* A dry run counts the free devices its own earlier pods took: fragment
  * with keepFree 0.5 on 8 devices places four 810-milli shares (8 free down
  * to 4) and keeps the last free devices from the other four, as a live
@@ -657,17 +670,8 @@ Test(placement, run_direct_and_k_bounds)
 Test(placement, earlier_pods_take_free_devices)
 {
     model_registry reg;
-    model_registry_init(&reg);
-    fx_res(&reg, reg.gpu_name);
-    cache *c = NULL;
-    cr_assert_eq(cache_new(&reg, &c), AS_OK);
-    for (int i = 0; i < 4; i++)
-        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
-    static const char yaml[] = "strategy: fragment\nfragment:\n  keepFree: 0.5\n";
-    score_policy *pol = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
-                 d.msg);
+    cache *c = four_gpu_nodes(&reg);
+    score_policy *pol = fx_policy(&reg, "strategy: fragment\nfragment:\n  keepFree: 0.5\n");
     model_pod *pods[8];
     for (int i = 0; i < 8; i++) {
         char uid[8];
@@ -716,28 +720,15 @@ Test(placement, earlier_pods_take_free_devices)
 Test(placement, earlier_pods_take_free_milli)
 {
     model_registry reg;
-    model_registry_init(&reg);
-    fx_res(&reg, reg.gpu_name);
-    cache *c = NULL;
-    cr_assert_eq(cache_new(&reg, &c), AS_OK);
-    for (int i = 0; i < 4; i++)
-        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
+    cache *c = four_gpu_nodes(&reg);
     for (int i = 0; i < 6; i++) {
         char uid[8], node[8];
         snprintf(uid, sizeof uid, "b%d", i);
         snprintf(node, sizeof node, "g%d", i / 2);
-        model_pod *b = fx_pod(uid, uid, 100, FX_GI);
-        fx_pod_gpu(&reg, b, 1, i % 2 ? 0 : 100); /* a 100 share, then a whole GPU */
-        fx_pod_bind(b, node);
-        cr_assert_eq(cache_pod_upsert(c, b), AS_OK);
-        model_pod_free(b);
+        fx_bind_gpu(&reg, c, uid, node, 1, i % 2 ? 0 : 100); /* a 100 share, a whole GPU */
     }
-    static const char yaml[] =
-        "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n";
-    score_policy *pol = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
-                 d.msg);
+    score_policy *pol = fx_policy(
+        &reg, "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n");
     model_pod *fill = fx_pod("f", "f", 100, FX_GI);
     fx_pod_gpu(&reg, fill, 1, 800);
     model_pod *big = fx_pod("w", "w", 100, FX_GI);

@@ -631,23 +631,30 @@ Test(eqcache, table_generation_moves_only_on_real_change)
     score_policy_unref(fr2);
 }
 
+/* keep_setup: four 2-GPU nodes g0-g3 in c, and the fragment policy of yaml
+ * after 20 shares of 810 milli like *big, so what an 810 leaves of a free
+ * device fits none of the shares seen (the caller frees *big and unrefs
+ * the policy). */
+static score_policy *keep_setup(const char *yaml, model_pod **big)
+{
+    score_policy *pol = fx_policy(&reg, yaml);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
+    *big = fx_pod("big", "big", 3000, 4 * FX_GI);
+    fx_pod_gpu(&reg, *big, 1, 810);
+    for (int i = 0; i < 20; i++)
+        score_observe_pod(pol, *big);
+    return pol;
+}
+
 /* fragment's keepFree depends on how many devices are free in the whole
  * cluster, which changes no node the class has not seen change: a class
  * built while free devices were plenty must not answer from its old
  * evaluations once they are short, nor the other way round. */
 Test(eqcache, free_devices_short_rebuilds_the_class)
 {
-    static const char yaml[] = "strategy: fragment\nfragment:\n  keepFree: 0.5\n";
-    score_policy *pol = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
-                 d.msg);
-    for (int i = 0; i < 4; i++)
-        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
-    model_pod *big = fx_pod("big", "big", 3000, 4 * FX_GI);
-    fx_pod_gpu(&reg, big, 1, 810);
-    for (int i = 0; i < 20; i++)
-        score_observe_pod(pol, big);
+    model_pod *big = NULL;
+    score_policy *pol = keep_setup("strategy: fragment\nfragment:\n  keepFree: 0.5\n", &big);
     eqcache *e = new_eq(8, true);
     kept_seen = 0;
     check_same(e, pol, big, 3, "8 of 8 devices free");
@@ -676,17 +683,6 @@ Test(eqcache, free_devices_short_rebuilds_the_class)
     score_policy_unref(pol);
 }
 
-/* bind_gpu_pod binds a pod of count devices (milli 0: whole ones) or a
- * share of milli to node. */
-static void bind_gpu_pod(const char *uid, const char *node, uint32_t count, uint32_t milli)
-{
-    model_pod *w = fx_pod(uid, uid, 100, FX_GI);
-    fx_pod_gpu(&reg, w, count, milli);
-    fx_pod_bind(w, node);
-    cr_assert_eq(cache_pod_upsert(c, w), AS_OK);
-    model_pod_free(w);
-}
-
 /* keepFreeFragmented makes free devices short by what is free in pieces,
  * which a share bound on another node changes: 2 of 8 devices free (on
  * g3; keepFree 0.125 keeps at 1, keepFreeFragmented 0.25 at 2) are short
@@ -694,32 +690,23 @@ static void bind_gpu_pod(const char *uid, const char *node, uint32_t count, uint
  * most half the 4700 free, and not once an 800 share on g0 leaves 3900. */
 Test(eqcache, free_capacity_in_pieces_rebuilds_the_class)
 {
-    static const char yaml[] =
-        "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n";
-    score_policy *pol = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &pol, &d), AS_OK, "%s",
-                 d.msg);
-    for (int i = 0; i < 4; i++)
-        cr_assert_eq(cache_node_upsert(c, fx_gpu_node(&reg, i, 2)), AS_OK);
-    model_pod *big = fx_pod("big", "big", 3000, 4 * FX_GI);
-    fx_pod_gpu(&reg, big, 1, 810);
-    for (int i = 0; i < 20; i++)
-        score_observe_pod(pol, big);
+    model_pod *big = NULL;
+    score_policy *pol = keep_setup(
+        "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n", &big);
     eqcache *e = new_eq(8, true);
     for (int i = 0; i < 3; i++) {
         char uid[8], node[8];
         snprintf(node, sizeof node, "g%d", i);
         snprintf(uid, sizeof uid, "s%d", i);
-        bind_gpu_pod(uid, node, 1, 100);
+        fx_bind_gpu(&reg, c, uid, node, 1, 100);
         snprintf(uid, sizeof uid, "w%d", i);
-        bind_gpu_pod(uid, node, 1, 0);
+        fx_bind_gpu(&reg, c, uid, node, 1, 0);
     }
     cr_assert(score_policy_devices_short(pol, c));
     kept_seen = 0;
     check_same(e, pol, big, 3, "2 of 8 free, 2700 milli in pieces: short");
     cr_assert_gt(kept_seen, 0, "g3 keeps its free devices from the 810 share");
-    bind_gpu_pod("f0", "g0", 1, 800);
+    fx_bind_gpu(&reg, c, "f0", "g0", 1, 800);
     cr_assert_not(score_policy_devices_short(pol, c));
     kept_seen = 0;
     check_same(e, pol, big, 3, "1900 milli in pieces: the free devices hold more than half");

@@ -501,7 +501,7 @@ Test(score, fragment_keep_free_fragmented_keeps_where_free_capacity_is_in_pieces
     cg[1] = 6;
     cg[2] = 40000;
     for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
-        cr_assert_eq(score_policy_parse(&reg, "t.yaml", off[i], strlen(off[i]), &p, NULL), AS_OK);
+        p = fx_policy(&reg, off[i]);
         for (int k = 0; k < 20; k++)
             score_observe_pod(p, big);
         cr_assert_not(score_keeps(p, big, &h.cn), "%s", off[i]);
