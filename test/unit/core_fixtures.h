@@ -2,8 +2,8 @@
  * core_fixtures.h - hand-built model_node / model_pod objects for the
  * decision-core tests (cache, pred, sched, binder), so those tests state
  * exactly the fields they exercise, and the cache and policy set-ups they
- * share. Objects live in their own pool, as the
- * decoders' do, and are freed with model_node_free / model_pod_free.
+ * share. Objects live in their own pool, as the decoders' do, and are
+ * freed with model_node_free / model_pod_free.
  */
 #ifndef AGENTSCHED_TEST_CORE_FIXTURES_H
 #define AGENTSCHED_TEST_CORE_FIXTURES_H

@@ -333,10 +333,8 @@ static reply preempt_share_on(svc *s, double keep_free, int milli, const char *n
                        "\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\","
                        "\"agentsched.io/gpu-milli\":\"%d\"}}}]}}",
                        milli) > 0);
-    score_policy *p = NULL;
+    score_policy *p = fx_policy(&s->core->reg, yaml);
     as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&s->core->reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK,
-                 "%s", d.msg);
     json_t *j = json_loads(pod, 0, NULL);
     cr_assert(j);
     model_pod *g = NULL;

@@ -964,11 +964,7 @@ Test(placement, random_runs_answer_as_if_bound)
         static const char *const yaml[3] = {
             "strategy: fragment\n", "strategy: fragment\nfragment:\n  keepFree: 0.5\n",
             "strategy: fragment\nfragment:\n  keepFree: 0.1\n  keepFreeFragmented: 0.6\n"};
-        score_policy *pol = NULL;
-        as_diag d = {{0}, {0}};
-        const char *y = yaml[seed % 3];
-        cr_assert_eq(score_policy_parse(&reg, "t.yaml", y, strlen(y), &pol, &d), AS_OK, "%s",
-                     d.msg);
+        score_policy *pol = fx_policy(&reg, yaml[seed % 3]);
         for (int i = 0; i < 128; i++) {
             rpod r = rpod_draw(&s);
             model_pod *p = rpod_new(&reg, &r, 1000 + i, NULL);

@@ -179,9 +179,7 @@ Test(score, best_fit_fraction)
 {
     static const char yaml[] = "strategy: best-fit\nresources: {cpu: 1, nvidia.com/gpu: 1}\n"
                                "bestFit: {measure: fraction}\n";
-    score_policy *p = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t", yaml, strlen(yaml), &p, &d), AS_OK, "%s", d.msg);
+    score_policy *p = fx_policy(&reg, yaml);
     hnode g, c;
     hnode_init(&g, 32000, 64 * FX_GI, 2);
     hnode_use(&g, 16000, 0);
@@ -246,10 +244,7 @@ Test(score, fgd_score_gradient)
                        "  given:\n"
                        "    - {cpu: \"1\", memory: 1Gi, gpu: 1, gpuMilli: 500, popularity: 1}\n"
                        "    - {cpu: \"1\", memory: 1Gi, gpu: 1, popularity: 1}\n";
-    score_policy *p = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
-                 d.msg);
+    score_policy *p = fx_policy(&reg, yaml);
     hnode h;
     hnode_init(&h, 32000, 64 * FX_GI, 2);
     h.cn.gpu_used[1] = 700;
@@ -314,10 +309,7 @@ Test(score, fragment_strand_mix_exact)
         /* reserve 0: the CPU-only pod would be kept from the node */
         snprintf(yaml, sizeof yaml,
                  "strategy: fragment\nfragment:\n  strandMix: %s\n  reserve: 0\n", cases[i].mix);
-        score_policy *p = NULL;
-        as_diag d = {{0}, {0}};
-        cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
-                     d.msg);
+        score_policy *p = fx_policy(&reg, yaml);
         for (int k = 0; k < 10; k++) {
             score_observe_pod(p, lean);
             score_observe_pod(p, hungry);
@@ -338,10 +330,7 @@ Test(score, fragment_strand_mix_exact)
 static void keeps_nothing_off(const char *yaml, score_strategy other, const model_pod *teach,
                               const model_pod *probe, const cache_node *node)
 {
-    score_policy *p = NULL;
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml, strlen(yaml), &p, &d), AS_OK, "%s",
-                 d.msg);
+    score_policy *p = fx_policy(&reg, yaml);
     for (int k = 0; k < 40; k++)
         score_observe_pod(p, teach);
     cr_assert_not(score_keeps(p, probe, node), "%s keeps nothing", yaml);
@@ -543,8 +532,7 @@ Test(score, fragment_model_pressure_keeps_pinned_models_for_their_pods)
     static const char *const yaml[] = {"strategy: fragment\n",
                                        "strategy: fragment\nfragment:\n  modelPressure: 0\n"};
     for (int y = 0; y < 2; y++) {
-        score_policy *p = NULL;
-        cr_assert_eq(score_policy_parse(&reg, "t", yaml[y], strlen(yaml[y]), &p, NULL), AS_OK);
+        score_policy *p = fx_policy(&reg, yaml[y]);
         for (int k = 0; k < 30; k++)
             score_observe_pod(p, pod);
         cr_assert_float_eq(score_node(p, pod, &t4.cn), score_node(p, pod, &g2.cn), 1e-12,
@@ -598,10 +586,7 @@ Test(score, fragment_spread_gpu_exact)
     static const char *const yaml[] = {"strategy: fragment\nfragment:\n  spreadGpu: 0.05\n",
                                        "strategy: fragment\nfragment:\n  spreadGpu: 0\n"};
     for (int i = 0; i < 2; i++) {
-        score_policy *p = NULL;
-        as_diag d = {{0}, {0}};
-        cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml[i], strlen(yaml[i]), &p, &d), AS_OK,
-                     "%s", d.msg);
+        score_policy *p = fx_policy(&reg, yaml[i]);
         h.cn.slot = 0;
         double first = score_node(p, pod, &h.cn);
         double cpu_first = score_node(p, cpu_pod, &h.cn);
@@ -647,11 +632,7 @@ Test(score, fragment_spread_surplus_exact)
     } cases[] = {{"strategy: fragment\nfragment:\n  spreadSurplus: false\n", 52.8125},
                  {"strategy: fragment\nfragment:\n  spreadSurplus: true\n", 47.8125}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        score_policy *p = NULL;
-        as_diag d = {{0}, {0}};
-        cr_assert_eq(
-            score_policy_parse(&reg, "t.yaml", cases[i].yaml, strlen(cases[i].yaml), &p, &d), AS_OK,
-            "%s", d.msg);
+        score_policy *p = fx_policy(&reg, cases[i].yaml);
         cr_assert_float_eq(score_node(p, pod, &h.cn), cases[i].want, 1e-9, "%s: %f", cases[i].yaml,
                            score_node(p, pod, &h.cn));
         cr_assert_float_eq(score_node(p, pod, &c.cn), 54.375, 1e-9);
@@ -689,11 +670,7 @@ Test(score, fragment_spread_cpu_exact)
         {"strategy: fragment\n", 5, 54.375},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        score_policy *p = NULL;
-        as_diag d = {{0}, {0}};
-        cr_assert_eq(
-            score_policy_parse(&reg, "t.yaml", cases[i].yaml, strlen(cases[i].yaml), &p, &d), AS_OK,
-            "%s", d.msg);
+        score_policy *p = fx_policy(&reg, cases[i].yaml);
         cr_assert_float_eq(score_node(p, pod, &c.cn), 54.375, 1e-9, "nothing observed yet");
         for (int n = 0; n < 20; n++)
             score_observe_pod(p, n < cases[i].cpu_only ? pod : gpod);
@@ -812,8 +789,7 @@ Test(score, extender_mapping)
     cr_assert_eq(score_to_extender(p, 140), 10);
     score_policy_unref(p);
     const char *yaml = "extender: {maxScore: 100, scoreMin: 40, scoreMax: 60, rounding: floor}\n";
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "x", yaml, strlen(yaml), &p, &d), AS_OK, "%s", d.msg);
+    p = fx_policy(&reg, yaml);
     cr_assert_eq(score_to_extender(p, 50), 50);
     cr_assert_eq(score_to_extender(p, 45.99), 29);
     cr_assert_eq(score_to_extender(p, 39), 0);
@@ -838,8 +814,7 @@ Test(score, agent_pods)
     cr_assert_not(score_policy_is_agent_pod(p, a));
     score_policy_unref(p);
     const char *yaml = "agentPods:\n  schedulerNames: [fast]\n  labels: {kind: agent}\n";
-    as_diag d = {{0}, {0}};
-    cr_assert_eq(score_policy_parse(&reg, "x", yaml, strlen(yaml), &p, &d), AS_OK, "%s", d.msg);
+    p = fx_policy(&reg, yaml);
     cr_assert_not(score_policy_is_agent_pod(p, a));
     fx_labels_set(a->pool, &a->labels, "kind", "agent");
     cr_assert(score_policy_is_agent_pod(p, a));
@@ -1007,9 +982,7 @@ Test(score, fragment_whole_gpu_waste_from_parts)
     fx_pod_gpu(&reg, seen[1], 1, 550);
     fx_pod_gpu(&reg, seen[2], 2, 0);
     for (int i = 0; i < 2; i++) {
-        as_diag d = {{0}, {0}};
-        cr_assert_eq(score_policy_parse(&reg, "t.yaml", yaml[i], strlen(yaml[i]), &p[i], &d), AS_OK,
-                     "%s", d.msg);
+        p[i] = fx_policy(&reg, yaml[i]);
         for (int k = 0; k < 30; k++)
             score_observe_pod(p[i], seen[k % 3]);
     }
