@@ -518,13 +518,14 @@ Test(extender, random_preempt_answers_as_the_filter_after_the_evictions)
         reply r = call_n(s, extender_handle_preempt, pre.data, pre.len);
         cr_assert_eq(r.status, 200, "%s", r.raw);
         const json_t *keep = json_object_get(r.json, "NodeNameToMetaVictims");
+        json_t *req = json_loadb(pre.data, pre.len, 0, NULL);
+        cr_assert_not_null(req);
         for (int n = 0; n < PR_NODES; n++) {
             char name[8];
             snprintf(name, sizeof name, "r%d", n);
             const json_t *ent = json_object_get(keep, name);
             /* the same node after its victims (as listed in the request)
              * are deleted, asked of the filter */
-            json_t *req = json_loadb(pre.data, pre.len, 0, NULL);
             const json_t *vs = json_object_get(
                 json_object_get(json_object_get(req, "NodeNameToMetaVictims"), name), "Pods");
             svc *after = pr_svc(&w);
@@ -549,8 +550,8 @@ Test(extender, random_preempt_answers_as_the_filter_after_the_evictions)
             reply_free(&f);
             free(args);
             svc_free(after);
-            json_decref(req);
         }
+        json_decref(req);
         reply_free(&r);
         svc_free(s);
         buf_free(&pre);
