@@ -319,21 +319,24 @@ Test(extender, a_node_kept_for_its_gpus_fails_filter_and_preempt)
     svc_free(s);
 }
 
-/* preempt_share_on is preempt's answer for a share of milli (1 core) on
- * node, evicting the pod of victim_uid there, under a fragment policy with
- * keepFree keep_free that saw 20 such shares (caller frees). */
-static reply preempt_share_on(svc *s, double keep_free, int milli, const char *node,
-                              const char *victim_uid)
+/* preempt_share_on is preempt's answer for a share of milli (1 core,
+ * tolerating gpu-1's taint) on node, evicting there the pods of victims
+ * (the inside of a Pods array: MetaVictims, possibly none), under the
+ * fragment policy of policy_yaml having seen 20 such shares (caller
+ * frees). */
+static reply preempt_share_on(svc *s, const char *policy_yaml, int milli, const char *node,
+                              const char *victims)
 {
-    char *yaml = NULL, *pod = NULL, *pre = NULL;
-    cr_assert(asprintf(&yaml, "strategy: fragment\nfragment:\n  keepFree: %g\n", keep_free) > 0);
+    char *pod = NULL, *pre = NULL;
     cr_assert(asprintf(&pod,
                        "{\"metadata\":{\"name\":\"share\",\"namespace\":\"default\","
-                       "\"uid\":\"uid-share\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                       "\"uid\":\"uid-share\"},\"spec\":{\"tolerations\":[{\"key\":"
+                       "\"nvidia.com/gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}],"
+                       "\"containers\":[{\"name\":\"c\","
                        "\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\","
                        "\"agentsched.io/gpu-milli\":\"%d\"}}}]}}",
                        milli) > 0);
-    score_policy *p = fx_policy(&s->core->reg, yaml);
+    score_policy *p = fx_policy(&s->core->reg, policy_yaml);
     as_diag d = {{0}, {0}};
     json_t *j = json_loads(pod, 0, NULL);
     cr_assert(j);
@@ -346,14 +349,21 @@ static reply preempt_share_on(svc *s, double keep_free, int milli, const char *n
     core_policy_set(s->core, p);
     cr_assert(asprintf(&pre,
                        "{\"Pod\":%s,\"NodeNameToMetaVictims\":{\"%s\":{\"Pods\":"
-                       "[{\"UID\":\"%s\"}],\"NumPDBViolations\":0}}}",
-                       pod, node, victim_uid) > 0);
+                       "[%s],\"NumPDBViolations\":0}}}",
+                       pod, node, victims) > 0);
     reply r = call(s, extender_handle_preempt, pre);
     cr_assert_eq(r.status, 200, "%s", r.raw);
     free(pre);
     free(pod);
-    free(yaml);
     return r;
+}
+
+/* preempt_offers: does r's answer name node? */
+static bool preempt_offers(const reply *r, const char *node)
+{
+    const json_t *v = json_object_get(r->json, "NodeNameToMetaVictims");
+    cr_assert(json_is_object(v), "%s", r->raw);
+    return json_object_get(v, node) != NULL;
 }
 
 /* fragment's keepFree through preempt: 2 of the fixture's 12 devices are
@@ -370,14 +380,62 @@ Test(extender, preempt_counts_the_devices_its_victims_free)
     cache_gpu_devices(s->core->cache, &dev, &nfree);
     cr_assert_eq(dev, 12);
     cr_assert_eq(nfree, 2);
-    reply r = preempt_share_on(s, 0.2, 810, "gpu-3a", "gpu-3a-whole");
-    const json_t *v = json_object_get(r.json, "NodeNameToMetaVictims");
-    cr_assert_eq(json_object_size(v), 1, "%s", r.raw);
-    cr_assert(json_object_get(v, "gpu-3a"), "%s", r.raw);
-    reply_free(&r);
-    r = preempt_share_on(s, 0.3, 810, "gpu-3a", "gpu-3a-whole");
-    cr_assert_eq(json_object_size(json_object_get(r.json, "NodeNameToMetaVictims")), 0, "%s",
+    const char *victim = "{\"UID\":\"gpu-3a-whole\"}";
+    reply r = preempt_share_on(s, "strategy: fragment\nfragment:\n  keepFree: 0.2\n", 810, "gpu-3a",
+                               victim);
+    cr_assert_eq(json_object_size(json_object_get(r.json, "NodeNameToMetaVictims")), 1, "%s",
                  r.raw);
+    cr_assert(preempt_offers(&r, "gpu-3a"), "%s", r.raw);
+    reply_free(&r);
+    r = preempt_share_on(s, "strategy: fragment\nfragment:\n  keepFree: 0.3\n", 810, "gpu-3a",
+                         victim);
+    cr_assert_not(preempt_offers(&r, "gpu-3a"), "%s", r.raw);
+    reply_free(&r);
+    svc_free(s);
+}
+
+/* fragment's keepFreeFragmented through preempt: the milli its victims
+ * free count among the cluster's pieces. Shares fill gpu-1's third device
+ * to 300 free and every piece elsewhere but gpu-3a's 500, so 1 of 12
+ * devices is wholly free and the pieces hold 800: the free device is not
+ * the lesser half of the 1800 free, and an 810 share may open it. Evicting
+ * a 300 share on gpu-1 leaves 600 there (too little for the 810) and
+ * 2100 free, of which the device is less than half: under the default
+ * policy devices are short in the band (1 of 12, at most 0.1), not under
+ * keepFree (0.05) alone, and preempt drops gpu-1, where forgetting the
+ * freed milli would offer it. Without the band it offers gpu-1. */
+Test(extender, preempt_counts_the_milli_its_victims_free)
+{
+    svc *s = new_svc();
+    cache *c = s->core->cache;
+    model_registry *reg = &s->core->reg;
+    fx_bind_gpu(reg, c, "g1-400", "gpu-1", 1, 400);
+    fx_bind_gpu(reg, c, "g1-300", "gpu-1", 1, 300);
+    static const struct {
+        const char *uid, *node;
+        uint32_t milli;
+    } fill[] = {{"f2a-200", "gpu-2a", 200},
+                {"f2a-400", "gpu-2a", 400},
+                {"f2b-200", "gpu-2b", 200},
+                {"f2b-400", "gpu-2b", 400},
+                {"f3b-500", "gpu-3b", 500}};
+    for (size_t i = 0; i < sizeof fill / sizeof fill[0]; i++)
+        fx_bind_gpu(reg, c, fill[i].uid, fill[i].node, 1, fill[i].milli);
+    uint64_t dev = 0, nfree = 0;
+    cache_gpu_devices(c, &dev, &nfree);
+    cr_assert_eq(dev, 12);
+    cr_assert_eq(nfree, 1);
+    cr_assert_eq(cache_gpu_free_milli(c), 1800);
+    const char *band = "strategy: fragment\n";
+    reply r = preempt_share_on(s, band, 810, "gpu-1", "");
+    cr_assert(preempt_offers(&r, "gpu-1"), "%s", r.raw);
+    reply_free(&r);
+    r = preempt_share_on(s, band, 810, "gpu-1", "{\"UID\":\"g1-300\"}");
+    cr_assert_not(preempt_offers(&r, "gpu-1"), "%s", r.raw);
+    reply_free(&r);
+    r = preempt_share_on(s, "strategy: fragment\nfragment:\n  keepFreeFragmented: 0.05\n", 810,
+                         "gpu-1", "{\"UID\":\"g1-300\"}");
+    cr_assert(preempt_offers(&r, "gpu-1"), "%s", r.raw);
     reply_free(&r);
     svc_free(s);
 }
