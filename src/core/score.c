@@ -142,7 +142,7 @@ score_policy *score_policy_alloc(score_strategy s)
     p->f_surplus = true;
     p->f_multi = 0;
     p->f_mix = 0;
-    p->f_spread_cpu = 1;
+    p->f_spread_cpu = 0;
     p->f_reserve = 2;
     p->f_keep_free = 0.05;
     p->f_keep_frag = 0.1;
@@ -1572,7 +1572,9 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
      * the score blends toward least-allocated on CPU by that excess: with
      * CPU short, CPU is then kept beside every node's free GPUs (the GPU
      * pods take part of each node's CPU before CPU-only pods take whole
-     * nodes'), and the large CPU-only pods find no room sooner. */
+     * nodes'), and the large CPU-only pods find no room sooner. Off by
+     * default: reserve keeps that CPU, and the blend spreads GPU pods too,
+     * so fewer nodes stay whole for multi-GPU pods. */
     double l = ld(&p->t_cpu_blend);
     if (l > 0 && v.cpu_alloc > 0) {
         s = s < 0 ? 0 : s > 100 ? 100 : s;

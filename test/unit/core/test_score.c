@@ -646,11 +646,12 @@ Test(score, fragment_spread_surplus_exact)
 /* fragment's spreadCpu, exact values: 20 pods observed, 4 cores each, k
  * of them CPU-only, so c (the CPU-only pods' share of the CPU demand) is
  * k/20. CPU-only pod 4 cores / 16Gi on a node without GPUs (32 cores /
- * 128Gi): unblended 50 + 0.05 * 50 * (28/32 + 112/128) = 54.375. With
- * k = 15, c = 0.75 and the excess 2c - 1 = 0.5 blends half toward
- * least-allocated on CPU: 0.5 * 54.375 + 0.5 * 100 * 28/32 = 70.9375 (at
- * spreadCpu 2 the blend is whole: 87.5). With k = 10 (c = 0.5) or fewer,
- * or spreadCpu 0, the score is fragment's own. */
+ * 128Gi): unblended 50 + 0.05 * 50 * (28/32 + 112/128) = 54.375. At
+ * spreadCpu 1, with k = 15, c = 0.75 and the excess 2c - 1 = 0.5 blends
+ * half toward least-allocated on CPU: 0.5 * 54.375 + 0.5 * 100 * 28/32 =
+ * 70.9375 (at spreadCpu 2 the blend is whole: 87.5). With k = 10 (c =
+ * 0.5) or fewer, or spreadCpu 0 (the default), the score is fragment's
+ * own. */
 Test(score, fragment_spread_cpu_exact)
 {
     hnode c;
@@ -663,11 +664,12 @@ Test(score, fragment_spread_cpu_exact)
         int cpu_only;
         double want;
     } cases[] = {
-        {"strategy: fragment\n", 15, 70.9375},
+        {"strategy: fragment\nfragment:\n  spreadCpu: 1\n", 15, 70.9375},
         {"strategy: fragment\nfragment:\n  spreadCpu: 2\n", 15, 87.5},
         {"strategy: fragment\nfragment:\n  spreadCpu: 0\n", 15, 54.375},
-        {"strategy: fragment\n", 10, 54.375},
-        {"strategy: fragment\n", 5, 54.375},
+        {"strategy: fragment\n", 15, 54.375},
+        {"strategy: fragment\nfragment:\n  spreadCpu: 1\n", 10, 54.375},
+        {"strategy: fragment\nfragment:\n  spreadCpu: 1\n", 5, 54.375},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         score_policy *p = fx_policy(&reg, cases[i].yaml);
@@ -687,8 +689,9 @@ Test(score, fragment_spread_cpu_exact)
 /* Before anything is learned a GPU pod goes to the node with 24 free cores
  * (at the prior 8 cores per GPU it strands less there). Once CPU-only pods
  * ask for most of the CPU (c = 240 / 260 cores; the GPU pods' 2 cores per
- * GPU learned, so neither node strands), it goes to the node with more
- * free CPU. */
+ * GPU learned, so neither node strands), at spreadCpu 1 it goes to the
+ * node with more free CPU; by default (0) to the first in the cache's
+ * order (first fit). */
 Test(score, fragment_spread_cpu_gpu_pod)
 {
     hnode a, b;
@@ -700,16 +703,21 @@ Test(score, fragment_spread_cpu_gpu_pod)
     model_pod *pod = fx_pod("c", "c", 8000, 16 * FX_GI);
     model_pod *gpod = fx_pod("g", "g", 2000, 8 * FX_GI);
     fx_pod_gpu(&reg, gpod, 1, 0);
-    score_policy *p = NULL;
-    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
-    double fa = score_node(p, gpod, &a.cn), fb = score_node(p, gpod, &b.cn);
-    cr_assert_gt(fa, fb, "before learning: %f %f", fa, fb);
-    for (int n = 0; n < 40; n++)
-        score_observe_pod(p, n % 4 ? pod : gpod);
-    fa = score_node(p, gpod, &a.cn);
-    fb = score_node(p, gpod, &b.cn);
-    cr_assert_gt(fb, fa, "spread over CPU: %f %f", fa, fb);
-    score_policy_unref(p);
+    for (int spread = 0; spread <= 1; spread++) {
+        score_policy *p = fx_policy(&reg, spread ? "strategy: fragment\nfragment:\n  spreadCpu: 1\n"
+                                                 : "strategy: fragment\n");
+        double fa = score_node(p, gpod, &a.cn), fb = score_node(p, gpod, &b.cn);
+        cr_assert_gt(fa, fb, "before learning: %f %f", fa, fb);
+        for (int n = 0; n < 40; n++)
+            score_observe_pod(p, n % 4 ? pod : gpod);
+        fa = score_node(p, gpod, &a.cn);
+        fb = score_node(p, gpod, &b.cn);
+        if (spread)
+            cr_assert_gt(fb, fa, "spread over CPU: %f %f", fa, fb);
+        else
+            cr_assert_gt(fa, fb, "first fit: %f %f", fa, fb);
+        score_policy_unref(p);
+    }
     model_pod_free(pod);
     model_pod_free(gpod);
     model_node_free(a.spec);
