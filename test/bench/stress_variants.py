@@ -23,8 +23,8 @@ into the shared data folder):
 
 Any percentage works the same way (share65, pin15, cpu150, multi35), and
 several joined with "+" are applied in turn (share70+cpu0: the mix changes
-in two ways at once). `--only mixes` builds MIXES, fourteen such
-combinations that no single variant covers (the last four were added as a
+in two ways at once). `--only mixes` builds MIXES, sixteen such
+combinations that no single variant covers (the last six were added as a
 later check on mixes the policy had not been tried on).
 
 A shape change keeps the pod's name and times. Rows keep the shared file's
@@ -43,7 +43,7 @@ VARIANTS = ["share80", "share100", "pin33", "cpu0", "cpu100", "cpu250", "multi20
 MIXES = ["share60+multi30", "share70+cpu150", "pin20+cpu60", "share50+pin33", "share70+multi20",
          "multi40+cpu200", "share65+multi25+cpu30", "pin15+multi35", "cpu0+share70",
          "pin33+share60+cpu120", "pin33+multi50+cpu100", "multi50+cpu250", "pinu33+share80",
-         "share40+pinu40+multi20"]
+         "share40+pinu40+multi20", "multi50+cpu100", "pin50+multi30+cpu60"]
 KINDS = ("share", "multi", "pinu", "pin", "cpu")
 
 
