@@ -718,6 +718,11 @@ Test(k8s_bind, assumed_pod_kept_while_the_pods_watch_is_down)
     put_pod(&f, "held", NULL);
     model_pod *held = decode_pod(&f, "held");
     assume(&f, held, "n1");
+    /* Synced means listed; the watches may still be on their way, and one
+     * the stub takes after the drop below would stay up. */
+    for (int t = 0; t < 5000 && stub_watchers(f.stub) < 2; t += 10)
+        msleep(10);
+    cr_assert_geq(stub_watchers(f.stub), 2, "the nodes and pods watches never opened");
     for (int i = 0; i < 40; i++)
         stub_fault(f.stub, "/api/v1/pods", STUB_ANY, STUB_F_STATUS, 500);
     stub_drop_watches(f.stub);
