@@ -397,10 +397,10 @@ Test(extender, preempt_counts_the_devices_its_victims_free)
 /* fragment's keepFreeFragmented through preempt: the milli its victims
  * free count among the cluster's pieces. Shares fill gpu-1's third device
  * to 300 free and every piece elsewhere but gpu-3a's 500, so 1 of 12
- * devices is wholly free and the pieces hold 800: the free device is not
- * the lesser half of the 1800 free, and an 810 share may open it. Evicting
- * a 300 share on gpu-1 leaves 600 there (too little for the 810) and
- * 2100 free, of which the device is less than half: under the default
+ * devices is wholly free and the pieces hold 800: the free device holds
+ * 1000 of the 1800 free, more than half, and an 810 share may open it.
+ * Evicting a 300 share on gpu-1 leaves 600 there (too little for the 810)
+ * and 2100 free, of which the device holds less than half: under the default
  * policy devices are short in the band (1 of 12, at most 0.1), not under
  * keepFree (0.05) alone, and preempt drops gpu-1, where forgetting the
  * freed milli would offer it. Without the band it offers gpu-1. */
