@@ -214,6 +214,21 @@ FX_UNUSED static void fx_bind_gpu(model_registry *reg, cache *c, const char *uid
     model_pod_free(p);
 }
 
+/* fx_bind_pieces binds in c, on each of fx_gpu_node's g0..g<n-1>, a
+ * 100-milli share and then a whole GPU (uids piece-g<i>, whole-g<i>): on
+ * 2-GPU nodes each holds one device wholly used and 900 milli in pieces. */
+FX_UNUSED static void fx_bind_pieces(model_registry *reg, cache *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char uid[24], node[16];
+        snprintf(node, sizeof node, "g%d", i);
+        snprintf(uid, sizeof uid, "piece-%s", node);
+        fx_bind_gpu(reg, c, uid, node, 1, 100);
+        snprintf(uid, sizeof uid, "whole-%s", node);
+        fx_bind_gpu(reg, c, uid, node, 1, 0);
+    }
+}
+
 /* fx_policy parses yaml as a policy file over reg; it must be valid. The
  * caller unrefs the result. */
 FX_UNUSED static score_policy *fx_policy(model_registry *reg, const char *yaml)

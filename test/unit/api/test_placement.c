@@ -721,12 +721,7 @@ Test(placement, earlier_pods_take_free_milli)
 {
     model_registry reg;
     cache *c = four_gpu_nodes(&reg);
-    for (int i = 0; i < 6; i++) {
-        char uid[8], node[8];
-        snprintf(uid, sizeof uid, "b%d", i);
-        snprintf(node, sizeof node, "g%d", i / 2);
-        fx_bind_gpu(&reg, c, uid, node, 1, i % 2 ? 0 : 100); /* a 100 share, a whole GPU */
-    }
+    fx_bind_pieces(&reg, c, 3);
     score_policy *pol = fx_policy(
         &reg, "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n");
     model_pod *fill = fx_pod("f", "f", 100, FX_GI);

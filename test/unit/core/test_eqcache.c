@@ -694,14 +694,7 @@ Test(eqcache, free_capacity_in_pieces_rebuilds_the_class)
     score_policy *pol = keep_setup(
         "strategy: fragment\nfragment:\n  keepFree: 0.125\n  keepFreeFragmented: 0.25\n", &big);
     eqcache *e = new_eq(8, true);
-    for (int i = 0; i < 3; i++) {
-        char uid[8], node[8];
-        snprintf(node, sizeof node, "g%d", i);
-        snprintf(uid, sizeof uid, "s%d", i);
-        fx_bind_gpu(&reg, c, uid, node, 1, 100);
-        snprintf(uid, sizeof uid, "w%d", i);
-        fx_bind_gpu(&reg, c, uid, node, 1, 0);
-    }
+    fx_bind_pieces(&reg, c, 3);
     cr_assert(score_policy_devices_short(pol, c));
     kept_seen = 0;
     check_same(e, pol, big, 3, "2 of 8 free, 2700 milli in pieces: short");

@@ -397,6 +397,21 @@ Test(score, fragment_reserve_keeps_cpu_beside_free_gpus)
     model_node_free(cpu.spec);
 }
 
+/* keep_node: the keep tests' node, h (32 cores, 128Gi, 4 free GPUs)
+ * reading the cluster's counts from cg (devices, wholly free, free milli),
+ * and *big, an 810-milli share of 3 cores; returns the default policy
+ * (the caller frees *big and h.spec and unrefs the policy). */
+static score_policy *keep_node(hnode *h, uint64_t cg[3], model_pod **big)
+{
+    hnode_init(h, 32000, 128 * FX_GI, 4);
+    h->cn.cluster_gpus = cg;
+    *big = fx_pod("b", "b", 3000, 4 * FX_GI);
+    fx_pod_gpu(&reg, *big, 1, 810);
+    score_policy *p = NULL;
+    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    return p;
+}
+
 /* fragment's keepFree: shares of 810 and 470 milli (3 cores each) were
  * seen, half each, so the 190 milli an 810 leaves of a wholly free device
  * fits none of them (under fillable 0.1) and the 530 a 470 leaves fits
@@ -411,15 +426,11 @@ Test(score, fragment_reserve_keeps_cpu_beside_free_gpus)
 Test(score, fragment_keep_free_keeps_the_last_free_devices)
 {
     hnode h;
-    hnode_init(&h, 32000, 128 * FX_GI, 4);
     uint64_t cg[3] = {100, 5, 50000};
-    h.cn.cluster_gpus = cg;
-    model_pod *big = fx_pod("b", "b", 3000, 4 * FX_GI);
-    fx_pod_gpu(&reg, big, 1, 810);
+    model_pod *big = NULL;
+    score_policy *p = keep_node(&h, cg, &big);
     model_pod *half = fx_pod("h", "h", 3000, 4 * FX_GI);
     fx_pod_gpu(&reg, half, 1, 470);
-    score_policy *p = NULL;
-    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
     for (int k = 0; k < 9; k++) {
         score_observe_pod(p, big);
         score_observe_pod(p, half);
@@ -460,17 +471,13 @@ Test(score, fragment_keep_free_keeps_the_last_free_devices)
 /* keepFreeFragmented (0.1): with more than keepFree (0.05) of the devices
  * wholly free, they are short while they are at most keepFreeFragmented
  * of all and hold at most half the free milli (the rest in partly used
- * devices); the cluster's counts alone decide, the node is the one above. */
+ * devices); the cluster's counts alone decide on the same node. */
 Test(score, fragment_keep_free_fragmented_keeps_where_free_capacity_is_in_pieces)
 {
     hnode h;
-    hnode_init(&h, 32000, 128 * FX_GI, 4);
     uint64_t cg[3] = {100, 6, 12000};
-    h.cn.cluster_gpus = cg;
-    model_pod *big = fx_pod("b", "b", 3000, 4 * FX_GI);
-    fx_pod_gpu(&reg, big, 1, 810);
-    score_policy *p = NULL;
-    cr_assert_eq(score_policy_new_default(&reg, &p), AS_OK);
+    model_pod *big = NULL;
+    score_policy *p = keep_node(&h, cg, &big);
     for (int k = 0; k < 20; k++)
         score_observe_pod(p, big);
     cr_assert(score_keeps(p, big, &h.cn), "6000 of 12000 free milli on free devices: short");
