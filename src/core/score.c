@@ -1543,42 +1543,49 @@ static double score_fragment(const score_policy *p, const model_pod *pod, const 
      * ties go to a fixed node order (first fit, below), which leaves the
      * other nodes whole for multi-GPU pods and lets nodes drain when pods
      * leave. */
-    /* inverses: one division a resource per node where the terms below
-     * took three */
-    double icpu = v.cpu_alloc > 0 ? 1.0 / (double)v.cpu_alloc : 0;
-    double imem = v.mem_alloc > 0 ? 1.0 / (double)v.mem_alloc : 0;
-    double cpu_frac = (double)v.cpu_free * icpu;
-    double cpu_left = cpu_frac;
-    double mem_left = (double)v.mem_free * imem;
-    if (p->f_surplus && !pod->gpu_count && v.ngpu) {
-        /* Spread over what the node can spare: its free CPU and memory
-         * less what its free GPUs need at the learned ratios, as much as
-         * GPU pods come (g), so a CPU-only pod goes first where the CPU
-         * is least needed by the GPUs beside it. */
-        double g = ld(&p->t_gpu_share) * (double)free_gpu;
-        cpu_left -= g * ld(&p->t_cpu_per_milli) * icpu;
-        mem_left -= g * ld(&p->t_mem_per_milli) * imem;
-    }
-    double spread = 50.0 * (cpu_left + mem_left);
-    double pack = 0;
-    if (p->f_pack > 0)
-        pack =
-            gpu_alloc > 0 ? 100.0 * (1.0 - (double)free_gpu / gpu_alloc) : 100.0 * (1 - cpu_left);
     double w = pod->gpu_count ? p->f_spread_gpu : p->f_spread;
-    double s = 50.0 - 50.0 * ld(&p->t_gpu_share) * (after - before) * PER_WASTE_SCALE +
-               p->f_pack * pack + w * spread;
-    /* spreadCpu: where CPU-only pods ask for more CPU than GPU pods (the
-     * excess 2c - 1 of c, the share of the CPU demand in CPU-only pods),
-     * the score blends toward least-allocated on CPU by that excess: with
-     * CPU short, CPU is then kept beside every node's free GPUs (the GPU
-     * pods take part of each node's CPU before CPU-only pods take whole
-     * nodes'), and the large CPU-only pods find no room sooner. Off by
-     * default: reserve keeps that CPU, and the blend spreads GPU pods too,
-     * so fewer nodes stay whole for multi-GPU pods. */
     double l = ld(&p->t_cpu_blend);
-    if (l > 0 && v.cpu_alloc > 0) {
-        s = s < 0 ? 0 : s > 100 ? 100 : s;
-        s = (1 - l) * s + l * 100.0 * cpu_frac;
+    double s = 50.0 - 50.0 * ld(&p->t_gpu_share) * (after - before) * PER_WASTE_SCALE;
+    /* The CPU and memory terms cost two divisions a node, and at the
+     * default a GPU pod uses none of them (no spreadGpu, pack or spreadCpu):
+     * its score is then the waste term alone, the same double the sum
+     * below would give (adding 0 x a finite term). */
+    if (w != 0 || p->f_pack > 0 || l > 0) {
+        /* inverses: one division a resource per node where the terms
+         * below took three */
+        double icpu = v.cpu_alloc > 0 ? 1.0 / (double)v.cpu_alloc : 0;
+        double imem = v.mem_alloc > 0 ? 1.0 / (double)v.mem_alloc : 0;
+        double cpu_frac = (double)v.cpu_free * icpu;
+        double cpu_left = cpu_frac;
+        double mem_left = (double)v.mem_free * imem;
+        if (p->f_surplus && !pod->gpu_count && v.ngpu) {
+            /* Spread over what the node can spare: its free CPU and memory
+             * less what its free GPUs need at the learned ratios, as much
+             * as GPU pods come (g), so a CPU-only pod goes first where the
+             * CPU is least needed by the GPUs beside it. */
+            double g = ld(&p->t_gpu_share) * (double)free_gpu;
+            cpu_left -= g * ld(&p->t_cpu_per_milli) * icpu;
+            mem_left -= g * ld(&p->t_mem_per_milli) * imem;
+        }
+        double spread = 50.0 * (cpu_left + mem_left);
+        double pack = 0;
+        if (p->f_pack > 0)
+            pack = gpu_alloc > 0 ? 100.0 * (1.0 - (double)free_gpu / gpu_alloc)
+                                 : 100.0 * (1 - cpu_left);
+        s = s + p->f_pack * pack + w * spread;
+        /* spreadCpu: where CPU-only pods ask for more CPU than GPU pods
+         * (the excess 2c - 1 of c, the share of the CPU demand in CPU-only
+         * pods), the score blends toward least-allocated on CPU by that
+         * excess: with CPU short, CPU is then kept beside every node's
+         * free GPUs (the GPU pods take part of each node's CPU before
+         * CPU-only pods take whole nodes'), and the large CPU-only pods
+         * find no room sooner. Off by default: reserve keeps that CPU, and
+         * the blend spreads GPU pods too, so fewer nodes stay whole for
+         * multi-GPU pods. */
+        if (l > 0 && v.cpu_alloc > 0) {
+            s = s < 0 ? 0 : s > 100 ? 100 : s;
+            s = (1 - l) * s + l * 100.0 * cpu_frac;
+        }
     }
     /* Without spread, ties go to the earlier node in the cache's order
      * (first fit) by a difference far below any waste step (a milli-GPU
