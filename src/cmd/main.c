@@ -64,12 +64,19 @@ static void main_usage(FILE *f)
             "agentsched %s - a Kubernetes scheduler for AI-agent pods\n\n"
             "Usage: agentsched COMMAND [FLAGS]\n\nCommands:\n",
             AGENTSCHED_VERSION);
+    /* one column wide enough for the longest command name */
+    int w = 0;
     for (size_t i = 0; i < CLI_NCOMMANDS; i++)
-        fprintf(f, "  %-18s %s\n", cli_commands[i].name, cli_commands[i].summary);
-    fprintf(f, "\nFlags:\n"
-               "  -h, --help         show this help\n"
-               "  --version          same as 'agentsched version'\n"
-               "\nRun 'agentsched COMMAND --help' for the flags of a command.\n");
+        if ((int)strlen(cli_commands[i].name) > w)
+            w = (int)strlen(cli_commands[i].name);
+    for (size_t i = 0; i < CLI_NCOMMANDS; i++)
+        fprintf(f, "  %-*s  %s\n", w, cli_commands[i].name, cli_commands[i].summary);
+    fprintf(f,
+            "\nFlags:\n"
+            "  %-*s  show this help\n"
+            "  %-*s  same as 'agentsched version'\n",
+            w, "-h, --help", w, "--version");
+    fprintf(f, "\nRun 'agentsched COMMAND --help' for the flags of a command.\n");
 }
 
 enum { VERSION_HELP };

@@ -89,8 +89,14 @@ out_has "[--policy a,b,c]" "replay usage shows --policy as optional"
 out_has "(default fragment)" "replay --help gives the --policy default"
 out_has "1..100" "replay --help gives the --inflate range"
 
+# ---- the top-level --help: every command, its summary in one column -------
+expect_exit 0 "--help" --help
+for cmd in serve place replay shard-controller gpu-share-advertiser version; do
+    out_has "  $cmd  " "--help lists $cmd with room before its summary"
+done
+
 # ---- every command's --help is generated from its flag table ---------------
-for cmd in serve place replay shard-controller version; do
+for cmd in serve place replay shard-controller gpu-share-advertiser version; do
     expect_exit 0 "$cmd --help" "$cmd" --help
     out_has "Flags:" "$cmd --help has the generated Flags: section"
     out_has "  -h, --help" "$cmd --help lists -h, --help"
