@@ -180,8 +180,8 @@ static const cli_flag serve_flags[] = {
     {F_CANDIDATES, "--candidates", 0, "K",
      "candidates per decision, 1..16 (default 3; placement reports them)"},
     {F_WORKERS, "--workers", 0, "N",
-     "live mode: fast-path worker threads scheduling pods of --scheduler-name,\n"
-     "0..256 (default 2; 0 = no fast path: extender and\n"
+     "live mode: fast-path worker threads scheduling pods of\n"
+     "--scheduler-name, 0..256 (default 2; 0 = no fast path: extender and\n"
      "dry runs only; the fast path runs only with\n"
      "--kubeconfig / --in-cluster, not with --cluster)"},
     {F_MAX_BODY, "--max-body", 0, "BYTES",

@@ -390,8 +390,9 @@ static const cli_flag ctl_flags[] = {
     {CTL_LOG_LEVEL, "--log-level", 0, "LEVEL",
      "error | warn | info | debug, or 0..3 (default info)"},
     {CTL_FOREIGN_LEASE, "--foreign-lease", 0, "NS/NAME",
-     "another sharding controller's Lease; stand down while it is live and its field "
-     "manager writes nodesDesired (default volcano-system/vc-controller-manager; none: off)"},
+     "another sharding controller's Lease; stand down while it is live\n"
+     "and its field manager writes nodesDesired\n"
+     "(default volcano-system/vc-controller-manager; none: off)"},
     {CTL_FOREIGN_MANAGER, "--foreign-field-manager", 0, "NAME",
      "that controller's field manager (default vc-controller-manager)"},
     {CTL_HELP, "--help", 'h', NULL, "show this help"},
