@@ -279,6 +279,19 @@ static void fix_boundary(shardctl_engine *e, size_t s, size_t top)
         }
 }
 
+/* take_pass_owners makes each live node's pass_owner its owner and counts
+ * the unassigned ones again from zero (after a whole pass, either mode). */
+static void take_pass_owners(shardctl_engine *e)
+{
+    e->unfit = e->capped = 0;
+    for (size_t i = 0; i < e->nnodes; i++) {
+        if (!e->nodes[i].live)
+            continue;
+        set_owner(e, (uint32_t)i, e->nodes[i].pass_owner);
+        count_unassigned(e, (uint32_t)i, +1);
+    }
+}
+
 /* The linear selection pass: schedulers in order each take the first
  * max_nodes entries of their sorted array not taken by an earlier one. */
 static void select_pass(shardctl_engine *e)
@@ -297,13 +310,7 @@ static void select_pass(shardctl_engine *e)
             taken++;
         }
     }
-    e->unfit = e->capped = 0;
-    for (size_t i = 0; i < e->nnodes; i++) {
-        if (!e->nodes[i].live)
-            continue;
-        set_owner(e, (uint32_t)i, e->nodes[i].pass_owner);
-        count_unassigned(e, (uint32_t)i, +1);
-    }
+    take_pass_owners(e);
     for (size_t s = 0; s < e->ns; s++)
         fix_boundary(e, s, e->s[s].n ? e->s[s].n - 1 : 0);
 }
@@ -404,13 +411,7 @@ static as_err batched_pass(shardctl_engine *e)
     e->passes++;
     for (size_t b = 0; b * SHARDCTL_BATCH < e->norder; b++)
         select_batch(e, b);
-    e->unfit = e->capped = 0;
-    for (size_t i = 0; i < e->nnodes; i++) {
-        if (!e->nodes[i].live)
-            continue;
-        set_owner(e, (uint32_t)i, e->nodes[i].pass_owner);
-        count_unassigned(e, (uint32_t)i, +1);
-    }
+    take_pass_owners(e);
     for (size_t s = 0; s < e->ns; s++)
         e->s[s].bvalid = false;
     e->batched = true;
