@@ -226,9 +226,15 @@ int cli_step(cli_parser *p, const cli_flag **flag, const char **value)
     as_diag d = {0};
     if (cli_next(p, flag, value, &d) != AS_OK) {
         cli_refuse(p->spec, d.msg);
-        return -1;
+        return CLI_REFUSED;
     }
-    return *flag ? 1 : 0;
+    if (!*flag)
+        return CLI_END;
+    if (strcmp((*flag)->name, "--help") == 0) {
+        cli_usage(stdout, p->spec);
+        return CLI_HELP;
+    }
+    return CLI_FLAG;
 }
 
 /* See cli.h. */

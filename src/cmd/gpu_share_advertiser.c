@@ -37,8 +37,6 @@
 #include "agentsched/model/gpushare.h"
 #include "agentsched/model/registry.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
-
 #define LIST_BODY_CAP ((size_t)512 << 20)
 #define LINE_CAP      ((size_t)8 << 20)
 
@@ -417,18 +415,11 @@ static int parse_flags(adv *a, int argc, char **argv)
 {
     cli_parser p;
     cli_parser_init(&p, &adv_cli, argc, argv);
-    for (;;) {
-        const cli_flag *fl = NULL;
-        const char *val = NULL;
-        int r = cli_step(&p, &fl, &val);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0)
-            break;
+    const cli_flag *fl = NULL;
+    const char *val = NULL;
+    int r;
+    while ((r = cli_step(&p, &fl, &val)) == CLI_FLAG) {
         switch (fl->id) {
-        case ADV_HELP:
-            cli_usage(stdout, &adv_cli);
-            return EXIT_OK;
         case ADV_KUBECONFIG:
             a->kubeconfig = val;
             break;
@@ -457,7 +448,7 @@ static int parse_flags(adv *a, int argc, char **argv)
                         "agentsched gpu-share-advertiser: --log-level: '%s' is not one "
                         "of error, warn, info, debug\n",
                         val);
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             }
             log_set_level(lvl);
             break;
@@ -471,23 +462,25 @@ static int parse_flags(adv *a, int argc, char **argv)
                         "agentsched gpu-share-advertiser: --resync: '%s' is not a whole "
                         "number of seconds in 5..86400\n",
                         val);
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             }
             a->resync_ms = v * 1000;
             break;
         }
         }
     }
+    if (r != CLI_END)
+        return r == CLI_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     if (!!a->kubeconfig + !!a->in_cluster != 1) {
         fprintf(
             stderr,
             "agentsched gpu-share-advertiser: give exactly one of --kubeconfig, --in-cluster\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (strcmp(a->gpu_name, a->share_name) == 0) {
         fprintf(stderr, "agentsched gpu-share-advertiser: --gpu-resource and --share-resource "
                         "must differ\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     return -1;
 }
@@ -511,7 +504,7 @@ int gpu_share_advertiser_cli_main(int argc, char **argv)
     cache *c = NULL;
     pthread_t worker;
     bool started = false;
-    rc = EXIT_FAIL;
+    rc = CLI_EXIT_FAIL;
     buf_init(&a.line, LINE_CAP);
     if (cache_new(&reg, &c) || metrics_new(&a.m))
         goto done;
@@ -561,7 +554,7 @@ int gpu_share_advertiser_cli_main(int argc, char **argv)
             break;
     }
     log_info("msg=\"shutting down\"");
-    rc = EXIT_OK;
+    rc = CLI_EXIT_OK;
 done:
     if (a.k)
         k8s_transport_stop(a.k);

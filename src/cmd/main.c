@@ -28,9 +28,6 @@
 #define AGENTSCHED_BUILD_TYPE "unknown"
 #endif
 
-/* Exit statuses shared by every command. */
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
-
 typedef struct cli_command {
     const char *name;
     const char *summary;
@@ -96,22 +93,16 @@ static int cmd_version(int argc, char **argv)
 {
     cli_parser p;
     cli_parser_init(&p, &version_cli, argc, argv);
-    for (;;) {
-        const cli_flag *fl = NULL;
-        const char *value = NULL;
-        int r = cli_step(&p, &fl, &value);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0)
-            break;
-        if (fl->id == VERSION_HELP) {
-            cli_usage(stdout, &version_cli);
-            return EXIT_OK;
-        }
-    }
+    const cli_flag *fl = NULL;
+    const char *value = NULL;
+    int r;
+    while ((r = cli_step(&p, &fl, &value)) == CLI_FLAG)
+        ; /* --help is the only flag */
+    if (r != CLI_END)
+        return r == CLI_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     printf("agentsched %s (commit %s, build %s)\n", AGENTSCHED_VERSION, AGENTSCHED_GIT_COMMIT,
            AGENTSCHED_BUILD_TYPE);
-    return EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -276,7 +267,7 @@ static int flag_error(const char *flag, const char *fmt, const char *value)
     fprintf(stderr, "agentsched serve: %s: ", flag);
     fprintf(stderr, fmt, value);
     fprintf(stderr, "\n");
-    return EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }
 
 /* exempt_list_ok: every element of a comma-separated list is a path
@@ -301,10 +292,10 @@ static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigne
     if (!*v || *v == '-' || errno || *end || n < lo || n > hi) {
         fprintf(stderr, "agentsched serve: %s: '%s' is not a whole number in %lu..%lu\n", flag, v,
                 lo, hi);
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     *out = n;
-    return EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* How a whole-number flag's value lands in svc_config. */
@@ -332,7 +323,7 @@ static const struct serve_number {
 };
 
 /* If id is one of serve_numbers, parses value into cfg and sets *handled.
- * Returns EXIT_OK, or EXIT_USAGE after saying what is wrong. */
+ * Returns CLI_EXIT_OK, or CLI_EXIT_USAGE after saying what is wrong. */
 static int serve_number_set(svc_config *cfg, const cli_flag *fl, const char *value, bool *handled)
 {
     *handled = false;
@@ -343,7 +334,7 @@ static int serve_number_set(svc_config *cfg, const cli_flag *fl, const char *val
         unsigned long n = 0;
         *handled = true;
         if (parse_uint(fl->name, value, sn->lo, sn->hi, &n))
-            return EXIT_USAGE;
+            return CLI_EXIT_USAGE;
         char *field = (char *)cfg + sn->offset;
         switch (sn->store) {
         case SERVE_UNSIGNED:
@@ -356,9 +347,9 @@ static int serve_number_set(svc_config *cfg, const cli_flag *fl, const char *val
             *(int64_t *)(void *)field = (int64_t)n * 1000;
             break;
         }
-        return EXIT_OK;
+        return CLI_EXIT_OK;
     }
-    return EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* A Kubernetes object name: a lower-case DNS subdomain (RFC 1123), or with
@@ -381,7 +372,7 @@ static int check_dns(const char *flag, const char *v, bool label)
                                 : "name '%s' must be a DNS subdomain: 1..253 of a-z, 0-9, '-', "
                                   "'.', starting and ending with a letter or digit",
                           v);
-    return EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 static int check_listen(const char *v)
@@ -391,8 +382,8 @@ static int check_listen(const char *v)
         return flag_error("--listen", "'%s' needs a port: use HOST:PORT, e.g. 127.0.0.1:8888", v);
     unsigned long port;
     if (parse_uint("--listen", colon + 1, 0, 65535, &port))
-        return EXIT_USAGE;
-    return EXIT_OK;
+        return CLI_EXIT_USAGE;
+    return CLI_EXIT_OK;
 }
 
 /* Parses serve's argv into cfg. Returns -1 to go on, else an exit status. */
@@ -401,17 +392,13 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
     bool check = false;
     cli_parser p;
     cli_parser_init(&p, &serve_cli, argc, argv);
-    for (;;) {
-        const cli_flag *fl = NULL;
-        const char *value = NULL;
-        int r = cli_step(&p, &fl, &value);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0)
-            break;
+    const cli_flag *fl = NULL;
+    const char *value = NULL;
+    int r;
+    while ((r = cli_step(&p, &fl, &value)) == CLI_FLAG) {
         bool number = false;
         if (serve_number_set(cfg, fl, value, &number))
-            return EXIT_USAGE;
+            return CLI_EXIT_USAGE;
         if (number)
             continue;
         switch (fl->id) {
@@ -422,7 +409,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             break;
         case F_LISTEN:
             if (check_listen(value))
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             cfg->listen = value;
             break;
         case F_POLICY:
@@ -434,7 +421,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             /* spec.schedulerName is a DNS subdomain, and the default Lease
              * is named "agentsched-" + it, so 11 characters are kept. */
             if (check_dns(fl->name, value, false))
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             if (strlen(value) > 242)
                 return flag_error(fl->name,
                                   "'%s' is longer than 242 characters (the default Lease "
@@ -456,7 +443,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             break;
         case F_SHARD_NAME: /* a NodeShard's name */
             if (check_dns(fl->name, value, false))
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             cfg->shard_name = value;
             break;
         case F_SHARD_MODE:
@@ -531,7 +518,7 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             snprintf(cfg->lease_name, sizeof cfg->lease_name, "%s", slash + 1);
             if (check_dns(fl->name, cfg->lease_namespace, true) ||
                 check_dns(fl->name, cfg->lease_name, false))
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             break;
         }
         case F_LEADER_ELECT_IDENTITY:
@@ -539,16 +526,15 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                 return flag_error(fl->name, "'%s' must be 1..255 characters", value);
             cfg->lease_identity = value;
             break;
-        case F_HELP:
-            cli_usage(stdout, &serve_cli);
-            return EXIT_OK;
         }
     }
+    if (r != CLI_END)
+        return r == CLI_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     int sources = !!cfg->cluster_path + !!cfg->kubeconfig + !!cfg->in_cluster;
     if (sources > 1) {
         fprintf(stderr, "agentsched serve: give only one of --cluster, --kubeconfig, "
                         "--in-cluster\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (!cfg->tls_cert_path != !cfg->tls_key_path) {
         fprintf(stderr,
@@ -556,40 +542,40 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                 "private key\n",
                 cfg->tls_cert_path ? "--tls-cert" : "--tls-key",
                 cfg->tls_cert_path ? "--tls-key" : "--tls-cert");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if ((cfg->tls_client_ca_path || cfg->tls_client_exempt || cfg->metrics_auth) &&
         !cfg->tls_cert_path) {
         fprintf(stderr, "agentsched serve: --tls-client-ca needs --tls-cert and --tls-key: "
                         "client certificates are asked for in the TLS handshake\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if ((cfg->tls_client_exempt || cfg->metrics_auth) && !cfg->tls_client_ca_path) {
         fprintf(stderr, "agentsched serve: --tls-client-auth-exempt and --metrics-auth need "
                         "--tls-client-ca\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     bool lease_flags = cfg->lease_name[0] || cfg->lease_identity || cfg->lease_duration_ms;
     if (lease_flags && !cfg->leader_elect) {
         fprintf(stderr, "agentsched serve: --leader-elect-lease, --leader-elect-identity and "
                         "--leader-elect-lease-duration need --leader-elect\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (cfg->leader_elect && cfg->cluster_path) {
         fprintf(stderr, "agentsched serve: --leader-elect needs a live cluster (--kubeconfig or "
                         "--in-cluster); with --cluster there is no fast path to elect\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (!sources) {
         fprintf(stderr, "agentsched serve: --cluster FILE is required (a Kubernetes List of "
                         "Nodes and Pods, e.g. deploy/examples/cluster.yaml), or --kubeconfig "
                         "FILE / --in-cluster for a live cluster\n"
                         "Run 'agentsched serve --help' for the list of flags.\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (check) {
         printf("agentsched serve: command line ok\n");
-        return EXIT_OK;
+        return CLI_EXIT_OK;
     }
     return -1;
 }
@@ -621,13 +607,13 @@ static int cmd_serve(int argc, char **argv)
     as_err err = svc_new(&cfg, &s, &d);
     if (err) {
         print_diag("cannot start", err, &d);
-        return EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     const char *stage = NULL;
     if ((err = svc_start(s, &stage, &d))) {
         print_diag(stage, err, &d);
         svc_free(s);
-        return EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
 
     char host[256];
@@ -688,7 +674,7 @@ static int cmd_serve(int argc, char **argv)
     }
     svc_free(s); /* stops in the reverse order of svc_start */
     log_info("msg=\"stopped\"");
-    return EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -697,12 +683,12 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         main_usage(stderr);
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         main_usage(stdout);
-        return EXIT_OK;
+        return CLI_EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0)
         return cmd_version(1, argv + 1);
@@ -722,5 +708,5 @@ int main(int argc, char **argv)
     if (best)
         fprintf(stderr, "; did you mean '%s'?", best);
     fprintf(stderr, "\nRun 'agentsched --help' for the list of commands.\n");
-    return EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }

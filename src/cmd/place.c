@@ -122,7 +122,7 @@ static int usage_error(const char *fmt, const char *arg)
     char msg[512];
     snprintf(msg, sizeof msg, fmt, arg);
     cli_refuse(&place_cli, msg);
-    return 2;
+    return CLI_EXIT_USAGE;
 }
 
 static bool is_kind(const json_t *obj, const char *kind)
@@ -576,14 +576,10 @@ int place_cli_main(int argc, char **argv)
     place_opts o = {.timeout_s = 30};
     cli_parser p;
     cli_parser_init(&p, &place_cli, argc, argv);
-    for (;;) {
-        const cli_flag *fl = NULL;
-        const char *v = NULL;
-        as_diag d = {0};
-        if (cli_next(&p, &fl, &v, &d) != AS_OK)
-            return usage_error("%s", d.msg);
-        if (!fl)
-            break;
+    const cli_flag *fl = NULL;
+    const char *v = NULL;
+    int r;
+    while ((r = cli_step(&p, &fl, &v)) == CLI_FLAG) {
         switch (fl->id) {
         case PLACE_CLUSTER:
             o.cluster = v;
@@ -622,11 +618,10 @@ int place_cli_main(int argc, char **argv)
         case PLACE_KEY:
             o.key = v;
             break;
-        case PLACE_HELP:
-            cli_usage(stdout, &place_cli);
-            return 0;
         }
     }
+    if (r != CLI_END)
+        return r == CLI_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     if (!o.cluster == !o.server)
         return usage_error("%sgive exactly one of --cluster FILE or --server URL", "");
     if (!o.pods_path)

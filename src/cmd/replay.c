@@ -879,12 +879,12 @@ static int plot(const char *png, const replay_result *r, size_t n, bool churn)
                 "agentsched replay: --plot %s: quotes, backslashes and newlines are "
                 "not allowed in the file name\n",
                 png);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     if (!in_path("gnuplot")) {
         fprintf(stderr, "agentsched replay: --plot needs gnuplot, which is not in PATH; "
                         "install it (Debian: apt-get install gnuplot-nox) or drop --plot\n");
-        return 1;
+        return CLI_EXIT_FAIL;
     }
     const char *tmp = getenv("TMPDIR");
     char data[4096];
@@ -896,13 +896,13 @@ static int plot(const char *png, const replay_result *r, size_t n, bool churn)
             close(fd);
             unlink(data);
         }
-        return 1;
+        return CLI_EXIT_FAIL;
     }
     FILE *df = fdopen(fd, "w");
     if (!df) {
         close(fd);
         unlink(data);
-        return 1;
+        return CLI_EXIT_FAIL;
     }
     for (size_t i = 0; i < n; i++) {
         fprintf(df, "# %s\n", r[i].policy);
@@ -912,12 +912,12 @@ static int plot(const char *png, const replay_result *r, size_t n, bool churn)
     }
     int rc = 0;
     if (fclose(df) != 0)
-        rc = 1;
+        rc = CLI_EXIT_FAIL;
     FILE *gp = rc ? NULL : popen("gnuplot", "w");
     if (!gp) {
         fprintf(stderr, "agentsched replay: cannot run gnuplot\n");
         unlink(data);
-        return 1;
+        return CLI_EXIT_FAIL;
     }
     fprintf(gp,
             "set terminal pngcairo size 960,600 font ',11'\n"
@@ -945,7 +945,7 @@ static int plot(const char *png, const replay_result *r, size_t n, bool churn)
     unlink(data);
     if (st != 0) {
         fprintf(stderr, "agentsched replay: gnuplot failed (status %d) writing %s\n", st, png);
-        return 1;
+        return CLI_EXIT_FAIL;
     }
     return rc;
 }
@@ -958,14 +958,10 @@ int replay_cli_main(int argc, char **argv)
     replay_options o = {.inflate = 1.3, .seed = 42};
     cli_parser p;
     cli_parser_init(&p, &replay_cli, argc, argv);
-    for (;;) {
-        const cli_flag *fl = NULL;
-        const char *v = NULL;
-        int r = cli_step(&p, &fl, &v);
-        if (r < 0)
-            return 2;
-        if (r == 0)
-            break;
+    const cli_flag *fl = NULL;
+    const char *v = NULL;
+    int r;
+    while ((r = cli_step(&p, &fl, &v)) == CLI_FLAG) {
         char *end;
         switch (fl->id) {
         case REPLAY_NODES:
@@ -985,7 +981,7 @@ int replay_cli_main(int argc, char **argv)
                         "agentsched replay: --inflate %s: use a number from 1 to 100 "
                         "(1.3 = until 130%% of the GPU capacity has arrived)\n",
                         v);
-                return 2;
+                return CLI_EXIT_USAGE;
             }
             break;
         case REPLAY_SEED:
@@ -993,14 +989,14 @@ int replay_cli_main(int argc, char **argv)
             o.seed = strtoull(v, &end, 10);
             if (*end || errno || *v == '-' || !*v) {
                 fprintf(stderr, "agentsched replay: --seed %s: use a non-negative integer\n", v);
-                return 2;
+                return CLI_EXIT_USAGE;
             }
             break;
         case REPLAY_FORMAT:
             format = v;
             if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "csv")) {
                 fprintf(stderr, "agentsched replay: --format %s: use table, json or csv\n", v);
-                return 2;
+                return CLI_EXIT_USAGE;
             }
             break;
         case REPLAY_PLOT:
@@ -1016,7 +1012,7 @@ int replay_cli_main(int argc, char **argv)
             if (*end || errno || *v == '-' || !*v || na < 1 || na > REPLAY_MAX_ARRIVALS) {
                 fprintf(stderr, "agentsched replay: --arrivals %s: use an integer from 1 to %d\n",
                         v, REPLAY_MAX_ARRIVALS);
-                return 2;
+                return CLI_EXIT_USAGE;
             }
             o.arrivals = (size_t)na;
             break;
@@ -1026,36 +1022,35 @@ int replay_cli_main(int argc, char **argv)
         case REPLAY_ORDER:
             if (strcmp(v, "trace") && strcmp(v, "shuffle")) {
                 fprintf(stderr, "agentsched replay: --order %s: use trace or shuffle\n", v);
-                return 2;
+                return CLI_EXIT_USAGE;
             }
             o.shuffle = strcmp(v, "shuffle") == 0;
             break;
         case REPLAY_PLACEMENTS:
             placements = v;
             break;
-        case REPLAY_HELP:
-            cli_usage(stdout, &replay_cli);
-            return 0;
         }
     }
+    if (r != CLI_END)
+        return r == CLI_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     if (o.arrivals && !o.churn) {
         fprintf(stderr, "agentsched replay: --arrivals needs --churn\n");
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     if (o.once && o.churn) {
         fprintf(stderr, "agentsched replay: --once and --churn exclude each other\n");
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     if (!nodes || !pods) {
         fprintf(stderr, "agentsched replay: --nodes and --pods are required\n\n");
         cli_usage(stderr, &replay_cli);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     /* Split the policy list. */
     char list[4096];
     if (strlen(policies) >= sizeof list) {
         fprintf(stderr, "agentsched replay: --policy list too long\n");
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     snprintf(list, sizeof list, "%s", policies);
     const char *names[REPLAY_MAX_POLICY];
@@ -1064,17 +1059,17 @@ int replay_cli_main(int argc, char **argv)
          tok = strtok_r(NULL, ",", &save)) {
         if (n == REPLAY_MAX_POLICY) {
             fprintf(stderr, "agentsched replay: at most %d policies\n", REPLAY_MAX_POLICY);
-            return 2;
+            return CLI_EXIT_USAGE;
         }
         names[n++] = tok;
     }
     if (!n) {
         fprintf(stderr, "agentsched replay: --policy needs at least one policy\n");
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     if (placements && n != 1) {
         fprintf(stderr, "agentsched replay: --placements needs exactly one --policy\n");
-        return 2;
+        return CLI_EXIT_USAGE;
     }
 
     as_diag diag = {{0}, {0}};
@@ -1085,7 +1080,7 @@ int replay_cli_main(int argc, char **argv)
     int rc = 0;
     if (trace_load(nodes, pods, &t, &diag)) {
         fprintf(stderr, "agentsched replay: %s\n", diag.msg);
-        return 1;
+        return CLI_EXIT_FAIL;
     }
     if (placements) {
         o.placements = strcmp(placements, "-") ? fopen(placements, "w") : stdout;
@@ -1093,14 +1088,14 @@ int replay_cli_main(int argc, char **argv)
             fprintf(stderr, "agentsched replay: --placements %s: %s\n", placements,
                     strerror(errno));
             trace_free(t);
-            return 1;
+            return CLI_EXIT_FAIL;
         }
         fprintf(o.placements, "submission,pod,node\n");
     }
     for (size_t i = 0; i < n; i++) {
         if (replay_run(t, names[i], &o, &res[i], &diag)) {
             fprintf(stderr, "agentsched replay: policy %s: %s\n", names[i], diag.msg);
-            rc = 1;
+            rc = CLI_EXIT_FAIL;
             goto out;
         }
         done_n++;
@@ -1111,7 +1106,7 @@ int replay_cli_main(int argc, char **argv)
         if (render_json(&b, res, n, o.churn) == AS_OK)
             fputs(b.data, stdout);
         else
-            rc = 1;
+            rc = CLI_EXIT_FAIL;
         buf_free(&b);
     } else if (strcmp(format, "csv") == 0) {
         print_csv(stdout, res, n, o.churn);
@@ -1126,7 +1121,7 @@ int replay_cli_main(int argc, char **argv)
 out:
     if (o.placements && o.placements != stdout && fclose(o.placements) != 0) {
         fprintf(stderr, "agentsched replay: --placements %s: %s\n", placements, strerror(errno));
-        rc = 1;
+        rc = CLI_EXIT_FAIL;
     }
     for (size_t i = 0; i < done_n; i++)
         replay_result_free(&res[i]);

@@ -35,8 +35,6 @@
 #include "agentsched/shard/owner.h"
 #include "agentsched/shard/shardctl.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
-
 typedef struct ctl_metrics {
     metrics_counter *nodes, *unfit, *capped, *leader, *recompute_incr, *recompute_full, *reload_ok,
         *reload_failed, *writes_ok, *writes_failed, *foreign, *stand_downs;
@@ -429,18 +427,11 @@ static int parse_flags(ctl *x, int argc, char **argv)
 {
     cli_parser p;
     cli_parser_init(&p, &ctl_cli, argc, argv);
-    for (;;) {
-        const cli_flag *fl = NULL;
-        const char *val = NULL;
-        int r = cli_step(&p, &fl, &val);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r == 0)
-            break;
+    const cli_flag *fl = NULL;
+    const char *val = NULL;
+    int r;
+    while ((r = cli_step(&p, &fl, &val)) == CLI_FLAG) {
         switch (fl->id) {
-        case CTL_HELP:
-            cli_usage(stdout, &ctl_cli);
-            return EXIT_OK;
         case CTL_IN_CLUSTER:
             x->in_cluster = true;
             break;
@@ -461,7 +452,7 @@ static int parse_flags(ctl *x, int argc, char **argv)
             if (!slash || slash == val || !slash[1] || (size_t)(slash - val) >= sizeof x->cm_ns ||
                 strlen(slash + 1) >= sizeof x->cm_name) {
                 fprintf(stderr, "agentsched shard-controller: --configmap wants NAMESPACE/NAME\n");
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             }
             snprintf(x->cm_ns, sizeof x->cm_ns, "%.*s", (int)(slash - val), val);
             snprintf(x->cm_name, sizeof x->cm_name, "%s", slash + 1);
@@ -481,7 +472,7 @@ static int parse_flags(ctl *x, int argc, char **argv)
                 strlen(slash + 1) >= sizeof x->foreign_name || strchr(slash + 1, '/')) {
                 fprintf(stderr, "agentsched shard-controller: --foreign-lease wants "
                                 "NAMESPACE/NAME or none\n");
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             }
             snprintf(x->foreign_ns, sizeof x->foreign_ns, "%.*s", (int)(slash - val), val);
             snprintf(x->foreign_name, sizeof x->foreign_name, "%s", slash + 1);
@@ -491,7 +482,7 @@ static int parse_flags(ctl *x, int argc, char **argv)
             if (!*val || strlen(val) >= sizeof x->owner.manager) {
                 fprintf(stderr, "agentsched shard-controller: --foreign-field-manager: 1..63 "
                                 "characters\n");
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             }
             x->foreign_manager = val;
             break;
@@ -520,7 +511,7 @@ static int parse_flags(ctl *x, int argc, char **argv)
                         "agentsched shard-controller: --log-level: '%s' is not one of error, "
                         "warn, info, debug (or 0..3)\n",
                         val);
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             }
             log_set_level((log_level)lvl);
             break;
@@ -534,32 +525,34 @@ static int parse_flags(ctl *x, int argc, char **argv)
                         "agentsched shard-controller: --lease-duration: '%s' is not a whole "
                         "number of seconds in 2..3600\n",
                         val);
-                return EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             }
             x->lease_ms = v * 1000;
             break;
         }
         }
     }
+    if (r != CLI_END)
+        return r == CLI_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     if (!x->config_path == !x->cm_name[0]) {
         fprintf(stderr, "agentsched shard-controller: give one of --config FILE (e.g. "
                         "policy/sharding.yaml) or --configmap NAMESPACE/NAME\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (x->cm_name[0] && x->cluster_path) {
         fprintf(stderr, "agentsched shard-controller: --configmap needs a live cluster; use "
                         "--config with --cluster\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     int sources = !!x->kubeconfig + !!x->in_cluster + !!x->cluster_path;
     if (sources != 1) {
         fprintf(stderr, "agentsched shard-controller: give exactly one of --kubeconfig, "
                         "--in-cluster, --cluster\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     if (x->once != !!x->cluster_path) {
         fprintf(stderr, "agentsched shard-controller: --once goes with --cluster (offline)\n");
-        return EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     return -1;
 }
@@ -573,7 +566,7 @@ static int run_once(ctl *x)
     as_err err = model_cluster_load(&x->reg, x->cluster_path, &mc, &d);
     if (err) {
         fprintf(stderr, "agentsched shard-controller: %s\n", d.msg[0] ? d.msg : as_strerror(err));
-        return EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     for (size_t i = 0; i < mc->nnodes && !err; i++) {
         err = cache_node_upsert(x->cache, mc->nodes[i]);
@@ -586,7 +579,7 @@ static int run_once(ctl *x)
         err = full_resync(x);
     if (err) {
         fprintf(stderr, "agentsched shard-controller: %s\n", as_strerror(err));
-        return EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     json_t *out = json_object(), *arr = json_array(), *unfit = json_array();
     cache_read_lock(x->cache);
@@ -619,7 +612,7 @@ static int run_once(ctl *x)
         printf("%s\n", s);
     free(s);
     json_decref(out);
-    return EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* ---- live --------------------------------------------------------------- */
@@ -728,7 +721,7 @@ static int run_live(ctl *x, sigset_t *sigs)
     if (err) {
         fprintf(stderr, "agentsched shard-controller: cannot connect: %s\n",
                 d.msg[0] ? d.msg : as_strerror(err));
-        return EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     if (x->listen) {
         http_server_config hc = {.listen = x->listen,
@@ -739,13 +732,13 @@ static int run_live(ctl *x, sigset_t *sigs)
         if ((err = http_server_start(&hc, &x->http, &d))) {
             fprintf(stderr, "agentsched shard-controller: cannot listen on %s: %s\n", x->listen,
                     d.msg[0] ? d.msg : as_strerror(err));
-            return EXIT_FAIL;
+            return CLI_EXIT_FAIL;
         }
     }
     log_info("msg=\"shard controller started\" identity=%s lease=%s/%s dry_run=%d", x->identity,
              x->lease_ns, x->lease_name, x->dry_run);
     bool synced = false;
-    int rc = EXIT_OK;
+    int rc = CLI_EXIT_OK;
     for (;;) {
         struct timespec tick = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
         int sig = sigtimedwait(sigs, NULL, &tick);
@@ -840,7 +833,7 @@ int shard_controller_cli_main(int argc, char **argv)
         if (err || !x.cfg) {
             fprintf(stderr, "agentsched shard-controller: %s\n",
                     d.msg[0] ? d.msg : as_strerror(err));
-            return EXIT_FAIL;
+            return CLI_EXIT_FAIL;
         }
         if (x.cfg->unknown[0])
             log_warn("msg=\"sharding config: unknown fields ignored (as Volcano ignores them)\" "
@@ -848,7 +841,7 @@ int shard_controller_cli_main(int argc, char **argv)
                      x.config_path, x.cfg->unknown);
     }
     model_registry_init(&x.reg);
-    rc = EXIT_FAIL;
+    rc = CLI_EXIT_FAIL;
     if ((x.cfg && shardctl_engine_new(x.cfg, &x.eng)) || cache_new(&x.reg, &x.cache) ||
         metrics_new(&x.m))
         goto done;

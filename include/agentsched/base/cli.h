@@ -1,6 +1,6 @@
 /*
  * cli.h - the command-line parser every command shares (serve, place,
- * replay, shard-controller, version).
+ * replay, shard-controller, gpu-share-advertiser, version).
  *
  * A command describes its flags in a table. cli_next walks argv and hands
  * the command one flag and its value at a time, so that each command keeps
@@ -8,7 +8,8 @@
  * with the command line itself (an unknown flag, a missing value, a value
  * given to a boolean, a stray argument) is refused here, worded the same
  * for every command. cli_usage prints --help from the same table, so a new
- * flag cannot be accepted without being listed.
+ * flag cannot be accepted without being listed, and cli_step answers
+ * --help with it, so every command answers it the same way.
  */
 #ifndef AGENTSCHED_CLI_H
 #define AGENTSCHED_CLI_H
@@ -76,9 +77,26 @@ void cli_parser_init(cli_parser *p, const cli_spec *spec, int argc, char **argv)
  */
 as_err cli_next(cli_parser *p, const cli_flag **flag, const char **value, as_diag *d);
 
-/* cli_step is cli_next for a command's flag loop: what cli_next refuses it
- * shows through cli_refuse. Returns 1 with *flag (and *value) set, 0 at
- * the end of the flags, -1 after a refusal (exit with a usage status). */
+/* The exit statuses of every command: success (--help included), a
+ * failure while running, a command line refused. */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
+
+/* What cli_step found. */
+enum { CLI_REFUSED = -1, CLI_END = 0, CLI_FLAG = 1, CLI_HELP = 2 };
+
+/*
+ * cli_step is cli_next for a command's flag loop: what cli_next refuses it
+ * shows through cli_refuse, and the flag named "--help" it answers itself
+ * with cli_usage on stdout. Returns CLI_FLAG with *flag (and *value) set
+ * for the command to handle, CLI_END at the end of the flags, CLI_HELP
+ * after the help (exit with CLI_EXIT_OK) and CLI_REFUSED after a refusal
+ * (exit with CLI_EXIT_USAGE). A command's loop:
+ *
+ *     while ((r = cli_step(&p, &fl, &v)) == CLI_FLAG)
+ *         switch (fl->id) { ... }
+ *     if (r != CLI_END)
+ *         return r == CLI_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+ */
 int cli_step(cli_parser *p, const cli_flag **flag, const char **value);
 
 /* cli_refuse prints msg (a refusal of cli_next or the command's own) to

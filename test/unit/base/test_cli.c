@@ -2,6 +2,7 @@
  * argv yields, how each mistake is refused (cli_step included), and the
  * generated Flags: list. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,18 +208,43 @@ Test(cli, step_hands_out_flags_then_ends_or_refuses)
     cli_parser_init(&p, &exact_spec, 4, ok);
     const cli_flag *fl = NULL;
     const char *v = NULL;
-    cr_assert_eq(cli_step(&p, &fl, &v), 1);
+    cr_assert_eq(cli_step(&p, &fl, &v), CLI_FLAG);
     cr_expect_eq(fl->id, T_ONCE);
-    cr_assert_eq(cli_step(&p, &fl, &v), 1);
+    cr_assert_eq(cli_step(&p, &fl, &v), CLI_FLAG);
     cr_expect_eq(fl->id, T_FILENAME);
     cr_expect_str_eq(v, "pods.yaml");
-    cr_expect_eq(cli_step(&p, &fl, &v), 0);
+    cr_expect_eq(cli_step(&p, &fl, &v), CLI_END);
     cr_expect_null(fl);
 
     /* The refusal goes to stderr; the caller only learns to stop. */
     char *bad[] = {(char *)"test", (char *)"--nope"};
     cli_parser_init(&p, &exact_spec, 2, bad);
-    cr_expect_eq(cli_step(&p, &fl, &v), -1);
+    cr_expect_eq(cli_step(&p, &fl, &v), CLI_REFUSED);
+}
+
+/* --help is answered by cli_step (the usage on stdout), so no command
+ * handles it; what comes before it is still checked, what follows is not
+ * read. */
+Test(cli, step_answers_help_itself, .init = cr_redirect_stdout)
+{
+    char *help[] = {(char *)"test", (char *)"--once", (char *)"-h", (char *)"--nope"};
+    cli_parser p;
+    cli_parser_init(&p, &exact_spec, 4, help);
+    const cli_flag *fl = NULL;
+    const char *v = NULL;
+    cr_assert_eq(cli_step(&p, &fl, &v), CLI_FLAG);
+    cr_expect_eq(fl->id, T_ONCE);
+    cr_expect_eq(cli_step(&p, &fl, &v), CLI_HELP);
+    fflush(stdout);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, cr_get_redirected_stdout());
+    out[n] = '\0';
+    cr_expect_not_null(strstr(out, "Flags:\n"), "%s", out);
+    cr_expect_not_null(strstr(out, "--filename PODS"), "%s", out);
+
+    char *late[] = {(char *)"test", (char *)"--nope", (char *)"--help"};
+    cli_parser_init(&p, &exact_spec, 3, late);
+    cr_expect_eq(cli_step(&p, &fl, &v), CLI_REFUSED);
 }
 
 /* Returns what print writes, as a string the caller frees. */
