@@ -5,7 +5,9 @@
 #
 # Stages (each in its own build directory, after a clang-format check of
 # every C file):
-#   build/       Release          ctest -L unit, -L integration
+#   build/       Release          ctest -L unit, -L integration, -L quality
+#                                 (the placement goals on the openb traces,
+#                                 where they lie beside the repository)
 #   build/asan/  ASan + UBSan     ctest -L unit, -L integration
 #   build/tsan/  TSan             ctest -L unit  (every unit test: the
 #                                 concurrency tests are unit tests), under
@@ -163,6 +165,14 @@ else
 fi
 
 stage "$P" unit integration -- -DCMAKE_BUILD_TYPE=Release -DAGENTSCHED_E2E=OFF
+# The placement-quality goals on the openb traces, where they lie beside
+# the repository (../shared/data/openb, or AGENTSCHED_OPENB_DIR).
+if ctest --test-dir "$ROOT/$P" -N -L '^quality$' 2>/dev/null | grep -q 'quality/'; then
+    run_ctest "$P" quality
+else
+    echo "=== quality: SKIPPED: no openb traces in ../shared/data/openb (AGENTSCHED_OPENB_DIR)"
+    record "$P ctest -L quality (no data)" skip 0
+fi
 if [ "$QUICK" -eq 0 ]; then
     stage "$P/asan" unit integration -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DAGENTSCHED_SANITIZE=address,undefined -DAGENTSCHED_BENCH=OFF
