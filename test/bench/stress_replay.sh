@@ -9,7 +9,8 @@
 #   BENCH_REPLAY defaults to build-rel/bench_replay, else build/bench_replay.
 #   The data folder is AGENTSCHED_OPENB_DIR (default ../shared/data/openb);
 #   STRESS_CANDIDATE=POLICY judges that policy (file) in place of fragment.
-# Exit status: bench_replay's (1 when a target is missed on some variant).
+# Exit status: bench_replay's (1 when a GPU goal is missed on some variant;
+# the CPU-only pods ratio is printed there, not judged).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
