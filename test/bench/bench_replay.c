@@ -16,8 +16,9 @@
  * Plus a CPU-only agent scenario: the default trace's CPU-only pods,
  * repeated in file order until their CPU demand is 1.3 x the cluster's CPU,
  * replayed once: fragment must place at least as many as the best baseline.
- * Exits 0 when every target holds, 1 when one misses, 0 with a note when
- * the data is absent (so it can run anywhere).
+ * Exits 0 when every target holds, 1 when one misses or a pod list of
+ * the folder cannot be read, 0 with a note when the folder has no node
+ * list (so it can run anywhere).
  *
  * Also the cost of score_node alone per strategy (5000 synthetic nodes).
  *
@@ -410,7 +411,7 @@ int main(int argc, char **argv)
         snprintf(pods, sizeof pods, "%s/openb_pod_list_%s.csv", dir, traces[ti]);
         goal_row g;
         int m = run_trace(traces[ti], nodes, pods, &o, j, &g);
-        misses += m > 0 ? m : 0;
+        misses += m < 0 ? 1 : m; /* a trace that cannot be read judges nothing */
     }
     if (npods) {
         goal_row *rows = calloc(npods, sizeof *rows);
