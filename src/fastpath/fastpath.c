@@ -1322,12 +1322,6 @@ as_err fastpath_offer(fastpath *fp, model_pod *pod)
     return offered(fp, queue_add(fp->q, pod));
 }
 
-/* See fastpath.h. */
-void fastpath_cluster_changed(fastpath *fp)
-{
-    queue_move_all(fp->q);
-}
-
 /* The pod watch's own decisions and binds may take at most
  * INLINE_BUDGET_NS of every INLINE_WINDOW_NS (half of its time); past
  * that, pods go to the workers until the next window. */

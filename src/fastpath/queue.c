@@ -780,17 +780,6 @@ size_t queue_move_all(queue *q)
 }
 
 /* See queue.h. */
-void queue_tick(queue *q)
-{
-    pthread_mutex_lock(&q->mu);
-    size_t before = q->active.n;
-    apply_due(q, q_now(q));
-    if (q->active.n > before)
-        pthread_cond_broadcast(&q->cond);
-    pthread_mutex_unlock(&q->mu);
-}
-
-/* See queue.h. */
 void queue_sync_begin(queue *q)
 {
     pthread_mutex_lock(&q->mu);

@@ -125,14 +125,11 @@ static k8s_kept *handle_take(k8s_client *k, bool wait)
     return h;
 }
 
-/* See bind.h. */
-k8s_kept *k8s_bind_handle_get(k8s_client *k)
-{
-    return handle_take(k, true);
-}
-
-/* See bind.h. */
-void k8s_bind_handle_put(k8s_client *k, k8s_kept *h)
+/* handle_put gives a handle back to the pool (last in, first out: a
+ * thread that gives one back and takes one again gets the same
+ * connection unless another thread took it meanwhile, so the connections
+ * used most stay warm) and wakes a thread waiting for one. */
+static void handle_put(k8s_client *k, k8s_kept *h)
 {
     pthread_mutex_lock(&k->bmu);
     k->bhandles[k->nbfree++] = h;
@@ -228,7 +225,7 @@ size_t k8s_bind_keep_warm(k8s_client *k)
             warmed++;
         else
             failed = true;
-        k8s_bind_handle_put(k, picked[i]);
+        handle_put(k, picked[i]);
     }
     return warmed;
 }
@@ -581,7 +578,7 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
         }
     }
 done:
-    k8s_bind_handle_put(k, h);
+    handle_put(k, h);
 out:
     if (err == AS_OK)
         k8s_count(k, &k->st.binds_ok, 1);
@@ -630,7 +627,7 @@ as_err k8s_bind_try_send(k8s_client *k, const char *ns, const char *name, const 
     h->queued = 0;
     /* bytes of this Binding left only when the send itself failed */
     bool left = err != AS_EAGAIN && h->sent > 0;
-    k8s_bind_handle_put(k, h);
+    handle_put(k, h);
     if (err == AS_ENOMEM || err == AS_EUNSUPPORTED)
         return as_diag_set(diag, err, NULL, "bind of %s/%s not sent: %s", ns, name,
                            err == AS_ENOMEM ? "out of memory" : "needs libcurl's requests");
@@ -800,53 +797,6 @@ as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char
         err = AS_OK;
     }
     buf_free(&path);
-    buf_free(&resp);
-    return err;
-}
-
-/* See bind.h. */
-as_err k8s_get_pod(k8s_client *k, const char *ns, const char *name, const model_registry *reg,
-                   model_pod **out, as_diag *diag)
-{
-    *out = NULL;
-    if (!ns || !*ns || !name || !*name)
-        return as_diag_set(diag, AS_EINVAL, NULL, "a pod needs a namespace and a name");
-    CURL *h = curl_easy_init();
-    if (!h)
-        return AS_ENOMEM;
-    char *ens = curl_easy_escape(h, ns, 0), *ename = curl_easy_escape(h, name, 0);
-    char path[1200];
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ens ? ens : "",
-             ename ? ename : "");
-    curl_free(ens);
-    curl_free(ename);
-    buf resp;
-    buf_init(&resp, (size_t)8 << 20);
-    long status = 0;
-    as_err err = k8s_do(k, h, "GET", path, NULL, 0, &resp, &status, diag);
-    curl_easy_cleanup(h);
-    if (err)
-        goto done;
-    if (status == 404) {
-        err = as_diag_set(diag, AS_ENOTFOUND, NULL, "pod %s/%s does not exist", ns, name);
-        goto done;
-    }
-    if (status != 200) {
-        char msg[256];
-        err = as_diag_set(diag, status == 401 || status == 403 ? AS_EAUTH : AS_EHTTP, NULL,
-                          "GET pod %s/%s: %ld %s", ns, name, status,
-                          status_message(&resp, msg, sizeof msg));
-        goto done;
-    }
-    json_error_t je;
-    json_t *obj = json_loadb(resp.data, resp.len, 0, &je);
-    if (!obj) {
-        err = as_diag_set(diag, AS_EPARSE, NULL, "GET pod %s/%s: %s", ns, name, je.text);
-        goto done;
-    }
-    err = model_pod_from_json(reg, obj, out, diag);
-    json_decref(obj);
-done:
     buf_free(&resp);
     return err;
 }

@@ -175,10 +175,6 @@ bool fastpath_pod_event(void *fp, k8s_event_type ev, model_pod *pod);
  * when the queue is full. For tests and embedded callers. */
 as_err fastpath_offer(fastpath *fp, model_pod *pod);
 
-/* fastpath_cluster_changed moves the unschedulable pool back now (the
- * watcher does it by itself within poll_ms of a node change). */
-void fastpath_cluster_changed(fastpath *fp);
-
 typedef struct fastpath_stats {
     uint64_t scheduled;     /* API bind succeeded */
     uint64_t unschedulable; /* attempts that found no node */

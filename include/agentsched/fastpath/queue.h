@@ -24,7 +24,7 @@
  * Thread-safe (one mutex + condvar). queue_pop blocks until a pod is ready,
  * the timeout passes or queue_shutdown. Time comes from cfg.clock
  * (injectable for tests; default CLOCK_MONOTONIC ms). Due backoffs and pool
- * flushes are applied lazily by queue_pop / queue_tick / queue_get_stats.
+ * flushes are applied lazily by queue_pop and queue_get_stats.
  */
 #ifndef AGENTSCHED_QUEUE_H
 #define AGENTSCHED_QUEUE_H
@@ -141,10 +141,6 @@ void queue_urgent(queue *q, struct queue_entry *e);
  * changed, a pod deleted or finished, a relist. Returns the count moved.
  */
 size_t queue_move_all(queue *q);
-
-/* queue_tick applies due backoffs and pool flushes now (and wakes poppers
- * if any pod became active). */
-void queue_tick(queue *q);
 
 /* Relist bookkeeping: pods not offered (queue_add) between
  * queue_sync_begin and queue_sync_end are removed as by queue_remove (they

@@ -11,8 +11,6 @@
 
 #include "agentsched/base/error.h"
 #include "agentsched/k8s/transport.h"
-#include "agentsched/model/pod.h"
-#include "agentsched/model/registry.h"
 
 /*
  * k8s_bind posts a Binding of pod ns/name (uid may be NULL or "") to node,
@@ -82,15 +80,6 @@ as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const cha
                       const char *node, k8s_bind_done_fn done, void *arg);
 
 /*
- * k8s_get_pod fetches pod ns/name and decodes it with reg (borrowed).
- * AS_ENOTFOUND on 404, AS_EAUTH on 401/403, AS_EHTTP otherwise, transport
- * errors as k8s_request. Caller owns *out (model_pod_free). For the
- * extender bind of a pod whose filter note is gone.
- */
-as_err k8s_get_pod(k8s_client *k, const char *ns, const char *name, const model_registry *reg,
-                   model_pod **out, as_diag *diag);
-
-/*
  * k8s_patch_pod sends body (a JSON merge patch, e.g. gpuannot_patch_body's
  * with its metadata.uid / metadata.resourceVersion preconditions) to pod
  * ns/name. 200: AS_OK. 409 (the resourceVersion is not the pod's: it
@@ -116,16 +105,6 @@ as_err k8s_patch_status(long status, const char *resp, size_t len, const char *n
 /* k8s_conflict_node extracts X from a 409 body/message "... is already
  * assigned to node \"X\"" into out; false when absent. */
 bool k8s_conflict_node(const char *body, size_t len, char *out, size_t outlen);
-
-/*
- * k8s_bind_handle_get takes a keep-alive connection of the bind pool,
- * waiting for one; NULL when the client is stopping. Handles go out last
- * in, first out: a thread that returns one and takes one again gets the
- * same connection back unless another thread took it meanwhile (the
- * connections used most stay warm). Give it back with k8s_bind_handle_put.
- */
-k8s_kept *k8s_bind_handle_get(k8s_client *k);
-void k8s_bind_handle_put(k8s_client *k, k8s_kept *h);
 
 /*
  * k8s_bind_keep_warm keeps cfg.bind_warm of the pool's connections open
