@@ -178,6 +178,38 @@ Test(k8s_bind, retries_429_5xx_and_transport)
     bfx_fini(&f);
 }
 
+/* Refusals that retrying cannot change end at once and say what to do; a
+ * 409 that names no node (etcd failed mid-write) is retried, and refused
+ * only when the budget is spent. */
+Test(k8s_bind, refusals_name_the_cause)
+{
+    bfx f;
+    bfx_init(&f, NULL, false);
+    put_pod(&f, "r", NULL);
+    as_diag d = {{0}, {0}};
+    bind_faults(&f, "r", STUB_F_STATUS, 403, 1);
+    cr_assert_eq(k8s_bind(f.k, "default", "r", "uid-r", "n0", &d), AS_EAUTH, "%s", d.msg);
+    cr_assert(strstr(d.msg, "create on pods/binding"), "%s", d.msg);
+    bind_faults(&f, "r", STUB_F_STATUS, 401, 1);
+    cr_assert_eq(k8s_bind(f.k, "default", "r", "uid-r", "n0", &d), AS_EAUTH, "%s", d.msg);
+    bind_faults(&f, "r", STUB_F_STATUS, 400, 1);
+    cr_assert_eq(k8s_bind(f.k, "default", "r", "uid-r", "n0", &d), AS_EHTTP, "%s", d.msg);
+    cr_assert(strstr(d.msg, "refused (400)") && strstr(d.msg, "default/r"), "%s", d.msg);
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+    cr_assert_str_eq(stub_pod_node(&f, "uid-r"), "");
+    k8s_status st;
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.binds_failed, 3);
+    cr_assert_eq(st.bind_retries, 0);
+
+    /* 409 without a node: retried like a lost answer, then bound. */
+    bind_faults(&f, "r", STUB_F_STATUS, 409, 2);
+    bind_ok(&f, "r", "n0");
+    k8s_get_status(f.k, &st);
+    cr_assert_eq(st.bind_retries, 2);
+    bfx_fini(&f);
+}
+
 /* k8s_bind_try: one attempt that never sleeps; what k8s_bind would retry
  * is AS_EAGAIN (not counted as a failed bind), and k8s_bind settles it,
  * also when the attempt went through unheard or past the try's 250 ms. */
