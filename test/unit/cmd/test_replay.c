@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "agentsched/cmd/replay.h"
 #include "cli_fixtures.h"
@@ -409,6 +410,82 @@ Test(replay, cli_usage_errors)
                   DATA, DATA);
     cr_assert_eq(st, 0);
     cr_assert(strncmp(out, "policy,placed,failed,", 21) == 0, "%s", out);
+    free(out);
+}
+
+/* The table, the churn outputs and --plot: what a user reads and draws. */
+Test(replay, cli_table_churn_and_plot)
+{
+    int st;
+    char *out = cli_run(&st, "replay --nodes %s/nodes.csv --pods %s/pods.csv --policy fgd,fragment",
+                        DATA, DATA);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_assert(strstr(out, "trace: 41 nodes, 227 pods, 192 GPUs; the list in trace order"), "%s",
+              out);
+    cr_assert(strstr(out, "policy ") && strstr(out, "gpu@100") && strstr(out, "decisions/s"), "%s",
+              out);
+    cr_assert(strstr(out, "\nfgd ") && strstr(out, "\nfragment "), "%s", out);
+    free(out);
+
+    /* churn: the JSON adds its two figures; the table is the churn one */
+    out = cli_run(&st,
+                  "replay --nodes %s/nodes.csv --pods %s/pods.csv --churn --arrivals 1000 "
+                  "--format json",
+                  DATA, DATA);
+    cr_assert_eq(st, 0, "%s", out);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    cr_assert(doc, "%s: %s", je.text, out);
+    json_t *p0 = json_array_get(json_object_get(doc, "policies"), 0);
+    double alloc = json_real_value(json_object_get(p0, "churn_alloc_mean"));
+    cr_assert(alloc > 0 && alloc <= 1, "%s", out);
+    cr_assert(json_is_real(json_object_get(p0, "churn_refused")), "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(p0, "placed")) +
+                     json_integer_value(json_object_get(p0, "failed")),
+                 1000);
+    json_decref(doc);
+    free(out);
+    out = cli_run(&st, "replay --nodes %s/nodes.csv --pods %s/pods.csv --churn --arrivals 1000",
+                  DATA, DATA);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_assert(strstr(out, "churn: offered load 1.30 x capacity, 1000 arrivals"), "%s", out);
+    cr_assert(strstr(out, "live_end"), "%s", out);
+    free(out);
+    out = cli_run(&st,
+                  "replay --nodes %s/nodes.csv --pods %s/pods.csv --churn --arrivals 1000 "
+                  "--format csv",
+                  DATA, DATA);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_assert(strstr(out, ",churn_alloc_mean,churn_refused\n"), "%s", out);
+    free(out);
+
+    /* --plot: a PNG, or a message saying what is missing */
+    char png[] = "/tmp/agentsched-test-plot-XXXXXX";
+    int fd = mkstemp(png);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    out = cli_run(&st, "replay --nodes %s/nodes.csv --pods %s/pods.csv --plot %s 2>&1", DATA, DATA,
+                  png);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        cr_assert_eq(st, 0, "%s", out);
+        cr_assert(strstr(out, "plot: "), "%s", out);
+        unsigned char magic[8] = {0};
+        FILE *f = fopen(png, "rb");
+        cr_assert_not_null(f);
+        cr_assert_eq(fread(magic, 1, 8, f), 8);
+        fclose(f);
+        cr_assert(!memcmp(magic, "\x89PNG\r\n\x1a\n", 8), "a PNG was written");
+    } else {
+        cr_assert_eq(WEXITSTATUS(st), 1, "%s", out);
+        cr_assert(strstr(out, "--plot needs gnuplot"), "%s", out);
+    }
+    unlink(png);
+    free(out);
+    out =
+        cli_run(&st, "replay --nodes %s/nodes.csv --pods %s/pods.csv --plot \"/tmp/a'b.png\" 2>&1",
+                DATA, DATA);
+    cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
+    cr_assert(strstr(out, "quotes, backslashes and newlines are not allowed"), "%s", out);
     free(out);
 }
 
