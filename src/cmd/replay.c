@@ -808,15 +808,19 @@ static as_err render_json(buf *b, const replay_result *r, size_t n, bool churn)
     for (size_t i = 0; i < n; i++) {
         buf_puts(b, i ? ", {\"policy\": " : "{\"policy\": ");
         buf_json_cstr(b, r[i].policy);
+        buf_printf(b, ", \"placed\": %llu, \"failed\": %llu, \"gpu_alloc_ratio_at_100\": ",
+                   (unsigned long long)r[i].placed, (unsigned long long)r[i].failed);
+        /* pods that leave never add up to 100% arrived: no such point */
+        if (churn)
+            buf_puts(b, "null");
+        else
+            buf_printf(b, "%.6f", r[i].gpu_alloc_ratio_at_100);
         buf_printf(b,
-                   ", \"placed\": %llu, \"failed\": %llu, \"gpu_alloc_ratio_at_100\": %.6f, "
-                   "\"gpu_alloc_ratio_end\": %.6f, \"cpu_alloc_ratio_end\": %.6f, "
+                   ", \"gpu_alloc_ratio_end\": %.6f, \"cpu_alloc_ratio_end\": %.6f, "
                    "\"mem_alloc_ratio_end\": %.6f, \"unallocated_gpus_end\": %.3f, "
                    "\"fragmentation_end\": %.3f, \"decisions_per_sec\": %.1f",
-                   (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
-                   r[i].gpu_alloc_ratio_at_100, r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end,
-                   r[i].mem_alloc_ratio_end, r[i].unallocated_gpus_end, r[i].fragmentation_end,
-                   r[i].decisions_per_sec);
+                   r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end, r[i].mem_alloc_ratio_end,
+                   r[i].unallocated_gpus_end, r[i].fragmentation_end, r[i].decisions_per_sec);
         if (churn)
             buf_printf(b, ", \"churn_alloc_mean\": %.6f, \"churn_refused\": %.6f",
                        r[i].churn_alloc_mean, r[i].churn_refused);
@@ -834,11 +838,13 @@ static void print_csv(FILE *f, const replay_result *r, size_t n, bool churn)
             "fragmentation_end,decisions_per_sec%s\n",
             churn ? ",churn_alloc_mean,churn_refused" : "");
     for (size_t i = 0; i < n; i++) {
-        fprintf(f, "%s,%llu,%llu,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.1f", r[i].policy,
-                (unsigned long long)r[i].placed, (unsigned long long)r[i].failed,
-                r[i].gpu_alloc_ratio_at_100, r[i].gpu_alloc_ratio_end, r[i].cpu_alloc_ratio_end,
-                r[i].mem_alloc_ratio_end, r[i].unallocated_gpus_end, r[i].fragmentation_end,
-                r[i].decisions_per_sec);
+        fprintf(f, "%s,%llu,%llu,", r[i].policy, (unsigned long long)r[i].placed,
+                (unsigned long long)r[i].failed);
+        if (!churn) /* empty under churn, as JSON's null */
+            fprintf(f, "%.6f", r[i].gpu_alloc_ratio_at_100);
+        fprintf(f, ",%.6f,%.6f,%.6f,%.3f,%.3f,%.1f", r[i].gpu_alloc_ratio_end,
+                r[i].cpu_alloc_ratio_end, r[i].mem_alloc_ratio_end, r[i].unallocated_gpus_end,
+                r[i].fragmentation_end, r[i].decisions_per_sec);
         if (churn)
             fprintf(f, ",%.6f,%.6f", r[i].churn_alloc_mean, r[i].churn_refused);
         fputc('\n', f);

@@ -440,6 +440,8 @@ Test(replay, cli_table_churn_and_plot)
     double alloc = json_real_value(json_object_get(p0, "churn_alloc_mean"));
     cr_assert(alloc > 0 && alloc <= 1, "%s", out);
     cr_assert(json_is_real(json_object_get(p0, "churn_refused")), "%s", out);
+    cr_assert(json_is_null(json_object_get(p0, "gpu_alloc_ratio_at_100")),
+              "no 100%% point when pods leave: %s", out);
     cr_assert_eq(json_integer_value(json_object_get(p0, "placed")) +
                      json_integer_value(json_object_get(p0, "failed")),
                  1000);
@@ -457,6 +459,11 @@ Test(replay, cli_table_churn_and_plot)
                   DATA, DATA);
     cr_assert_eq(st, 0, "%s", out);
     cr_assert(strstr(out, ",churn_alloc_mean,churn_refused\n"), "%s", out);
+    const char *row = strstr(out, "\nfragment,");
+    cr_assert_not_null(row);
+    /* policy,placed,failed,<empty at_100>,... */
+    const char *c3 = strchr(strchr(strchr(row + 1, ',') + 1, ',') + 1, ',');
+    cr_assert(c3 && c3[1] == ',', "gpu_alloc_ratio_at_100 empty under churn: %s", out);
     free(out);
 
     /* --plot: a PNG, or a message saying what is missing */
