@@ -125,7 +125,7 @@ static void patch_node(adv *a, const char *name, const gpushare_decision *d)
     long code = 0;
     as_diag diag = {0};
     as_err err = k8s_mux_patch(a->k, path, "application/merge-patch+json", body, strlen(body),
-                               &resp, &code, &diag);
+                               &resp, &code, NULL, &diag);
     if (!err && code == 200) {
         adv_node *n = node_get(a, name, true);
         if (n)

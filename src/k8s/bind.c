@@ -14,6 +14,9 @@
 #define BIND_QUEUE_CAP         16384
 #define BIND_ASYNC_WORKERS_MAX 16
 #define BIND_RESP_CAP          (256 * 1024) /* a patch's answer: the whole Pod */
+/* A 429/503's Retry-After is waited for before the retry, up to this: a
+ * bind or patch never stalls long on one answer. */
+#define RETRY_AFTER_CAP_MS 5000
 /* A Binding's answer is a Status object of a few hundred bytes (an
  * Event's, on the same handles, about a KiB): 96 kept handles' buffers,
  * caps included, stay near 30 MiB. */
@@ -570,7 +573,7 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
             k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, &rng);
         /* The server's Retry-After wins, capped so a bind never stalls long. */
         if (retry_after > ms)
-            ms = retry_after < 5000 ? retry_after : 5000;
+            ms = retry_after < RETRY_AFTER_CAP_MS ? retry_after : RETRY_AFTER_CAP_MS;
         if (!k8s_sleep_ms(k, ms)) {
             err =
                 as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns, name);
@@ -776,11 +779,12 @@ as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char
     uint64_t rng = clock_mono_ns() ^ (uint64_t)(uintptr_t)&path;
     for (unsigned attempt = 0; !err; attempt++) {
         long status = 0;
+        int64_t retry_after = 0;
         bool retry = false;
         as_diag d = {{0}, {0}};
         buf_reset(&resp);
         err = k8s_mux_patch(k, path.data, "application/merge-patch+json", body, len, &resp, &status,
-                            &d);
+                            &retry_after, &d);
         if (err) {
             retry = err == AS_EIO || err == AS_ETIMEOUT;
             err = as_diag_set(diag, err == AS_ETIMEOUT ? AS_EIO : err, NULL,
@@ -791,8 +795,12 @@ as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char
         if (!err || !retry || attempt >= k->cfg.bind_retries || k8s_stopping(k))
             break;
         k8s_count(k, &k->st.bind_retries, 1);
-        if (!k8s_sleep_ms(k, k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32,
-                                            attempt, &rng)))
+        int64_t ms =
+            k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, &rng);
+        /* as for a bind: the server's Retry-After wins, capped */
+        if (retry_after > ms)
+            ms = retry_after < RETRY_AFTER_CAP_MS ? retry_after : RETRY_AFTER_CAP_MS;
+        if (!k8s_sleep_ms(k, ms))
             break;
         err = AS_OK;
     }

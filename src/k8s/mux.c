@@ -404,9 +404,12 @@ void k8s_mux_free(k8s_mux *m)
 
 /* See mux.h. */
 as_err k8s_mux_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
-                     size_t body_len, buf *resp, long *status, as_diag *diag)
+                     size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
+                     as_diag *diag)
 {
     *status = 0;
+    if (retry_after_ms)
+        *retry_after_ms = 0;
     k8s_call c = {.method = "PATCH",
                   .path = path,
                   .body = body,
@@ -416,5 +419,7 @@ as_err k8s_mux_patch(k8s_client *k, const char *path, const char *content_type, 
                   .limited = true};
     as_err err = k8s_mux_do(k->mux, &c, diag);
     *status = c.status;
+    if (retry_after_ms)
+        *retry_after_ms = c.retry_after_ms;
     return err;
 }

@@ -64,7 +64,7 @@ static as_err shard_patch(k8s_client *k, const char *name, const char *sub, cons
     if ((err = path.err))
         goto done;
     err = k8s_mux_patch(k, path.data, "application/merge-patch+json", body, strlen(body), resp,
-                        code, diag);
+                        code, NULL, diag);
 done:
     free(body);
     buf_free(&path);

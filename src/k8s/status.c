@@ -54,7 +54,7 @@ as_err k8s_pod_set_condition(k8s_client *k, const char *ns, const char *name, co
         goto done;
     }
     err = k8s_mux_patch(k, path.data, "application/strategic-merge-patch+json", body.data, body.len,
-                        &resp, &code, diag);
+                        &resp, &code, NULL, diag);
     if (err) {
         /* The contract has one transport failure, timed out or not. */
         if (err == AS_ETIMEOUT)

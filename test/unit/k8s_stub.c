@@ -120,7 +120,15 @@ static bool send_fmt(int fd, const char *fmt, ...)
     return n > 0 && send_all(fd, tmp, (size_t)n);
 }
 
+static bool send_response_hdr(int fd, int status, const char *extra, const char *body);
+
 static bool send_response(int fd, int status, const char *body)
+{
+    return send_response_hdr(fd, status, "", body);
+}
+
+/* send_response with extra header lines (each ending in \r\n). */
+static bool send_response_hdr(int fd, int status, const char *extra, const char *body)
 {
     const char *reason = status == 200   ? "OK"
                          : status == 201 ? "Created"
@@ -131,9 +139,9 @@ static bool send_response(int fd, int status, const char *body)
                                          : "Error";
     size_t n = strlen(body);
     return send_fmt(fd,
-                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
+                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%sContent-Length: "
                     "%zu\r\n\r\n",
-                    status, reason, n) &&
+                    status, reason, extra, n) &&
            send_all(fd, body, n);
 }
 
@@ -857,6 +865,14 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
         case STUB_F_STATUS:
             return send_status(fd, f.arg, f.arg == 429 ? "TooManyRequests" : "InternalError",
                                "injected fault");
+        case STUB_F_RETRY_AFTER: {
+            char hdr[64];
+            snprintf(hdr, sizeof hdr, "Retry-After: %d\r\n", f.arg);
+            return send_response_hdr(fd, 429, hdr,
+                                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":"
+                                     "\"Failure\",\"reason\":\"TooManyRequests\",\"code\":429,"
+                                     "\"message\":\"too many requests, please try again later\"}");
+        }
         case STUB_F_CLOSE:
             return false;
         case STUB_F_SLOW:

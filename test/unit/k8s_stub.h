@@ -43,6 +43,7 @@ typedef enum stub_fault_kind {
     STUB_F_CLOSE,           /* close the connection without an answer */
     STUB_F_EXPIRE_CONTINUE, /* list page with a continue token: 410 */
     STUB_F_APPLY_CLOSE,     /* binding: apply it, then close without an answer */
+    STUB_F_RETRY_AFTER,     /* arg = seconds: 429 with Retry-After, as API Priority and Fairness */
 } stub_fault_kind;
 
 k8s_stub *stub_new(void);

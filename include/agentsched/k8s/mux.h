@@ -98,9 +98,11 @@ void k8s_mux_free(k8s_mux *m);
  * k8s_mux_patch sends PATCH path with the given Content-Type (e.g.
  * "application/merge-patch+json") through the client's call loop, rate-limited,
  * like k8s_request (same return contract: AS_OK whenever a response
- * arrived; check *status).
+ * arrived; check *status). retry_after_ms (may be NULL) gets a 429/503
+ * answer's Retry-After in ms (seconds form), else 0.
  */
 as_err k8s_mux_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
-                     size_t body_len, buf *resp, long *status, as_diag *diag);
+                     size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,
+                     as_diag *diag);
 
 #endif

@@ -1094,3 +1094,36 @@ Test(k8s_bind, patch_with_preconditions)
     buf_free(&b);
     bfx_fini(&f);
 }
+
+/* A 429 with Retry-After (API Priority and Fairness sends one) is waited
+ * out before the retry, by a bind and by a pod patch alike, rather than
+ * retried after the few milliseconds of the usual backoff. */
+Test(k8s_bind, retry_after_is_honoured)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    put_pod(&f, "w", NULL);
+    as_diag d = {{0}, {0}};
+    bind_faults(&f, "w", STUB_F_RETRY_AFTER, 1, 1);
+    uint64_t t0 = clock_mono_ns();
+    bind_ok(&f, "w", "n1");
+    uint64_t waited = (clock_mono_ns() - t0) / 1000000u;
+    cr_assert_geq(waited, 950, "bind retried after %llu ms", (unsigned long long)waited);
+    cr_assert_eq(stub_faults_pending(f.stub), 0);
+
+    char rv[64];
+    buf b;
+    buf_init(&b, 4096);
+    snprintf(rv, sizeof rv, "%s", stub_pod_rv(&f, "uid-w"));
+    patch_body("uid-w", rv, &b);
+    stub_fault(f.stub, "/api/v1/namespaces/default/pods/w", STUB_PATCH, STUB_F_RETRY_AFTER, 1);
+    int before = stub_count(f.stub, "/api/v1/namespaces/default/pods/w", STUB_PATCH);
+    t0 = clock_mono_ns();
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "w", b.data, b.len, &d), AS_OK, "%s", d.msg);
+    waited = (clock_mono_ns() - t0) / 1000000u;
+    cr_assert_geq(waited, 950, "patch retried after %llu ms", (unsigned long long)waited);
+    cr_expect_eq(stub_count(f.stub, "/api/v1/namespaces/default/pods/w", STUB_PATCH), before + 2);
+    cr_assert_str_eq(stub_pod_annotation(&f, "uid-w", GPUANNOT_NODE), "n1");
+    buf_free(&b);
+    bfx_fini(&f);
+}
