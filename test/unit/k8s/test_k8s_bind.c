@@ -1095,6 +1095,37 @@ Test(k8s_bind, patch_with_preconditions)
     bfx_fini(&f);
 }
 
+static void qps_4(k8s_config *cfg)
+{
+    cfg->qps = 4;
+    cfg->burst = 1;
+}
+
+/* Pod patches go through the call loop under the client's rate limit:
+ * past the burst the loop holds each one until its token is due, so five
+ * patches at 4 a second take about a second, and all are written. */
+Test(k8s_bind, patches_keep_the_client_qps)
+{
+    bfx f;
+    bfx_init(&f, qps_4, false);
+    put_pod(&f, "q", NULL);
+    buf b;
+    buf_init(&b, 4096);
+    as_diag d = {{0}, {0}};
+    char rv[64];
+    uint64_t t0 = clock_mono_ns();
+    for (int i = 0; i < 5; i++) {
+        snprintf(rv, sizeof rv, "%s", stub_pod_rv(&f, "uid-q"));
+        patch_body("uid-q", rv, &b);
+        cr_assert_eq(k8s_patch_pod(f.k, "default", "q", b.data, b.len, &d), AS_OK, "%s", d.msg);
+    }
+    uint64_t took = (clock_mono_ns() - t0) / 1000000u;
+    cr_assert_geq(took, 900, "5 patches at 4/s took %llu ms", (unsigned long long)took);
+    cr_assert_eq(stub_count(f.stub, "/api/v1/namespaces/default/pods/q", STUB_PATCH), 5);
+    buf_free(&b);
+    bfx_fini(&f);
+}
+
 /* A 429 with Retry-After (API Priority and Fairness sends one) is waited
  * out before the retry, by a bind and by a pod patch alike, rather than
  * retried after the few milliseconds of the usual backoff. */
