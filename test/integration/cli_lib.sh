@@ -47,6 +47,23 @@ out_has() { # text description
     fi
 }
 
+# serving_port LOG PID prints the port of serve's start-up line in LOG
+# (http or https), waiting for it up to 20 s; fails when PID exits first.
+serving_port() {
+    local log=$1 pid=$2 port
+    for _ in $(seq 1 200); do
+        port=$(sed -n 's/.*msg="agentsched serving".* listen=[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
+            "$log" | head -n 1)
+        if [ -n "$port" ]; then
+            echo "$port"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
 # cli_summary prints the count; its status is the script's.
 cli_summary() {
     echo "# $CHECKS checks, $FAILS failed"

@@ -56,18 +56,9 @@ check "every series docs/metrics.md names is registered${stale:+ (not in src/: $
 "$BIN" serve --cluster "$ROOT/deploy/examples/cluster.yaml" --listen 127.0.0.1:0 \
     >"$WORK/serve.out" 2>"$WORK/serve.err" </dev/null &
 SERVE_PID=$!
-got=
-for _ in $(seq 1 200); do
-    PORT=$(sed -n 's/.*msg="agentsched serving".* listen=[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
-        "$WORK/serve.err" | head -n 1)
-    if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/metrics" -o "$WORK/metrics"; then
-        got=1
-        break
-    fi
-    kill -0 "$SERVE_PID" 2>/dev/null || break
-    sleep 0.1
-done
-check "serve answers /metrics on the sample cluster" test -n "$got"
+PORT=$(serving_port "$WORK/serve.err" "$SERVE_PID")
+check "serve answers /metrics on the sample cluster" \
+    curl -sf "http://127.0.0.1:${PORT:-1}/metrics" -o "$WORK/metrics"
 awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$WORK/metrics" 2>/dev/null | sort -u >"$WORK/served"
 check "serve exports metric families" test "$(wc -l <"$WORK/served")" -gt 10
 missing=

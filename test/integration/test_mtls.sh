@@ -98,16 +98,10 @@ start_serve() {
     "$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 --log-level debug "$@" \
         >/dev/null 2>"$log" </dev/null &
     PID=$!
-    local port=
-    for _ in $(seq 1 200); do
-        port=$(sed -n 's/.*msg="agentsched serving".* listen=https:[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
-            "$log" | head -n 1)
-        [ -n "$port" ] && break
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
+    local port
+    port=$(serving_port "$log" "$PID") || return 1
     URL="https://127.0.0.1:$port"
-    [ -n "$port" ]
+    grep -q 'listen=https:' "$log"
 }
 status() { curl -s -o "$WORK/body" -w '%{http_code}' --cacert "$P/ca-one.pem" "$@"; }
 as() { # CLIENT curl-args...: a request with CLIENT's certificate

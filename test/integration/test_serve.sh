@@ -133,14 +133,7 @@ fi
 "$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 --http-threads 2 --max-body 1Mi \
     >"$WORK/serve.out" 2>"$WORK/serve.err" </dev/null &
 PID=$!
-PORT=
-for _ in $(seq 1 200); do
-    PORT=$(sed -n 's/.*msg="agentsched serving".* listen=[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
-        "$WORK/serve.err" | head -n 1)
-    [ -n "$PORT" ] && break
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-done
+PORT=$(serving_port "$WORK/serve.err" "$PID")
 if [ -z "$PORT" ]; then
     fail "serve did not start"
     cat "$WORK/serve.err"
@@ -214,15 +207,8 @@ err_has "refused" "a key that does not match the certificate is refused"
 "$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 --tls-cert "$TLS/cert.pem" \
     --tls-key "$TLS/key.pem" >/dev/null 2>"$WORK/tls.err" </dev/null &
 PID=$!
-PORT=
-for _ in $(seq 1 200); do
-    PORT=$(sed -n 's/.*msg="agentsched serving".* listen=https:[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
-        "$WORK/tls.err" | head -n 1)
-    [ -n "$PORT" ] && break
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -n "$PORT" ]; then
+PORT=$(serving_port "$WORK/tls.err" "$PID")
+if [ -n "$PORT" ] && grep -q 'msg="agentsched serving".* listen=https:' "$WORK/tls.err"; then
     ok "HTTPS serve started (listen=https://...:$PORT logged)"
     TURL="https://127.0.0.1:$PORT"
     check "HTTPS /healthz 200, certificate verified" \
