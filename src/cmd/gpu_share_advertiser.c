@@ -60,7 +60,18 @@ typedef struct adv {
     metrics *m;
     metrics_counter *patch_ok, *patch_failed, *relists, *stood_down, *synced;
     http_server *http;
+    int64_t beat_ms; /* (atomic) the worker's last sign of life, for /healthz */
 } adv;
+
+/* A worker without a sign of life for this long is stuck: libcurl calls
+ * the watch's progress function about once a second even on a quiet
+ * stream, and a list or a backoff lasts at most a minute or so. */
+#define ADV_STALL_MS 300000
+
+static void beat(adv *a)
+{
+    __atomic_store_n(&a->beat_ms, clock_mono_ms(), __ATOMIC_RELAXED);
+}
 
 /* ---- node table --------------------------------------------------------- */
 
@@ -259,6 +270,7 @@ static int watch_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut,
 {
     (void)dt, (void)dn, (void)ut, (void)un;
     adv *a = ud;
+    beat(a);
     return k8s_stopping(a->k) ? 1 : 0;
 }
 
@@ -312,6 +324,7 @@ static void *worker_main(void *arg)
     unsigned attempt = 0;
     int64_t next_list = 0;
     while (!k8s_stopping(a->k)) {
+        beat(a);
         int64_t now = clock_mono_ms();
         if (a->relist || !a->rv[0] || now >= next_list) {
             a->relist = false;
@@ -352,8 +365,15 @@ static void h_metrics(void *ctx, const http_request *req, http_response *resp)
 static void h_healthz(void *ctx, const http_request *req, http_response *resp)
 {
     (void)req;
-    (void)ctx;
+    adv *a = ctx;
     resp->content_type = "text/plain";
+    int64_t last = __atomic_load_n(&a->beat_ms, __ATOMIC_RELAXED), now = clock_mono_ms();
+    if (last && now - last > ADV_STALL_MS) {
+        resp->status = 503;
+        buf_printf(&resp->body, "stalled: the node watch has shown no sign of life for %lld s\n",
+                   (long long)((now - last) / 1000));
+        return;
+    }
     buf_puts(&resp->body, "ok\n");
 }
 

@@ -69,6 +69,7 @@ typedef struct ctl {
     uint64_t written[SHARDCFG_MAX_SCHEDULERS];
     bool written_ok[SHARDCFG_MAX_SCHEDULERS];
     int leader_gauge; /* (atomic) for /healthz */
+    int64_t loop_ms;  /* (atomic) when the main loop last went round, for /healthz */
     /* another sharding controller (owner.h); foreign_ns "" = not watched */
     char foreign_ns[254], foreign_name[254];
     const char *foreign_manager;
@@ -331,11 +332,23 @@ static void h_metrics(void *ctx, const http_request *req, http_response *resp)
         resp->status = 500;
 }
 
+/* A main loop that has not gone round for this long is stuck (its longest
+ * legitimate wait is a few API requests of at most a minute each): /healthz
+ * fails, so a liveness probe restarts the process. */
+#define CTL_STALL_MS 300000
+
 static void h_healthz(void *ctx, const http_request *req, http_response *resp)
 {
     (void)req;
     ctl *x = ctx;
     resp->content_type = "text/plain";
+    int64_t last = __atomic_load_n(&x->loop_ms, __ATOMIC_RELAXED), now = clock_mono_ms();
+    if (last && now - last > CTL_STALL_MS) {
+        resp->status = 503;
+        buf_printf(&resp->body, "stalled: the main loop has not run for %lld s\n",
+                   (long long)((now - last) / 1000));
+        return;
+    }
     buf_printf(&resp->body, "ok leader=%d\n", __atomic_load_n(&x->leader_gauge, __ATOMIC_RELAXED));
 }
 
@@ -740,6 +753,7 @@ static int run_live(ctl *x, sigset_t *sigs)
     bool synced = false;
     int rc = CLI_EXIT_OK;
     for (;;) {
+        __atomic_store_n(&x->loop_ms, clock_mono_ms(), __ATOMIC_RELAXED);
         struct timespec tick = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
         int sig = sigtimedwait(sigs, NULL, &tick);
         if (sig == SIGINT || sig == SIGTERM) {

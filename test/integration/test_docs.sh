@@ -5,9 +5,10 @@
 # (so a renamed metric fails here, not on a user's dashboard); what
 # `agentsched serve` exports from the sample cluster is documented; every
 # flag each command's --help lists is in docs/cli.md, and every flag a
-# docs/cli.md table row names is one its command takes. (The shipped
-# dashboard and alert rules are checked against a live /metrics by the unit
-# test fastpath_live::dashboard_and_alerts_use_served_metrics.)
+# docs/cli.md table row names is one its command takes; the shipped
+# dashboard and alert rules query only registered series (agentsched's own
+# are checked against a live /metrics by the unit test
+# fastpath_live::dashboard_and_alerts_use_served_metrics).
 set -uo pipefail
 
 BIN=${1:?usage: test_docs.sh path/to/agentsched}
@@ -51,6 +52,16 @@ grep -oE 'agentsched_[a-z0-9_]*[a-z0-9]' "$METRICS" | sed -E 's/_(bucket|sum|cou
 stale=$(comm -13 "$WORK/src" "$WORK/doc" | tr '\n' ' ')
 check "every series docs/metrics.md names is registered${stale:+ (not in src/: $stale)}" \
     test -z "$stale"
+
+# The shipped dashboard and alert rules query only registered series (the
+# controllers' rules included, which serve's /metrics does not have).
+for f in "$ROOT"/deploy/dashboards/*.json "$ROOT"/deploy/dashboards/*.yaml; do
+    grep -oE 'agentsched_[a-z0-9_]*[a-z0-9]' "$f" | sed -E 's/_(bucket|sum|count)$//' |
+        sort -u >"$WORK/dash"
+    unknown=$(comm -13 "$WORK/src" "$WORK/dash" | tr '\n' ' ')
+    check "$(basename "$f") queries only registered series${unknown:+ (not in src/: $unknown)}" \
+        test -z "$unknown"
+done
 
 # ---- what serve exports --------------------------------------------------
 "$BIN" serve --cluster "$ROOT/deploy/examples/cluster.yaml" --listen 127.0.0.1:0 \
