@@ -112,6 +112,7 @@ static int cmd_version(int argc, char **argv)
 typedef enum serve_flag_id {
     F_CLUSTER,
     F_LISTEN,
+    F_METRICS_LISTEN,
     F_POLICY,
     F_SCHEDULER_NAME,
     F_EXTENDER_NAMES,
@@ -153,6 +154,10 @@ static const cli_flag serve_flags[] = {
     {F_LISTEN, "--listen", 0, "HOST:PORT",
      "address of the HTTP endpoints (default 127.0.0.1:8888; port 0 picks\n"
      "a free port, logged at start-up)"},
+    {F_METRICS_LISTEN, "--metrics-listen", 0, "HOST:PORT",
+     "also serve GET /healthz, /readyz and /metrics, and nothing else, on\n"
+     "this address (plain HTTP, no client certificate): for the kubelet's\n"
+     "probes and Prometheus where --listen is loopback (default: none)"},
     {F_POLICY, "--policy", 0, "FILE", "scoring policy YAML (default: built-in); SIGHUP reloads it"},
     {F_SCHEDULER_NAME, "--scheduler-name", 0, "NAME",
      "schedulerName this instance serves (default agent-scheduler)"},
@@ -375,13 +380,13 @@ static int check_dns(const char *flag, const char *v, bool label)
     return CLI_EXIT_OK;
 }
 
-static int check_listen(const char *v)
+static int check_listen(const char *flag, const char *v)
 {
     const char *colon = strrchr(v, ':');
     if (!colon)
-        return flag_error("--listen", "'%s' needs a port: use HOST:PORT, e.g. 127.0.0.1:8888", v);
+        return flag_error(flag, "'%s' needs a port: use HOST:PORT, e.g. 127.0.0.1:8888", v);
     unsigned long port;
-    if (parse_uint("--listen", colon + 1, 0, 65535, &port))
+    if (parse_uint(flag, colon + 1, 0, 65535, &port))
         return CLI_EXIT_USAGE;
     return CLI_EXIT_OK;
 }
@@ -408,9 +413,14 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
             cfg->cluster_path = value;
             break;
         case F_LISTEN:
-            if (check_listen(value))
+            if (check_listen(fl->name, value))
                 return CLI_EXIT_USAGE;
             cfg->listen = value;
+            break;
+        case F_METRICS_LISTEN:
+            if (check_listen(fl->name, value))
+                return CLI_EXIT_USAGE;
+            cfg->metrics_listen = value;
             break;
         case F_POLICY:
             if (!*value)
@@ -555,6 +565,11 @@ static int serve_parse(int argc, char **argv, svc_config *cfg)
                         "--tls-client-ca\n");
         return CLI_EXIT_USAGE;
     }
+    if (cfg->metrics_auth && cfg->metrics_listen) {
+        fprintf(stderr, "agentsched serve: --metrics-listen serves /metrics without a client "
+                        "certificate, which --metrics-auth asks for: drop one of them\n");
+        return CLI_EXIT_USAGE;
+    }
     bool lease_flags = cfg->lease_name[0] || cfg->lease_identity || cfg->lease_duration_ms;
     if (lease_flags && !cfg->leader_elect) {
         fprintf(stderr, "agentsched serve: --leader-elect-lease, --leader-elect-identity and "
@@ -640,6 +655,14 @@ static int cmd_serve(int argc, char **argv)
              cache_shard_mode_name(cfg.shard_mode), s->cfg.scheduler_name,
              http_server_threads(s->http), cpus.affinity, cpus.quota);
     score_policy_unref(pol);
+    if (s->http_metrics) {
+        snprintf(host, sizeof host, "%s", cfg.metrics_listen);
+        if ((colon = strrchr(host, ':')))
+            *colon = '\0';
+        log_info("msg=\"probes and metrics served\" address=http://%s:%u paths=/healthz,/readyz,"
+                 "/metrics",
+                 host, (unsigned)http_server_port(s->http_metrics));
+    }
 
     for (;;) {
         struct timespec tick = {.tv_sec = 1};

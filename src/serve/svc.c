@@ -2,6 +2,7 @@
  * API client and the shard coordinator, and the lifecycle. */
 #include "agentsched/serve/svc.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,9 @@ typedef struct svc_impl {
     pool *strings;
     http_route routes[SVC_MAX_ROUTES];
     size_t nroutes;
+    /* the routes of the metrics listener (cfg.metrics_listen) */
+    http_route probe_routes[3];
+    size_t nprobe_routes;
     /* The TLS files as last read (certificate, key, client CA), to see
      * when one changed, and when they were last looked at. */
     struct stat tls_seen[3];
@@ -235,6 +239,16 @@ static as_err svc_build_routes(svc_impl *impl)
     for (size_t i = 0; i < impl->nroutes; i++)
         if (s->cfg.metrics_auth && strcmp(impl->routes[i].path, "/metrics") == 0)
             impl->routes[i].anonymous = false;
+    /* the metrics listener serves these three and nothing else */
+    for (size_t i = 0; i < impl->nroutes; i++) {
+        const http_route *rt = &impl->routes[i];
+        if (!strcmp(rt->method, "GET") &&
+            (!strcmp(rt->path, "/healthz") || !strcmp(rt->path, "/readyz") ||
+             !strcmp(rt->path, "/metrics"))) {
+            assert(impl->nprobe_routes < sizeof impl->probe_routes / sizeof impl->probe_routes[0]);
+            impl->probe_routes[impl->nprobe_routes++] = *rt;
+        }
+    }
     return err;
 }
 
@@ -272,6 +286,7 @@ as_err svc_new(const svc_config *cfg, svc **out, as_diag *diag)
         goto done;
     }
     if ((err = svc_dup(impl->strings, &s->cfg.listen)) ||
+        (err = svc_dup(impl->strings, &s->cfg.metrics_listen)) ||
         (err = svc_dup(impl->strings, &s->cfg.cluster_path)) ||
         (err = svc_dup(impl->strings, &s->cfg.kubeconfig)) ||
         (err = svc_dup(impl->strings, &s->cfg.policy_path)) ||
@@ -850,6 +865,24 @@ as_err svc_http_start(svc *s, as_diag *diag)
     err = http_server_start(&hc, &s->http, diag);
     if (err == AS_EINVAL)
         svc_tls_field(diag);
+    if (!err && s->cfg.metrics_listen) {
+        svc_impl *impl = (svc_impl *)s;
+        /* bodyless GETs from a prober and a scraper: one thread, no TLS */
+        http_server_config mc = {
+            .listen = s->cfg.metrics_listen,
+            .threads = 1,
+            .max_body = 4096,
+            .body_budget = 4096,
+            .conn_limit = 64,
+            .timeout_s = s->cfg.http_timeout_s,
+            .routes = impl->probe_routes,
+            .nroutes = impl->nprobe_routes,
+            .ctx = s,
+            .observe = svc_observe,
+        };
+        if ((err = http_server_start(&mc, &s->http_metrics, diag)) && !diag->field[0])
+            snprintf(diag->field, sizeof diag->field, "--metrics-listen");
+    }
 done:
     svc_tls_free(cert, key, ca);
     return err;
@@ -895,8 +928,12 @@ as_err svc_reload_tls(svc *s, bool force, bool *reloaded, as_diag *diag)
 /* See svc.h. */
 void svc_http_stop(svc *s)
 {
-    if (!s || !s->http)
+    if (!s)
         return;
-    http_server_stop(s->http);
+    if (s->http_metrics)
+        http_server_stop(s->http_metrics);
+    s->http_metrics = NULL;
+    if (s->http)
+        http_server_stop(s->http);
     s->http = NULL;
 }

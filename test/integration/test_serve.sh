@@ -99,6 +99,12 @@ expect_exit 1 "--leader-elect parses (then the kubeconfig fails)" serve --kubeco
     --leader-elect-identity me --leader-elect-lease-duration 20
 expect_exit 1 "--workers 0 parses (then the kubeconfig fails)" serve --kubeconfig /dev/null \
     --listen 127.0.0.1:0 --workers 0
+expect_exit 2 "bad --metrics-listen" serve --cluster "$CLUSTER" --metrics-listen nowhere
+err_has "--metrics-listen" "a bad --metrics-listen is named"
+expect_exit 2 "--metrics-listen with --metrics-auth" serve --cluster "$CLUSTER" \
+    --tls-cert /dev/null --tls-key /dev/null --tls-client-ca /dev/null --metrics-auth \
+    --metrics-listen 127.0.0.1:0
+err_has "drop one of them" "--metrics-listen and --metrics-auth exclude each other"
 expect_exit 2 "two cluster sources" serve --cluster "$CLUSTER" --kubeconfig /dev/null
 err_has "only one of" "--cluster and --kubeconfig exclude each other"
 
@@ -131,7 +137,7 @@ if [ ! -f "$CLUSTER" ]; then
 fi
 
 "$BIN" serve --cluster "$CLUSTER" --listen 127.0.0.1:0 --http-threads 2 --max-body 1Mi \
-    >"$WORK/serve.out" 2>"$WORK/serve.err" </dev/null &
+    --metrics-listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.err" </dev/null &
 PID=$!
 PORT=$(serving_port "$WORK/serve.err" "$PID")
 if [ -z "$PORT" ]; then
@@ -164,6 +170,22 @@ check "wrong method 405" [ "$(status -X POST -d x "$URL/healthz")" = 405 ]
 check "keep-alive: 3 requests, 1 connection" [ "$(curl -s -o /dev/null -o /dev/null \
     -o /dev/null -w '%{num_connects}\n' "$URL/healthz" "$URL/readyz" "$URL/version" |
     paste -sd' ')" = "1 0 0" ]
+# --metrics-listen: the probes and /metrics, and nothing else
+MPORT=$(sed -n 's/.*msg="probes and metrics served" address=http:[^ ]*:\([0-9][0-9]*\) .*/\1/p' \
+    "$WORK/serve.err" | head -n 1)
+check "the metrics listener's address is logged" [ -n "$MPORT" ]
+MURL="http://127.0.0.1:${MPORT:-1}"
+check "metrics listener: /healthz 200" [ "$(status "$MURL/healthz")" = 200 ]
+check "metrics listener: /readyz 200" [ "$(status "$MURL/readyz")" = 200 ]
+check "metrics listener: /metrics 200" [ "$(status "$MURL/metrics")" = 200 ]
+check "metrics listener: /metrics has the node gauge" grep -qE '^agentsched_cache_nodes [1-9]' \
+    "$WORK/body"
+check "metrics listener: /version is not there (404)" [ "$(status "$MURL/version")" = 404 ]
+check "metrics listener: the extender is not there (404)" [ "$(status -X POST \
+    -H 'Content-Type: application/json' -d '{}' "$MURL/scheduler/filter")" = 404 ]
+check "metrics listener: dry runs are not there (404)" [ "$(status -X POST \
+    -H 'Content-Type: application/json' -d '{"pods": []}' "$MURL/v1/placements")" = 404 ]
+check "metrics listener: only GET (405)" [ "$(status -X POST -d x "$MURL/metrics")" = 405 ]
 head -c 2000000 /dev/zero >"$WORK/big"
 check "2 MB body over --max-body 1Mi is 413" [ "$(status -H 'Expect: 100-continue' -X POST --data-binary @"$WORK/big" \
     "$URL/v1/placements")" = 413 ]

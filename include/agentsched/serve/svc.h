@@ -34,7 +34,11 @@
 #define SVC_LIVE_BIND_THREADS 64
 
 typedef struct svc_config {
-    const char *listen;         /* default "127.0.0.1:8888" */
+    const char *listen; /* default "127.0.0.1:8888" */
+    /* A second, plain-HTTP address serving only GET /healthz, /readyz and
+     * /metrics, never with a client certificate: for the kubelet's probes
+     * and Prometheus where listen is loopback. NULL = none. */
+    const char *metrics_listen;
     const char *cluster_path;   /* embedded mode: Kubernetes List file */
     const char *kubeconfig;     /* live mode */
     bool in_cluster;            /* live mode from the service account */
@@ -99,6 +103,7 @@ typedef struct svc {
     struct extender *ext; /* the extender verbs' state (extender.h) */
     struct volcano *vol;  /* the Volcano verbs' state (volcano.h) */
     http_server *http;
+    http_server *http_metrics; /* on cfg.metrics_listen, NULL without one */
     volatile sig_atomic_t stop;
     struct k8s_client *k8s;    /* live-mode API client, NULL embedded */
     struct shard_coord *shard; /* NodeShard coordinator, NULL when --shard-mode none */
@@ -154,9 +159,12 @@ void *svc_handler_ctx(svc *s, http_handler_fn fn);
 
 /* svc_http_start starts s->http on cfg.listen with svc_routes(), the
  * configured threads and body cap, counting every request in the core's
- * metrics (requests_total; request_errors_total for status >= 400).
- * svc_http_stop stops it (waits for in-flight requests); NULL-safe and
- * idempotent. Errors as http_server_start. */
+ * metrics (requests_total; request_errors_total for status >= 400), and
+ * with cfg.metrics_listen s->http_metrics there, serving only GET
+ * /healthz, /readyz and /metrics (plain HTTP, one thread).
+ * svc_http_stop stops both (waits for in-flight requests); NULL-safe and
+ * idempotent. Errors as http_server_start (the field --metrics-listen
+ * when the second one fails). */
 as_err svc_http_start(svc *s, as_diag *diag);
 void svc_http_stop(svc *s);
 

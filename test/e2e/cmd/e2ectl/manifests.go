@@ -132,10 +132,11 @@ var tlsFileFlags = []string{"--tls-cert", "--tls-key", "--tls-client-ca"}
 // agentschedArgs turns the command line of an agentsched container of
 // deploy/ into the harness's, substituting only how it reaches the API
 // server (--in-cluster becomes --kubeconfig FILE), where it listens
-// (--listen) and the certificate and key files of tlsFileFlags (tlsFiles:
-// flag -> the harness's file; a flag the manifest gives without a
-// replacement is an error). Everything else stays as shipped.
-func agentschedArgs(c *corev1.Container, kubeconfig, listen string, tlsFiles map[string]string) ([]string, error) {
+// (--listen; --metrics-listen, when the manifest has it, becomes
+// metricsListen) and the certificate and key files of tlsFileFlags
+// (tlsFiles: flag -> the harness's file; a flag the manifest gives without
+// a replacement is an error). Everything else stays as shipped.
+func agentschedArgs(c *corev1.Container, kubeconfig, listen, metricsListen string, tlsFiles map[string]string) ([]string, error) {
 	cmd := append(append([]string{}, c.Command...), c.Args...)
 	if len(cmd) < 2 || filepath.Base(cmd[0]) != "agentsched" || (cmd[1] != "serve" && cmd[1] != "gpu-share-advertiser") {
 		return nil, fmt.Errorf("container %s does not run `agentsched serve` (or gpu-share-advertiser): %q", c.Name, cmd)
@@ -155,6 +156,11 @@ func agentschedArgs(c *corev1.Container, kubeconfig, listen string, tlsFiles map
 		case strings.HasPrefix(a, "--listen="):
 			out = append(out, "--listen", listen)
 			listened = true
+		case a == "--metrics-listen":
+			i++
+			out = append(out, "--metrics-listen", metricsListen)
+		case strings.HasPrefix(a, "--metrics-listen="):
+			out = append(out, "--metrics-listen", metricsListen)
 		case a == "--kubeconfig" || strings.HasPrefix(a, "--kubeconfig=") || a == "--cluster" ||
 			strings.HasPrefix(a, "--cluster="):
 			return nil, fmt.Errorf("container %s: %s: the harness expects --in-cluster", c.Name, a)
@@ -205,6 +211,8 @@ func cmdAgentschedArgs(args []string) error {
 	container := fs.String("container", "agentsched", "container name")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for --in-cluster (required)")
 	listen := fs.String("listen", "", "HOST:PORT (required)")
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:0",
+		"HOST:PORT for the manifest's --metrics-listen, if it has one (default: a free port)")
 	tlsFiles := map[string]string{}
 	for _, f := range tlsFileFlags {
 		name := strings.TrimPrefix(f, "--")
@@ -225,7 +233,7 @@ func cmdAgentschedArgs(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", *file, err)
 	}
-	a, err := agentschedArgs(c, *kubeconfig, *listen, tlsFiles)
+	a, err := agentschedArgs(c, *kubeconfig, *listen, *metricsListen, tlsFiles)
 	if err != nil {
 		return fmt.Errorf("%s: %v", *file, err)
 	}

@@ -179,7 +179,8 @@ func TestDerivedConfigCheckCatchesChanges(t *testing.T) {
 }
 
 // The harness runs the Deployments' agentsched command lines with only
-// --in-cluster, --listen and the certificate files substituted.
+// --in-cluster, --listen, --metrics-listen and the certificate files
+// substituted.
 func TestAgentschedArgsOnlySubstitute(t *testing.T) {
 	files := map[string]string{"--tls-cert": "/pki/as.crt", "--tls-key": "/pki/as.key",
 		"--tls-client-ca": "/pki/ca.crt"}
@@ -191,7 +192,7 @@ func TestAgentschedArgsOnlySubstitute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", files)
+		got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", "127.0.0.1:0", files)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,6 +204,8 @@ func TestAgentschedArgsOnlySubstitute(t *testing.T) {
 				want = append(want, "--kubeconfig", "/state/kc")
 			case strings.HasPrefix(a, "--listen="):
 				want = append(want, "--listen", "127.0.0.1:1234")
+			case strings.HasPrefix(a, "--metrics-listen="):
+				want = append(want, "--metrics-listen", "127.0.0.1:0")
 			case files[flag] != "" && strings.Contains(a, "="):
 				want = append(want, flag, files[flag])
 			default:
@@ -224,7 +227,7 @@ func TestAgentschedArgsStandaloneTLS(t *testing.T) {
 	}
 	files := map[string]string{"--tls-cert": "/pki/as.crt", "--tls-key": "/pki/as.key",
 		"--tls-client-ca": "/pki/ca.crt"}
-	got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", files)
+	got, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", "127.0.0.1:0", files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +242,7 @@ func TestAgentschedArgsStandaloneTLS(t *testing.T) {
 		t.Errorf("harness runs %q: a path of the Secret volume is left", line)
 	}
 	delete(files, "--tls-client-ca")
-	if _, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", files); err == nil ||
+	if _, err := agentschedArgs(c, "/state/kc", "127.0.0.1:1234", "127.0.0.1:0", files); err == nil ||
 		!strings.Contains(err.Error(), "--tls-client-ca") {
 		t.Errorf("without a client CA to substitute: err %v, want one naming --tls-client-ca", err)
 	}
