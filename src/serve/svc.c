@@ -3,6 +3,7 @@
 #include "agentsched/serve/svc.h"
 
 #include <assert.h>
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,7 @@ static void svc_port_scheduled(void *arg, const model_pod *pod, const char *node
 /* ---- routes ------------------------------------------------------------- */
 
 static void svc_healthz(void *ctx, const http_request *req, http_response *resp);
+static void svc_probe_healthz(void *ctx, const http_request *req, http_response *resp);
 static void svc_readyz(void *ctx, const http_request *req, http_response *resp);
 static void svc_version(void *ctx, const http_request *req, http_response *resp);
 static void svc_metrics_endpoint(void *ctx, const http_request *req, http_response *resp);
@@ -246,7 +248,10 @@ static as_err svc_build_routes(svc_impl *impl)
             (!strcmp(rt->path, "/healthz") || !strcmp(rt->path, "/readyz") ||
              !strcmp(rt->path, "/metrics"))) {
             assert(impl->nprobe_routes < sizeof impl->probe_routes / sizeof impl->probe_routes[0]);
-            impl->probe_routes[impl->nprobe_routes++] = *rt;
+            impl->probe_routes[impl->nprobe_routes] = *rt;
+            if (!strcmp(rt->path, "/healthz"))
+                impl->probe_routes[impl->nprobe_routes].fn = svc_probe_healthz;
+            impl->nprobe_routes++;
         }
     }
     return err;
@@ -600,6 +605,63 @@ void svc_stop(svc *s)
 static void svc_healthz(void *ctx, const http_request *req, http_response *resp)
 {
     resp->content_type = "text/plain; charset=utf-8";
+    buf_puts(&resp->body, "ok\n");
+}
+
+static size_t svc_discard(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    (void)ptr;
+    (void)ud;
+    return size * nmemb;
+}
+
+/* The metrics listener's /healthz asks the main listener's /healthz over
+ * loopback (2 s), so that a liveness probe on the pod's address restarts a
+ * process whose extender port stopped answering, not only one whose
+ * metrics listener did. */
+static void svc_probe_healthz(void *ctx, const http_request *req, http_response *resp)
+{
+    (void)req;
+    svc *s = ctx;
+    resp->content_type = "text/plain; charset=utf-8";
+    unsigned port = s->http ? (unsigned)http_server_port(s->http) : 0;
+    if (!port) {
+        http_error(resp, 503, NULL, "%s", "the main listener is not serving");
+        return;
+    }
+    char host[256];
+    snprintf(host, sizeof host, "%s", s->cfg.listen);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0';
+    /* a wildcard address is reached on loopback */
+    const char *to = !host[0] || !strcmp(host, "0.0.0.0")           ? "127.0.0.1"
+                     : !strcmp(host, "::") || !strcmp(host, "[::]") ? "[::1]"
+                                                                    : host;
+    char url[320];
+    snprintf(url, sizeof url, "%s://%s:%u/healthz", s->cfg.tls_cert_path ? "https" : "http", to,
+             port);
+    CURL *h = curl_easy_init();
+    if (!h) {
+        http_error(resp, 503, NULL, "%s", "out of memory");
+        return;
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 2000L);
+    /* our own certificate, on our own address: the answer is what counts */
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, svc_discard);
+    CURLcode cc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    if (cc != CURLE_OK || code != 200) {
+        http_error(resp, 503, NULL, "the main listener (%s) does not answer: %s", url,
+                   cc != CURLE_OK ? curl_easy_strerror(cc) : "status not 200");
+        return;
+    }
     buf_puts(&resp->body, "ok\n");
 }
 

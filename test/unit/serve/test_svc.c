@@ -356,6 +356,58 @@ Test(svc, http_start_serves_core_routes_and_counts_requests)
     svc_free(s);
 }
 
+/* GET url; returns the status (0 when no answer), the body in b. */
+static long get(CURL *c, const char *url, buf *b)
+{
+    buf_reset(b);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    long st = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+    return st;
+}
+
+/* The metrics listener serves the probes and /metrics alone; its /healthz
+ * is the main listener's, asked over loopback, so it fails once the main
+ * listener stops answering. */
+Test(svc, metrics_listener_probes_the_main_listener)
+{
+    svc_config cfg;
+    svc_config_defaults(&cfg);
+    cfg.listen = "0.0.0.0:0";
+    cfg.metrics_listen = "127.0.0.1:0";
+    svc *s = NULL;
+    as_diag d = {0};
+    cr_assert_eq(svc_new(&cfg, &s, &d), AS_OK, "%s", d.msg);
+    cr_assert_eq(svc_http_start(s, &d), AS_OK, "%s", d.msg);
+    cr_assert_not_null(s->http_metrics);
+    unsigned mport = http_server_port(s->http_metrics);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURL *c = curl_easy_init();
+    buf b;
+    buf_init(&b, 0);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/healthz", mport);
+    cr_assert_eq(get(c, url, &b), 200, "%s", b.data ? b.data : "");
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/metrics", mport);
+    cr_assert_eq(get(c, url, &b), 200);
+    cr_assert_not_null(strstr(b.data, "agentsched_http_requests_total"));
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/version", mport);
+    cr_assert_eq(get(c, url, &b), 404);
+    /* the main listener gone: the probe says so */
+    http_server_stop(s->http);
+    s->http = NULL;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/healthz", mport);
+    cr_assert_eq(get(c, url, &b), 503);
+    cr_assert_not_null(strstr(b.data, "main listener"), "%s", b.data);
+    buf_free(&b);
+    curl_easy_cleanup(c);
+    curl_global_cleanup();
+    svc_free(s);
+}
+
 Test(svc, clocks)
 {
     int64_t a = clock_now_ms();
