@@ -18,8 +18,9 @@
  * all are busy). 201/200, or 409 "already assigned to node X" with X ==
  * node: AS_OK. 409 with another node: AS_ECONFLICT. 404: AS_ENOTFOUND.
  * 429/5xx/transport errors, and a 409 naming no node (etcd failed
- * mid-write), are retried (cfg.bind_retries times, with backoff) and then
- * AS_EHTTP / AS_EIO. When an attempt may have been applied unheard (the
+ * mid-write), are retried (cfg.bind_retries times, with backoff; a
+ * 429/503's Retry-After is waited out, up to 5 s) and then AS_EHTTP /
+ * AS_EIO. When an attempt may have been applied unheard (the
  * connection broke after the request was sent, 504, or that 409), the
  * same binding is retried beyond that budget until an answer
  * settles it or cfg.assumed_ttl_ms / 2 has passed since the call began
@@ -86,8 +87,9 @@ as_err k8s_bind_async(k8s_client *k, const char *ns, const char *name, const cha
  * changed since it was read) and 422 naming metadata.uid (the pod was
  * created again under its name): AS_ECONFLICT. 404: AS_ENOTFOUND.
  * 401/403: AS_EAUTH (the scheduler needs patch on pods). 429/5xx and
- * transport errors are retried (cfg.bind_retries times, with backoff),
- * then AS_EHTTP / AS_EIO; an attempt applied unheard makes its retry a
+ * transport errors are retried (cfg.bind_retries times, with backoff; a
+ * Retry-After is waited out, up to 5 s, as k8s_bind does), then
+ * AS_EHTTP / AS_EIO; an attempt applied unheard makes its retry a
  * 409, so the caller sees a conflict and tries again with the pod as the
  * watch shows it. Other statuses: AS_EHTTP. k NULL: AS_EUNSUPPORTED.
  */
