@@ -942,8 +942,17 @@ as_err svc_http_start(svc *s, as_diag *diag)
             .ctx = s,
             .observe = svc_observe,
         };
-        if ((err = http_server_start(&mc, &s->http_metrics, diag)) && !diag->field[0])
-            snprintf(diag->field, sizeof diag->field, "--metrics-listen");
+        /* its /healthz uses libcurl from a pool thread: initialise it here,
+         * on the starting thread (paired with the cleanup in svc_http_stop) */
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            err = as_diag_set(diag, AS_ENOMEM, "--metrics-listen", "cannot initialise libcurl");
+            goto done;
+        }
+        if ((err = http_server_start(&mc, &s->http_metrics, diag))) {
+            curl_global_cleanup();
+            if (!diag->field[0])
+                snprintf(diag->field, sizeof diag->field, "--metrics-listen");
+        }
     }
 done:
     svc_tls_free(cert, key, ca);
@@ -992,8 +1001,10 @@ void svc_http_stop(svc *s)
 {
     if (!s)
         return;
-    if (s->http_metrics)
+    if (s->http_metrics) {
         http_server_stop(s->http_metrics);
+        curl_global_cleanup();
+    }
     s->http_metrics = NULL;
     if (s->http)
         http_server_stop(s->http);
