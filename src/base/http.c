@@ -182,6 +182,20 @@ void http_error(http_response *resp, int status, const char *field, const char *
 }
 
 /* See http.h. */
+bool http_stalled(http_response *resp, int64_t last_ms, int64_t limit_ms, const char *what)
+{
+    int64_t now = clock_mono_ms();
+    if (!last_ms || now - last_ms <= limit_ms)
+        return false;
+    resp->status = 503;
+    resp->content_type = "text/plain";
+    buf_reset(&resp->body);
+    buf_printf(&resp->body, "stalled: %s has shown no sign of life for %lld s\n", what,
+               (long long)((now - last_ms) / 1000));
+    return true;
+}
+
+/* See http.h. */
 const char *http_error_begin(http_response *resp, int status, const as_diag *d, as_err err)
 {
     const char *msg = d && d->msg[0] ? d->msg : as_strerror(err);

@@ -367,13 +367,9 @@ static void h_healthz(void *ctx, const http_request *req, http_response *resp)
     (void)req;
     adv *a = ctx;
     resp->content_type = "text/plain";
-    int64_t last = __atomic_load_n(&a->beat_ms, __ATOMIC_RELAXED), now = clock_mono_ms();
-    if (last && now - last > ADV_STALL_MS) {
-        resp->status = 503;
-        buf_printf(&resp->body, "stalled: the node watch has shown no sign of life for %lld s\n",
-                   (long long)((now - last) / 1000));
+    if (http_stalled(resp, __atomic_load_n(&a->beat_ms, __ATOMIC_RELAXED), ADV_STALL_MS,
+                     "the node watch"))
         return;
-    }
     buf_puts(&resp->body, "ok\n");
 }
 

@@ -342,13 +342,9 @@ static void h_healthz(void *ctx, const http_request *req, http_response *resp)
     (void)req;
     ctl *x = ctx;
     resp->content_type = "text/plain";
-    int64_t last = __atomic_load_n(&x->loop_ms, __ATOMIC_RELAXED), now = clock_mono_ms();
-    if (last && now - last > CTL_STALL_MS) {
-        resp->status = 503;
-        buf_printf(&resp->body, "stalled: the main loop has not run for %lld s\n",
-                   (long long)((now - last) / 1000));
+    if (http_stalled(resp, __atomic_load_n(&x->loop_ms, __ATOMIC_RELAXED), CTL_STALL_MS,
+                     "the main loop"))
         return;
-    }
     buf_printf(&resp->body, "ok leader=%d\n", __atomic_load_n(&x->leader_gauge, __ATOMIC_RELAXED));
 }
 

@@ -164,6 +164,12 @@ as_err http_request_charge_dom(const http_request *req, http_response *resp);
 /* http_request_query returns the value of a query argument or NULL. */
 const char *http_request_query(const http_request *req, const char *key);
 
+/* http_stalled is for liveness endpoints: when the heartbeat last_ms (a
+ * clock_mono_ms time; 0 = not started yet, never stalled) is more than
+ * limit_ms old it answers 503 with a text body "stalled: WHAT has shown no
+ * sign of life for N s" and returns true; else false, resp untouched. */
+bool http_stalled(http_response *resp, int64_t last_ms, int64_t limit_ms, const char *what);
+
 /* http_error sets status and a JSON body {"error": msg, "field": field}
  * (field omitted when NULL). */
 void http_error(http_response *resp, int status, const char *field, const char *fmt, ...)

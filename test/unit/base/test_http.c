@@ -208,6 +208,24 @@ static void request(const char *method, const char *path, const char *body, repl
 
 TestSuite(http, .init = start_server, .fini = stop_server);
 
+/* A liveness endpoint's heartbeat: not started and fresh are healthy, older
+ * than the limit is 503 naming what stalled and for how long. */
+Test(http, stalled_heartbeat_is_503)
+{
+    http_response resp = {.status = 200};
+    buf_init(&resp.body, 0);
+    cr_assert_not(http_stalled(&resp, 0, 1000, "the loop"), "not started yet");
+    int64_t now = clock_mono_ms();
+    cr_assert_not(http_stalled(&resp, now - 500, 1000, "the loop"));
+    cr_assert_eq(resp.status, 200);
+    cr_assert_eq(resp.body.len, 0, "untouched when healthy");
+    cr_assert(http_stalled(&resp, now - 301000, 300000, "the loop"));
+    cr_assert_eq(resp.status, 503);
+    cr_assert_not_null(strstr(resp.body.data, "stalled: the loop has shown no sign of life for 30"),
+                       "%s", resp.body.data);
+    buf_free(&resp.body);
+}
+
 Test(http, get_route)
 {
     reply r;

@@ -310,6 +310,19 @@ static size_t sink(char *p, size_t sz, size_t n, void *u)
     return sz * n;
 }
 
+/* GET url; returns the status (0 when no answer), the body in b. */
+static long get(CURL *c, const char *url, buf *b)
+{
+    buf_reset(b);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    long st = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+    return st;
+}
+
 Test(svc, http_start_serves_core_routes_and_counts_requests)
 {
     svc_config cfg;
@@ -335,13 +348,7 @@ Test(svc, http_start_serves_core_routes_and_counts_requests)
         snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, cases[i].path);
         buf b;
         buf_init(&b, 0);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-        cr_assert_eq(curl_easy_perform(c), CURLE_OK);
-        long st = 0;
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-        cr_assert_eq(st, cases[i].status, "%s", cases[i].path);
+        cr_assert_eq(get(c, url, &b), cases[i].status, "%s", cases[i].path);
         buf_free(&b);
     }
     curl_easy_cleanup(c);
@@ -354,19 +361,6 @@ Test(svc, http_start_serves_core_routes_and_counts_requests)
     svc_http_stop(s);
     svc_http_stop(s);
     svc_free(s);
-}
-
-/* GET url; returns the status (0 when no answer), the body in b. */
-static long get(CURL *c, const char *url, buf *b)
-{
-    buf_reset(b);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-    long st = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-    return st;
 }
 
 /* The metrics listener serves the probes and /metrics alone; its /healthz
