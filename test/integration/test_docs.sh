@@ -47,7 +47,7 @@ check "every registered family is in docs/metrics.md${missing:+ (missing:$missin
 # The other way: a documented series no source registers is stale. Names
 # ending in _ are prefixes (agentsched_shardctl_*); histograms' _bucket,
 # _sum and _count series belong to their family.
-grep -oE 'agentsched_[a-z0-9_]*[a-z0-9]' "$METRICS" | sed -E 's/_(bucket|sum|count)$//' |
+grep -oE 'agentsched_[a-z0-9_]+' "$METRICS" | grep -v '_$' | sed -E 's/_(bucket|sum|count)$//' |
     sort -u >"$WORK/doc"
 stale=$(comm -13 "$WORK/src" "$WORK/doc" | tr '\n' ' ')
 check "every series docs/metrics.md names is registered${stale:+ (not in src/: $stale)}" \
@@ -56,7 +56,7 @@ check "every series docs/metrics.md names is registered${stale:+ (not in src/: $
 # The shipped dashboard and alert rules query only registered series (the
 # controllers' rules included, which serve's /metrics does not have).
 for f in "$ROOT"/deploy/dashboards/*.json "$ROOT"/deploy/dashboards/*.yaml; do
-    grep -oE 'agentsched_[a-z0-9_]*[a-z0-9]' "$f" | sed -E 's/_(bucket|sum|count)$//' |
+    grep -oE 'agentsched_[a-z0-9_]+' "$f" | grep -v '_$' | sed -E 's/_(bucket|sum|count)$//' |
         sort -u >"$WORK/dash"
     unknown=$(comm -13 "$WORK/src" "$WORK/dash" | tr '\n' ' ')
     check "$(basename "$f") queries only registered series${unknown:+ (not in src/: $unknown)}" \
