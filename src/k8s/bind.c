@@ -17,6 +17,18 @@
 /* A 429/503's Retry-After is waited for before the retry, up to this: a
  * bind or patch never stalls long on one answer. */
 #define RETRY_AFTER_CAP_MS 5000
+
+/* retry_wait_ms is how long a bind or pod patch waits before retrying
+ * after attempt: the bind backoff, or the server's Retry-After (ms, 0 =
+ * none) when that is longer, capped at RETRY_AFTER_CAP_MS. */
+static int64_t retry_wait_ms(const k8s_client *k, unsigned attempt, uint64_t *rng,
+                             int64_t retry_after)
+{
+    int64_t ms = k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, rng);
+    if (retry_after > ms)
+        ms = retry_after < RETRY_AFTER_CAP_MS ? retry_after : RETRY_AFTER_CAP_MS;
+    return ms;
+}
 /* A Binding's answer is a Status object of a few hundred bytes (an
  * Event's, on the same handles, about a KiB): 96 kept handles' buffers,
  * caps included, stay near 30 MiB. */
@@ -569,12 +581,7 @@ static as_err bind_post(k8s_client *k, const char *ns, const char *name, const c
             goto done;
         }
         k8s_count(k, &k->st.bind_retries, 1);
-        int64_t ms =
-            k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, &rng);
-        /* The server's Retry-After wins, capped so a bind never stalls long. */
-        if (retry_after > ms)
-            ms = retry_after < RETRY_AFTER_CAP_MS ? retry_after : RETRY_AFTER_CAP_MS;
-        if (!k8s_sleep_ms(k, ms)) {
+        if (!k8s_sleep_ms(k, retry_wait_ms(k, attempt, &rng, retry_after))) {
             err =
                 as_diag_set(diag, AS_EIO, NULL, "client stopping; bind of %s/%s aborted", ns, name);
             goto done;
@@ -795,12 +802,7 @@ as_err k8s_patch_pod(k8s_client *k, const char *ns, const char *name, const char
         if (!err || !retry || attempt >= k->cfg.bind_retries || k8s_stopping(k))
             break;
         k8s_count(k, &k->st.bind_retries, 1);
-        int64_t ms =
-            k8s_backoff_ms(k->cfg.bind_backoff_ms, k->cfg.bind_backoff_ms * 32, attempt, &rng);
-        /* as for a bind: the server's Retry-After wins, capped */
-        if (retry_after > ms)
-            ms = retry_after < RETRY_AFTER_CAP_MS ? retry_after : RETRY_AFTER_CAP_MS;
-        if (!k8s_sleep_ms(k, ms))
+        if (!k8s_sleep_ms(k, retry_wait_ms(k, attempt, &rng, retry_after)))
             break;
         err = AS_OK;
     }
