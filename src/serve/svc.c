@@ -2,7 +2,6 @@
  * API client and the shard coordinator, and the lifecycle. */
 #include "agentsched/serve/svc.h"
 
-#include <assert.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +44,6 @@ typedef struct svc_impl {
     pool *strings;
     http_route routes[SVC_MAX_ROUTES];
     size_t nroutes;
-    /* the routes of the metrics listener (cfg.metrics_listen) */
-    http_route probe_routes[3];
-    size_t nprobe_routes;
     /* The TLS files as last read (certificate, key, client CA), to see
      * when one changed, and when they were last looked at. */
     struct stat tls_seen[3];
@@ -209,6 +205,14 @@ static const http_route svc_own_routes[] = {
     {"GET", "/metrics", svc_metrics_endpoint, false, NULL, true, false},
 };
 
+/* What the metrics listener (cfg.metrics_listen) serves, and nothing else;
+ * its /healthz asks the main listener's. Their context is the svc. */
+static const http_route svc_probe_routes[] = {
+    {"GET", "/healthz", svc_probe_healthz, false, NULL, true, false},
+    {"GET", "/readyz", svc_readyz, false, NULL, true, false},
+    {"GET", "/metrics", svc_metrics_endpoint, false, NULL, true, false},
+};
+
 /* svc_add_routes appends an entry point's routes, each to run with ctx.
  * Paths match exactly; a path listed with one method answers 405 (with
  * Allow) to the others. */
@@ -241,19 +245,6 @@ static as_err svc_build_routes(svc_impl *impl)
     for (size_t i = 0; i < impl->nroutes; i++)
         if (s->cfg.metrics_auth && strcmp(impl->routes[i].path, "/metrics") == 0)
             impl->routes[i].anonymous = false;
-    /* the metrics listener serves these three and nothing else */
-    for (size_t i = 0; i < impl->nroutes; i++) {
-        const http_route *rt = &impl->routes[i];
-        if (!strcmp(rt->method, "GET") &&
-            (!strcmp(rt->path, "/healthz") || !strcmp(rt->path, "/readyz") ||
-             !strcmp(rt->path, "/metrics"))) {
-            assert(impl->nprobe_routes < sizeof impl->probe_routes / sizeof impl->probe_routes[0]);
-            impl->probe_routes[impl->nprobe_routes] = *rt;
-            if (!strcmp(rt->path, "/healthz"))
-                impl->probe_routes[impl->nprobe_routes].fn = svc_probe_healthz;
-            impl->nprobe_routes++;
-        }
-    }
     return err;
 }
 
@@ -928,7 +919,6 @@ as_err svc_http_start(svc *s, as_diag *diag)
     if (err == AS_EINVAL)
         svc_tls_field(diag);
     if (!err && s->cfg.metrics_listen) {
-        svc_impl *impl = (svc_impl *)s;
         /* bodyless GETs from a prober and a scraper: one thread, no TLS */
         http_server_config mc = {
             .listen = s->cfg.metrics_listen,
@@ -937,8 +927,8 @@ as_err svc_http_start(svc *s, as_diag *diag)
             .body_budget = 4096,
             .conn_limit = 64,
             .timeout_s = s->cfg.http_timeout_s,
-            .routes = impl->probe_routes,
-            .nroutes = impl->nprobe_routes,
+            .routes = svc_probe_routes,
+            .nroutes = sizeof svc_probe_routes / sizeof svc_probe_routes[0],
             .ctx = s,
             .observe = svc_observe,
         };
