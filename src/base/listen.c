@@ -5,8 +5,17 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* See listen.h. */
+void listen_host(const char *listen, char *out, size_t len)
+{
+    const char *colon = strrchr(listen, ':');
+    size_t n = colon ? (size_t)(colon - listen) : strlen(listen);
+    snprintf(out, len, "%.*s", (int)n, listen);
+}
 
 /* See listen.h. */
 as_err listen_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen, bool *v6,

@@ -12,6 +12,7 @@
 #include "agentsched/core/cache.h"
 #include "agentsched/base/cli.h"
 #include "agentsched/base/http.h"
+#include "agentsched/base/listen.h"
 #include "agentsched/base/log.h"
 #include "agentsched/model/quantity.h"
 #include "agentsched/api/placement.h"
@@ -632,10 +633,7 @@ static int cmd_serve(int argc, char **argv)
     }
 
     char host[256];
-    snprintf(host, sizeof host, "%s", cfg.listen);
-    char *colon = strrchr(host, ':');
-    if (colon)
-        *colon = '\0';
+    listen_host(cfg.listen, host, sizeof host);
     cache_stats cs;
     cache_get_stats(s->core->cache, &cs);
     score_policy *pol = core_policy_get(s->core);
@@ -656,9 +654,7 @@ static int cmd_serve(int argc, char **argv)
              http_server_threads(s->http), cpus.affinity, cpus.quota);
     score_policy_unref(pol);
     if (s->http_metrics) {
-        snprintf(host, sizeof host, "%s", cfg.metrics_listen);
-        if ((colon = strrchr(host, ':')))
-            *colon = '\0';
+        listen_host(cfg.metrics_listen, host, sizeof host);
         log_info("msg=\"probes and metrics served\" address=http://%s:%u paths=/healthz,/readyz,"
                  "/metrics",
                  host, (unsigned)http_server_port(s->http_metrics));

@@ -16,6 +16,7 @@
 #include "agentsched/api/volcano.h"
 #include "agentsched/base/clock.h"
 #include "agentsched/base/doc.h"
+#include "agentsched/base/listen.h"
 #include "agentsched/base/log.h"
 #include "agentsched/base/pool.h"
 #include "agentsched/fastpath/fastpath.h"
@@ -621,10 +622,7 @@ static void svc_probe_healthz(void *ctx, const http_request *req, http_response 
         return;
     }
     char host[256];
-    snprintf(host, sizeof host, "%s", s->cfg.listen);
-    char *colon = strrchr(host, ':');
-    if (colon)
-        *colon = '\0';
+    listen_host(s->cfg.listen, host, sizeof host);
     /* a wildcard address is reached on loopback */
     const char *to = !host[0] || !strcmp(host, "0.0.0.0")           ? "127.0.0.1"
                      : !strcmp(host, "::") || !strcmp(host, "[::]") ? "[::1]"

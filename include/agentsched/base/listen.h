@@ -5,6 +5,7 @@
 #define AGENTSCHED_LISTEN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/socket.h>
 
 #include "agentsched/base/error.h"
@@ -19,5 +20,13 @@
  */
 as_err listen_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *sslen, bool *v6,
                       as_diag *diag);
+
+/*
+ * listen_host copies the host of listen ("HOST:PORT": the text before the
+ * last ':', brackets of "[V6]" kept, so that it fits in a URL; "" for
+ * ":PORT") into out[0..len), truncated and NUL-terminated. For log lines
+ * and URLs of an address already accepted.
+ */
+void listen_host(const char *listen, char *out, size_t len);
 
 #endif

@@ -59,3 +59,17 @@ Test(listen, each_mistake_is_named)
     }
     cr_expect_eq(listen_resolve(NULL, NULL, NULL, NULL, NULL), AS_EINVAL);
 }
+
+/* The host as written, for log lines and URLs. */
+Test(listen, host_as_written)
+{
+    char h[16];
+    listen_host("127.0.0.1:8888", h, sizeof h);
+    cr_assert_str_eq(h, "127.0.0.1");
+    listen_host("[::1]:0", h, sizeof h);
+    cr_assert_str_eq(h, "[::1]");
+    listen_host(":8889", h, sizeof h);
+    cr_assert_str_eq(h, "");
+    listen_host("a-very-long-host-name:1", h, sizeof h);
+    cr_assert_str_eq(h, "a-very-long-hos", "truncated to the buffer");
+}
