@@ -325,8 +325,10 @@ void k8s_client_stop(k8s_client *k)
 {
     if (!k)
         return;
-    if (!k8s_transport_stop(k))
-        return;
+    /* The stop flag may be up already (a command aborting its own transfer
+     * with k8s_transport_stop): the joins and frees below still run, and
+     * each of them is a no-op the second time. */
+    k8s_transport_stop(k);
     /* Fails the calls in flight, so patches waiting for them return. */
     k8s_mux_stop(k->mux);
     k8s_reflectors_join(k);

@@ -762,6 +762,67 @@ static bool serve_pod_patch(k8s_stub *s, int fd, const char *ns, const char *nam
     return ok;
 }
 
+/* merge_patch applies the JSON merge patch p to the object t (RFC 7386):
+ * null deletes a member, an object merges into an object, anything else
+ * replaces. */
+static void merge_patch(json_t *t, const json_t *p)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)p, k, v)
+    {
+        json_t *cur = json_object_get(t, k);
+        if (json_is_null(v)) {
+            json_object_del(t, k);
+        } else if (json_is_object(v)) {
+            if (!json_is_object(cur)) {
+                cur = json_object();
+                json_object_set_new(t, k, cur);
+            }
+            merge_patch(cur, v);
+        } else {
+            json_object_set(t, k, v);
+        }
+    }
+}
+
+/* serve_node_status_patch applies a merge patch to nodes/NAME/status: only
+ * the patch's status is taken, as the API server's status subresource
+ * ignores the rest. */
+static bool serve_node_status_patch(k8s_stub *s, int fd, const char *name, const char *body)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    if (!json_is_object(b)) {
+        json_decref(b);
+        return send_status(fd, 400, "BadRequest", "not a JSON object");
+    }
+    pthread_mutex_lock(&s->mu);
+    json_t *node = json_deep_copy(json_object_get(s->objs[STUB_NODE], name));
+    pthread_mutex_unlock(&s->mu);
+    bool ok;
+    if (!node) {
+        char m[512];
+        snprintf(m, sizeof m, "nodes \"%s\" not found", name);
+        ok = send_status(fd, 404, "NotFound", m);
+    } else {
+        json_t *st = json_object_get(node, "status");
+        if (!json_is_object(st)) {
+            st = json_object();
+            json_object_set_new(node, "status", st);
+        }
+        const json_t *pst = json_object_get(b, "status");
+        if (json_is_object(pst))
+            merge_patch(st, pst);
+        stub_put(s, STUB_NODE, node);
+        char *out = json_dumps(node, JSON_COMPACT);
+        ok = send_response(fd, 200, out);
+        free(out);
+    }
+    json_decref(node);
+    json_decref(b);
+    return ok;
+}
+
 static bool same_rv(const json_t *md_a, const json_t *md_b)
 {
     const char *a = json_string_value(json_object_get(md_a, "resourceVersion"));
@@ -915,6 +976,9 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
     if (type == STUB_PATCH &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]%7s", ns, name, rest) == 2)
         return serve_pod_patch(s, fd, ns, name, body);
+    if (type == STUB_PATCH && sscanf(path, "/api/v1/nodes/%255[^/]/%7s", name, rest) == 2 &&
+        !strcmp(rest, "status"))
+        return serve_node_status_patch(s, fd, name, body);
     if (type == STUB_POST &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]/binding", ns, name) == 2)
         return serve_binding(s, fd, ns, name, body, !(have_f && f.f == STUB_F_APPLY_CLOSE));

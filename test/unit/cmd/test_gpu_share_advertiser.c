@@ -1,0 +1,348 @@
+/*
+ * test_gpu_share_advertiser.c - `agentsched gpu-share-advertiser` run
+ * whole against the stub API server: the first list writes the share
+ * resource on every GPU node and removes it where there are no devices,
+ * the watch follows new nodes and changed device counts, a failed patch is
+ * sent again after the relist a 410 Gone forces, it stands down for
+ * another writer, --dry-run sends nothing, and /healthz and /metrics answer
+ * on --listen. SIGTERM to its thread ends it with status 0.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agentsched/base/buf.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/base/log.h"
+#include "agentsched/cmd/gpu_share_advertiser.h"
+#include "k8s_stub.c"
+
+#define SHARE "agentsched.io/gpu-milli"
+
+typedef struct run {
+    k8s_stub *stub;
+    char dir[64], kubeconfig[128], listen[64], url[96];
+    char *argv[16];
+    int argc;
+    pthread_t th;
+    int rc;
+} run;
+
+static void quiet(void)
+{
+    log_set_level(LOG_ERROR);
+}
+
+/* free_port asks the kernel for a port nobody holds now. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* gpu_node is a Ready node with devices GPUs (none when devices < 0) and,
+ * when share is not NULL, the share resource at that value. */
+static json_t *gpu_node(const char *name, int devices, const char *share)
+{
+    json_t *n = stub_make_node(name, "32", "128Gi", 110);
+    json_t *st = json_object_get(n, "status");
+    json_t *alloc = json_object_get(st, "allocatable");
+    json_t *cap = json_deep_copy(alloc);
+    json_object_set_new(st, "capacity", cap);
+    if (devices >= 0) {
+        char d[16];
+        snprintf(d, sizeof d, "%d", devices);
+        json_object_set_new(alloc, "nvidia.com/gpu", json_string(d));
+        json_object_set_new(cap, "nvidia.com/gpu", json_string(d));
+    }
+    if (share) {
+        json_object_set_new(alloc, SHARE, json_string(share));
+        json_object_set_new(cap, SHARE, json_string(share));
+    }
+    return n;
+}
+
+/* share_of is the share resource in node's capacity and allocatable when
+ * both carry the same value, "-" when neither does, "mismatch" else. */
+static void share_of(k8s_stub *s, const char *node, char *out, size_t len)
+{
+    json_t *all = stub_objects(s, STUB_NODE);
+    size_t i;
+    json_t *n;
+    snprintf(out, len, "no node");
+    json_array_foreach(all, i, n)
+    {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
+        if (!name || strcmp(name, node))
+            continue;
+        json_t *st = json_object_get(n, "status");
+        const char *c = json_string_value(json_object_get(json_object_get(st, "capacity"), SHARE));
+        const char *a =
+            json_string_value(json_object_get(json_object_get(st, "allocatable"), SHARE));
+        if (!c && !a)
+            snprintf(out, len, "-");
+        else if (c && a && !strcmp(c, a))
+            snprintf(out, len, "%s", c);
+        else
+            snprintf(out, len, "mismatch");
+    }
+    json_decref(all);
+}
+
+static bool share_is(k8s_stub *s, const char *node, const char *want)
+{
+    char got[64];
+    share_of(s, node, got, sizeof got);
+    return strcmp(got, want) == 0;
+}
+
+/* wait_share waits up to 10 s for node's share resource to read want. */
+static void wait_share(k8s_stub *s, const char *node, const char *want)
+{
+    int64_t end = clock_mono_ms() + 10000;
+    while (!share_is(s, node, want) && clock_mono_ms() < end)
+        usleep(20000);
+    char got[64];
+    share_of(s, node, got, sizeof got);
+    cr_assert_str_eq(got, want, "node %s: share resource %s, want %s", node, got, want);
+}
+
+static size_t sink(char *p, size_t sz, size_t n, void *ud)
+{
+    return buf_append(ud, p, sz * n) ? 0 : sz * n;
+}
+
+/* get fetches path from the advertiser's --listen address into b. */
+static long get(run *r, const char *path, buf *b)
+{
+    char url[160];
+    snprintf(url, sizeof url, "%s%s", r->url, path);
+    buf_reset(b);
+    CURL *c = curl_easy_init();
+    cr_assert_not_null(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    return code;
+}
+
+/* metric reads one series from /metrics (-1 when absent or unreachable). */
+static double metric(run *r, const char *series)
+{
+    buf b;
+    buf_init(&b, 1 << 20);
+    double v = -1;
+    if (get(r, "/metrics", &b) == 200 && b.data) {
+        size_t n = strlen(series);
+        for (const char *p = b.data; (p = strstr(p, series)); p += n)
+            if ((p == b.data || p[-1] == '\n') && p[n] == ' ') {
+                v = strtod(p + n + 1, NULL);
+                break;
+            }
+    }
+    buf_free(&b);
+    return v;
+}
+
+/* wait_metric waits up to 10 s for series to reach at least want. */
+static void wait_metric(run *r, const char *series, double want)
+{
+    int64_t end = clock_mono_ms() + 10000;
+    double v;
+    while ((v = metric(r, series)) < want && clock_mono_ms() < end)
+        usleep(20000);
+    cr_assert(v >= want, "%s is %g, want at least %g", series, v, want);
+}
+
+static void *adv_thread(void *arg)
+{
+    run *r = arg;
+    r->rc = gpu_share_advertiser_cli_main(r->argc, r->argv);
+    return NULL;
+}
+
+/* start writes a kubeconfig for the stub and runs the advertiser with
+ * --kubeconfig, --listen and --resync 5 plus extra (NULL-terminated). */
+static void start(run *r, k8s_stub *stub, const char *extra[])
+{
+    memset(r, 0, sizeof *r);
+    r->stub = stub;
+    snprintf(r->dir, sizeof r->dir, "/tmp/as-adv-XXXXXX");
+    cr_assert_not_null(mkdtemp(r->dir));
+    snprintf(r->kubeconfig, sizeof r->kubeconfig, "%s/kubeconfig", r->dir);
+    FILE *fp = fopen(r->kubeconfig, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
+            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
+            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
+            stub_url(stub));
+    fclose(fp);
+    int port = free_port();
+    snprintf(r->listen, sizeof r->listen, "127.0.0.1:%d", port);
+    snprintf(r->url, sizeof r->url, "http://127.0.0.1:%d", port);
+    const char *base[] = {"gpu-share-advertiser",
+                          "--kubeconfig",
+                          r->kubeconfig,
+                          "--listen",
+                          r->listen,
+                          "--resync",
+                          "5",
+                          "--log-level",
+                          "error"};
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+        r->argv[r->argc++] = (char *)base[i];
+    for (size_t i = 0; extra && extra[i]; i++)
+        r->argv[r->argc++] = (char *)extra[i];
+    cr_assert_eq(pthread_create(&r->th, NULL, adv_thread, r), 0);
+}
+
+/* stop sends SIGTERM to the advertiser's thread and expects status 0. */
+static void stop(run *r)
+{
+    cr_assert_eq(pthread_kill(r->th, SIGTERM), 0);
+    pthread_join(r->th, NULL);
+    cr_expect_eq(r->rc, 0, "exit status %d", r->rc);
+    unlink(r->kubeconfig);
+    rmdir(r->dir);
+}
+
+Test(gpu_share_advertiser, writes_follows_and_removes, .init = quiet)
+{
+    k8s_stub *s = stub_new();
+    json_t *n;
+    stub_put(s, STUB_NODE, n = gpu_node("g1", 4, NULL)), json_decref(n);
+    stub_put(s, STUB_NODE, n = gpu_node("g2", 8, "1000")), json_decref(n);
+    stub_put(s, STUB_NODE, n = gpu_node("cpu1", -1, "2000")), json_decref(n);
+    json_t *off = gpu_node("off1", 2, NULL);
+    json_object_set_new(json_object_get(off, "metadata"), "annotations",
+                        json_pack("{s:s}", "agentsched.io/gpu-share-advertiser", "off"));
+    stub_put(s, STUB_NODE, off), json_decref(off);
+    run r;
+    start(&r, s, NULL);
+    wait_share(s, "g1", "4000");
+    wait_share(s, "g2", "8000");
+    wait_share(s, "cpu1", "-");
+    wait_metric(&r, "agentsched_gpushare_synced", 1);
+
+    /* the watch: a new node, a device count that changes, a node that goes */
+    stub_put(s, STUB_NODE, n = gpu_node("g3", 2, NULL)), json_decref(n);
+    wait_share(s, "g3", "2000");
+    stub_put(s, STUB_NODE, n = gpu_node("g1", 3, "4000")), json_decref(n);
+    wait_share(s, "g1", "3000");
+    cr_assert(stub_delete(s, STUB_NODE, "g2"));
+    stub_put(s, STUB_NODE, n = gpu_node("g4", 1, NULL)), json_decref(n);
+    wait_share(s, "g4", "1000");
+
+    /* the opted-out node was never written */
+    cr_expect(share_is(s, "off1", "-"));
+    cr_expect_eq(stub_count(s, "/api/v1/nodes/off1", STUB_PATCH), 0);
+    /* g1 twice, g2, cpu1, g3, g4: six patches, none repeated */
+    wait_metric(&r, "agentsched_gpushare_patches_total{result=\"ok\"}", 6);
+    cr_expect_eq(stub_count(s, "/api/v1/nodes/", STUB_PATCH), 6);
+    cr_expect_eq(metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}"), 0);
+    cr_expect_eq(metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
+
+    buf b;
+    buf_init(&b, 1 << 16);
+    cr_expect_eq(get(&r, "/healthz", &b), 200);
+    cr_expect_str_eq(b.data ? b.data : "", "ok\n");
+    cr_expect_eq(get(&r, "/", &b), 404);
+    buf_free(&b);
+    stop(&r);
+    stub_free(s);
+}
+
+Test(gpu_share_advertiser, failed_patch_is_sent_again_after_a_relist, .init = quiet)
+{
+    k8s_stub *s = stub_new();
+    json_t *n;
+    stub_put(s, STUB_NODE, n = gpu_node("g1", 2, NULL)), json_decref(n);
+    stub_put(s, STUB_NODE, n = gpu_node("g2", 4, NULL)), json_decref(n);
+    stub_fault(s, "/api/v1/nodes/g1/status", STUB_PATCH, STUB_F_STATUS, 500);
+    run r;
+    start(&r, s, NULL);
+    wait_share(s, "g2", "4000");
+    wait_metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}", 1);
+    cr_expect(share_is(s, "g1", "-"));
+    double lists = metric(&r, "agentsched_gpushare_lists_total");
+    cr_expect_eq(lists, 1);
+
+    /* the next watch ends in 410 Gone: a relist, and g1 is decided (and
+     * written) again */
+    stub_fault(s, "/api/v1/nodes", STUB_WATCH, STUB_F_ERROR_410, 0);
+    stub_drop_watches(s);
+    wait_share(s, "g1", "2000");
+    wait_metric(&r, "agentsched_gpushare_lists_total", 2);
+    cr_expect_eq(stub_count(s, "/api/v1/nodes/g2", STUB_PATCH), 1, "g2 was right: not rewritten");
+    stop(&r);
+    stub_free(s);
+}
+
+Test(gpu_share_advertiser, stands_down_for_another_writer, .init = quiet)
+{
+    k8s_stub *s = stub_new();
+    json_t *n;
+    stub_put(s, STUB_NODE, n = gpu_node("g1", 4, NULL)), json_decref(n);
+    run r;
+    start(&r, s, NULL);
+    wait_share(s, "g1", "4000");
+    /* a device plugin registering the same name writes its own value back
+     * on every sync: replaced twice, the advertiser writes again; the
+     * third time it leaves the node to the other writer */
+    for (int i = 0; i < 3; i++) {
+        stub_put(s, STUB_NODE, n = gpu_node("g1", 4, "1000")), json_decref(n);
+        if (i < 2)
+            wait_share(s, "g1", "4000");
+    }
+    wait_metric(&r, "agentsched_gpushare_nodes_stood_down", 1);
+    usleep(300000);
+    cr_expect(share_is(s, "g1", "1000"));
+    cr_expect_eq(stub_count(s, "/api/v1/nodes/g1", STUB_PATCH), 3);
+
+    /* the device count moves: the node is the advertiser's again */
+    stub_put(s, STUB_NODE, n = gpu_node("g1", 8, "1000")), json_decref(n);
+    wait_share(s, "g1", "8000");
+    wait_metric(&r, "agentsched_gpushare_patches_total{result=\"ok\"}", 4);
+    cr_expect_eq(metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
+    stop(&r);
+    stub_free(s);
+}
+
+Test(gpu_share_advertiser, dry_run_sends_nothing, .init = quiet)
+{
+    k8s_stub *s = stub_new();
+    json_t *n;
+    stub_put(s, STUB_NODE, n = gpu_node("g1", 4, NULL)), json_decref(n);
+    stub_put(s, STUB_NODE, n = gpu_node("cpu1", -1, "1000")), json_decref(n);
+    run r;
+    const char *extra[] = {"--dry-run", NULL};
+    start(&r, s, extra);
+    wait_metric(&r, "agentsched_gpushare_synced", 1);
+    stub_put(s, STUB_NODE, n = gpu_node("g2", 2, NULL)), json_decref(n);
+    usleep(300000);
+    cr_expect_eq(stub_count(s, "/api/v1/nodes/", STUB_PATCH), 0);
+    cr_expect(share_is(s, "g1", "-"));
+    cr_expect(share_is(s, "cpu1", "1000"));
+    stop(&r);
+    stub_free(s);
+}
