@@ -786,10 +786,12 @@ static void merge_patch(json_t *t, const json_t *p)
     }
 }
 
-/* serve_node_status_patch applies a merge patch to nodes/NAME/status: only
- * the patch's status is taken, as the API server's status subresource
- * ignores the rest. */
-static bool serve_node_status_patch(k8s_stub *s, int fd, const char *name, const char *body)
+/* serve_merge_patch applies a merge patch to object name of kind: with
+ * status, only the patch's status is taken (the status subresource);
+ * without, everything but status, as the main resource of a kind with a
+ * status subresource ignores it. */
+static bool serve_merge_patch(k8s_stub *s, int fd, int kind, const char *name, bool status,
+                              const char *body)
 {
     json_t *b = json_loads(body, 0, NULL);
     if (!json_is_object(b)) {
@@ -797,28 +799,58 @@ static bool serve_node_status_patch(k8s_stub *s, int fd, const char *name, const
         return send_status(fd, 400, "BadRequest", "not a JSON object");
     }
     pthread_mutex_lock(&s->mu);
-    json_t *node = json_deep_copy(json_object_get(s->objs[STUB_NODE], name));
+    json_t *obj = json_deep_copy(json_object_get(s->objs[kind], name));
     pthread_mutex_unlock(&s->mu);
     bool ok;
-    if (!node) {
+    if (!obj) {
         char m[512];
-        snprintf(m, sizeof m, "nodes \"%s\" not found", name);
+        snprintf(m, sizeof m, "%s \"%s\" not found", kind == STUB_NODE ? "nodes" : "nodeshards",
+                 name);
         ok = send_status(fd, 404, "NotFound", m);
     } else {
-        json_t *st = json_object_get(node, "status");
-        if (!json_is_object(st)) {
-            st = json_object();
-            json_object_set_new(node, "status", st);
+        json_object_del(b, status ? "metadata" : "status");
+        if (status) {
+            json_t *st = json_object_get(b, "status");
+            json_incref(st);
+            json_object_clear(b);
+            if (st)
+                json_object_set_new(b, "status", st);
         }
-        const json_t *pst = json_object_get(b, "status");
-        if (json_is_object(pst))
-            merge_patch(st, pst);
-        stub_put(s, STUB_NODE, node);
-        char *out = json_dumps(node, JSON_COMPACT);
+        merge_patch(obj, b);
+        stub_put(s, kind, obj);
+        char *out = json_dumps(obj, JSON_COMPACT);
         ok = send_response(fd, 200, out);
         free(out);
     }
-    json_decref(node);
+    json_decref(obj);
+    json_decref(b);
+    return ok;
+}
+
+/* serve_create stores a new object of kind from body: 409 AlreadyExists
+ * when one of that name is there. */
+static bool serve_create(k8s_stub *s, int fd, int kind, const char *body)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    const char *name = json_string_value(json_object_get(json_object_get(b, "metadata"), "name"));
+    bool ok;
+    if (!name) {
+        ok = send_status(fd, 422, "Invalid", "metadata.name: Required value");
+    } else {
+        pthread_mutex_lock(&s->mu);
+        bool exists = json_object_get(s->objs[kind], name) != NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (exists) {
+            char m[512];
+            snprintf(m, sizeof m, "nodeshards.shard.volcano.sh \"%s\" already exists", name);
+            ok = send_status(fd, 409, "AlreadyExists", m);
+        } else {
+            stub_put(s, kind, b);
+            char *out = json_dumps(b, JSON_COMPACT);
+            ok = send_response(fd, 201, out);
+            free(out);
+        }
+    }
     json_decref(b);
     return ok;
 }
@@ -978,7 +1010,14 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
         return serve_pod_patch(s, fd, ns, name, body);
     if (type == STUB_PATCH && sscanf(path, "/api/v1/nodes/%255[^/]/%7s", name, rest) == 2 &&
         !strcmp(rest, "status"))
-        return serve_node_status_patch(s, fd, name, body);
+        return serve_merge_patch(s, fd, STUB_NODE, name, true, body);
+    if (shards && type == STUB_PATCH) {
+        rest[0] = 0;
+        if (sscanf(path, "/apis/shard.volcano.sh/v1alpha1/nodeshards/%255[^/]%7s", name, rest) >= 1)
+            return serve_merge_patch(s, fd, STUB_SHARD, name, !strcmp(rest, "/status"), body);
+    }
+    if (shards && type == STUB_POST && kind == STUB_SHARD)
+        return serve_create(s, fd, STUB_SHARD, body);
     if (type == STUB_POST &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]/binding", ns, name) == 2)
         return serve_binding(s, fd, ns, name, body, !(have_f && f.f == STUB_F_APPLY_CLOSE));

@@ -9,9 +9,10 @@
  * when it was compacted), pods/binding with the real 409 message, Leases
  * (coordination.k8s.io/v1, resourceVersion-checked), Events, and JSON
  * merge patches of a pod's annotations with the API server's preconditions
- * (metadata.resourceVersion: 409; metadata.uid: 422) and of nodes/NAME/status.
- * Faults are queued per (path prefix, request type) and consumed in order by
- * the next matching request.
+ * (metadata.resourceVersion: 409; metadata.uid: 422), of nodes/NAME/status
+ * and of NodeShards (spec, or status through /status), and NodeShard
+ * creation (409 AlreadyExists). Faults are queued per (path prefix, request
+ * type) and consumed in order by the next matching request.
  *
  * Included as a .c by each test (the build makes one executable per test).
  */

@@ -1,0 +1,364 @@
+/*
+ * test_shard_controller.c - `agentsched shard-controller` run whole against
+ * the stub API server: it takes the Lease, creates each scheduler's
+ * NodeShard with the nodes of its CPU-utilisation band, moves a node when
+ * its pods change, keeps the config it has when an edit is invalid and
+ * takes a valid one, writes nothing and takes no Lease with --dry-run,
+ * answers /healthz and /metrics on --listen, and gives the Lease up on
+ * SIGTERM (status 0).
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentsched/base/buf.h"
+#include "agentsched/base/clock.h"
+#include "agentsched/base/log.h"
+#include "agentsched/cmd/shard_controller.h"
+#include "k8s_stub.c"
+
+/* Two bands: nodes at 70% CPU or more go to agentsched, the rest to
+ * agent-scheduler. */
+static const char CONFIG[] = "schedulerConfigs:\n"
+                             "  - name: agentsched\n"
+                             "    type: agent\n"
+                             "    cpuUtilizationMin: 0.7\n"
+                             "    cpuUtilizationMax: 1.0\n"
+                             "    minNodes: 0\n"
+                             "    maxNodes: %d\n"
+                             "  - name: agent-scheduler\n"
+                             "    type: agent\n"
+                             "    cpuUtilizationMin: 0.0\n"
+                             "    cpuUtilizationMax: 0.69\n"
+                             "    minNodes: 0\n"
+                             "    maxNodes: 100\n"
+                             "shardSyncPeriod: \"60s\"\n"
+                             "enableNodeEventTrigger: true\n";
+
+typedef struct run {
+    k8s_stub *stub;
+    char dir[64], kubeconfig[128], config[128], listen[64], url[96];
+    char *argv[24];
+    int argc;
+    pthread_t th;
+    int rc;
+} run;
+
+static void quiet(void)
+{
+    log_set_level(LOG_ERROR);
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* write_config writes the two-band config with agentsched's maxNodes, or
+ * text as it is when text is not NULL; the file's mtime moves a second on
+ * each write so the reload sees a change even within one second. */
+static void write_config(run *r, int max_nodes, const char *text)
+{
+    static time_t stamp = 1700000000;
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, "%s.tmp", r->config);
+    FILE *fp = fopen(tmp, "w");
+    cr_assert_not_null(fp);
+    if (text)
+        fputs(text, fp);
+    else
+        fprintf(fp, CONFIG, max_nodes);
+    fclose(fp);
+    struct timespec ts[2] = {{.tv_sec = stamp}, {.tv_sec = stamp}};
+    stamp++;
+    cr_assert_eq(utimensat(AT_FDCWD, tmp, ts, 0), 0);
+    cr_assert_eq(rename(tmp, r->config), 0);
+}
+
+/* desired is a NodeShard's spec.nodesDesired joined by ',' ("absent" when
+ * there is no such NodeShard). */
+static void desired(k8s_stub *s, const char *shard, char *out, size_t len)
+{
+    json_t *all = stub_objects(s, STUB_SHARD);
+    size_t i;
+    json_t *o;
+    snprintf(out, len, "absent");
+    json_array_foreach(all, i, o)
+    {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+        if (!name || strcmp(name, shard))
+            continue;
+        buf b;
+        buf_init(&b, 4096);
+        size_t j;
+        json_t *n;
+        json_array_foreach(json_object_get(json_object_get(o, "spec"), "nodesDesired"), j, n)
+            buf_printf(&b, "%s%s", j ? "," : "", json_string_value(n));
+        snprintf(out, len, "%s", b.data ? b.data : "");
+        buf_free(&b);
+    }
+    json_decref(all);
+}
+
+/* wait_desired waits up to 10 s for shard's nodesDesired to read want. */
+static void wait_desired(k8s_stub *s, const char *shard, const char *want)
+{
+    char got[512];
+    int64_t end = clock_mono_ms() + 10000;
+    for (;;) {
+        desired(s, shard, got, sizeof got);
+        if (!strcmp(got, want) || clock_mono_ms() >= end)
+            break;
+        usleep(20000);
+    }
+    cr_assert_str_eq(got, want, "NodeShard %s: nodesDesired %s, want %s", shard, got, want);
+}
+
+/* holder is the Lease's holderIdentity ("" when none, "absent" without a
+ * Lease). */
+static void holder(k8s_stub *s, char *out, size_t len)
+{
+    json_t *l = stub_lease(s, "default", "shardctl-test");
+    const char *h =
+        json_string_value(json_object_get(json_object_get(l, "spec"), "holderIdentity"));
+    snprintf(out, len, "%s", !l ? "absent" : h ? h : "");
+    json_decref(l);
+}
+
+static size_t sink(char *p, size_t sz, size_t n, void *ud)
+{
+    return buf_append(ud, p, sz * n) ? 0 : sz * n;
+}
+
+static long get(run *r, const char *path, buf *b)
+{
+    char url[160];
+    snprintf(url, sizeof url, "%s%s", r->url, path);
+    buf_reset(b);
+    CURL *c = curl_easy_init();
+    cr_assert_not_null(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    long code = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(c);
+    return code;
+}
+
+static double metric(run *r, const char *series)
+{
+    buf b;
+    buf_init(&b, 1 << 20);
+    double v = -1;
+    if (get(r, "/metrics", &b) == 200 && b.data) {
+        size_t n = strlen(series);
+        for (const char *p = b.data; (p = strstr(p, series)); p += n)
+            if ((p == b.data || p[-1] == '\n') && p[n] == ' ') {
+                v = strtod(p + n + 1, NULL);
+                break;
+            }
+    }
+    buf_free(&b);
+    return v;
+}
+
+static void wait_metric(run *r, const char *series, double want)
+{
+    int64_t end = clock_mono_ms() + 10000;
+    double v;
+    while ((v = metric(r, series)) < want && clock_mono_ms() < end)
+        usleep(20000);
+    cr_assert(v >= want, "%s is %g, want at least %g", series, v, want);
+}
+
+static void *ctl_thread(void *arg)
+{
+    run *r = arg;
+    r->rc = shard_controller_cli_main(r->argc, r->argv);
+    return NULL;
+}
+
+/* put_pod binds a pod asking cpu to node. */
+static void put_pod(k8s_stub *s, const char *name, const char *node, const char *cpu)
+{
+    json_t *p = stub_make_pod("default", name, name, node, cpu, "1Gi");
+    stub_put(s, STUB_POD, p);
+    json_decref(p);
+}
+
+/* put_node adds a Ready node of 10 CPUs (capacity as well: Volcano's
+ * utilisation is over capacity). */
+static void put_node(k8s_stub *s, const char *name)
+{
+    json_t *n = stub_make_node(name, "10", "64Gi", 110);
+    json_t *st = json_object_get(n, "status");
+    json_object_set_new(st, "capacity", json_deep_copy(json_object_get(st, "allocatable")));
+    stub_put(s, STUB_NODE, n);
+    json_decref(n);
+}
+
+/* cluster: n1 and n2 at 80% CPU, n3 and n4 idle. */
+static k8s_stub *cluster(void)
+{
+    k8s_stub *s = stub_new();
+    stub_set_shards_installed(s, true);
+    const char *names[] = {"n1", "n2", "n3", "n4"};
+    for (int i = 0; i < 4; i++)
+        put_node(s, names[i]);
+    put_pod(s, "p1", "n1", "8");
+    put_pod(s, "p2", "n2", "8");
+    return s;
+}
+
+static void start(run *r, k8s_stub *stub, int max_nodes, const char *extra[])
+{
+    memset(r, 0, sizeof *r);
+    r->stub = stub;
+    snprintf(r->dir, sizeof r->dir, "/tmp/as-shardctl-XXXXXX");
+    cr_assert_not_null(mkdtemp(r->dir));
+    snprintf(r->kubeconfig, sizeof r->kubeconfig, "%s/kubeconfig", r->dir);
+    snprintf(r->config, sizeof r->config, "%s/sharding.yaml", r->dir);
+    FILE *fp = fopen(r->kubeconfig, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp,
+            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
+            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
+            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
+            stub_url(stub));
+    fclose(fp);
+    write_config(r, max_nodes, NULL);
+    int port = free_port();
+    snprintf(r->listen, sizeof r->listen, "127.0.0.1:%d", port);
+    snprintf(r->url, sizeof r->url, "http://127.0.0.1:%d", port);
+    const char *base[] = {"shard-controller",
+                          "--kubeconfig",
+                          r->kubeconfig,
+                          "--config",
+                          r->config,
+                          "--listen",
+                          r->listen,
+                          "--lease-namespace",
+                          "default",
+                          "--lease-name",
+                          "shardctl-test",
+                          "--identity",
+                          "ctl-a",
+                          "--lease-duration",
+                          "3",
+                          "--log-level",
+                          "error"};
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+        r->argv[r->argc++] = (char *)base[i];
+    for (size_t i = 0; extra && extra[i]; i++)
+        r->argv[r->argc++] = (char *)extra[i];
+    cr_assert_eq(pthread_create(&r->th, NULL, ctl_thread, r), 0);
+}
+
+static void stop(run *r)
+{
+    cr_assert_eq(pthread_kill(r->th, SIGTERM), 0);
+    pthread_join(r->th, NULL);
+    cr_expect_eq(r->rc, 0, "exit status %d", r->rc);
+    unlink(r->kubeconfig);
+    unlink(r->config);
+    rmdir(r->dir);
+}
+
+Test(shard_controller, leads_writes_and_follows_the_cluster, .init = quiet)
+{
+    k8s_stub *s = cluster();
+    run r;
+    start(&r, s, 100, NULL);
+    wait_desired(s, "agentsched", "n1,n2");
+    wait_desired(s, "agent-scheduler", "n3,n4");
+    char h[128];
+    holder(s, h, sizeof h);
+    cr_expect_str_eq(h, "ctl-a");
+    wait_metric(&r, "agentsched_shardctl_leader", 1);
+    cr_expect_eq(metric(&r, "agentsched_shardctl_nodes"), 4);
+
+    /* n3 fills up: it moves to agentsched on the node event, before the
+     * next full resync (60 s away) */
+    put_pod(s, "p3", "n3", "9");
+    wait_desired(s, "agentsched", "n1,n2,n3");
+    wait_desired(s, "agent-scheduler", "n4");
+    cr_expect_geq(metric(&r, "agentsched_shardctl_recomputes_total{kind=\"incremental\"}"), 1);
+
+    /* a new node, idle */
+    put_node(s, "n5");
+    wait_desired(s, "agent-scheduler", "n4,n5");
+    cr_expect_eq(metric(&r, "agentsched_shardctl_nodeshard_writes_total{result=\"failed\"}"), 0);
+
+    buf b;
+    buf_init(&b, 1 << 16);
+    cr_expect_eq(get(&r, "/healthz", &b), 200);
+    buf_free(&b);
+    stop(&r);
+    /* the Lease is given up on the way out, for the next replica */
+    holder(s, h, sizeof h);
+    cr_expect_str_eq(h, "");
+    stub_free(s);
+}
+
+Test(shard_controller, an_invalid_edit_keeps_the_config_it_has, .init = quiet)
+{
+    k8s_stub *s = cluster();
+    run r;
+    start(&r, s, 100, NULL);
+    wait_desired(s, "agentsched", "n1,n2");
+    write_config(&r, 0, "schedulerConfigs:\n  - name: agentsched\n    cpuUtilizationMin: two\n");
+    wait_metric(&r, "agentsched_shardctl_config_reloads_total{result=\"rejected\"}", 1);
+    usleep(300000);
+    wait_desired(s, "agentsched", "n1,n2");
+    wait_desired(s, "agent-scheduler", "n3,n4");
+
+    /* a valid edit is taken: agentsched, capped at one node, keeps n1; n2
+     * (at 80%) is in no other scheduler's band and is left out, capped */
+    write_config(&r, 1, NULL);
+    wait_metric(&r, "agentsched_shardctl_config_reloads_total{result=\"ok\"}", 1);
+    wait_desired(s, "agentsched", "n1");
+    wait_desired(s, "agent-scheduler", "n3,n4");
+    wait_metric(&r, "agentsched_shardctl_nodes_unassigned{reason=\"capped\"}", 1);
+    stop(&r);
+    stub_free(s);
+}
+
+Test(shard_controller, dry_run_writes_nothing_and_takes_no_lease, .init = quiet)
+{
+    k8s_stub *s = cluster();
+    run r;
+    const char *extra[] = {"--dry-run", NULL};
+    start(&r, s, 100, extra);
+    wait_metric(&r, "agentsched_shardctl_recomputes_total{kind=\"full\"}", 1);
+    usleep(500000);
+    char got[512];
+    desired(s, "agentsched", got, sizeof got);
+    cr_expect_str_eq(got, "absent");
+    holder(s, got, sizeof got);
+    cr_expect_str_eq(got, "absent");
+    cr_expect_eq(stub_count(s, "/apis/shard.volcano.sh", STUB_POST), 0);
+    cr_expect_eq(stub_count(s, "/apis/shard.volcano.sh", STUB_PATCH), 0);
+    cr_expect_eq(metric(&r, "agentsched_shardctl_leader"), 0);
+    stop(&r);
+    stub_free(s);
+}
