@@ -37,8 +37,16 @@
 #include "agentsched/model/gpushare.h"
 #include "agentsched/model/registry.h"
 
-#define LIST_BODY_CAP ((size_t)512 << 20)
+/* Memory, within the Deployment's 256 MiB limit: a list page's body (at
+ * most LIST_BODY_CAP) and its jansson tree (about 4.6 times the body,
+ * measured on 14 KB nodes with 50 images), or one watch line (LINE_CAP)
+ * and its tree, never both; and the node table (ADV_MAX_NODES names and
+ * their state). A page over the cap is asked again with half as many
+ * nodes, down to one: a node is at most 1.5 MiB (etcd's request limit). */
+#define LIST_BODY_CAP ((size_t)24 << 20)
+#define LIST_PAGE_MAX 500
 #define LINE_CAP      ((size_t)8 << 20)
+#define ADV_MAX_NODES 65536
 
 typedef struct adv_node {
     char *name;
@@ -55,6 +63,8 @@ typedef struct adv {
     adv_node *nodes;
     size_t nnodes, cap;
     char rv[128];
+    int page_limit; /* nodes a list page asks for (LIST_PAGE_MAX, halved on overflow) */
+    bool table_full_logged;
     buf line;
     bool relist;
     metrics *m;
@@ -82,6 +92,14 @@ static adv_node *node_get(adv *a, const char *name, bool create)
             return &a->nodes[i];
     if (!create)
         return NULL;
+    if (a->nnodes >= ADV_MAX_NODES) {
+        if (!a->table_full_logged)
+            log_error("msg=\"node table full: nodes past it are not written\" nodes=%zu "
+                      "node=%s",
+                      a->nnodes, name);
+        a->table_full_logged = true;
+        return NULL;
+    }
     if (a->nnodes == a->cap) {
         size_t ncap = a->cap ? a->cap * 2 : 64;
         adv_node *v = realloc(a->nodes, ncap * sizeof *v);
@@ -189,15 +207,26 @@ static as_err list_nodes(adv *a)
     buf resp;
     buf_init(&resp, LIST_BODY_CAP);
     metrics_inc(a->relists);
-    do {
+    while (!k8s_stopping(a->k)) {
         char path[1400];
-        snprintf(path, sizeof path, "/api/v1/nodes?limit=500%s%s", cont[0] ? "&continue=" : "",
-                 cont);
+        snprintf(path, sizeof path, "/api/v1/nodes?limit=%d%s%s", a->page_limit,
+                 cont[0] ? "&continue=" : "", cont);
         buf_reset(&resp);
         long code = 0;
         as_diag d = {0};
-        if ((err = k8s_request(a->k, "GET", path, NULL, 0, &resp, &code, &d)))
+        err = k8s_request(a->k, "GET", path, NULL, 0, &resp, &code, &d);
+        if (err == AS_ETOOBIG && a->page_limit > 1) {
+            /* the same page again (same continue token), fewer nodes */
+            a->page_limit /= 2;
+            log_warn("msg=\"node list page over its cap; asking for fewer nodes a page\" "
+                     "cap_bytes=%zu limit=%d",
+                     (size_t)LIST_BODY_CAP, a->page_limit);
+            continue;
+        }
+        if (err) {
+            log_warn("msg=\"node list failed\" error=\"%s\"", d.msg[0] ? d.msg : as_strerror(err));
             break;
+        }
         if (code != 200) {
             log_warn("msg=\"node list failed\" status=%ld body=\"%.200s\"", code,
                      resp.data ? resp.data : "");
@@ -220,7 +249,9 @@ static as_err list_nodes(adv *a)
         const json_t *item;
         json_array_foreach(json_object_get(list, "items"), i, item) handle_node(a, item, false);
         json_decref(list);
-    } while (cont[0] && !k8s_stopping(a->k));
+        if (!cont[0])
+            break;
+    }
     buf_free(&resp);
     return err;
 }
@@ -510,6 +541,7 @@ int gpu_share_advertiser_cli_main(int argc, char **argv)
     a.gpu_name = "nvidia.com/gpu";
     a.share_name = "agentsched.io/gpu-milli";
     a.resync_ms = 300 * 1000;
+    a.page_limit = LIST_PAGE_MAX;
     int rc = parse_flags(&a, argc, argv);
     if (rc >= 0)
         return rc;

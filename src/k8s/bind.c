@@ -13,7 +13,7 @@
 
 #define BIND_QUEUE_CAP         16384
 #define BIND_ASYNC_WORKERS_MAX 16
-#define BIND_RESP_CAP          (256 * 1024) /* a patch's answer: the whole Pod */
+#define BIND_RESP_CAP          (64 * 1024) /* kept of a patch's answer (cut, mux.h): its Status */
 /* A 429/503's Retry-After is waited for before the retry, up to this: a
  * bind or patch never stalls long on one answer. */
 #define RETRY_AFTER_CAP_MS 5000

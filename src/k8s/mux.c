@@ -42,6 +42,14 @@ static size_t call_sink(char *ptr, size_t size, size_t nmemb, void *ud)
     size_t n = size * nmemb;
     if (!c->resp)
         return n;
+    if (c->cut_short)
+        return n;
+    if (c->cut && n > c->resp->cap - c->resp->len) {
+        /* keep what fits, drop the rest and let the transfer finish */
+        (void)buf_append(c->resp, ptr, c->resp->cap - c->resp->len);
+        c->cut_short = true;
+        return n;
+    }
     if (buf_append(c->resp, ptr, n) != AS_OK) {
         c->overflow = true;
         return 0;
@@ -320,6 +328,7 @@ void k8s_mux_submit(k8s_mux *m, k8s_call *c)
     c->retry_after_ms = 0;
     c->sends = 0;
     c->overflow = false;
+    c->cut_short = false;
     c->http_version = 0;
     pthread_mutex_lock(&m->mu);
     if (!m->stopped && !m->started) {
@@ -416,6 +425,7 @@ as_err k8s_mux_patch(k8s_client *k, const char *path, const char *content_type, 
                   .body_len = body_len,
                   .content_type = content_type,
                   .resp = resp,
+                  .cut = true,
                   .limited = true};
     as_err err = k8s_mux_do(k->mux, &c, diag);
     *status = c.status;

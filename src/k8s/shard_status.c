@@ -14,6 +14,10 @@
 #include "internal.h"
 
 #define SHARD_API "/apis/shard.volcano.sh/v1alpha1/nodeshards"
+/* A create answers with the whole NodeShard, thousands of node names:
+ * room for any object etcd stores (1.5 MiB). A patch's answer is cut at
+ * its cap instead (mux.h), so there the cap only bounds an error's text. */
+#define SHARD_RESP_CAP ((size_t)2 << 20)
 
 static as_err status_err(const char *what, const char *name, long code, const buf *resp,
                          as_diag *diag)
@@ -99,7 +103,7 @@ as_err k8s_shard_put_desired(k8s_client *k, const char *name, const char *const 
     as_err err = AS_OK;
     char *body = NULL;
     buf resp;
-    buf_init(&resp, 64 << 10);
+    buf_init(&resp, SHARD_RESP_CAP);
     json_t *arr = json_array();
     json_t *doc = NULL;
     if (!arr) {

@@ -52,6 +52,7 @@ struct k8s_call {
     size_t body_len;
     const char *content_type; /* NULL: application/json when body is set */
     buf *resp;                /* may be NULL: the answer's body is dropped */
+    bool cut;                 /* an answer over resp's cap is cut there, not a failure */
     bool limited;             /* takes a token of the client's limiter */
     uint64_t not_before_ns;   /* 0, or a monotonic time before which it is not sent */
     k8s_call_fn done;         /* NULL for k8s_mux_do */
@@ -61,7 +62,8 @@ struct k8s_call {
     long status;            /* its status (0 without one) */
     int64_t retry_after_ms; /* a 429/503 Retry-After in seconds form, in ms; 0: none */
     unsigned sends;         /* times the request went out on a connection */
-    bool overflow;          /* the answer did not fit resp */
+    bool overflow;          /* the answer did not fit resp (the call failed) */
+    bool cut_short;         /* with cut: resp holds only the answer's first cap bytes */
     long http_version;      /* CURL_HTTP_VERSION_2_0, _1_1, ... (0 without an answer) */
     /* the loop's */
     k8s_call *next, *prev;
@@ -99,7 +101,10 @@ void k8s_mux_free(k8s_mux *m);
  * "application/merge-patch+json") through the client's call loop, rate-limited,
  * like k8s_request (same return contract: AS_OK whenever a response
  * arrived; check *status). retry_after_ms (may be NULL) gets a 429/503
- * answer's Retry-After in ms (seconds form), else 0.
+ * answer's Retry-After in ms (seconds form), else 0. resp keeps at most its
+ * cap of the answer and the rest is dropped, the call still succeeding: a
+ * patch that succeeds answers with the whole object (up to etcd's 1.5 MiB),
+ * which no caller reads, and an error's Status is short.
  */
 as_err k8s_mux_patch(k8s_client *k, const char *path, const char *content_type, const char *body,
                      size_t body_len, buf *resp, long *status, int64_t *retry_after_ms,

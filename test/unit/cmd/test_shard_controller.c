@@ -362,3 +362,31 @@ Test(shard_controller, dry_run_writes_nothing_and_takes_no_lease, .init = quiet)
     stop(&r);
     stub_free(s);
 }
+
+/* A NodeShard of 3000 nodes with long names is over 100 KB: the API
+ * server's answer to its create and patch (the whole object) is larger
+ * than a Status, and the write still counts as written. */
+Test(shard_controller, a_large_nodeshard_is_written, .init = quiet)
+{
+    k8s_stub *s = stub_new();
+    stub_set_shards_installed(s, true);
+    char name[64];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(name, sizeof name, "gpu-node-pool-a-zone-1-%05d", i);
+        put_node(s, name);
+    }
+    run r;
+    start(&r, s, 100000, NULL);
+    wait_metric(&r, "agentsched_shardctl_nodeshard_writes_total{result=\"ok\"}", 2);
+    cr_expect_eq(metric(&r, "agentsched_shardctl_nodeshard_writes_total{result=\"failed\"}"), 0);
+    json_t *all = stub_objects(s, STUB_SHARD);
+    size_t i;
+    json_t *o;
+    size_t members = 0;
+    json_array_foreach(all, i, o) members +=
+        json_array_size(json_object_get(json_object_get(o, "spec"), "nodesDesired"));
+    json_decref(all);
+    cr_expect_eq(members, 3000);
+    stop(&r);
+    stub_free(s);
+}

@@ -1095,6 +1095,37 @@ Test(k8s_bind, patch_with_preconditions)
     bfx_fini(&f);
 }
 
+/* The API server answers a patch with the whole pod; one larger than the
+ * answer's buffer (a pod with a 1 MiB annotation) is still written and
+ * reported written, not failed as a response too large. */
+Test(k8s_bind, a_patch_of_a_large_pod_succeeds)
+{
+    bfx f;
+    bfx_init(&f, NULL, true);
+    json_t *p = stub_make_pod("default", "big", "uid-big", NULL, "1", "1Gi");
+    char *large = malloc((1 << 20) + 1);
+    cr_assert_not_null(large);
+    memset(large, 'x', 1 << 20);
+    large[1 << 20] = 0;
+    json_object_set_new(json_object_get(p, "metadata"), "annotations",
+                        json_pack("{s:s}", "example.com/large", large));
+    free(large);
+    stub_put(f.stub, STUB_POD, p);
+    json_decref(p);
+    buf b;
+    buf_init(&b, 1 << 16);
+    as_diag d = {{0}, {0}};
+    char rv[64];
+    snprintf(rv, sizeof rv, "%s", stub_pod_rv(&f, "uid-big"));
+    patch_body("uid-big", rv, &b);
+    cr_assert_eq(k8s_patch_pod(f.k, "default", "big", b.data, b.len, &d), AS_OK, "%s", d.msg);
+    cr_expect_str_eq(stub_pod_annotation(&f, "uid-big", GPUANNOT_DEVICES), "0,2");
+    cr_expect_eq(stub_count(f.stub, "/api/v1/namespaces/default/pods/big", STUB_PATCH), 1,
+                 "written once, not retried");
+    buf_free(&b);
+    bfx_fini(&f);
+}
+
 static void qps_4(k8s_config *cfg)
 {
     cfg->qps = 4;
