@@ -31,7 +31,7 @@ void k8s_config_defaults(k8s_config *cfg)
     cfg->burst = 2000;
     cfg->list_limit = 500;
     cfg->max_line = (size_t)8 << 20;
-    cfg->max_list_body = (size_t)512 << 20;
+    cfg->max_list_body = (size_t)32 << 20;
     cfg->watch_timeout_ms = 120000;
     cfg->backoff_initial_ms = 200;
     cfg->backoff_max_ms = 30000;

@@ -833,6 +833,7 @@ struct k8s_reflector {
     bool absent_logged;
     unsigned attempt;
     unsigned relist_streak; /* relists since a watch last delivered */
+    unsigned page_limit;    /* items a list page asks for: list_limit, halved past max_list_body */
 };
 
 /* Builds "<base>?<params>" for kind into a malloc'ed string. */
@@ -918,10 +919,10 @@ static as_err do_list(k8s_reflector *r)
                 err = AS_ENOMEM;
                 goto done;
             }
-            snprintf(params, sizeof params, "limit=%u&continue=%s", k->cfg.list_limit, e);
+            snprintf(params, sizeof params, "limit=%u&continue=%s", r->page_limit, e);
             curl_free(e);
         } else {
-            snprintf(params, sizeof params, "limit=%u", k->cfg.list_limit);
+            snprintf(params, sizeof params, "limit=%u", r->page_limit);
         }
         free(path);
         if (!(path = build_path(r, params))) {
@@ -931,6 +932,17 @@ static as_err do_list(k8s_reflector *r)
         long status = 0;
         buf_reset(&body);
         err = k8s_do(k, r->h, "GET", path, NULL, 0, &body, &status, &d);
+        if (err == AS_ETOOBIG && r->page_limit > 1) {
+            /* The same page again (same continue token) with half as many
+             * items: a page of large objects fits the cap, down to one
+             * object, which etcd keeps under 1.5 MiB. */
+            r->page_limit /= 2;
+            log_warn("msg=\"list page over its cap; asking for fewer items a page\" kind=%s "
+                     "cap_bytes=%zu limit=%u",
+                     k8s_kind_name(r->kind), k->cfg.max_list_body, r->page_limit);
+            err = AS_OK;
+            continue;
+        }
         if (err) {
             log_warn("msg=\"list failed\" kind=%s err=\"%s\"", k8s_kind_name(r->kind), d.msg);
             goto done;
@@ -1374,6 +1386,7 @@ as_err k8s_reflectors_start(k8s_client *k)
             return AS_ENOMEM;
         r->k = k;
         r->kind = (k8s_kind)i;
+        r->page_limit = k->cfg.list_limit;
         r->rng = clock_mono_ns() ^ ((uint64_t)(uintptr_t)r << 7) ^ (uint64_t)i;
         r->h = curl_easy_init();
         k8s_wire_init(&r->wire, WATCH_WIRE_CAP);

@@ -99,7 +99,7 @@ typedef struct k8s_config {
     unsigned burst;                 /* default 2000 */
     unsigned list_limit;            /* page size; default 500 */
     size_t max_line;                /* watch event cap; default 8 MiB */
-    size_t max_list_body;           /* list page cap; default 512 MiB */
+    size_t max_list_body;           /* list page cap; default 32 MiB (pages past it: fewer items) */
     int64_t watch_timeout_ms;       /* dead stream: no byte (bookmarks count) for
                                        this long -> reconnect; default 120000 */
     int64_t backoff_initial_ms;     /* reconnect backoff; default 200 */

@@ -402,6 +402,44 @@ Test(k8s_watch, oversized_line_relists)
     fx_fini(&f);
 }
 
+static void small_pages(k8s_config *cfg)
+{
+    cfg->list_limit = 500;
+    cfg->max_list_body = 64 * 1024;
+}
+
+/* A page over max_list_body is asked again with half as many items, down
+ * to what fits: 40 nodes of 8 KiB each (320 KiB) against a 64 KiB cap
+ * list in pages of 7, and the cache holds every node. */
+Test(k8s_watch, page_over_its_cap_is_asked_again_smaller)
+{
+    fx f;
+    fx_init(&f);
+    char *pad = malloc(8 * 1024);
+    memset(pad, 'x', 8 * 1024 - 1);
+    pad[8 * 1024 - 1] = 0;
+    for (int i = 0; i < 40; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "node-%d", i);
+        json_t *n = stub_make_node(name, "8", "32Gi", 110);
+        json_object_set_new(json_object_get(n, "metadata"), "annotations",
+                            json_pack("{s:s}", "example.com/pad", pad));
+        stub_put(f.stub, STUB_NODE, n);
+        json_decref(n);
+    }
+    free(pad);
+    fx_start(&f, small_pages);
+    synced(&f);
+    wait_consistent(&f, 4000);
+    cache_read_lock(f.c);
+    size_t n = cache_node_count(f.c);
+    cache_read_unlock(f.c);
+    cr_assert_eq(n, 40);
+    /* 500, 250, 125, 62, 31, 15 over the cap; then 6 pages of 7 */
+    cr_expect_eq(stub_count(f.stub, "/api/v1/nodes", STUB_LIST), 6 + 6);
+    fx_fini(&f);
+}
+
 static void short_dead(k8s_config *cfg)
 {
     cfg->watch_timeout_ms = 700;
