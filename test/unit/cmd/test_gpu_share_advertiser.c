@@ -7,22 +7,16 @@
  * another writer, --dry-run sends nothing, and /healthz and /metrics answer
  * on --listen. SIGTERM to its thread ends it with status 0.
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <curl/curl.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "agentsched/base/buf.h"
 #include "agentsched/base/clock.h"
-#include "agentsched/base/log.h"
 #include "agentsched/cmd/gpu_share_advertiser.h"
 #include "k8s_stub.c"
+#include "controller_fixtures.h"
 
 #define SHARE "agentsched.io/gpu-milli"
 
@@ -36,33 +30,6 @@
 #ifndef UNDER_TSAN
 #define UNDER_TSAN 0
 #endif
-
-typedef struct run {
-    k8s_stub *stub;
-    char dir[64], kubeconfig[128], listen[64], url[96];
-    char *argv[16];
-    int argc;
-    pthread_t th;
-    int rc;
-} run;
-
-static void quiet(void)
-{
-    log_set_level(LOG_ERROR);
-}
-
-/* free_port asks the kernel for a port nobody holds now. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* gpu_node is a Ready node with devices GPUs (none when devices < 0) and,
  * when share is not NULL, the share resource at that value. */
@@ -132,117 +99,24 @@ static void wait_share(k8s_stub *s, const char *node, const char *want)
     cr_assert_str_eq(got, want, "node %s: share resource %s, want %s", node, got, want);
 }
 
-static size_t sink(char *p, size_t sz, size_t n, void *ud)
+/* start runs the advertiser on the stub with --resync 5 plus extra
+ * (NULL-terminated). */
+static void start(ctlfx *r, k8s_stub *stub, const char *extra[])
 {
-    return buf_append(ud, p, sz * n) ? 0 : sz * n;
-}
-
-/* get fetches path from the advertiser's --listen address into b. */
-static long get(run *r, const char *path, buf *b)
-{
-    char url[160];
-    snprintf(url, sizeof url, "%s%s", r->url, path);
-    buf_reset(b);
-    CURL *c = curl_easy_init();
-    cr_assert_not_null(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-    long code = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(c);
-    return code;
-}
-
-/* metric reads one series from /metrics (-1 when absent or unreachable). */
-static double metric(run *r, const char *series)
-{
-    buf b;
-    buf_init(&b, 1 << 20);
-    double v = -1;
-    if (get(r, "/metrics", &b) == 200 && b.data) {
-        size_t n = strlen(series);
-        for (const char *p = b.data; (p = strstr(p, series)); p += n)
-            if ((p == b.data || p[-1] == '\n') && p[n] == ' ') {
-                v = strtod(p + n + 1, NULL);
-                break;
-            }
-    }
-    buf_free(&b);
-    return v;
-}
-
-/* wait_metric_ms waits up to ms for series to reach at least want. */
-static void wait_metric_ms(run *r, const char *series, double want, int64_t ms)
-{
-    int64_t end = clock_mono_ms() + ms;
-    double v;
-    while ((v = metric(r, series)) < want && clock_mono_ms() < end)
-        usleep(20000);
-    cr_assert(v >= want, "%s is %g, want at least %g", series, v, want);
-}
-
-static void wait_metric(run *r, const char *series, double want)
-{
-    wait_metric_ms(r, series, want, 10000);
-}
-
-static void *adv_thread(void *arg)
-{
-    run *r = arg;
-    r->rc = gpu_share_advertiser_cli_main(r->argc, r->argv);
-    return NULL;
-}
-
-/* start writes a kubeconfig for the stub and runs the advertiser with
- * --kubeconfig, --listen and --resync 5 plus extra (NULL-terminated). */
-static void start(run *r, k8s_stub *stub, const char *extra[])
-{
-    memset(r, 0, sizeof *r);
-    r->stub = stub;
-    snprintf(r->dir, sizeof r->dir, "/tmp/as-adv-XXXXXX");
-    cr_assert_not_null(mkdtemp(r->dir));
-    snprintf(r->kubeconfig, sizeof r->kubeconfig, "%s/kubeconfig", r->dir);
-    FILE *fp = fopen(r->kubeconfig, "w");
-    cr_assert_not_null(fp);
-    fprintf(fp,
-            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
-            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
-            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
-            stub_url(stub));
-    fclose(fp);
-    int port = free_port();
-    snprintf(r->listen, sizeof r->listen, "127.0.0.1:%d", port);
-    snprintf(r->url, sizeof r->url, "http://127.0.0.1:%d", port);
-    const char *base[] = {"gpu-share-advertiser",
-                          "--kubeconfig",
-                          r->kubeconfig,
-                          "--listen",
-                          r->listen,
-                          "--resync",
-                          "5",
-                          "--log-level",
-                          "error"};
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
-        r->argv[r->argc++] = (char *)base[i];
+    ctlfx_init(r, stub, "adv", "gpu-share-advertiser", gpu_share_advertiser_cli_main);
+    ctlfx_arg(r, "--resync");
+    ctlfx_arg(r, "5");
     for (size_t i = 0; extra && extra[i]; i++)
-        r->argv[r->argc++] = (char *)extra[i];
-    cr_assert_eq(pthread_create(&r->th, NULL, adv_thread, r), 0);
+        ctlfx_arg(r, extra[i]);
+    ctlfx_start(r);
 }
 
-/* stop sends SIGTERM to the advertiser's thread and expects status 0. */
-static void stop(run *r)
+static void wait_metric(ctlfx *r, const char *series, double want)
 {
-    cr_assert_eq(pthread_kill(r->th, SIGTERM), 0);
-    pthread_join(r->th, NULL);
-    cr_expect_eq(r->rc, 0, "exit status %d", r->rc);
-    unlink(r->kubeconfig);
-    rmdir(r->dir);
+    ctlfx_wait_metric(r, series, want, 10000);
 }
 
-Test(gpu_share_advertiser, writes_follows_and_removes, .init = quiet)
+Test(gpu_share_advertiser, writes_follows_and_removes, .init = ctlfx_quiet)
 {
     k8s_stub *s = stub_new();
     json_t *n;
@@ -253,7 +127,7 @@ Test(gpu_share_advertiser, writes_follows_and_removes, .init = quiet)
     json_object_set_new(json_object_get(off, "metadata"), "annotations",
                         json_pack("{s:s}", "agentsched.io/gpu-share-advertiser", "off"));
     stub_put(s, STUB_NODE, off), json_decref(off);
-    run r;
+    ctlfx r;
     start(&r, s, NULL);
     wait_share(s, "g1", "4000");
     wait_share(s, "g2", "8000");
@@ -275,32 +149,34 @@ Test(gpu_share_advertiser, writes_follows_and_removes, .init = quiet)
     /* g1 twice, g2, cpu1, g3, g4: six patches, none repeated */
     wait_metric(&r, "agentsched_gpushare_patches_total{result=\"ok\"}", 6);
     cr_expect_eq(stub_count(s, "/api/v1/nodes/", STUB_PATCH), 6);
-    cr_expect_eq(metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}"), 0);
-    cr_expect_eq(metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}"), 0);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
 
     buf b;
     buf_init(&b, 1 << 16);
-    cr_expect_eq(get(&r, "/healthz", &b), 200);
+    cr_expect_eq(ctlfx_get(&r, "/healthz", &b), 200);
     cr_expect_str_eq(b.data ? b.data : "", "ok\n");
-    cr_expect_eq(get(&r, "/", &b), 404);
+    cr_expect_eq(ctlfx_get(&r, "/", &b), 404);
     buf_free(&b);
-    stop(&r);
+    /* the shipped dashboard and alert rules query only what it serves */
+    ctlfx_shipped_series_served(&r, "agentsched_gpushare_");
+    ctlfx_stop(&r);
     stub_free(s);
 }
 
-Test(gpu_share_advertiser, failed_patch_is_sent_again_after_a_relist, .init = quiet)
+Test(gpu_share_advertiser, failed_patch_is_sent_again_after_a_relist, .init = ctlfx_quiet)
 {
     k8s_stub *s = stub_new();
     json_t *n;
     stub_put(s, STUB_NODE, n = gpu_node("g1", 2, NULL)), json_decref(n);
     stub_put(s, STUB_NODE, n = gpu_node("g2", 4, NULL)), json_decref(n);
     stub_fault(s, "/api/v1/nodes/g1/status", STUB_PATCH, STUB_F_STATUS, 500);
-    run r;
+    ctlfx r;
     start(&r, s, NULL);
     wait_share(s, "g2", "4000");
     wait_metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}", 1);
     cr_expect(share_is(s, "g1", "-"));
-    double lists = metric(&r, "agentsched_gpushare_lists_total");
+    double lists = ctlfx_metric(&r, "agentsched_gpushare_lists_total");
     cr_expect_eq(lists, 1);
 
     /* the next watch ends in 410 Gone: a relist, and g1 is decided (and
@@ -310,16 +186,16 @@ Test(gpu_share_advertiser, failed_patch_is_sent_again_after_a_relist, .init = qu
     wait_share(s, "g1", "2000");
     wait_metric(&r, "agentsched_gpushare_lists_total", 2);
     cr_expect_eq(stub_count(s, "/api/v1/nodes/g2", STUB_PATCH), 1, "g2 was right: not rewritten");
-    stop(&r);
+    ctlfx_stop(&r);
     stub_free(s);
 }
 
-Test(gpu_share_advertiser, stands_down_for_another_writer, .init = quiet)
+Test(gpu_share_advertiser, stands_down_for_another_writer, .init = ctlfx_quiet)
 {
     k8s_stub *s = stub_new();
     json_t *n;
     stub_put(s, STUB_NODE, n = gpu_node("g1", 4, NULL)), json_decref(n);
-    run r;
+    ctlfx r;
     start(&r, s, NULL);
     wait_share(s, "g1", "4000");
     /* a device plugin registering the same name writes its own value back
@@ -339,18 +215,18 @@ Test(gpu_share_advertiser, stands_down_for_another_writer, .init = quiet)
     stub_put(s, STUB_NODE, n = gpu_node("g1", 8, "1000")), json_decref(n);
     wait_share(s, "g1", "8000");
     wait_metric(&r, "agentsched_gpushare_patches_total{result=\"ok\"}", 4);
-    cr_expect_eq(metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
-    stop(&r);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
+    ctlfx_stop(&r);
     stub_free(s);
 }
 
-Test(gpu_share_advertiser, dry_run_sends_nothing, .init = quiet)
+Test(gpu_share_advertiser, dry_run_sends_nothing, .init = ctlfx_quiet)
 {
     k8s_stub *s = stub_new();
     json_t *n;
     stub_put(s, STUB_NODE, n = gpu_node("g1", 4, NULL)), json_decref(n);
     stub_put(s, STUB_NODE, n = gpu_node("cpu1", -1, "1000")), json_decref(n);
-    run r;
+    ctlfx r;
     const char *extra[] = {"--dry-run", NULL};
     start(&r, s, extra);
     wait_metric(&r, "agentsched_gpushare_synced", 1);
@@ -359,13 +235,13 @@ Test(gpu_share_advertiser, dry_run_sends_nothing, .init = quiet)
     cr_expect_eq(stub_count(s, "/api/v1/nodes/", STUB_PATCH), 0);
     cr_expect(share_is(s, "g1", "-"));
     cr_expect(share_is(s, "cpu1", "1000"));
-    stop(&r);
+    ctlfx_stop(&r);
     stub_free(s);
 }
 
 /* Paging, not threads: under TSan its 150 MB through the instrumented stub
  * take most of a minute, so the TSan build leaves it out. */
-Test(gpu_share_advertiser, a_page_over_its_cap_is_asked_again_smaller, .init = quiet,
+Test(gpu_share_advertiser, a_page_over_its_cap_is_asked_again_smaller, .init = ctlfx_quiet,
      .disabled = UNDER_TSAN)
 {
     /* 30 nodes of 1 MiB each (an annotation as large as etcd lets a node
@@ -386,17 +262,17 @@ Test(gpu_share_advertiser, a_page_over_its_cap_is_asked_again_smaller, .init = q
         json_decref(n);
     }
     free(big);
-    run r;
+    ctlfx r;
     start(&r, s, NULL);
     /* about 150 MB go over loopback first: slow under ASan */
-    wait_metric_ms(&r, "agentsched_gpushare_synced", 1, 60000);
+    ctlfx_wait_metric(&r, "agentsched_gpushare_synced", 1, 60000);
     for (int i = 0; i < 30; i++) {
         char name[16];
         snprintf(name, sizeof name, "g%02d", i);
         wait_share(s, name, "1000");
     }
-    cr_expect_eq(metric(&r, "agentsched_gpushare_lists_total"), 1);
-    cr_expect_eq(metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}"), 0);
-    stop(&r);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_lists_total"), 1);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}"), 0);
+    ctlfx_stop(&r);
     stub_free(s);
 }

@@ -7,24 +7,18 @@
  * answers /healthz and /metrics on --listen, and gives the Lease up on
  * SIGTERM (status 0).
  */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <curl/curl.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "agentsched/base/buf.h"
 #include "agentsched/base/clock.h"
-#include "agentsched/base/log.h"
 #include "agentsched/cmd/shard_controller.h"
 #include "k8s_stub.c"
+#include "controller_fixtures.h"
 
 /* Two bands: nodes at 70% CPU or more go to agentsched, the rest to
  * agent-scheduler. */
@@ -45,30 +39,9 @@ static const char CONFIG[] = "schedulerConfigs:\n"
                              "enableNodeEventTrigger: true\n";
 
 typedef struct run {
-    k8s_stub *stub;
-    char dir[64], kubeconfig[128], config[128], listen[64], url[96];
-    char *argv[24];
-    int argc;
-    pthread_t th;
-    int rc;
+    ctlfx x;
+    char config[128];
 } run;
-
-static void quiet(void)
-{
-    log_set_level(LOG_ERROR);
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* write_config writes the two-band config with agentsched's maxNodes, or
  * text as it is when text is not NULL; the file's mtime moves a second on
@@ -142,62 +115,6 @@ static void holder(k8s_stub *s, char *out, size_t len)
     json_decref(l);
 }
 
-static size_t sink(char *p, size_t sz, size_t n, void *ud)
-{
-    return buf_append(ud, p, sz * n) ? 0 : sz * n;
-}
-
-static long get(run *r, const char *path, buf *b)
-{
-    char url[160];
-    snprintf(url, sizeof url, "%s%s", r->url, path);
-    buf_reset(b);
-    CURL *c = curl_easy_init();
-    cr_assert_not_null(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-    long code = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(c);
-    return code;
-}
-
-static double metric(run *r, const char *series)
-{
-    buf b;
-    buf_init(&b, 1 << 20);
-    double v = -1;
-    if (get(r, "/metrics", &b) == 200 && b.data) {
-        size_t n = strlen(series);
-        for (const char *p = b.data; (p = strstr(p, series)); p += n)
-            if ((p == b.data || p[-1] == '\n') && p[n] == ' ') {
-                v = strtod(p + n + 1, NULL);
-                break;
-            }
-    }
-    buf_free(&b);
-    return v;
-}
-
-static void wait_metric(run *r, const char *series, double want)
-{
-    int64_t end = clock_mono_ms() + 10000;
-    double v;
-    while ((v = metric(r, series)) < want && clock_mono_ms() < end)
-        usleep(20000);
-    cr_assert(v >= want, "%s is %g, want at least %g", series, v, want);
-}
-
-static void *ctl_thread(void *arg)
-{
-    run *r = arg;
-    r->rc = shard_controller_cli_main(r->argc, r->argv);
-    return NULL;
-}
-
 /* put_pod binds a pod asking cpu to node. */
 static void put_pod(k8s_stub *s, const char *name, const char *node, const char *cpu)
 {
@@ -230,61 +147,41 @@ static k8s_stub *cluster(void)
     return s;
 }
 
+/* start runs the controller on the stub with the two-band config
+ * (agentsched's maxNodes max_nodes), the Lease default/shardctl-test as
+ * ctl-a (3 s) plus extra (NULL-terminated). */
 static void start(run *r, k8s_stub *stub, int max_nodes, const char *extra[])
 {
-    memset(r, 0, sizeof *r);
-    r->stub = stub;
-    snprintf(r->dir, sizeof r->dir, "/tmp/as-shardctl-XXXXXX");
-    cr_assert_not_null(mkdtemp(r->dir));
-    snprintf(r->kubeconfig, sizeof r->kubeconfig, "%s/kubeconfig", r->dir);
-    snprintf(r->config, sizeof r->config, "%s/sharding.yaml", r->dir);
-    FILE *fp = fopen(r->kubeconfig, "w");
-    cr_assert_not_null(fp);
-    fprintf(fp,
-            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
-            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
-            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
-            stub_url(stub));
-    fclose(fp);
+    ctlfx_init(&r->x, stub, "shardctl", "shard-controller", shard_controller_cli_main);
+    snprintf(r->config, sizeof r->config, "%s/sharding.yaml", r->x.dir);
     write_config(r, max_nodes, NULL);
-    int port = free_port();
-    snprintf(r->listen, sizeof r->listen, "127.0.0.1:%d", port);
-    snprintf(r->url, sizeof r->url, "http://127.0.0.1:%d", port);
-    const char *base[] = {"shard-controller",
-                          "--kubeconfig",
-                          r->kubeconfig,
-                          "--config",
-                          r->config,
-                          "--listen",
-                          r->listen,
-                          "--lease-namespace",
-                          "default",
-                          "--lease-name",
-                          "shardctl-test",
-                          "--identity",
-                          "ctl-a",
-                          "--lease-duration",
-                          "3",
-                          "--log-level",
-                          "error"};
-    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
-        r->argv[r->argc++] = (char *)base[i];
+    const char *args[] = {
+        "--config",   r->config, "--lease-namespace", "default", "--lease-name", "shardctl-test",
+        "--identity", "ctl-a",   "--lease-duration",  "3"};
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++)
+        ctlfx_arg(&r->x, args[i]);
     for (size_t i = 0; extra && extra[i]; i++)
-        r->argv[r->argc++] = (char *)extra[i];
-    cr_assert_eq(pthread_create(&r->th, NULL, ctl_thread, r), 0);
+        ctlfx_arg(&r->x, extra[i]);
+    ctlfx_start(&r->x);
 }
 
 static void stop(run *r)
 {
-    cr_assert_eq(pthread_kill(r->th, SIGTERM), 0);
-    pthread_join(r->th, NULL);
-    cr_expect_eq(r->rc, 0, "exit status %d", r->rc);
-    unlink(r->kubeconfig);
     unlink(r->config);
-    rmdir(r->dir);
+    ctlfx_stop(&r->x);
 }
 
-Test(shard_controller, leads_writes_and_follows_the_cluster, .init = quiet)
+static void wait_metric(run *r, const char *series, double want)
+{
+    ctlfx_wait_metric(&r->x, series, want, 10000);
+}
+
+static double metric(run *r, const char *series)
+{
+    return ctlfx_metric(&r->x, series);
+}
+
+Test(shard_controller, leads_writes_and_follows_the_cluster, .init = ctlfx_quiet)
 {
     k8s_stub *s = cluster();
     run r;
@@ -311,8 +208,10 @@ Test(shard_controller, leads_writes_and_follows_the_cluster, .init = quiet)
 
     buf b;
     buf_init(&b, 1 << 16);
-    cr_expect_eq(get(&r, "/healthz", &b), 200);
+    cr_expect_eq(ctlfx_get(&r.x, "/healthz", &b), 200);
     buf_free(&b);
+    /* the shipped dashboard and alert rules query only what it serves */
+    ctlfx_shipped_series_served(&r.x, "agentsched_shardctl_");
     stop(&r);
     /* the Lease is given up on the way out, for the next replica */
     holder(s, h, sizeof h);
@@ -320,7 +219,7 @@ Test(shard_controller, leads_writes_and_follows_the_cluster, .init = quiet)
     stub_free(s);
 }
 
-Test(shard_controller, an_invalid_edit_keeps_the_config_it_has, .init = quiet)
+Test(shard_controller, an_invalid_edit_keeps_the_config_it_has, .init = ctlfx_quiet)
 {
     k8s_stub *s = cluster();
     run r;
@@ -343,7 +242,7 @@ Test(shard_controller, an_invalid_edit_keeps_the_config_it_has, .init = quiet)
     stub_free(s);
 }
 
-Test(shard_controller, dry_run_writes_nothing_and_takes_no_lease, .init = quiet)
+Test(shard_controller, dry_run_writes_nothing_and_takes_no_lease, .init = ctlfx_quiet)
 {
     k8s_stub *s = cluster();
     run r;
@@ -366,7 +265,7 @@ Test(shard_controller, dry_run_writes_nothing_and_takes_no_lease, .init = quiet)
 /* A NodeShard of 3000 nodes with long names is over 100 KB: the API
  * server's answer to its create and patch (the whole object) is larger
  * than a Status, and the write still counts as written. */
-Test(shard_controller, a_large_nodeshard_is_written, .init = quiet)
+Test(shard_controller, a_large_nodeshard_is_written, .init = ctlfx_quiet)
 {
     k8s_stub *s = stub_new();
     stub_set_shards_installed(s, true);
