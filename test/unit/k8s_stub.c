@@ -915,6 +915,17 @@ static bool serve_lease(k8s_stub *s, int fd, const char *method, const char *ns,
 }
 
 /* See k8s_stub.h. */
+void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj)
+{
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    json_t *own = json_deep_copy(obj);
+    pthread_mutex_lock(&s->mu);
+    set_rv(own, ++s->rv);
+    json_object_set_new(s->leases, key, own);
+    pthread_mutex_unlock(&s->mu);
+}
+
 json_t *stub_lease(k8s_stub *s, const char *ns, const char *name)
 {
     char key[600];

@@ -92,6 +92,9 @@ void stub_last_auth(k8s_stub *s, char *out, size_t len);
  * stub serves Leases with the API server's optimistic concurrency: PUT
  * with a stale metadata.resourceVersion gets 409. */
 json_t *stub_lease(k8s_stub *s, const char *ns, const char *name);
+/* Stores a copy of obj as Lease ns/name (a new resourceVersion), as
+ * another process holding it would have written it. */
+void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj);
 
 /* Deep copy of the objects of kind (JSON array; caller decrefs). */
 json_t *stub_objects(k8s_stub *s, int kind);

@@ -289,3 +289,68 @@ Test(shard_controller, a_large_nodeshard_is_written, .init = ctlfx_quiet)
     stop(&r);
     stub_free(s);
 }
+
+/* rfc3339 formats now + delta_s on the wall clock, with microseconds
+ * (a Lease's MicroTime) or without (managedFields' Time). */
+static void rfc3339(int delta_s, bool micro, char *out, size_t len)
+{
+    time_t t = time(NULL) + delta_s;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, len, micro ? "%Y-%m-%dT%H:%M:%S.000000Z" : "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* volcano_lease writes Volcano's controller's Lease, held by holder ("":
+ * released) since a minute ago and renewed now, for 30 s. */
+static void volcano_lease(k8s_stub *s, const char *holder)
+{
+    char acquired[64], renewed[64];
+    rfc3339(-60, true, acquired, sizeof acquired);
+    rfc3339(0, true, renewed, sizeof renewed);
+    json_t *lease = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:i,s:s,s:s}}", "apiVersion",
+                              "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
+                              "vc-controller-manager", "namespace", "volcano-system", "spec",
+                              "holderIdentity", holder, "leaseDurationSeconds", 30, "acquireTime",
+                              acquired, "renewTime", renewed);
+    stub_put_lease(s, "volcano-system", "vc-controller-manager", lease);
+    json_decref(lease);
+}
+
+/* Volcano's controller holds its Lease and has written a NodeShard since it
+ * acquired it: the controller stands down, writing nothing. Once that Lease
+ * is released, it takes over. */
+Test(shard_controller, stands_down_while_volcano_manages_the_shards, .init = ctlfx_quiet)
+{
+    k8s_stub *s = cluster();
+    char wrote[64];
+    rfc3339(0, false, wrote, sizeof wrote);
+    volcano_lease(s, "vc-1");
+    json_t *shard =
+        json_pack("{s:s,s:s,s:{s:s,s:[{s:s,s:s,s:s,s:s,s:{s:{s:{}}}}]},s:{s:[s]}}", "apiVersion",
+                  "shard.volcano.sh/v1alpha1", "kind", "NodeShard", "metadata", "name",
+                  "agentsched", "managedFields", "manager", "vc-controller-manager", "operation",
+                  "Update", "time", wrote, "fieldsType", "FieldsV1", "fieldsV1", "f:spec",
+                  "f:nodesDesired", "spec", "nodesDesired", "n4");
+    stub_put(s, STUB_SHARD, shard);
+    json_decref(shard);
+
+    run r;
+    start(&r, s, 100, NULL);
+    wait_metric(&r, "agentsched_shardctl_foreign_owner", 1);
+    cr_expect_eq(metric(&r, "agentsched_shardctl_stand_downs_total"), 1);
+    wait_metric(&r, "agentsched_shardctl_leader", 1);
+    /* it leads its own Lease, yet writes nothing while Volcano's is live */
+    char got[512];
+    desired(s, "agentsched", got, sizeof got);
+    cr_expect_str_eq(got, "n4");
+    cr_expect_eq(stub_count(s, "/apis/shard.volcano.sh", STUB_POST), 0);
+    cr_expect_eq(stub_count(s, "/apis/shard.volcano.sh", STUB_PATCH), 0);
+
+    /* Volcano's controller gives its Lease up: it takes over */
+    volcano_lease(s, "");
+    wait_desired(s, "agentsched", "n1,n2");
+    wait_desired(s, "agent-scheduler", "n3,n4");
+    cr_expect_eq(metric(&r, "agentsched_shardctl_foreign_owner"), 0);
+    stop(&r);
+    stub_free(s);
+}
