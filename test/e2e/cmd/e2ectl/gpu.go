@@ -121,6 +121,21 @@ type gpuPathsPod struct {
 // CPU-only nodes; every pod bound before the kill keeps its node and
 // annotations unchanged after the restart; agentsched's /metrics counts
 // each model's devices and the free ones as the annotations leave them.
+// padPod makes p about 300 KiB: a 200 KiB annotation, as a large
+// last-applied-configuration would be (annotations may hold 256 KiB in
+// all), and a 100 KiB environment variable. The API server answers the
+// device annotation patch with the whole pod, and agentsched must bind it
+// all the same (it once failed such patches as an answer too large, at
+// every attempt).
+func padPod(p *corev1.Pod) {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations["e2e.agentsched.io/padding"] = strings.Repeat("x", 200<<10)
+	c := &p.Spec.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: "PADDING", Value: strings.Repeat("y", 100<<10)})
+}
+
 func scenarioGPUAllPaths(c *cluster) {
 	if c.env["LAYOUT"] != "mixed" || c.env["VOLCANO"] != "1" {
 		fail("gpu_all_paths wants the mixed layout with --volcano (have layout %q, VOLCANO=%q)",
@@ -166,6 +181,9 @@ func scenarioGPUAllPaths(c *cluster) {
 			p, kind = wholeGPUPod(name, 2), "multi"
 		}
 		p.Spec.SchedulerName = scheduler
+		if i%2 == 0 {
+			padPod(p)
+		}
 		model := ""
 		switch i % 6 {
 		case 1:
@@ -240,7 +258,7 @@ func scenarioGPUAllPaths(c *cluster) {
 	perNode := map[string]int64{}
 	boundBy := map[string]int{}
 	kindBound := map[string]int{}
-	modelPods := 0
+	modelPods, paddedBound := 0, 0
 	for i := range pods {
 		p := &pods[i]
 		m := meta[p.Name]
@@ -250,6 +268,9 @@ func scenarioGPUAllPaths(c *cluster) {
 		node := p.Spec.NodeName
 		boundBy[m.path]++
 		kindBound[m.kind]++
+		if p.Annotations["e2e.agentsched.io/padding"] != "" {
+			paddedBound++
+		}
 		in := info[node]
 		if in.devices == 0 {
 			fail("GPU pod %s (%s) bound to %s, which has no GPUs", p.Name, m.path, node)
@@ -307,6 +328,9 @@ func scenarioGPUAllPaths(c *cluster) {
 			fail("no %s GPU pod bound", k)
 		}
 	}
+	if paddedBound == 0 {
+		fail("no GPU pod of 300 KiB bound")
+	}
 	changed := 0
 	for i := range pods {
 		p := &pods[i]
@@ -325,10 +349,10 @@ func scenarioGPUAllPaths(c *cluster) {
 	}
 	c.checkModelDevices(info, perDevice)
 	fmt.Printf("gpu all paths: %d of %d GPU pods bound (kube-scheduler %d, vc-scheduler %d, fast path %d; "+
-		"share %d, whole %d, multi %d; %d with a model), %d bound before the kill unchanged, %d devices in use, "+
-		"none over 1000, no node over capacity\n",
+		"share %d, whole %d, multi %d; %d with a model, %d of 300 KiB), %d bound before the kill "+
+		"unchanged, %d devices in use, none over 1000, no node over capacity\n",
 		t.bound, len(pods), boundBy["ks"], boundBy["vc"], boundBy["fp"], kindBound["share"], kindBound["whole"],
-		kindBound["multi"], modelPods, len(before), len(perDevice))
+		kindBound["multi"], modelPods, paddedBound, len(before), len(perDevice))
 }
 
 // checkModelDevices waits up to 15 s for agentsched's per-model device

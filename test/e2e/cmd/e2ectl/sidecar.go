@@ -288,6 +288,7 @@ func scenarioGPUShareSidecar(c *cluster) {
 	shares := []int64{300, 400, 500, 600, 300, 400, 500, 600, 300, 400, 500, 600}
 	for i, s := range shares {
 		p := gpuPod(fmt.Sprintf("share-%02d", i), s)
+		padPod(p)
 		ctx, cancel := ctxTimeout(30 * time.Second)
 		_, err := c.cs.CoreV1().Pods(c.ns).Create(ctx, p, metav1.CreateOptions{})
 		cancel()
