@@ -67,14 +67,7 @@ static void ctlfx_init(ctlfx *x, k8s_stub *stub, const char *tag, const char *co
     snprintf(x->dir, sizeof x->dir, "/tmp/as-%s-XXXXXX", tag);
     cr_assert_not_null(mkdtemp(x->dir));
     snprintf(x->kubeconfig, sizeof x->kubeconfig, "%s/kubeconfig", x->dir);
-    FILE *fp = fopen(x->kubeconfig, "w");
-    cr_assert_not_null(fp);
-    fprintf(fp,
-            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
-            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
-            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
-            stub_url(stub));
-    fclose(fp);
+    cr_assert(stub_write_kubeconfig(stub, x->kubeconfig));
     int port = ctlfx_free_port();
     snprintf(x->listen, sizeof x->listen, "127.0.0.1:%d", port);
     snprintf(x->url, sizeof x->url, "http://127.0.0.1:%d", port);

@@ -19,25 +19,11 @@
 #include "agentsched/model/pod.h"
 #include "agentsched/model/registry.h"
 #include "agentsched/base/pool.h"
+#include "sanitizer_fixtures.h"
 
 #define FX_UNUSED __attribute__((unused))
 
 #define FX_GI ((int64_t)1 << 30)
-
-/* Sanitizer builds run several times slower, and CI machines are shared:
- * deadlines that only bound a wait for something that must happen are
- * multiplied by FX_SLOW there. A deadline that is itself the claim under
- * test stays as it is in the plain build, which runs first. */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define FX_SLOW 5
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define FX_SLOW 5
-#endif
-#endif
-#ifndef FX_SLOW
-#define FX_SLOW 1
-#endif
 
 FX_UNUSED static int fx_res(model_registry *reg, const char *name)
 {

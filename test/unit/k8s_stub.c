@@ -692,6 +692,16 @@ static bool serve_binding(k8s_stub *s, int fd, const char *ns, const char *name,
 
 static bool same_rv(const json_t *md_a, const json_t *md_b);
 
+/* store_and_send stores obj (a copy) and answers with it and code. */
+static bool store_and_send(k8s_stub *s, int fd, int kind, json_t *obj, int code)
+{
+    stub_put(s, kind, obj);
+    char *out = json_dumps(obj, JSON_COMPACT);
+    bool ok = send_response(fd, code, out);
+    free(out);
+    return ok;
+}
+
 /* serve_pod_patch applies a JSON merge patch of metadata.annotations to
  * pod ns/name as the API server does with the patch's preconditions: a
  * metadata.uid that is not the pod's is 422 (immutable field), a
@@ -752,10 +762,7 @@ static bool serve_pod_patch(k8s_stub *s, int fd, const char *ns, const char *nam
                 json_object_set(an, k, v);
         }
         pthread_mutex_unlock(&s->mu);
-        stub_put(s, STUB_POD, np);
-        char *out = json_dumps(np, JSON_COMPACT);
-        ok = send_response(fd, 200, out);
-        free(out);
+        ok = store_and_send(s, fd, STUB_POD, np, 200);
         json_decref(np);
     }
     json_decref(b);
@@ -817,10 +824,7 @@ static bool serve_merge_patch(k8s_stub *s, int fd, int kind, const char *name, b
                 json_object_set_new(b, "status", st);
         }
         merge_patch(obj, b);
-        stub_put(s, kind, obj);
-        char *out = json_dumps(obj, JSON_COMPACT);
-        ok = send_response(fd, 200, out);
-        free(out);
+        ok = store_and_send(s, fd, kind, obj, 200);
     }
     json_decref(obj);
     json_decref(b);
@@ -845,10 +849,7 @@ static bool serve_create(k8s_stub *s, int fd, int kind, const char *body)
             snprintf(m, sizeof m, "nodeshards.shard.volcano.sh \"%s\" already exists", name);
             ok = send_status(fd, 409, "AlreadyExists", m);
         } else {
-            stub_put(s, kind, b);
-            char *out = json_dumps(b, JSON_COMPACT);
-            ok = send_response(fd, 201, out);
-            free(out);
+            ok = store_and_send(s, fd, kind, b, 201);
         }
     }
     json_decref(b);
@@ -915,6 +916,27 @@ static bool serve_lease(k8s_stub *s, int fd, const char *method, const char *ns,
 }
 
 /* See k8s_stub.h. */
+json_t *stub_object(k8s_stub *s, int kind, const char *key)
+{
+    pthread_mutex_lock(&s->mu);
+    json_t *o = json_deep_copy(json_object_get(s->objs[kind], key));
+    pthread_mutex_unlock(&s->mu);
+    return o;
+}
+
+bool stub_write_kubeconfig(k8s_stub *s, const char *path)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return false;
+    fprintf(fp,
+            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
+            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
+            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
+            stub_url(s));
+    return fclose(fp) == 0;
+}
+
 void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj)
 {
     char key[600];

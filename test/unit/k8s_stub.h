@@ -96,6 +96,14 @@ json_t *stub_lease(k8s_stub *s, const char *ns, const char *name);
  * another process holding it would have written it. */
 void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj);
 
+/* Deep copy of the object of kind under key (name; uid for pods), NULL
+ * when absent (caller decrefs). */
+json_t *stub_object(k8s_stub *s, int kind, const char *key);
+
+/* Writes a kubeconfig for the stub (bearer token "secret") to path;
+ * false when it cannot. */
+bool stub_write_kubeconfig(k8s_stub *s, const char *path);
+
 /* Deep copy of the objects of kind (JSON array; caller decrefs). */
 json_t *stub_objects(k8s_stub *s, int kind);
 

@@ -17,19 +17,9 @@
 #include "agentsched/cmd/gpu_share_advertiser.h"
 #include "k8s_stub.c"
 #include "controller_fixtures.h"
+#include "sanitizer_fixtures.h"
 
 #define SHARE "agentsched.io/gpu-milli"
-
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
 
 /* gpu_node is a Ready node with devices GPUs (none when devices < 0) and,
  * when share is not NULL, the share resource at that value. */
@@ -57,28 +47,19 @@ static json_t *gpu_node(const char *name, int devices, const char *share)
  * both carry the same value, "-" when neither does, "mismatch" else. */
 static void share_of(k8s_stub *s, const char *node, char *out, size_t len)
 {
-    json_t *all = stub_objects(s, STUB_NODE);
-    size_t i;
-    json_t *n;
-    snprintf(out, len, "no node");
-    json_array_foreach(all, i, n)
-    {
-        const char *name =
-            json_string_value(json_object_get(json_object_get(n, "metadata"), "name"));
-        if (!name || strcmp(name, node))
-            continue;
-        json_t *st = json_object_get(n, "status");
-        const char *c = json_string_value(json_object_get(json_object_get(st, "capacity"), SHARE));
-        const char *a =
-            json_string_value(json_object_get(json_object_get(st, "allocatable"), SHARE));
-        if (!c && !a)
-            snprintf(out, len, "-");
-        else if (c && a && !strcmp(c, a))
-            snprintf(out, len, "%s", c);
-        else
-            snprintf(out, len, "mismatch");
-    }
-    json_decref(all);
+    json_t *n = stub_object(s, STUB_NODE, node);
+    json_t *st = json_object_get(n, "status");
+    const char *c = json_string_value(json_object_get(json_object_get(st, "capacity"), SHARE));
+    const char *a = json_string_value(json_object_get(json_object_get(st, "allocatable"), SHARE));
+    if (!n)
+        snprintf(out, len, "no node");
+    else if (!c && !a)
+        snprintf(out, len, "-");
+    else if (c && a && !strcmp(c, a))
+        snprintf(out, len, "%s", c);
+    else
+        snprintf(out, len, "mismatch");
+    json_decref(n);
 }
 
 static bool share_is(k8s_stub *s, const char *node, const char *want)

@@ -68,26 +68,16 @@ static void write_config(run *r, int max_nodes, const char *text)
  * there is no such NodeShard). */
 static void desired(k8s_stub *s, const char *shard, char *out, size_t len)
 {
-    json_t *all = stub_objects(s, STUB_SHARD);
-    size_t i;
-    json_t *o;
-    snprintf(out, len, "absent");
-    json_array_foreach(all, i, o)
-    {
-        const char *name =
-            json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
-        if (!name || strcmp(name, shard))
-            continue;
-        buf b;
-        buf_init(&b, 4096);
-        size_t j;
-        json_t *n;
-        json_array_foreach(json_object_get(json_object_get(o, "spec"), "nodesDesired"), j, n)
-            buf_printf(&b, "%s%s", j ? "," : "", json_string_value(n));
-        snprintf(out, len, "%s", b.data ? b.data : "");
-        buf_free(&b);
-    }
-    json_decref(all);
+    json_t *o = stub_object(s, STUB_SHARD, shard);
+    buf b;
+    buf_init(&b, 4096);
+    size_t j;
+    json_t *n;
+    json_array_foreach(json_object_get(json_object_get(o, "spec"), "nodesDesired"), j, n)
+        buf_printf(&b, "%s%s", j ? "," : "", json_string_value(n));
+    snprintf(out, len, "%s", !o ? "absent" : b.data ? b.data : "");
+    buf_free(&b);
+    json_decref(o);
 }
 
 /* wait_desired waits up to 10 s for shard's nodesDesired to read want. */

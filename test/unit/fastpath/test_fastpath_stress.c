@@ -19,14 +19,7 @@
 #include "agentsched/serve/svc.h"
 #include "core_fixtures.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifdef UNDER_TSAN
+#if UNDER_TSAN
 #define PODS 90
 #else
 #define PODS 400

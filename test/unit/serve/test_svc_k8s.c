@@ -23,14 +23,7 @@ static void write_stub_kubeconfig(k8s_stub *stub, char *dir, char *path, size_t 
 {
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, pathlen, "%s/kubeconfig", dir);
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp);
-    fprintf(fp,
-            "apiVersion: v1\nkind: Config\ncurrent-context: stub\nclusters:\n- name: stub\n"
-            "  cluster:\n    server: %s\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n"
-            "    user: u\nusers:\n- name: u\n  user:\n    token: secret\n",
-            stub_url(stub));
-    fclose(fp);
+    cr_assert(stub_write_kubeconfig(stub, path));
 }
 
 /* run_verb runs an extender handler the way the server does; the body of
