@@ -702,6 +702,22 @@ static bool store_and_send(k8s_stub *s, int fd, int kind, json_t *obj, int code)
     return ok;
 }
 
+/* pod_key finds pod ns/name's key (its uid) in the stub; NULL when none.
+ * Called with the lock held. */
+static const char *pod_key(k8s_stub *s, const char *ns, const char *name)
+{
+    const char *k, *found = NULL;
+    json_t *v;
+    json_object_foreach(s->objs[STUB_POD], k, v)
+    {
+        json_t *md = json_object_get(v, "metadata");
+        if (!strcmp(json_string_value(json_object_get(md, "name")), name) &&
+            !strcmp(json_string_value(json_object_get(md, "namespace")), ns))
+            found = k;
+    }
+    return found;
+}
+
 /* serve_pod_patch applies a JSON merge patch of metadata.annotations to
  * pod ns/name as the API server does with the patch's preconditions: a
  * metadata.uid that is not the pod's is 422 (immutable field), a
@@ -711,16 +727,10 @@ static bool serve_pod_patch(k8s_stub *s, int fd, const char *ns, const char *nam
     json_t *b = json_loads(body, 0, NULL);
     json_t *bmd = json_object_get(b, "metadata");
     pthread_mutex_lock(&s->mu);
-    json_t *pod = NULL;
+    const char *key = pod_key(s, ns, name);
+    json_t *pod = key ? json_object_get(s->objs[STUB_POD], key) : NULL;
     const char *k;
     json_t *v;
-    json_object_foreach(s->objs[STUB_POD], k, v)
-    {
-        json_t *md = json_object_get(v, "metadata");
-        if (!strcmp(json_string_value(json_object_get(md, "name")), name) &&
-            !strcmp(json_string_value(json_object_get(md, "namespace")), ns))
-            pod = v;
-    }
     bool ok;
     char m[1024];
     json_t *md = json_object_get(pod, "metadata");
@@ -791,6 +801,67 @@ static void merge_patch(json_t *t, const json_t *p)
             json_object_set(t, k, v);
         }
     }
+}
+
+/* serve_pod_status_patch applies a strategic merge patch of
+ * pods/NAME/status as the API server does for the parts kube-scheduler
+ * sends: status.conditions merge by type (a patched condition's fields
+ * replace those of the one of its type, or it is appended), the rest of
+ * status merges as a JSON merge patch. */
+static bool serve_pod_status_patch(k8s_stub *s, int fd, const char *ns, const char *name,
+                                   const char *body)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    json_t *pst = json_object_get(b, "status");
+    if (!json_is_object(pst)) {
+        json_decref(b);
+        return send_status(fd, 400, "BadRequest", "no status in the patch");
+    }
+    pthread_mutex_lock(&s->mu);
+    const char *key = pod_key(s, ns, name);
+    json_t *pod = key ? json_deep_copy(json_object_get(s->objs[STUB_POD], key)) : NULL;
+    pthread_mutex_unlock(&s->mu);
+    bool ok;
+    if (!pod) {
+        char m[600];
+        snprintf(m, sizeof m, "pods \"%s\" not found", name);
+        ok = send_status(fd, 404, "NotFound", m);
+    } else {
+        json_t *st = json_object_get(pod, "status");
+        if (!json_is_object(st)) {
+            st = json_object();
+            json_object_set_new(pod, "status", st);
+        }
+        json_t *conds = json_object_get(st, "conditions");
+        if (!json_is_array(conds)) {
+            conds = json_array();
+            json_object_set_new(st, "conditions", conds);
+        }
+        size_t i, j;
+        json_t *pc, *c;
+        json_array_foreach(json_object_get(pst, "conditions"), i, pc)
+        {
+            const char *type = json_string_value(json_object_get(pc, "type"));
+            json_t *into = NULL;
+            json_array_foreach(conds, j, c)
+            {
+                const char *t = json_string_value(json_object_get(c, "type"));
+                if (type && t && !strcmp(type, t))
+                    into = c;
+            }
+            if (!into) {
+                into = json_object();
+                json_array_append_new(conds, into);
+            }
+            merge_patch(into, pc);
+        }
+        json_object_del(pst, "conditions");
+        merge_patch(st, pst);
+        ok = store_and_send(s, fd, STUB_POD, pod, 200);
+    }
+    json_decref(pod);
+    json_decref(b);
+    return ok;
 }
 
 /* serve_merge_patch applies a merge patch to object name of kind: with
@@ -1022,17 +1093,9 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
     char rest[8];
     if (type == STUB_LIST &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]%7s", ns, name, rest) == 2) {
-        char *b = NULL;
         pthread_mutex_lock(&s->mu);
-        const char *k;
-        json_t *v;
-        json_object_foreach(s->objs[STUB_POD], k, v)
-        {
-            json_t *md = json_object_get(v, "metadata");
-            if (!strcmp(json_string_value(json_object_get(md, "name")), name) &&
-                !strcmp(json_string_value(json_object_get(md, "namespace")), ns))
-                b = json_dumps(v, JSON_COMPACT);
-        }
+        const char *key = pod_key(s, ns, name);
+        char *b = key ? json_dumps(json_object_get(s->objs[STUB_POD], key), JSON_COMPACT) : NULL;
         pthread_mutex_unlock(&s->mu);
         bool ok = b ? send_response(fd, 200, b) : send_status(fd, 404, "NotFound", "pod not found");
         free(b);
@@ -1041,6 +1104,10 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
     if (type == STUB_PATCH &&
         sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]%7s", ns, name, rest) == 2)
         return serve_pod_patch(s, fd, ns, name, body);
+    if (type == STUB_PATCH &&
+        sscanf(path, "/api/v1/namespaces/%255[^/]/pods/%255[^/]/%7s", ns, name, rest) == 3 &&
+        !strcmp(rest, "status"))
+        return serve_pod_status_patch(s, fd, ns, name, body);
     if (type == STUB_PATCH && sscanf(path, "/api/v1/nodes/%255[^/]/%7s", name, rest) == 2 &&
         !strcmp(rest, "status"))
         return serve_merge_patch(s, fd, STUB_NODE, name, true, body);
