@@ -63,7 +63,6 @@ typedef struct adv {
     adv_node *nodes;
     size_t nnodes, cap;
     char rv[128];
-    int page_limit; /* nodes a list page asks for (LIST_PAGE_MAX, halved on overflow) */
     bool table_full_logged;
     buf line;
     bool relist;
@@ -204,23 +203,24 @@ static as_err list_nodes(adv *a)
 {
     char cont[1024] = "";
     as_err err = AS_OK;
+    int page_limit = LIST_PAGE_MAX; /* halved for the rest of this list past the cap */
     buf resp;
     buf_init(&resp, LIST_BODY_CAP);
     metrics_inc(a->relists);
     while (!k8s_stopping(a->k)) {
         char path[1400];
-        snprintf(path, sizeof path, "/api/v1/nodes?limit=%d%s%s", a->page_limit,
+        snprintf(path, sizeof path, "/api/v1/nodes?limit=%d%s%s", page_limit,
                  cont[0] ? "&continue=" : "", cont);
         buf_reset(&resp);
         long code = 0;
         as_diag d = {0};
         err = k8s_request(a->k, "GET", path, NULL, 0, &resp, &code, &d);
-        if (err == AS_ETOOBIG && a->page_limit > 1) {
+        if (err == AS_ETOOBIG && page_limit > 1) {
             /* the same page again (same continue token), fewer nodes */
-            a->page_limit /= 2;
+            page_limit /= 2;
             log_warn("msg=\"node list page over its cap; asking for fewer nodes a page\" "
                      "cap_bytes=%zu limit=%d",
-                     (size_t)LIST_BODY_CAP, a->page_limit);
+                     (size_t)LIST_BODY_CAP, page_limit);
             continue;
         }
         if (err) {
@@ -541,7 +541,6 @@ int gpu_share_advertiser_cli_main(int argc, char **argv)
     a.gpu_name = "nvidia.com/gpu";
     a.share_name = "agentsched.io/gpu-milli";
     a.resync_ms = 300 * 1000;
-    a.page_limit = LIST_PAGE_MAX;
     int rc = parse_flags(&a, argc, argv);
     if (rc >= 0)
         return rc;

@@ -833,7 +833,6 @@ struct k8s_reflector {
     bool absent_logged;
     unsigned attempt;
     unsigned relist_streak; /* relists since a watch last delivered */
-    unsigned page_limit;    /* items a list page asks for: list_limit, halved past max_list_body */
 };
 
 /* Builds "<base>?<params>" for kind into a malloc'ed string. */
@@ -902,6 +901,9 @@ static as_err do_list(k8s_reflector *r)
     as_diag d = {{0}, {0}};
     k8s_shard *staged = NULL;
     size_t nstaged = 0;
+    /* items a page asks for: list_limit, halved for the rest of this list
+     * when a page is over max_list_body */
+    unsigned page_limit = k->cfg.list_limit;
 
     if (r->kind != K8S_KIND_NODESHARD) {
         /* Epochs compare with <, so concurrent relists of nodes and pods
@@ -919,10 +921,10 @@ static as_err do_list(k8s_reflector *r)
                 err = AS_ENOMEM;
                 goto done;
             }
-            snprintf(params, sizeof params, "limit=%u&continue=%s", r->page_limit, e);
+            snprintf(params, sizeof params, "limit=%u&continue=%s", page_limit, e);
             curl_free(e);
         } else {
-            snprintf(params, sizeof params, "limit=%u", r->page_limit);
+            snprintf(params, sizeof params, "limit=%u", page_limit);
         }
         free(path);
         if (!(path = build_path(r, params))) {
@@ -932,14 +934,14 @@ static as_err do_list(k8s_reflector *r)
         long status = 0;
         buf_reset(&body);
         err = k8s_do(k, r->h, "GET", path, NULL, 0, &body, &status, &d);
-        if (err == AS_ETOOBIG && r->page_limit > 1) {
+        if (err == AS_ETOOBIG && page_limit > 1) {
             /* The same page again (same continue token) with half as many
              * items: a page of large objects fits the cap, down to one
              * object, which etcd keeps under 1.5 MiB. */
-            r->page_limit /= 2;
+            page_limit /= 2;
             log_warn("msg=\"list page over its cap; asking for fewer items a page\" kind=%s "
                      "cap_bytes=%zu limit=%u",
-                     k8s_kind_name(r->kind), k->cfg.max_list_body, r->page_limit);
+                     k8s_kind_name(r->kind), k->cfg.max_list_body, page_limit);
             err = AS_OK;
             continue;
         }
@@ -1386,7 +1388,6 @@ as_err k8s_reflectors_start(k8s_client *k)
             return AS_ENOMEM;
         r->k = k;
         r->kind = (k8s_kind)i;
-        r->page_limit = k->cfg.list_limit;
         r->rng = clock_mono_ns() ^ ((uint64_t)(uintptr_t)r << 7) ^ (uint64_t)i;
         r->h = curl_easy_init();
         k8s_wire_init(&r->wire, WATCH_WIRE_CAP);
