@@ -60,6 +60,7 @@ struct k8s_stub {
     bool stop;
     json_t *objs[STUB__KINDS]; /* key -> object */
     json_t *leases;            /* "ns/name" -> coordination.k8s.io/v1 Lease */
+    json_t *configmaps;        /* "ns/name" -> v1 ConfigMap (GET only) */
     uint64_t rv;
     uint64_t compacted;
     stub_event *log;
@@ -1019,6 +1020,17 @@ void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj)
     pthread_mutex_unlock(&s->mu);
 }
 
+void stub_put_configmap(k8s_stub *s, const char *ns, const char *name, json_t *obj)
+{
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    json_t *own = json_deep_copy(obj);
+    pthread_mutex_lock(&s->mu);
+    set_rv(own, ++s->rv);
+    json_object_set_new(s->configmaps, key, own);
+    pthread_mutex_unlock(&s->mu);
+}
+
 json_t *stub_lease(k8s_stub *s, const char *ns, const char *name)
 {
     char key[600];
@@ -1126,6 +1138,19 @@ static bool handle_request(k8s_stub *s, stub_conn *cn, const char *method, const
         return serve_lease(s, fd, method, ns, name, body);
     if (sscanf(path, "/apis/coordination.k8s.io/v1/namespaces/%255[^/]/leases%7s", ns, rest) == 1)
         return serve_lease(s, fd, method, ns, "", body);
+    if (type == STUB_LIST &&
+        sscanf(path, "/api/v1/namespaces/%255[^/]/configmaps/%255[^/]%7s", ns, name, rest) == 2) {
+        char key[600];
+        snprintf(key, sizeof key, "%s/%s", ns, name);
+        pthread_mutex_lock(&s->mu);
+        json_t *cm = json_object_get(s->configmaps, key);
+        char *b = cm ? json_dumps(cm, JSON_COMPACT) : NULL;
+        pthread_mutex_unlock(&s->mu);
+        bool ok = b ? send_response(fd, 200, b)
+                    : send_status(fd, 404, "NotFound", "configmaps not found");
+        free(b);
+        return ok;
+    }
     if (type == STUB_POST && sscanf(path, "/api/v1/namespaces/%255[^/]/events", ns) == 1) {
         json_t *e = json_loads(body, 0, NULL);
         pthread_mutex_lock(&s->mu);
@@ -1246,6 +1271,7 @@ k8s_stub *stub_new(void)
     for (int i = 0; i < STUB__KINDS; i++)
         s->objs[i] = json_object();
     s->leases = json_object();
+    s->configmaps = json_object();
     s->rv = 100;
     s->lfd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
@@ -1294,6 +1320,7 @@ void stub_free(k8s_stub *s)
         json_decref(s->snaps[i].items);
     json_decref(s->last_event);
     json_decref(s->leases);
+    json_decref(s->configmaps);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cond);
     free(s);

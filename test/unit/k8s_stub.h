@@ -95,6 +95,9 @@ json_t *stub_lease(k8s_stub *s, const char *ns, const char *name);
 /* Stores a copy of obj as Lease ns/name (a new resourceVersion), as
  * another process holding it would have written it. */
 void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj);
+/* Stores a copy of obj as ConfigMap ns/name (a new resourceVersion);
+ * served to GET only. */
+void stub_put_configmap(k8s_stub *s, const char *ns, const char *name, json_t *obj);
 
 /* Deep copy of the object of kind under key (name; uid for pods), NULL
  * when absent (caller decrefs). */

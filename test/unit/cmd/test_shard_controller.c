@@ -2,8 +2,10 @@
  * test_shard_controller.c - `agentsched shard-controller` run whole against
  * the stub API server: it takes the Lease, creates each scheduler's
  * NodeShard with the nodes of its CPU-utilisation band, moves a node when
- * its pods change, keeps the config it has when an edit is invalid and
- * takes a valid one, writes nothing and takes no Lease with --dry-run,
+ * its pods change, writes a NodeShard of thousands of nodes, keeps the
+ * config it has when an edit (of the file or of the ConfigMap) is invalid
+ * and takes a valid one, stands down while Volcano's controller manages
+ * the NodeShards, writes nothing and takes no Lease with --dry-run,
  * answers /healthz and /metrics on --listen, and gives the Lease up on
  * SIGTERM (status 0).
  */
@@ -138,16 +140,20 @@ static k8s_stub *cluster(void)
 }
 
 /* start runs the controller on the stub with the two-band config
- * (agentsched's maxNodes max_nodes), the Lease default/shardctl-test as
- * ctl-a (3 s) plus extra (NULL-terminated). */
+ * (agentsched's maxNodes max_nodes; none when max_nodes < 0, and then no
+ * --config), the Lease default/shardctl-test as ctl-a (3 s) plus extra
+ * (NULL-terminated). */
 static void start(run *r, k8s_stub *stub, int max_nodes, const char *extra[])
 {
     ctlfx_init(&r->x, stub, "shardctl", "shard-controller", shard_controller_cli_main);
     snprintf(r->config, sizeof r->config, "%s/sharding.yaml", r->x.dir);
-    write_config(r, max_nodes, NULL);
-    const char *args[] = {
-        "--config",   r->config, "--lease-namespace", "default", "--lease-name", "shardctl-test",
-        "--identity", "ctl-a",   "--lease-duration",  "3"};
+    if (max_nodes >= 0) {
+        write_config(r, max_nodes, NULL);
+        ctlfx_arg(&r->x, "--config");
+        ctlfx_arg(&r->x, r->config);
+    }
+    const char *args[] = {"--lease-namespace", "default", "--lease-name",     "shardctl-test",
+                          "--identity",        "ctl-a",   "--lease-duration", "3"};
     for (size_t i = 0; i < sizeof args / sizeof args[0]; i++)
         ctlfx_arg(&r->x, args[i]);
     for (size_t i = 0; extra && extra[i]; i++)
@@ -341,6 +347,60 @@ Test(shard_controller, stands_down_while_volcano_manages_the_shards, .init = ctl
     wait_desired(s, "agentsched", "n1,n2");
     wait_desired(s, "agent-scheduler", "n3,n4");
     cr_expect_eq(metric(&r, "agentsched_shardctl_foreign_owner"), 0);
+    stop(&r);
+    stub_free(s);
+}
+
+/* put_sharding_configmap stores Volcano's sharding ConfigMap with the
+ * two-band config (agentsched's maxNodes max_nodes), or text as it is. */
+static void put_sharding_configmap(k8s_stub *s, int max_nodes, const char *text)
+{
+    char cfg[2048];
+    if (text)
+        snprintf(cfg, sizeof cfg, "%s", text);
+    else
+        snprintf(cfg, sizeof cfg, CONFIG, max_nodes);
+    json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                           "metadata", "name", "volcano-sharding-configmap", "namespace",
+                           "volcano-system", "data", "sharding.yaml", cfg);
+    stub_put_configmap(s, "volcano-system", "volcano-sharding-configmap", cm);
+    json_decref(cm);
+}
+
+/* --configmap: nothing is written before the ConfigMap exists; its config
+ * is taken once it does, an edit is taken, an invalid edit is kept out.
+ * SIGHUP asks for the ConfigMap at once rather than at the next 5 s poll. */
+Test(shard_controller, follows_the_sharding_configmap, .init = ctlfx_quiet)
+{
+    k8s_stub *s = cluster();
+    run r;
+    const char *extra[] = {"--configmap", "volcano-system/volcano-sharding-configmap", NULL};
+    start(&r, s, -1, extra);
+    int64_t end = clock_mono_ms() + 10000;
+    while (stub_count(s, "/api/v1/namespaces/volcano-system/configmaps/", STUB_LIST) < 1 &&
+           clock_mono_ms() < end)
+        usleep(20000);
+    usleep(300000);
+    char got[512];
+    desired(s, "agentsched", got, sizeof got);
+    cr_expect_str_eq(got, "absent", "no config yet, nothing written");
+    cr_expect_eq(metric(&r, "agentsched_shardctl_leader"), 0, "nor a Lease taken");
+
+    put_sharding_configmap(s, 100, NULL);
+    cr_assert_eq(pthread_kill(r.x.th, SIGHUP), 0);
+    wait_desired(s, "agentsched", "n1,n2");
+    wait_desired(s, "agent-scheduler", "n3,n4");
+    cr_expect_eq(metric(&r, "agentsched_shardctl_config_reloads_total{result=\"ok\"}"), 1);
+
+    put_sharding_configmap(s, 0, "schedulerConfigs: [{name: agentsched, minNodes: many}]\n");
+    cr_assert_eq(pthread_kill(r.x.th, SIGHUP), 0);
+    wait_metric(&r, "agentsched_shardctl_config_reloads_total{result=\"rejected\"}", 1);
+    wait_desired(s, "agentsched", "n1,n2");
+
+    put_sharding_configmap(s, 1, NULL);
+    cr_assert_eq(pthread_kill(r.x.th, SIGHUP), 0);
+    wait_desired(s, "agentsched", "n1");
+    cr_expect_eq(metric(&r, "agentsched_shardctl_config_reloads_total{result=\"ok\"}"), 2);
     stop(&r);
     stub_free(s);
 }
