@@ -996,6 +996,16 @@ json_t *stub_object(k8s_stub *s, int kind, const char *key)
     return o;
 }
 
+char *stub_filler(size_t n)
+{
+    char *f = malloc(n + 1);
+    if (f) {
+        memset(f, 'x', n);
+        f[n] = 0;
+    }
+    return f;
+}
+
 bool stub_write_kubeconfig(k8s_stub *s, const char *path)
 {
     FILE *fp = fopen(path, "w");
@@ -1009,26 +1019,27 @@ bool stub_write_kubeconfig(k8s_stub *s, const char *path)
     return fclose(fp) == 0;
 }
 
-void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj)
+/* put_namespaced stores a copy of obj in map under "ns/name" with a new
+ * resourceVersion. */
+static void put_namespaced(k8s_stub *s, json_t *map, const char *ns, const char *name, json_t *obj)
 {
     char key[600];
     snprintf(key, sizeof key, "%s/%s", ns, name);
     json_t *own = json_deep_copy(obj);
     pthread_mutex_lock(&s->mu);
     set_rv(own, ++s->rv);
-    json_object_set_new(s->leases, key, own);
+    json_object_set_new(map, key, own);
     pthread_mutex_unlock(&s->mu);
+}
+
+void stub_put_lease(k8s_stub *s, const char *ns, const char *name, json_t *obj)
+{
+    put_namespaced(s, s->leases, ns, name, obj);
 }
 
 void stub_put_configmap(k8s_stub *s, const char *ns, const char *name, json_t *obj)
 {
-    char key[600];
-    snprintf(key, sizeof key, "%s/%s", ns, name);
-    json_t *own = json_deep_copy(obj);
-    pthread_mutex_lock(&s->mu);
-    set_rv(own, ++s->rv);
-    json_object_set_new(s->configmaps, key, own);
-    pthread_mutex_unlock(&s->mu);
+    put_namespaced(s, s->configmaps, ns, name, obj);
 }
 
 json_t *stub_lease(k8s_stub *s, const char *ns, const char *name)

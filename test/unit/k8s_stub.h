@@ -103,6 +103,10 @@ void stub_put_configmap(k8s_stub *s, const char *ns, const char *name, json_t *o
  * when absent (caller decrefs). */
 json_t *stub_object(k8s_stub *s, int kind, const char *key);
 
+/* A malloc'ed string of n 'x's, for objects of a given size (caller
+ * frees); NULL without memory. */
+char *stub_filler(size_t n);
+
 /* Writes a kubeconfig for the stub (bearer token "secret") to path;
  * false when it cannot. */
 bool stub_write_kubeconfig(k8s_stub *s, const char *path);

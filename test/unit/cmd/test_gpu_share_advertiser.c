@@ -229,10 +229,8 @@ Test(gpu_share_advertiser, a_page_over_its_cap_is_asked_again_smaller, .init = c
      * be, near enough): a page of 500 is 30 MiB, over the 24 MiB cap, so
      * the advertiser halves the page until one fits and lists them all */
     k8s_stub *s = stub_new();
-    char *big = malloc((1 << 20) + 1);
+    char *big = stub_filler(1 << 20);
     cr_assert_not_null(big);
-    memset(big, 'x', 1 << 20);
-    big[1 << 20] = 0;
     for (int i = 0; i < 30; i++) {
         char name[16];
         snprintf(name, sizeof name, "g%02d", i);

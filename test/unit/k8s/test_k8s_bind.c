@@ -1103,10 +1103,8 @@ Test(k8s_bind, a_patch_of_a_large_pod_succeeds)
     bfx f;
     bfx_init(&f, NULL, true);
     json_t *p = stub_make_pod("default", "big", "uid-big", NULL, "1", "1Gi");
-    char *large = malloc((1 << 20) + 1);
+    char *large = stub_filler(1 << 20);
     cr_assert_not_null(large);
-    memset(large, 'x', 1 << 20);
-    large[1 << 20] = 0;
     json_object_set_new(json_object_get(p, "metadata"), "annotations",
                         json_pack("{s:s}", "example.com/large", large));
     free(large);

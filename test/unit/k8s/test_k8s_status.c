@@ -108,10 +108,8 @@ Test(k8s_status, a_large_pod_gets_its_condition)
     sfx f;
     sfx_init(&f);
     json_t *p = stub_make_pod("default", "big", "uid-big", NULL, "1", "1Gi");
-    char *pad = malloc((1 << 20) + 1);
+    char *pad = stub_filler(1 << 20);
     cr_assert_not_null(pad);
-    memset(pad, 'x', 1 << 20);
-    pad[1 << 20] = 0;
     json_object_set_new(json_object_get(p, "metadata"), "annotations",
                         json_pack("{s:s%}", "example.com/pad", pad, (size_t)200 << 10));
     json_t *ctr = json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0);

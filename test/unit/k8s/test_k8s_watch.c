@@ -415,9 +415,8 @@ Test(k8s_watch, page_over_its_cap_is_asked_again_smaller)
 {
     fx f;
     fx_init(&f);
-    char *pad = malloc(8 * 1024);
-    memset(pad, 'x', 8 * 1024 - 1);
-    pad[8 * 1024 - 1] = 0;
+    char *pad = stub_filler(8 * 1024 - 1);
+    cr_assert_not_null(pad);
     for (int i = 0; i < 40; i++) {
         char name[64];
         snprintf(name, sizeof name, "node-%d", i);
