@@ -331,6 +331,7 @@ func scenarioGPUShareSidecar(c *cluster) {
 	for _, p := range pods {
 		c.deletePodGone(p.Name)
 	}
+	c.waitDevicesFree(names, nodes[0].Name, nodes[1].Name)
 	whole := []struct {
 		name  string
 		k     int64
@@ -357,12 +358,41 @@ func scenarioGPUShareSidecar(c *cluster) {
 	for _, w := range whole {
 		c.deletePodGone(w.name)
 	}
+	c.waitDevicesFree(names, nodes[0].Name, nodes[1].Name)
 	evicted, high := c.preemptShare(nodes[0].Name, nodes[1].Name)
 	b, _ := bindsDone(c.metrics())
 	fmt.Printf("gpu share: %d of %d pods bound through kube-scheduler and agentsched (agentsched binds %.0f); "+
 		"no node over its devices; a 2-GPU and a 1-GPU pod bound with their devices on the pod; "+
 		"a higher-priority share preempted %v and took their device on %s\n",
 		t.bound, len(shares), b, evicted, high)
+}
+
+// waitDevicesFree waits up to 30 s until agentsched's filter passes a pod
+// of one whole GPU on one (a 1-device node) and of two on two (a 2-device
+// node): its cache follows deletions through its watch, a moment after the
+// API server, and a pod the extender turns away meanwhile stays pending in
+// kube-scheduler with no event to wake it until its periodic retry of
+// unschedulable pods (5 minutes).
+func (c *cluster) waitDevicesFree(names []string, one, two string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, w := range []struct {
+		k    int64
+		node string
+	}{{1, one}, {2, two}} {
+		probe := wholeGPUPod(fmt.Sprintf("probe-%d", w.k), w.k)
+		probe.Namespace = c.ns
+		for {
+			passed, failed := c.extenderFilter(probe, names, extenderPrefix(c))
+			if contains(passed, w.node) {
+				break
+			}
+			if time.Now().After(deadline) {
+				fail("agentsched's filter still turns a %d-GPU pod away from %s 30s after the deletions: %v",
+					w.k, w.node, failed)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // preemptShare runs kube-scheduler's preemption through agentsched's
