@@ -51,6 +51,7 @@
 typedef struct adv_node {
     char *name;
     gpushare_state st;
+    bool carries; /* its status holds the share at devices x 1000, as last seen or written */
 } adv_node;
 
 typedef struct adv {
@@ -67,7 +68,7 @@ typedef struct adv {
     buf line;
     bool relist;
     metrics *m;
-    metrics_counter *patch_ok, *patch_failed, *relists, *stood_down, *synced;
+    metrics_counter *patch_ok, *patch_failed, *relists, *stood_down, *synced, *seen, *carrying;
     http_server *http;
     int64_t beat_ms; /* (atomic) the worker's last sign of life, for /healthz */
 } adv;
@@ -126,10 +127,14 @@ static void node_forget(adv *a, const char *name)
 
 static void update_gauges(adv *a)
 {
-    int64_t down = 0;
-    for (size_t i = 0; i < a->nnodes; i++)
+    int64_t down = 0, carrying = 0;
+    for (size_t i = 0; i < a->nnodes; i++) {
         down += a->nodes[i].st.stood_down;
+        carrying += a->nodes[i].carries;
+    }
     metrics_set(a->stood_down, down);
+    metrics_set(a->carrying, carrying);
+    metrics_set(a->seen, (int64_t)a->nnodes);
 }
 
 /* ---- one node ----------------------------------------------------------- */
@@ -156,8 +161,10 @@ static void patch_node(adv *a, const char *name, const gpushare_decision *d)
                                &resp, &code, NULL, &diag);
     if (!err && code == 200) {
         adv_node *n = node_get(a, name, true);
-        if (n)
+        if (n) {
             gpushare_wrote(&n->st, d);
+            n->carries = d->action == GPUSHARE_SET;
+        }
         metrics_inc(a->patch_ok);
         log_info("msg=\"node status patched\" node=%s devices=%lld %s=%s", name,
                  (long long)d->devices, a->share_name,
@@ -180,6 +187,7 @@ static void handle_node(adv *a, const json_t *obj, bool deleted)
         return;
     if (deleted) {
         node_forget(a, name);
+        update_gauges(a);
         return;
     }
     adv_node *n = node_get(a, name, true);
@@ -187,6 +195,8 @@ static void handle_node(adv *a, const json_t *obj, bool deleted)
         return;
     gpushare_decision d;
     gpushare_decide(obj, a->gpu_name, a->share_name, &n->st, clock_mono_ms(), &d);
+    /* a write that succeeds sets it again (patch_node) */
+    n->carries = d.action == GPUSHARE_NOOP && d.devices > 0;
     if (d.newly_stood_down)
         log_warn("msg=\"standing down for this node: the value written was replaced %d times; "
                  "another writer (a device plugin registering %s?) owns it\" node=%s devices=%lld "
@@ -563,6 +573,11 @@ int gpu_share_advertiser_cli_main(int argc, char **argv)
     a.stood_down = metrics_new_gauge(a.m, "agentsched_gpushare_nodes_stood_down",
                                      "Nodes where another writer owns the share resource.");
     a.synced = metrics_new_gauge(a.m, "agentsched_gpushare_synced", "1 after the first list.");
+    a.seen = metrics_new_gauge(a.m, "agentsched_gpushare_nodes", "Nodes seen.");
+    a.carrying =
+        metrics_new_gauge(a.m, "agentsched_gpushare_nodes_advertised",
+                          "Nodes whose status carries the share resource at their devices x 1000 "
+                          "(not counting nodes opted out or stood down for).");
     k8s_config kc;
     k8s_config_defaults(&kc);
     kc.kubeconfig = a.kubeconfig;

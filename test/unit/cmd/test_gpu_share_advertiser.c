@@ -132,6 +132,9 @@ Test(gpu_share_advertiser, writes_follows_and_removes, .init = ctlfx_quiet)
     cr_expect_eq(stub_count(s, "/api/v1/nodes/", STUB_PATCH), 6);
     cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}"), 0);
     cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
+    /* g1, cpu1, off1, g3, g4 seen; g1, g3, g4 carry the share */
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes"), 5);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_advertised"), 3);
 
     buf b;
     buf_init(&b, 1 << 16);
@@ -190,6 +193,7 @@ Test(gpu_share_advertiser, stands_down_for_another_writer, .init = ctlfx_quiet)
     wait_metric(&r, "agentsched_gpushare_nodes_stood_down", 1);
     usleep(300000);
     cr_expect(share_is(s, "g1", "1000"));
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_advertised"), 0);
     cr_expect_eq(stub_count(s, "/api/v1/nodes/g1", STUB_PATCH), 3);
 
     /* the device count moves: the node is the advertiser's again */
@@ -197,6 +201,7 @@ Test(gpu_share_advertiser, stands_down_for_another_writer, .init = ctlfx_quiet)
     wait_share(s, "g1", "8000");
     wait_metric(&r, "agentsched_gpushare_patches_total{result=\"ok\"}", 4);
     cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_advertised"), 1);
     ctlfx_stop(&r);
     stub_free(s);
 }
