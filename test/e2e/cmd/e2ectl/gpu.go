@@ -101,26 +101,6 @@ type gpuPathsPod struct {
 	path, kind, model string
 }
 
-// Scenario: GPU pods of every kind (a share of one device, one whole
-// device, two whole devices) through the three paths at once on the same
-// nodes: kube-scheduler with the shipped profile calling agentsched as
-// extender (the mixed layout: schedulerName default-scheduler), vc-scheduler
-// with the shipped volcano-scheduler.conf (schedulerName volcano) and the
-// fast path (agent-scheduler). Four GPU nodes of 4 devices, two models
-// (a100, h100: `dev-cluster --gpus 4 --gpu-nodes 4 --gpu-models`), two
-// CPU-only nodes; agentsched.io/gpu-milli is written by the harness's
-// gpu-share-advertiser, never by the scenario. A third of the pods ask for
-// a model (nodeSelector or required node affinity on
-// agentsched.io/gpu-model). agentsched is killed (SIGKILL) once a first
-// burst is partly bound, a second burst arrives while it is away, and it
-// is started again. Read back from the API server: every pod bound or
-// Pending with a reason; every bound GPU pod carries its devices, its
-// milli and its node in its annotations, as many devices as it asks, of
-// its node; no device above 1000 thousandths by the annotations, no node
-// above its devices x 1000, every model asked for honoured, nothing on the
-// CPU-only nodes; every pod bound before the kill keeps its node and
-// annotations unchanged after the restart; agentsched's /metrics counts
-// each model's devices and the free ones as the annotations leave them.
 // padPod makes p about 300 KiB: a 200 KiB annotation, as a large
 // last-applied-configuration would be (annotations may hold 256 KiB in
 // all), and a 100 KiB environment variable. The API server answers the
@@ -136,6 +116,27 @@ func padPod(p *corev1.Pod) {
 	c.Env = append(c.Env, corev1.EnvVar{Name: "PADDING", Value: strings.Repeat("y", 100<<10)})
 }
 
+// Scenario: GPU pods of every kind (a share of one device, one whole
+// device, two whole devices) through the three paths at once on the same
+// nodes: kube-scheduler with the shipped profile calling agentsched as
+// extender (the mixed layout: schedulerName default-scheduler), vc-scheduler
+// with the shipped volcano-scheduler.conf (schedulerName volcano) and the
+// fast path (agent-scheduler). Four GPU nodes of 4 devices, two models
+// (a100, h100: `dev-cluster --gpus 4 --gpu-nodes 4 --gpu-models`), two
+// CPU-only nodes; agentsched.io/gpu-milli is written by the harness's
+// gpu-share-advertiser, never by the scenario. A third of the pods ask for
+// a model (nodeSelector or required node affinity on
+// agentsched.io/gpu-model); every share pod is about 300 KiB (padPod) and
+// at least one of them must be bound. agentsched is killed (SIGKILL) once a first
+// burst is partly bound, a second burst arrives while it is away, and it
+// is started again. Read back from the API server: every pod bound or
+// Pending with a reason; every bound GPU pod carries its devices, its
+// milli and its node in its annotations, as many devices as it asks, of
+// its node; no device above 1000 thousandths by the annotations, no node
+// above its devices x 1000, every model asked for honoured, nothing on the
+// CPU-only nodes; every pod bound before the kill keeps its node and
+// annotations unchanged after the restart; agentsched's /metrics counts
+// each model's devices and the free ones as the annotations leave them.
 func scenarioGPUAllPaths(c *cluster) {
 	if c.env["LAYOUT"] != "mixed" || c.env["VOLCANO"] != "1" {
 		fail("gpu_all_paths wants the mixed layout with --volcano (have layout %q, VOLCANO=%q)",

@@ -233,7 +233,7 @@ func (c *cluster) waitAllBoundN(prefix string, n int) {
 const gpuResource, gpuShareResource = "nvidia.com/gpu", "agentsched.io/gpu-milli"
 
 // Scenario: GPU-share pods (agentsched.io/gpu-milli, 300..600 thousandths
-// of one device) with schedulerName agent-scheduler pass the shipped
+// of one device; about 300 KiB each, padPod) with schedulerName agent-scheduler pass the shipped
 // sidecar configuration (the harness's gpu-share-advertiser writes
 // devices x 1000 of the resource on the GPU nodes, NodeResourcesFit counts
 // it, agentsched filters each share against one of the nodes'
