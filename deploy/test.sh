@@ -167,7 +167,10 @@ fi
 stage "$P" unit integration -- -DCMAKE_BUILD_TYPE=Release -DAGENTSCHED_E2E=OFF
 # The placement-quality goals on the openb traces, where they lie beside
 # the repository (../shared/data/openb, or AGENTSCHED_OPENB_DIR).
-if ctest --test-dir "$ROOT/$P" -N -L '^quality$' 2>/dev/null | grep -q 'quality/'; then
+# (The list is read whole before it is searched: with pipefail, grep -q
+# leaving early could fail ctest on SIGPIPE and skip the stage.)
+quality_tests=$(ctest --test-dir "$ROOT/$P" -N -L '^quality$' 2>/dev/null)
+if grep -q 'quality/' <<<"$quality_tests"; then
     run_ctest "$P" quality
 else
     echo "=== quality: SKIPPED: no openb traces in ../shared/data/openb (AGENTSCHED_OPENB_DIR)"
