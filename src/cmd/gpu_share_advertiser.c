@@ -139,8 +139,9 @@ static void update_gauges(adv *a)
 
 /* ---- one node ----------------------------------------------------------- */
 
-static void patch_node(adv *a, const char *name, const gpushare_decision *d)
+static void patch_node(adv *a, adv_node *n, const gpushare_decision *d)
 {
+    const char *name = n->name;
     char *body = gpushare_patch_body(a->share_name, d);
     if (!body)
         return;
@@ -160,11 +161,8 @@ static void patch_node(adv *a, const char *name, const gpushare_decision *d)
     as_err err = k8s_mux_patch(a->k, path, "application/merge-patch+json", body, strlen(body),
                                &resp, &code, NULL, &diag);
     if (!err && code == 200) {
-        adv_node *n = node_get(a, name, true);
-        if (n) {
-            gpushare_wrote(&n->st, d);
-            n->carries = d->action == GPUSHARE_SET;
-        }
+        gpushare_wrote(&n->st, d);
+        n->carries = d->action == GPUSHARE_SET;
         metrics_inc(a->patch_ok);
         log_info("msg=\"node status patched\" node=%s devices=%lld %s=%s", name,
                  (long long)d->devices, a->share_name,
@@ -187,7 +185,6 @@ static void handle_node(adv *a, const json_t *obj, bool deleted)
         return;
     if (deleted) {
         node_forget(a, name);
-        update_gauges(a);
         return;
     }
     adv_node *n = node_get(a, name, true);
@@ -203,8 +200,7 @@ static void handle_node(adv *a, const json_t *obj, bool deleted)
                  "found=%lld",
                  GPUSHARE_FIGHT_LIMIT, a->share_name, name, (long long)d.devices, (long long)d.cap);
     if (d.action == GPUSHARE_SET || d.action == GPUSHARE_REMOVE)
-        patch_node(a, name, &d);
-    update_gauges(a);
+        patch_node(a, n, &d);
 }
 
 /* ---- list --------------------------------------------------------------- */
@@ -259,6 +255,7 @@ static as_err list_nodes(adv *a)
         const json_t *item;
         json_array_foreach(json_object_get(list, "items"), i, item) handle_node(a, item, false);
         json_decref(list);
+        update_gauges(a); /* once a page: a pass over the table */
         if (!cont[0])
             break;
     }
@@ -282,8 +279,10 @@ static void watch_line(adv *a, const char *line, size_t len)
     if (!type || strcmp(type, "ERROR") == 0) {
         a->relist = true; /* 410 Gone and the rest: start from a list */
     } else {
-        if (strcmp(type, "BOOKMARK") != 0)
+        if (strcmp(type, "BOOKMARK") != 0) {
             handle_node(a, obj, strcmp(type, "DELETED") == 0);
+            update_gauges(a);
+        }
         if (rv)
             snprintf(a->rv, sizeof a->rv, "%s", rv);
     }
