@@ -887,13 +887,13 @@ static bool serve_merge_patch(k8s_stub *s, int fd, int kind, const char *name, b
                  name);
         ok = send_status(fd, 404, "NotFound", m);
     } else {
-        json_object_del(b, status ? "metadata" : "status");
         if (status) {
-            json_t *st = json_object_get(b, "status");
-            json_incref(st);
+            json_t *st = json_incref(json_object_get(b, "status"));
             json_object_clear(b);
             if (st)
                 json_object_set_new(b, "status", st);
+        } else {
+            json_object_del(b, "status");
         }
         merge_patch(obj, b);
         ok = store_and_send(s, fd, kind, obj, 200);
