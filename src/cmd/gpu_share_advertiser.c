@@ -14,11 +14,13 @@
  */
 #include "agentsched/cmd/gpu_share_advertiser.h"
 
+#include <assert.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@
 #include "agentsched/base/log.h"
 #include "agentsched/base/metrics.h"
 #include "agentsched/base/sync.h"
+#include "agentsched/base/table.h"
 #include "agentsched/core/cache.h"
 #include "agentsched/k8s/k8s.h"
 #include "agentsched/k8s/mux.h"
@@ -63,6 +66,7 @@ typedef struct adv {
     k8s_client *k;
     adv_node *nodes;
     size_t nnodes, cap;
+    table index; /* name -> index into nodes, plus one */
     char rv[128];
     bool table_full_logged;
     buf line;
@@ -85,11 +89,15 @@ static void beat(adv *a)
 
 /* ---- node table --------------------------------------------------------- */
 
+/* The table maps a name to its node's index plus one (the array moves when
+ * it grows; the names, allocated apart, do not): a relist of n nodes is n
+ * probes, not n*n/2 compares. */
 static adv_node *node_get(adv *a, const char *name, bool create)
 {
-    for (size_t i = 0; i < a->nnodes; i++)
-        if (strcmp(a->nodes[i].name, name) == 0)
-            return &a->nodes[i];
+    size_t len = strlen(name);
+    uintptr_t at = (uintptr_t)table_get(&a->index, name, len);
+    if (at)
+        return &a->nodes[at - 1];
     if (!create)
         return NULL;
     if (a->nnodes >= ADV_MAX_NODES) {
@@ -112,17 +120,33 @@ static adv_node *node_get(adv *a, const char *name, bool create)
     memset(n, 0, sizeof *n);
     if (!(n->name = strdup(name)))
         return NULL;
+    if (table_put(&a->index, n->name, len, (void *)(uintptr_t)(a->nnodes + 1)) != AS_OK) {
+        free(n->name);
+        return NULL;
+    }
     a->nnodes++;
     return n;
 }
 
 static void node_forget(adv *a, const char *name)
 {
-    adv_node *n = node_get(a, name, false);
-    if (!n)
+    uintptr_t at = (uintptr_t)table_del(&a->index, name, strlen(name));
+    if (!at)
         return;
+    adv_node *n = &a->nodes[at - 1];
     free(n->name);
     *n = a->nodes[--a->nnodes];
+    if (n != &a->nodes[a->nnodes]) {
+        /* The last node moved into the hole: point its entry there. */
+        size_t len = strlen(n->name);
+        void *was = table_del(&a->index, n->name, len);
+        assert(was == (void *)(uintptr_t)(a->nnodes + 1));
+        (void)was;
+        /* Cannot fail: the table just had room for this entry. */
+        as_err e = table_put(&a->index, n->name, len, (void *)(uintptr_t)at);
+        assert(e == AS_OK);
+        (void)e;
+    }
 }
 
 static void update_gauges(adv *a)
@@ -627,6 +651,7 @@ done:
     for (size_t i = 0; i < a.nnodes; i++)
         free(a.nodes[i].name);
     free(a.nodes);
+    table_free(&a.index);
     buf_free(&a.line);
     cache_free(c);
     metrics_free(a.m);

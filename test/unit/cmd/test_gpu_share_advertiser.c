@@ -123,13 +123,16 @@ Test(gpu_share_advertiser, writes_follows_and_removes, .init = ctlfx_quiet)
     cr_assert(stub_delete(s, STUB_NODE, "g2"));
     stub_put(s, STUB_NODE, n = gpu_node("g4", 1, NULL)), json_decref(n);
     wait_share(s, "g4", "1000");
+    /* g3 took g2's place in the table: its entry follows it there */
+    stub_put(s, STUB_NODE, n = gpu_node("g3", 5, "2000")), json_decref(n);
+    wait_share(s, "g3", "5000");
 
     /* the opted-out node was never written */
     cr_expect(share_is(s, "off1", "-"));
     cr_expect_eq(stub_count(s, "/api/v1/nodes/off1", STUB_PATCH), 0);
-    /* g1 twice, g2, cpu1, g3, g4: six patches, none repeated */
-    wait_metric(&r, "agentsched_gpushare_patches_total{result=\"ok\"}", 6);
-    cr_expect_eq(stub_count(s, "/api/v1/nodes/", STUB_PATCH), 6);
+    /* g1 twice, g2, cpu1, g3 twice, g4: seven patches, none repeated */
+    wait_metric(&r, "agentsched_gpushare_patches_total{result=\"ok\"}", 7);
+    cr_expect_eq(stub_count(s, "/api/v1/nodes/", STUB_PATCH), 7);
     cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_patches_total{result=\"failed\"}"), 0);
     cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_stood_down"), 0);
     /* g1, cpu1, off1, g3, g4 seen; g1, g3, g4 carry the share */
