@@ -54,7 +54,8 @@
 typedef struct adv_node {
     char *name;
     gpushare_state st;
-    bool carries; /* its status holds the share at devices x 1000, as last seen or written */
+    bool carries;  /* its status holds the share at devices x 1000, as last seen or written */
+    uint32_t seen; /* the list (adv.list_gen) it was last seen in, or seen since by the watch */
 } adv_node;
 
 typedef struct adv {
@@ -66,7 +67,8 @@ typedef struct adv {
     k8s_client *k;
     adv_node *nodes;
     size_t nnodes, cap;
-    table index; /* name -> index into nodes, plus one */
+    table index;       /* name -> index into nodes, plus one */
+    uint32_t list_gen; /* lists begun */
     char rv[128];
     bool table_full_logged;
     buf line;
@@ -161,6 +163,24 @@ static void update_gauges(adv *a)
     metrics_set(a->seen, (int64_t)a->nnodes);
 }
 
+/* forget_unseen drops the nodes a whole list did not hold: deleted while no
+ * watch was open (a 410 Gone, a dropped stream), so no DELETED event came.
+ * Backwards, so the node moved into a freed slot was already kept. */
+static void forget_unseen(adv *a)
+{
+    size_t gone = 0;
+    for (size_t i = a->nnodes; i-- > 0;) {
+        if (a->nodes[i].seen == a->list_gen)
+            continue;
+        if (gone++ < 5)
+            log_info("msg=\"node gone while no watch was open; forgotten\" node=%s",
+                     a->nodes[i].name);
+        node_forget(a, a->nodes[i].name);
+    }
+    if (gone)
+        log_info("msg=\"nodes missing from the list forgotten\" nodes=%zu", gone);
+}
+
 /* ---- one node ----------------------------------------------------------- */
 
 static void patch_node(adv *a, adv_node *n, const gpushare_decision *d)
@@ -214,6 +234,7 @@ static void handle_node(adv *a, const json_t *obj, bool deleted)
     adv_node *n = node_get(a, name, true);
     if (!n)
         return;
+    n->seen = a->list_gen;
     gpushare_decision d;
     gpushare_decide(obj, a->gpu_name, a->share_name, &n->st, clock_mono_ms(), &d);
     /* a write that succeeds sets it again (patch_node) */
@@ -237,6 +258,8 @@ static as_err list_nodes(adv *a)
     buf resp;
     buf_init(&resp, LIST_BODY_CAP);
     metrics_inc(a->relists);
+    a->list_gen++;
+    bool whole = false;
     while (!k8s_stopping(a->k)) {
         char path[1400];
         snprintf(path, sizeof path, "/api/v1/nodes?limit=%d%s%s", page_limit,
@@ -280,8 +303,14 @@ static as_err list_nodes(adv *a)
         json_array_foreach(json_object_get(list, "items"), i, item) handle_node(a, item, false);
         json_decref(list);
         update_gauges(a); /* once a page: a pass over the table */
-        if (!cont[0])
+        if (!cont[0]) {
+            whole = true;
             break;
+        }
+    }
+    if (whole) {
+        forget_unseen(a);
+        update_gauges(a);
     }
     buf_free(&resp);
     return err;

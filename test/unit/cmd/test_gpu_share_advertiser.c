@@ -173,6 +173,19 @@ Test(gpu_share_advertiser, failed_patch_is_sent_again_after_a_relist, .init = ct
     wait_share(s, "g1", "2000");
     wait_metric(&r, "agentsched_gpushare_lists_total", 2);
     cr_expect_eq(stub_count(s, "/api/v1/nodes/g2", STUB_PATCH), 1, "g2 was right: not rewritten");
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes"), 2);
+
+    /* g2 deleted while no watch is open (its DELETED event is lost with the
+     * stream, and the watch after it is refused with 410): the relist does
+     * not hold it, and it is forgotten */
+    stub_pause_watches(s, true);
+    cr_assert(stub_delete(s, STUB_NODE, "g2"));
+    stub_compact(s);
+    stub_drop_watches(s);
+    stub_pause_watches(s, false);
+    wait_metric(&r, "agentsched_gpushare_lists_total", 3);
+    wait_metric(&r, "agentsched_gpushare_nodes", 1);
+    cr_expect_eq(ctlfx_metric(&r, "agentsched_gpushare_nodes_advertised"), 1);
     ctlfx_stop(&r);
     stub_free(s);
 }
