@@ -34,6 +34,7 @@ var scenarios = map[string]func(c *cluster){
 	"volcano_shards":          scenarioVolcanoShards,
 	"volcano_shard_owner":     scenarioVolcanoShardOwner,
 	"volcano_shard_parity":    scenarioVolcanoShardParity,
+	"volcano_shard_scale":     scenarioVolcanoShardScale,
 	"volcano_extender":        scenarioVolcanoExtender,
 	"volcano_sidebyside":      scenarioVolcanoSideBySide,
 	"gpu_all_paths":           scenarioGPUAllPaths,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -189,15 +190,36 @@ func waitDesired(dyn dynamic.Interface, want map[string][]string, limit time.Dur
 				}
 			}
 			if ok {
-				logf("%s: nodesDesired %v", who, got)
+				logf("%s: nodesDesired %s", who, shortSets(got))
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			fail("%s: after %s nodesDesired are %v (err %v); want %v", who, limit, got, err, want)
+			fail("%s: after %s nodesDesired are %s (err %v); want %s", who, limit, shortSets(got), err,
+				shortSets(want))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// shortSets prints sets of nodes whole, or as a count with the first and
+// last when long (a NodeShard of thousands of nodes).
+func shortSets(m map[string][]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		v := m[k]
+		if len(v) <= 12 {
+			parts = append(parts, fmt.Sprintf("%s:%v", k, v))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s:[%d nodes, %s .. %s]", k, len(v), v[0], v[len(v)-1]))
+		}
+	}
+	return "map[" + strings.Join(parts, " ") + "]"
 }
 
 // desiredManagers maps each NodeShard to the field manager owning its

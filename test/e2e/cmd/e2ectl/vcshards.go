@@ -340,17 +340,17 @@ func (c *cluster) addNode(name, cpu, memory string) {
 }
 
 // applyVolcanoShardingConfigMap creates Volcano's example ConfigMap with
-// only the names and numbers this cluster needs changed (each change
-// asserted), and returns its sharding.yaml.
-func (c *cluster) applyVolcanoShardingConfigMap() string {
+// only the names and numbers this cluster needs changed (each change, and
+// each of more, asserted), and returns its sharding.yaml.
+func (c *cluster) applyVolcanoShardingConfigMap(more ...[2]string) string {
 	path := filepath.Join(c.env.need("VOLCANO_SRC"), "example/sharding/sharding-config-configmap.yaml")
 	raw, err := os.ReadFile(path)
 	check(err, "Volcano's example sharding ConfigMap")
 	s := string(raw)
-	for _, r := range [][2]string{
+	for _, r := range append([][2]string{
 		{"      - name: volcano\n", "      - name: vc-agent-scheduler\n"},
 		{`shardSyncPeriod: "60s"`, `shardSyncPeriod: "20s"`},
-	} {
+	}, more...) {
 		if strings.Count(s, r[0]) != 1 {
 			fail("%s: expected one %q to adapt", path, r[0])
 		}
