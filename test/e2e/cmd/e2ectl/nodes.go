@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // e2eNodeLabel marks the fake nodes the harness registered.
@@ -94,9 +95,7 @@ func cmdNodes(args []string) error {
 		return err
 	}
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, *count)
-	sem := make(chan struct{}, 16)
+	nodes := make([]*corev1.Node, 0, *count)
 	for i := 0; i < *count; i++ {
 		n, err := fakeNode(fmt.Sprintf("%s%04d", *prefix, i), *cpu, *memory, *pods, *ready)
 		if err != nil {
@@ -116,6 +115,23 @@ func cmdNodes(args []string) error {
 				n.Labels[gpuModelLabel] = models[i%len(models)]
 			}
 		}
+		nodes = append(nodes, n)
+	}
+	if err := registerNodes(cs, nodes); err != nil {
+		return err
+	}
+	fmt.Printf("registered %d nodes (cpu=%s memory=%s pods=%s ready=%v gpus=%d on %d, models %q, kubelet-like %v) in %.1fs\n",
+		*count, *cpu, *memory, *pods, *ready, *gpus, *gpuNodes, models, *kubeletLike, time.Since(start).Seconds())
+	return nil
+}
+
+// registerNodes creates nodes, 16 at a time, and writes each one's status
+// through the status subresource as a kubelet would.
+func registerNodes(cs kubernetes.Interface, nodes []*corev1.Node) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(nodes))
+	sem := make(chan struct{}, 16)
+	for _, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -174,8 +190,6 @@ func cmdNodes(args []string) error {
 	for err := range errs {
 		return err
 	}
-	fmt.Printf("registered %d nodes (cpu=%s memory=%s pods=%s ready=%v gpus=%d on %d, models %q, kubelet-like %v) in %.1fs\n",
-		*count, *cpu, *memory, *pods, *ready, *gpus, *gpuNodes, models, *kubeletLike, time.Since(start).Seconds())
 	return nil
 }
 

@@ -329,13 +329,7 @@ func (c *cluster) residentPod(name, node, cpu string) {
 func (c *cluster) addNode(name, cpu, memory string) {
 	n, err := fakeNode(name, cpu, memory, "110", true)
 	check(err, "node "+name)
-	ctx, cancel := ctxTimeout(30 * time.Second)
-	defer cancel()
-	created, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	check(err, "create node "+name)
-	created.Status = n.Status
-	_, err = c.cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	check(err, "node status "+name)
+	check(registerNodes(c.cs, []*corev1.Node{n}), "node "+name)
 	logf("node %s joined (%s CPU)", name, cpu)
 }
 

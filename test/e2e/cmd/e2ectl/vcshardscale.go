@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -137,40 +136,15 @@ func scenarioVolcanoShardScale(c *cluster) {
 	logf("bound inside their own shards: %v", per)
 }
 
-// addNodes registers fake nodes of cpu and memory under names, 16 at a
-// time.
+// addNodes registers fake nodes of cpu and memory under names.
 func (c *cluster) addNodes(names []string, cpu, memory string) {
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(names))
-	sem := make(chan struct{}, 16)
+	nodes := make([]*corev1.Node, 0, len(names))
 	for _, name := range names {
 		n, err := fakeNode(name, cpu, memory, "110", true)
 		check(err, "node "+name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ctx, cancel := ctxTimeout(60 * time.Second)
-			defer cancel()
-			created, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				created, err = c.cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			}
-			if err == nil {
-				created.Status = n.Status
-				_, err = c.cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-			}
-			if err != nil {
-				errs <- fmt.Errorf("node %s: %v", n.Name, err)
-			}
-		}()
+		nodes = append(nodes, n)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		fail("%v", err)
-	}
+	check(registerNodes(c.cs, nodes), "register nodes")
 	logf("%d nodes of %s CPU registered in %.1fs", len(names), cpu, time.Since(start).Seconds())
 }
