@@ -54,8 +54,8 @@
 typedef struct adv_node {
     char *name;
     gpushare_state st;
-    bool carries;  /* its status holds the share at devices x 1000, as last seen or written */
-    uint32_t seen; /* the list (adv.list_gen) it was last seen in, or seen since by the watch */
+    bool carries;    /* its status holds the share at devices x 1000, as last seen or written */
+    uint32_t listed; /* the list (adv.list_gen) that held it last, or the watch after it */
 } adv_node;
 
 typedef struct adv {
@@ -170,7 +170,7 @@ static void forget_unseen(adv *a)
 {
     size_t gone = 0;
     for (size_t i = a->nnodes; i-- > 0;) {
-        if (a->nodes[i].seen == a->list_gen)
+        if (a->nodes[i].listed == a->list_gen)
             continue;
         if (gone++ < 5)
             log_info("msg=\"node gone while no watch was open; forgotten\" node=%s",
@@ -234,7 +234,7 @@ static void handle_node(adv *a, const json_t *obj, bool deleted)
     adv_node *n = node_get(a, name, true);
     if (!n)
         return;
-    n->seen = a->list_gen;
+    n->listed = a->list_gen;
     gpushare_decision d;
     gpushare_decide(obj, a->gpu_name, a->share_name, &n->st, clock_mono_ms(), &d);
     /* a write that succeeds sets it again (patch_node) */
