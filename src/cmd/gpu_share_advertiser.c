@@ -138,6 +138,7 @@ static void node_forget(adv *a, const char *name)
     adv_node *n = &a->nodes[at - 1];
     free(n->name);
     *n = a->nodes[--a->nnodes];
+    a->table_full_logged = false; /* room again: a full table is news once more */
     if (n != &a->nodes[a->nnodes]) {
         /* The last node moved into the hole: point its entry there. */
         size_t len = strlen(n->name);
