@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Scenario volcano_shard_scale: NodeShards the size a large cluster's are.
@@ -73,7 +74,9 @@ func scenarioVolcanoShardScale(c *cluster) {
 	check(err, "get NodeShard "+vcShard)
 	raw, err := json.Marshal(vs.Object)
 	check(err, "NodeShard "+vcShard)
-	desired, _ := json.Marshal(vs.Object["spec"].(map[string]interface{})["nodesDesired"])
+	desiredNames, _, _ := unstructured.NestedStringSlice(vs.Object, "spec", "nodesDesired")
+	desired, err := json.Marshal(desiredNames)
+	check(err, "NodeShard "+vcShard+" nodesDesired")
 	logf("NodeShard %s: %d bytes, nodesDesired %d bytes", vcShard, len(raw), len(desired))
 	if len(desired) <= 64<<10 {
 		fail("NodeShard %s's nodesDesired is %d bytes: the scenario means it over 64 KiB", vcShard, len(desired))
