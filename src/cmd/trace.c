@@ -4,6 +4,7 @@
 #include "agentsched/cmd/trace.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,15 @@ static int csv_next(csv *c, as_diag *diag, as_err *err)
         }
         return 1;
     }
+}
+
+/* A value that is not there: empty, or "nan", as the trace's own README
+ * writes an absent model or gpu_spec (pandas' rendering of a missing
+ * value). */
+static bool csv_absent(const char *v)
+{
+    return !*v || ((v[0] == 'n' || v[0] == 'N') && (v[1] == 'a' || v[1] == 'A') &&
+                   (v[2] == 'n' || v[2] == 'N') && !v[3]);
 }
 
 static int csv_find(const char *const *hdr, size_t n, const char *name)
@@ -219,7 +229,7 @@ static as_err parse_nodes(trace *t, const char *name, const char *text, size_t l
             (err = csv_int(&c, "gpu", c.col[igpu], 0, MODEL_MAX_GPUS, &n->gpus, diag)))
             return err;
         n->name = pool_strdup(t->pool, sn);
-        const char *model = imodel >= 0 ? c.col[imodel] : "";
+        const char *model = imodel >= 0 && !csv_absent(c.col[imodel]) ? c.col[imodel] : "";
         n->model = *model ? pool_strdup(t->pool, model) : NULL;
         if (!n->name || (*model && !n->model))
             return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
@@ -300,7 +310,7 @@ static as_err parse_pods(trace *t, const char *name, const char *text, size_t le
                                        &p->created, diag)))
             return err;
         p->deleted = -1;
-        if (idt >= 0 && *c.col[idt]) {
+        if (idt >= 0 && !csv_absent(c.col[idt])) {
             if ((err = csv_int(&c, "deletion_time", c.col[idt], INT64_MIN + 1, INT64_MAX,
                                &p->deleted, diag)))
                 return err;
@@ -310,7 +320,7 @@ static as_err parse_pods(trace *t, const char *name, const char *text, size_t le
                 t->has_lifetimes = true;
         }
         p->gpu_spec = NULL;
-        if (ispec >= 0 && *c.col[ispec]) {
+        if (ispec >= 0 && !csv_absent(c.col[ispec])) {
             if (strlen(c.col[ispec]) > 1000)
                 return as_diag_set(diag, AS_EINVAL, "gpu_spec", "%s:%zu: column gpu_spec: too long",
                                    name, c.line);

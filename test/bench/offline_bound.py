@@ -173,7 +173,8 @@ def main():
             continue
         n, m = demand_of(row) or (0, 0)
         arrived += n * m
-        models = frozenset(x for x in row.get("gpu_spec", "").split("|") if x)
+        spec = row.get("gpu_spec", "")
+        models = frozenset(x for x in ("" if spec.lower() == "nan" else spec).split("|") if x)
         # the replay reads its 100% point before the pod that reaches it
         early = arrived < cap
         pods[(n, m, int(row["cpu_milli"]), int(row["memory_mib"]), models, early)] += 1

@@ -181,6 +181,14 @@ def main():
         rows = list(rd)
     with open(os.path.join(a.data, "openb_node_list_all_node.csv"), newline="") as f:
         nodes = list(csv.DictReader(f))
+    # "nan" is how the trace's README writes an absent model or gpu_spec,
+    # as agentsched replay reads it
+    for r in rows:
+        if r.get("gpu_spec", "").lower() == "nan":
+            r["gpu_spec"] = ""
+    for n in nodes:
+        if n.get("model", "").lower() == "nan":
+            n["model"] = ""
     if "gpu_spec" not in cols:
         cols = cols + ["gpu_spec"]
     os.makedirs(out, exist_ok=True)

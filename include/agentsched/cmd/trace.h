@@ -31,7 +31,7 @@ typedef struct trace_node {
     int64_t cpu; /* millicores */
     int64_t mem_mib;
     int64_t gpus;
-    const char *model; /* NULL for CPU-only nodes */
+    const char *model; /* NULL for CPU-only nodes (model empty or "nan") */
 } trace_node;
 
 typedef struct trace_pod {
@@ -40,10 +40,10 @@ typedef struct trace_pod {
     int64_t mem_mib;
     int64_t num_gpu;
     int64_t gpu_milli;    /* per device; 1000 for whole GPUs, 0 without GPU */
-    const char *gpu_spec; /* "A|B" or NULL */
+    const char *gpu_spec; /* "A|B", or NULL when empty or "nan" */
     int64_t created;      /* creation_time, s; 0 without the column */
     int64_t deleted;      /* deletion_time, s; -1 without the column, an empty
-                           * value or a time not after creation */
+                           * value, "nan" or a time not after creation */
     size_t line;          /* in the pod file, for messages */
 } trace_pod;
 

@@ -249,6 +249,29 @@ Test(replay, gpu_spec_is_affinity)
     trace_free(t);
 }
 
+/* "nan", as the trace's README writes a missing value, is no value: no
+ * model pinned, no node model, no deletion time. */
+Test(replay, nan_is_absent)
+{
+    char nodes[256], pods[512];
+    snprintf(nodes, sizeof nodes, "%sn1,64000,262144,2,G2\nc1,8000,8192,0,nan\n", nodes_hdr);
+    snprintf(pods, sizeof pods,
+             "%sa,1000,1024,1,1000,nan,LS,Running,1,NaN,0\n"
+             "b,1000,1024,1,500,G2,LS,Running,2,9,0\n",
+             pods_hdr);
+    trace *t = parse(nodes, pods);
+    cr_assert_null(t->pods[0].gpu_spec);
+    cr_assert_eq(t->pods[0].deleted, -1);
+    cr_assert_str_eq(t->pods[1].gpu_spec, "G2");
+    cr_assert_eq(t->pods[1].deleted, 9);
+    cr_assert_null(t->nodes[1].model);
+    cr_assert_str_eq(t->nodes[0].model, "G2");
+    replay_result r = run(t, "fragment", 1.0);
+    cr_assert_eq(r.failed, 0);
+    cr_assert_eq(r.placed, r.submitted);
+    trace_free(t);
+}
+
 /* A cluster without GPUs replays the list once. */
 Test(replay, cpu_only_cluster)
 {
