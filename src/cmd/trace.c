@@ -52,13 +52,15 @@ static int csv_next(csv *c, as_diag *diag, as_err *err)
         c->p = nl ? nl + 1 : c->end;
         if (len == 0)
             continue;
-        if (memchr(c->buf, '\0', len) || strchr(c->buf, '"')) {
+        if (memchr(c->buf, '\0', len)) {
             *err = as_diag_set(diag, AS_EPARSE, NULL,
-                               "%s:%zu: quotes and NUL bytes are not supported in trace CSV "
-                               "files",
-                               c->name, c->line);
+                               "%s:%zu: NUL bytes are not supported in trace CSV files", c->name,
+                               c->line);
             return -1;
         }
+        /* Split in place. A value may be quoted as RFC 4180 has it (a
+         * writer that quotes every value; "" inside stands for "), but
+         * must end on its line. */
         c->ncol = 0;
         char *s = c->buf;
         for (;;) {
@@ -67,12 +69,53 @@ static int csv_next(csv *c, as_diag *diag, as_err *err)
                                    c->line, CSV_MAX_COLS);
                 return -1;
             }
+            char *next;
+            if (*s == '"') {
+                char *w = s, *r = s + 1;
+                for (;;) {
+                    if (!*r) {
+                        *err = as_diag_set(diag, AS_EPARSE, NULL,
+                                           "%s:%zu: column %zu: a quoted value does not end on "
+                                           "its line",
+                                           c->name, c->line, c->ncol + 1);
+                        return -1;
+                    }
+                    if (*r == '"' && r[1] == '"') {
+                        *w++ = '"';
+                        r += 2;
+                    } else if (*r == '"') {
+                        r++;
+                        break;
+                    } else {
+                        *w++ = *r++;
+                    }
+                }
+                if (*r && *r != ',') {
+                    *err = as_diag_set(diag, AS_EPARSE, NULL,
+                                       "%s:%zu: column %zu: text after a quoted value's closing "
+                                       "quote",
+                                       c->name, c->line, c->ncol + 1);
+                    return -1;
+                }
+                next = *r ? r + 1 : NULL;
+                *w = '\0';
+            } else {
+                char *comma = strchr(s, ',');
+                size_t vlen = comma ? (size_t)(comma - s) : strlen(s);
+                if (memchr(s, '"', vlen)) {
+                    *err = as_diag_set(diag, AS_EPARSE, NULL,
+                                       "%s:%zu: column %zu: a quote inside an unquoted value",
+                                       c->name, c->line, c->ncol + 1);
+                    return -1;
+                }
+                next = comma ? comma + 1 : NULL;
+                if (comma)
+                    *comma = '\0';
+            }
             c->col[c->ncol++] = s;
-            char *comma = strchr(s, ',');
-            if (!comma)
+            if (!next)
                 break;
-            *comma = '\0';
-            s = comma + 1;
+            s = next;
         }
         return 1;
     }

@@ -321,8 +321,12 @@ Test(replay, csv_errors)
               "nodes.csv:2: 4 columns, the header has 5");
     parse_bad("", pods, AS_EPARSE, "nodes.csv: empty file");
     parse_bad("sn,cpu_milli,memory_mib,gpu,model\n", pods, AS_EINVAL, "nodes.csv: no nodes");
-    parse_bad("sn,cpu_milli,memory_mib,gpu,model\n\"n1\",1,1,1,T4\n", pods, AS_EPARSE,
-              "nodes.csv:2: quotes");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\n\"n1,1,1,1,T4\n", pods, AS_EPARSE,
+              "nodes.csv:2: column 1: a quoted value does not end on its line");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,1,\"T4\"x\n", pods, AS_EPARSE,
+              "nodes.csv:2: column 5: text after a quoted value's closing quote");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,1,T\"4\n", pods, AS_EPARSE,
+              "nodes.csv:2: column 5: a quote inside an unquoted value");
     const char *n = "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,1024,2,T4\n";
     parse_bad(n, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,2,500\n", AS_EINVAL,
               "pods.csv:2: column gpu_milli");
@@ -352,6 +356,28 @@ Test(replay, missing_files)
     cr_assert_eq(trace_load("/nonexistent/nodes.csv", DATA "/pods.csv", &t, &d), AS_EIO);
     cr_assert(strstr(d.msg, "/nonexistent/nodes.csv"), "%s", d.msg);
     cr_assert_null(t);
+}
+
+/* A writer that quotes every value (RFC 4180; "" inside a quoted value
+ * is one quote) reads as one that quotes none. */
+Test(replay, quoted_values)
+{
+    trace *t = parse("\"sn\",\"cpu_milli\",\"memory_mib\",\"gpu\",\"model\"\n"
+                     "\"n1\",\"8000\",\"1024\",\"1\",\"T4\"\n"
+                     "\"n,2\",\"8000\",\"1024\",\"1\",\"A\"\"B\"\n",
+                     "\"name\",cpu_milli,memory_mib,num_gpu,gpu_milli,\"gpu_spec\"\n"
+                     "\"p\",1000,512,1,1000,\"T4|G2\"\n"
+                     "q,1000,512,1,1000,\"\"\n");
+    cr_assert_eq(t->nnodes, 2);
+    cr_assert_str_eq(t->nodes[0].name, "n1");
+    cr_assert_eq(t->nodes[0].cpu, 8000);
+    cr_assert_str_eq(t->nodes[0].model, "T4");
+    cr_assert_str_eq(t->nodes[1].name, "n,2");
+    cr_assert_str_eq(t->nodes[1].model, "A\"B");
+    cr_assert_eq(t->npods, 2);
+    cr_assert_str_eq(t->pods[0].gpu_spec, "T4|G2");
+    cr_assert_null(t->pods[1].gpu_spec);
+    trace_free(t);
 }
 
 /* Windows line endings and blank lines are accepted. */
