@@ -207,7 +207,7 @@ func checkRestrictedPods(c *cluster) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		check(err, "create namespace "+ns)
 	}
-	repo := filepath.Join(filepath.Dir(c.env.need("DEV_CLUSTER")), "..", "..")
+	repo := c.repo()
 	n := 0
 	for _, m := range restrictedManifests {
 		raw, err := os.ReadFile(filepath.Join(repo, m))

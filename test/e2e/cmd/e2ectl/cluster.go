@@ -420,6 +420,11 @@ func getAt(url, path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
+// repo is the agentsched checkout the harness runs from.
+func (c *cluster) repo() string {
+	return filepath.Join(filepath.Dir(c.env.need("DEV_CLUSTER")), "..", "..")
+}
+
 // metrics maps each sample line's series ("name{labels}") to its value.
 func (c *cluster) metrics() map[string]float64 {
 	return metricsAt(c.agentschedURL)

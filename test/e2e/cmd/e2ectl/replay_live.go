@@ -133,7 +133,7 @@ func (c *cluster) podOutcome(name string, timeout time.Duration) (string, error)
 }
 
 func scenarioLiveEqualsReplay(c *cluster) {
-	repo := filepath.Dir(filepath.Dir(filepath.Dir(c.env["DEV_CLUSTER"])))
+	repo := c.repo()
 	data := filepath.Join(repo, "test", "unit", "data", "replay")
 	nodesCSV, podsCSV := filepath.Join(data, "nodes.csv"), filepath.Join(data, "pods.csv")
 	policy := filepath.Join(repo, "policy", "default.yaml")

@@ -410,7 +410,7 @@ type shardCtl struct {
 // `agentsched shard-controller` as its ServiceAccount, its config in a
 // ConfigMap of kube-system (where its Role may read).
 func (c *cluster) startShardController(shardingYAML string) *shardCtl {
-	repo := filepath.Join(filepath.Dir(c.env.need("DEV_CLUSTER")), "..", "..")
+	repo := c.repo()
 	apply := exec.Command(os.Args[0], "apply", "--kubeconfig", c.env.need("KUBECONFIG"),
 		"-f", filepath.Join(repo, "deploy/shard-controller/rbac.yaml"))
 	apply.Stderr = os.Stderr
