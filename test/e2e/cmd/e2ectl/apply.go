@@ -31,6 +31,7 @@ func cmdApply(args []string) error {
 	file := fs.String("f", "", "manifest (required)")
 	kinds := fs.String("kinds", "", "comma-separated kinds to apply, the others skipped (default: all)")
 	dryRun := fs.Bool("dry-run", false, "server-side dry run: the API server validates and admits every object, stores none")
+	strict := fs.Bool("strict", false, "strict field validation: an unknown or duplicate field is an error, not a warning")
 	_ = fs.Parse(args)
 	only := map[string]bool{}
 	for _, k := range strings.Split(*kinds, ",") {
@@ -85,9 +86,13 @@ func cmdApply(args []string) error {
 			}
 			ri = dyn.Resource(mapping.Resource).Namespace(ns)
 		}
+		validation := ""
+		if *strict {
+			validation = "Strict"
+		}
 		ctx, cancel := ctxTimeout(30 * time.Second)
 		if *dryRun {
-			_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			_, err = ri.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: validation})
 			if apierrors.IsAlreadyExists(err) {
 				err = nil
 			}
@@ -99,12 +104,12 @@ func cmdApply(args []string) error {
 			fmt.Printf("valid %s %s\n", gvk.Kind, obj.GetName())
 			continue
 		}
-		_, err = ri.Create(ctx, obj, metav1.CreateOptions{})
+		_, err = ri.Create(ctx, obj, metav1.CreateOptions{FieldValidation: validation})
 		if apierrors.IsAlreadyExists(err) {
 			var cur *unstructured.Unstructured
 			if cur, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{}); err == nil {
 				obj.SetResourceVersion(cur.GetResourceVersion())
-				_, err = ri.Update(ctx, obj, metav1.UpdateOptions{})
+				_, err = ri.Update(ctx, obj, metav1.UpdateOptions{FieldValidation: validation})
 			}
 		}
 		cancel()

@@ -41,6 +41,7 @@ var scenarios = map[string]func(c *cluster){
 	"gpu_share_advertiser":    scenarioGPUShareAdvertiser,
 	"live_equals_replay":      scenarioLiveEqualsReplay,
 	"gpu_reserve":             scenarioGPUReserve,
+	"monitoring_manifests":    scenarioMonitoringManifests,
 }
 
 // cmdScenario runs one scenario against the dev-cluster in --state-dir and
