@@ -6,7 +6,9 @@
  * list `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...,
  * creation_time,deletion_time,...]`. The reader is strict: the header names
  * the columns, every value is an integer in range, lines and files are
- * capped, and errors name the file, line and column. Pods are kept in trace
+ * capped, and errors name the file, line and column. Values may be quoted
+ * (RFC 4180, within one line); an empty or "nan" model, gpu_spec or
+ * deletion_time is absent. Pods are kept in trace
  * order: creation_time, then name; file order without a creation_time
  * column. The replay engine (replay.h) and the benchmarks read it.
  */
