@@ -5,11 +5,13 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agentsched/base/doc.h"
+#include "agentsched/base/table.h"
 #include "agentsched/model/node.h"
 #include "agentsched/model/pod.h"
 
@@ -252,42 +254,63 @@ static as_err parse_nodes(trace *t, const char *name, const char *text, size_t l
         return err;
     imodel = csv_find(h.ptr, h.n, "model");
     size_t cap = 0;
+    table names = {0}; /* sn -> its line, to refuse a node listed twice */
     for (;;) {
         int r = csv_row(&c, &h, t->pool, (void **)&t->nodes, &cap, t->nnodes, sizeof *t->nodes,
                         "nodes", diag, &err);
         if (r < 0)
-            return err;
+            goto done;
         if (r == 0)
             break;
         trace_node *n = &t->nodes[t->nnodes];
         const char *sn = c.col[isn];
-        if (!*sn || strlen(sn) > 253)
-            return as_diag_set(diag, AS_EINVAL, "sn",
-                               "%s:%zu: column sn: a node name of 1 to "
-                               "253 characters is needed",
-                               name, c.line);
+        if (!*sn || strlen(sn) > 253) {
+            err = as_diag_set(diag, AS_EINVAL, "sn",
+                              "%s:%zu: column sn: a node name of 1 to 253 characters is needed",
+                              name, c.line);
+            goto done;
+        }
         if ((err = csv_int(&c, "cpu_milli", c.col[icpu], 1, INT64_C(1) << 40, &n->cpu, diag)) ||
             (err =
                  csv_int(&c, "memory_mib", c.col[imem], 1, INT64_C(1) << 30, &n->mem_mib, diag)) ||
             (err = csv_int(&c, "gpu", c.col[igpu], 0, MODEL_MAX_GPUS, &n->gpus, diag)))
-            return err;
-        n->name = pool_strdup(t->pool, sn);
+            goto done;
         const char *model = imodel >= 0 && !csv_absent(c.col[imodel]) ? c.col[imodel] : "";
+        if (strlen(model) > 63) {
+            err = as_diag_set(diag, AS_EINVAL, "model",
+                              "%s:%zu: column model: a label value is at most 63 characters", name,
+                              c.line);
+            goto done;
+        }
+        n->name = pool_strdup(t->pool, sn);
         n->model = *model ? pool_strdup(t->pool, model) : NULL;
-        if (!n->name || (*model && !n->model))
-            return as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
-        if (strlen(model) > 63)
-            return as_diag_set(diag, AS_EINVAL, "model",
-                               "%s:%zu: column model: a label value is at most 63 characters", name,
-                               c.line);
+        if (!n->name || (*model && !n->model)) {
+            err = as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
+            goto done;
+        }
+        /* One node a name: a name listed twice would be one node in the
+         * cluster but count twice in its capacity. */
+        uintptr_t first = (uintptr_t)table_get(&names, n->name, strlen(n->name));
+        if (first) {
+            err = as_diag_set(diag, AS_EINVAL, "sn",
+                              "%s:%zu: column sn: node %s is listed already, on line %zu", name,
+                              c.line, n->name, (size_t)first);
+            goto done;
+        }
+        if (table_put(&names, n->name, strlen(n->name), (void *)(uintptr_t)c.line) != AS_OK) {
+            err = as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
+            goto done;
+        }
         t->gpu_cap += n->gpus * MODEL_GPU_MILLI;
         t->cpu_cap += n->cpu;
         t->mem_cap += n->mem_mib;
         t->nnodes++;
     }
     if (t->nnodes == 0)
-        return as_diag_set(diag, AS_EINVAL, NULL, "%s: no nodes", name);
-    return AS_OK;
+        err = as_diag_set(diag, AS_EINVAL, NULL, "%s: no nodes", name);
+done:
+    table_free(&names);
+    return err;
 }
 
 static int pod_cmp(const void *a, const void *b)

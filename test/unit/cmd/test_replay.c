@@ -319,6 +319,8 @@ Test(replay, csv_errors)
               "nodes.csv:2: column gpu: 17 is out of range");
     parse_bad("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,2\n", pods, AS_EPARSE,
               "nodes.csv:2: 4 columns, the header has 5");
+    parse_bad("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,1,T4\nn2,1,1,1,T4\nn1,1,1,1,T4\n", pods,
+              AS_EINVAL, "nodes.csv:4: column sn: node n1 is listed already, on line 2");
     parse_bad("", pods, AS_EPARSE, "nodes.csv: empty file");
     parse_bad("sn,cpu_milli,memory_mib,gpu,model\n", pods, AS_EINVAL, "nodes.csv: no nodes");
     parse_bad("sn,cpu_milli,memory_mib,gpu,model\n\"n1,1,1,1,T4\n", pods, AS_EPARSE,
