@@ -292,9 +292,10 @@ static as_err parse_nodes(trace *t, const char *name, const char *text, size_t l
          * cluster but count twice in its capacity. */
         uintptr_t first = (uintptr_t)table_get(&names, n->name, strlen(n->name));
         if (first) {
-            err = as_diag_set(diag, AS_EINVAL, "sn",
-                              "%s:%zu: column sn: node %s is listed already, on line %zu", name,
-                              c.line, n->name, (size_t)first);
+            err = as_diag_set(
+                diag, AS_EINVAL, "sn",
+                "%s:%zu: column sn: node %s is listed already, on line %zu; list each node once",
+                name, c.line, n->name, (size_t)first);
             goto done;
         }
         if (table_put(&names, n->name, strlen(n->name), (void *)(uintptr_t)c.line) != AS_OK) {
