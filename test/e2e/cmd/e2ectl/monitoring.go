@@ -182,11 +182,11 @@ func checkPodMonitor(pm *unstructured.Unstructured, file string) map[string]inte
 	}
 	// The process listens there: --listen or --metrics-listen names it.
 	args := append(append([]string{}, ctr.Command...), ctr.Args...)
-	listens, tlsServed := "", false
+	listens, tlsServed := "", false // listens: the flag naming the port
 	for _, a := range args {
-		for _, f := range []string{"--listen=", "--metrics-listen="} {
-			if strings.HasPrefix(a, f) && strings.HasSuffix(a, ":"+strconv.Itoa(int(cport))) {
-				listens = f + "..."
+		for _, f := range []string{"--listen", "--metrics-listen"} {
+			if strings.HasPrefix(a, f+"=") && strings.HasSuffix(a, ":"+strconv.Itoa(int(cport))) {
+				listens = f
 			}
 		}
 		if strings.HasPrefix(a, "--tls-cert=") {
@@ -199,13 +199,13 @@ func checkPodMonitor(pm *unstructured.Unstructured, file string) map[string]inte
 	}
 	// HTTPS where the listener is agentsched's main one with a certificate;
 	// the metrics listener and the controllers serve plain HTTP.
-	wantHTTPS := tlsServed && listens == "--listen=..."
+	wantHTTPS := tlsServed && listens == "--listen"
 	if (scheme == "https") != wantHTTPS {
 		fail("PodMonitor %s: scheme %q, but %s serves port %s over %s", name, scheme, d.Name, port,
 			map[bool]string{true: "HTTPS", false: "HTTP"}[wantHTTPS])
 	}
 	logf("PodMonitor %s/%s: Deployment %s, container %s, port %s (%d, %s), %s", pm.GetNamespace(), name, d.Name,
-		ctr.Name, port, cport, strings.TrimSuffix(listens, "..."), map[bool]string{true: "https", false: "http"}[wantHTTPS])
+		ctr.Name, port, cport, listens, map[bool]string{true: "https", false: "http"}[wantHTTPS])
 	return ep
 }
 
