@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agentsched/base/doc.h"
 #include "agentsched/base/table.h"
@@ -29,6 +30,40 @@ typedef struct csv {
     char *col[CSV_MAX_COLS];
     size_t ncol;
 } csv;
+
+/* csv_cut ends the value at s in place: unquoted, at the next comma; quoted
+ * as RFC 4180 has it ("" inside stands for "), at its closing quote, which
+ * must be on the line. *next is the value after it, NULL at the line's end.
+ * Returns NULL, or what is wrong with the value. */
+static const char *csv_cut(char *s, char **next)
+{
+    if (*s != '"') {
+        char *comma = strchr(s, ',');
+        size_t vlen = comma ? (size_t)(comma - s) : strlen(s);
+        if (memchr(s, '"', vlen))
+            return "a quote inside an unquoted value";
+        *next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
+        return NULL;
+    }
+    char *w = s, *r = s + 1;
+    for (;; r++) {
+        if (!*r)
+            return "a quoted value does not end on its line";
+        if (*r == '"' && r[1] != '"')
+            break;
+        *w++ = *r;
+        if (*r == '"')
+            r++; /* "" is one quote */
+    }
+    r++; /* past the closing quote */
+    if (*r && *r != ',')
+        return "text after a quoted value's closing quote";
+    *next = *r ? r + 1 : NULL;
+    *w = '\0';
+    return NULL;
+}
 
 /* Reads the next non-empty line into c->col. Returns 1 on a row, 0 at end,
  * or an as_err (negated) on error. */
@@ -60,9 +95,8 @@ static int csv_next(csv *c, as_diag *diag, as_err *err)
                                c->line);
             return -1;
         }
-        /* Split in place. A value may be quoted as RFC 4180 has it (a
-         * writer that quotes every value; "" inside stands for "), but
-         * must end on its line. */
+        /* Split in place; a value may be quoted (a writer that quotes
+         * every value). */
         c->ncol = 0;
         char *s = c->buf;
         for (;;) {
@@ -72,47 +106,11 @@ static int csv_next(csv *c, as_diag *diag, as_err *err)
                 return -1;
             }
             char *next;
-            if (*s == '"') {
-                char *w = s, *r = s + 1;
-                for (;;) {
-                    if (!*r) {
-                        *err = as_diag_set(diag, AS_EPARSE, NULL,
-                                           "%s:%zu: column %zu: a quoted value does not end on "
-                                           "its line",
-                                           c->name, c->line, c->ncol + 1);
-                        return -1;
-                    }
-                    if (*r == '"' && r[1] == '"') {
-                        *w++ = '"';
-                        r += 2;
-                    } else if (*r == '"') {
-                        r++;
-                        break;
-                    } else {
-                        *w++ = *r++;
-                    }
-                }
-                if (*r && *r != ',') {
-                    *err = as_diag_set(diag, AS_EPARSE, NULL,
-                                       "%s:%zu: column %zu: text after a quoted value's closing "
-                                       "quote",
-                                       c->name, c->line, c->ncol + 1);
-                    return -1;
-                }
-                next = *r ? r + 1 : NULL;
-                *w = '\0';
-            } else {
-                char *comma = strchr(s, ',');
-                size_t vlen = comma ? (size_t)(comma - s) : strlen(s);
-                if (memchr(s, '"', vlen)) {
-                    *err = as_diag_set(diag, AS_EPARSE, NULL,
-                                       "%s:%zu: column %zu: a quote inside an unquoted value",
-                                       c->name, c->line, c->ncol + 1);
-                    return -1;
-                }
-                next = comma ? comma + 1 : NULL;
-                if (comma)
-                    *comma = '\0';
+            const char *why = csv_cut(s, &next);
+            if (why) {
+                *err = as_diag_set(diag, AS_EPARSE, NULL, "%s:%zu: column %zu: %s", c->name,
+                                   c->line, c->ncol + 1, why);
+                return -1;
             }
             c->col[c->ncol++] = s;
             if (!next)
@@ -128,8 +126,7 @@ static int csv_next(csv *c, as_diag *diag, as_err *err)
  * value). */
 static bool csv_absent(const char *v)
 {
-    return !*v || ((v[0] == 'n' || v[0] == 'N') && (v[1] == 'a' || v[1] == 'A') &&
-                   (v[2] == 'n' || v[2] == 'N') && !v[3]);
+    return !*v || strcasecmp(v, "nan") == 0;
 }
 
 static int csv_find(const char *const *hdr, size_t n, const char *name)
@@ -290,7 +287,8 @@ static as_err parse_nodes(trace *t, const char *name, const char *text, size_t l
         }
         /* One node a name: a name listed twice would be one node in the
          * cluster but count twice in its capacity. */
-        uintptr_t first = (uintptr_t)table_get(&names, n->name, strlen(n->name));
+        size_t snlen = strlen(n->name);
+        uintptr_t first = (uintptr_t)table_get(&names, n->name, snlen);
         if (first) {
             err = as_diag_set(
                 diag, AS_EINVAL, "sn",
@@ -298,7 +296,7 @@ static as_err parse_nodes(trace *t, const char *name, const char *text, size_t l
                 name, c.line, n->name, (size_t)first);
             goto done;
         }
-        if (table_put(&names, n->name, strlen(n->name), (void *)(uintptr_t)c.line) != AS_OK) {
+        if (table_put(&names, n->name, snlen, (void *)(uintptr_t)c.line) != AS_OK) {
             err = as_diag_set(diag, AS_ENOMEM, NULL, "%s: out of memory", name);
             goto done;
         }
