@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -148,4 +150,19 @@ func waitEstablished(dyn dynamic.Interface, gvr schema.GroupVersionResource, nam
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("CRD %s not Established after 30s", name)
+}
+
+// applyFile applies a manifest through `e2ectl apply`, with strict field
+// validation if strict.
+func (c *cluster) applyFile(path string, strict bool) {
+	args := []string{"apply", "--kubeconfig", c.env.need("KUBECONFIG"), "-f", path}
+	if strict {
+		args = append(args, "--strict")
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		fail("e2ectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	logf("applied %s%s", filepath.Base(path), map[bool]string{true: " (strict)", false: ""}[strict])
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -212,14 +210,10 @@ func checkPodMonitor(pm *unstructured.Unstructured, file string) map[string]inte
 // scrapeWithCA GETs url trusting only the CA in caFile, checking the
 // server's certificate for serverName, with no client certificate.
 func scrapeWithCA(url, caFile, serverName string) string {
-	pem, err := os.ReadFile(caFile)
+	cfg, err := tlsConfigFrom(caFile, "", "")
 	check(err, caFile)
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		fail("%s: no PEM certificate", caFile)
-	}
-	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}}}
+	cfg.ServerName = serverName
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 	resp, err := cl.Get(url)
 	check(err, "scrape "+url)
 	defer resp.Body.Close()
@@ -240,19 +234,4 @@ func promOperatorDir() string {
 		fail("go mod download -json %s: %v %s %s", promOperatorModule, err, m.Error, out)
 	}
 	return m.Dir
-}
-
-// applyFile applies a manifest through `e2ectl apply`, with strict field
-// validation if strict.
-func (c *cluster) applyFile(path string, strict bool) {
-	args := []string{"apply", "--kubeconfig", c.env.need("KUBECONFIG"), "-f", path}
-	if strict {
-		args = append(args, "--strict")
-	}
-	cmd := exec.Command(os.Args[0], args...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		fail("e2ectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	logf("applied %s%s", filepath.Base(path), map[bool]string{true: " (strict)", false: ""}[strict])
 }

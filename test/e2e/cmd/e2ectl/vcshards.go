@@ -411,10 +411,7 @@ type shardCtl struct {
 // ConfigMap of kube-system (where its Role may read).
 func (c *cluster) startShardController(shardingYAML string) *shardCtl {
 	repo := c.repo()
-	apply := exec.Command(os.Args[0], "apply", "--kubeconfig", c.env.need("KUBECONFIG"),
-		"-f", filepath.Join(repo, "deploy/shard-controller/rbac.yaml"))
-	apply.Stderr = os.Stderr
-	check(apply.Run(), "apply deploy/shard-controller/rbac.yaml")
+	c.applyFile(filepath.Join(repo, "deploy/shard-controller/rbac.yaml"), false)
 	ctx, cancel := ctxTimeout(30 * time.Second)
 	defer cancel()
 	_, err := c.cs.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
